@@ -1,0 +1,1 @@
+//! Custom resource types of muster (`muster.dev/v1alpha1`).

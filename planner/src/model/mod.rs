@@ -1,0 +1,19 @@
+//! The domain model the planner reasons about: offerings, nodes, gangs,
+//! queues and pools. Plain data, no behaviour beyond small helpers; the
+//! decisions live in the planning modules.
+
+pub mod gang;
+pub mod node;
+pub mod offering;
+pub mod pool;
+pub mod price;
+pub mod queue;
+pub mod scheduling;
+
+pub use gang::{Assignment, Gang, GangId, GangPhase, PodSet, Topology};
+pub use node::{Node, NodePhase, OtherPod};
+pub use offering::{CapacityType, GpuModel, Offering, OfferingKey, Provider};
+pub use pool::{ConsolidationPolicy, Disruption, Pool, PoolLimits, PoolRequirements};
+pub use price::Price;
+pub use queue::{PreemptionPolicy, Queue, QueueingStrategy, Quota, QuotaResource, ReclaimPolicy};
+pub use scheduling::{Taint, TaintEffect, Toleration, TolerationOperator};

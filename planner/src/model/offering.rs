@@ -1,0 +1,270 @@
+//! Offerings: a machine shape a cloud sells in one zone at one capacity type
+//! and price. The planner chooses among them; providers list them.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::price::Price;
+use crate::resources::Resources;
+use crate::time::Time;
+
+/// The cloud an offering or node belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// Amazon EC2.
+    Aws,
+    /// Google Compute Engine.
+    Gcp,
+    /// The simulated cloud of `muster simulate`.
+    Sim,
+}
+
+impl Provider {
+    /// Lower-case name, as in manifests and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Aws => "aws",
+            Provider::Gcp => "gcp",
+            Provider::Sim => "sim",
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a machine is bought.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum CapacityType {
+    /// Interruptible, discounted capacity (AWS Spot, GCP Spot VMs).
+    #[serde(rename = "spot")]
+    Spot,
+    /// Regular capacity.
+    #[serde(rename = "on-demand")]
+    OnDemand,
+}
+
+impl CapacityType {
+    /// `spot` or `on-demand`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapacityType::Spot => "spot",
+            CapacityType::OnDemand => "on-demand",
+        }
+    }
+}
+
+impl fmt::Display for CapacityType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A GPU model such as `A100`, `H100`, `L4`, `A10G`, `T4`.
+///
+/// Names are normalised so that cloud spellings meet: upper case, vendor
+/// prefixes dropped (`nvidia-tesla-a100` → `A100`, `nvidia-h100-80gb` →
+/// `H100-80GB`, `NVIDIA-L4` → `L4`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct GpuModel(String);
+
+impl GpuModel {
+    /// Normalises a model name.
+    pub fn new(name: &str) -> GpuModel {
+        let upper = name.trim().to_ascii_uppercase().replace('_', "-");
+        let stripped = ["NVIDIA-TESLA-", "NVIDIA-", "TESLA-", "NVIDIA "]
+            .iter()
+            .find_map(|p| upper.strip_prefix(p))
+            .unwrap_or(&upper);
+        GpuModel(stripped.to_string())
+    }
+
+    /// The normalised name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// True when `self` satisfies a requested model: equal, or the request
+    /// names the family of a memory variant (`A100` accepts `A100-80GB`).
+    pub fn satisfies(&self, requested: &GpuModel) -> bool {
+        self.0 == requested.0
+            || self
+                .0
+                .strip_prefix(requested.0.as_str())
+                .is_some_and(|rest| rest.starts_with('-'))
+    }
+}
+
+impl<'de> Deserialize<'de> for GpuModel {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.trim().is_empty() {
+            return Err(serde::de::Error::custom("GPU model must not be empty"));
+        }
+        Ok(GpuModel::new(&s))
+    }
+}
+
+impl fmt::Display for GpuModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What identifies an offering: provider, zone, instance type, capacity type.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OfferingKey {
+    /// Cloud.
+    pub provider: Provider,
+    /// Zone (`us-east-1a`, `us-central1-b`).
+    pub zone: String,
+    /// Instance or machine type (`p4d.24xlarge`, `a2-highgpu-8g`).
+    pub instance_type: String,
+    /// Spot or on-demand.
+    pub capacity_type: CapacityType,
+}
+
+impl fmt::Display for OfferingKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{}/{}",
+            self.instance_type, self.zone, self.capacity_type
+        )
+    }
+}
+
+/// A machine shape for sale in one zone at one capacity type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Offering {
+    /// Cloud.
+    pub provider: Provider,
+    /// The NodeClass this offering was listed for; empty means any NodeClass
+    /// of the same provider.
+    #[serde(default)]
+    pub node_class: String,
+    /// Region (`us-east-1`).
+    #[serde(default)]
+    pub region: String,
+    /// Zone (`us-east-1a`).
+    pub zone: String,
+    /// Instance or machine type.
+    pub instance_type: String,
+    /// Spot or on-demand.
+    pub capacity_type: CapacityType,
+    /// Price per hour; `None` when unknown. Offerings with unknown prices are
+    /// never chosen, and the plan says so.
+    #[serde(default)]
+    pub price: Option<Price>,
+    /// GPU model, `None` for machines without GPUs.
+    #[serde(default)]
+    pub gpu_model: Option<GpuModel>,
+    /// GPUs per machine.
+    #[serde(default)]
+    pub gpu_count: u32,
+    /// Memory per GPU in MiB.
+    #[serde(default)]
+    pub gpu_memory_mib: u64,
+    /// What a node of this shape offers to pods (allocatable, not raw
+    /// capacity): CPU, memory, GPUs and extended resources such as MIG
+    /// profiles.
+    pub resources: Resources,
+    /// False when the cloud does not sell it now.
+    #[serde(default = "yes")]
+    pub available: bool,
+    /// Set when a launch recently failed for lack of capacity: the planner
+    /// avoids the offering until then.
+    #[serde(default)]
+    pub unavailable_until: Option<Time>,
+    /// Chance per hour that a node of this offering is interrupted (spot);
+    /// zero for on-demand.
+    #[serde(default)]
+    pub interruption_rate_per_hour: f64,
+    /// True when nodes can be launched into a shared placement group
+    /// (cluster placement group, compact placement policy).
+    #[serde(default)]
+    pub placement_groups: bool,
+    /// Typical seconds from launch to a Ready node with GPUs registered.
+    #[serde(default)]
+    pub boot_secs: u64,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Offering {
+    /// The offering's identity.
+    pub fn key(&self) -> OfferingKey {
+        OfferingKey {
+            provider: self.provider,
+            zone: self.zone.clone(),
+            instance_type: self.instance_type.clone(),
+            capacity_type: self.capacity_type,
+        }
+    }
+
+    /// True when it may be launched at `now`.
+    pub fn usable_at(&self, now: Time) -> bool {
+        self.available && self.price.is_some() && self.unavailable_until.is_none_or(|t| t <= now)
+    }
+
+    /// Price per GPU per hour, or `None` without GPUs or price.
+    pub fn price_per_gpu(&self) -> Option<Price> {
+        match (self.price, self.gpu_count) {
+            (Some(p), n) if n > 0 => Some(Price(p.0 / u64::from(n))),
+            _ => None,
+        }
+    }
+
+    /// The instance family: the part of the type before the first `.` (AWS)
+    /// or the first two `-` separated words (GCP `a2-highgpu`).
+    pub fn family(&self) -> &str {
+        family_of(&self.instance_type)
+    }
+}
+
+/// The family of an instance type (`p4d.24xlarge` → `p4d`,
+/// `a2-highgpu-8g` → `a2-highgpu`).
+pub fn family_of(instance_type: &str) -> &str {
+    if let Some((family, _)) = instance_type.split_once('.') {
+        return family;
+    }
+    match instance_type.rmatch_indices('-').next() {
+        Some((i, _)) if instance_type[..i].contains('-') => &instance_type[..i],
+        _ => instance_type,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_models_normalise() {
+        assert_eq!(GpuModel::new("nvidia-tesla-a100").as_str(), "A100");
+        assert_eq!(GpuModel::new("NVIDIA-L4").as_str(), "L4");
+        assert_eq!(GpuModel::new("nvidia-h100-80gb").as_str(), "H100-80GB");
+        assert_eq!(GpuModel::new(" h100 ").as_str(), "H100");
+        assert!(GpuModel::new("A100-80GB").satisfies(&GpuModel::new("A100")));
+        assert!(!GpuModel::new("A100").satisfies(&GpuModel::new("A10")));
+        assert!(!GpuModel::new("A10G").satisfies(&GpuModel::new("A10")));
+    }
+
+    #[test]
+    fn families() {
+        assert_eq!(family_of("p4d.24xlarge"), "p4d");
+        assert_eq!(family_of("a2-highgpu-8g"), "a2-highgpu");
+        assert_eq!(family_of("g2-standard-4"), "g2-standard");
+        assert_eq!(family_of("n1-standard-8"), "n1-standard");
+        assert_eq!(family_of("weird"), "weird");
+    }
+}

@@ -1,0 +1,153 @@
+//! Pools: families of nodes muster may buy, with requirements, limits and a
+//! disruption policy.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::offering::{CapacityType, GpuModel, Provider};
+use super::price::Price;
+use super::scheduling::Taint;
+use crate::time::Dur;
+
+/// What offerings a pool may buy. Empty lists allow anything.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PoolRequirements {
+    /// Allowed instance types.
+    #[serde(default)]
+    pub instance_types: Vec<String>,
+    /// Allowed instance families (`p4d`, `a2-highgpu`).
+    #[serde(default)]
+    pub instance_families: Vec<String>,
+    /// Allowed GPU models.
+    #[serde(default)]
+    pub gpu_models: Vec<GpuModel>,
+    /// Least GPUs per node.
+    #[serde(default)]
+    pub min_gpus: Option<u32>,
+    /// Most GPUs per node.
+    #[serde(default)]
+    pub max_gpus: Option<u32>,
+    /// Least memory per GPU, MiB.
+    #[serde(default)]
+    pub min_gpu_memory_mib: Option<u64>,
+    /// Allowed zones.
+    #[serde(default)]
+    pub zones: Vec<String>,
+    /// Capacity types in order of preference; empty means on-demand only.
+    #[serde(default)]
+    pub capacity_types: Vec<CapacityType>,
+}
+
+/// Ceilings on what a pool holds at once (launched and in flight).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PoolLimits {
+    /// Most GPUs.
+    #[serde(default)]
+    pub max_gpus: Option<u64>,
+    /// Most nodes.
+    #[serde(default)]
+    pub max_nodes: Option<u64>,
+    /// Most dollars per hour.
+    #[serde(default)]
+    pub max_price_per_hour: Option<Price>,
+}
+
+/// When nodes are consolidated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum ConsolidationPolicy {
+    /// Only empty nodes are removed.
+    WhenEmpty,
+    /// Empty nodes are removed; underutilized nodes drained when their
+    /// movable pods fit elsewhere, or replaced by a cheaper node.
+    #[default]
+    WhenUnderutilized,
+}
+
+/// A pool's disruption policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Disruption {
+    /// What may be consolidated.
+    #[serde(default)]
+    pub consolidation: ConsolidationPolicy,
+    /// How long a node must be empty or underutilized first.
+    #[serde(default = "default_consolidate_after")]
+    pub consolidate_after: Dur,
+    /// With no queued or running work, all nodes go after this long.
+    #[serde(default = "default_scale_to_zero_after")]
+    pub scale_to_zero_after: Dur,
+    /// Most nodes of the pool disrupted at once, as a count.
+    #[serde(default)]
+    pub max_disrupted_nodes: Option<u64>,
+    /// Most nodes disrupted at once, as a percentage of the pool's nodes.
+    #[serde(default = "default_budget_percent")]
+    pub max_disrupted_percent: u32,
+}
+
+fn default_consolidate_after() -> Dur {
+    Dur::secs(60)
+}
+fn default_scale_to_zero_after() -> Dur {
+    Dur::mins(10)
+}
+fn default_budget_percent() -> u32 {
+    10
+}
+
+impl Default for Disruption {
+    fn default() -> Self {
+        Disruption {
+            consolidation: ConsolidationPolicy::default(),
+            consolidate_after: default_consolidate_after(),
+            scale_to_zero_after: default_scale_to_zero_after(),
+            max_disrupted_nodes: None,
+            max_disrupted_percent: default_budget_percent(),
+        }
+    }
+}
+
+/// A pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Pool {
+    /// Name.
+    pub name: String,
+    /// Its NodeClass.
+    #[serde(default)]
+    pub node_class: String,
+    /// The cloud of its NodeClass.
+    pub provider: Provider,
+    /// Higher weight is tried first when prices tie.
+    #[serde(default)]
+    pub weight: i32,
+    /// What it may buy.
+    #[serde(default)]
+    pub requirements: PoolRequirements,
+    /// Ceilings.
+    #[serde(default)]
+    pub limits: PoolLimits,
+    /// Disruption policy.
+    #[serde(default)]
+    pub disruption: Disruption,
+    /// Labels its nodes carry.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Taints its nodes carry.
+    #[serde(default = "default_taints")]
+    pub taints: Vec<Taint>,
+    /// How long a gang may wait for its launched capacity before it is released.
+    #[serde(default)]
+    pub provisioning_timeout: Option<Dur>,
+}
+
+/// The default taint of GPU nodes: `nvidia.com/gpu=true:NoSchedule`.
+pub fn default_taints() -> Vec<Taint> {
+    vec![Taint {
+        key: "nvidia.com/gpu".to_string(),
+        value: "true".to_string(),
+        effect: super::scheduling::TaintEffect::NoSchedule,
+    }]
+}

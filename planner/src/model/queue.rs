@@ -1,0 +1,156 @@
+//! Queues: where a team's gangs wait, with quota, cohort borrowing, fair-share
+//! weight and preemption policy.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::offering::GpuModel;
+use crate::quantity::Quantity;
+use crate::time::Dur;
+
+/// Order of gangs within a queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum QueueingStrategy {
+    /// The head blocks everything behind it.
+    #[serde(rename = "StrictFIFO")]
+    StrictFifo,
+    /// A later gang may pass a blocked head only if it cannot delay it.
+    #[default]
+    #[serde(rename = "BestEffortFIFO")]
+    BestEffortFifo,
+}
+
+/// Preemption within a queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum PreemptionPolicy {
+    /// Never preempt.
+    #[default]
+    Never,
+    /// Preempt gangs of lower priority.
+    LowerPriority,
+}
+
+/// Reclaiming capacity lent to other queues of the cohort.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum ReclaimPolicy {
+    /// Never reclaim.
+    #[default]
+    Never,
+    /// Reclaim from borrowing gangs of lower priority.
+    LowerPriority,
+    /// Reclaim from any borrowing gang.
+    Any,
+}
+
+/// A resource a quota limits.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum QuotaResource {
+    /// All GPUs (`nvidia.com/gpu`).
+    Gpu,
+    /// GPUs of one model (`nvidia.com/gpu:A100`).
+    GpuModel(GpuModel),
+    /// CPU (`cpu`).
+    Cpu,
+    /// Memory (`memory`).
+    Memory,
+    /// Any other resource by name.
+    Other(String),
+}
+
+impl QuotaResource {
+    /// Parses `nvidia.com/gpu`, `nvidia.com/gpu:A100`, `cpu`, `memory`, or any name.
+    pub fn parse(s: &str) -> QuotaResource {
+        match s {
+            "nvidia.com/gpu" => QuotaResource::Gpu,
+            "cpu" => QuotaResource::Cpu,
+            "memory" => QuotaResource::Memory,
+            _ => match s.strip_prefix("nvidia.com/gpu:") {
+                Some(model) if !model.is_empty() => QuotaResource::GpuModel(GpuModel::new(model)),
+                _ => QuotaResource::Other(s.to_string()),
+            },
+        }
+    }
+}
+
+impl fmt::Display for QuotaResource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QuotaResource::Gpu => f.write_str("nvidia.com/gpu"),
+            QuotaResource::GpuModel(m) => write!(f, "nvidia.com/gpu:{m}"),
+            QuotaResource::Cpu => f.write_str("cpu"),
+            QuotaResource::Memory => f.write_str("memory"),
+            QuotaResource::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+impl Serialize for QuotaResource {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for QuotaResource {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(QuotaResource::parse(&s))
+    }
+}
+
+/// Quota for one resource. Amounts are quantities in the resource's unit
+/// (GPUs, cores, bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Quota {
+    /// The resource.
+    pub resource: QuotaResource,
+    /// Guaranteed to this queue.
+    pub nominal: Quantity,
+    /// How much more than nominal it may borrow from its cohort; `None` is
+    /// unlimited (within what the cohort has unused).
+    #[serde(default)]
+    pub borrowing_limit: Option<Quantity>,
+    /// How much of its nominal it lends to the cohort; `None` lends all.
+    #[serde(default)]
+    pub lending_limit: Option<Quantity>,
+}
+
+/// A queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Queue {
+    /// Name.
+    pub name: String,
+    /// Queues of a cohort lend each other unused quota.
+    #[serde(default)]
+    pub cohort: Option<String>,
+    /// Fair-share weight (> 0).
+    #[serde(default = "one")]
+    pub weight: f64,
+    /// Quotas; a resource without an entry is not limited.
+    #[serde(default)]
+    pub quotas: Vec<Quota>,
+    /// Preemption inside the queue.
+    #[serde(default)]
+    pub preemption: PreemptionPolicy,
+    /// Reclaiming lent quota from the cohort.
+    #[serde(default)]
+    pub reclaim: ReclaimPolicy,
+    /// GPUPools its gangs may use, in order of preference.
+    #[serde(default)]
+    pub pools: Vec<String>,
+    /// Order within the queue.
+    #[serde(default)]
+    pub strategy: QueueingStrategy,
+    /// Pods of an admitted gang must all run within this, or it is evicted.
+    #[serde(default)]
+    pub pods_ready_timeout: Option<Dur>,
+    /// Held: nothing new is admitted.
+    #[serde(default)]
+    pub stopped: bool,
+}
+
+fn one() -> f64 {
+    1.0
+}

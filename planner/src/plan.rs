@@ -1,0 +1,226 @@
+//! The planner's output: what to admit, launch, release, preempt and remove,
+//! and why every other gang waits.
+//!
+//! A [`Plan`] is an instruction list for a driver. Drivers carry it out
+//! idempotently; anything they cannot do shows up in the next snapshot and is
+//! planned again.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Assignment, GangId, OfferingKey, Price};
+
+/// Everything decided in one planning cycle.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// Gangs whose every pod has a place on Ready nodes: pin and start them.
+    pub admissions: Vec<Admission>,
+    /// Gangs that need new machines: write all the PoolNodes, then launch.
+    pub launches: Vec<Launch>,
+    /// Reserved capacity to give up.
+    pub releases: Vec<Release>,
+    /// Gangs to evict as a whole to make room.
+    pub preemptions: Vec<Preemption>,
+    /// Nodes to remove (consolidation, scale to zero).
+    pub removals: Vec<Removal>,
+    /// Every gang that still waits, with its position and reason.
+    pub waiting: Vec<Waiting>,
+}
+
+/// Start a gang on the nodes given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Admission {
+    /// The gang.
+    pub gang: GangId,
+    /// A node for every pod.
+    pub assignments: Vec<Assignment>,
+}
+
+/// A machine to launch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewNode {
+    /// Name of the PoolNode (and of the node, where the cloud allows).
+    pub name: String,
+    /// Idempotency key for the cloud call (stable across re-plans of the same
+    /// launch attempt).
+    pub idempotency_key: String,
+    /// The pool that buys it.
+    pub pool: String,
+    /// Exactly what to buy.
+    pub offering: OfferingKey,
+    /// Its price per hour.
+    pub price: Price,
+}
+
+/// New capacity for one gang, launched as a set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Launch {
+    /// The gang.
+    pub gang: GangId,
+    /// Machines to launch, all of them.
+    pub nodes: Vec<NewNode>,
+    /// Existing or in-flight nodes also held for the gang.
+    pub reserve: Vec<String>,
+    /// Where each pod will go once every node is Ready.
+    pub assignments: Vec<Assignment>,
+    /// Price per hour of the new machines together.
+    pub price_per_hour: Price,
+    /// Why this choice, for people.
+    pub message: String,
+}
+
+/// Why reserved capacity is given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ReleaseReason {
+    /// The capacity did not become Ready before the deadline.
+    ProvisioningTimeout,
+    /// The gang was planned again onto other capacity.
+    Replanned,
+    /// The gang no longer needs it (finished, deleted, evicted).
+    NoLongerNeeded,
+}
+
+/// Give up nodes held for a gang.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Release {
+    /// The gang that held them.
+    pub gang: GangId,
+    /// The nodes.
+    pub nodes: Vec<String>,
+    /// Why.
+    pub reason: ReleaseReason,
+    /// The gang that takes them over, if any.
+    pub handed_to: Option<GangId>,
+    /// For people.
+    pub message: String,
+}
+
+/// Why a gang is preempted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum PreemptionReason {
+    /// A higher-priority gang of the same queue needs the room.
+    WithinQueue,
+    /// A queue takes back quota it lent to the cohort.
+    ReclaimWithinCohort,
+}
+
+/// Evict a whole gang.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preemption {
+    /// The gang evicted.
+    pub victim: GangId,
+    /// The gang it makes room for.
+    pub for_gang: GangId,
+    /// Why.
+    pub reason: PreemptionReason,
+    /// For people.
+    pub message: String,
+}
+
+/// How a node goes away.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RemovalKind {
+    /// Empty for longer than `consolidateAfter`.
+    Empty,
+    /// Underutilized; its movable pods fit elsewhere.
+    Underutilized,
+    /// Replaced by a strictly cheaper machine.
+    Replace {
+        /// The replacement, launched first.
+        with: NewNode,
+    },
+    /// The pool has had no work for `scaleToZeroAfter`.
+    ScaleToZero,
+}
+
+/// Remove a node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Removal {
+    /// The node.
+    pub node: String,
+    /// Its pool.
+    pub pool: String,
+    /// How.
+    pub kind: RemovalKind,
+    /// Price per hour saved.
+    pub saves_per_hour: Price,
+    /// For people.
+    pub message: String,
+}
+
+/// Bounded reasons a gang waits (metric labels, Event reasons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum WaitReason {
+    /// Its queue (and cohort) has no quota left for it.
+    QuotaExhausted,
+    /// Its capacity is being launched.
+    Provisioning,
+    /// Its capacity is launched-to-be but the cycle's launch budget is spent.
+    LaunchBudget,
+    /// Pool limits (GPUs, nodes, dollars) leave no room.
+    PoolLimit,
+    /// No offering that fits is available now (capacity errors, unknown prices).
+    NoOffering,
+    /// Nothing any allowed pool can buy ever holds it.
+    Unsatisfiable,
+    /// Behind a blocked head in a StrictFIFO queue, or one it might delay.
+    BehindHead,
+    /// Evicted; waiting out its backoff.
+    Backoff,
+    /// Its queue is stopped.
+    QueueStopped,
+    /// Its queue does not exist.
+    UnknownQueue,
+    /// Room is being made by preempting other gangs.
+    Preempting,
+}
+
+impl WaitReason {
+    /// The reason as a bounded label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitReason::QuotaExhausted => "QuotaExhausted",
+            WaitReason::Provisioning => "Provisioning",
+            WaitReason::LaunchBudget => "LaunchBudget",
+            WaitReason::PoolLimit => "PoolLimit",
+            WaitReason::NoOffering => "NoOffering",
+            WaitReason::Unsatisfiable => "Unsatisfiable",
+            WaitReason::BehindHead => "BehindHead",
+            WaitReason::Backoff => "Backoff",
+            WaitReason::QueueStopped => "QueueStopped",
+            WaitReason::UnknownQueue => "UnknownQueue",
+            WaitReason::Preempting => "Preempting",
+        }
+    }
+}
+
+impl fmt::Display for WaitReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A gang that waits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waiting {
+    /// The gang.
+    pub gang: GangId,
+    /// Its queue.
+    pub queue: String,
+    /// 1-based position in its queue.
+    pub position: u32,
+    /// Bounded reason.
+    pub reason: WaitReason,
+    /// For people: "needs 32 A100 GPUs; queue team-a at nominal quota 16, cohort has 8 to lend".
+    pub message: String,
+}

@@ -1,0 +1,96 @@
+//! The planner's input: a consistent picture of queues, pools, offerings,
+//! nodes and gangs, and the policy knobs that are not per object.
+//!
+//! Drivers build a [`Snapshot`]: the controller from its watch caches, the
+//! simulator from its virtual cluster, `muster plan -f` from a YAML file.
+//! Order of the lists does not matter: the planner sorts what it needs.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Gang, Node, Offering, Pool, Queue};
+use crate::time::{Dur, Time};
+
+/// Everything the planner looks at.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Snapshot {
+    /// Queues.
+    #[serde(default)]
+    pub queues: Vec<Queue>,
+    /// Pools.
+    #[serde(default)]
+    pub pools: Vec<Pool>,
+    /// Offerings the pools may buy.
+    #[serde(default)]
+    pub offerings: Vec<Offering>,
+    /// Nodes, existing and in flight.
+    #[serde(default)]
+    pub nodes: Vec<Node>,
+    /// Gangs in every phase but Finished.
+    #[serde(default)]
+    pub gangs: Vec<Gang>,
+}
+
+/// Cluster-wide knobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct Policy {
+    /// How long a gang's launched capacity may take to become Ready before it
+    /// is released (a pool's own `provisioningTimeout` wins).
+    pub provisioning_timeout: Dur,
+    /// How long the cloud may take to accept a launch.
+    pub launch_timeout: Dur,
+    /// How long a launched machine may take to register as a Node.
+    pub registration_timeout: Dur,
+    /// How long a Registered node may take to become Ready with GPUs.
+    pub initialization_timeout: Dur,
+    /// How long an offering is avoided after an insufficient-capacity error.
+    pub unavailable_offering_ttl: Dur,
+    /// Default pods-ready timeout for queues that set none.
+    pub pods_ready_timeout: Dur,
+    /// First requeue backoff after an eviction; doubles each time.
+    pub requeue_backoff_base: Dur,
+    /// Largest requeue backoff.
+    pub requeue_backoff_max: Dur,
+    /// Expected run time of gangs that declare none (spot risk).
+    pub default_expected_duration: Dur,
+    /// A node whose requested GPUs (or CPU, without GPUs) are below this
+    /// percentage of allocatable is underutilized.
+    pub underutilized_percent: u32,
+    /// Most new nodes planned in one cycle; `None` is unlimited.
+    pub max_new_nodes_per_cycle: Option<u32>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            provisioning_timeout: Dur::mins(15),
+            launch_timeout: Dur::mins(5),
+            registration_timeout: Dur::mins(15),
+            initialization_timeout: Dur::mins(10),
+            unavailable_offering_ttl: Dur::mins(3),
+            pods_ready_timeout: Dur::mins(10),
+            requeue_backoff_base: Dur::secs(60),
+            requeue_backoff_max: Dur::hours(1),
+            default_expected_duration: Dur::hours(1),
+            underutilized_percent: 50,
+            max_new_nodes_per_cycle: None,
+        }
+    }
+}
+
+/// A snapshot, a policy and the time: everything `plan` needs, as one
+/// document (the format of `muster plan -f`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PlanInput {
+    /// The time of the plan.
+    #[serde(default)]
+    pub now: Time,
+    /// Policy knobs.
+    #[serde(default)]
+    pub policy: Policy,
+    /// The snapshot, flattened into the document.
+    #[serde(flatten)]
+    pub snapshot: Snapshot,
+}

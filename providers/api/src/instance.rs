@@ -1,0 +1,82 @@
+//! Instances, launch requests and interruption notices.
+
+use std::collections::BTreeMap;
+
+use muster_planner::{OfferingKey, Taint, Time};
+use serde::{Deserialize, Serialize};
+
+/// Everything a provider needs to launch one machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchRequest {
+    /// The PoolNode name; the instance's name where the cloud has names.
+    pub name: String,
+    /// The PoolNode's idempotency key (AWS `ClientToken`, GCP instance name
+    /// and `requestId`).
+    pub idempotency_key: String,
+    /// Exactly what to buy.
+    pub offering: OfferingKey,
+    /// The pool.
+    pub pool: String,
+    /// The cluster; instances are tagged with it.
+    pub cluster: String,
+    /// The gang the machine is for, if any.
+    pub gang: Option<String>,
+    /// Labels the kubelet registers the node with.
+    pub labels: BTreeMap<String, String>,
+    /// Taints the kubelet registers the node with.
+    pub taints: Vec<Taint>,
+    /// Extra tags or labels on the instance.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// The cloud's view of an instance's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum InstanceState {
+    /// Booting.
+    Pending,
+    /// Running.
+    Running,
+    /// Stopping or being terminated.
+    ShuttingDown,
+    /// Gone.
+    Terminated,
+}
+
+/// A machine in the cloud.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Instance {
+    /// Kubernetes provider id (`aws:///us-east-1a/i-0abc`, `gce://project/zone/name`).
+    pub provider_id: String,
+    /// What was bought.
+    pub offering: OfferingKey,
+    /// State.
+    pub state: InstanceState,
+    /// When the cloud created it.
+    pub launched_at: Time,
+    /// Its tags or labels.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// What kind of interruption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum InterruptionKind {
+    /// The spot machine will be reclaimed shortly.
+    SpotInterruption,
+    /// The cloud suggests moving off the machine (no action required).
+    RebalanceRecommendation,
+    /// The machine was preempted (GCP) or stopped.
+    Preempted,
+    /// The machine was terminated outside muster.
+    Terminated,
+}
+
+/// An interruption notice for one instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interruption {
+    /// The instance.
+    pub provider_id: String,
+    /// What happened.
+    pub kind: InterruptionKind,
+    /// When the cloud says it happens.
+    pub at: Time,
+}

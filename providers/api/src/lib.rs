@@ -1,0 +1,54 @@
+//! # muster-provider-api: the seam between muster and a cloud
+//!
+//! One [`CloudProvider`] is built per `NodeClass` (the controller turns the
+//! NodeClass into the provider's own configuration), so every call here is
+//! already scoped to a region, a network and an image. Providers list
+//! [`Offering`]s, launch exactly one machine per call from the offering the
+//! planner chose, and report interruptions. Errors are typed
+//! ([`ProviderError`]) and fall into a bounded set of [`ErrorCategory`]s that
+//! become metric labels and Event reasons.
+//!
+//! This crate knows the planner's domain types and nothing of any cloud SDK,
+//! Kubernetes or async runtime.
+
+mod error;
+mod instance;
+
+pub use error::{ErrorCategory, ProviderError};
+pub use instance::{Instance, InstanceState, Interruption, InterruptionKind, LaunchRequest};
+
+use muster_planner::{Offering, PoolRequirements, Provider};
+
+/// A cloud, as muster uses it. Every method is idempotent and safe to call
+/// again after a crash.
+#[async_trait::async_trait]
+pub trait CloudProvider: Send + Sync {
+    /// Which cloud this is.
+    fn provider(&self) -> Provider;
+
+    /// Every offering (type × zone × capacity type, with price and
+    /// availability) that satisfies the pool's requirements. Unknown prices
+    /// are `None`, never zero.
+    async fn offerings(&self, requirements: &PoolRequirements)
+    -> Result<Vec<Offering>, ProviderError>;
+
+    /// Launches one machine. Calling again with the same
+    /// [`LaunchRequest::idempotency_key`] returns the same instance and never
+    /// launches a second one.
+    async fn launch(&self, request: &LaunchRequest) -> Result<Instance, ProviderError>;
+
+    /// The instance with this provider id; [`ProviderError::NotFound`] when it
+    /// does not exist (any more).
+    async fn describe(&self, provider_id: &str) -> Result<Instance, ProviderError>;
+
+    /// Terminates an instance. An instance that is already gone is success.
+    async fn terminate(&self, provider_id: &str) -> Result<(), ProviderError>;
+
+    /// Instances tagged as owned by `cluster`, in any state but terminated.
+    async fn list(&self, cluster: &str) -> Result<Vec<Instance>, ProviderError>;
+
+    /// Interruption notices that arrived since the last call (spot
+    /// interruptions, rebalance hints, preemptions, state changes). A notice
+    /// is returned once.
+    async fn interruptions(&self) -> Result<Vec<Interruption>, ProviderError>;
+}

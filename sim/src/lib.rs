@@ -1,0 +1,1 @@
+//! Discrete-event simulator of muster and of the usual stacks.

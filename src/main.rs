@@ -1,0 +1,3 @@
+//! The `muster` binary.
+
+fn main() {}
