@@ -1,3 +1,18 @@
-//! The `muster` binary.
+//! The `muster` binary: a thin entry point over the subcommands in [`cli`].
 
-fn main() {}
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    match cli::run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

@@ -240,6 +240,20 @@ pub enum CapacityType {
     OnDemand,
 }
 
+/// Cloud a machine is bought from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+pub enum Provider {
+    /// Amazon EC2.
+    #[serde(rename = "aws")]
+    Aws,
+    /// Google Compute Engine.
+    #[serde(rename = "gcp")]
+    Gcp,
+    /// muster's simulated cloud (tests and `muster simulate`).
+    #[serde(rename = "sim")]
+    Sim,
+}
+
 /// Status of a condition, as in `metav1.Condition`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
 pub enum ConditionStatus {

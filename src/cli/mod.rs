@@ -1,0 +1,69 @@
+//! Command-line interface: one module per subcommand.
+
+pub mod crds;
+pub mod plan;
+pub mod simulate;
+
+use clap::{Parser, Subcommand};
+
+/// Gang admission and right-sized, atomic GPU provisioning for Kubernetes.
+#[derive(Debug, Parser)]
+#[command(name = "muster", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Replay a workload through muster and the usual stacks on a simulated cloud.
+    Simulate(simulate::SimulateArgs),
+    /// Print the plan the planner makes for a snapshot file.
+    Plan(plan::PlanArgs),
+    /// Print the CustomResourceDefinitions as one multi-document YAML.
+    Crds(crds::CrdsArgs),
+}
+
+/// A failed command: a message for people and an exit code.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct CliError {
+    /// What went wrong and where.
+    pub message: String,
+    /// 1 for failures of the work, 2 for bad input.
+    pub code: u8,
+}
+
+impl CliError {
+    /// Bad input (file, flag, value): exit code 2.
+    pub fn input(message: impl Into<String>) -> CliError {
+        CliError {
+            message: message.into(),
+            code: 2,
+        }
+    }
+
+    /// The work failed (I/O while writing output, …): exit code 1.
+    pub fn failed(message: impl Into<String>) -> CliError {
+        CliError {
+            message: message.into(),
+            code: 1,
+        }
+    }
+
+    /// The process exit code.
+    pub fn exit_code(&self) -> u8 {
+        self.code
+    }
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Command::Simulate(a) => simulate::run(a),
+        Command::Plan(a) => plan::run(a),
+        Command::Crds(a) => crds::run(a),
+    }
+}
