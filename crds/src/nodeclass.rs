@@ -1,0 +1,443 @@
+//! `NodeClass`: how to launch a machine on one cloud (AWS or GCP) — the launch template that
+//! `GPUPool`s refer to, like Karpenter's `EC2NodeClass`.
+
+use std::collections::BTreeMap;
+
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{Condition, Provider, Quantity};
+
+/// How muster launches machines on one cloud: exactly one of `aws` or `gcp`.
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "muster.dev",
+    version = "v1alpha1",
+    kind = "NodeClass",
+    plural = "nodeclasses",
+    shortname = "nc",
+    category = "muster",
+    status = "NodeClassStatus",
+    derive = "PartialEq",
+    doc = "NodeClass describes how muster launches a machine on one cloud (AWS or GCP): image, network, identity, disks and metadata. GPUPools refer to it by name.",
+    printcolumn(name = "Provider", type_ = "string", json_path = ".status.provider", description = "Cloud this class launches on, as resolved by the controller"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status", description = "Whether the images, subnets and security groups resolved"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[x_kube(validation = Rule::new("has(self.aws) || has(self.gcp)").message("spec.aws or spec.gcp is required: set exactly one provider block").reason(Reason::FieldValueRequired))]
+#[x_kube(validation = Rule::new("!(has(self.aws) && has(self.gcp))").message("spec.aws and spec.gcp are mutually exclusive: set exactly one provider block"))]
+#[x_kube(validation = Rule::new("has(self.aws) == has(oldSelf.aws)").message("spec.aws/spec.gcp: the provider of a NodeClass cannot change; create a new NodeClass"))]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClassSpec {
+    /// Launch settings for Amazon EC2. Mutually exclusive with `gcp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws: Option<AwsNodeClass>,
+    /// Launch settings for Google Compute Engine. Mutually exclusive with `aws`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gcp: Option<GcpNodeClass>,
+}
+
+/// Launch settings for Amazon EC2.
+#[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwsNodeClass {
+    /// AWS region the machines run in, e.g. `us-east-1`.
+    #[schemars(length(max = 32), regex(pattern = r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]+$"))]
+    pub region: String,
+    /// Which AMIs to boot. Terms are ORed; the newest matching image compatible with the
+    /// instance type is used.
+    #[schemars(length(min = 1, max = 30))]
+    #[x_kube(validation = Rule::new("!self.exists(t, has(t.alias)) || self.size() == 1").message("spec.aws.amiSelectorTerms: a term with alias must be the only term"))]
+    pub ami_selector_terms: Vec<AmiSelectorTerm>,
+    /// Which subnets machines may be placed in (one per zone is used). Terms are ORed.
+    #[schemars(length(min = 1, max = 30))]
+    #[x_kube(validation = Rule::new("self.all(t, has(t.id) != has(t.tags))").message("spec.aws.subnetSelectorTerms: each term sets exactly one of id or tags"))]
+    pub subnet_selector_terms: Vec<AwsSelectorTerm>,
+    /// Which security groups are attached to machines. Terms are ORed.
+    #[schemars(length(min = 1, max = 30))]
+    #[x_kube(validation = Rule::new("self.all(t, has(t.id) != has(t.tags))").message("spec.aws.securityGroupSelectorTerms: each term sets exactly one of id or tags"))]
+    pub security_group_selector_terms: Vec<AwsSelectorTerm>,
+    /// Name of the IAM instance profile machines run with (it must allow joining the cluster).
+    #[schemars(length(min = 1, max = 128))]
+    pub instance_profile: String,
+    /// User data passed to the instance, merged after muster's bootstrap script.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16384))]
+    pub user_data: Option<String>,
+    /// EBS volumes attached at launch; the AMI's defaults when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    #[x_kube(validation = Rule::new("self.filter(m, has(m.rootVolume) && m.rootVolume).size() <= 1").message("spec.aws.blockDeviceMappings: at most one mapping may set rootVolume"))]
+    pub block_device_mappings: Vec<BlockDeviceMapping>,
+    /// Tags put on instances, volumes and network interfaces, in addition to muster's own.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 50))]
+    #[x_kube(validation = Rule::new("self.all(k, !k.startsWith('muster.dev/') && !k.startsWith('kubernetes.io/cluster/'))").message("spec.aws.tags: keys starting with muster.dev/ or kubernetes.io/cluster/ are reserved"))]
+    pub tags: BTreeMap<String, String>,
+    /// Instance metadata service (IMDS) settings; IMDSv2 (session tokens) is required unless
+    /// changed here.
+    #[serde(default)]
+    pub metadata_options: MetadataOptions,
+    /// Whether instances get a public IPv4 address; the subnet's setting when omitted.
+    #[serde(default, rename = "associatePublicIPAddress", skip_serializing_if = "Option::is_none")]
+    pub associate_public_ip_address: Option<bool>,
+    /// Whether CloudWatch detailed (1-minute) monitoring is enabled.
+    #[serde(default)]
+    pub detailed_monitoring: bool,
+}
+
+/// One way of choosing AMIs: by `alias`, by `id`, or by `name`/`tags`/`owner`.
+#[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.id) || has(self.tags) || has(self.name) || has(self.alias)").message("spec.aws.amiSelectorTerms[]: set one of alias, id, name or tags"))]
+#[x_kube(validation = Rule::new("!has(self.alias) || !(has(self.id) || has(self.tags) || has(self.name) || has(self.owner))").message("spec.aws.amiSelectorTerms[].alias cannot be combined with id, name, owner or tags"))]
+#[x_kube(validation = Rule::new("!has(self.id) || !(has(self.tags) || has(self.name) || has(self.owner))").message("spec.aws.amiSelectorTerms[].id cannot be combined with name, owner or tags"))]
+pub struct AmiSelectorTerm {
+    /// Image family and version, e.g. `al2023@latest` or `bottlerocket@v1.20.0`; muster
+    /// resolves the GPU (NVIDIA) variant of the family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), regex(pattern = r"^[a-z0-9]+@[A-Za-z0-9._-]+$"))]
+    pub alias: Option<String>,
+    /// AMI ID, e.g. `ami-0123456789abcdef0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^ami-[0-9a-f]{8,17}$"))]
+    pub id: Option<String>,
+    /// AMI name; `*` wildcards are allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    pub name: Option<String>,
+    /// AMI owner account ID or alias (`self`, `amazon`); restricts `name` and `tags`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub owner: Option<String>,
+    /// Tags the AMI must carry; a value of `*` matches any value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxProperties" = 20))]
+    pub tags: Option<BTreeMap<String, String>>,
+}
+
+/// Selects AWS subnets or security groups by ID or by tags.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwsSelectorTerm {
+    /// Resource ID, e.g. `subnet-0123abcd` or `sg-0123abcd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(subnet|sg)-[0-9a-z]+$"), length(max = 32))]
+    pub id: Option<String>,
+    /// Tags the resource must carry; a value of `*` matches any value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxProperties" = 20))]
+    pub tags: Option<BTreeMap<String, String>>,
+}
+
+/// An EBS volume attached at launch.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockDeviceMapping {
+    /// Device name, e.g. `/dev/xvda`.
+    #[schemars(regex(pattern = r"^/dev/[a-z0-9]+$"), length(max = 32))]
+    pub device_name: String,
+    /// Whether this is the root volume (the kubelet's and container images' disk).
+    #[serde(default)]
+    pub root_volume: bool,
+    /// The EBS volume.
+    pub ebs: EbsVolume,
+}
+
+/// EBS volume settings.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EbsVolume {
+    /// Size of the volume, e.g. `200Gi`.
+    pub volume_size: Quantity,
+    /// EBS volume type.
+    #[serde(default)]
+    pub volume_type: EbsVolumeType,
+    /// Provisioned IOPS (gp3, io1, io2 only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 100, max = 256000))]
+    pub iops: Option<i32>,
+    /// Provisioned throughput in MiB/s (gp3 only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 125, max = 2000))]
+    pub throughput: Option<i32>,
+    /// Whether the volume is encrypted.
+    #[serde(default = "yes")]
+    pub encrypted: bool,
+    /// KMS key used to encrypt the volume; the account's default EBS key when omitted.
+    #[serde(default, rename = "kmsKeyID", skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    pub kms_key_id: Option<String>,
+    /// Whether the volume is deleted when the instance terminates.
+    #[serde(default = "yes")]
+    pub delete_on_termination: bool,
+    /// Snapshot the volume is created from.
+    #[serde(default, rename = "snapshotID", skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^snap-[0-9a-f]+$"), length(max = 32))]
+    pub snapshot_id: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// EBS volume type.
+#[derive(JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EbsVolumeType {
+    /// General purpose SSD, previous generation.
+    Gp2,
+    /// General purpose SSD with configurable IOPS and throughput.
+    #[default]
+    Gp3,
+    /// Provisioned IOPS SSD.
+    Io1,
+    /// Provisioned IOPS SSD, higher durability.
+    Io2,
+    /// Throughput-optimized HDD.
+    St1,
+    /// Cold HDD.
+    Sc1,
+    /// Magnetic, previous generation.
+    Standard,
+}
+
+/// Instance metadata service (IMDS) settings.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetadataOptions {
+    /// Whether the metadata endpoint is reachable from the instance.
+    #[serde(default = "enabled")]
+    pub http_endpoint: Toggle,
+    /// Whether IPv6 access to the metadata endpoint is enabled.
+    #[serde(default = "disabled", rename = "httpProtocolIPv6")]
+    pub http_protocol_ipv6: Toggle,
+    /// Maximum number of network hops a metadata response may take; 1 keeps pods (in their
+    /// own network namespace) away from the node's credentials.
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 64))]
+    pub http_put_response_hop_limit: i32,
+    /// `required` enforces IMDSv2 session tokens; `optional` also allows IMDSv1.
+    #[serde(default)]
+    pub http_tokens: HttpTokens,
+}
+
+impl Default for MetadataOptions {
+    fn default() -> Self {
+        Self {
+            http_endpoint: Toggle::Enabled,
+            http_protocol_ipv6: Toggle::Disabled,
+            http_put_response_hop_limit: 1,
+            http_tokens: HttpTokens::Required,
+        }
+    }
+}
+
+fn enabled() -> Toggle {
+    Toggle::Enabled
+}
+
+fn disabled() -> Toggle {
+    Toggle::Disabled
+}
+
+fn one() -> i32 {
+    1
+}
+
+/// An AWS on/off setting.
+#[derive(JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Toggle {
+    /// Turned on.
+    Enabled,
+    /// Turned off.
+    Disabled,
+}
+
+/// Whether IMDS session tokens (IMDSv2) are required.
+#[derive(JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HttpTokens {
+    /// IMDSv2 only.
+    #[default]
+    Required,
+    /// IMDSv1 and IMDSv2.
+    Optional,
+}
+
+/// Launch settings for Google Compute Engine.
+#[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.zones) || self.zones.all(z, z.startsWith(self.region + '-'))").message("spec.gcp.zones: every zone must be in spec.gcp.region (e.g. us-central1-a in us-central1)"))]
+pub struct GcpNodeClass {
+    /// Project the machines are created in.
+    #[schemars(regex(pattern = r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$"))]
+    pub project: String,
+    /// Region the machines run in, e.g. `us-central1`.
+    #[schemars(length(max = 32), regex(pattern = r"^[a-z]+-[a-z]+[0-9]+$"))]
+    pub region: String,
+    /// Zones machines may be placed in; every zone of the region that offers the machine
+    /// type when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(regex(pattern = r"^[a-z]+-[a-z]+[0-9]+-[a-z]$"), length(max = 40)))]
+    pub zones: Vec<String>,
+    /// VPC network name or self link; the project's `default` network when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub network: Option<String>,
+    /// Subnetwork name or self link; the network's subnetwork in the region when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub subnetwork: Option<String>,
+    /// Boot image or image family self link, e.g.
+    /// `projects/cos-cloud/global/images/family/cos-stable`.
+    #[schemars(length(min = 1, max = 1024))]
+    pub image: String,
+    /// Service account the machines run as; the project's default compute account when
+    /// omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<GcpServiceAccount>,
+    /// Boot disk of every machine.
+    #[serde(default)]
+    pub boot_disk: GcpBootDisk,
+    /// Labels put on instances and disks, in addition to muster's own.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 48))]
+    #[x_kube(validation = Rule::new("self.all(k, k.matches('^[a-z][-_a-z0-9]{0,62}$'))").message("spec.gcp.labels: keys must start with a lowercase letter and contain only lowercase letters, digits, - and _ (at most 63)"))]
+    pub labels: BTreeMap<String, String>,
+    /// Network tags (firewall targets) put on instances.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"), length(max = 63)))]
+    pub network_tags: Vec<String>,
+    /// Instance metadata items (e.g. `startup-script`), in addition to muster's bootstrap.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64))]
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// A GCP service account and its OAuth scopes.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcpServiceAccount {
+    /// Service account e-mail, e.g. `gpu-nodes@my-project.iam.gserviceaccount.com`.
+    #[schemars(length(min = 1, max = 254))]
+    pub email: String,
+    /// OAuth scopes granted to the machine.
+    #[serde(default = "cloud_platform_scope")]
+    #[schemars(length(max = 32))]
+    pub scopes: Vec<String>,
+}
+
+fn cloud_platform_scope() -> Vec<String> {
+    vec!["https://www.googleapis.com/auth/cloud-platform".to_owned()]
+}
+
+/// Boot disk of a GCP machine.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GcpBootDisk {
+    /// Size in GB.
+    #[serde(default = "hundred", rename = "sizeGB")]
+    #[schemars(range(min = 10, max = 65536))]
+    pub size_gb: i32,
+    /// Persistent disk type.
+    #[serde(default, rename = "type")]
+    pub type_: GcpDiskType,
+}
+
+impl Default for GcpBootDisk {
+    fn default() -> Self {
+        Self {
+            size_gb: 100,
+            type_: GcpDiskType::default(),
+        }
+    }
+}
+
+fn hundred() -> i32 {
+    100
+}
+
+/// GCP persistent disk type.
+#[derive(JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GcpDiskType {
+    /// Standard (HDD) persistent disk.
+    PdStandard,
+    /// Balanced SSD persistent disk.
+    #[default]
+    PdBalanced,
+    /// Performance SSD persistent disk.
+    PdSsd,
+    /// Hyperdisk Balanced (newer machine families such as A3).
+    HyperdiskBalanced,
+}
+
+/// What the controller resolved from a `NodeClass` and whether it can launch machines.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClassStatus {
+    /// Cloud this class launches on (from the provider block that is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<Provider>,
+    /// AWS subnets matched by `subnetSelectorTerms`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subnets: Vec<ResolvedSubnet>,
+    /// AWS security groups matched by `securityGroupSelectorTerms`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_groups: Vec<ResolvedSecurityGroup>,
+    /// AWS AMIs matched by `amiSelectorTerms`, one per architecture/accelerator variant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ResolvedImage>,
+    /// GCP zones machines may be placed in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<String>,
+    /// GCP image self link resolved from `spec.gcp.image` (a family resolves to its newest
+    /// image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Current state: `Ready` is `True` when the class can launch machines.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+    /// `.metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// An AWS subnet resolved from the selector terms.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedSubnet {
+    /// Subnet ID.
+    pub id: String,
+    /// Availability zone of the subnet, e.g. `us-east-1a`.
+    pub zone: String,
+    /// Availability zone ID of the subnet, e.g. `use1-az1`.
+    #[serde(default, rename = "zoneID", skip_serializing_if = "Option::is_none")]
+    pub zone_id: Option<String>,
+}
+
+/// An AWS security group resolved from the selector terms.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedSecurityGroup {
+    /// Security group ID.
+    pub id: String,
+    /// Security group name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// An AWS AMI resolved from the selector terms.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedImage {
+    /// AMI ID.
+    pub id: String,
+    /// AMI name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// CPU architecture of the image, e.g. `x86_64` or `arm64`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
+}

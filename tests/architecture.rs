@@ -1,0 +1,150 @@
+//! Enforces the dependency invariants stated in ARCHITECTURE.md by reading
+//! `cargo metadata`: the planner knows no Kubernetes, async runtime or cloud
+//! crate; only provider crates know a cloud SDK; only the root package (and
+//! the CRD type definitions, without a client) know kube; the simulator never
+//! depends on the root package.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Package name → names of its normal (non-dev, non-build) dependencies.
+fn graph() -> BTreeMap<String, Vec<String>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata is JSON");
+    let names: BTreeMap<&str, &str> = meta["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .map(|p| (p["id"].as_str().expect("id"), p["name"].as_str().expect("name")))
+        .collect();
+    let mut g = BTreeMap::new();
+    for node in meta["resolve"]["nodes"].as_array().expect("resolve nodes") {
+        let id = node["id"].as_str().expect("node id");
+        let deps = node["deps"]
+            .as_array()
+            .expect("deps")
+            .iter()
+            .filter(|d| {
+                d["dep_kinds"]
+                    .as_array()
+                    .is_some_and(|kinds| kinds.iter().any(|k| k["kind"].is_null()))
+            })
+            .map(|d| names[d["pkg"].as_str().expect("pkg")].to_string())
+            .collect();
+        g.insert(names[id].to_string(), deps);
+    }
+    g
+}
+
+/// Every package `root` depends on, directly or not (normal dependencies).
+fn closure(g: &BTreeMap<String, Vec<String>>, root: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![root.to_string()];
+    while let Some(p) = stack.pop() {
+        for d in g.get(&p).into_iter().flatten() {
+            if seen.insert(d.clone()) {
+                stack.push(d.clone());
+            }
+        }
+    }
+    seen
+}
+
+fn is_kube(name: &str) -> bool {
+    name == "kube" || name.starts_with("kube-") || name == "k8s-openapi"
+}
+fn is_kube_client(name: &str) -> bool {
+    matches!(name, "kube-client" | "kube-runtime")
+}
+fn is_cloud_sdk(name: &str) -> bool {
+    name.starts_with("aws-") || name.starts_with("google-cloud-")
+}
+fn is_async_runtime(name: &str) -> bool {
+    matches!(name, "tokio" | "async-std" | "smol")
+}
+
+fn offenders(deps: &BTreeSet<String>, bad: fn(&str) -> bool) -> Vec<&String> {
+    deps.iter().filter(|d| bad(d)).collect()
+}
+
+#[test]
+fn planner_is_pure() {
+    let g = graph();
+    let deps = closure(&g, "muster-planner");
+    for (what, check) in [
+        ("Kubernetes", is_kube as fn(&str) -> bool),
+        ("cloud SDK", is_cloud_sdk),
+        ("async runtime", is_async_runtime),
+    ] {
+        let bad = offenders(&deps, check);
+        assert!(bad.is_empty(), "muster-planner must not depend on a {what} crate: {bad:?}");
+    }
+}
+
+#[test]
+fn only_providers_know_a_cloud_sdk() {
+    let g = graph();
+    for pkg in g.keys().filter(|p| p.starts_with("muster")) {
+        if pkg.starts_with("muster-provider-") || pkg == "muster" {
+            // The binary links providers behind features; providers own their SDKs.
+            continue;
+        }
+        let deps = closure(&g, pkg);
+        let bad = offenders(&deps, is_cloud_sdk);
+        assert!(bad.is_empty(), "{pkg} must not depend on a cloud SDK: {bad:?}");
+    }
+    for api in ["muster-provider-api", "muster-provider-sim"] {
+        if g.contains_key(api) {
+            let deps = closure(&g, api);
+            let bad = offenders(&deps, is_cloud_sdk);
+            assert!(bad.is_empty(), "{api} must not depend on a cloud SDK: {bad:?}");
+        }
+    }
+}
+
+#[test]
+fn only_the_binary_knows_the_kube_client() {
+    let g = graph();
+    for pkg in g.keys().filter(|p| p.starts_with("muster") && *p != "muster") {
+        let deps = closure(&g, pkg);
+        let bad = offenders(&deps, is_kube_client);
+        assert!(bad.is_empty(), "{pkg} must not depend on a Kubernetes client: {bad:?}");
+        if pkg != "muster-crds" {
+            let bad = offenders(&deps, is_kube);
+            assert!(bad.is_empty(), "{pkg} must not depend on Kubernetes crates: {bad:?}");
+        }
+    }
+}
+
+#[test]
+fn simulator_never_depends_on_the_binary() {
+    let g = graph();
+    for pkg in ["muster-sim", "muster-provider-sim"] {
+        let deps = closure(&g, pkg);
+        assert!(!deps.contains("muster"), "{pkg} must not depend on the muster binary crate");
+        assert!(!deps.contains("muster-crds"), "{pkg} must not depend on muster-crds");
+    }
+}
+
+#[test]
+fn the_graph_is_what_we_think_it_is() {
+    // Guards the checks above against passing vacuously.
+    let g = graph();
+    for pkg in ["muster", "muster-planner", "muster-crds", "muster-provider-api"] {
+        assert!(g.contains_key(pkg), "{pkg} missing from cargo metadata");
+    }
+    assert!(closure(&g, "muster").contains("muster-planner"));
+    assert!(closure(&g, "muster-provider-api").contains("muster-planner"));
+}
