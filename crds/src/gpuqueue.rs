@@ -55,7 +55,8 @@ use crate::common::{
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
-    )
+    ),
+    validation = Rule::new("self.metadata.name.size() <= 63").message("metadata.name: a GPUQueue name is the value of the muster.dev/queue label and must be at most 63 characters")
 )]
 #[x_kube(validation = Rule::new("has(self.cohort) || !has(self.resources) || self.resources.all(r, !has(r.borrowingLimit))").message("spec.resources[].borrowingLimit requires spec.cohort: a queue without a cohort cannot borrow"))]
 #[x_kube(validation = Rule::new("has(self.cohort) || !has(self.resources) || self.resources.all(r, !has(r.lendingLimit))").message("spec.resources[].lendingLimit requires spec.cohort: a queue without a cohort cannot lend"))]

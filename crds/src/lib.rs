@@ -7,7 +7,7 @@
 //! - [`Gang`]: all pods of one workload, admitted all at once or not at all (namespaced).
 //! - [`PoolNode`]: one machine muster launched or is launching.
 //!
-//! [`crds`], [`render`], [`render_all`] and [`reference_markdown`] produce the committed
+//! [`crds()`], [`render()`], [`render_all()`] and [`reference_markdown()`] produce the committed
 //! files `crds/yaml/*.yaml` and `docs/reference/crds.md`; a drift test keeps them equal.
 
 pub mod common;

@@ -69,7 +69,18 @@ fn kind_section(out: &mut String, kind: Kind, crd: &CustomResourceDefinition) {
     }
 
     let mut rows = Vec::new();
-    let mut rules = Vec::new();
+    let mut rules: Vec<String> = root
+        .x_kubernetes_validations
+        .iter()
+        .flatten()
+        .map(|rule| {
+            format!(
+                "| (object) | `{}` | {} |\n",
+                cell(&rule.rule),
+                cell(rule.message.as_deref().unwrap_or(""))
+            )
+        })
+        .collect();
     for top in ["spec", "status"] {
         if let Some(child) = root.properties.as_ref().and_then(|p| p.get(top)) {
             let required = root

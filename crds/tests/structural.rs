@@ -2,10 +2,7 @@
 //! (<https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#specifying-a-structural-schema>),
 //! valid defaults, list-map keys, CEL rules that compile and are bounded, printer columns that
 //! point at real fields, and names that make `kubectl get muster` work.
-//!
-//! With `MUSTER_PY_VALIDATE=1`, the CRD objects themselves (and the example Job) are also
-//! validated against the Kubernetes 1.30 OpenAPI schema by the PyPI tool
-//! `kubernetes-validate` (`pip install kubernetes-validate`), which must then be on `PATH`.
+//! `python_validate.rs` checks the CRD objects themselves with Python's `kubernetes-validate`.
 
 mod support;
 
@@ -14,7 +11,7 @@ use std::collections::BTreeSet;
 use kube::core::cel::{CompiledSchema, apply_defaults, compile_schema, estimate_rule_cost};
 use muster_crds::Kind;
 use serde_json::{Value, json};
-use support::{open_api_schema, repo_dir, to_json_schema};
+use support::{open_api_schema, to_json_schema};
 
 const TYPES: [&str; 6] = ["object", "array", "string", "integer", "number", "boolean"];
 const FORBIDDEN: [&str; 8] = [
@@ -260,7 +257,10 @@ fn check_rules(m: &serde_json::Map<String, Value>, path: &str, ctx: Ctx, errors:
         let message = rule["message"].as_str().unwrap_or_default();
         if message.is_empty() {
             errors.push(format!("{path}: rule {text:?} has no message"));
-        } else if !(message.contains("spec") || message.contains("matchExpressions")) {
+        } else if !["spec", "metadata.name", "matchExpressions"]
+            .iter()
+            .any(|f| message.contains(f))
+        {
             errors.push(format!(
                 "{path}: message {message:?} does not name the field"
             ));
@@ -499,41 +499,6 @@ fn names_scopes_and_subresources() {
                 .and_then(|s| s.status.as_ref())
                 .is_some(),
             "{kind}: no status subresource"
-        );
-    }
-}
-
-#[test]
-fn python_kubernetes_validate_accepts_crds() {
-    if std::env::var("MUSTER_PY_VALIDATE").ok().as_deref() != Some("1") {
-        eprintln!("skipped: set MUSTER_PY_VALIDATE=1 (needs `pip install kubernetes-validate`)");
-        return;
-    }
-    let mut files: Vec<String> = Kind::ALL
-        .into_iter()
-        .map(|k| format!("crds/yaml/{}", k.file_name()))
-        .collect();
-    files.push("docs/examples/job-labelled.yaml".into());
-    let output = std::process::Command::new("kubernetes-validate")
-        .args(["--strict", "--kubernetes-version", "1.30.0"])
-        .args(&files)
-        .current_dir(repo_dir())
-        .output()
-        .expect("run kubernetes-validate (pip install kubernetes-validate)");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        output.status.success(),
-        "kubernetes-validate failed:\n{text}"
-    );
-    for file in &files {
-        assert!(
-            text.lines()
-                .any(|l| l.contains(file.as_str()) && l.contains("passed")),
-            "{file} not validated:\n{text}"
         );
     }
 }
