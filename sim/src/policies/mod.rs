@@ -26,4 +26,8 @@ pub trait Policy {
     fn counters(&self) -> Vec<(String, u64)> {
         Vec::new()
     }
+    /// Problems met carrying out decisions (plan-application errors).
+    fn messages(&self) -> Vec<String> {
+        Vec::new()
+    }
 }

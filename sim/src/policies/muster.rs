@@ -37,9 +37,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use muster_planner::{
-    Assignment, Dur, Gang, GangId, GangPhase, Node, Plan, PodSet, Pool, Queue, RemovalKind,
-    Snapshot, Time, Toleration, TolerationOperator, Topology, WaitReason,
+    Assignment, Dur, Gang, GangId, GangPhase, Node, Plan, PodSet, Pool, Queue, Snapshot, Time,
+    Toleration, TolerationOperator, Topology,
 };
+use muster_planner::plan::{RemovalKind, WaitReason};
 
 use super::Policy;
 use super::lifecycle::{self, GangVerdict, NodeVerdict};
@@ -419,8 +420,10 @@ impl MusterPolicy {
                 self.error(format!("removal of unknown node {}", r.node));
                 continue;
             };
-            if let RemovalKind::Replace { with } = &r.kind {
-                self.launch_node(world, with, None);
+            if let RemovalKind::Replace { with } = &r.kind
+                && self.launch_node(world, with, None).is_err()
+            {
+                continue; // no replacement, so the node stays
             }
             world.terminate(id, EvictCause::NodeRemoved);
             self.drain_evictions(world);
@@ -670,6 +673,10 @@ impl Policy for MusterPolicy {
         &self.planner_ms
     }
 
+    fn messages(&self) -> Vec<String> {
+        self.errors.clone()
+    }
+
     fn counters(&self) -> Vec<(String, u64)> {
         let s = &self.stats;
         let mut v = vec![
@@ -687,12 +694,5 @@ impl Policy for MusterPolicy {
             v.push((format!("waiting_{}", r.as_str()), *n));
         }
         v
-    }
-}
-
-impl MusterPolicy {
-    /// The first plan-application errors (a plan that could not be carried out).
-    pub fn errors(&self) -> &[String] {
-        &self.errors
     }
 }
