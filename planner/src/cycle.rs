@@ -172,9 +172,8 @@ fn blocker_for(
         quota
     };
     let nodes = if capacity {
-        g.pod_sets
-            .iter()
-            .map(|ps| w.eligible_nodes(q, ps))
+        (0..g.pod_sets.len())
+            .map(|si| w.eligible_nodes(gi, si))
             .collect()
     } else {
         Vec::new()
