@@ -1,103 +1,63 @@
-//! Life-cycle timeouts the muster driver enforces around the plan: a
-//! machine that does not launch, register or initialize in time is
-//! terminated; an admitted gang whose pods do not all run within the
-//! pods-ready timeout is evicted. Kept in this one small module so it can be
-//! switched to the planner crate's `lifecycle::{pool_node, gang}` state
-//! machines when they land.
+//! The seam between world facts and the planner crate's life-cycle state
+//! machines (`muster_planner::lifecycle::{pool_node, gang}`): what the
+//! driver observes about a machine, and how a gang step is carried out on
+//! the mirror. Kept in one small module so the driver's life-cycle handling
+//! stays in one place.
 
-use muster_planner::{Gang, GangPhase, Node, NodePhase, Policy, Time};
+use muster_planner::lifecycle::gang::Step as GangStep;
+use muster_planner::lifecycle::pool_node::{LaunchError, Observed};
+use muster_planner::{Gang, GangPhase, NodePhase, Time};
 
-/// What to do with an in-flight node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeVerdict {
-    /// Leave it.
-    Keep,
-    /// Terminate it: it missed a deadline.
-    Terminate(&'static str),
+use crate::cluster::SimNode;
+
+/// What the driver sees of a machine the cloud accepted.
+pub fn observed(node: &SimNode) -> Observed {
+    Observed {
+        launch_accepted: true,
+        registered: matches!(node.phase, NodePhase::Registered | NodePhase::Ready),
+        ready_with_gpus: node.phase == NodePhase::Ready,
+        launch_error: None,
+    }
 }
 
-/// Checks a muster-launched node's phase deadlines.
-pub fn pool_node(node: &Node, policy: &Policy, now: Time) -> NodeVerdict {
-    let waited = now.since(node.phase_since);
-    match node.phase {
-        NodePhase::Pending if waited > policy.launch_timeout => NodeVerdict::Terminate("LaunchTimeout"),
-        NodePhase::Launched if waited > policy.registration_timeout => {
-            NodeVerdict::Terminate("RegistrationTimeout")
+/// What the driver sees of a launch the cloud refused for capacity.
+pub fn refused() -> Observed {
+    Observed {
+        launch_error: Some(LaunchError::InsufficientCapacity),
+        ..Observed::default()
+    }
+}
+
+/// What a gang step does to the mirrored gang. Returns true when the gang
+/// must be evicted in the world (its pods unbound) and its reservations
+/// cleared; `Finish` is handled by the caller (the gang leaves the snapshot).
+pub fn apply_gang_step(g: &mut Gang, step: &GangStep, now: Time) -> bool {
+    match step {
+        GangStep::Stay | GangStep::Finish => false,
+        GangStep::MarkRunning => {
+            g.phase = GangPhase::Running;
+            g.started_at = Some(now);
+            false
         }
-        NodePhase::Registered if waited > policy.initialization_timeout => {
-            NodeVerdict::Terminate("InitializationTimeout")
+        GangStep::Evict {
+            not_before, counts, ..
+        } => {
+            evict(g, *not_before);
+            if *counts {
+                g.evictions = g.evictions.saturating_add(1);
+            }
+            true
         }
-        _ => NodeVerdict::Keep,
     }
 }
 
-/// What to do with a gang.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GangVerdict {
-    /// Leave it.
-    Keep,
-    /// Evict it as a whole: its pods did not all run in time.
-    Evict,
-}
-
-/// Checks an admitted gang's pods-ready deadline.
-pub fn gang(g: &Gang, pods_ready_timeout: muster_planner::Dur, now: Time) -> GangVerdict {
-    match (g.phase, g.admitted_at) {
-        (GangPhase::Admitted, Some(at)) if now.since(at) > pods_ready_timeout => GangVerdict::Evict,
-        _ => GangVerdict::Keep,
-    }
-}
-
-/// Requeue backoff after the `evictions`-th eviction: base doubling, capped.
-pub fn backoff(policy: &Policy, evictions: u32) -> muster_planner::Dur {
-    let base = policy.requeue_backoff_base.as_secs().max(1);
-    let shift = evictions.saturating_sub(1).min(30);
-    muster_planner::Dur::secs(
-        base.saturating_mul(1u64 << shift)
-            .min(policy.requeue_backoff_max.as_secs()),
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use muster_planner::{Dur, Resources};
-
-    #[test]
-    fn deadlines() {
-        let p = Policy::default();
-        let mut n = Node {
-            name: "n".into(),
-            pool: Some("p".into()),
-            offering: None,
-            provider: None,
-            zone: String::new(),
-            placement_group: None,
-            capacity_type: None,
-            price: None,
-            gpu_model: None,
-            gpu_memory_mib: 0,
-            allocatable: Resources::zero(),
-            labels: Default::default(),
-            taints: vec![],
-            phase: NodePhase::Launched,
-            unschedulable: false,
-            reserved_for: None,
-            pods: vec![],
-            created_at: Time(0),
-            phase_since: Time(0),
-            empty_since: None,
-            do_not_disrupt: false,
-        };
-        assert_eq!(pool_node(&n, &p, Time(60)), NodeVerdict::Keep);
-        assert_eq!(
-            pool_node(&n, &p, Time(16 * 60)),
-            NodeVerdict::Terminate("RegistrationTimeout")
-        );
-        n.phase = NodePhase::Ready;
-        assert_eq!(pool_node(&n, &p, Time(100_000)), NodeVerdict::Keep);
-        assert_eq!(backoff(&p, 1), Dur::secs(60));
-        assert_eq!(backoff(&p, 3), Dur::secs(240));
-        assert_eq!(backoff(&p, 30), Dur::hours(1));
-    }
+/// Evicts a mirrored gang as a whole: phase `Evicted` from `not_before`,
+/// assignments and timestamps cleared.
+pub fn evict(g: &mut Gang, not_before: Time) {
+    g.phase = GangPhase::Evicted;
+    g.not_before = Some(not_before);
+    g.assignments.clear();
+    g.admitted_at = None;
+    g.started_at = None;
+    g.provisioning_deadline = None;
 }

@@ -6,47 +6,52 @@
 //! and reports facts (Ready nodes, finished jobs, capacity errors,
 //! interruptions) back through the next snapshot.
 //!
-//! The plan contract implemented here:
-//! - **admissions**: bind every pod to the node the plan names (all pods or
-//!   none: the whole admission is checked first); pods run at once, so the
-//!   gang goes straight to `Running`;
-//! - **launches**: mark the `reserve` nodes as held for the gang; create every
-//!   `NewNode` as an in-flight node (`Launched` → `Registered` → `Ready` on
-//!   the cloud's boot plan) reserved for the gang (`Node::reserved_for`); the
-//!   gang becomes `Provisioning` with the launch's assignments and a
-//!   `provisioning_deadline` (the pool's `provisioningTimeout`, else the
-//!   policy's). A `NewNode` whose name already exists is not launched again
-//!   (idempotency). An insufficient-capacity error deletes that node, sets
-//!   the offering's `unavailable_until = now + unavailable_offering_ttl` and
-//!   bumps the gang's `launch_attempts`; the gang stays `Provisioning`, and
-//!   the planner re-plans it whole from the next snapshot;
-//! - **releases**: drop the reservation, or hand the nodes to `handed_to`;
-//!   a released node nobody takes over that is still in flight is
-//!   terminated; a released Ready node stays (empty: the planner
-//!   consolidates it). A `Provisioning` gang left with no reserved node goes
-//!   back to `Queued`;
-//! - **preemptions**: evict the victim as a whole; it becomes `Evicted` with
-//!   `not_before = now + backoff` (base doubling per eviction, capped);
-//! - **removals**: terminate the node (gangs on it are evicted and requeued);
-//!   `Replace` first launches the replacement, unreserved;
-//! - **waiting**: counted per reason for the report.
+//! The plan contract is the planner's own (`muster_planner::plan`, "Driver
+//! contract"), carried out against the simulated world:
+//! 1. **preemptions**: the victim is evicted as a whole (pods unbound),
+//!    `Evicted` with `notBefore` = now, not counted, reservations cleared;
+//! 2. **releases**: nodes handed to `handedTo`, or unreserved and — while
+//!    still in flight — terminated; Ready nodes stay as free capacity; a
+//!    `Provisioning` gang with no admission or launch in the same plan goes
+//!    back to `Queued`;
+//! 3. **launches**: `reserve` nodes held for the gang; the gang becomes
+//!    `Provisioning` with the assignments, `provisioningDeadline` =
+//!    `deadline` and `launchAttempts` + 1; then each `NewNode` is launched
+//!    (a name that exists already is not launched again). The cloud's answer
+//!    goes through `lifecycle::pool_node`: accepted → `Launched`;
+//!    insufficient capacity → the node is deleted and the offering marked
+//!    unavailable until the time the state machine gives; the planner
+//!    re-plans the gang from the next snapshot;
+//! 4. **admissions**: every pod bound to its node (the whole admission is
+//!    checked first: all pods or none); the gang `Admitted`, and since
+//!    simulated pods run as soon as they are bound, `lifecycle::gang` marks
+//!    it `Running` at once;
+//! 5. **removals**: the node is cordoned and terminated; gangs on it are
+//!    evicted whole and requeued without backoff; `Replace` launches the
+//!    replacement first and terminates the old node once the replacement
+//!    is Ready;
+//! 6. **waiting**: counted per reason for the report.
 //!
-//! A finished gang releases its nodes at once. A spot interruption evicts
-//! the gang as a whole (`Evicted`, with backoff) and the node disappears.
+//! Machines advance `Launched` → `Registered` → `Ready` (or time out) through
+//! `lifecycle::pool_node` at each planning cycle, from what the world shows;
+//! spot interruptions, lost nodes and completions go through
+//! `lifecycle::gang`. A completed gang releases every node at once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use muster_planner::lifecycle::gang::{self as gang_lc, Event as GangEvent, Step as GangStep};
+use muster_planner::lifecycle::pool_node::{self, Step as NodeStep};
+use muster_planner::plan::{Launch, NewNode, RemovalKind, WaitReason};
 use muster_planner::{
-    Assignment, Dur, Gang, GangId, GangPhase, Node, Plan, PodSet, Pool, Queue, Snapshot, Time,
-    Toleration, TolerationOperator, Topology,
+    Assignment, Dur, Gang, GangId, GangPhase, Node, NodePhase, Plan, PodSet, Pool, Queue,
+    Snapshot, Time, Toleration, TolerationOperator, Topology,
 };
-use muster_planner::plan::{RemovalKind, WaitReason};
 
 use super::Policy;
-use super::lifecycle::{self, GangVerdict, NodeVerdict};
+use super::lifecycle;
 use crate::clock::{Debouncer, Stopwatch};
 use crate::events::{Event, JobId, NodeId};
-use crate::world::{EvictCause, World};
+use crate::world::{EvictCause, JobPhase, World};
 use muster_provider_sim::LaunchError;
 
 const PLAN: u32 = 1;
@@ -79,11 +84,13 @@ struct Stats {
     plans: u64,
     admissions: u64,
     launch_sets: u64,
-    nodes_planned: u64,
+    nodes_launched: u64,
     launch_capacity_errors: u64,
     releases: u64,
     removals: u64,
+    replacements: u64,
     lifecycle_terminations: u64,
+    pods_ready_evictions: u64,
     apply_errors: u64,
     waits: BTreeMap<WaitReason, u64>,
 }
@@ -99,6 +106,8 @@ pub struct MusterPolicy {
     gang_ids: Vec<GangId>,
     /// Cloud offering index → snapshot offering index.
     offering_pos: Vec<Option<usize>>,
+    /// Replacement node name → the node it replaces.
+    replacing: BTreeMap<String, NodeId>,
     debounce: Debouncer,
     planner_ms: Vec<f64>,
     stats: Stats,
@@ -148,11 +157,17 @@ impl MusterPolicy {
             gang_job,
             gang_ids,
             offering_pos,
+            replacing: BTreeMap::new(),
             debounce,
             planner_ms: Vec::new(),
             stats: Stats::default(),
             errors: Vec::new(),
         }
+    }
+
+    /// The driver's current snapshot (for diagnostics and tests).
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snap
     }
 
     fn error(&mut self, msg: String) {
@@ -226,17 +241,33 @@ impl MusterPolicy {
         }
     }
 
-    fn mirror_node(&self, world: &World, id: NodeId) -> Node {
+    /// Clears every reservation held for `job` (in the world; the mirror
+    /// follows at the next sync).
+    fn clear_reservations(world: &mut World, job: JobId) {
+        let ids: Vec<NodeId> = world
+            .cluster
+            .alive_ids()
+            .filter(|id| world.cluster.nodes[*id].reserved_for == Some(job))
+            .collect();
+        for id in ids {
+            world.cluster.nodes[id].reserved_for = None;
+        }
+    }
+
+    /// A new PoolNode in the mirror, as the planner's reference driver
+    /// writes it.
+    fn mirror_node(&self, world: &World, id: NodeId, phase: NodePhase) -> Node {
         let n = &world.cluster.nodes[id];
         let pool = self.snap.pools.iter().find(|p| p.name == n.pool);
-        let mut labels = BTreeMap::new();
-        labels.insert("node.kubernetes.io/instance-type".into(), n.key.instance_type.clone());
-        labels.insert("topology.kubernetes.io/zone".into(), n.key.zone.clone());
-        labels.insert("karpenter.sh/capacity-type".into(), n.key.capacity_type.as_str().into());
-        labels.insert("muster.dev/pool".into(), n.pool.clone());
-        if let Some(p) = pool {
-            labels.extend(p.labels.clone());
-        }
+        let offering = world
+            .cloud
+            .index_of(&n.key)
+            .and_then(|i| self.offering_pos.get(i).copied().flatten())
+            .map(|i| &self.snap.offerings[i]);
+        let labels = match (pool, offering) {
+            (Some(p), Some(o)) => muster_planner::labels::new_node_labels(p, o),
+            _ => Default::default(),
+        };
         Node {
             name: n.name.clone(),
             pool: Some(n.pool.clone()),
@@ -251,97 +282,193 @@ impl MusterPolicy {
             allocatable: n.allocatable.clone(),
             labels,
             taints: pool.map(|p| p.taints.clone()).unwrap_or_default(),
-            phase: n.phase,
+            phase,
             unschedulable: n.unschedulable,
             reserved_for: n.reserved_for.map(|j| self.gang_ids[j].clone()),
             pods: Vec::new(),
             created_at: n.created_at,
-            phase_since: n.phase_since,
-            empty_since: n.empty_since,
+            phase_since: world.now,
+            empty_since: None,
             do_not_disrupt: false,
         }
     }
 
-    /// Brings the node mirror up to date with the world: drops nodes that
-    /// are gone, copies phases, reservations and emptiness.
-    fn sync_nodes(&mut self, world: &World) {
-        let mut i = 0;
-        while i < self.snap.nodes.len() {
-            let name = &self.snap.nodes[i].name;
-            match world.cluster.by_name(name) {
-                None => {
-                    self.node_pos.remove(name);
-                    self.snap.nodes.swap_remove(i);
-                    if let Some(moved) = self.snap.nodes.get(i) {
-                        self.node_pos.insert(moved.name.clone(), i);
-                    }
-                }
-                Some(id) => {
-                    let n = &world.cluster.nodes[id];
-                    let m = &mut self.snap.nodes[i];
-                    m.phase = n.phase;
-                    m.phase_since = n.phase_since;
-                    m.empty_since = n.empty_since;
-                    m.unschedulable = n.unschedulable;
-                    let want = n.reserved_for.map(|j| &self.gang_ids[j]);
-                    if m.reserved_for.as_ref() != want {
-                        m.reserved_for = want.cloned();
-                    }
-                    i += 1;
-                }
-            }
-        }
-    }
-
     fn add_node(&mut self, world: &World, id: NodeId) {
-        let node = self.mirror_node(world, id);
+        let node = self.mirror_node(world, id, NodePhase::Launched);
         self.node_pos.insert(node.name.clone(), self.snap.nodes.len());
         self.snap.nodes.push(node);
     }
 
-    /// A job was evicted by the world (interruption, node removal,
-    /// preemption): the gang is requeued whole, with backoff.
-    fn gang_evicted(&mut self, world: &mut World, job: JobId) {
-        let now = world.now;
-        let policy = self.cfg.policy.clone();
-        if let Some(g) = self.gang_mut(job) {
-            g.evictions += 1;
-            g.phase = GangPhase::Evicted;
-            g.not_before = Some(now + lifecycle::backoff(&policy, g.evictions));
-            g.assignments.clear();
-            g.admitted_at = None;
-            g.started_at = None;
-            g.provisioning_deadline = None;
+    fn remove_node_at(&mut self, i: usize) {
+        let name = self.snap.nodes[i].name.clone();
+        self.node_pos.remove(&name);
+        self.snap.nodes.swap_remove(i);
+        if let Some(moved) = self.snap.nodes.get(i) {
+            self.node_pos.insert(moved.name.clone(), i);
         }
-        let ids: Vec<NodeId> = world.cluster.alive_ids().collect();
-        for id in ids {
-            if world.cluster.nodes[id].reserved_for == Some(job) {
-                world.cluster.nodes[id].reserved_for = None;
+    }
+
+    /// Brings the node mirror up to date: machines advance (or time out)
+    /// through `lifecycle::pool_node` from what the world shows; gone nodes
+    /// leave; reservations, cordons and emptiness are copied.
+    fn sync_nodes(&mut self, world: &mut World) {
+        let now = world.now;
+        let mut i = 0;
+        while i < self.snap.nodes.len() {
+            let Some(id) = world.cluster.by_name(&self.snap.nodes[i].name) else {
+                self.remove_node_at(i);
+                continue;
+            };
+            let m = &self.snap.nodes[i];
+            if m.phase.in_flight() {
+                let key = world.cluster.nodes[id].key.clone();
+                let seen = lifecycle::observed(&world.cluster.nodes[id]);
+                match pool_node::next(m.phase, m.phase_since, &key, seen, &self.cfg.policy, now) {
+                    NodeStep::Stay => {}
+                    NodeStep::Advance(p) => {
+                        let m = &mut self.snap.nodes[i];
+                        m.phase = p;
+                        m.phase_since = now;
+                    }
+                    NodeStep::Terminate { mark_unavailable, .. } => {
+                        self.stats.lifecycle_terminations += 1;
+                        if let Some((key, until)) = mark_unavailable {
+                            self.mark_unavailable(world, &key, until);
+                        }
+                        self.terminate(world, id, GangEvent::NodeLost);
+                        self.remove_node_at(i);
+                        continue;
+                    }
+                }
+            }
+            let n = &world.cluster.nodes[id];
+            let m = &mut self.snap.nodes[i];
+            m.unschedulable = n.unschedulable;
+            let want = n.reserved_for.map(|j| &self.gang_ids[j]);
+            if m.reserved_for.as_ref() != want {
+                m.reserved_for = want.cloned();
+            }
+            let busy = !n.pods.is_empty() || n.reserved_for.is_some();
+            if busy {
+                m.empty_since = None;
+            } else if m.empty_since.is_none() && m.phase == NodePhase::Ready {
+                m.empty_since = Some(now);
+            }
+            i += 1;
+        }
+        self.finish_replacements(world);
+    }
+
+    /// Old nodes whose replacement is Ready are drained and terminated; a
+    /// replacement that is gone un-cordons the old node.
+    fn finish_replacements(&mut self, world: &mut World) {
+        let pairs: Vec<(String, NodeId)> = self.replacing.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        for (new, old) in pairs {
+            let ready = self
+                .node_pos
+                .get(&new)
+                .is_some_and(|i| self.snap.nodes[*i].phase == NodePhase::Ready);
+            let gone = world.cluster.by_name(&new).is_none();
+            if ready {
+                self.replacing.remove(&new);
+                self.terminate(world, old, GangEvent::NodeLost);
+            } else if gone {
+                self.replacing.remove(&new);
+                if world.cluster.nodes[old].alive() {
+                    world.cluster.nodes[old].unschedulable = false;
+                }
             }
         }
     }
 
-    fn drain_evictions(&mut self, world: &mut World) {
-        for job in world.take_evicted() {
-            self.gang_evicted(world, job);
+    fn mark_unavailable(&mut self, world: &World, key: &muster_planner::OfferingKey, until: Time) {
+        if let Some(pos) = world
+            .cloud
+            .index_of(key)
+            .and_then(|i| self.offering_pos.get(i).copied().flatten())
+        {
+            let o = &mut self.snap.offerings[pos];
+            o.unavailable_until = Some(o.unavailable_until.map_or(until, |t| t.max(until)));
         }
+    }
+
+    /// Terminates a node in the world; every gang with a pod on it goes
+    /// through `lifecycle::gang` with `event` (lost node, interruption).
+    fn terminate(&mut self, world: &mut World, id: NodeId, event: GangEvent) {
+        world.terminate(id, EvictCause::NodeRemoved);
+        self.gang_events(world, event);
+        self.reservation_lost(world, id, event);
+    }
+
+    /// A gone node was reserved for a gang that holds capacity but had no
+    /// pod on it (a Provisioning gang's machine): the gang loses a node.
+    fn reservation_lost(&mut self, world: &mut World, id: NodeId, event: GangEvent) {
+        let Some(job) = world.cluster.nodes[id].reserved_for else {
+            return;
+        };
+        let now = world.now;
+        let timeout = self.pods_ready_timeout(job);
+        let policy = self.cfg.policy.clone();
+        let Some(g) = self.gang_mut(job) else { return };
+        let step = gang_lc::on_event(g, timeout, event, &policy, now);
+        if lifecycle::apply_gang_step(g, &step, now) {
+            world.evict(job, EvictCause::NodeRemoved);
+            world.take_evicted();
+            Self::clear_reservations(world, job);
+        }
+    }
+
+    /// Gangs the world just evicted (their node went away) take `event`.
+    fn gang_events(&mut self, world: &mut World, event: GangEvent) {
+        let now = world.now;
+        for job in world.take_evicted() {
+            let policy = self.cfg.policy.clone();
+            let timeout = self.pods_ready_timeout(job);
+            let Some(g) = self.gang_mut(job) else { continue };
+            let step = gang_lc::on_event(g, timeout, event, &policy, now);
+            let step = match step {
+                GangStep::Stay => GangStep::Evict {
+                    reason: gang_lc::EvictReason::NodeLost,
+                    not_before: now,
+                    counts: false,
+                },
+                s => s,
+            };
+            if lifecycle::apply_gang_step(g, &step, now) {
+                Self::clear_reservations(world, job);
+            }
+        }
+    }
+
+    fn pods_ready_timeout(&self, job: JobId) -> Option<Dur> {
+        let pos = *self.gang_pos.get(&job)?;
+        let q = &self.snap.gangs[pos].queue;
+        self.snap
+            .queues
+            .iter()
+            .find(|x| &x.name == q)
+            .and_then(|x| x.pods_ready_timeout)
     }
 
     fn finish_gang(&mut self, world: &mut World, job: JobId) {
-        self.remove_gang(job);
-        let ids: Vec<NodeId> = world.cluster.alive_ids().collect();
-        for id in ids {
-            if world.cluster.nodes[id].reserved_for == Some(job) {
-                world.cluster.nodes[id].reserved_for = None;
+        let now = world.now;
+        let timeout = self.pods_ready_timeout(job);
+        let policy = self.cfg.policy.clone();
+        if let Some(g) = self.gang_mut(job) {
+            let step = gang_lc::on_event(g, timeout, GangEvent::Completed, &policy, now);
+            if step != GangStep::Finish {
+                self.error(format!("completion of {} in phase {:?}", self.gang_ids[job], step));
             }
         }
+        self.remove_gang(job);
+        Self::clear_reservations(world, job);
     }
 
     fn plan(&mut self, world: &mut World) {
         let now = world.now;
         self.debounce.ran(now);
         self.sync_nodes(world);
-        self.enforce_lifecycle(world);
+        self.check_pods_ready(world);
         let sw = Stopwatch::start();
         let plan = muster_planner::plan(&self.snap, &self.cfg.policy, now);
         self.planner_ms.push(sw.ms());
@@ -350,43 +477,31 @@ impl MusterPolicy {
         self.sync_nodes(world);
     }
 
-    fn enforce_lifecycle(&mut self, world: &mut World) {
+    /// Admitted gangs whose pods do not all run within the pods-ready
+    /// timeout are evicted (`lifecycle::gang`). Simulated pods run when
+    /// bound, so this only fires if binding and running ever come apart.
+    fn check_pods_ready(&mut self, world: &mut World) {
         let now = world.now;
-        let mut doomed = Vec::new();
-        for n in &self.snap.nodes {
-            if let NodeVerdict::Terminate(_) = lifecycle::pool_node(n, &self.cfg.policy, now)
-                && let Some(id) = world.cluster.by_name(&n.name)
-            {
-                doomed.push(id);
+        let admitted: Vec<JobId> = self
+            .snap
+            .gangs
+            .iter()
+            .filter(|g| g.phase == GangPhase::Admitted)
+            .filter_map(|g| self.gang_job.get(&g.id).copied())
+            .collect();
+        for job in admitted {
+            let all_running = world.states[job].phase == JobPhase::Running;
+            let timeout = self.pods_ready_timeout(job);
+            let policy = self.cfg.policy.clone();
+            let Some(g) = self.gang_mut(job) else { continue };
+            let step = gang_lc::on_event(g, timeout, GangEvent::PodsCheck { all_running }, &policy, now);
+            if lifecycle::apply_gang_step(g, &step, now) {
+                self.stats.pods_ready_evictions += 1;
+                world.evict(job, EvictCause::Preemption);
+                world.take_evicted();
+                Self::clear_reservations(world, job);
             }
         }
-        for id in doomed {
-            self.stats.lifecycle_terminations += 1;
-            world.terminate(id, EvictCause::NodeRemoved);
-        }
-        let mut evict = Vec::new();
-        for g in &self.snap.gangs {
-            if g.phase != GangPhase::Admitted {
-                continue;
-            }
-            let timeout = self
-                .snap
-                .queues
-                .iter()
-                .find(|q| q.name == g.queue)
-                .and_then(|q| q.pods_ready_timeout)
-                .unwrap_or(self.cfg.policy.pods_ready_timeout);
-            if lifecycle::gang(g, timeout, now) == GangVerdict::Evict
-                && let Some(j) = self.gang_job.get(&g.id)
-            {
-                evict.push(*j);
-            }
-        }
-        for j in evict {
-            world.evict(j, EvictCause::Preemption);
-        }
-        self.drain_evictions(world);
-        self.sync_nodes(world);
     }
 
     fn apply(&mut self, world: &mut World, plan: Plan) {
@@ -398,85 +513,81 @@ impl MusterPolicy {
             removals,
             waiting,
         } = plan;
-        for r in releases {
-            self.stats.releases += 1;
-            self.apply_release(world, &r.gang, &r.nodes, r.handed_to.as_ref());
-        }
-        for p in preemptions {
-            match self.gang_job.get(&p.victim).copied() {
-                Some(job) => {
-                    world.evict(job, EvictCause::Preemption);
-                    self.drain_evictions(world);
-                    // A victim that held capacity but had not started.
-                    if let Some(g) = self.gang_mut(job)
-                        && g.phase != GangPhase::Evicted
-                    {
-                        self.gang_evicted(world, job);
-                    }
-                }
-                None => self.error(format!("preemption of unknown gang {}", p.victim)),
-            }
-        }
-        for r in removals {
-            self.stats.removals += 1;
-            let Some(id) = world.cluster.by_name(&r.node) else {
-                self.error(format!("removal of unknown node {}", r.node));
+        let now = world.now;
+        // 1. Preemptions.
+        for p in &preemptions {
+            let Some(job) = self.gang_job.get(&p.victim).copied() else {
+                self.error(format!("preemption of unknown gang {}", p.victim));
                 continue;
             };
-            if let RemovalKind::Replace { with } = &r.kind
-                && self.launch_node(world, with, None).is_err()
-            {
-                continue; // no replacement, so the node stays
+            world.evict(job, EvictCause::Preemption);
+            world.take_evicted();
+            if let Some(g) = self.gang_mut(job) {
+                lifecycle::evict(g, now);
             }
-            world.terminate(id, EvictCause::NodeRemoved);
-            self.drain_evictions(world);
+            Self::clear_reservations(world, job);
         }
-        for a in admissions {
-            self.apply_admission(world, &a.gang, &a.assignments);
-        }
-        for l in launches {
-            self.apply_launch(world, &l);
-        }
-        for w in waiting {
-            *self.stats.waits.entry(w.reason).or_default() += 1;
-        }
-    }
-
-    fn apply_release(
-        &mut self,
-        world: &mut World,
-        gang: &GangId,
-        nodes: &[String],
-        handed_to: Option<&GangId>,
-    ) {
-        let job = self.gang_job.get(gang).copied();
-        let heir = handed_to.and_then(|h| self.gang_job.get(h).copied());
-        if handed_to.is_some() && heir.is_none() {
-            self.error(format!("release of {gang} hands nodes to an unknown gang"));
-        }
-        for name in nodes {
-            let Some(id) = world.cluster.by_name(name) else {
-                continue; // already gone: nothing to release
-            };
-            world.cluster.nodes[id].reserved_for = heir;
-            if heir.is_none() && world.cluster.nodes[id].phase.in_flight() {
-                world.terminate(id, EvictCause::NodeRemoved);
-                self.drain_evictions(world);
+        // 2. Releases.
+        let decided: BTreeSet<&GangId> = admissions
+            .iter()
+            .map(|a| &a.gang)
+            .chain(launches.iter().map(|l| &l.gang))
+            .collect();
+        for r in &releases {
+            self.stats.releases += 1;
+            let heir = r.handed_to.as_ref().and_then(|h| self.gang_job.get(h).copied());
+            if r.handed_to.is_some() && heir.is_none() {
+                self.error(format!("release of {} hands nodes to an unknown gang", r.gang));
             }
-        }
-        if let Some(job) = job {
-            let holds = world
-                .cluster
-                .alive_ids()
-                .any(|id| world.cluster.nodes[id].reserved_for == Some(job));
-            if let Some(g) = self.gang_mut(job)
+            for name in &r.nodes {
+                let Some(id) = world.cluster.by_name(name) else {
+                    continue; // already gone
+                };
+                world.cluster.nodes[id].reserved_for = heir;
+                if heir.is_none() && world.cluster.nodes[id].phase.in_flight() {
+                    self.terminate(world, id, GangEvent::NodeLost);
+                }
+            }
+            if !decided.contains(&r.gang)
+                && let Some(job) = self.gang_job.get(&r.gang).copied()
+                && let Some(g) = self.gang_mut(job)
                 && g.phase == GangPhase::Provisioning
-                && !holds
             {
                 g.phase = GangPhase::Queued;
                 g.assignments.clear();
                 g.provisioning_deadline = None;
             }
+        }
+        // 3. Launches.
+        for l in &launches {
+            self.apply_launch(world, l);
+        }
+        // 4. Admissions.
+        for a in &admissions {
+            self.apply_admission(world, &a.gang, &a.assignments);
+        }
+        // 5. Removals.
+        for r in &removals {
+            self.stats.removals += 1;
+            let Some(id) = world.cluster.by_name(&r.node) else {
+                continue; // already gone
+            };
+            match &r.kind {
+                RemovalKind::Replace { with } => {
+                    self.stats.replacements += 1;
+                    world.cluster.nodes[id].unschedulable = true;
+                    if self.launch_node(world, with, None) {
+                        self.replacing.insert(with.name.clone(), id);
+                    } else {
+                        world.cluster.nodes[id].unschedulable = false;
+                    }
+                }
+                _ => self.terminate(world, id, GangEvent::NodeLost),
+            }
+        }
+        // 6. Waiting.
+        for w in waiting {
+            *self.stats.waits.entry(w.reason).or_default() += 1;
         }
     }
 
@@ -530,53 +641,60 @@ impl MusterPolicy {
         }
         self.stats.admissions += 1;
         let now = world.now;
+        let all_running = world.states[job].phase == JobPhase::Running;
+        let timeout = self.pods_ready_timeout(job);
+        let policy = self.cfg.policy.clone();
         if let Some(g) = self.gang_mut(job) {
-            g.phase = GangPhase::Running;
+            g.phase = GangPhase::Admitted;
             g.admitted_at = Some(now);
-            g.started_at = Some(now);
             g.assignments = assignments.to_vec();
             g.provisioning_deadline = None;
-            g.not_before = None;
+            // Simulated pods run as soon as they are bound.
+            let step = gang_lc::on_event(g, timeout, GangEvent::PodsCheck { all_running }, &policy, now);
+            lifecycle::apply_gang_step(g, &step, now);
         }
     }
 
-    /// Launches one planned machine; `Ok(true)` when launched, `Ok(false)`
-    /// when it existed already, `Err(())` on a capacity error.
-    fn launch_node(
-        &mut self,
-        world: &mut World,
-        nn: &muster_planner::plan::NewNode,
-        reserved_for: Option<JobId>,
-    ) -> Result<bool, ()> {
+    /// Launches one planned machine through `lifecycle::pool_node`; true
+    /// when the machine exists afterwards.
+    fn launch_node(&mut self, world: &mut World, nn: &NewNode, reserved_for: Option<JobId>) -> bool {
         if world.cluster.name_used(&nn.name) {
-            return Ok(false);
+            return world.cluster.by_name(&nn.name).is_some();
         }
-        self.stats.nodes_planned += 1;
-        match world.launch(nn.name.clone(), &nn.offering, &nn.pool, reserved_for) {
-            Ok(id) => {
-                self.add_node(world, id);
-                Ok(true)
-            }
-            Err(LaunchError::InsufficientCapacity(key)) => {
-                self.stats.launch_capacity_errors += 1;
-                let until = world.now + self.cfg.policy.unavailable_offering_ttl;
-                if let Some(pos) = world
-                    .cloud
-                    .index_of(&key)
-                    .and_then(|i| self.offering_pos.get(i).copied().flatten())
-                {
-                    self.snap.offerings[pos].unavailable_until = Some(until);
+        let now = world.now;
+        let result = world.launch(nn.name.clone(), &nn.offering, &nn.pool, reserved_for);
+        let seen = match &result {
+            Ok(id) => lifecycle::observed(&world.cluster.nodes[*id]),
+            Err(_) => lifecycle::refused(),
+        };
+        match pool_node::next(NodePhase::Pending, now, &nn.offering, seen, &self.cfg.policy, now) {
+            NodeStep::Advance(_) | NodeStep::Stay => match result {
+                Ok(id) => {
+                    self.stats.nodes_launched += 1;
+                    self.add_node(world, id);
+                    true
                 }
-                Err(())
-            }
-            Err(e) => {
-                self.error(format!("launch of {}: {e}", nn.name));
-                Ok(false)
+                Err(e) => {
+                    self.error(format!("launch of {}: {e}", nn.name));
+                    false
+                }
+            },
+            NodeStep::Terminate { mark_unavailable, .. } => {
+                if matches!(result, Err(LaunchError::InsufficientCapacity(_))) {
+                    self.stats.launch_capacity_errors += 1;
+                }
+                if let Some((key, until)) = mark_unavailable {
+                    self.mark_unavailable(world, &key, until);
+                }
+                if let Ok(id) = result {
+                    world.terminate(id, EvictCause::NodeRemoved);
+                }
+                false
             }
         }
     }
 
-    fn apply_launch(&mut self, world: &mut World, l: &muster_planner::plan::Launch) {
+    fn apply_launch(&mut self, world: &mut World, l: &Launch) {
         let Some(job) = self.gang_job.get(&l.gang).copied() else {
             self.error(format!("launch for unknown gang {}", l.gang));
             return;
@@ -588,28 +706,14 @@ impl MusterPolicy {
                 None => self.error(format!("launch for {} reserves unknown node {name}", l.gang)),
             }
         }
-        let mut failed = false;
-        for nn in &l.nodes {
-            if self.launch_node(world, nn, Some(job)).is_err() {
-                failed = true;
-            }
-        }
-        let timeout = l
-            .nodes
-            .first()
-            .and_then(|nn| self.snap.pools.iter().find(|p| p.name == nn.pool))
-            .and_then(|p| p.provisioning_timeout)
-            .unwrap_or(self.cfg.policy.provisioning_timeout);
-        let now = world.now;
         if let Some(g) = self.gang_mut(job) {
-            if failed {
-                g.launch_attempts += 1;
-            }
             g.phase = GangPhase::Provisioning;
             g.assignments = l.assignments.clone();
-            if g.provisioning_deadline.is_none() {
-                g.provisioning_deadline = Some(now + timeout);
-            }
+            g.provisioning_deadline = l.deadline;
+            g.launch_attempts = g.launch_attempts.saturating_add(1);
+        }
+        for nn in &l.nodes {
+            self.launch_node(world, nn, Some(job));
         }
     }
 }
@@ -631,14 +735,15 @@ impl Policy for MusterPolicy {
     fn assumptions(&self) -> String {
         format!(
             "Every admission, launch, release, preemption and removal is taken from the muster \
-             planner (muster_planner::plan); the simulator only carries the plan out. The planner \
-             runs at most once per {} of virtual time after a relevant event (arrival, node Ready, \
+             planner (muster_planner::plan); the simulator only carries the plan out, following \
+             the planner's driver contract and its life-cycle state machines. The planner runs at \
+             most once per {} of virtual time after a relevant event (arrival, node Ready, \
              completion, interruption) and every {} for time-based decisions. Gangs are admitted \
              all-or-nothing; new machines for a gang are launched as a set and reserved for it; \
-             multi-pod gangs ask for one zone (SameZone). The planner is {} told job run times.",
+             multi-pod gangs ask for one zone (SameZone). The planner is {}told job run times.",
             self.cfg.debounce,
             self.cfg.tick,
-            if self.cfg.expected_durations { "" } else { "not" }
+            if self.cfg.expected_durations { "" } else { "not " }
         )
     }
 
@@ -657,8 +762,9 @@ impl Policy for MusterPolicy {
                 self.finish_gang(world, job);
                 self.trigger(world);
             }
-            Event::Interrupt(_) => {
-                self.drain_evictions(world);
+            Event::Interrupt(n) => {
+                self.gang_events(world, GangEvent::SpotInterruption);
+                self.reservation_lost(world, n, GangEvent::SpotInterruption);
                 self.trigger(world);
             }
             Event::Timer(PLAN) => self.plan(world),
@@ -686,11 +792,13 @@ impl Policy for MusterPolicy {
             ("plans".to_string(), s.plans),
             ("admissions".to_string(), s.admissions),
             ("launch_sets".to_string(), s.launch_sets),
-            ("nodes_planned".to_string(), s.nodes_planned),
+            ("nodes_launched".to_string(), s.nodes_launched),
             ("launch_capacity_errors".to_string(), s.launch_capacity_errors),
             ("releases".to_string(), s.releases),
             ("removals".to_string(), s.removals),
+            ("replacements".to_string(), s.replacements),
             ("lifecycle_terminations".to_string(), s.lifecycle_terminations),
+            ("pods_ready_evictions".to_string(), s.pods_ready_evictions),
             ("plan_apply_errors".to_string(), s.apply_errors),
         ];
         for (r, n) in &s.waits {
