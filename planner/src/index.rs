@@ -82,6 +82,10 @@ pub(crate) struct GangInfo<'a> {
     pub reserved: Vec<usize>,
 }
 
+/// (eligibility vector, shape GPU, CPU, memory, domain) of a cached packing
+/// failure.
+pub(crate) type PackKey = (usize, u64, u64, u64, u32);
+
 /// Usage of a pool, for its limits.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PoolUsage {
@@ -112,6 +116,20 @@ pub(crate) struct World<'a> {
     pub new_nodes_planned: u32,
     /// Nodes in flight (Pending, Launched, Registered), by index.
     pub inflight: Vec<usize>,
+    /// Distinct zones of nodes, sorted; `node_zone[i]` indexes it.
+    pub zones: Vec<&'a str>,
+    /// Zone id of every node.
+    pub node_zone: Vec<u32>,
+    /// Distinct placement groups, sorted; `node_pg[i]` indexes it.
+    pub pgs: Vec<&'a str>,
+    /// Placement-group id of every node.
+    pub node_pg: Vec<Option<u32>>,
+    /// Bumped whenever free capacity grows (so cached failures expire).
+    pub generation: u64,
+    /// Smallest pod count of a shape that failed to pack, by (eligibility
+    /// vector, shape, domain), with the generation it was seen at. Free
+    /// capacity only shrinks between generations, so a failure stays valid.
+    pub pack_failures: std::cell::RefCell<HashMap<PackKey, (u64, u32)>>,
     /// Cheapest covers already computed this cycle, by domain and demand.
     pub cover_cache: HashMap<Vec<u64>, Option<crate::cover::Cover>>,
     elig_cache: HashMap<(Option<usize>, u32), Rc<Vec<bool>>>,
@@ -444,6 +462,12 @@ impl<'a> World<'a> {
             new_names: BTreeSet::new(),
             new_nodes_planned: 0,
             inflight: Vec::new(),
+            generation: 0,
+            pack_failures: Default::default(),
+            zones: Vec::new(),
+            node_zone: Vec::new(),
+            pgs: Vec::new(),
+            node_pg: Vec::new(),
             cover_cache: HashMap::new(),
             elig_cache: HashMap::new(),
             new_elig_cache: Vec::new(),
@@ -451,6 +475,26 @@ impl<'a> World<'a> {
             gang_sigs: Vec::new(),
         };
         w.gang_sigs = vec![None; w.gangs.len()];
+        let zones: BTreeSet<&'a str> = nodes_sorted.iter().map(|n| n.zone.as_str()).collect();
+        w.zones = zones.into_iter().collect();
+        let pgs: BTreeSet<&'a str> = nodes_sorted
+            .iter()
+            .filter_map(|n| n.placement_group.as_deref())
+            .collect();
+        w.pgs = pgs.into_iter().collect();
+        w.node_zone = nodes_sorted
+            .iter()
+            .map(|n| w.zones.binary_search(&n.zone.as_str()).unwrap_or(0) as u32)
+            .collect();
+        w.node_pg = nodes_sorted
+            .iter()
+            .map(|n| {
+                n.placement_group
+                    .as_deref()
+                    .and_then(|p| w.pgs.binary_search(&p).ok())
+                    .map(|i| i as u32)
+            })
+            .collect();
         for i in 0..w.nodes.len() {
             w.index_insert(i);
             if w.nodes[i].node.phase.in_flight() {
@@ -490,6 +534,7 @@ impl<'a> World<'a> {
 
     /// Gives `n` pods of `shape` back to a node's free capacity.
     pub fn give(&mut self, ni: usize, shape: &Resources, n: u32) {
+        self.generation += 1;
         self.index_remove(ni);
         self.nodes[ni].free.add(&shape.times(u64::from(n)));
         self.index_insert(ni);
@@ -503,6 +548,7 @@ impl<'a> World<'a> {
 
     /// Undoes [`World::mark_removed`].
     pub fn unmark_removed(&mut self, ni: usize) {
+        self.generation += 1;
         self.nodes[ni].removed = false;
         self.index_insert(ni);
     }

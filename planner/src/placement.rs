@@ -171,11 +171,40 @@ pub(crate) fn pack(
 ) -> (Vec<Take>, Vec<u32>) {
     let mut t = Trial::new();
     let mut left: Vec<u32> = groups.iter().map(|g| g.count).collect();
+    // Failures are cached only for plain scopes (no own reservations, no
+    // excluded models, no extra nodes) and the first group of a trial.
+    let cacheable = !partial
+        && extra.is_empty()
+        && scope.excluded_models.is_empty()
+        && w.gangs[scope.gang].reserved.is_empty();
+    let domain = match (scope.zone, scope.placement_group) {
+        (Some(z), _) => 1 + w.zones.binary_search(&z).unwrap_or(0) as u32,
+        (None, Some(p)) => 100_000 + w.pgs.binary_search(&p).unwrap_or(0) as u32,
+        (None, None) => 0,
+    };
     for gi in shape_order(groups) {
         let g = &groups[gi];
         let mut rem = g.count;
         if rem == 0 {
             continue;
+        }
+        let first = t.takes.is_empty();
+        let key = (
+            std::rc::Rc::as_ptr(&g.elig) as usize,
+            g.shape.gpu_millis,
+            g.shape.cpu_millis,
+            g.shape.memory_bytes,
+            domain,
+        );
+        if cacheable
+            && first
+            && g.shape.extended.is_empty()
+            && let Some(&(generation, n)) = w.pack_failures.borrow().get(&key)
+            && generation == w.generation
+            && rem >= n
+        {
+            left[gi] = rem;
+            return (t.takes, left);
         }
         let usable =
             |t: &Trial, ni: usize| g.elig[ni] && scope.admits(w, ni) && t.fit(w, ni, &g.shape) > 0;
@@ -234,6 +263,13 @@ pub(crate) fn pack(
         }
         left[gi] = rem;
         if rem > 0 && !partial {
+            if cacheable && first && g.shape.extended.is_empty() {
+                let mut f = w.pack_failures.borrow_mut();
+                let e = f.entry(key).or_insert((w.generation, g.count));
+                if e.0 != w.generation || g.count < e.1 {
+                    *e = (w.generation, g.count);
+                }
+            }
             return (t.takes, left);
         }
     }
@@ -264,22 +300,34 @@ fn nodes_touched(takes: &[Take]) -> usize {
 }
 
 /// Zones (or placement groups) of schedulable nodes eligible for any group.
-pub(crate) fn domains(w: &World<'_>, groups: &[Group], by_pg: bool) -> Vec<String> {
-    let mut out = BTreeSet::new();
+pub(crate) fn domains<'w>(w: &'w World<'_>, groups: &[Group], by_pg: bool) -> Vec<&'w str> {
+    let names: &[&str] = if by_pg { &w.pgs } else { &w.zones };
+    let mut seen = vec![false; names.len()];
+    let mut left = names.len();
     for k in &w.free_index {
+        if left == 0 {
+            break;
+        }
         let ni = k.2 as usize;
-        if groups.iter().any(|g| g.elig[ni]) {
-            let n = w.nodes[ni].node;
-            if by_pg {
-                if let Some(pg) = &n.placement_group {
-                    out.insert(pg.clone());
-                }
-            } else {
-                out.insert(n.zone.clone());
-            }
+        let id = if by_pg {
+            w.node_pg[ni]
+        } else {
+            Some(w.node_zone[ni])
+        };
+        if let Some(id) = id
+            && !seen[id as usize]
+            && groups.iter().any(|g| g.elig[ni])
+        {
+            seen[id as usize] = true;
+            left -= 1;
         }
     }
-    out.into_iter().collect()
+    names
+        .iter()
+        .zip(seen)
+        .filter(|(_, s)| *s)
+        .map(|(n, _)| *n)
+        .collect()
 }
 
 /// Places every pod of `groups` on existing, Ready capacity, or returns None.
@@ -312,12 +360,12 @@ pub(crate) fn place(
             for d in domains(w, groups, by_pg) {
                 let s = if by_pg {
                     Scope {
-                        placement_group: Some(&d),
+                        placement_group: Some(d),
                         ..*scope
                     }
                 } else {
                     Scope {
-                        zone: Some(&d),
+                        zone: Some(d),
                         ..*scope
                     }
                 };
