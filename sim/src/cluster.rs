@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use muster_planner::{CapacityType, GpuModel, NodePhase, Offering, OfferingKey, Price, Resources, Time};
+use muster_planner::{
+    CapacityType, GpuModel, NodePhase, Offering, OfferingKey, Price, Resources, Time,
+};
 
 use crate::events::{JobId, NodeId};
 

@@ -23,7 +23,7 @@ pub fn run(world: &mut World, policy: &mut dyn Policy, progress: &mut dyn FnMut(
         }
         world.now = t;
         steps += 1;
-        if steps % 65_536 == 0 {
+        if steps.is_multiple_of(65_536) {
             progress((t.0 as f64 / span).min(1.0));
         }
         let deliver = match event {

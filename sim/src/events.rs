@@ -79,7 +79,12 @@ mod tests {
         let order: Vec<Event> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
         assert_eq!(
             order,
-            vec![Event::Timer(2), Event::Arrival(9), Event::Timer(1), Event::Sample]
+            vec![
+                Event::Timer(2),
+                Event::Arrival(9),
+                Event::Timer(1),
+                Event::Sample
+            ]
         );
     }
 }

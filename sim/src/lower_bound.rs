@@ -17,7 +17,9 @@ pub fn cheapest_per_gpu(offerings: &[&Offering], c: &Constraint, req: &Resources
         .iter()
         .filter(|o| c.accepts_offering(o, req))
         .filter_map(|o| o.price.map(|p| p.usd() / f64::from(o.gpu_count.max(1))))
-        .fold(None, |best: Option<f64>, x| Some(best.map_or(x, |b| b.min(x))))
+        .fold(None, |best: Option<f64>, x| {
+            Some(best.map_or(x, |b| b.min(x)))
+        })
 }
 
 /// The lower bound in dollars, and the jobs (index) nothing fits.

@@ -6,9 +6,10 @@
 //! - **cost**: every node from the cloud accepting its launch until it is
 //!   gone, per second, at its offering's price;
 //! - **GPU-hours allocated**: GPUs × lifetime of every node (what is paid for);
-//! - **GPU-hours busy**: GPUs × run time of every *completed* run of a job,
-//!   so busy equals the sum of completed jobs' GPU-seconds exactly; runs cut
-//!   short by an eviction are counted separately as `wasted`;
+//! - **GPU-hours busy**: GPUs × useful run time: the work of completed runs
+//!   plus the work an evicted run saved at its last checkpoint, so busy
+//!   equals the sum of completed jobs' GPU-seconds exactly; work lost to an
+//!   eviction (since the last checkpoint) is counted separately as `wasted`;
 //! - **idle node-hours**: time nodes spend Ready with no pod;
 //! - **partial-gang GPU-hours**: GPUs of pods that are bound while other pods
 //!   of their job are not, until the job starts or is evicted;

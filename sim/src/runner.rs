@@ -37,7 +37,11 @@ pub enum PolicyKind {
 
 impl PolicyKind {
     /// All, in report order.
-    pub const ALL: [PolicyKind; 3] = [PolicyKind::Muster, PolicyKind::DefaultCa, PolicyKind::KueueKarpenter];
+    pub const ALL: [PolicyKind; 3] = [
+        PolicyKind::Muster,
+        PolicyKind::DefaultCa,
+        PolicyKind::KueueKarpenter,
+    ];
 
     /// The name used in flags and reports.
     pub fn name(self) -> &'static str {
@@ -158,7 +162,9 @@ pub fn prepare(cfg: &RunConfig) -> Result<Prepared, RunError> {
             let g = sc.workload.generator.clone().unwrap_or_default();
             let jobs = generate(&g, seed);
             if jobs.is_empty() {
-                return Err(RunError::Invalid("the generator produced no jobs (days or jobsPerDay is 0)".into()));
+                return Err(RunError::Invalid(
+                    "the generator produced no jobs (days or jobsPerDay is 0)".into(),
+                ));
             }
             (jobs, describe_generator(&g, seed))
         }
@@ -197,7 +203,10 @@ pub fn prepare(cfg: &RunConfig) -> Result<Prepared, RunError> {
         cpu_millis_per_gpu: (sc.jobs.cpu_per_gpu * 1000.0).round() as u64,
         memory_bytes_per_gpu: (sc.jobs.memory_per_gpu_gib * (1u64 << 30) as f64) as u64,
     };
-    let requests: Vec<Resources> = jobs.iter().map(|j| shape.requests(j.pod_gpu_millis)).collect();
+    let requests: Vec<Resources> = jobs
+        .iter()
+        .map(|j| shape.requests(j.pod_gpu_millis))
+        .collect();
     let default_constraint = Constraint {
         models: sc.jobs.gpu_models.clone(),
         min_gpu_memory_mib: (sc.jobs.min_gpu_memory_gib * 1024.0).round() as u64,
@@ -237,7 +246,14 @@ pub fn prepare(cfg: &RunConfig) -> Result<Prepared, RunError> {
             if c.models.is_empty() {
                 String::new()
             } else {
-                format!(", model {}", c.models.iter().map(|m| m.as_str()).collect::<Vec<_>>().join("|"))
+                format!(
+                    ", model {}",
+                    c.models
+                        .iter()
+                        .map(|m| m.as_str())
+                        .collect::<Vec<_>>()
+                        .join("|")
+                )
             },
             if c.min_gpu_memory_mib > 0 {
                 format!(", ≥ {} GiB per GPU", c.min_gpu_memory_mib / 1024)
@@ -316,6 +332,7 @@ pub fn run_policy(p: &Prepared, kind: PolicyKind, progress: &mut dyn FnMut(f64))
         p.sample_every,
     );
     let sc = &p.scenario;
+    world.checkpoint_every = sc.jobs.checkpoint_every;
     let muster_errors;
     let (name, assumptions, planner_ms, counters) = {
         let mut policy: Box<dyn Policy> = match kind {

@@ -82,6 +82,10 @@ pub struct JobsSpec {
     pub cpu_per_gpu: f64,
     /// Memory each pod requests per GPU, GiB.
     pub memory_per_gpu_gib: f64,
+    /// Jobs checkpoint this often: an eviction (interruption, preemption)
+    /// loses only the work since the last checkpoint. `0s`: every eviction
+    /// restarts the job from scratch.
+    pub checkpoint_every: Dur,
 }
 
 impl Default for JobsSpec {
@@ -91,6 +95,7 @@ impl Default for JobsSpec {
             min_gpu_memory_gib: 16.0,
             cpu_per_gpu: 2.0,
             memory_per_gpu_gib: 8.0,
+            checkpoint_every: Dur::mins(30),
         }
     }
 }
@@ -203,10 +208,22 @@ impl Scenario {
         let de = serde_yaml::Deserializer::from_str(text);
         let s: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let field = e.path().to_string();
+            let shown = field.clone();
             ScenarioError::Field {
                 path: path.to_string(),
-                field: if field == "." { "(document)".into() } else { field },
-                message: e.into_inner().to_string(),
+                field: if field == "." {
+                    "(document)".into()
+                } else {
+                    field
+                },
+                // serde_yaml may already start its message with the path.
+                message: {
+                    let inner = e.into_inner().to_string();
+                    let prefix = format!("{shown}: ");
+                    inner
+                        .strip_prefix(&prefix)
+                        .map_or(inner.clone(), str::to_string)
+                },
             }
         })?;
         s.validate(path)?;
@@ -244,14 +261,20 @@ impl Scenario {
         let mut pool_names = Vec::new();
         for (i, p) in self.pools.iter().enumerate() {
             if p.name.is_empty() || pool_names.contains(&p.name) {
-                return Err(field(format!("pools[{i}].name"), "must be non-empty and unique".into()));
+                return Err(field(
+                    format!("pools[{i}].name"),
+                    "must be non-empty and unique".into(),
+                ));
             }
             pool_names.push(p.name.clone());
         }
         let mut queue_names: Vec<&str> = Vec::new();
         for (i, q) in self.queues.iter().enumerate() {
             if q.name.is_empty() || queue_names.contains(&q.name.as_str()) {
-                return Err(field(format!("queues[{i}].name"), "must be non-empty and unique".into()));
+                return Err(field(
+                    format!("queues[{i}].name"),
+                    "must be non-empty and unique".into(),
+                ));
             }
             queue_names.push(&q.name);
             if !(q.weight.is_finite() && q.weight > 0.0) {
@@ -259,13 +282,19 @@ impl Scenario {
             }
             for (k, pool) in q.pools.iter().enumerate() {
                 if !self.pools.is_empty() && !pool_names.contains(pool) {
-                    return Err(field(format!("queues[{i}].pools[{k}]"), format!("unknown pool {pool:?}")));
+                    return Err(field(
+                        format!("queues[{i}].pools[{k}]"),
+                        format!("unknown pool {pool:?}"),
+                    ));
                 }
             }
         }
         for (team, q) in &self.team_queues {
             if !queue_names.contains(&q.as_str()) {
-                return Err(field(format!("teamQueues.{team}"), format!("unknown queue {q:?}")));
+                return Err(field(
+                    format!("teamQueues.{team}"),
+                    format!("unknown queue {q:?}"),
+                ));
             }
         }
         let j = &self.jobs;
@@ -365,14 +394,23 @@ mod tests {
     #[test]
     fn errors_name_the_field() {
         let cases = [
-            ("pools:\n- name: a\n  provider: aws\n  requirements: {minGpus: many}\n", "pools[0].requirements.minGpus"),
-            ("cloud:\n  rules:\n  - match: '*'\n    capacityErrorProbability: 2\n", "cloud.rules"),
+            (
+                "pools:\n- name: a\n  provider: aws\n  requirements: {minGpus: many}\n",
+                "pools[0].requirements.minGpus",
+            ),
+            (
+                "cloud:\n  rules:\n  - match: '*'\n    capacityErrorProbability: 2\n",
+                "cloud.rules",
+            ),
             ("jobs: {gpuModel: [A100]}\n", "jobs"),
             ("colour: red\n", "colour"),
             ("queues:\n- {name: a, weight: 0}\n", "queues[0].weight"),
             ("teamQueues: {x: nope}\n", "teamQueues.x"),
             ("driver: {debounce: 10 parsecs}\n", "driver.debounce"),
-            ("baselines: {defaultCa: {expander: cheapest}}\n", "baselines.defaultCa.expander"),
+            (
+                "baselines: {defaultCa: {expander: cheapest}}\n",
+                "baselines.defaultCa.expander",
+            ),
         ];
         for (yaml, want) in cases {
             let e = Scenario::parse(yaml, "s.yaml").expect_err(yaml).to_string();

@@ -47,6 +47,8 @@ pub struct JobState {
     pub evictions: u32,
     /// Completed runs (must end at most 1).
     pub completions: u32,
+    /// Work saved by checkpoints of earlier, evicted runs.
+    pub progress: Dur,
     partial_mark: Time,
 }
 
@@ -88,6 +90,9 @@ pub struct World {
     pub done: usize,
     /// The run stops here even if jobs remain.
     pub horizon: Time,
+    /// Jobs checkpoint this often; an eviction loses only the work since
+    /// the last checkpoint (0: every eviction restarts from scratch).
+    pub checkpoint_every: Dur,
     queue: EventQueue,
     evicted: Vec<JobId>,
     sample_every: Dur,
@@ -121,6 +126,7 @@ impl World {
                 finished_at: None,
                 evictions: 0,
                 completions: 0,
+                progress: Dur(0),
                 partial_mark: Time(0),
             })
             .collect();
@@ -146,6 +152,7 @@ impl World {
             rec: Recorder::new(n_teams),
             done: 0,
             horizon,
+            checkpoint_every: Dur(0),
             queue,
             evicted: Vec::new(),
             sample_every: Dur(sample_every.as_secs().max(1)),
@@ -253,7 +260,11 @@ impl World {
         if st.phase != JobPhase::Pending || st.bindings.get(pod as usize) != Some(&None) {
             return Err(BindError::BadPod(pod));
         }
-        check(&self.cluster.nodes[node], &self.constraints[job], &self.requests[job])
+        check(
+            &self.cluster.nodes[node],
+            &self.constraints[job],
+            &self.requests[job],
+        )
     }
 
     /// Binds pod `pod` of `job` to `node`; the job starts when its last pod
@@ -296,7 +307,11 @@ impl World {
         self.rec.cur_busy_gpu_millis += self.jobs[job].total_gpu_millis();
         let team = self.team_of[job];
         self.rec.cur_pending[team] = self.rec.cur_pending[team].saturating_sub(1);
-        let end = now + self.jobs[job].duration;
+        let left = self.jobs[job]
+            .duration
+            .as_secs()
+            .saturating_sub(self.states[job].progress.as_secs());
+        let end = now + Dur(left.max(1));
         self.schedule(end, Event::JobFinished { job, run });
     }
 
@@ -311,7 +326,13 @@ impl World {
         st.phase = JobPhase::Done;
         st.finished_at = Some(self.now);
         st.completions += 1;
-        self.rec.busy_gpu_secs += self.jobs[job].gpu_seconds();
+        let gpus = self.jobs[job].total_gpu_millis() as f64 / 1000.0;
+        let left = self.jobs[job]
+            .duration
+            .as_secs()
+            .saturating_sub(st.progress.as_secs());
+        self.rec.busy_gpu_secs += gpus * left as f64;
+        st.progress = self.jobs[job].duration;
         self.rec.cur_busy_gpu_millis = self
             .rec
             .cur_busy_gpu_millis
@@ -329,7 +350,20 @@ impl World {
             JobPhase::Running => {
                 let started = self.states[job].started_at.unwrap_or(now);
                 let gpus = self.jobs[job].total_gpu_millis();
-                self.rec.wasted_gpu_secs += gpus as f64 / 1000.0 * now.since(started).as_secs() as f64;
+                let ran = now.since(started).as_secs();
+                let every = self.checkpoint_every.as_secs();
+                let left = self.jobs[job]
+                    .duration
+                    .as_secs()
+                    .saturating_sub(self.states[job].progress.as_secs());
+                // Work up to the last checkpoint is kept (never the whole job:
+                // a job always finishes through a completed run).
+                let saved = ran
+                    .checked_div(every)
+                    .map_or(0, |k| (k * every).min(left.saturating_sub(1)));
+                self.states[job].progress = Dur(self.states[job].progress.as_secs() + saved);
+                self.rec.busy_gpu_secs += gpus as f64 / 1000.0 * saved as f64;
+                self.rec.wasted_gpu_secs += gpus as f64 / 1000.0 * (ran - saved) as f64;
                 self.rec.cur_busy_gpu_millis = self.rec.cur_busy_gpu_millis.saturating_sub(gpus);
                 self.rec.cur_pending[self.team_of[job]] += 1;
             }
@@ -413,7 +447,11 @@ impl World {
         if !self.cluster.nodes[node].alive() {
             return Vec::new();
         }
-        let mut jobs: Vec<JobId> = self.cluster.nodes[node].pods.iter().map(|p| p.job).collect();
+        let mut jobs: Vec<JobId> = self.cluster.nodes[node]
+            .pods
+            .iter()
+            .map(|p| p.job)
+            .collect();
         jobs.sort_unstable();
         jobs.dedup();
         for j in &jobs {

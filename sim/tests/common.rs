@@ -26,11 +26,7 @@ pub fn temp_file(name: &str, text: &str) -> PathBuf {
 }
 
 /// Prepares and runs every policy.
-pub fn run(
-    sc: Scenario,
-    trace: Option<PathBuf>,
-    seed: u64,
-) -> (Prepared, Vec<PolicyRun>, Summary) {
+pub fn run(sc: Scenario, trace: Option<PathBuf>, seed: u64) -> (Prepared, Vec<PolicyRun>, Summary) {
     let cfg = RunConfig {
         scenario: sc,
         trace,

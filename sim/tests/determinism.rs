@@ -40,7 +40,11 @@ fn summary_has_the_documented_shape() {
             "planner_ms_p50",
             "planner_ms_p99",
         ] {
-            assert!(p[key].is_f64() || p[key].is_u64(), "{name}.{key} = {}", p[key]);
+            assert!(
+                p[key].is_f64() || p[key].is_u64(),
+                "{name}.{key} = {}",
+                p[key]
+            );
         }
         for key in ["jobs_completed", "preemptions", "interruptions"] {
             assert!(p[key].is_u64(), "{name}.{key} = {}", p[key]);

@@ -21,9 +21,18 @@ fn cfg(sc: Scenario, trace: Option<PathBuf>, offerings: Option<PathBuf>) -> RunC
 #[test]
 fn trace_errors_name_file_line_and_column() {
     let cases = [
-        ("submit_s,duration_s,gpus,workers,team\n1,60,1,1,a\n2,60,x,1,a\n", "line 3: column gpus"),
-        ("submit_s,duration_s,gpus,workers\n", "line 1: missing column \"team\""),
-        ("submit_s,duration_s,gpus,workers,team\n1,60,1,1,a,b\n", "line 2: column *"),
+        (
+            "submit_s,duration_s,gpus,workers,team\n1,60,1,1,a\n2,60,x,1,a\n",
+            "line 3: column gpus",
+        ),
+        (
+            "submit_s,duration_s,gpus,workers\n",
+            "line 1: missing column \"team\"",
+        ),
+        (
+            "submit_s,duration_s,gpus,workers,team\n1,60,1,1,a,b\n",
+            "line 2: column *",
+        ),
     ];
     for (i, (text, want)) in cases.iter().enumerate() {
         let path = temp_file(&format!("bad{i}.csv"), text);
@@ -37,8 +46,13 @@ fn trace_errors_name_file_line_and_column() {
 
 #[test]
 fn unsatisfiable_jobs_are_reported_not_dropped() {
-    let path = temp_file("h200.csv", "submit_s,duration_s,gpus,workers,team,gpu_model\n1,60,1,1,a,H200\n");
-    let e = prepare(&cfg(Scenario::default(), Some(path), None)).expect_err("no H200").to_string();
+    let path = temp_file(
+        "h200.csv",
+        "submit_s,duration_s,gpus,workers,team,gpu_model\n1,60,1,1,a,H200\n",
+    );
+    let e = prepare(&cfg(Scenario::default(), Some(path), None))
+        .expect_err("no H200")
+        .to_string();
     assert!(e.contains("trace line 2"), "{e}");
     assert!(e.contains("H200"), "{e}");
 }
@@ -49,7 +63,9 @@ fn offerings_errors_name_the_line() {
         "off.csv",
         "provider,region,instance_type,gpu_model,gpu_count,gpu_memory_gib,vcpu,memory_gib,on_demand_usd_h,spot_usd_h\naws,us-east-1,g5.xlarge,A10G,1,24,4,16,cheap,\n",
     );
-    let e = prepare(&cfg(Scenario::default(), None, Some(path))).expect_err("bad price").to_string();
+    let e = prepare(&cfg(Scenario::default(), None, Some(path)))
+        .expect_err("bad price")
+        .to_string();
     assert!(e.contains("line 2: column on_demand_usd_h"), "{e}");
 }
 

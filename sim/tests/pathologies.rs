@@ -37,16 +37,37 @@ fn baselines_hold_gpus_for_partial_gangs_and_muster_does_not() {
     let mu = &s.policies["muster"];
     // default-ca: one pod placed on the one machine zone a had, the other
     // pending for hours: 8 GPUs held while the gang cannot run.
-    assert!(ca.partial_gang_gpu_hours > 8.0 * 4.0, "default-ca partial {}", ca.partial_gang_gpu_hours);
+    assert!(
+        ca.partial_gang_gpu_hours > 8.0 * 4.0,
+        "default-ca partial {}",
+        ca.partial_gang_gpu_hours
+    );
     // kueue-karpenter: one NodeClaim launched, the other failed on
     // capacity in every zone: part of the gang runs alone.
-    assert!(kk.partial_gang_gpu_hours > 8.0 * 4.0, "kueue-karpenter partial {}", kk.partial_gang_gpu_hours);
-    let kk_run = runs.iter().find(|r| r.name == "kueue-karpenter").expect("run");
+    assert!(
+        kk.partial_gang_gpu_hours > 8.0 * 4.0,
+        "kueue-karpenter partial {}",
+        kk.partial_gang_gpu_hours
+    );
+    let kk_run = runs
+        .iter()
+        .find(|r| r.name == "kueue-karpenter")
+        .expect("run");
     assert!(kk_run.rec.capacity_errors > 0);
     // muster: nothing held by an incomplete gang, and the job still runs.
     assert_eq!(mu.partial_gang_gpu_hours, 0.0, "muster partial");
     assert_eq!(mu.jobs_completed, 1);
-    assert!(mu.cost_usd < ca.cost_usd && mu.cost_usd < kk.cost_usd, "muster {} ca {} kk {}", mu.cost_usd, ca.cost_usd, kk.cost_usd);
+    assert!(
+        mu.cost_usd < ca.cost_usd && mu.cost_usd < kk.cost_usd,
+        "muster {} ca {} kk {}",
+        mu.cost_usd,
+        ca.cost_usd,
+        kk.cost_usd
+    );
     let mu_run = runs.iter().find(|r| r.name == "muster").expect("run");
-    assert!(mu_run.messages.is_empty(), "plan could not be applied: {:?}", mu_run.messages);
+    assert!(
+        mu_run.messages.is_empty(),
+        "plan could not be applied: {:?}",
+        mu_run.messages
+    );
 }

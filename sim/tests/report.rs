@@ -13,19 +13,34 @@ fn report_has_every_chart_and_matches_the_summary() {
     let html = render(&p, &runs, &s);
     let names: Vec<String> = runs.iter().map(|r| r.name.clone()).collect();
     for id in chart_ids(&names) {
-        assert!(html.contains(&format!("<svg id=\"{id}\"")), "chart {id} missing");
+        assert!(
+            html.contains(&format!("<svg id=\"{id}\"")),
+            "chart {id} missing"
+        );
     }
-    assert_eq!(html.matches("<svg ").count(), html.matches("</svg>").count());
+    assert_eq!(
+        html.matches("<svg ").count(),
+        html.matches("</svg>").count()
+    );
     assert!(!html.contains("<script"), "no JavaScript");
-    assert!(!html.contains("src=\"http") && !html.contains("href=\"http"), "nothing external");
+    assert!(
+        !html.contains("src=\"http") && !html.contains("href=\"http"),
+        "nothing external"
+    );
     for r in &runs {
-        assert!(html.contains(&format!("<p class=\"assume\" data-policy=\"{}\">", r.name)), "assumptions of {}", r.name);
+        assert!(
+            html.contains(&format!("<p class=\"assume\" data-policy=\"{}\">", r.name)),
+            "assumptions of {}",
+            r.name
+        );
     }
     let json: serde_json::Value = serde_json::from_str(&s.to_json()).expect("json");
     for name in &names {
         for (key, _) in TABLE_KEYS {
             let marker = format!("data-policy=\"{name}\" data-key=\"{key}\" data-value=\"");
-            let at = html.find(&marker).unwrap_or_else(|| panic!("cell {name}/{key} missing"));
+            let at = html
+                .find(&marker)
+                .unwrap_or_else(|| panic!("cell {name}/{key} missing"));
             let rest = &html[at + marker.len()..];
             let value = &rest[..rest.find('"').expect("closing quote")];
             let shown: f64 = value.parse().expect("number");

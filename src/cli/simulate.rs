@@ -90,7 +90,11 @@ pub fn run(args: SimulateArgs) -> Result<(), CliError> {
         eprintln!(
             "simulating {} jobs with {} ({})",
             prepared.jobs.len(),
-            kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+            kinds
+                .iter()
+                .map(|k| k.name())
+                .collect::<Vec<_>>()
+                .join(", "),
             prepared.workload_source
         );
     }
@@ -109,16 +113,20 @@ pub fn run(args: SimulateArgs) -> Result<(), CliError> {
     let runs = run_all(&prepared, &kinds, !args.sequential, &progress);
     for r in &runs {
         if !r.messages.is_empty() && !args.quiet {
-            eprintln!("{}: {} decisions could not be carried out; first: {}", r.name, r.messages.len(), r.messages[0]);
+            eprintln!(
+                "{}: {} decisions could not be carried out; first: {}",
+                r.name,
+                r.messages.len(),
+                r.messages[0]
+            );
         }
     }
     let mut summary = Summary::build(&prepared, &runs);
     if args.zero_timings {
         summary.zero_timings();
     }
-    write_outputs(&args.out, &prepared, &runs, &summary).map_err(|e| {
-        CliError::failed(format!("writing {}: {e}", args.out.display()))
-    })?;
+    write_outputs(&args.out, &prepared, &runs, &summary)
+        .map_err(|e| CliError::failed(format!("writing {}: {e}", args.out.display())))?;
     let order: Vec<String> = runs.iter().map(|r| r.name.clone()).collect();
     print!("{}", table::render(&summary, &order));
     println!(

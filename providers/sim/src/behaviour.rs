@@ -108,7 +108,9 @@ pub enum BehaviourError {
         value: f64,
     },
     /// A negative or non-finite rate.
-    #[error("rule {index} ({pattern}): interruptionRatePerHour {value} must be a finite number ≥ 0")]
+    #[error(
+        "rule {index} ({pattern}): interruptionRatePerHour {value} must be a finite number ≥ 0"
+    )]
     Rate {
         /// Rule index (or `usize::MAX` for the default).
         index: usize,
@@ -175,7 +177,10 @@ impl CloudBehaviour {
                     return Err(BehaviourError::Range {
                         index,
                         pattern: pattern.clone(),
-                        what: format!("unavailable window from {} must be before to {}", w.from, w.to),
+                        what: format!(
+                            "unavailable window from {} must be before to {}",
+                            w.from, w.to
+                        ),
                     });
                 }
             }
@@ -348,7 +353,9 @@ impl Outages {
             self.generated_to = start + down;
         }
         let i = self.spans.partition_point(|(_, end)| *end <= secs);
-        self.spans.get(i).is_some_and(|(s, e)| *s <= secs && secs < *e)
+        self.spans
+            .get(i)
+            .is_some_and(|(s, e)| *s <= secs && secs < *e)
     }
 }
 

@@ -55,7 +55,7 @@ impl SimCloud {
         seed: u64,
     ) -> Result<SimCloud, BehaviourError> {
         behaviour.validate()?;
-        offerings.sort_by(|a, b| a.key().cmp(&b.key()));
+        offerings.sort_by_key(|o| o.key());
         offerings.dedup_by(|a, b| a.key() == b.key());
         let mut resolved = Vec::with_capacity(offerings.len());
         let mut outages = Vec::with_capacity(offerings.len());
@@ -122,7 +122,12 @@ impl SimCloud {
 
     /// Launches one machine named `machine` (its draws come from the seed and
     /// this name) of the offering `key` at `now`.
-    pub fn launch(&mut self, key: &OfferingKey, machine: &str, now: Time) -> Result<BootPlan, LaunchError> {
+    pub fn launch(
+        &mut self,
+        key: &OfferingKey,
+        machine: &str,
+        now: Time,
+    ) -> Result<BootPlan, LaunchError> {
         let idx = self
             .index_of(key)
             .ok_or_else(|| LaunchError::UnknownOffering(key.clone()))?;
@@ -134,7 +139,9 @@ impl SimCloud {
         self.alive[idx] += 1;
         let b = &self.behaviour[idx];
         let mut rng = Rng::for_stream(self.seed, &format!("machine/{machine}"));
-        let ready = rng.range_u64(b.boot.min.as_secs(), b.boot.max.as_secs()).max(1);
+        let ready = rng
+            .range_u64(b.boot.min.as_secs(), b.boot.max.as_secs())
+            .max(1);
         let register = (ready * 3 / 5).max(1);
         let interrupt_at = if b.interruption_rate_per_hour > 0.0 {
             let hours = rng.exp(1.0 / b.interruption_rate_per_hour);
@@ -301,14 +308,18 @@ mod tests {
             capacity_types: vec![CapacityType::Spot],
             ..Default::default()
         };
-        let fit: Vec<_> = all.iter().filter(|o| satisfies_requirements(o, &r)).collect();
+        let fit: Vec<_> = all
+            .iter()
+            .filter(|o| satisfies_requirements(o, &r))
+            .collect();
         assert!(!fit.is_empty());
         assert!(fit.iter().all(|o| o.capacity_type == CapacityType::Spot));
         assert!(fit.iter().any(|o| o.instance_type == "p4de.24xlarge"));
         let od_only = PoolRequirements::default();
-        assert!(all
-            .iter()
-            .filter(|o| satisfies_requirements(o, &od_only))
-            .all(|o| o.capacity_type == CapacityType::OnDemand));
+        assert!(
+            all.iter()
+                .filter(|o| satisfies_requirements(o, &od_only))
+                .all(|o| o.capacity_type == CapacityType::OnDemand)
+        );
     }
 }

@@ -60,7 +60,10 @@ pub enum RegionFilter {
 
 /// Parses the CSV text. Splits on commas; the free-text `source` column may
 /// contain commas and must be last.
-pub fn parse_offerings(text: &str, regions: &RegionFilter) -> Result<Vec<Offering>, OfferingsError> {
+pub fn parse_offerings(
+    text: &str,
+    regions: &RegionFilter,
+) -> Result<Vec<Offering>, OfferingsError> {
     let mut lines = text.lines().enumerate();
     let header = loop {
         match lines.next() {
@@ -112,7 +115,12 @@ pub fn parse_offerings(text: &str, regions: &RegionFilter) -> Result<Vec<Offerin
             "aws" => Provider::Aws,
             "gcp" => Provider::Gcp,
             "sim" => Provider::Sim,
-            other => return Err(err("provider", format!("unknown provider {other:?} (aws, gcp, sim)"))),
+            other => {
+                return Err(err(
+                    "provider",
+                    format!("unknown provider {other:?} (aws, gcp, sim)"),
+                ));
+            }
         };
         let text_field = |name: &str| -> Result<String, OfferingsError> {
             let v = get(name);
@@ -190,7 +198,10 @@ pub fn parse_offerings(text: &str, regions: &RegionFilter) -> Result<Vec<Offerin
         }
     };
     let mut out = Vec::new();
-    for r in rows.iter().filter(|r| keep.contains(&(r.provider, r.region.clone()))) {
+    for r in rows
+        .iter()
+        .filter(|r| keep.contains(&(r.provider, r.region.clone())))
+    {
         for zone in zones_of(r.provider, &r.region) {
             let mut prices = vec![(CapacityType::OnDemand, r.od)];
             if let Some(s) = r.spot {
@@ -256,7 +267,9 @@ mod tests {
         assert_eq!(o.len(), 9);
         assert!(o.iter().all(|x| x.region == "us-east-1"));
         assert_eq!(
-            o.iter().filter(|x| x.capacity_type == CapacityType::Spot).count(),
+            o.iter()
+                .filter(|x| x.capacity_type == CapacityType::Spot)
+                .count(),
             3
         );
         let eu = parse_offerings(&text, &RegionFilter::Only(vec!["eu-west-1".into()])).expect("eu");
@@ -266,13 +279,28 @@ mod tests {
     #[test]
     fn bad_rows_name_the_line() {
         let cases = [
-            (format!("{HEADER}\naws,us-east-1,g5.xlarge,A10G,one,22,4,16,1,,x"), "line 2: column gpu_count"),
-            (format!("{HEADER}\n\naws,us-east-1,g5.xlarge,A10G,1,22,4,16,-1,,x"), "line 3: column on_demand_usd_h"),
-            (format!("{HEADER}\nazure,r,t,m,1,1,1,1,1,,x"), "line 2: column provider"),
-            (format!("{HEADER}\naws,us-east-1,g5.xlarge"), "line 2: column *: expected 11"),
+            (
+                format!("{HEADER}\naws,us-east-1,g5.xlarge,A10G,one,22,4,16,1,,x"),
+                "line 2: column gpu_count",
+            ),
+            (
+                format!("{HEADER}\n\naws,us-east-1,g5.xlarge,A10G,1,22,4,16,-1,,x"),
+                "line 3: column on_demand_usd_h",
+            ),
+            (
+                format!("{HEADER}\nazure,r,t,m,1,1,1,1,1,,x"),
+                "line 2: column provider",
+            ),
+            (
+                format!("{HEADER}\naws,us-east-1,g5.xlarge"),
+                "line 2: column *: expected 11",
+            ),
             ("provider,region\n".to_string(), "line 1: missing column"),
             (format!("{HEADER},extra\n"), "line 1: unknown column"),
-            (format!("{HEADER}\naws,us-east-1,g5.xlarge,A10G,1,22,4,16,1,abc,x"), "line 2: column spot_usd_h"),
+            (
+                format!("{HEADER}\naws,us-east-1,g5.xlarge,A10G,1,22,4,16,1,abc,x"),
+                "line 2: column spot_usd_h",
+            ),
         ];
         for (text, want) in cases {
             let e = parse_offerings(&text, &RegionFilter::default())

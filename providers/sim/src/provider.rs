@@ -112,18 +112,19 @@ impl CloudProvider for SimProvider {
             .cloud
             .launch(&request.offering, &request.idempotency_key, now)
             .map_err(|e| match e {
-                LaunchError::InsufficientCapacity(offering) => ProviderError::InsufficientCapacity {
-                    offering,
-                    message: "InsufficientInstanceCapacity (simulated)".into(),
-                },
+                LaunchError::InsufficientCapacity(offering) => {
+                    ProviderError::InsufficientCapacity {
+                        offering,
+                        message: "InsufficientInstanceCapacity (simulated)".into(),
+                    }
+                }
                 LaunchError::UnknownOffering(o) => ProviderError::Permanent {
                     message: format!("unknown offering {o}"),
                 },
             })?;
         let provider_id = format!(
             "sim:///{}/{}",
-            request.offering.zone,
-            request.idempotency_key
+            request.offering.zone, request.idempotency_key
         );
         let mut tags = request.tags.clone();
         tags.insert(CLUSTER_TAG.into(), request.cluster.clone());
@@ -181,7 +182,12 @@ impl CloudProvider for SimProvider {
         Ok(g.machines
             .values()
             .filter(|m| !m.terminated)
-            .filter(|m| m.instance.tags.get(CLUSTER_TAG).is_some_and(|c| c == cluster))
+            .filter(|m| {
+                m.instance
+                    .tags
+                    .get(CLUSTER_TAG)
+                    .is_some_and(|c| c == cluster)
+            })
             .map(|m| m.instance.clone())
             .collect())
     }
@@ -284,7 +290,11 @@ mod tests {
             Err(ProviderError::NotFound { .. })
         ));
         let offerings = ready(p.offerings(&PoolRequirements::default())).expect("offerings");
-        assert!(offerings.iter().all(|o| o.capacity_type == CapacityType::OnDemand));
+        assert!(
+            offerings
+                .iter()
+                .all(|o| o.capacity_type == CapacityType::OnDemand)
+        );
     }
 
     #[test]

@@ -167,9 +167,10 @@ impl DefaultCa {
         for (job, _pod) in pending {
             let req = world.requests[job].clone();
             let c = world.constraints[job].clone();
-            if let Some(slot) = upcoming.iter_mut().find(|(id, free)| {
-                c.accepts_node(&world.cluster.nodes[*id]) && req.fits_in(free)
-            }) {
+            if let Some(slot) = upcoming
+                .iter_mut()
+                .find(|(id, free)| c.accepts_node(&world.cluster.nodes[*id]) && req.fits_in(free))
+            {
                 slot.1.saturating_sub(&req);
                 continue;
             }
@@ -184,7 +185,9 @@ impl DefaultCa {
                 continue;
             }
             let choice = match self.cfg.expander {
-                Expander::Random => fitting[self.rng.range_u64(0, fitting.len() as u64 - 1) as usize],
+                Expander::Random => {
+                    fitting[self.rng.range_u64(0, fitting.len() as u64 - 1) as usize]
+                }
                 Expander::LeastWaste => {
                     let best = fitting
                         .iter()
@@ -231,7 +234,8 @@ impl DefaultCa {
     fn scale_down(&mut self, world: &mut World) {
         let now = world.now;
         let ids: Vec<NodeId> = world.cluster.alive_ids().collect();
-        self.unneeded_since.retain(|id, _| world.cluster.nodes[*id].alive());
+        self.unneeded_since
+            .retain(|id, _| world.cluster.nodes[*id].alive());
         let delay_over = self
             .last_scale_up
             .is_none_or(|t| now.since(t) >= self.cfg.scale_down_delay_after_add);

@@ -29,7 +29,9 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 
-use muster_planner::{Dur, NodePhase, Pool, QuotaResource, Queue, QueueingStrategy, Resources, Time};
+use muster_planner::{
+    Dur, NodePhase, Pool, Queue, QueueingStrategy, QuotaResource, Resources, Time,
+};
 use serde::{Deserialize, Serialize};
 
 use super::{buyable, schedule_first_fit, unbound_pods};
@@ -424,7 +426,8 @@ impl KueueKarpenter {
         self.disrupt_scheduled = false;
         let now = world.now;
         let alive = world.cluster.alive_count();
-        let budget = ((alive as u64 * u64::from(self.cfg.disruption_budget_percent)).div_ceil(100)).max(1);
+        let budget =
+            ((alive as u64 * u64::from(self.cfg.disruption_budget_percent)).div_ceil(100)).max(1);
         let mut removed = 0;
         let ids: Vec<NodeId> = world.cluster.alive_ids().collect();
         for id in ids {
@@ -435,7 +438,8 @@ impl KueueKarpenter {
             let empty_long = n.phase == NodePhase::Ready
                 && n.pods.is_empty()
                 && !self.nominated_use.contains_key(&id)
-                && n.empty_since.is_some_and(|t| now.since(t) >= self.cfg.consolidate_after);
+                && n.empty_since
+                    .is_some_and(|t| now.since(t) >= self.cfg.consolidate_after);
             if empty_long {
                 world.terminate(id, EvictCause::NodeRemoved);
                 removed += 1;
@@ -483,7 +487,9 @@ impl Policy for KueueKarpenter {
             Event::Arrival(job) => {
                 let cq = self.team_cq[world.team_of[job]];
                 let j = &world.jobs[job];
-                self.cqs[cq].pending.insert((Reverse(j.priority), j.submit, job));
+                self.cqs[cq]
+                    .pending
+                    .insert((Reverse(j.priority), j.submit, job));
                 let c = self.cfg.admission_cycle;
                 self.ensure(world, CYCLE, c);
             }
@@ -498,7 +504,9 @@ impl Policy for KueueKarpenter {
             }
             Event::JobFinished { job, .. } => {
                 let cq = self.team_cq[world.team_of[job]];
-                self.cqs[cq].used = self.cqs[cq].used.saturating_sub(world.jobs[job].total_gpu_millis());
+                self.cqs[cq].used = self.cqs[cq]
+                    .used
+                    .saturating_sub(world.jobs[job].total_gpu_millis());
                 self.place_pending(world);
                 let c = self.cfg.admission_cycle;
                 self.ensure(world, CYCLE, c);

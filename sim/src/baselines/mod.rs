@@ -73,7 +73,11 @@ pub fn schedule_first_fit(world: &mut World, pods: Vec<(JobId, u32)>) -> Vec<(Jo
             left.push((job, pod));
             continue;
         }
-        match crate::binder::first_fit(&world.cluster, &world.constraints[job], &world.requests[job]) {
+        match crate::binder::first_fit(
+            &world.cluster,
+            &world.constraints[job],
+            &world.requests[job],
+        ) {
             Some(node) if world.bind(job, pod, node).is_ok() => {}
             _ => {
                 failed.push(job);

@@ -43,8 +43,8 @@ use muster_planner::lifecycle::gang::{self as gang_lc, Event as GangEvent, Step 
 use muster_planner::lifecycle::pool_node::{self, Step as NodeStep};
 use muster_planner::plan::{Launch, NewNode, RemovalKind, WaitReason};
 use muster_planner::{
-    Assignment, Dur, Gang, GangId, GangPhase, Node, NodePhase, Plan, PodSet, Pool, Queue,
-    Snapshot, Time, Toleration, TolerationOperator, Topology,
+    Assignment, Dur, Gang, GangId, GangPhase, Node, NodePhase, Plan, PodSet, Pool, Queue, Snapshot,
+    Time, Toleration, TolerationOperator, Topology,
 };
 
 use super::Policy;
@@ -295,7 +295,8 @@ impl MusterPolicy {
 
     fn add_node(&mut self, world: &World, id: NodeId) {
         let node = self.mirror_node(world, id, NodePhase::Launched);
-        self.node_pos.insert(node.name.clone(), self.snap.nodes.len());
+        self.node_pos
+            .insert(node.name.clone(), self.snap.nodes.len());
         self.snap.nodes.push(node);
     }
 
@@ -330,7 +331,9 @@ impl MusterPolicy {
                         m.phase = p;
                         m.phase_since = now;
                     }
-                    NodeStep::Terminate { mark_unavailable, .. } => {
+                    NodeStep::Terminate {
+                        mark_unavailable, ..
+                    } => {
                         self.stats.lifecycle_terminations += 1;
                         if let Some((key, until)) = mark_unavailable {
                             self.mark_unavailable(world, &key, until);
@@ -362,7 +365,11 @@ impl MusterPolicy {
     /// Old nodes whose replacement is Ready are drained and terminated; a
     /// replacement that is gone un-cordons the old node.
     fn finish_replacements(&mut self, world: &mut World) {
-        let pairs: Vec<(String, NodeId)> = self.replacing.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let pairs: Vec<(String, NodeId)> = self
+            .replacing
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
         for (new, old) in pairs {
             let ready = self
                 .node_pos
@@ -424,7 +431,9 @@ impl MusterPolicy {
         for job in world.take_evicted() {
             let policy = self.cfg.policy.clone();
             let timeout = self.pods_ready_timeout(job);
-            let Some(g) = self.gang_mut(job) else { continue };
+            let Some(g) = self.gang_mut(job) else {
+                continue;
+            };
             let step = gang_lc::on_event(g, timeout, event, &policy, now);
             let step = match step {
                 GangStep::Stay => GangStep::Evict {
@@ -457,7 +466,10 @@ impl MusterPolicy {
         if let Some(g) = self.gang_mut(job) {
             let step = gang_lc::on_event(g, timeout, GangEvent::Completed, &policy, now);
             if step != GangStep::Finish {
-                self.error(format!("completion of {} in phase {:?}", self.gang_ids[job], step));
+                self.error(format!(
+                    "completion of {} in phase {:?}",
+                    self.gang_ids[job], step
+                ));
             }
         }
         self.remove_gang(job);
@@ -493,8 +505,16 @@ impl MusterPolicy {
             let all_running = world.states[job].phase == JobPhase::Running;
             let timeout = self.pods_ready_timeout(job);
             let policy = self.cfg.policy.clone();
-            let Some(g) = self.gang_mut(job) else { continue };
-            let step = gang_lc::on_event(g, timeout, GangEvent::PodsCheck { all_running }, &policy, now);
+            let Some(g) = self.gang_mut(job) else {
+                continue;
+            };
+            let step = gang_lc::on_event(
+                g,
+                timeout,
+                GangEvent::PodsCheck { all_running },
+                &policy,
+                now,
+            );
             if lifecycle::apply_gang_step(g, &step, now) {
                 self.stats.pods_ready_evictions += 1;
                 world.evict(job, EvictCause::Preemption);
@@ -535,9 +555,15 @@ impl MusterPolicy {
             .collect();
         for r in &releases {
             self.stats.releases += 1;
-            let heir = r.handed_to.as_ref().and_then(|h| self.gang_job.get(h).copied());
+            let heir = r
+                .handed_to
+                .as_ref()
+                .and_then(|h| self.gang_job.get(h).copied());
             if r.handed_to.is_some() && heir.is_none() {
-                self.error(format!("release of {} hands nodes to an unknown gang", r.gang));
+                self.error(format!(
+                    "release of {} hands nodes to an unknown gang",
+                    r.gang
+                ));
             }
             for name in &r.nodes {
                 let Some(id) = world.cluster.by_name(name) else {
@@ -601,12 +627,18 @@ impl MusterPolicy {
         let mut seen = vec![false; workers as usize];
         for a in assignments {
             if a.pod_set != POD_SET || a.index >= workers || seen[a.index as usize] {
-                self.error(format!("admission of {gang}: bad pod {}/{}", a.pod_set, a.index));
+                self.error(format!(
+                    "admission of {gang}: bad pod {}/{}",
+                    a.pod_set, a.index
+                ));
                 return;
             }
             seen[a.index as usize] = true;
             let Some(id) = world.cluster.by_name(&a.node) else {
-                self.error(format!("admission of {gang}: node {} does not exist", a.node));
+                self.error(format!(
+                    "admission of {gang}: node {} does not exist",
+                    a.node
+                ));
                 return;
             };
             pods.push((a.index, id));
@@ -650,14 +682,25 @@ impl MusterPolicy {
             g.assignments = assignments.to_vec();
             g.provisioning_deadline = None;
             // Simulated pods run as soon as they are bound.
-            let step = gang_lc::on_event(g, timeout, GangEvent::PodsCheck { all_running }, &policy, now);
+            let step = gang_lc::on_event(
+                g,
+                timeout,
+                GangEvent::PodsCheck { all_running },
+                &policy,
+                now,
+            );
             lifecycle::apply_gang_step(g, &step, now);
         }
     }
 
     /// Launches one planned machine through `lifecycle::pool_node`; true
     /// when the machine exists afterwards.
-    fn launch_node(&mut self, world: &mut World, nn: &NewNode, reserved_for: Option<JobId>) -> bool {
+    fn launch_node(
+        &mut self,
+        world: &mut World,
+        nn: &NewNode,
+        reserved_for: Option<JobId>,
+    ) -> bool {
         if world.cluster.name_used(&nn.name) {
             return world.cluster.by_name(&nn.name).is_some();
         }
@@ -667,7 +710,14 @@ impl MusterPolicy {
             Ok(id) => lifecycle::observed(&world.cluster.nodes[*id]),
             Err(_) => lifecycle::refused(),
         };
-        match pool_node::next(NodePhase::Pending, now, &nn.offering, seen, &self.cfg.policy, now) {
+        match pool_node::next(
+            NodePhase::Pending,
+            now,
+            &nn.offering,
+            seen,
+            &self.cfg.policy,
+            now,
+        ) {
             NodeStep::Advance(_) | NodeStep::Stay => match result {
                 Ok(id) => {
                     self.stats.nodes_launched += 1;
@@ -679,7 +729,9 @@ impl MusterPolicy {
                     false
                 }
             },
-            NodeStep::Terminate { mark_unavailable, .. } => {
+            NodeStep::Terminate {
+                mark_unavailable, ..
+            } => {
                 if matches!(result, Err(LaunchError::InsufficientCapacity(_))) {
                     self.stats.launch_capacity_errors += 1;
                 }
@@ -703,7 +755,10 @@ impl MusterPolicy {
         for name in &l.reserve {
             match world.cluster.by_name(name) {
                 Some(id) => world.cluster.nodes[id].reserved_for = Some(job),
-                None => self.error(format!("launch for {} reserves unknown node {name}", l.gang)),
+                None => self.error(format!(
+                    "launch for {} reserves unknown node {name}",
+                    l.gang
+                )),
             }
         }
         if let Some(g) = self.gang_mut(job) {
@@ -722,7 +777,13 @@ impl MusterPolicy {
 fn namespace(team: &str) -> String {
     let s: String = team
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c.to_ascii_lowercase() } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
         .collect();
     if s.is_empty() { "default".into() } else { s }
 }
@@ -743,7 +804,11 @@ impl Policy for MusterPolicy {
              multi-pod gangs ask for one zone (SameZone). The planner is {}told job run times.",
             self.cfg.debounce,
             self.cfg.tick,
-            if self.cfg.expected_durations { "" } else { "not " }
+            if self.cfg.expected_durations {
+                ""
+            } else {
+                "not "
+            }
         )
     }
 
@@ -793,11 +858,17 @@ impl Policy for MusterPolicy {
             ("admissions".to_string(), s.admissions),
             ("launch_sets".to_string(), s.launch_sets),
             ("nodes_launched".to_string(), s.nodes_launched),
-            ("launch_capacity_errors".to_string(), s.launch_capacity_errors),
+            (
+                "launch_capacity_errors".to_string(),
+                s.launch_capacity_errors,
+            ),
             ("releases".to_string(), s.releases),
             ("removals".to_string(), s.removals),
             ("replacements".to_string(), s.replacements),
-            ("lifecycle_terminations".to_string(), s.lifecycle_terminations),
+            (
+                "lifecycle_terminations".to_string(),
+                s.lifecycle_terminations,
+            ),
             ("pods_ready_evictions".to_string(), s.pods_ready_evictions),
             ("plan_apply_errors".to_string(), s.apply_errors),
         ];

@@ -99,16 +99,36 @@ th:first-child,td:first-child{text-align:left}.chart{display:block;margin:1em 0}
     h.push_str("<h2>GPUs allocated vs busy</h2><div class=\"grid\">");
     for (i, r) in runs.iter().enumerate() {
         let color = COLORS[i % COLORS.len()].to_string();
-        let alloc: Vec<(f64, f64)> = r.rec.series.iter().map(|s| (s.t.0 as f64, s.gpus_allocated)).collect();
-        let busy: Vec<(f64, f64)> = r.rec.series.iter().map(|s| (s.t.0 as f64, s.gpus_busy)).collect();
+        let alloc: Vec<(f64, f64)> = r
+            .rec
+            .series
+            .iter()
+            .map(|s| (s.t.0 as f64, s.gpus_allocated))
+            .collect();
+        let busy: Vec<(f64, f64)> = r
+            .rec
+            .series
+            .iter()
+            .map(|s| (s.t.0 as f64, s.gpus_busy))
+            .collect();
         h.push_str(&line_chart(
             &format!("chart-util-{}", r.name),
             &format!("{}: GPUs allocated (solid) vs busy (dashed)", r.name),
             "GPUs",
             XAxis::Time,
             &[
-                Series { name: "allocated".into(), color: color.clone(), points: alloc, dashed: false },
-                Series { name: "busy".into(), color, points: busy, dashed: true },
+                Series {
+                    name: "allocated".into(),
+                    color: color.clone(),
+                    points: alloc,
+                    dashed: false,
+                },
+                Series {
+                    name: "busy".into(),
+                    color,
+                    points: busy,
+                    dashed: true,
+                },
             ],
         ));
     }
@@ -122,7 +142,12 @@ th:first-child,td:first-child{text-align:left}.chart{display:block;margin:1em 0}
             series.push(Series {
                 name: team.clone(),
                 color: COLORS[t % COLORS.len()].into(),
-                points: r.rec.series.iter().map(|s| (s.t.0 as f64, f64::from(s.pending_by_team[t]))).collect(),
+                points: r
+                    .rec
+                    .series
+                    .iter()
+                    .map(|s| (s.t.0 as f64, f64::from(s.pending_by_team[t])))
+                    .collect(),
                 dashed: false,
             });
         }
@@ -134,7 +159,15 @@ th:first-child,td:first-child{text-align:left}.chart{display:block;margin:1em 0}
                     .rec
                     .series
                     .iter()
-                    .map(|s| (s.t.0 as f64, s.pending_by_team[shown..].iter().map(|x| f64::from(*x)).sum()))
+                    .map(|s| {
+                        (
+                            s.t.0 as f64,
+                            s.pending_by_team[shown..]
+                                .iter()
+                                .map(|x| f64::from(*x))
+                                .sum(),
+                        )
+                    })
                     .collect(),
                 dashed: false,
             });
@@ -163,10 +196,21 @@ th:first-child,td:first-child{text-align:left}.chart{display:block;margin:1em 0}
             .enumerate()
             .map(|(k, x)| (x.max(1.0).log10(), (k + 1) as f64 / n))
             .collect();
-        cdf.push(Series { name: r.name.clone(), color: COLORS[i % COLORS.len()].into(), points, dashed: false });
+        cdf.push(Series {
+            name: r.name.clone(),
+            color: COLORS[i % COLORS.len()].into(),
+            points,
+            dashed: false,
+        });
     }
     h.push_str("<h2>Queue wait</h2>");
-    h.push_str(&line_chart("chart-wait-cdf", "Wait-time CDF (fraction of jobs started within x)", "fraction", XAxis::LogSeconds, &cdf));
+    h.push_str(&line_chart(
+        "chart-wait-cdf",
+        "Wait-time CDF (fraction of jobs started within x)",
+        "fraction",
+        XAxis::LogSeconds,
+        &cdf,
+    ));
     // Costs.
     h.push_str("<h2>Cost</h2>");
     let mut by_team = Vec::new();
@@ -177,25 +221,56 @@ th:first-child,td:first-child{text-align:left}.chart{display:block;margin:1em 0}
             .teams
             .iter()
             .enumerate()
-            .map(|(t, team)| (team.clone(), r.rec.cost_by_team[t], COLORS[t % COLORS.len()].to_string()))
+            .map(|(t, team)| {
+                (
+                    team.clone(),
+                    r.rec.cost_by_team[t],
+                    COLORS[t % COLORS.len()].to_string(),
+                )
+            })
             .collect();
         let attributed: f64 = segs.iter().map(|s| s.1).sum();
-        segs.push(("idle / unattributed".into(), (total - attributed).max(0.0), "#cccccc".into()));
+        segs.push((
+            "idle / unattributed".into(),
+            (total - attributed).max(0.0),
+            "#cccccc".into(),
+        ));
         by_team.push((r.name.clone(), segs));
         by_cap.push((
             r.name.clone(),
             vec![
-                ("spot".to_string(), r.rec.cost_spot_micros as f64 / 1e6, "#2ca02c".to_string()),
-                ("on-demand".to_string(), r.rec.cost_on_demand_micros as f64 / 1e6, "#1f77b4".to_string()),
+                (
+                    "spot".to_string(),
+                    r.rec.cost_spot_micros as f64 / 1e6,
+                    "#2ca02c".to_string(),
+                ),
+                (
+                    "on-demand".to_string(),
+                    r.rec.cost_on_demand_micros as f64 / 1e6,
+                    "#1f77b4".to_string(),
+                ),
             ],
         ));
     }
-    h.push_str(&stacked_bars("chart-cost-team", "Cost by team (GPU share of the nodes their pods held; rest idle)", &by_team));
-    h.push_str(&stacked_bars("chart-cost-capacity", "Cost by capacity type", &by_cap));
+    h.push_str(&stacked_bars(
+        "chart-cost-team",
+        "Cost by team (GPU share of the nodes their pods held; rest idle)",
+        &by_team,
+    ));
+    h.push_str(&stacked_bars(
+        "chart-cost-capacity",
+        "Cost by capacity type",
+        &by_cap,
+    ));
     // Per-queue table.
     h.push_str("<h2>Per queue</h2><table id=\"queues\"><tr><th>queue</th>");
     for n in &names {
-        let _ = write!(h, "<th>{} p50 / p95 wait</th><th>{} cost</th>", esc(n), esc(n));
+        let _ = write!(
+            h,
+            "<th>{} p50 / p95 wait</th><th>{} cost</th>",
+            esc(n),
+            esc(n)
+        );
     }
     h.push_str("</tr>");
     for team in &p.teams {
@@ -226,7 +301,11 @@ th:first-child,td:first-child{text-align:left}.chart{display:block;margin:1em 0}
         );
         if !r.counters.is_empty() {
             h.push_str("<p class=\"assume\">");
-            let parts: Vec<String> = r.counters.iter().map(|(k, v)| format!("{}: {v}", esc(k))).collect();
+            let parts: Vec<String> = r
+                .counters
+                .iter()
+                .map(|(k, v)| format!("{}: {v}", esc(k)))
+                .collect();
             h.push_str(&parts.join(" · "));
             h.push_str("</p>");
         }

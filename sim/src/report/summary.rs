@@ -165,7 +165,13 @@ fn policy_summary(p: &Prepared, run: &PolicyRun) -> PolicySummary {
     let sort = |v: &mut Vec<f64>| v.sort_by(|a, b| a.total_cmp(b));
     sort(&mut all);
     let shares: Vec<f64> = (0..n_teams)
-        .map(|t| if in_system[t] > 0.0 { served[t] / in_system[t] } else { 1.0 })
+        .map(|t| {
+            if in_system[t] > 0.0 {
+                served[t] / in_system[t]
+            } else {
+                1.0
+            }
+        })
         .collect();
     let mut queues = BTreeMap::new();
     for (t, name) in p.teams.iter().enumerate() {
@@ -188,7 +194,11 @@ fn policy_summary(p: &Prepared, run: &PolicyRun) -> PolicySummary {
     let cost = rec.cost_micros as f64 / 1e6;
     PolicySummary {
         cost_usd: r6(cost),
-        cost_vs_lower_bound: r6(if p.lower_bound_usd > 0.0 { cost / p.lower_bound_usd } else { 0.0 }),
+        cost_vs_lower_bound: r6(if p.lower_bound_usd > 0.0 {
+            cost / p.lower_bound_usd
+        } else {
+            0.0
+        }),
         gpu_hours_allocated: r6(rec.gpu_alloc_secs / 3600.0),
         gpu_hours_busy: r6(rec.busy_gpu_secs / 3600.0),
         gpu_hours_wasted: r6(rec.wasted_gpu_secs / 3600.0),

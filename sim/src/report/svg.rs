@@ -60,7 +60,13 @@ fn nice_max(v: f64) -> f64 {
 }
 
 /// A line chart with a legend on the right.
-pub fn line_chart(id: &str, title: &str, y_label: &str, x_axis: XAxis, series: &[Series]) -> String {
+pub fn line_chart(
+    id: &str,
+    title: &str,
+    y_label: &str,
+    x_axis: XAxis,
+    series: &[Series],
+) -> String {
     let pts = series.iter().flat_map(|s| s.points.iter());
     let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
     for (x, y) in pts {
@@ -83,7 +89,11 @@ pub fn line_chart(id: &str, title: &str, y_label: &str, x_axis: XAxis, series: &
         r#"<svg id="{id}" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{t}"><title>{t}</title>"#,
         t = esc(title)
     );
-    let _ = write!(s, r#"<text x="{L}" y="18" class="title">{}</text>"#, esc(title));
+    let _ = write!(
+        s,
+        r#"<text x="{L}" y="18" class="title">{}</text>"#,
+        esc(title)
+    );
     for k in 0..=4 {
         let y = y1 * f64::from(k) / 4.0;
         let py = sy(y);
@@ -126,9 +136,19 @@ pub fn line_chart(id: &str, title: &str, y_label: &str, x_axis: XAxis, series: &
     for (i, ser) in series.iter().enumerate() {
         let mut d = String::new();
         for (k, (x, y)) in thin(&ser.points, 800).iter().enumerate() {
-            let _ = write!(d, "{}{:.1},{:.1}", if k == 0 { "M" } else { " L" }, sx(*x), sy(*y));
+            let _ = write!(
+                d,
+                "{}{:.1},{:.1}",
+                if k == 0 { "M" } else { " L" },
+                sx(*x),
+                sy(*y)
+            );
         }
-        let dash = if ser.dashed { r#" stroke-dasharray="5,3""# } else { "" };
+        let dash = if ser.dashed {
+            r#" stroke-dasharray="5,3""#
+        } else {
+            ""
+        };
         let _ = write!(
             s,
             r#"<path d="{d}" fill="none" stroke="{}" stroke-width="1.5"{dash} data-series="{}"/>"#,

@@ -17,8 +17,12 @@ type Row = (&'static str, fn(&PolicySummary) -> String);
 
 const ROWS: &[Row] = &[
     ("cost", |p| format!("${:.0}", p.cost_usd)),
-    ("cost / lower bound", |p| format!("{:.2}x", p.cost_vs_lower_bound)),
-    ("GPU-hours allocated", |p| format!("{:.0}", p.gpu_hours_allocated)),
+    ("cost / lower bound", |p| {
+        format!("{:.2}x", p.cost_vs_lower_bound)
+    }),
+    ("GPU-hours allocated", |p| {
+        format!("{:.0}", p.gpu_hours_allocated)
+    }),
     ("GPU-hours busy", |p| format!("{:.0}", p.gpu_hours_busy)),
     ("utilization (busy/alloc)", |p| {
         if p.gpu_hours_allocated > 0.0 {
@@ -31,7 +35,9 @@ const ROWS: &[Row] = &[
     ("wait p50", |p| human_secs(p.wait_p50_s)),
     ("wait p95", |p| human_secs(p.wait_p95_s)),
     ("wait p99", |p| human_secs(p.wait_p99_s)),
-    ("partial-gang GPU-hours", |p| format!("{:.1}", p.partial_gang_gpu_hours)),
+    ("partial-gang GPU-hours", |p| {
+        format!("{:.1}", p.partial_gang_gpu_hours)
+    }),
     ("jobs completed", |p| p.jobs_completed.to_string()),
     ("preemptions", |p| p.preemptions.to_string()),
     ("interruptions", |p| p.interruptions.to_string()),

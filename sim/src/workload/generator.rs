@@ -60,7 +60,9 @@ pub fn generate(cfg: &GeneratorConfig, seed: u64) -> Vec<Job> {
     let mut rng = Rng::for_stream(seed, "workload");
     let teams = team_names(cfg.teams);
     // Zipf-like team sizes: the first team submits most.
-    let weights: Vec<f64> = (0..teams.len()).map(|i| 1.0 / (i as f64 + 1.0).sqrt()).collect();
+    let weights: Vec<f64> = (0..teams.len())
+        .map(|i| 1.0 / (i as f64 + 1.0).sqrt())
+        .collect();
     let horizon = (cfg.days.max(0.0) * 86_400.0) as i64;
     let mut jobs = Vec::new();
     // Thinned Poisson arrivals with a day/night rhythm (peak at 14:00).
@@ -134,14 +136,24 @@ fn one_job(cfg: &GeneratorConfig, rng: &mut Rng, at: i64, team: &str) -> Job {
         (64.0, 8),
     ][rng.weighted(&weights)];
     let (duration, model) = if workers > 1 {
-        (Dur::secs(duration.as_secs() * 2), Some(GpuModel::new("A100")))
+        (
+            Dur::secs(duration.as_secs() * 2),
+            Some(GpuModel::new("A100")),
+        )
     } else {
         (duration, None)
     };
     make(at, duration.as_secs(), gpus, workers, team, model)
 }
 
-fn make(at: i64, duration: u64, gpus: f64, workers: u32, team: &str, model: Option<GpuModel>) -> Job {
+fn make(
+    at: i64,
+    duration: u64,
+    gpus: f64,
+    workers: u32,
+    team: &str,
+    model: Option<GpuModel>,
+) -> Job {
     Job {
         id: 0,
         submit: Time(at),

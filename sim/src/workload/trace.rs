@@ -172,7 +172,8 @@ mod tests {
 
     #[test]
     fn parses_a_trace() {
-        let t = format!("{H},gpu_model,priority\n10,60,1,1,a,,\n5,30,16,2,b,A100,3\n7,30,0.5,1,,,\n");
+        let t =
+            format!("{H},gpu_model,priority\n10,60,1,1,a,,\n5,30,16,2,b,A100,3\n7,30,0.5,1,,,\n");
         let jobs = parse_trace(&t).expect("parses");
         assert_eq!(jobs.len(), 3);
         assert_eq!(jobs[0].submit, Time(5));
@@ -189,12 +190,24 @@ mod tests {
     fn bad_rows_are_reported_with_line_numbers() {
         let cases: &[(&str, &str)] = &[
             ("", "line 1: missing header"),
-            ("submit_s,duration_s,gpus,workers", "line 1: missing column \"team\""),
-            ("submit_s,duration_s,gpus,workers,team,color", "line 1: unknown column \"color\""),
-            ("submit_s,duration_s,gpus,workers,team,team", "line 1: duplicate column"),
+            (
+                "submit_s,duration_s,gpus,workers",
+                "line 1: missing column \"team\"",
+            ),
+            (
+                "submit_s,duration_s,gpus,workers,team,color",
+                "line 1: unknown column \"color\"",
+            ),
+            (
+                "submit_s,duration_s,gpus,workers,team,team",
+                "line 1: duplicate column",
+            ),
             ("H\n1,2,1,1,a\n-5,2,1,1,a", "line 3: column submit_s"),
             ("H\nx,2,1,1,a", "line 2: column submit_s"),
-            ("H\n1,0,1,1,a", "line 2: column duration_s: 0 must be at least 1"),
+            (
+                "H\n1,0,1,1,a",
+                "line 2: column duration_s: 0 must be at least 1",
+            ),
             ("H\n1,2.5,1,1,a", "line 2: column duration_s"),
             ("H\n1,2,0,1,a", "line 2: column gpus"),
             ("H\n1,2,abc,1,a", "line 2: column gpus"),
