@@ -1,0 +1,281 @@
+//! Status: Gang status from the plan (phase, position, reason, reserved
+//! nodes, assignments, timestamps) and from what is observed (all pods
+//! Running, Job finished); `Valid` conditions and Events for objects the
+//! translation had to leave out. Writes only what changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use muster_planner::{GangPhase, Plan, Snapshot, Time, plan::WaitReason};
+
+use super::patch_status;
+use crate::controller::metrics::GangLabels;
+use crate::controller::objects::{AssignmentStatus, Condition, GangSpec, GangStatus, Kind};
+use crate::controller::planning_loop::Ctx;
+use crate::controller::translate::node::{pod_active, pod_job};
+use crate::controller::translate::pool::spec;
+use crate::controller::translate::{Issue, Observed, gang, time};
+
+fn phase_name(p: GangPhase) -> String {
+    serde_json::to_value(p)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+/// The status a Gang should have after this plan.
+pub fn desired(
+    obj: &DynamicObject,
+    plan: &Plan,
+    snapshot: &Snapshot,
+    observed: &Observed,
+    now: Time,
+    policy_timeout: muster_planner::Dur,
+) -> GangStatus {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let id = format!("{ns}/{name}");
+    let mut st = gang::status_of(obj);
+    let current = gang::phase(st.phase.as_deref()).unwrap_or_default();
+    let job = observed
+        .jobs
+        .iter()
+        .find(|j| j.namespace().as_deref() == Some(ns.as_str()) && j.name_any() == name);
+    let finished = job.is_some_and(|j| {
+        j.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+            })
+    });
+    let assignments = |list: &[muster_planner::Assignment]| -> Vec<AssignmentStatus> {
+        list.iter()
+            .map(|a| AssignmentStatus {
+                pod_set: a.pod_set.clone(),
+                index: a.index,
+                node: a.node.clone(),
+            })
+            .collect()
+    };
+    let set_phase = |st: &mut GangStatus, p: GangPhase| st.phase = Some(phase_name(p));
+    if finished {
+        if current != GangPhase::Finished {
+            set_phase(&mut st, GangPhase::Finished);
+            st.finished_at = Some(time::format(now));
+            st.position = None;
+            st.reason = None;
+            st.message = None;
+        }
+        return st;
+    }
+    if let Some(a) = plan.admissions.iter().find(|a| a.gang.as_str() == id) {
+        set_phase(&mut st, GangPhase::Admitted);
+        st.assignments = assignments(&a.assignments);
+        st.reserved_nodes = a
+            .assignments
+            .iter()
+            .map(|x| x.node.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        st.admitted_at.get_or_insert_with(|| time::format(now));
+        st.position = None;
+        st.reason = None;
+        st.message = None;
+        return st;
+    }
+    if let Some(l) = plan.launches.iter().find(|l| l.gang.as_str() == id) {
+        if current != GangPhase::Provisioning {
+            st.launch_attempts += 1;
+            let timeout = l
+                .nodes
+                .first()
+                .and_then(|n| snapshot.pools.iter().find(|p| p.name == n.pool))
+                .and_then(|p| p.provisioning_timeout)
+                .unwrap_or(policy_timeout);
+            st.provisioning_deadline = Some(time::format(now + timeout));
+        }
+        set_phase(&mut st, GangPhase::Provisioning);
+        st.assignments = assignments(&l.assignments);
+        let mut reserved: BTreeSet<String> = l.nodes.iter().map(|n| n.name.clone()).collect();
+        reserved.extend(l.reserve.iter().cloned());
+        st.reserved_nodes = reserved.into_iter().collect();
+        st.position = None;
+        st.reason = Some(WaitReason::Provisioning.as_str().to_string());
+        st.message = Some(l.message.clone());
+        return st;
+    }
+    if plan.preemptions.iter().any(|p| p.victim.as_str() == id) {
+        set_phase(&mut st, GangPhase::Evicted);
+        st.evictions += 1;
+        st.assignments.clear();
+        st.reserved_nodes.clear();
+        st.admitted_at = None;
+        st.started_at = None;
+        return st;
+    }
+    if current == GangPhase::Admitted {
+        let want: u64 = spec::<GangSpec>(Kind::Gang, obj)
+            .map(|s| s.pod_sets.iter().map(|p| u64::from(p.count)).sum())
+            .unwrap_or(u64::MAX);
+        let running = observed
+            .pods
+            .iter()
+            .filter(|p| pod_job(p).is_some_and(|j| j == (ns.clone(), name.clone())))
+            .filter(|p| {
+                pod_active(p)
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            })
+            .count() as u64;
+        if running >= want {
+            set_phase(&mut st, GangPhase::Running);
+            st.started_at.get_or_insert_with(|| time::format(now));
+        }
+        return st;
+    }
+    if let Some(w) = plan.waiting.iter().find(|w| w.gang.as_str() == id) {
+        let phase = match w.reason {
+            WaitReason::Provisioning if current == GangPhase::Provisioning => {
+                GangPhase::Provisioning
+            }
+            WaitReason::Unsatisfiable => GangPhase::Unsatisfiable,
+            WaitReason::Backoff => GangPhase::Evicted,
+            _ if current.holds_capacity() => current,
+            _ => GangPhase::Queued,
+        };
+        set_phase(&mut st, phase);
+        st.position = Some(w.position);
+        st.reason = Some(w.reason.as_str().to_string());
+        st.message = Some(w.message.clone());
+        return st;
+    }
+    if st.phase.is_none() {
+        set_phase(&mut st, GangPhase::Queued);
+    }
+    st
+}
+
+/// Writes Gang statuses that changed and refreshes the gangs gauge.
+pub async fn update(
+    ctx: &Ctx,
+    plan: &Plan,
+    snapshot: &Snapshot,
+    observed: &Observed,
+    now: Time,
+) -> usize {
+    let mut writes = 0;
+    let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for obj in observed.of(Kind::Gang) {
+        let before = gang::status_of(obj);
+        let after = desired(
+            obj,
+            plan,
+            snapshot,
+            observed,
+            now,
+            ctx.config.policy.provisioning_timeout,
+        );
+        let queue = spec::<GangSpec>(Kind::Gang, obj)
+            .map(|s| s.queue)
+            .unwrap_or_default();
+        *counts
+            .entry((queue, after.phase.clone().unwrap_or_default()))
+            .or_default() += 1;
+        if before == after {
+            continue;
+        }
+        let value = serde_json::to_value(&after).unwrap_or_default();
+        match patch_status(
+            &ctx.client,
+            Kind::Gang,
+            obj.namespace().as_deref(),
+            &obj.name_any(),
+            value,
+        )
+        .await
+        {
+            Ok(()) => writes += 1,
+            Err(e) => {
+                tracing::warn!(gang = %obj.name_any(), error = %e, "could not write gang status")
+            }
+        }
+    }
+    ctx.deps.metrics.gangs.clear();
+    for ((queue, phase), n) in counts {
+        ctx.deps
+            .metrics
+            .gangs
+            .get_or_create(&GangLabels { queue, phase })
+            .set(n);
+    }
+    writes
+}
+
+/// Sets `Valid=False` (and publishes a Warning Event) on objects left out of
+/// the snapshot; sets `Valid=True` on pools, queues and NodeClasses that read.
+pub async fn report_issues(ctx: &Ctx, issues: &[Issue], observed: &Observed, now: Time) {
+    for kind in [
+        Kind::NodeClass,
+        Kind::GpuPool,
+        Kind::GpuQueue,
+        Kind::Gang,
+        Kind::PoolNode,
+    ] {
+        for obj in observed.of(kind) {
+            let issue = issues.iter().find(|i| {
+                i.kind == kind && i.name == obj.name_any() && i.namespace == obj.namespace()
+            });
+            let conds: Vec<Condition> = obj
+                .data
+                .get("status")
+                .and_then(|s| s.get("conditions"))
+                .cloned()
+                .and_then(|c| serde_json::from_value(c).ok())
+                .unwrap_or_default();
+            let current = conds.iter().find(|c| c.type_ == "Valid");
+            let (status, reason, message) = match issue {
+                Some(i) => ("False", i.reason.as_str(), i.message.clone()),
+                None if matches!(kind, Kind::Gang | Kind::PoolNode) && current.is_none() => {
+                    continue;
+                }
+                None => ("True", "Valid", String::new()),
+            };
+            if current
+                .is_some_and(|c| c.status == status && c.reason == reason && c.message == message)
+            {
+                continue;
+            }
+            let mut next: Vec<Condition> = conds
+                .iter()
+                .filter(|c| c.type_ != "Valid")
+                .cloned()
+                .collect();
+            next.push(Condition {
+                type_: "Valid".to_string(),
+                status: status.to_string(),
+                reason: reason.to_string(),
+                message: message.clone(),
+                last_transition_time: time::format(now),
+                observed_generation: obj.metadata.generation,
+            });
+            let ns = obj.namespace();
+            if let Err(e) = patch_status(
+                &ctx.client,
+                kind,
+                ns.as_deref(),
+                &obj.name_any(),
+                serde_json::json!({"conditions": next}),
+            )
+            .await
+            {
+                tracing::warn!(name = %obj.name_any(), error = %e, "could not write condition");
+            }
+            if issue.is_some() {
+                ctx.events.warn(kind, obj, reason, message).await;
+            }
+        }
+    }
+}

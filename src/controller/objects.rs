@@ -1,0 +1,373 @@
+//! The muster custom resources as the controller reads and writes them.
+//!
+//! The controller handles every muster object as a `DynamicObject` and parses
+//! its `spec`/`status` per object, so one malformed object becomes a condition
+//! and an Event on that object instead of an error that stops a whole watch.
+//! The shapes below follow design §2. They are the controller's provisional
+//! copy until `muster-crds` ships `GPUPool`, `GPUQueue`, `Gang` and
+//! `PoolNode`; then these structs become re-exports of its types (field names
+//! are chosen to match the design so that switch is mechanical).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Toleration;
+use kube::core::{ApiResource, GroupVersionKind};
+use serde::{Deserialize, Serialize};
+
+/// API group of the muster resources.
+pub const GROUP: &str = "muster.dev";
+/// API version of the muster resources.
+pub const VERSION: &str = "v1alpha1";
+
+/// Label on Jobs: the GPUQueue they wait in.
+pub const QUEUE_LABEL: &str = "muster.dev/queue";
+/// Annotation on Jobs: the least number of pods the gang may start with.
+pub const MIN_COUNT_ANNOTATION: &str = "muster.dev/min-count";
+/// Annotation on Jobs: acceptable GPU models, comma-separated.
+pub const GPU_MODEL_ANNOTATION: &str = "muster.dev/gpu-model";
+/// Annotation on Jobs: priority of the gang (an integer).
+pub const PRIORITY_ANNOTATION: &str = "muster.dev/priority";
+/// Annotation on Jobs: the pod template as submitted, before muster pinned it.
+pub const ORIGINAL_TEMPLATE_ANNOTATION: &str = "muster.dev/original-template";
+/// Annotation on Jobs: the nodes the admitted gang was pinned to (comma-separated).
+pub const ADMITTED_NODES_ANNOTATION: &str = "muster.dev/admitted-nodes";
+/// Label on nodes reserved for a gang, and node selector of its pinned pods.
+pub const GANG_LABEL: &str = "muster.dev/gang";
+/// Label on nodes launched by muster: their pool.
+pub const POOL_LABEL: &str = "muster.dev/pool";
+/// Label on nodes launched by muster: their PoolNode.
+pub const POOLNODE_LABEL: &str = "muster.dev/poolnode";
+/// Finalizer on PoolNodes: the instance is terminated before the object goes.
+pub const TERMINATE_FINALIZER: &str = "muster.dev/terminate-instance";
+/// Field manager of every write the controller makes.
+pub const FIELD_MANAGER: &str = "muster-controller";
+
+/// The five muster kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// `NodeClass` (cluster-scoped).
+    NodeClass,
+    /// `GPUPool` (cluster-scoped).
+    GpuPool,
+    /// `GPUQueue` (cluster-scoped).
+    GpuQueue,
+    /// `Gang` (namespaced).
+    Gang,
+    /// `PoolNode` (cluster-scoped).
+    PoolNode,
+}
+
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 5] = [
+        Kind::NodeClass,
+        Kind::GpuPool,
+        Kind::GpuQueue,
+        Kind::Gang,
+        Kind::PoolNode,
+    ];
+
+    /// The Kubernetes kind name.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Kind::NodeClass => "NodeClass",
+            Kind::GpuPool => "GPUPool",
+            Kind::GpuQueue => "GPUQueue",
+            Kind::Gang => "Gang",
+            Kind::PoolNode => "PoolNode",
+        }
+    }
+
+    /// The plural resource name.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::NodeClass => "nodeclasses",
+            Kind::GpuPool => "gpupools",
+            Kind::GpuQueue => "gpuqueues",
+            Kind::Gang => "gangs",
+            Kind::PoolNode => "poolnodes",
+        }
+    }
+
+    /// True for the one namespaced kind, `Gang`.
+    pub fn namespaced(self) -> bool {
+        self == Kind::Gang
+    }
+
+    /// The `ApiResource` for a dynamic `Api`.
+    pub fn api_resource(self) -> ApiResource {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(GROUP, VERSION, self.kind()),
+            self.plural(),
+        )
+    }
+}
+
+/// A condition, as in `metav1.Condition`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Condition type, e.g. `Ready`, `Valid`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Bounded machine-readable reason.
+    #[serde(default)]
+    pub reason: String,
+    /// For people.
+    #[serde(default)]
+    pub message: String,
+    /// RFC 3339.
+    #[serde(default)]
+    pub last_transition_time: String,
+    /// Generation the condition was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// `spec.nodeClassRef` of a GPUPool.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClassRef {
+    /// NodeClass name.
+    pub name: String,
+}
+
+/// A node taint as written in a GPUPool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaintSpec {
+    /// Key.
+    pub key: String,
+    /// Value.
+    #[serde(default)]
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+/// `spec` of a GPUPool (the fields the controller reads).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuPoolSpec {
+    /// The NodeClass that launches its machines.
+    pub node_class_ref: NodeClassRef,
+    /// What it may buy (planner shape: instanceTypes, gpuModels, zones, capacityTypes …).
+    #[serde(default)]
+    pub requirements: serde_json::Value,
+    /// Ceilings: `maxGpus`, `maxNodes`, `maxPricePerHour`.
+    #[serde(default)]
+    pub limits: serde_json::Value,
+    /// Disruption policy (planner shape).
+    #[serde(default)]
+    pub disruption: serde_json::Value,
+    /// Labels its nodes carry.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Taints its nodes carry; `nvidia.com/gpu=true:NoSchedule` when absent.
+    #[serde(default)]
+    pub taints: Option<Vec<TaintSpec>>,
+    /// Tried first when prices tie.
+    #[serde(default)]
+    pub weight: i32,
+    /// Launched capacity must be Ready within this (`15m`).
+    #[serde(default)]
+    pub provisioning_timeout: Option<String>,
+}
+
+/// `spec` of a GPUQueue (the fields the controller reads).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuQueueSpec {
+    /// Cohort.
+    #[serde(default)]
+    pub cohort: Option<String>,
+    /// Fair-share weight.
+    #[serde(default)]
+    pub weight: Option<f64>,
+    /// Quotas (planner shape: resource, nominal, borrowingLimit, lendingLimit).
+    #[serde(default)]
+    pub quotas: serde_json::Value,
+    /// `Never` or `LowerPriority`.
+    #[serde(default)]
+    pub preemption: Option<String>,
+    /// `Never`, `LowerPriority` or `Any`.
+    #[serde(default)]
+    pub reclaim: Option<String>,
+    /// Pools in order of preference.
+    #[serde(default)]
+    pub pools: Vec<String>,
+    /// `StrictFIFO` or `BestEffortFIFO`.
+    #[serde(default)]
+    pub strategy: Option<String>,
+    /// Pods of an admitted gang must all run within this.
+    #[serde(default)]
+    pub pods_ready_timeout: Option<String>,
+    /// `None` (serving) or `Hold`/`HoldAndDrain` (stopped).
+    #[serde(default)]
+    pub stop_policy: Option<String>,
+}
+
+/// One group of identical pods of a Gang.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSetSpec {
+    /// Name, unique in the gang.
+    pub name: String,
+    /// Pods.
+    pub count: u32,
+    /// Least pods to start with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_count: Option<u32>,
+    /// Requests of one pod (`cpu`, `memory`, `nvidia.com/gpu` …).
+    #[serde(default)]
+    pub requests: BTreeMap<String, String>,
+    /// Node selector of the pod template.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations of the pod template.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Acceptable GPU models.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_models: Vec<String>,
+}
+
+/// `spec` of a Gang.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GangSpec {
+    /// The GPUQueue.
+    pub queue: String,
+    /// Higher first within the queue.
+    #[serde(default)]
+    pub priority: i32,
+    /// Its pods.
+    pub pod_sets: Vec<PodSetSpec>,
+    /// `Any`, `SameZone`, `SamePlacementGroup`, `SameNode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<String>,
+}
+
+/// A pod placed on a node, in Gang status.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssignmentStatus {
+    /// Pod set.
+    pub pod_set: String,
+    /// Index in the set.
+    pub index: u32,
+    /// Node (or PoolNode, while in flight).
+    pub node: String,
+}
+
+/// `status` of a Gang.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GangStatus {
+    /// `Queued, Provisioning, Admitted, Running, Finished, Evicted, Unsatisfiable`.
+    #[serde(default)]
+    pub phase: Option<String>,
+    /// 1-based position in its queue while it waits.
+    #[serde(default)]
+    pub position: Option<u32>,
+    /// Bounded reason it waits.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// For people.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// Nodes (or PoolNodes) held for it.
+    #[serde(default)]
+    pub reserved_nodes: Vec<String>,
+    /// Where its pods go.
+    #[serde(default)]
+    pub assignments: Vec<AssignmentStatus>,
+    /// When capacity must be complete (RFC 3339).
+    #[serde(default)]
+    pub provisioning_deadline: Option<String>,
+    /// RFC 3339.
+    #[serde(default)]
+    pub admitted_at: Option<String>,
+    /// RFC 3339.
+    #[serde(default)]
+    pub started_at: Option<String>,
+    /// RFC 3339.
+    #[serde(default)]
+    pub finished_at: Option<String>,
+    /// Launch sets planned so far.
+    #[serde(default)]
+    pub launch_attempts: u32,
+    /// Evictions so far.
+    #[serde(default)]
+    pub evictions: u32,
+    /// Conditions.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// What a PoolNode buys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OfferingSpec {
+    /// `aws`, `gcp`, `sim`.
+    pub provider: String,
+    /// Zone.
+    pub zone: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// `spot` or `on-demand`.
+    pub capacity_type: String,
+}
+
+/// `spec` of a PoolNode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolNodeSpec {
+    /// The GPUPool.
+    pub pool: String,
+    /// The NodeClass (copied from the pool at creation).
+    #[serde(default)]
+    pub node_class: String,
+    /// What to buy.
+    pub offering: OfferingSpec,
+    /// Dollars per hour, decimal string.
+    #[serde(default)]
+    pub price: Option<String>,
+    /// The gang it is reserved for, `namespace/name`.
+    #[serde(default)]
+    pub gang: Option<String>,
+    /// Idempotency key of the cloud call.
+    pub idempotency_key: String,
+}
+
+/// `status` of a PoolNode.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolNodeStatus {
+    /// `Pending, Launched, Registered, Ready, Draining, Terminating`.
+    #[serde(default)]
+    pub phase: Option<String>,
+    /// The cloud's provider ID once launched.
+    #[serde(default, rename = "providerID")]
+    pub provider_id: Option<String>,
+    /// The Node once registered.
+    #[serde(default)]
+    pub node_name: Option<String>,
+    /// RFC 3339.
+    #[serde(default)]
+    pub launched_at: Option<String>,
+    /// RFC 3339.
+    #[serde(default)]
+    pub registered_at: Option<String>,
+    /// RFC 3339.
+    #[serde(default)]
+    pub ready_at: Option<String>,
+    /// Bounded reason of the last transition or failure.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// For people.
+    #[serde(default)]
+    pub message: Option<String>,
+}

@@ -1,0 +1,154 @@
+//! A labelled `batch/v1` Job → the `spec` of its Gang: one pod set from
+//! `parallelism` and the template's requests, `minCount` from the
+//! `muster.dev/min-count` annotation.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+use kube::ResourceExt;
+use muster_planner::{Quantity, Resources};
+
+use crate::controller::objects::{
+    GPU_MODEL_ANNOTATION, GangSpec, MIN_COUNT_ANNOTATION, PRIORITY_ANNOTATION, PodSetSpec,
+    QUEUE_LABEL,
+};
+
+/// Why a Job cannot become a Gang.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    /// The queue label is empty.
+    #[error("label {QUEUE_LABEL} is empty")]
+    NoQueue,
+    /// An annotation does not parse.
+    #[error("annotation {0}: {1}")]
+    BadAnnotation(&'static str, String),
+    /// A request quantity does not parse.
+    #[error("container {0}: {1}")]
+    BadRequest(String, String),
+}
+
+impl JobError {
+    /// Bounded reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            JobError::NoQueue => "NoQueue",
+            JobError::BadAnnotation(..) => "InvalidAnnotation",
+            JobError::BadRequest(..) => "InvalidRequests",
+        }
+    }
+}
+
+/// The queue a Job asks for, if it is labelled.
+pub fn queue_of(job: &Job) -> Option<&str> {
+    job.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(QUEUE_LABEL))
+        .map(String::as_str)
+}
+
+/// The Gang spec of a labelled Job.
+pub fn gang_spec(job: &Job) -> Result<GangSpec, JobError> {
+    let queue = queue_of(job).unwrap_or_default().trim().to_string();
+    if queue.is_empty() {
+        return Err(JobError::NoQueue);
+    }
+    let annotations = job.annotations();
+    let spec = job.spec.as_ref();
+    let count = spec
+        .and_then(|s| s.parallelism)
+        .map(|p| u32::try_from(p.max(0)).unwrap_or(0))
+        .unwrap_or(1);
+    let min_count = match annotations.get(MIN_COUNT_ANNOTATION) {
+        Some(v) => Some(
+            v.trim()
+                .parse::<u32>()
+                .map_err(|e| JobError::BadAnnotation(MIN_COUNT_ANNOTATION, e.to_string()))?,
+        ),
+        None => None,
+    };
+    let priority = match annotations.get(PRIORITY_ANNOTATION) {
+        Some(v) => v
+            .trim()
+            .parse::<i32>()
+            .map_err(|e| JobError::BadAnnotation(PRIORITY_ANNOTATION, e.to_string()))?,
+        None => 0,
+    };
+    let gpu_models = annotations
+        .get(GPU_MODEL_ANNOTATION)
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    let pod = spec.and_then(|s| s.template.spec.as_ref());
+    let requests = pod.map(pod_requests).transpose()?.unwrap_or_default();
+    Ok(GangSpec {
+        queue,
+        priority,
+        pod_sets: vec![PodSetSpec {
+            name: "main".to_string(),
+            count,
+            min_count,
+            requests,
+            node_selector: pod
+                .and_then(|p| p.node_selector.clone())
+                .unwrap_or_default(),
+            tolerations: pod.and_then(|p| p.tolerations.clone()).unwrap_or_default(),
+            gpu_models,
+        }],
+        topology: None,
+    })
+}
+
+/// Effective requests of one pod: the sum over containers, or the largest
+/// init container where that is larger (as kube-scheduler computes it).
+pub fn pod_requests(pod: &PodSpec) -> Result<BTreeMap<String, String>, JobError> {
+    let sum = containers_sum(&pod.containers)?;
+    let mut out = sum.clone();
+    for c in pod.init_containers.iter().flatten() {
+        let one = containers_sum(std::slice::from_ref(c))?;
+        if one.gpu_millis > out.gpu_millis
+            || one.cpu_millis > out.cpu_millis
+            || one.memory_bytes > out.memory_bytes
+        {
+            out.gpu_millis = out.gpu_millis.max(one.gpu_millis);
+            out.cpu_millis = out.cpu_millis.max(one.cpu_millis);
+            out.memory_bytes = out.memory_bytes.max(one.memory_bytes);
+        }
+    }
+    Ok(out
+        .to_quantities()
+        .into_iter()
+        .map(|(k, q)| (k, q.to_string()))
+        .collect())
+}
+
+fn containers_sum(containers: &[Container]) -> Result<Resources, JobError> {
+    let mut total = Resources::zero();
+    for c in containers {
+        let Some(res) = &c.resources else { continue };
+        // requests default to limits for resources that set only limits (GPUs)
+        let mut map: BTreeMap<&str, &str> = BTreeMap::new();
+        for (k, v) in res.limits.iter().flatten() {
+            map.insert(k.as_str(), v.0.as_str());
+        }
+        for (k, v) in res.requests.iter().flatten() {
+            map.insert(k.as_str(), v.0.as_str());
+        }
+        let mut parsed = Vec::new();
+        for (k, v) in map {
+            let q = Quantity::parse(v)
+                .map_err(|e| JobError::BadRequest(c.name.clone(), e.to_string()))?;
+            parsed.push((k, q));
+        }
+        let r = Resources::from_quantities(parsed)
+            .map_err(|e| JobError::BadRequest(c.name.clone(), e.to_string()))?;
+        total.add(&r);
+    }
+    Ok(total)
+}

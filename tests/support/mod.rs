@@ -1,0 +1,130 @@
+//! Test support: the Kubernetes API test server (`tests/kube_api/apiserver.py`)
+//! started and stopped per test, a kube client for it, and CRD installation.
+#![allow(dead_code)]
+
+pub mod emulator;
+pub mod fake_cloud;
+pub mod stub_planner;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+use kube::api::{Api, PostParams};
+
+/// A running API test server; killed on drop.
+pub struct ApiServer {
+    child: Child,
+    _stdin: Option<ChildStdin>,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// How long it took to be ready.
+    pub started_in: Duration,
+}
+
+impl ApiServer {
+    /// Starts a fresh server on a free port.
+    pub fn start() -> ApiServer {
+        let t0 = Instant::now();
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kube_api/apiserver.py");
+        let mut child = Command::new("python3")
+            .args([
+                script,
+                "--port",
+                "0",
+                "--exit-on-stdin-eof",
+                "--bookmark-secs",
+                "0.5",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 runs the API test server");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("server prints its address");
+        let url = line
+            .trim()
+            .strip_prefix("LISTENING ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        let stdin = child.stdin.take();
+        ApiServer {
+            child,
+            _stdin: stdin,
+            url,
+            started_in: t0.elapsed(),
+        }
+    }
+
+    /// A client for it.
+    pub fn client(&self) -> kube::Client {
+        let config = kube::Config::new(self.url.parse().expect("url"));
+        kube::Client::try_from(config).expect("client")
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal CRD for a muster kind (schema: anything; status subresource).
+pub fn crd(kind: &str, plural: &str, namespaced: bool) -> CustomResourceDefinition {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.muster.dev")},
+        "spec": {
+            "group": "muster.dev",
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase()},
+            "scope": if namespaced { "Namespaced" } else { "Cluster" },
+            "versions": [{
+                "name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"status": {}}
+            }]
+        }
+    }))
+    .expect("crd")
+}
+
+/// Installs the five muster CRDs (NodeClass from `muster-crds`).
+pub async fn install_crds(client: &kube::Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crds = vec![muster_crds::nodeclass::NodeClass::crd()];
+    crds.push(crd("GPUPool", "gpupools", false));
+    crds.push(crd("GPUQueue", "gpuqueues", false));
+    crds.push(crd("Gang", "gangs", true));
+    crds.push(crd("PoolNode", "poolnodes", false));
+    for c in crds {
+        api.create(&PostParams::default(), &c)
+            .await
+            .expect("create CRD");
+    }
+}
+
+/// Polls `check` every 50 ms until it returns `Some`, or panics after `secs`.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out after {secs}s waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
