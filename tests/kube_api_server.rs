@@ -319,10 +319,10 @@ async fn label_selectors_and_watch_resume() {
         .collect();
     assert_eq!(seen, ["DELETED a", "ADDED d"]);
     // a kube-runtime watcher over the same resource syncs without errors
-    let (reader, writer) = kube::runtime::reflector::store::<ConfigMap>();
-    let stream = kube::runtime::reflector::reflector(
+    let (reader, writer) = kube_runtime::reflector::store::<ConfigMap>();
+    let stream = kube_runtime::reflector::reflector(
         writer,
-        kube::runtime::watcher(api.clone(), Default::default()),
+        kube_runtime::watcher(api.clone(), Default::default()),
     );
     let task = tokio::spawn(async move {
         futures::pin_mut!(stream);

@@ -28,7 +28,7 @@ pub enum Command {
     Crds(crds::CrdsArgs),
     /// Run the Kubernetes controller.
     #[cfg(feature = "controller")]
-    Controller(controller::ControllerArgs),
+    Controller(Box<controller::ControllerArgs>),
 }
 
 /// A failed command: a message for people and an exit code.
@@ -71,6 +71,6 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Plan(a) => plan::run(a),
         Command::Crds(a) => crds::run(a),
         #[cfg(feature = "controller")]
-        Command::Controller(a) => controller::run(a),
+        Command::Controller(a) => controller::run(*a),
     }
 }

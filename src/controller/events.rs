@@ -3,7 +3,7 @@
 
 use kube::Resource;
 use kube::api::DynamicObject;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube_runtime::events::{Event, EventType, Recorder, Reporter};
 
 use super::objects::Kind;
 

@@ -41,21 +41,29 @@ impl LeaderTask {
         if let Some(t) = self.task.take() {
             t.abort();
         }
-        if let Some((api, name, me)) = self.release.take() {
-            if let Ok(mut lease) = api.get(&name).await {
-                let held = lease
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.holder_identity.as_deref())
-                    == Some(me.as_str());
-                if held {
-                    if let Some(spec) = lease.spec.as_mut() {
-                        spec.holder_identity = None;
-                        spec.renew_time = None;
-                    }
-                    let _ = api.replace(&name, &PostParams::default(), &lease).await;
+        if let Some((api, name, me)) = self.release.take()
+            && let Ok(mut lease) = api.get(&name).await
+        {
+            let held = lease
+                .spec
+                .as_ref()
+                .and_then(|s| s.holder_identity.as_deref())
+                == Some(me.as_str());
+            if held {
+                if let Some(spec) = lease.spec.as_mut() {
+                    spec.holder_identity = None;
+                    spec.renew_time = None;
                 }
+                let _ = api.replace(&name, &PostParams::default(), &lease).await;
             }
+        }
+    }
+}
+
+impl Drop for LeaderTask {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
         }
     }
 }
@@ -110,6 +118,7 @@ async fn campaign(
                 true
             }
             Ok(false) => false,
+            Err(LeaderError::Conflict) => false,
             Err(e) => {
                 tracing::debug!(error = %e, "lease round failed");
                 // keep leading only while the lease we hold cannot have expired

@@ -117,6 +117,8 @@ pub async fn run(
 ) -> Result<(), ControllerError> {
     let config = Arc::new(config);
     let caches = observe::Caches::start(client.clone(), &config);
+    // Every task below dies with this future: aborting `run` is a process kill.
+    let _caches_guard = StopOnDrop(Some(caches.clone()));
     let (leader_rx, leader_task) = leader::start(client.clone(), &config, deps.metrics.clone());
     let ctx = Arc::new(planning_loop::Ctx::new(
         client,
@@ -124,11 +126,28 @@ pub async fn run(
         deps,
         caches.clone(),
     ));
-    let loop_task = tokio::spawn(planning_loop::run(ctx.clone(), leader_rx));
+    let loop_task = AbortOnDrop(tokio::spawn(planning_loop::run(ctx.clone(), leader_rx)));
     shutdown.await;
     tracing::info!("shutting down");
-    loop_task.abort();
+    drop(loop_task);
     leader_task.stop().await;
-    caches.stop();
     Ok(())
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+struct StopOnDrop(Option<observe::Caches>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.stop();
+        }
+    }
 }

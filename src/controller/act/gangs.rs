@@ -13,8 +13,8 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DynamicObject, Patch, PostParams};
-use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
+use kube_runtime::events::EventType;
 
 use super::{ActError, api, is_already_exists, params};
 use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, Kind, QUEUE_LABEL};

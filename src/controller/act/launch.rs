@@ -228,21 +228,21 @@ async fn step(
             .iter()
             .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_ref()) == Some(pid))
     });
-    if phase == NodePhase::Launched {
-        if let Some(n) = node {
-            phase = NodePhase::Registered;
-            status.insert("phase".into(), "Registered".into());
-            status.insert("nodeName".into(), n.name_any().into());
-            status.insert("registeredAt".into(), time::format(now).into());
-        }
+    if phase == NodePhase::Launched
+        && let Some(n) = node
+    {
+        phase = NodePhase::Registered;
+        status.insert("phase".into(), "Registered".into());
+        status.insert("nodeName".into(), n.name_any().into());
+        status.insert("registeredAt".into(), time::format(now).into());
     }
-    if phase == NodePhase::Registered {
-        if let Some(n) = node {
-            if node_ready(n) && allocatable(n).gpu_millis > 0 {
-                status.insert("phase".into(), "Ready".into());
-                status.insert("readyAt".into(), time::format(now).into());
-            }
-        }
+    if phase == NodePhase::Registered
+        && let Some(n) = node
+        && node_ready(n)
+        && allocatable(n).gpu_millis > 0
+    {
+        status.insert("phase".into(), "Ready".into());
+        status.insert("readyAt".into(), time::format(now).into());
     }
     if status.is_empty() {
         return Ok(false);
