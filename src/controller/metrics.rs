@@ -122,12 +122,17 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
         };
         let metrics = metrics.clone();
         tokio::spawn(async move {
-            let mut buf = vec![0u8; 4096];
-            let n = match sock.read(&mut buf).await {
-                Ok(n) => n,
-                Err(_) => return,
-            };
-            let head = String::from_utf8_lossy(&buf[..n]);
+            // read the whole request head: closing a socket with unread bytes
+            // resets the connection and the client may lose the response
+            let mut buf = Vec::with_capacity(1024);
+            let mut chunk = [0u8; 1024];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 * 1024 {
+                match sock.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&buf);
             let path = head.split_whitespace().nth(1).unwrap_or("/");
             let (status, ctype, body) = match path {
                 "/metrics" => (

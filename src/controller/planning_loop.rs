@@ -58,6 +58,7 @@ impl Ctx {
             jobs: self.caches.jobs(),
             pods: self.caches.pods(),
             nodes: self.caches.nodes(),
+            pdbs: self.caches.pdbs(),
             objects: Kind::ALL
                 .into_iter()
                 .map(|k| (k, self.caches.objects(k)))

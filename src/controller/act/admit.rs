@@ -175,3 +175,83 @@ pub fn pin(
     }
     template
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pin_adds_to_every_term_and_tolerates_each_taint_once() {
+        let template: PodTemplateSpec = serde_json::from_value(json!({"spec": {
+            "containers": [{"name": "c"}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}
+            ]}}}
+        }}))
+        .expect("template");
+        let nodes: BTreeSet<String> = ["n1".to_string(), "n2".to_string()].into();
+        let taints = vec![
+            muster_planner::Taint {
+                key: "nvidia.com/gpu".into(),
+                value: "true".into(),
+                effect: TaintEffect::NoSchedule,
+            },
+            muster_planner::Taint {
+                key: "pool".into(),
+                value: "a100".into(),
+                effect: TaintEffect::NoSchedule,
+            },
+            muster_planner::Taint {
+                key: "pool".into(),
+                value: "a100".into(),
+                effect: TaintEffect::NoSchedule,
+            },
+            muster_planner::Taint {
+                key: "soft".into(),
+                value: String::new(),
+                effect: TaintEffect::PreferNoSchedule,
+            },
+        ];
+        let pinned = pin(template, &nodes, "ns.g", &taints);
+        let spec = pinned.spec.expect("spec");
+        assert_eq!(
+            spec.node_selector
+                .expect("selector")
+                .get(GANG_LABEL)
+                .map(String::as_str),
+            Some("ns.g")
+        );
+        let terms = spec
+            .affinity
+            .and_then(|a| a.node_affinity)
+            .and_then(|n| n.required_during_scheduling_ignored_during_execution)
+            .expect("required")
+            .node_selector_terms;
+        assert_eq!(terms.len(), 2, "the user's alternatives are kept");
+        for t in &terms {
+            let f = t.match_fields.as_ref().expect("fields");
+            assert_eq!(
+                f[0].values.as_deref(),
+                Some(&["n1".to_string(), "n2".to_string()][..])
+            );
+            assert_eq!(t.match_expressions.as_ref().map(Vec::len), Some(1));
+        }
+        let tols = spec.tolerations.expect("tolerations");
+        // the existing Exists toleration covers nvidia.com/gpu; one new for pool; none for soft
+        assert_eq!(tols.len(), 2, "{tols:?}");
+        assert_eq!(tols[1].key.as_deref(), Some("pool"));
+    }
+
+    #[test]
+    fn gang_label_values_are_valid_and_stable() {
+        assert_eq!(super::super::gang_label_value("ns/g"), "ns.g");
+        let long = format!("ns/{}", "x".repeat(80));
+        let v = super::super::gang_label_value(&long);
+        assert!(v.len() <= 63, "{v}");
+        assert_eq!(v, super::super::gang_label_value(&long));
+        assert_ne!(v, super::super::gang_label_value(&format!("{long}y")));
+    }
+}

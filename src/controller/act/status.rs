@@ -88,7 +88,10 @@ pub fn desired(
         return st;
     }
     if let Some(l) = plan.launches.iter().find(|l| l.gang.as_str() == id) {
-        if current != GangPhase::Provisioning {
+        let set: BTreeSet<String> = l.nodes.iter().map(|n| n.name.clone()).collect();
+        let held: BTreeSet<String> = st.reserved_nodes.iter().cloned().collect();
+        // a new launch set (first, or planned again after a failure) counts as an attempt
+        if current != GangPhase::Provisioning || !set.is_subset(&held) {
             st.launch_attempts += 1;
             let timeout = l
                 .nodes

@@ -152,3 +152,61 @@ fn containers_sum(containers: &[Container]) -> Result<Resources, JobError> {
     }
     Ok(total)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(annotations: serde_json::Value, pod: serde_json::Value) -> Job {
+        serde_json::from_value(json!({
+            "metadata": {"name": "j", "namespace": "ns", "labels": {"muster.dev/queue": "team-a"}, "annotations": annotations},
+            "spec": {"parallelism": 4, "template": {"spec": pod}}
+        }))
+        .expect("job")
+    }
+
+    #[test]
+    fn pod_set_from_parallelism_requests_and_annotations() {
+        let j = job(
+            json!({"muster.dev/min-count": "2", "muster.dev/gpu-model": "A100, H100", "muster.dev/priority": "7"}),
+            json!({
+                "containers": [
+                    {"name": "a", "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "2"}}},
+                    {"name": "b", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}
+                ],
+                "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "8"}}}],
+                "nodeSelector": {"disk": "ssd"},
+                "tolerations": [{"key": "x", "operator": "Exists"}]
+            }),
+        );
+        let g = gang_spec(&j).expect("gang");
+        assert_eq!(g.queue, "team-a");
+        assert_eq!(g.priority, 7);
+        let ps = &g.pod_sets[0];
+        assert_eq!((ps.count, ps.min_count), (4, Some(2)));
+        assert_eq!(ps.gpu_models, ["A100", "H100"]);
+        assert_eq!(
+            ps.requests.get("nvidia.com/gpu").map(String::as_str),
+            Some("8")
+        );
+        // the init container's 8 CPUs exceed the containers' 2.5
+        assert_eq!(ps.requests.get("cpu").map(String::as_str), Some("8"));
+        assert_eq!(
+            ps.node_selector.get("disk").map(String::as_str),
+            Some("ssd")
+        );
+        assert_eq!(ps.tolerations.len(), 1);
+    }
+
+    #[test]
+    fn bad_annotations_and_quantities_are_errors() {
+        let pod = json!({"containers": [{"name": "a"}]});
+        let e = gang_spec(&job(json!({"muster.dev/min-count": "many"}), pod)).expect_err("bad");
+        assert_eq!(e.reason(), "InvalidAnnotation");
+        let pod =
+            json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]});
+        let e = gang_spec(&job(json!({}), pod)).expect_err("bad");
+        assert_eq!(e.reason(), "InvalidRequests");
+    }
+}

@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use muster_planner::{
     CapacityType, GangId, Node, NodePhase, Offering, OfferingKey, OtherPod, Price, Provider,
@@ -110,6 +111,40 @@ pub fn pod_job(pod: &Pod) -> Option<(String, String)> {
         .map(|o| (pod.namespace().unwrap_or_default(), o.name.clone()))
 }
 
+/// True when a PodDisruptionBudget selecting the pod allows no disruption
+/// now (`status.disruptionsAllowed == 0`). Selectors: `matchLabels` and
+/// `matchExpressions` (In, NotIn, Exists, DoesNotExist).
+pub fn blocked_by_pdb(pod: &Pod, pdbs: &[std::sync::Arc<PodDisruptionBudget>]) -> bool {
+    let labels = pod.labels();
+    pdbs.iter()
+        .filter(|b| b.namespace() == pod.namespace())
+        .filter(|b| {
+            b.status
+                .as_ref()
+                .is_some_and(|s| s.disruptions_allowed == 0)
+        })
+        .filter_map(|b| b.spec.as_ref()?.selector.as_ref())
+        .any(|sel| {
+            let by_labels = sel
+                .match_labels
+                .iter()
+                .flatten()
+                .all(|(k, v)| labels.get(k) == Some(v));
+            let by_exprs = sel.match_expressions.iter().flatten().all(|e| {
+                let values = e.values.clone().unwrap_or_default();
+                match e.operator.as_str() {
+                    "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
+                    "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
+                    "Exists" => labels.contains_key(&e.key),
+                    "DoesNotExist" => !labels.contains_key(&e.key),
+                    _ => false,
+                }
+            });
+            // an empty selector selects every pod of the namespace (policy/v1)
+            by_labels && by_exprs
+        })
+}
+
 fn taints(node: &KubeNode) -> Vec<Taint> {
     node.spec
         .as_ref()
@@ -157,7 +192,8 @@ pub fn nodes(
         if pod_job(pod).is_some_and(|j| gang_jobs.contains(&j)) {
             continue;
         }
-        let do_not_disrupt = pod.annotations().contains_key("muster.dev/do-not-disrupt");
+        let do_not_disrupt = pod.annotations().contains_key("muster.dev/do-not-disrupt")
+            || blocked_by_pdb(pod, &observed.pdbs);
         others.entry(node).or_default().push(OtherPod {
             name: format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()),
             requests: pod_resources(pod),
