@@ -310,6 +310,11 @@ async fn scenario_gang_of_four(planner: PlanFn) {
                 .is_some_and(|p| p.starts_with("gce://"))
         );
         assert_eq!(pn.data["spec"]["gang"], "team-a/big");
+        assert_eq!(pn.data["status"]["nodeName"], pn.name_any().as_str());
+        assert!(
+            pn.data["status"]["registeredAt"].is_string()
+                && pn.data["status"]["readyAt"].is_string()
+        );
         assert!(
             pn.finalizers()
                 .contains(&"muster.dev/terminate-instance".to_string())
@@ -381,7 +386,7 @@ async fn scenario_insufficient_capacity(planner: PlanFn) {
     let cloud = FakeCloud::new(Some(client.clone()));
     cloud.insufficient("fake-1gpu");
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let _ctl = start(&client, &cloud, planner, "c1", false);
+    let ctl = start(&client, &cloud, planner, "c1", false);
     submit(&client, "tiny", 1, 1, true).await;
     eventually(20, "the pod to run", || {
         let client = client.clone();
@@ -413,6 +418,13 @@ async fn scenario_insufficient_capacity(planner: PlanFn) {
     let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
     let g = gangs.get("tiny").await.expect("gang");
     assert_eq!(g.data["status"]["launchAttempts"], 2);
+    let text = ctl.metrics.encode();
+    for line in [
+        r#"muster_launches_total{pool="a100",capacity_type="on-demand",result="InsufficientCapacity"} 1"#,
+        r#"muster_launches_total{pool="a100",capacity_type="on-demand",result="Launched"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
 }
 
 #[tokio::test]
@@ -670,4 +682,109 @@ async fn gangs_created_and_fresh_jobs_suspended() {
         async move { (gang_phase(&client, "eager").await.as_deref() == Some("Queued")).then_some(()) }
     })
     .await;
+}
+
+// ---------------------------------------------------------------- more
+
+#[tokio::test]
+async fn no_planning_before_caches_sync() {
+    // the controller starts before its CRDs exist: the muster watches fail,
+    // the caches never sync, nothing is written; once the CRDs are installed
+    // the watches recover and the controller acts
+    let server = ApiServer::start();
+    let client = server.client();
+    let cloud = FakeCloud::new(None);
+    let ctl = start(&client, &cloud, stub(), "c1", false);
+    submit(&client, "early", 1, 1, false).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let job = Api::<Job>::namespaced(client.clone(), NS)
+        .get("early")
+        .await
+        .expect("job");
+    assert_eq!(
+        job.spec.and_then(|s| s.suspend),
+        Some(false),
+        "no write before sync"
+    );
+    assert!(
+        ctl.metrics
+            .encode()
+            .contains("muster_planning_cycles_total 0")
+    );
+    support::install_crds(&client).await;
+    eventually(30, "the Job suspended after sync", || {
+        let client = client.clone();
+        async move {
+            Api::<Job>::namespaced(client, NS)
+                .get("early")
+                .await
+                .ok()?
+                .spec?
+                .suspend
+                .filter(|s| *s)
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn waiting_gangs_show_position_and_reason() {
+    let (_server, client) = world().await;
+    let cloud = FakeCloud::new(None);
+    let _ctl = start(&client, &cloud, stub(), "c1", false);
+    submit(&client, "huge", 1, 16, true).await; // no offering has 16 GPUs
+    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
+    let st = eventually(10, "a waiting status", || {
+        let gangs = gangs.clone();
+        async move {
+            let g = gangs.get_opt("huge").await.ok()??;
+            g.data["status"]["reason"]
+                .is_string()
+                .then(|| g.data["status"].clone())
+        }
+    })
+    .await;
+    assert_eq!(st["phase"], "Queued");
+    assert_eq!(st["reason"], "NoOffering");
+    assert_eq!(st["position"], 1);
+    assert!(cloud.calls().is_empty());
+}
+
+#[tokio::test]
+async fn deleting_a_poolnode_terminates_its_instance_first() {
+    let (_server, client) = world().await;
+    let cloud = FakeCloud::new(None);
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(&client, &cloud, stub(), "c1", false);
+    submit(&client, "one", 1, 8, true).await;
+    let pn = eventually(20, "a Ready PoolNode", || {
+        let client = client.clone();
+        async move {
+            poolnodes(&client)
+                .await
+                .into_iter()
+                .find(|p| p.data["status"]["phase"] == "Ready")
+        }
+    })
+    .await;
+    let pid = pn.data["status"]["providerID"]
+        .as_str()
+        .expect("providerID")
+        .to_string();
+    Api::<DynamicObject>::all_with(client.clone(), &ar("PoolNode", "poolnodes"))
+        .delete(&pn.name_any(), &Default::default())
+        .await
+        .expect("delete");
+    eventually(10, "the PoolNode gone", || {
+        let client = client.clone();
+        async move { poolnodes(&client).await.is_empty().then_some(()) }
+    })
+    .await;
+    let terminated: Vec<String> = cloud
+        .calls()
+        .into_iter()
+        .filter(|c| c.op == "terminate")
+        .map(|c| c.what)
+        .collect();
+    assert_eq!(terminated, [pid]);
 }

@@ -406,3 +406,48 @@ async fn custom_resources_and_leases() {
         "second writer conflicts"
     );
 }
+
+#[tokio::test]
+async fn watch_bookmarks_and_expired_resource_versions() {
+    let server = ApiServer::start_with(&["--history", "3"]);
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let first = api
+        .create(&PostParams::default(), &cm("a", &[]))
+        .await
+        .expect("create");
+    let old_rv = first.metadata.resource_version.clone().expect("rv");
+    // bookmarks arrive on an idle watch that allows them
+    let list = api.list(&ListParams::default()).await.expect("list");
+    let rv = list.metadata.resource_version.expect("rv");
+    let stream = api
+        .watch(
+            &WatchParams {
+                bookmarks: true,
+                ..WatchParams::default().timeout(3)
+            },
+            &rv,
+        )
+        .await
+        .expect("watch");
+    let events: Vec<WatchEvent<ConfigMap>> = stream.take(1).try_collect().await.expect("events");
+    assert!(
+        matches!(events[0], WatchEvent::Bookmark(_)),
+        "{:?}",
+        events[0]
+    );
+    // once the history has moved on, an old resourceVersion is 410 Expired
+    for n in ["b", "c", "d", "e"] {
+        api.create(&PostParams::default(), &cm(n, &[]))
+            .await
+            .expect("create");
+    }
+    let stream = api
+        .watch(&WatchParams::default().timeout(2), &old_rv)
+        .await
+        .expect("watch");
+    let events: Vec<WatchEvent<ConfigMap>> = stream.take(1).try_collect().await.expect("events");
+    match &events[0] {
+        WatchEvent::Error(e) => assert_eq!((e.code, e.reason.as_str()), (410, "Expired")),
+        other => panic!("expected 410, got {other:?}"),
+    }
+}

@@ -27,6 +27,11 @@ pub struct ApiServer {
 impl ApiServer {
     /// Starts a fresh server on a free port.
     pub fn start() -> ApiServer {
+        ApiServer::start_with(&[])
+    }
+
+    /// Starts a fresh server with extra command-line options.
+    pub fn start_with(extra: &[&str]) -> ApiServer {
         let t0 = Instant::now();
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kube_api/apiserver.py");
         let mut child = Command::new("python3")
@@ -38,6 +43,7 @@ impl ApiServer {
                 "--bookmark-secs",
                 "0.5",
             ])
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
