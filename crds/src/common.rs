@@ -35,12 +35,10 @@ pub const DNS_SUBDOMAIN_PATTERN: &str =
 pub const GPU_MODEL_PATTERN: &str = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$";
 
 /// Regular expression of a Kubernetes resource name such as `nvidia.com/gpu` or `memory`.
-pub const RESOURCE_NAME_PATTERN: &str =
-    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
+pub const RESOURCE_NAME_PATTERN: &str = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
 
 /// Regular expression of a label or taint key (`prefix/name`, prefix optional).
-pub const LABEL_KEY_PATTERN: &str =
-    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
+pub const LABEL_KEY_PATTERN: &str = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
 
 /// A Kubernetes resource quantity such as `8`, `500m`, `40Gi` or `1.5`.
 ///
@@ -124,11 +122,7 @@ pub struct DurationError(pub String);
 
 impl fmt::Display for DurationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "invalid duration {:?}: expected e.g. 30s, 10m or 1h30m",
-            self.0
-        )
+        write!(f, "invalid duration {:?}: expected e.g. 30s, 10m or 1h30m", self.0)
     }
 }
 
@@ -236,9 +230,7 @@ impl JsonSchema for Usd {
 }
 
 /// Whether a cloud machine is bought as interruptible spot capacity or on demand.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 pub enum CapacityType {
     /// Interruptible spare capacity (AWS spot, GCP spot VMs): cheaper, may be reclaimed.
     #[serde(rename = "spot")]
@@ -249,9 +241,7 @@ pub enum CapacityType {
 }
 
 /// Cloud a machine is bought from.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 pub enum Provider {
     /// Amazon EC2.
     #[serde(rename = "aws")]

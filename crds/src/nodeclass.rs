@@ -21,23 +21,9 @@ use crate::common::{Condition, Provider, Quantity};
     status = "NodeClassStatus",
     derive = "PartialEq",
     doc = "NodeClass describes how muster launches a machine on one cloud (AWS or GCP): image, network, identity, disks and metadata. GPUPools refer to it by name.",
-    printcolumn(
-        name = "Provider",
-        type_ = "string",
-        json_path = ".status.provider",
-        description = "Cloud this class launches on, as resolved by the controller"
-    ),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status",
-        description = "Whether the images, subnets and security groups resolved"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Provider", type_ = "string", json_path = ".status.provider", description = "Cloud this class launches on, as resolved by the controller"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status", description = "Whether the images, subnets and security groups resolved"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[x_kube(validation = Rule::new("has(self.aws) || has(self.gcp)").message("spec.aws or spec.gcp is required: set exactly one provider block").reason(Reason::FieldValueRequired))]
 #[x_kube(validation = Rule::new("!(has(self.aws) && has(self.gcp))").message("spec.aws and spec.gcp are mutually exclusive: set exactly one provider block"))]
@@ -57,10 +43,7 @@ pub struct NodeClassSpec {
 #[serde(rename_all = "camelCase")]
 pub struct AwsNodeClass {
     /// AWS region the machines run in, e.g. `us-east-1`.
-    #[schemars(
-        length(max = 32),
-        regex(pattern = r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]+$")
-    )]
+    #[schemars(length(max = 32), regex(pattern = r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]+$"))]
     pub region: String,
     /// Which AMIs to boot. Terms are ORed; the newest matching image compatible with the
     /// instance type is used.
@@ -97,11 +80,7 @@ pub struct AwsNodeClass {
     #[serde(default)]
     pub metadata_options: MetadataOptions,
     /// Whether instances get a public IPv4 address; the subnet's setting when omitted.
-    #[serde(
-        default,
-        rename = "associatePublicIPAddress",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "associatePublicIPAddress", skip_serializing_if = "Option::is_none")]
     pub associate_public_ip_address: Option<bool>,
     /// Whether CloudWatch detailed (1-minute) monitoring is enabled.
     #[serde(default)]
@@ -194,11 +173,7 @@ pub struct EbsVolume {
     #[serde(default = "yes")]
     pub delete_on_termination: bool,
     /// Snapshot the volume is created from.
-    #[serde(
-        default,
-        rename = "snapshotID",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "snapshotID", skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^snap-[0-9a-f]+$"), length(max = 32))]
     pub snapshot_id: Option<String>,
 }
@@ -306,10 +281,7 @@ pub struct GcpNodeClass {
     /// Zones machines may be placed in; every zone of the region that offers the machine
     /// type when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(
-        length(max = 16),
-        inner(regex(pattern = r"^[a-z]+-[a-z]+[0-9]+-[a-z]$"), length(max = 40))
-    )]
+    #[schemars(length(max = 16), inner(regex(pattern = r"^[a-z]+-[a-z]+[0-9]+-[a-z]$"), length(max = 40)))]
     pub zones: Vec<String>,
     /// VPC network name or self link; the project's `default` network when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -337,10 +309,7 @@ pub struct GcpNodeClass {
     pub labels: BTreeMap<String, String>,
     /// Network tags (firewall targets) put on instances.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(
-        length(max = 64),
-        inner(regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"), length(max = 63))
-    )]
+    #[schemars(length(max = 64), inner(regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"), length(max = 63)))]
     pub network_tags: Vec<String>,
     /// Instance metadata items (e.g. `startup-script`), in addition to muster's bootstrap.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -138,10 +138,6 @@ mod tests {
         assert!(t.retryable());
         let labels: Vec<&str> = ErrorCategory::ALL.iter().map(|c| c.as_str()).collect();
         assert_eq!(labels.len(), 5);
-        assert!(
-            labels
-                .iter()
-                .all(|l| l.chars().all(|c| c.is_ascii_alphabetic()))
-        );
+        assert!(labels.iter().all(|l| l.chars().all(|c| c.is_ascii_alphabetic())));
     }
 }

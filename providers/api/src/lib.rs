@@ -29,10 +29,8 @@ pub trait CloudProvider: Send + Sync {
     /// Every offering (type × zone × capacity type, with price and
     /// availability) that satisfies the pool's requirements. Unknown prices
     /// are `None`, never zero.
-    async fn offerings(
-        &self,
-        requirements: &PoolRequirements,
-    ) -> Result<Vec<Offering>, ProviderError>;
+    async fn offerings(&self, requirements: &PoolRequirements)
+    -> Result<Vec<Offering>, ProviderError>;
 
     /// Launches one machine. Calling again with the same
     /// [`LaunchRequest::idempotency_key`] returns the same instance and never
