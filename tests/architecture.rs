@@ -27,12 +27,7 @@ fn graph() -> BTreeMap<String, Vec<String>> {
         .as_array()
         .expect("packages")
         .iter()
-        .map(|p| {
-            (
-                p["id"].as_str().expect("id"),
-                p["name"].as_str().expect("name"),
-            )
-        })
+        .map(|p| (p["id"].as_str().expect("id"), p["name"].as_str().expect("name")))
         .collect();
     let mut g = BTreeMap::new();
     for node in meta["resolve"]["nodes"].as_array().expect("resolve nodes") {
@@ -94,10 +89,7 @@ fn planner_is_pure() {
         ("async runtime", is_async_runtime),
     ] {
         let bad = offenders(&deps, check);
-        assert!(
-            bad.is_empty(),
-            "muster-planner must not depend on a {what} crate: {bad:?}"
-        );
+        assert!(bad.is_empty(), "muster-planner must not depend on a {what} crate: {bad:?}");
     }
 }
 
@@ -111,19 +103,13 @@ fn only_providers_know_a_cloud_sdk() {
         }
         let deps = closure(&g, pkg);
         let bad = offenders(&deps, is_cloud_sdk);
-        assert!(
-            bad.is_empty(),
-            "{pkg} must not depend on a cloud SDK: {bad:?}"
-        );
+        assert!(bad.is_empty(), "{pkg} must not depend on a cloud SDK: {bad:?}");
     }
     for api in ["muster-provider-api", "muster-provider-sim"] {
         if g.contains_key(api) {
             let deps = closure(&g, api);
             let bad = offenders(&deps, is_cloud_sdk);
-            assert!(
-                bad.is_empty(),
-                "{api} must not depend on a cloud SDK: {bad:?}"
-            );
+            assert!(bad.is_empty(), "{api} must not depend on a cloud SDK: {bad:?}");
         }
     }
 }
@@ -131,22 +117,13 @@ fn only_providers_know_a_cloud_sdk() {
 #[test]
 fn only_the_binary_knows_the_kube_client() {
     let g = graph();
-    for pkg in g
-        .keys()
-        .filter(|p| p.starts_with("muster") && *p != "muster")
-    {
+    for pkg in g.keys().filter(|p| p.starts_with("muster") && *p != "muster") {
         let deps = closure(&g, pkg);
         let bad = offenders(&deps, is_kube_client);
-        assert!(
-            bad.is_empty(),
-            "{pkg} must not depend on a Kubernetes client: {bad:?}"
-        );
+        assert!(bad.is_empty(), "{pkg} must not depend on a Kubernetes client: {bad:?}");
         if pkg != "muster-crds" {
             let bad = offenders(&deps, is_kube);
-            assert!(
-                bad.is_empty(),
-                "{pkg} must not depend on Kubernetes crates: {bad:?}"
-            );
+            assert!(bad.is_empty(), "{pkg} must not depend on Kubernetes crates: {bad:?}");
         }
     }
 }
@@ -156,14 +133,8 @@ fn simulator_never_depends_on_the_binary() {
     let g = graph();
     for pkg in ["muster-sim", "muster-provider-sim"] {
         let deps = closure(&g, pkg);
-        assert!(
-            !deps.contains("muster"),
-            "{pkg} must not depend on the muster binary crate"
-        );
-        assert!(
-            !deps.contains("muster-crds"),
-            "{pkg} must not depend on muster-crds"
-        );
+        assert!(!deps.contains("muster"), "{pkg} must not depend on the muster binary crate");
+        assert!(!deps.contains("muster-crds"), "{pkg} must not depend on muster-crds");
     }
 }
 
@@ -171,12 +142,7 @@ fn simulator_never_depends_on_the_binary() {
 fn the_graph_is_what_we_think_it_is() {
     // Guards the checks above against passing vacuously.
     let g = graph();
-    for pkg in [
-        "muster",
-        "muster-planner",
-        "muster-crds",
-        "muster-provider-api",
-    ] {
+    for pkg in ["muster", "muster-planner", "muster-crds", "muster-provider-api"] {
         assert!(g.contains_key(pkg), "{pkg} missing from cargo metadata");
     }
     assert!(closure(&g, "muster").contains("muster-planner"));

@@ -3,7 +3,6 @@
 //! kubelet / Job controller / kube-scheduler.
 //!
 //! Every scenario runs with the scripted stub planner (tests the driver now)
-//! and, marked `#[ignore = "needs planner"]`, with the real planner.
 
 mod support;
 
@@ -136,10 +135,12 @@ async fn submit(client: &kube::Client, name: &str, pods: i32, gpus: u32, suspend
         "metadata": {"name": name, "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
         "spec": {
             "parallelism": pods, "completions": pods, "suspend": suspend,
+            // GPU pods tolerate the GPU taint (GKE's and EKS's ExtendedResourceToleration
+            // admission adds it; the real planner requires it of the template)
             "template": {"spec": {"restartPolicy": "Never", "containers": [{
                 "name": "train", "image": "trainer",
                 "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}, "requests": {"cpu": "4", "memory": "16Gi"}}
-            }]}}
+            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
         }
     }))
     .expect("job");
@@ -268,7 +269,6 @@ async fn s1_one_gpu_job_admitted_on_existing_capacity() {
 }
 
 #[tokio::test]
-#[ignore = "needs planner"]
 async fn s1_real_planner() {
     scenario_admit_on_existing_capacity(controller::real_planner()).await;
 }
@@ -362,9 +362,21 @@ async fn s2_four_node_gang_written_first_then_launched_then_admitted() {
 }
 
 #[tokio::test]
-#[ignore = "needs planner"]
 async fn s2_real_planner() {
-    scenario_gang_of_four(controller::real_planner()).await;
+    let dbg: PlanFn = Arc::new(
+        |s: &muster_planner::Snapshot, p: &muster_planner::Policy, t| {
+            let plan = muster_planner::plan(s, p, t);
+            if std::env::var("MUSTER_TEST_DUMP").is_ok() {
+                eprintln!(
+                    "SNAPSHOT {}\nPLAN {}",
+                    serde_json::to_string(s).unwrap_or_default(),
+                    serde_json::to_string(&plan).unwrap_or_default()
+                );
+            }
+            plan
+        },
+    );
+    scenario_gang_of_four(dbg).await;
 }
 
 // ---------------------------------------------------------------- (3)
@@ -433,7 +445,6 @@ async fn s3_insufficient_capacity_deletes_poolnode_and_replans() {
 }
 
 #[tokio::test]
-#[ignore = "needs planner"]
 async fn s3_real_planner() {
     scenario_insufficient_capacity(controller::real_planner()).await;
 }
@@ -483,7 +494,6 @@ async fn s4_restart_after_cloud_created_before_recorded() {
 }
 
 #[tokio::test]
-#[ignore = "needs planner"]
 async fn s4_real_planner() {
     scenario_restart(controller::real_planner(), Hang::AfterCreate).await;
 }

@@ -35,10 +35,19 @@ pub const DNS_SUBDOMAIN_PATTERN: &str =
 pub const GPU_MODEL_PATTERN: &str = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$";
 
 /// Regular expression of a Kubernetes resource name such as `nvidia.com/gpu` or `memory`.
-pub const RESOURCE_NAME_PATTERN: &str = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
+pub const RESOURCE_NAME_PATTERN: &str =
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
 
 /// Regular expression of a label or taint key (`prefix/name`, prefix optional).
-pub const LABEL_KEY_PATTERN: &str = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
+pub const LABEL_KEY_PATTERN: &str =
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
+
+/// Schema transform for enums: drops the enum type's own description so that the
+/// description of the field using the enum (its rustdoc) is the one shown, also for optional
+/// fields.
+pub fn drop_description(schema: &mut Schema) {
+    schema.remove("description");
+}
 
 /// A Kubernetes resource quantity such as `8`, `500m`, `40Gi` or `1.5`.
 ///
@@ -122,7 +131,11 @@ pub struct DurationError(pub String);
 
 impl fmt::Display for DurationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid duration {:?}: expected e.g. 30s, 10m or 1h30m", self.0)
+        write!(
+            f,
+            "invalid duration {:?}: expected e.g. 30s, 10m or 1h30m",
+            self.0
+        )
     }
 }
 
@@ -230,7 +243,10 @@ impl JsonSchema for Usd {
 }
 
 /// Whether a cloud machine is bought as interruptible spot capacity or on demand.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[schemars(transform = crate::common::drop_description)]
 pub enum CapacityType {
     /// Interruptible spare capacity (AWS spot, GCP spot VMs): cheaper, may be reclaimed.
     #[serde(rename = "spot")]
@@ -241,7 +257,10 @@ pub enum CapacityType {
 }
 
 /// Cloud a machine is bought from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[schemars(transform = crate::common::drop_description)]
 pub enum Provider {
     /// Amazon EC2.
     #[serde(rename = "aws")]
@@ -256,6 +275,7 @@ pub enum Provider {
 
 /// Status of a condition, as in `metav1.Condition`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = crate::common::drop_description)]
 pub enum ConditionStatus {
     /// The condition holds.
     True,
@@ -295,6 +315,7 @@ pub struct Condition {
 
 /// Effect a taint has on pods that do not tolerate it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = crate::common::drop_description)]
 pub enum TaintEffect {
     /// Pods that do not tolerate the taint are not scheduled onto the node.
     NoSchedule,
@@ -321,6 +342,7 @@ pub struct Taint {
 
 /// How a toleration's key and value are compared with a taint's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = crate::common::drop_description)]
 pub enum TolerationOperator {
     /// The key must match and the value must equal the taint's value.
     #[default]
@@ -355,6 +377,7 @@ pub struct Toleration {
 
 /// Operator of a label-selector requirement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = crate::common::drop_description)]
 pub enum LabelSelectorOperator {
     /// The label's value is one of `values`.
     In,
@@ -398,6 +421,7 @@ pub struct LabelSelector {
 
 /// Operator of a node-selector requirement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = crate::common::drop_description)]
 pub enum NodeSelectorOperator {
     /// The node label's value is one of `values`.
     In,

@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::common::{Condition, Provider, Quantity};
 
 /// How muster launches machines on one cloud: exactly one of `aws` or `gcp`.
+// clippy mistakes the repeated `type_ = ...` inside separate `printcolumn(...)` groups for
+// duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[kube(
     group = "muster.dev",
@@ -21,9 +24,23 @@ use crate::common::{Condition, Provider, Quantity};
     status = "NodeClassStatus",
     derive = "PartialEq",
     doc = "NodeClass describes how muster launches a machine on one cloud (AWS or GCP): image, network, identity, disks and metadata. GPUPools refer to it by name.",
-    printcolumn(name = "Provider", type_ = "string", json_path = ".status.provider", description = "Cloud this class launches on, as resolved by the controller"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status", description = "Whether the images, subnets and security groups resolved"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Provider",
+        type_ = "string",
+        json_path = ".status.provider",
+        description = "Cloud this class launches on, as resolved by the controller"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status",
+        description = "Whether the images, subnets and security groups resolved"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(validation = Rule::new("has(self.aws) || has(self.gcp)").message("spec.aws or spec.gcp is required: set exactly one provider block").reason(Reason::FieldValueRequired))]
 #[x_kube(validation = Rule::new("!(has(self.aws) && has(self.gcp))").message("spec.aws and spec.gcp are mutually exclusive: set exactly one provider block"))]
@@ -43,7 +60,10 @@ pub struct NodeClassSpec {
 #[serde(rename_all = "camelCase")]
 pub struct AwsNodeClass {
     /// AWS region the machines run in, e.g. `us-east-1`.
-    #[schemars(length(max = 32), regex(pattern = r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]+$"))]
+    #[schemars(
+        length(max = 32),
+        regex(pattern = r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]+$")
+    )]
     pub region: String,
     /// Which AMIs to boot. Terms are ORed; the newest matching image compatible with the
     /// instance type is used.
@@ -80,7 +100,11 @@ pub struct AwsNodeClass {
     #[serde(default)]
     pub metadata_options: MetadataOptions,
     /// Whether instances get a public IPv4 address; the subnet's setting when omitted.
-    #[serde(default, rename = "associatePublicIPAddress", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "associatePublicIPAddress",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub associate_public_ip_address: Option<bool>,
     /// Whether CloudWatch detailed (1-minute) monitoring is enabled.
     #[serde(default)]
@@ -173,7 +197,11 @@ pub struct EbsVolume {
     #[serde(default = "yes")]
     pub delete_on_termination: bool,
     /// Snapshot the volume is created from.
-    #[serde(default, rename = "snapshotID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "snapshotID",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(regex(pattern = r"^snap-[0-9a-f]+$"), length(max = 32))]
     pub snapshot_id: Option<String>,
 }
@@ -184,6 +212,7 @@ fn yes() -> bool {
 
 /// EBS volume type.
 #[derive(JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[schemars(transform = crate::common::drop_description)]
 #[serde(rename_all = "lowercase")]
 pub enum EbsVolumeType {
     /// General purpose SSD, previous generation.
@@ -248,6 +277,7 @@ fn one() -> i32 {
 
 /// An AWS on/off setting.
 #[derive(JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[schemars(transform = crate::common::drop_description)]
 #[serde(rename_all = "lowercase")]
 pub enum Toggle {
     /// Turned on.
@@ -258,6 +288,7 @@ pub enum Toggle {
 
 /// Whether IMDS session tokens (IMDSv2) are required.
 #[derive(JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[schemars(transform = crate::common::drop_description)]
 #[serde(rename_all = "lowercase")]
 pub enum HttpTokens {
     /// IMDSv2 only.
@@ -281,7 +312,10 @@ pub struct GcpNodeClass {
     /// Zones machines may be placed in; every zone of the region that offers the machine
     /// type when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 16), inner(regex(pattern = r"^[a-z]+-[a-z]+[0-9]+-[a-z]$"), length(max = 40)))]
+    #[schemars(
+        length(max = 16),
+        inner(regex(pattern = r"^[a-z]+-[a-z]+[0-9]+-[a-z]$"), length(max = 40))
+    )]
     pub zones: Vec<String>,
     /// VPC network name or self link; the project's `default` network when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -309,7 +343,10 @@ pub struct GcpNodeClass {
     pub labels: BTreeMap<String, String>,
     /// Network tags (firewall targets) put on instances.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64), inner(regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"), length(max = 63)))]
+    #[schemars(
+        length(max = 64),
+        inner(regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"), length(max = 63))
+    )]
     pub network_tags: Vec<String>,
     /// Instance metadata items (e.g. `startup-script`), in addition to muster's bootstrap.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -361,6 +398,7 @@ fn hundred() -> i32 {
 
 /// GCP persistent disk type.
 #[derive(JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[schemars(transform = crate::common::drop_description)]
 #[serde(rename_all = "kebab-case")]
 pub enum GcpDiskType {
     /// Standard (HDD) persistent disk.

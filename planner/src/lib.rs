@@ -8,11 +8,26 @@
 //! Not fitting is never an error: a gang that cannot be placed waits, with a
 //! [`plan::WaitReason`] and a sentence saying why.
 
+mod admission;
+mod consolidation;
+pub mod cover;
+mod cycle;
+mod index;
+pub mod labels;
 pub mod model;
+pub mod naming;
+mod order;
+mod placement;
 pub mod plan;
+mod preemption;
+mod provisioning;
 pub mod quantity;
+mod quota;
+mod reasons;
 pub mod resources;
+mod scale_to_zero;
 pub mod snapshot;
+pub mod spot;
 pub mod time;
 
 pub use model::*;
@@ -24,7 +39,11 @@ pub use time::{Dur, Time};
 
 /// Plans one cycle: admissions, launches, releases, preemptions, removals,
 /// and why every other gang waits.
+///
+/// Pure and deterministic: the same snapshot (in any list order), policy and
+/// time give the same plan. Never panics on any snapshot; what does not fit
+/// waits with a reason. See [`plan`](crate::plan) for how a driver applies
+/// the result.
 pub fn plan(snapshot: &Snapshot, policy: &Policy, now: Time) -> Plan {
-    let _ = (snapshot, policy, now);
-    Plan::default()
+    cycle::run(snapshot, policy, now)
 }

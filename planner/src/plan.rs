@@ -10,6 +10,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Assignment, GangId, OfferingKey, Price};
+use crate::time::Time;
 
 /// Everything decided in one planning cycle.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -54,6 +55,10 @@ pub struct NewNode {
     pub offering: OfferingKey,
     /// Its price per hour.
     pub price: Price,
+    /// The placement group to launch it into (created by the driver if it
+    /// does not exist); set for `SamePlacementGroup` gangs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_group: Option<String>,
 }
 
 /// New capacity for one gang, launched as a set.
@@ -72,6 +77,11 @@ pub struct Launch {
     pub price_per_hour: Price,
     /// Why this choice, for people.
     pub message: String,
+    /// When the capacity must be complete (the driver stores it as the
+    /// gang's `provisioningDeadline`): now + the pool's or the policy's
+    /// provisioning timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Time>,
 }
 
 /// Why reserved capacity is given up.

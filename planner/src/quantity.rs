@@ -352,9 +352,15 @@ mod tests {
         ];
         for (input, want) in cases {
             let err = Quantity::parse(input).expect_err(input).to_string();
-            assert!(err.contains(want), "input {input:?}: error {err:?} lacks {want:?}");
+            assert!(
+                err.contains(want),
+                "input {input:?}: error {err:?} lacks {want:?}"
+            );
             if !input.trim().is_empty() {
-                assert!(err.contains(&format!("{input:?}")), "error names input: {err}");
+                assert!(
+                    err.contains(&format!("{input:?}")),
+                    "error names input: {err}"
+                );
             }
         }
     }
@@ -384,7 +390,10 @@ mod tests {
         assert_eq!(millis, vec![500, 8000, 1500, 68_719_476_736_000]);
         let err = serde_json::from_str::<Quantity>(r#""12Q""#).expect_err("bad");
         assert!(err.to_string().contains("unknown suffix \"Q\""), "{err}");
-        assert_eq!(serde_json::to_string(&v).expect("ser"), r#"[500m..]"#.replace("500m..", "\"500m\",8,\"1500m\",68719476736"));
+        assert_eq!(
+            serde_json::to_string(&v).expect("ser"),
+            r#"[500m..]"#.replace("500m..", "\"500m\",8,\"1500m\",68719476736")
+        );
     }
 
     proptest::proptest! {

@@ -108,9 +108,7 @@ fn parse_dur(input: &str) -> Result<Dur, DurError> {
         if n_end == 0 {
             return Err(err("expected a number"));
         }
-        let number: f64 = rest[..n_end]
-            .parse()
-            .map_err(|_| err("malformed number"))?;
+        let number: f64 = rest[..n_end].parse().map_err(|_| err("malformed number"))?;
         let after = &rest[n_end..];
         let u_end = after
             .find(|c: char| c.is_ascii_digit() || c == '.')

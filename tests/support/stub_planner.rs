@@ -163,6 +163,7 @@ fn launch(s: &Snapshot, g: &muster_planner::Gang, now: Time) -> Option<Launch> {
                 pool: pool.name.clone(),
                 offering: offering.key(),
                 price: offering.price.unwrap_or_default(),
+                placement_group: None,
             });
             assignments.push(Assignment {
                 pod_set: ps.name.clone(),
@@ -179,5 +180,6 @@ fn launch(s: &Snapshot, g: &muster_planner::Gang, now: Time) -> Option<Launch> {
         assignments,
         price_per_hour,
         message: "stub planner: one node per pod".into(),
+        deadline: None,
     })
 }

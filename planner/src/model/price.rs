@@ -17,7 +17,7 @@ impl Price {
     /// From a dollar amount, rounded to the nearest micro-dollar; negative
     /// and non-finite amounts are `None`.
     pub fn from_usd(usd: f64) -> Option<Price> {
-        if usd.is_finite() && usd >= 0.0 && usd < 1e12 {
+        if usd.is_finite() && (0.0..1e12).contains(&usd) {
             Some(Price((usd * 1e6).round() as u64))
         } else {
             None

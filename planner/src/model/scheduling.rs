@@ -88,7 +88,10 @@ pub fn tolerates_all(tolerations: &[Toleration], taints: &[Taint]) -> bool {
 }
 
 /// True when `labels` carries every `key: value` of `selector`.
-pub fn selector_matches(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
+pub fn selector_matches(
+    selector: &BTreeMap<String, String>,
+    labels: &BTreeMap<String, String>,
+) -> bool {
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
@@ -137,14 +140,17 @@ mod tests {
         assert!(!Toleration::default().tolerates(&gpu));
         let soft = taint("x", "", TaintEffect::PreferNoSchedule);
         assert!(tolerates_all(&[], &[soft]));
-        assert!(!tolerates_all(&[], &[gpu.clone()]));
+        assert!(!tolerates_all(&[], std::slice::from_ref(&gpu)));
         assert!(tolerates_all(&[exists], &[gpu]));
     }
 
     #[test]
     fn selectors() {
-        let labels: BTreeMap<String, String> =
-            [("a".to_string(), "1".to_string()), ("b".to_string(), "2".to_string())].into();
+        let labels: BTreeMap<String, String> = [
+            ("a".to_string(), "1".to_string()),
+            ("b".to_string(), "2".to_string()),
+        ]
+        .into();
         let mut sel = BTreeMap::new();
         assert!(selector_matches(&sel, &labels));
         sel.insert("a".to_string(), "1".to_string());

@@ -99,7 +99,8 @@ pub fn desired(
                 .and_then(|n| snapshot.pools.iter().find(|p| p.name == n.pool))
                 .and_then(|p| p.provisioning_timeout)
                 .unwrap_or(policy_timeout);
-            st.provisioning_deadline = Some(time::format(now + timeout));
+            let deadline = l.deadline.unwrap_or(now + timeout);
+            st.provisioning_deadline = Some(time::format(deadline));
         }
         set_phase(&mut st, GangPhase::Provisioning);
         st.assignments = assignments(&l.assignments);

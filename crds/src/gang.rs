@@ -1,0 +1,226 @@
+//! `Gang`: the unit of admission — all pods of one workload, admitted all at once or not at
+//! all. Namespaced, created by muster and owned by the submitted workload (a `batch/v1` Job).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{
+    Condition, DNS_LABEL_PATTERN, Duration, GPU_MODEL_PATTERN, NodeSelectorTerm, Quantity,
+    Toleration, Usd,
+};
+
+/// All pods of one workload, admitted together.
+// clippy mistakes the repeated `type_ = ...` inside separate `printcolumn(...)` groups for
+// duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "muster.dev",
+    version = "v1alpha1",
+    kind = "Gang",
+    plural = "gangs",
+    shortname = "gng",
+    category = "muster",
+    namespaced,
+    status = "GangStatus",
+    derive = "PartialEq",
+    doc = "Gang is the unit of admission: all pods of one workload, which muster admits all at once or not at all, onto existing or freshly provisioned nodes. muster creates it for a workload labelled muster.dev/queue and the workload owns it.",
+    printcolumn(
+        name = "Queue",
+        type_ = "string",
+        json_path = ".spec.queue",
+        description = "GPUQueue the gang waits in"
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Where the gang is in its life cycle"
+    ),
+    printcolumn(
+        name = "Pods",
+        type_ = "string",
+        json_path = ".status.pods",
+        description = "Running pods / pods of the gang"
+    ),
+    printcolumn(
+        name = "Position",
+        type_ = "integer",
+        json_path = ".status.position",
+        description = "Position in the queue while queued (1 is next)"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.reason",
+        description = "Why the gang waits or was evicted"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GangSpec {
+    /// Name of the `GPUQueue` the gang waits in (from the workload's `muster.dev/queue` label).
+    #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
+    pub queue: String,
+    /// Priority within the queue (from the pods' priority class): higher goes first and may
+    /// preempt lower when the queue allows it.
+    #[serde(default)]
+    pub priority: i32,
+    /// Groups of identical pods; the gang is admitted when every pod set has at least
+    /// `minCount` (or `count`) pods placed.
+    #[schemars(length(min = 1, max = 8))]
+    #[x_kube(validation = Rule::new("self.all(p, self.filter(q, q.name == p.name).size() == 1)").message("spec.podSets[].name must be unique within the gang").reason(Reason::FieldValueDuplicate))]
+    pub pod_sets: Vec<PodSet>,
+    /// How close the gang's pods must be placed.
+    #[serde(default)]
+    pub topology: Topology,
+    /// Whether the gang accepts being evicted as a whole and requeued to consolidate nodes.
+    #[serde(default)]
+    pub disruptible: bool,
+    /// How long the gang is expected to run, used to weigh spot risk and plan capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_duration: Option<Duration>,
+}
+
+/// A group of identical pods of a gang.
+#[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.minCount) || self.minCount <= self.count").message("spec.podSets[].minCount must be less than or equal to count"))]
+pub struct PodSet {
+    /// Name of the pod set, unique within the gang (e.g. `workers`).
+    #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
+    pub name: String,
+    /// Number of pods.
+    #[schemars(range(min = 1, max = 10000))]
+    pub count: i32,
+    /// Fewest pods the workload can start with (elastic jobs); `count` when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub min_count: Option<i32>,
+    /// Resources each pod requests, e.g. `nvidia.com/gpu: 8`, `cpu: 90`, `memory: 900Gi`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 32))]
+    pub requests: BTreeMap<String, Quantity>,
+    /// Node labels each pod requires (from the pod template).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 32))]
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations of each pod (from the pod template).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub tolerations: Vec<Toleration>,
+    /// Required node affinity of each pod (from the pod template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<PodSetAffinity>,
+    /// GPU model each pod needs, e.g. `H100`; any model when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = GPU_MODEL_PATTERN), length(max = 32))]
+    pub gpu_model: Option<String>,
+}
+
+/// The part of a pod's affinity muster plans with: required node affinity.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSetAffinity {
+    /// Node-selector terms, ORed: a node fits when it matches any term
+    /// (`requiredDuringSchedulingIgnoredDuringExecution`).
+    #[schemars(length(min = 1, max = 16))]
+    pub required_node_selector_terms: Vec<NodeSelectorTerm>,
+}
+
+/// How close a gang's pods must be placed.
+#[derive(JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[schemars(transform = crate::common::drop_description)]
+pub enum Topology {
+    /// All pods on one node (NVLink).
+    SameNode,
+    /// All pods in one zone.
+    SameZone,
+    /// All pods in one cluster placement group (AWS) or compact placement policy (GCP).
+    SamePlacementGroup,
+    /// No constraint; muster still packs when it can.
+    #[default]
+    Any,
+}
+
+/// Life-cycle phase of a gang.
+#[derive(JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[schemars(transform = crate::common::drop_description)]
+pub enum GangPhase {
+    /// Waiting for quota or capacity.
+    #[default]
+    Queued,
+    /// Quota reserved; nodes for every pod are being launched.
+    Provisioning,
+    /// Every pod has a node; the workload is unsuspended.
+    Admitted,
+    /// Every pod is running.
+    Running,
+    /// The workload completed; capacity is released.
+    Finished,
+    /// Evicted as a whole (preemption, interruption or pods-ready timeout); requeued after
+    /// `requeueAfter`.
+    Evicted,
+    /// No allowed pool can ever hold the gang (see `reason`).
+    Unsatisfiable,
+}
+
+/// Where a gang is and why.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GangStatus {
+    /// Life-cycle phase: `Queued`, `Provisioning`, `Admitted`, `Running`, `Finished`,
+    /// `Evicted` or `Unsatisfiable`.
+    #[serde(default)]
+    pub phase: GangPhase,
+    /// Position in the queue while `Queued` (1 is next).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<i32>,
+    /// Why the gang waits, was evicted or cannot be satisfied, in words, e.g. "waiting for
+    /// quota: needs 32 nvidia.com/gpu, 8 free in team-a".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Running pods over pods of the gang, e.g. `3/4`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+/[0-9]+$"))]
+    pub pods: Option<String>,
+    /// Names of the nodes reserved for the gang's pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reserved_nodes: Vec<String>,
+    /// When the gang entered the queue (last time, after a requeue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_at: Option<Time>,
+    /// When every pod had a node and the workload was unsuspended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admitted_at: Option<Time>,
+    /// When every pod was running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// When the workload finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+    /// What the gang's nodes have cost so far while reserved for it, in US dollars.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_so_far: Option<Usd>,
+    /// How many times the gang was evicted.
+    #[serde(default)]
+    pub evictions: i32,
+    /// Earliest time an evicted gang is queued again (backoff).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue_after: Option<Time>,
+    /// Current state: `QuotaReserved`, `Provisioned`, `Admitted`, `PodsReady`, `Evicted`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+    /// `.metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}

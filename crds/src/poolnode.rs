@@ -1,0 +1,190 @@
+//! `PoolNode`: one machine muster launched or is launching. Written before the cloud call
+//! (its spec is immutable), its finalizer guarantees the instance is terminated.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{
+    CapacityType, Condition, DNS_SUBDOMAIN_PATTERN, GPU_MODEL_PATTERN, NamespacedName, Provider,
+    Usd,
+};
+
+/// One machine muster launched or is launching, and what it was bought for.
+// clippy mistakes the repeated `type_ = ...` inside separate `printcolumn(...)` groups for
+// duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "muster.dev",
+    version = "v1alpha1",
+    kind = "PoolNode",
+    plural = "poolnodes",
+    shortname = "pn",
+    category = "muster",
+    status = "PoolNodeStatus",
+    derive = "PartialEq",
+    doc = "PoolNode is one machine muster launched or is launching: the offering bought, the pool, the gang it is reserved for and an idempotency key. muster writes it before calling the cloud; its finalizer guarantees the instance is terminated.",
+    printcolumn(
+        name = "Pool",
+        type_ = "string",
+        json_path = ".spec.pool",
+        description = "GPUPool the node belongs to"
+    ),
+    printcolumn(
+        name = "Instance Type",
+        type_ = "string",
+        json_path = ".spec.offering.instanceType",
+        description = "Instance (machine) type"
+    ),
+    printcolumn(
+        name = "Zone",
+        type_ = "string",
+        json_path = ".spec.offering.zone",
+        description = "Zone of the node"
+    ),
+    printcolumn(
+        name = "Capacity",
+        type_ = "string",
+        json_path = ".spec.offering.capacityType",
+        description = "spot or on-demand"
+    ),
+    printcolumn(
+        name = "Price/h",
+        type_ = "string",
+        json_path = ".spec.offering.pricePerHour",
+        description = "Price in US dollars per hour when bought"
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Where the machine is in its life cycle"
+    ),
+    printcolumn(
+        name = "Node",
+        type_ = "string",
+        json_path = ".status.nodeName",
+        description = "Kubernetes Node the machine registered as"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable: a PoolNode's spec (pool, nodeClass, offering, gang, idempotencyKey) cannot change after creation"))]
+#[serde(rename_all = "camelCase")]
+pub struct PoolNodeSpec {
+    /// Name of the `GPUPool` the machine belongs to.
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
+    pub pool: String,
+    /// Name of the `NodeClass` the machine is launched with.
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
+    pub node_class: String,
+    /// The offering bought.
+    pub offering: Offering,
+    /// The gang the machine was launched for; a spare node when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang: Option<NamespacedName>,
+    /// Key that makes the launch idempotent (AWS client token, GCP instance name suffix): a
+    /// repeated launch with the same key never creates a second machine.
+    #[schemars(
+        length(min = 1, max = 64),
+        regex(pattern = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+    )]
+    pub idempotency_key: String,
+}
+
+/// One purchasable kind of machine: instance type × zone × capacity type, at a price.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Offering {
+    /// Cloud the machine is bought from.
+    pub provider: Provider,
+    /// Region of the machine, e.g. `us-east-1`.
+    #[schemars(length(min = 1, max = 32))]
+    pub region: String,
+    /// Zone of the machine, e.g. `us-east-1a`.
+    #[schemars(length(min = 1, max = 64))]
+    pub zone: String,
+    /// Instance (machine) type, e.g. `p4d.24xlarge`.
+    #[schemars(length(min = 1, max = 64))]
+    pub instance_type: String,
+    /// Whether the machine is spot or on-demand.
+    pub capacity_type: CapacityType,
+    /// Price in US dollars per hour at the time of purchase.
+    pub price_per_hour: Usd,
+    /// GPU model of the machine, e.g. `A100`.
+    #[schemars(regex(pattern = GPU_MODEL_PATTERN), length(max = 32))]
+    pub gpu_model: String,
+    /// Number of GPUs of the machine.
+    #[schemars(range(min = 0, max = 64))]
+    pub gpu_count: i32,
+}
+
+/// Life-cycle phase of a `PoolNode`.
+#[derive(JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[schemars(transform = crate::common::drop_description)]
+pub enum PoolNodePhase {
+    /// Recorded; the cloud has not been asked yet.
+    #[default]
+    Pending,
+    /// The cloud accepted the launch; the instance is booting.
+    Launched,
+    /// The Kubernetes Node registered.
+    Registered,
+    /// The Node is Ready and its GPUs are allocatable.
+    Ready,
+    /// Pods are being moved off the node before removal.
+    Draining,
+    /// The instance is being terminated.
+    Terminating,
+}
+
+/// Where a machine is in its life cycle.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolNodeStatus {
+    /// Life-cycle phase: `Pending`, `Launched`, `Registered`, `Ready`, `Draining` or
+    /// `Terminating`.
+    #[serde(default)]
+    pub phase: PoolNodePhase,
+    /// Cloud instance ID in Kubernetes form, e.g. `aws:///us-east-1a/i-0123456789abcdef0`.
+    #[serde(
+        default,
+        rename = "providerID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub provider_id: Option<String>,
+    /// Name of the Kubernetes Node the machine registered as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// The gang currently holding the node; starts as `spec.gang` and changes when capacity
+    /// is handed to another gang.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang: Option<NamespacedName>,
+    /// When the cloud accepted the launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launched_at: Option<Time>,
+    /// When the Node registered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registered_at: Option<Time>,
+    /// When the Node became Ready with its GPUs allocatable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_at: Option<Time>,
+    /// Machine-readable reason of the last phase change, e.g. `InsufficientCapacity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Human-readable details of the last phase change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Current state: `Launched`, `Registered`, `Initialized` (GPUs allocatable), `Drifted`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+    /// `.metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}

@@ -1,0 +1,348 @@
+//! One gang, one try: quota, then existing capacity, then a launch — at full
+//! size, then (for elastic gangs) with every pod set at its `minCount` — and
+//! committing the result into the working state and the plan.
+//!
+//! Elastic gangs: when a gang cannot start at `count` (quota, capacity or
+//! launch), it is tried once more with *every* pod set at its `minCount`
+//! (`PodSet::min`). Pods are admitted all together or not at all at either
+//! size; the assignments say how many pods each set got (indices `0..n`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::index::{ReleasedFrom, World};
+use crate::model::{Assignment, GangId, QuotaResource};
+use crate::naming;
+use crate::placement::{Group, Scope, Take, place};
+use crate::plan::{Admission, Launch, NewNode, Plan, WaitReason};
+use crate::provisioning::{LaunchChoice, LaunchFail, plan_launch};
+use crate::quota::{QuotaBook, Short};
+use crate::reasons;
+
+/// What a successful try decided.
+#[derive(Debug, Clone)]
+pub(crate) enum Decision {
+    Admit(Vec<Take>),
+    Launch(LaunchChoice),
+}
+
+/// A successful try.
+#[derive(Debug, Clone)]
+pub(crate) struct Attempt {
+    pub groups: Vec<Group>,
+    pub decision: Decision,
+    /// Quota amounts, models not yet known.
+    pub generic: BTreeMap<QuotaResource, u64>,
+}
+
+/// Why a try failed.
+#[derive(Debug, Clone)]
+pub(crate) enum Fail {
+    Quota {
+        short: Short,
+        /// Every resource short.
+        all: Vec<QuotaResource>,
+    },
+    Launch(LaunchFail),
+}
+
+impl Fail {
+    /// Bounded reason.
+    pub fn reason(&self) -> WaitReason {
+        match self {
+            Fail::Quota { .. } => WaitReason::QuotaExhausted,
+            Fail::Launch(LaunchFail::Unsatisfiable(_)) => WaitReason::Unsatisfiable,
+            Fail::Launch(LaunchFail::NoOffering { .. }) => WaitReason::NoOffering,
+            Fail::Launch(LaunchFail::PoolLimit { .. }) => WaitReason::PoolLimit,
+            Fail::Launch(LaunchFail::LaunchBudget { .. }) => WaitReason::LaunchBudget,
+        }
+    }
+}
+
+/// Outcome of a gang in this cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Admitted,
+    Launched,
+    Waiting(WaitReason, String),
+}
+
+/// Everything decided so far in the cycle.
+#[derive(Debug, Default)]
+pub(crate) struct Cycle {
+    pub plan: Plan,
+    pub outcome: BTreeMap<usize, Outcome>,
+    /// Released (timed-out / orphan) nodes taken by a gang this cycle.
+    pub handed: BTreeMap<usize, usize>,
+    /// Gangs chosen as preemption victims.
+    pub victims: BTreeSet<usize>,
+    /// Nodes used by each gang's decision this cycle.
+    pub used_nodes: BTreeMap<usize, BTreeSet<usize>>,
+}
+
+impl Cycle {
+    /// Records why a gang waits.
+    pub fn wait(&mut self, gi: usize, reason: WaitReason, message: String) {
+        self.outcome.insert(gi, Outcome::Waiting(reason, message));
+    }
+}
+
+/// The pod groups of a gang at the given counts.
+pub(crate) fn groups_for(w: &mut World<'_>, gi: usize, counts: &[u32]) -> Vec<Group> {
+    let g = w.gangs[gi].gang;
+    let q = w.gangs[gi].queue;
+    g.pod_sets
+        .iter()
+        .enumerate()
+        .map(|(si, ps)| Group {
+            set: si,
+            shape: ps.requests.clone(),
+            count: counts.get(si).copied().unwrap_or(0),
+            elig: w.eligible_nodes(q, ps),
+        })
+        .collect()
+}
+
+/// Pod counts to try: full size, then every pod set at its minimum.
+pub(crate) fn sizes(w: &World<'_>, gi: usize) -> Vec<Vec<u32>> {
+    let g = w.gangs[gi].gang;
+    let full: Vec<u32> = g.pod_sets.iter().map(|p| p.count).collect();
+    let min: Vec<u32> = g.pod_sets.iter().map(|p| p.min()).collect();
+    if min != full {
+        vec![full, min]
+    } else {
+        vec![full]
+    }
+}
+
+/// Tries one size.
+pub(crate) fn try_size(
+    w: &mut World<'_>,
+    book: &QuotaBook,
+    gi: usize,
+    counts: &[u32],
+    skip_quota: bool,
+) -> Result<Attempt, Fail> {
+    let gang = w.gangs[gi].gang;
+    let groups = groups_for(w, gi, counts);
+    let Some(q) = w.gangs[gi].queue else {
+        return Err(Fail::Launch(LaunchFail::Unsatisfiable(
+            "unknown queue".into(),
+        )));
+    };
+    let generic = book.amounts(
+        q,
+        groups
+            .iter()
+            .map(|g| (&gang.pod_sets[g.set].requests, g.count, None)),
+    );
+    let mut excluded = Vec::new();
+    if !skip_quota {
+        if let Err(short) = book.check(q, &generic) {
+            let all = generic
+                .iter()
+                .filter(|(r, v)| {
+                    !matches!(r, QuotaResource::GpuModel(_)) && book.check_one(q, r, **v).is_err()
+                })
+                .map(|(r, _)| r.clone())
+                .collect();
+            return Err(Fail::Quota { short, all });
+        }
+        let gpu = generic.get(&QuotaResource::Gpu).copied().unwrap_or(0);
+        excluded = book.excluded_models(q, gpu);
+    }
+    let scope = Scope {
+        gang: gi,
+        excluded_models: &excluded,
+        zone: None,
+        placement_group: None,
+    };
+    if let Some(takes) = place(w, &groups, gang.topology, &scope) {
+        return Ok(Attempt {
+            groups,
+            decision: Decision::Admit(takes),
+            generic,
+        });
+    }
+    let duration = gang
+        .expected_duration
+        .unwrap_or(w.policy.default_expected_duration);
+    match plan_launch(w, gi, &groups, gang.topology, &excluded, duration) {
+        Ok(c) => Ok(Attempt {
+            groups,
+            decision: Decision::Launch(c),
+            generic,
+        }),
+        Err(f) => Err(Fail::Launch(f)),
+    }
+}
+
+/// Tries full size, then minimum size; the failure reported is the one at
+/// full size.
+#[allow(clippy::result_large_err)]
+pub(crate) fn try_gang(
+    w: &mut World<'_>,
+    book: &QuotaBook,
+    gi: usize,
+    skip_quota: bool,
+) -> Result<Attempt, (Fail, Vec<u32>)> {
+    let mut first: Option<(Fail, Vec<u32>)> = None;
+    for counts in sizes(w, gi) {
+        match try_size(w, book, gi, &counts, skip_quota) {
+            Ok(a) => return Ok(a),
+            Err(f) => {
+                if first.is_none() {
+                    first = Some((f, counts));
+                }
+            }
+        }
+    }
+    Err(first.unwrap_or((
+        Fail::Launch(LaunchFail::Unsatisfiable("gang has no pods".into())),
+        Vec::new(),
+    )))
+}
+
+/// Message for a failed try.
+pub(crate) fn fail_message(w: &World<'_>, gi: usize, fail: &Fail, counts: &[u32]) -> String {
+    let g = w.gangs[gi].gang;
+    let need = reasons::describe_need(g, counts);
+    match fail {
+        Fail::Quota { short, .. } => reasons::quota_message(&g.queue, &need, short),
+        Fail::Launch(f) => reasons::launch_fail_message(w, &need, f),
+    }
+}
+
+/// Applies a successful try: working state, quota, plan items.
+pub(crate) fn commit(
+    w: &mut World<'_>,
+    book: &mut QuotaBook,
+    cx: &mut Cycle,
+    gi: usize,
+    a: &Attempt,
+) {
+    let gang = w.gangs[gi].gang;
+    let q = w.gangs[gi].queue;
+    let mut next_index = vec![0u32; gang.pod_sets.len()];
+    let mut assignments = Vec::new();
+    let mut model_pods = Vec::new();
+    let mut used = BTreeSet::new();
+    let existing: &[Take] = match &a.decision {
+        Decision::Admit(t) => t,
+        Decision::Launch(c) => &c.existing,
+    };
+    for t in existing {
+        let g = &a.groups[t.group];
+        let ps = &gang.pod_sets[g.set];
+        for _ in 0..t.n {
+            assignments.push(Assignment {
+                pod_set: ps.name.clone(),
+                index: next_index[g.set],
+                node: w.nodes[t.node].node.name.clone(),
+            });
+            next_index[g.set] += 1;
+        }
+        w.take(t.node, &g.shape, t.n);
+        if !w.nodes[t.node].gangs.contains(&gi) {
+            w.nodes[t.node].gangs.push(gi);
+        }
+        model_pods.push((g.shape.clone(), t.n, w.nodes[t.node].node.gpu_model.clone()));
+        used.insert(t.node);
+        if w.nodes[t.node].released_from.is_some() {
+            cx.handed.insert(t.node, gi);
+        }
+    }
+    match &a.decision {
+        Decision::Admit(_) => {
+            assignments.sort();
+            cx.plan.admissions.push(Admission {
+                gang: gang.id.clone(),
+                assignments,
+            });
+            cx.outcome.insert(gi, Outcome::Admitted);
+        }
+        Decision::Launch(c) => {
+            let attempt = gang.launch_attempts;
+            let pool = w.pools[c.pool];
+            let pg = c
+                .placement_group
+                .then(|| naming::placement_group_name(gang.id.as_str(), attempt));
+            let mut nodes = Vec::new();
+            let mut idx = 0usize;
+            for nn in &c.new {
+                let off = w.offerings[nn.offering];
+                let name = loop {
+                    let candidate = naming::new_node_name(gang.id.as_str(), attempt, idx);
+                    idx += 1;
+                    if w.node_by_name(&candidate).is_none() && !w.new_names.contains(&candidate) {
+                        break candidate;
+                    }
+                };
+                w.new_names.insert(name.clone());
+                for (k, &n) in nn.pods.iter().enumerate() {
+                    let g = &a.groups[k];
+                    let ps = &gang.pod_sets[g.set];
+                    for _ in 0..n {
+                        assignments.push(Assignment {
+                            pod_set: ps.name.clone(),
+                            index: next_index[g.set],
+                            node: name.clone(),
+                        });
+                        next_index[g.set] += 1;
+                    }
+                    model_pods.push((g.shape.clone(), n, off.gpu_model.clone()));
+                }
+                let price = off.price.unwrap_or_default();
+                nodes.push(NewNode {
+                    name,
+                    idempotency_key: naming::idempotency_key(gang.id.as_str(), attempt, idx - 1),
+                    pool: pool.name.clone(),
+                    offering: off.key(),
+                    price,
+                    placement_group: pg.clone(),
+                });
+                let u = &mut w.pool_usage[c.pool];
+                u.nodes += 1;
+                u.gpus += u64::from(off.gpu_count);
+                u.price += price.0;
+            }
+            w.new_nodes_planned = w.new_nodes_planned.saturating_add(c.new.len() as u32);
+            let mut reserve = Vec::new();
+            for &ni in &used {
+                let n = &w.nodes[ni];
+                let mine = n.node.reserved_for.as_ref() == Some(&gang.id);
+                if n.node.reserved_for.is_none() || mine || n.released_from.is_some() {
+                    reserve.push(n.node.name.clone());
+                    w.nodes[ni].exclusive = Some(gi);
+                }
+            }
+            reserve.sort();
+            assignments.sort();
+            let timeout = pool
+                .provisioning_timeout
+                .unwrap_or(w.policy.provisioning_timeout);
+            cx.plan.launches.push(Launch {
+                gang: gang.id.clone(),
+                price_per_hour: crate::Price(c.price),
+                message: reasons::launch_message(w, c),
+                nodes,
+                reserve,
+                assignments,
+                deadline: Some(w.now + timeout),
+            });
+            cx.outcome.insert(gi, Outcome::Launched);
+        }
+    }
+    if let Some(q) = q {
+        let amounts = book.amounts(q, model_pods.iter().map(|(s, n, m)| (s, *n, m.as_ref())));
+        book.add(q, &amounts);
+    }
+    cx.used_nodes.insert(gi, used);
+}
+
+/// The gang id of a node's release source, for messages.
+pub(crate) fn released_label(w: &World<'_>, r: &ReleasedFrom) -> GangId {
+    match r {
+        ReleasedFrom::Timeout(g) => w.gangs[*g].gang.id.clone(),
+        ReleasedFrom::Orphan(s) => GangId(s.clone()),
+    }
+}

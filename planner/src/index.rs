@@ -1,0 +1,592 @@
+//! Snapshot → indexed working state.
+//!
+//! [`World`] holds references into the snapshot (nothing is cloned but
+//! labels and free capacity), sorted and de-duplicated so that the order of
+//! input lists never matters, plus everything the decisions need to be fast:
+//! free capacity per node, an ordered index of schedulable nodes by free
+//! (GPU, CPU), per-pool usage for limits, and caches of static eligibility.
+//!
+//! Reservations: a node whose `reservedFor` names a gang that is
+//! Provisioning (or still pending, after an interrupted launch) is held
+//! *exclusively* for that gang. A node reserved for an Admitted or Running
+//! gang is shared: that gang's pods are counted through its assignments and
+//! the rest of the node is free for others. A node reserved for a gang that
+//! is not in the snapshot is an orphan reservation: it is free, and the plan
+//! releases it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Debug;
+use std::rc::Rc;
+
+use crate::labels;
+use crate::model::scheduling::{selector_matches, tolerates_all};
+use crate::model::{Gang, GangPhase, Node, NodePhase, Offering, PodSet, Pool, Queue};
+use crate::resources::Resources;
+use crate::snapshot::{Policy, Snapshot};
+use crate::time::Time;
+
+/// What the planner does with a Provisioning gang this cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProvState {
+    /// Not provisioning.
+    None,
+    /// Still waiting for its nodes.
+    Waiting,
+    /// Every node it holds is Ready: admit.
+    AllReady,
+    /// A node it was promised is gone: plan the whole gang again.
+    Replan,
+    /// Past its deadline: release everything.
+    TimedOut,
+}
+
+/// A node and its working state.
+#[derive(Debug)]
+pub(crate) struct NodeInfo<'a> {
+    pub node: &'a Node,
+    pub labels: BTreeMap<String, String>,
+    pub pool: Option<usize>,
+    /// Allocatable minus every pod counted on it.
+    pub free: Resources,
+    /// The gang holding the node exclusively.
+    pub exclusive: Option<usize>,
+    /// Gangs with pods (assignments) on it.
+    pub gangs: Vec<usize>,
+    /// Set when the node was reserved for a gang whose provisioning timed out
+    /// (offered to the next gang that fits) or for a gang that is gone.
+    pub released_from: Option<ReleasedFrom>,
+    /// Chosen for removal this cycle.
+    pub removed: bool,
+}
+
+/// Why a node's reservation is given up this cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ReleasedFrom {
+    /// The gang (index) timed out.
+    Timeout(usize),
+    /// The named gang no longer exists or holds nothing.
+    Orphan(String),
+}
+
+/// A gang and its working state.
+#[derive(Debug)]
+pub(crate) struct GangInfo<'a> {
+    pub gang: &'a Gang,
+    pub queue: Option<usize>,
+    /// Pods per pod set it holds (counted against quota and nodes).
+    pub held: Vec<u32>,
+    /// True when it holds quota and capacity.
+    pub holds: bool,
+    pub prov: ProvState,
+    /// Nodes reserved for it (`reservedFor`).
+    pub reserved: Vec<usize>,
+}
+
+/// Usage of a pool, for its limits.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PoolUsage {
+    pub nodes: u64,
+    pub gpus: u64,
+    pub price: u64,
+}
+
+/// The indexed working state of one planning cycle.
+pub(crate) struct World<'a> {
+    pub now: Time,
+    pub policy: &'a Policy,
+    pub queues: Vec<&'a Queue>,
+    pub pools: Vec<&'a Pool>,
+    pub offerings: Vec<&'a Offering>,
+    pub nodes: Vec<NodeInfo<'a>>,
+    pub gangs: Vec<GangInfo<'a>>,
+    pub pool_ix: BTreeMap<&'a str, usize>,
+    pub node_ix: HashMap<&'a str, usize>,
+    /// Offerings each pool may buy (ignoring availability), in offering order.
+    pub pool_offerings: Vec<Vec<usize>>,
+    pub pool_usage: Vec<PoolUsage>,
+    /// Schedulable nodes by (free GPU millis, free CPU millis, index).
+    pub free_index: BTreeSet<(u64, u64, u32)>,
+    /// Names given to new nodes this cycle.
+    pub new_names: BTreeSet<String>,
+    /// New nodes planned this cycle.
+    pub new_nodes_planned: u32,
+    /// Nodes in flight (Pending, Launched, Registered), by index.
+    pub inflight: Vec<usize>,
+    /// Cheapest covers already computed this cycle, by domain and demand.
+    pub cover_cache: HashMap<String, Option<crate::cover::Cover>>,
+    elig_cache: HashMap<String, Rc<Vec<bool>>>,
+    new_elig_cache: HashMap<(String, usize, usize), bool>,
+}
+
+/// Sorts by `key` and drops duplicates of a key, keeping the one with the
+/// smallest debug text, so the result does not depend on input order.
+fn sorted_unique<T: Debug, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> Vec<&T> {
+    let mut v: Vec<&T> = items.iter().collect();
+    v.sort_by_key(|a| key(a));
+    let mut out: Vec<&T> = Vec::with_capacity(v.len());
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i + 1;
+        while j < v.len() && key(v[j]) == key(v[i]) {
+            j += 1;
+        }
+        if j - i == 1 {
+            out.push(v[i]);
+        } else {
+            let best = v[i..j]
+                .iter()
+                .min_by_key(|x| format!("{x:?}"))
+                .copied()
+                .unwrap_or(v[i]);
+            out.push(best);
+        }
+        i = j;
+    }
+    out
+}
+
+/// True when an offering may be bought by a pool (requirements only, not
+/// availability).
+pub(crate) fn pool_allows(pool: &Pool, o: &Offering) -> bool {
+    let r = &pool.requirements;
+    if o.provider != pool.provider {
+        return false;
+    }
+    if !o.node_class.is_empty() && !pool.node_class.is_empty() && o.node_class != pool.node_class {
+        return false;
+    }
+    if !r.instance_types.is_empty() && !r.instance_types.contains(&o.instance_type) {
+        return false;
+    }
+    if !r.instance_families.is_empty() && !r.instance_families.iter().any(|f| f == o.family()) {
+        return false;
+    }
+    if !r.gpu_models.is_empty()
+        && !o
+            .gpu_model
+            .as_ref()
+            .is_some_and(|m| r.gpu_models.iter().any(|w| m.satisfies(w)))
+    {
+        return false;
+    }
+    if r.min_gpus.is_some_and(|n| o.gpu_count < n) || r.max_gpus.is_some_and(|n| o.gpu_count > n) {
+        return false;
+    }
+    if r.min_gpu_memory_mib.is_some_and(|m| o.gpu_memory_mib < m) {
+        return false;
+    }
+    if !r.zones.is_empty() && !r.zones.contains(&o.zone) {
+        return false;
+    }
+
+    if r.capacity_types.is_empty() {
+        o.capacity_type == crate::model::CapacityType::OnDemand
+    } else {
+        r.capacity_types.contains(&o.capacity_type)
+    }
+}
+
+/// Static fit of a pod set on a node's labels, taints, GPU model and memory.
+pub(crate) fn pod_set_matches(
+    ps: &PodSet,
+    labels: &BTreeMap<String, String>,
+    taints: &[crate::model::Taint],
+    gpu_model: Option<&crate::model::GpuModel>,
+    gpu_memory_mib: u64,
+) -> bool {
+    if !selector_matches(&ps.node_selector, labels) || !tolerates_all(&ps.tolerations, taints) {
+        return false;
+    }
+    if !ps.gpu_models.is_empty()
+        && !gpu_model.is_some_and(|m| ps.gpu_models.iter().any(|w| m.satisfies(w)))
+    {
+        return false;
+    }
+    if ps.min_gpu_memory_mib > 0 && gpu_memory_mib < ps.min_gpu_memory_mib {
+        return false;
+    }
+    true
+}
+
+/// A text that identifies a pod set's static constraints.
+pub(crate) fn pod_set_signature(ps: &PodSet) -> String {
+    format!(
+        "{:?}|{:?}|{:?}|{}",
+        ps.node_selector, ps.tolerations, ps.gpu_models, ps.min_gpu_memory_mib
+    )
+}
+
+/// Node allocatable GPUs, whole.
+pub(crate) fn node_gpus(n: &Node) -> u64 {
+    n.allocatable.gpus_ceil()
+}
+
+impl<'a> World<'a> {
+    /// Builds the working state.
+    pub fn build(s: &'a Snapshot, policy: &'a Policy, now: Time) -> World<'a> {
+        let queues = sorted_unique(&s.queues, |q| q.name.clone());
+        let pools = sorted_unique(&s.pools, |p| p.name.clone());
+        let offerings = sorted_unique(&s.offerings, |o| (o.key(), o.node_class.clone()));
+        let nodes_sorted = sorted_unique(&s.nodes, |n| n.name.clone());
+        let gangs_sorted = sorted_unique(&s.gangs, |g| g.id.clone());
+
+        let queue_ix: BTreeMap<&str, usize> = queues
+            .iter()
+            .enumerate()
+            .map(|(i, q)| (q.name.as_str(), i))
+            .collect();
+        let pool_ix: BTreeMap<&str, usize> = pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name.as_str(), i))
+            .collect();
+        let pool_offerings = pools
+            .iter()
+            .map(|p| {
+                offerings
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, o)| pool_allows(p, o))
+                    .map(|(i, _)| i)
+                    .collect()
+            })
+            .collect();
+
+        let mut nodes: Vec<NodeInfo<'a>> = nodes_sorted
+            .iter()
+            .map(|n| {
+                let pool = n.pool.as_deref().and_then(|p| pool_ix.get(p).copied());
+                let mut free = n.allocatable.clone();
+                free.saturating_sub(&n.other_requests());
+                NodeInfo {
+                    node: n,
+                    labels: labels::node_labels(n, pool.map(|p| pools[p])),
+                    pool,
+                    free,
+                    exclusive: None,
+                    gangs: Vec::new(),
+                    released_from: None,
+                    removed: false,
+                }
+            })
+            .collect();
+        let node_ix: HashMap<&str, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.node.name.as_str(), i))
+            .collect();
+
+        let mut gangs: Vec<GangInfo<'a>> = gangs_sorted
+            .iter()
+            .map(|g| GangInfo {
+                gang: g,
+                queue: queue_ix.get(g.queue.as_str()).copied(),
+                held: Vec::new(),
+                holds: false,
+                prov: ProvState::None,
+                reserved: Vec::new(),
+            })
+            .collect();
+        let gang_ix: HashMap<&str, usize> = gangs
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (g.gang.id.as_str(), i))
+            .collect();
+        for (ni, n) in nodes.iter().enumerate() {
+            if let Some(g) = &n.node.reserved_for
+                && let Some(&gi) = gang_ix.get(g.as_str())
+            {
+                gangs[gi].reserved.push(ni);
+            }
+        }
+
+        // Provisioning state and what every gang holds.
+        #[allow(clippy::needless_range_loop)]
+        for gi in 0..gangs.len() {
+            let g = gangs[gi].gang;
+            let alive = |name: &str| {
+                node_ix
+                    .get(name)
+                    .is_some_and(|&i| nodes[i].node.phase != NodePhase::Terminating)
+            };
+            let mut prov = ProvState::None;
+            if g.phase == GangPhase::Provisioning {
+                let deadline_passed = g.provisioning_deadline.is_some_and(|d| now >= d);
+                let missing = g.assignments.iter().any(|a| !alive(&a.node))
+                    || gangs[gi]
+                        .reserved
+                        .iter()
+                        .any(|&ni| nodes[ni].node.phase == NodePhase::Terminating);
+                let all_nodes: BTreeSet<&str> = g
+                    .assignments
+                    .iter()
+                    .map(|a| a.node.as_str())
+                    .chain(
+                        gangs[gi]
+                            .reserved
+                            .iter()
+                            .map(|&ni| nodes[ni].node.name.as_str()),
+                    )
+                    .collect();
+                let all_ready = !all_nodes.is_empty()
+                    && all_nodes
+                        .iter()
+                        .all(|n| node_ix.get(n).is_some_and(|&i| nodes[i].node.schedulable()));
+                prov = if missing {
+                    ProvState::Replan
+                } else if all_ready {
+                    ProvState::AllReady
+                } else if deadline_passed {
+                    ProvState::TimedOut
+                } else {
+                    ProvState::Waiting
+                };
+            }
+            gangs[gi].prov = prov;
+            let holds = match g.phase {
+                GangPhase::Admitted | GangPhase::Running => true,
+                GangPhase::Provisioning => {
+                    matches!(prov, ProvState::Waiting | ProvState::AllReady)
+                }
+                _ => false,
+            };
+            gangs[gi].holds = holds;
+            if holds {
+                let mut held = vec![0u32; g.pod_sets.len()];
+                for a in &g.assignments {
+                    let Some(si) = g.pod_sets.iter().position(|p| p.name == a.pod_set) else {
+                        continue;
+                    };
+                    held[si] = held[si].saturating_add(1);
+                    if let Some(&ni) = node_ix.get(a.node.as_str()) {
+                        nodes[ni].free.saturating_sub(&g.pod_sets[si].requests);
+                        if !nodes[ni].gangs.contains(&gi) {
+                            nodes[ni].gangs.push(gi);
+                        }
+                    }
+                }
+                if g.assignments.is_empty() {
+                    held = g.pod_sets.iter().map(|p| p.count).collect();
+                }
+                gangs[gi].held = held;
+            }
+        }
+
+        // Reservations.
+        for n in nodes.iter_mut() {
+            let Some(owner) = &n.node.reserved_for else {
+                continue;
+            };
+            match gang_ix.get(owner.as_str()) {
+                None => n.released_from = Some(ReleasedFrom::Orphan(owner.0.clone())),
+                Some(&gi) => {
+                    let g = &gangs[gi];
+                    match (g.gang.phase, g.prov) {
+                        (GangPhase::Provisioning, ProvState::TimedOut) => {
+                            n.released_from = Some(ReleasedFrom::Timeout(gi));
+                        }
+                        (GangPhase::Provisioning, _) => n.exclusive = Some(gi),
+                        (p, _) if p.pending() => n.exclusive = Some(gi),
+                        (GangPhase::Admitted | GangPhase::Running, _) => {}
+                        _ => n.released_from = Some(ReleasedFrom::Orphan(owner.0.clone())),
+                    }
+                }
+            }
+        }
+
+        let mut pool_usage = vec![PoolUsage::default(); pools.len()];
+        for n in &nodes {
+            if let Some(p) = n.pool
+                && n.node.phase != NodePhase::Terminating
+            {
+                let u = &mut pool_usage[p];
+                u.nodes += 1;
+                u.gpus += node_gpus(n.node);
+                u.price += n.node.price.map_or(0, |p| p.0);
+            }
+        }
+
+        let mut w = World {
+            now,
+            policy,
+            queues,
+            pools,
+            offerings,
+            nodes,
+            gangs,
+            pool_ix,
+            node_ix,
+            pool_offerings,
+            pool_usage,
+            free_index: BTreeSet::new(),
+            new_names: BTreeSet::new(),
+            new_nodes_planned: 0,
+            inflight: Vec::new(),
+            cover_cache: HashMap::new(),
+            elig_cache: HashMap::new(),
+            new_elig_cache: HashMap::new(),
+        };
+        for i in 0..w.nodes.len() {
+            w.index_insert(i);
+            if w.nodes[i].node.phase.in_flight() {
+                w.inflight.push(i);
+            }
+        }
+        w
+    }
+
+    fn indexable(&self, ni: usize) -> bool {
+        let n = &self.nodes[ni];
+        n.node.schedulable() && !n.removed
+    }
+
+    fn index_insert(&mut self, ni: usize) {
+        if self.indexable(ni) {
+            let f = &self.nodes[ni].free;
+            self.free_index
+                .insert((f.gpu_millis, f.cpu_millis, ni as u32));
+        }
+    }
+
+    fn index_remove(&mut self, ni: usize) {
+        let f = &self.nodes[ni].free;
+        self.free_index
+            .remove(&(f.gpu_millis, f.cpu_millis, ni as u32));
+    }
+
+    /// Takes `n` pods of `shape` from a node's free capacity.
+    pub fn take(&mut self, ni: usize, shape: &Resources, n: u32) {
+        self.index_remove(ni);
+        self.nodes[ni]
+            .free
+            .saturating_sub(&shape.times(u64::from(n)));
+        self.index_insert(ni);
+    }
+
+    /// Gives `n` pods of `shape` back to a node's free capacity.
+    pub fn give(&mut self, ni: usize, shape: &Resources, n: u32) {
+        self.index_remove(ni);
+        self.nodes[ni].free.add(&shape.times(u64::from(n)));
+        self.index_insert(ni);
+    }
+
+    /// Marks a node as removed this cycle (no longer schedulable).
+    pub fn mark_removed(&mut self, ni: usize) {
+        self.index_remove(ni);
+        self.nodes[ni].removed = true;
+    }
+
+    /// Undoes [`World::mark_removed`].
+    pub fn unmark_removed(&mut self, ni: usize) {
+        self.nodes[ni].removed = false;
+        self.index_insert(ni);
+    }
+
+    /// Pools a queue may use, in its order (all pools by weight then name
+    /// when the queue lists none).
+    pub fn queue_pools(&self, q: Option<usize>) -> Vec<usize> {
+        let Some(q) = q else { return Vec::new() };
+        let queue = self.queues[q];
+        if queue.pools.is_empty() {
+            let mut all: Vec<usize> = (0..self.pools.len()).collect();
+            all.sort_by(|&a, &b| {
+                self.pools[b]
+                    .weight
+                    .cmp(&self.pools[a].weight)
+                    .then(self.pools[a].name.cmp(&self.pools[b].name))
+            });
+            return all;
+        }
+        let mut out = Vec::new();
+        for name in &queue.pools {
+            if let Some(&p) = self.pool_ix.get(name.as_str())
+                && !out.contains(&p)
+            {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    /// Static eligibility of every node for a pod set of a gang in queue `q`:
+    /// labels, taints, GPU model and memory, the queue's pools (unmanaged
+    /// nodes are open to every queue), and the node not terminating.
+    pub fn eligible_nodes(&mut self, q: Option<usize>, ps: &PodSet) -> Rc<Vec<bool>> {
+        let key = format!("{q:?}|{}", pod_set_signature(ps));
+        if let Some(v) = self.elig_cache.get(&key) {
+            return v.clone();
+        }
+        let pools = self.queue_pools(q);
+        let explicit = q.is_some_and(|q| !self.queues[q].pools.is_empty());
+        let v: Vec<bool> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                let pool_ok = match n.pool {
+                    Some(p) => !explicit || pools.contains(&p),
+                    None => true,
+                };
+                pool_ok
+                    && n.node.phase != NodePhase::Terminating
+                    && pod_set_matches(
+                        ps,
+                        &n.labels,
+                        &n.node.taints,
+                        n.node.gpu_model.as_ref(),
+                        n.node.gpu_memory_mib,
+                    )
+            })
+            .collect();
+        let v = Rc::new(v);
+        self.elig_cache.insert(key, v.clone());
+        v
+    }
+
+    /// Static eligibility of a pod set on a new node of `pool` bought as
+    /// offering `o`.
+    pub fn eligible_new(&mut self, ps: &PodSet, pool: usize, o: usize) -> bool {
+        let key = (pod_set_signature(ps), pool, o);
+        if let Some(v) = self.new_elig_cache.get(&key) {
+            return *v;
+        }
+        let p = self.pools[pool];
+        let off = self.offerings[o];
+        let lbl = labels::new_node_labels(p, off);
+        let v = pod_set_matches(
+            ps,
+            &lbl,
+            &p.taints,
+            off.gpu_model.as_ref(),
+            off.gpu_memory_mib,
+        );
+        self.new_elig_cache.insert(key, v);
+        v
+    }
+
+    /// True when gang `gi` may put pods on node `ni` now (reservations).
+    pub fn reservation_allows(&self, ni: usize, gi: usize) -> bool {
+        self.nodes[ni].exclusive.is_none_or(|o| o == gi)
+    }
+
+    /// A node's index by name.
+    pub fn node_by_name(&self, name: &str) -> Option<usize> {
+        self.node_ix.get(name).copied()
+    }
+}
+
+/// How many pods of `shape` fit in `free`; `u32::MAX` for an empty shape.
+pub(crate) fn fit_count(free: &Resources, shape: &Resources) -> u32 {
+    let mut n = u64::MAX;
+    let mut dim = |have: u64, need: u64| {
+        if let Some(k) = have.checked_div(need) {
+            n = n.min(k);
+        }
+    };
+    dim(free.cpu_millis, shape.cpu_millis);
+    dim(free.memory_bytes, shape.memory_bytes);
+    dim(free.gpu_millis, shape.gpu_millis);
+    for (k, v) in &shape.extended {
+        dim(free.extended.get(k).copied().unwrap_or(0), *v);
+    }
+    u32::try_from(n).unwrap_or(u32::MAX)
+}

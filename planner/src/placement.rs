@@ -1,0 +1,335 @@
+//! Placing a whole gang on existing capacity: best-fit packing over the free
+//! capacity of Ready, schedulable nodes that match the pods' selectors,
+//! tolerations, GPU model and memory, under the gang's topology.
+//!
+//! Preferences, in order:
+//! 1. One node for the whole gang when one holds it (the smallest such node:
+//!    large holes stay open for large gangs).
+//! 2. Otherwise, pod set by pod set (largest pods first): first the nodes the
+//!    gang already uses, then the smallest node that takes every remaining
+//!    pod of the set, else the node with the most free GPU (then CPU) — so
+//!    the gang touches few nodes and finishes in the tightest hole.
+//! 3. `SameZone` / `SamePlacementGroup`: the above within each zone or
+//!    placement group; the domain touching fewest nodes wins, then the
+//!    domain name.
+//!
+//! Nodes held exclusively for another gang, nodes being removed, and nodes
+//! of GPU models whose quota has no room are never used.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+
+use crate::index::{World, fit_count};
+use crate::model::{GpuModel, Topology};
+use crate::resources::Resources;
+
+/// Pods of one pod set to place.
+#[derive(Debug, Clone)]
+pub(crate) struct Group {
+    /// Index of the pod set in the gang.
+    pub set: usize,
+    /// Requests of one pod.
+    pub shape: Resources,
+    /// Pods to place.
+    pub count: u32,
+    /// Static eligibility per node.
+    pub elig: Rc<Vec<bool>>,
+}
+
+/// `n` pods of group `group` on node `node`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Take {
+    pub node: usize,
+    pub group: usize,
+    pub n: u32,
+}
+
+/// Where a gang may go.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scope<'s> {
+    pub gang: usize,
+    pub excluded_models: &'s [GpuModel],
+    pub zone: Option<&'s str>,
+    pub placement_group: Option<&'s str>,
+}
+
+impl Scope<'_> {
+    pub fn admits(&self, w: &World<'_>, ni: usize) -> bool {
+        let n = &w.nodes[ni];
+        if !w.reservation_allows(ni, self.gang) || n.removed {
+            return false;
+        }
+        if let Some(m) = &n.node.gpu_model
+            && self.excluded_models.iter().any(|x| m.satisfies(x))
+        {
+            return false;
+        }
+        if self.zone.is_some_and(|z| n.node.zone != z) {
+            return false;
+        }
+        if let Some(pg) = self.placement_group
+            && n.node.placement_group.as_deref() != Some(pg)
+        {
+            return false;
+        }
+        true
+    }
+}
+
+/// Working consumption of one trial placement.
+struct Trial {
+    used: BTreeMap<usize, Resources>,
+    touched: Vec<usize>,
+    takes: Vec<Take>,
+}
+
+impl Trial {
+    fn new() -> Trial {
+        Trial {
+            used: BTreeMap::new(),
+            touched: Vec::new(),
+            takes: Vec::new(),
+        }
+    }
+
+    fn fit(&self, w: &World<'_>, ni: usize, shape: &Resources) -> u32 {
+        match self.used.get(&ni) {
+            None => fit_count(&w.nodes[ni].free, shape),
+            Some(u) => {
+                let mut f = w.nodes[ni].free.clone();
+                f.saturating_sub(u);
+                fit_count(&f, shape)
+            }
+        }
+    }
+
+    fn take(&mut self, ni: usize, gi: usize, shape: &Resources, n: u32) {
+        if n == 0 {
+            return;
+        }
+        self.used
+            .entry(ni)
+            .or_default()
+            .add(&shape.times(u64::from(n)));
+        if !self.touched.contains(&ni) {
+            self.touched.push(ni);
+        }
+        self.takes.push(Take {
+            node: ni,
+            group: gi,
+            n,
+        });
+    }
+}
+
+fn shape_order(groups: &[Group]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..groups.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (&groups[a].shape, &groups[b].shape);
+        y.gpu_millis
+            .cmp(&x.gpu_millis)
+            .then(y.cpu_millis.cmp(&x.cpu_millis))
+            .then(y.memory_bytes.cmp(&x.memory_bytes))
+            .then(a.cmp(&b))
+    });
+    order
+}
+
+/// The smallest node (by free GPU, then CPU) holding every pod of `groups`.
+pub(crate) fn single_node(
+    w: &World<'_>,
+    groups: &[Group],
+    scope: &Scope<'_>,
+    extra: &[usize],
+) -> Option<usize> {
+    let mut total = Resources::zero();
+    for g in groups {
+        total.add(&g.shape.times(u64::from(g.count)));
+    }
+    let ok = |ni: usize| {
+        scope.admits(w, ni)
+            && groups.iter().all(|g| g.count == 0 || g.elig[ni])
+            && total.fits_in(&w.nodes[ni].free)
+    };
+    w.free_index
+        .range((total.gpu_millis, 0, 0)..)
+        .map(|k| k.2 as usize)
+        .find(|&ni| ok(ni))
+        .or_else(|| extra.iter().copied().find(|&ni| ok(ni)))
+}
+
+/// Packs `groups` onto free capacity within `scope`; `extra` nodes (in
+/// flight, not in the free index) are used last. Returns the takes and the
+/// pods left over per group; with `partial` false, stops at the first group
+/// that does not fit.
+pub(crate) fn pack(
+    w: &World<'_>,
+    groups: &[Group],
+    scope: &Scope<'_>,
+    extra: &[usize],
+    partial: bool,
+) -> (Vec<Take>, Vec<u32>) {
+    let mut t = Trial::new();
+    let mut left: Vec<u32> = groups.iter().map(|g| g.count).collect();
+    for gi in shape_order(groups) {
+        let g = &groups[gi];
+        let mut rem = g.count;
+        if rem == 0 {
+            continue;
+        }
+        let usable =
+            |t: &Trial, ni: usize| g.elig[ni] && scope.admits(w, ni) && t.fit(w, ni, &g.shape) > 0;
+        // 1. Nodes the gang already uses.
+        for ti in 0..t.touched.len() {
+            let ni = t.touched[ti];
+            if rem == 0 {
+                break;
+            }
+            if g.elig[ni] && scope.admits(w, ni) {
+                let k = t.fit(w, ni, &g.shape).min(rem);
+                t.take(ni, gi, &g.shape, k);
+                rem -= k;
+            }
+        }
+        // 2. Smallest node for all that remains, else the largest node.
+        let mut skip: BTreeSet<usize> = t.touched.iter().copied().collect();
+        while rem > 0 {
+            let need = g.shape.times(u64::from(rem));
+            let best = w
+                .free_index
+                .range((need.gpu_millis, 0, 0)..)
+                .map(|k| k.2 as usize)
+                .find(|&ni| !skip.contains(&ni) && usable(&t, ni) && t.fit(w, ni, &g.shape) >= rem);
+            if let Some(ni) = best {
+                t.take(ni, gi, &g.shape, rem);
+                rem = 0;
+                break;
+            }
+            let largest = w
+                .free_index
+                .range((g.shape.gpu_millis, 0, 0)..)
+                .rev()
+                .map(|k| k.2 as usize)
+                .find(|&ni| !skip.contains(&ni) && usable(&t, ni));
+            match largest {
+                Some(ni) => {
+                    let k = t.fit(w, ni, &g.shape).min(rem);
+                    t.take(ni, gi, &g.shape, k);
+                    skip.insert(ni);
+                    rem -= k;
+                }
+                None => break,
+            }
+        }
+        // 3. Nodes in flight.
+        for &ni in extra {
+            if rem == 0 {
+                break;
+            }
+            if !skip.contains(&ni) && usable(&t, ni) {
+                let k = t.fit(w, ni, &g.shape).min(rem);
+                t.take(ni, gi, &g.shape, k);
+                rem -= k;
+            }
+        }
+        left[gi] = rem;
+        if rem > 0 && !partial {
+            return (t.takes, left);
+        }
+    }
+    (t.takes, left)
+}
+
+fn whole(w: &World<'_>, groups: &[Group], scope: &Scope<'_>) -> Option<Vec<Take>> {
+    if let Some(ni) = single_node(w, groups, scope, &[]) {
+        return Some(
+            groups
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| g.count > 0)
+                .map(|(gi, g)| Take {
+                    node: ni,
+                    group: gi,
+                    n: g.count,
+                })
+                .collect(),
+        );
+    }
+    let (takes, left) = pack(w, groups, scope, &[], false);
+    left.iter().all(|&l| l == 0).then_some(takes)
+}
+
+fn nodes_touched(takes: &[Take]) -> usize {
+    takes.iter().map(|t| t.node).collect::<BTreeSet<_>>().len()
+}
+
+/// Zones (or placement groups) of schedulable nodes eligible for any group.
+pub(crate) fn domains(w: &World<'_>, groups: &[Group], by_pg: bool) -> Vec<String> {
+    let mut out = BTreeSet::new();
+    for k in &w.free_index {
+        let ni = k.2 as usize;
+        if groups.iter().any(|g| g.elig[ni]) {
+            let n = w.nodes[ni].node;
+            if by_pg {
+                if let Some(pg) = &n.placement_group {
+                    out.insert(pg.clone());
+                }
+            } else {
+                out.insert(n.zone.clone());
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Places every pod of `groups` on existing, Ready capacity, or returns None.
+pub(crate) fn place(
+    w: &World<'_>,
+    groups: &[Group],
+    topology: Topology,
+    scope: &Scope<'_>,
+) -> Option<Vec<Take>> {
+    if groups.iter().all(|g| g.count == 0) {
+        return Some(Vec::new());
+    }
+    match topology {
+        Topology::SameNode => single_node(w, groups, scope, &[]).map(|ni| {
+            groups
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| g.count > 0)
+                .map(|(gi, g)| Take {
+                    node: ni,
+                    group: gi,
+                    n: g.count,
+                })
+                .collect()
+        }),
+        Topology::Any => whole(w, groups, scope),
+        Topology::SameZone | Topology::SamePlacementGroup => {
+            let by_pg = topology == Topology::SamePlacementGroup;
+            let mut best: Option<Vec<Take>> = None;
+            for d in domains(w, groups, by_pg) {
+                let s = if by_pg {
+                    Scope {
+                        placement_group: Some(&d),
+                        ..*scope
+                    }
+                } else {
+                    Scope {
+                        zone: Some(&d),
+                        ..*scope
+                    }
+                };
+                if let Some(takes) = whole(w, groups, &s)
+                    && best
+                        .as_ref()
+                        .is_none_or(|b| nodes_touched(&takes) < nodes_touched(b))
+                {
+                    best = Some(takes);
+                }
+            }
+            best
+        }
+    }
+}

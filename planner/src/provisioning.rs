@@ -1,0 +1,484 @@
+//! Provisioning: the cheapest set of new nodes that, with what existing
+//! capacity can take, holds every pod of a gang.
+//!
+//! Candidates are *launch domains*: (pool, capacity type) for topology
+//! `Any` and `SameNode` (zones may mix for `Any`), (pool, zone, capacity
+//! type) for `SameZone`, and (pool, zone, capacity type) restricted to
+//! offerings that support placement groups for `SamePlacementGroup`. For each
+//! domain:
+//! 1. Existing capacity first (it is already paid for): Ready nodes and
+//!    unreserved nodes in flight take what they can, within the zone for
+//!    `SameZone`. `SameNode` and `SamePlacementGroup` launches use new nodes
+//!    only (one new node; one new placement group).
+//! 2. The rest goes on the cheapest multiset of offerings ([`crate::cover`])
+//!    of the domain that are usable now, allowed by the pool's requirements,
+//!    and whose node labels and taints the pods accept.
+//! 3. Pool limits (nodes, GPUs, $/h), counting every node of the pool that
+//!    exists or is in flight and every launch planned earlier this cycle. If
+//!    the cheapest set breaks a limit, offerings larger than the headroom
+//!    are dropped and the search repeated once.
+//!
+//! Domains are ranked by expected cost (price × expected duration, with the
+//! gang-aware spot risk of [`crate::spot`]), then the queue's pool order,
+//! pool weight (higher first), the pool's capacity-type preference order,
+//! fewer new nodes, and the domain's name.
+
+use std::collections::BTreeSet;
+
+use crate::cover::{self, Cover, Kind};
+use crate::index::{World, fit_count};
+use crate::model::{CapacityType, GpuModel, Topology};
+use crate::placement::{Group, Scope, Take, pack};
+use crate::resources::Resources;
+use crate::spot;
+use crate::time::Dur;
+
+/// A new node to buy and the pods (per group) it will hold.
+#[derive(Debug, Clone)]
+pub(crate) struct NewPlanned {
+    pub offering: usize,
+    pub pods: Vec<u32>,
+}
+
+/// The chosen launch for a gang.
+#[derive(Debug, Clone)]
+pub(crate) struct LaunchChoice {
+    pub existing: Vec<Take>,
+    pub new: Vec<NewPlanned>,
+    pub pool: usize,
+    pub capacity_type: CapacityType,
+    pub price: u64,
+    pub expected: u64,
+    pub placement_group: bool,
+    /// An offering skipped because it is unavailable for now (message).
+    pub skipped: Option<usize>,
+}
+
+/// Why no launch was planned.
+#[derive(Debug, Clone)]
+pub(crate) enum LaunchFail {
+    /// Nothing any allowed pool can buy (or any node) ever holds it.
+    Unsatisfiable(String),
+    /// Offerings that would hold it are unavailable or unpriced now.
+    NoOffering { skipped: Option<usize> },
+    /// A launch set exists but breaks a pool limit.
+    PoolLimit { pool: usize, what: String },
+    /// The cycle's new-node budget is spent.
+    LaunchBudget { need: u32 },
+}
+
+/// Added to every machine's price to minimise the node count first.
+const NODE_PENALTY: u64 = 1 << 50;
+
+struct Domain<'d> {
+    pool: usize,
+    pool_rank: usize,
+    ct: CapacityType,
+    ct_rank: usize,
+    zone: Option<&'d str>,
+    offerings: Vec<usize>,
+}
+
+/// Plans a launch for the pods of `groups` that existing capacity cannot
+/// take. `excluded` GPU models are not bought (quota).
+pub(crate) fn plan_launch(
+    w: &mut World<'_>,
+    gi: usize,
+    groups: &[Group],
+    topology: Topology,
+    excluded: &[GpuModel],
+    duration: Dur,
+) -> Result<LaunchChoice, LaunchFail> {
+    let q = w.gangs[gi].queue;
+    let gang = w.gangs[gi].gang;
+    let pools = w.queue_pools(q);
+    let now = w.now;
+    // Nodes in flight this gang may use.
+    let extras: Vec<usize> = w
+        .inflight
+        .iter()
+        .copied()
+        .filter(|&ni| {
+            let n = &w.nodes[ni];
+            !n.removed && w.reservation_allows(ni, gi) && groups.iter().any(|g| g.elig[ni])
+        })
+        .collect();
+    let scope = Scope {
+        gang: gi,
+        excluded_models: excluded,
+        zone: None,
+        placement_group: None,
+    };
+    let shapes: Vec<Resources> = groups.iter().map(|g| g.shape.clone()).collect();
+    let model_ok = |o: &crate::model::Offering| {
+        o.gpu_model
+            .as_ref()
+            .is_none_or(|m| !excluded.iter().any(|x| m.satisfies(x)))
+    };
+
+    // Domains.
+    let mut domains: Vec<Domain<'_>> = Vec::new();
+    let mut skipped_all: Vec<usize> = Vec::new();
+    let mut any_static = vec![false; groups.len()];
+    let mut any_static_whole = false;
+    let offerings = w.offerings.clone();
+    for (pool_rank, &p) in pools.iter().enumerate() {
+        let pool = w.pools[p];
+        let cts: Vec<CapacityType> = if pool.requirements.capacity_types.is_empty() {
+            vec![CapacityType::OnDemand]
+        } else {
+            let mut v = Vec::new();
+            for c in &pool.requirements.capacity_types {
+                if !v.contains(c) {
+                    v.push(*c);
+                }
+            }
+            v
+        };
+        let pool_offs = w.pool_offerings[p].clone();
+        for &o in &pool_offs {
+            let off = offerings[o];
+            if !model_ok(off) {
+                continue;
+            }
+            let mut all = true;
+            for (k, g) in groups.iter().enumerate() {
+                let ps = &gang.pod_sets[g.set];
+                let ok = w.eligible_new(ps, p, o) && fit_count(&off.resources, &g.shape) > 0;
+                any_static[k] |= ok;
+                all &= ok;
+            }
+            if all {
+                let mut total = Resources::zero();
+                for g in groups {
+                    total.add(&g.shape.times(u64::from(g.count)));
+                }
+                any_static_whole |= total.fits_in(&off.resources);
+            }
+        }
+        for (ct_rank, ct) in cts.iter().enumerate() {
+            let mut usable = Vec::new();
+            for &o in &pool_offs {
+                let off = offerings[o];
+                if off.capacity_type != *ct || !model_ok(off) {
+                    continue;
+                }
+                if topology == Topology::SamePlacementGroup && !off.placement_groups {
+                    continue;
+                }
+                if off.usable_at(now) {
+                    usable.push(o);
+                } else if off.available && off.price.is_some() {
+                    skipped_all.push(o);
+                }
+            }
+            match topology {
+                Topology::SameZone | Topology::SamePlacementGroup => {
+                    let zones: BTreeSet<&str> =
+                        usable.iter().map(|&o| offerings[o].zone.as_str()).collect();
+                    for z in zones {
+                        domains.push(Domain {
+                            pool: p,
+                            pool_rank,
+                            ct: *ct,
+                            ct_rank,
+                            zone: Some(z),
+                            offerings: usable
+                                .iter()
+                                .copied()
+                                .filter(|&o| offerings[o].zone == z)
+                                .collect(),
+                        });
+                    }
+                }
+                _ => domains.push(Domain {
+                    pool: p,
+                    pool_rank,
+                    ct: *ct,
+                    ct_rank,
+                    zone: None,
+                    offerings: usable,
+                }),
+            }
+        }
+    }
+
+    // Existing capacity first.
+    let any_part = match topology {
+        Topology::Any => Some(pack(w, groups, &scope, &extras, true)),
+        _ => None,
+    };
+    let mut zone_parts: std::collections::BTreeMap<String, (Vec<Take>, Vec<u32>)> =
+        std::collections::BTreeMap::new();
+    if topology == Topology::SameZone {
+        let zones: BTreeSet<&str> = domains.iter().filter_map(|d| d.zone).collect();
+        for z in zones {
+            let s = Scope {
+                zone: Some(z),
+                ..scope
+            };
+            zone_parts.insert(z.to_string(), pack(w, groups, &s, &extras, true));
+        }
+    }
+
+    let counts: Vec<u32> = groups.iter().map(|g| g.count).collect();
+    let mut best: Option<(Vec<u64>, LaunchChoice)> = None;
+    let mut limit_fail: Option<LaunchFail> = None;
+    let mut budget_fail: Option<LaunchFail> = None;
+    for d in &domains {
+        let (existing, left) = match topology {
+            Topology::Any => any_part.clone().unwrap_or((Vec::new(), counts.clone())),
+            Topology::SameZone => zone_parts
+                .get(d.zone.unwrap_or_default())
+                .cloned()
+                .unwrap_or((Vec::new(), counts.clone())),
+            _ => (Vec::new(), counts.clone()),
+        };
+        let kinds: Vec<Kind> = d
+            .offerings
+            .iter()
+            .map(|&o| {
+                let off = offerings[o];
+                Kind {
+                    price: off.price.map_or(u64::MAX / 4, |p| p.0),
+                    capacity: off.resources.clone(),
+                    allows: groups
+                        .iter()
+                        .map(|g| w.eligible_new(&gang.pod_sets[g.set], d.pool, o))
+                        .collect(),
+                }
+            })
+            .collect();
+        // `fewest`: minimise the node count first (a node limit binds).
+        let solve = |w: &mut World<'_>, allowed: &[bool], fewest: bool| -> Option<Cover> {
+            let ks: Vec<Kind> = kinds
+                .iter()
+                .zip(allowed)
+                .map(|(k, a)| {
+                    let mut k = k.clone();
+                    if !a {
+                        k.allows = vec![false; k.allows.len()];
+                    }
+                    if fewest {
+                        k.price = k.price.saturating_add(NODE_PENALTY);
+                    }
+                    k
+                })
+                .collect();
+            let real = |c: Option<Cover>| {
+                c.map(|mut c| {
+                    c.cost = c.machines.iter().map(|(k, _)| kinds[*k].price).sum();
+                    c
+                })
+            };
+            if topology == Topology::SameNode {
+                return real(single_machine(&shapes, &left, &ks));
+            }
+            let key = format!(
+                "{}|{:?}|{:?}|{fewest}|{:?}|{:?}|{:?}",
+                d.pool,
+                d.offerings,
+                allowed,
+                left,
+                shapes,
+                ks.iter().map(|k| &k.allows).collect::<Vec<_>>()
+            );
+            if let Some(c) = w.cover_cache.get(&key) {
+                return c.clone();
+            }
+            let c = real(cover::cheapest(&shapes, &left, &ks));
+            w.cover_cache.insert(key, c.clone());
+            c
+        };
+        let all_allowed = vec![true; kinds.len()];
+        let Some(mut cov) = solve(w, &all_allowed, false) else {
+            continue;
+        };
+        // Pool limits.
+        let pool = w.pools[d.pool];
+        let usage = w.pool_usage[d.pool].clone();
+        let over = |cov: &Cover| -> Option<String> {
+            let nodes = usage.nodes + cov.machines.len() as u64;
+            let gpus = usage.gpus
+                + cov
+                    .machines
+                    .iter()
+                    .map(|(k, _)| u64::from(offerings[d.offerings[*k]].gpu_count))
+                    .sum::<u64>();
+            let price = usage.price + cov.cost;
+            if let Some(m) = pool.limits.max_nodes
+                && nodes > m
+            {
+                return Some(format!("{nodes} nodes > limit {m}"));
+            }
+            if let Some(m) = pool.limits.max_gpus
+                && gpus > m
+            {
+                return Some(format!("{gpus} GPUs > limit {m}"));
+            }
+            if let Some(m) = pool.limits.max_price_per_hour
+                && price > m.0
+            {
+                return Some(format!("{} per hour > limit {}", crate::Price(price), m));
+            }
+            None
+        };
+        if over(&cov).is_some() {
+            let gpu_room = pool
+                .limits
+                .max_gpus
+                .map_or(u64::MAX, |m| m.saturating_sub(usage.gpus));
+            let price_room = pool
+                .limits
+                .max_price_per_hour
+                .map_or(u64::MAX, |m| m.0.saturating_sub(usage.price));
+            let allowed: Vec<bool> = d
+                .offerings
+                .iter()
+                .map(|&o| {
+                    u64::from(offerings[o].gpu_count) <= gpu_room
+                        && offerings[o].price.is_some_and(|p| p.0 <= price_room)
+                })
+                .collect();
+            let mut retry = solve(w, &allowed, false);
+            if retry.as_ref().is_none_or(|c| over(c).is_some())
+                && pool.limits.max_nodes.is_some()
+                && let Some(c) = solve(w, &allowed, true)
+            {
+                retry = Some(c);
+            }
+            match retry {
+                Some(c) if over(&c).is_none() => cov = c,
+                other => {
+                    let what = over(other.as_ref().unwrap_or(&cov)).unwrap_or_default();
+                    if limit_fail.is_none() {
+                        limit_fail = Some(LaunchFail::PoolLimit { pool: d.pool, what });
+                    }
+                    continue;
+                }
+            }
+        }
+        let n_new = cov.machines.len() as u32;
+        if let Some(max) = w.policy.max_new_nodes_per_cycle
+            && w.new_nodes_planned.saturating_add(n_new) > max
+        {
+            budget_fail.get_or_insert(LaunchFail::LaunchBudget { need: n_new });
+            continue;
+        }
+        let rates: Vec<f64> = cov
+            .machines
+            .iter()
+            .map(|(k, _)| offerings[d.offerings[*k]].interruption_rate_per_hour)
+            .collect();
+        let expected = spot::expected_cost(cov.cost, &rates, duration);
+        let key = vec![
+            expected,
+            d.pool_rank as u64,
+            (i64::from(i32::MAX) - i64::from(pool.weight)) as u64,
+            d.ct_rank as u64,
+            u64::from(n_new),
+        ];
+        let better = match &best {
+            None => true,
+            Some((k, _)) => key < *k,
+        };
+        if better {
+            let skipped = skipped_all
+                .iter()
+                .copied()
+                .filter(|&o| w.pool_offerings[d.pool].contains(&o))
+                .min_by_key(|&o| (offerings[o].price.map_or(u64::MAX, |p| p.0), o));
+            best = Some((
+                key,
+                LaunchChoice {
+                    existing,
+                    new: cov
+                        .machines
+                        .iter()
+                        .map(|(k, pods)| NewPlanned {
+                            offering: d.offerings[*k],
+                            pods: pods.clone(),
+                        })
+                        .collect(),
+                    pool: d.pool,
+                    capacity_type: d.ct,
+                    price: cov.cost,
+                    expected,
+                    placement_group: topology == Topology::SamePlacementGroup,
+                    skipped,
+                },
+            ));
+        }
+    }
+    if let Some((_, c)) = best {
+        return Ok(c);
+    }
+    if let Some(f) = limit_fail {
+        return Err(f);
+    }
+    if let Some(f) = budget_fail {
+        return Err(f);
+    }
+    // Unsatisfiable: some pod set fits no offering of any allowed pool and no
+    // node at all (whatever its state); SameNode: no single machine holds all.
+    let node_fits = |k: usize, g: &Group| {
+        let _ = k;
+        w.nodes
+            .iter()
+            .enumerate()
+            .any(|(ni, n)| g.elig[ni] && fit_count(&n.node.allocatable, &g.shape) > 0)
+    };
+    let mut total = Resources::zero();
+    for g in groups {
+        total.add(&g.shape.times(u64::from(g.count)));
+    }
+    let whole_node = w
+        .nodes
+        .iter()
+        .enumerate()
+        .any(|(ni, n)| groups.iter().all(|g| g.elig[ni]) && total.fits_in(&n.node.allocatable));
+    for (k, g) in groups.iter().enumerate() {
+        if g.count > 0 && !any_static[k] && !node_fits(k, g) {
+            let ps = &gang.pod_sets[g.set];
+            return Err(LaunchFail::Unsatisfiable(format!(
+                "pod set {} ({}) fits no offering of pools [{}] and no node",
+                ps.name,
+                ps.requests,
+                pools
+                    .iter()
+                    .map(|&p| w.pools[p].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    }
+    if topology == Topology::SameNode && !any_static_whole && !whole_node {
+        return Err(LaunchFail::Unsatisfiable(
+            "no single machine any allowed pool can buy holds the whole gang (SameNode)".into(),
+        ));
+    }
+    let skipped = skipped_all
+        .iter()
+        .copied()
+        .min_by_key(|&o| (offerings[o].price.map_or(u64::MAX, |p| p.0), o));
+    Err(LaunchFail::NoOffering { skipped })
+}
+
+/// The cheapest single machine holding every pod (SameNode).
+fn single_machine(shapes: &[Resources], counts: &[u32], kinds: &[Kind]) -> Option<Cover> {
+    let mut total = Resources::zero();
+    for (s, c) in shapes.iter().zip(counts) {
+        total.add(&s.times(u64::from(*c)));
+    }
+    let mut best: Option<(u64, usize)> = None;
+    for (ki, k) in kinds.iter().enumerate() {
+        let allowed = counts.iter().zip(&k.allows).all(|(c, a)| *c == 0 || *a);
+        if allowed && total.fits_in(&k.capacity) && best.is_none_or(|b| k.price < b.0) {
+            best = Some((k.price, ki));
+        }
+    }
+    best.map(|(price, ki)| Cover {
+        cost: price,
+        machines: vec![(ki, counts.to_vec())],
+    })
+}

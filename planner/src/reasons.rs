@@ -1,0 +1,139 @@
+//! Human messages for waiting gangs and planned launches. Every message
+//! names the numbers behind the decision ("needs 32 A100 GPUs; queue team-a
+//! at nominal quota 16 (using 16), cohort has 8 to lend").
+
+use crate::index::World;
+use crate::model::{Gang, QuotaResource};
+use crate::provisioning::{LaunchChoice, LaunchFail};
+use crate::quota::{Short, show};
+use crate::resources::Resources;
+
+/// What a gang needs at the given pod counts: "needs 4 pods, 32 A100 GPUs".
+pub(crate) fn describe_need(gang: &Gang, counts: &[u32]) -> String {
+    let mut total = Resources::zero();
+    let mut pods = 0u64;
+    for (ps, c) in gang.pod_sets.iter().zip(counts) {
+        total.add(&ps.requests.times(u64::from(*c)));
+        pods += u64::from(*c);
+    }
+    let mut models: Vec<&str> = gang
+        .pod_sets
+        .iter()
+        .flat_map(|p| p.gpu_models.iter().map(|m| m.as_str()))
+        .collect();
+    models.sort_unstable();
+    models.dedup();
+    let pods_s = if pods == 1 {
+        "1 pod".to_string()
+    } else {
+        format!("{pods} pods")
+    };
+    if total.gpu_millis > 0 {
+        let gpus = show(&QuotaResource::Gpu, total.gpu_millis);
+        let model = if models.is_empty() {
+            String::new()
+        } else {
+            format!("{} ", models.join("/"))
+        };
+        format!("needs {pods_s}, {gpus} {model}GPUs")
+    } else {
+        format!("needs {pods_s}, {total}")
+    }
+}
+
+/// Why a gang does not fit its quota.
+pub(crate) fn quota_message(queue: &str, need: &str, s: &Short) -> String {
+    let r = &s.resource;
+    let mut m = format!(
+        "{need}; queue {queue} at {} of nominal quota {} {r}, asks {} more",
+        show(r, s.used),
+        show(r, s.nominal),
+        show(r, s.need)
+    );
+    if let Some(b) = s.borrow_limit {
+        m.push_str(&format!("; borrowing limit {} reached", show(r, b)));
+    } else if let Some(f) = s.cohort_free {
+        m.push_str(&format!(", cohort has {} to lend", show(r, f)));
+    }
+    m
+}
+
+/// Why no launch was planned.
+pub(crate) fn launch_fail_message(w: &World<'_>, need: &str, f: &LaunchFail) -> String {
+    match f {
+        LaunchFail::Unsatisfiable(why) => format!("{need}; unsatisfiable: {why}"),
+        LaunchFail::NoOffering { skipped } => {
+            let mut m = format!("{need}; no free capacity fits and no usable offering holds it");
+            if let Some(o) = skipped {
+                let off = w.offerings[*o];
+                match off.unavailable_until {
+                    Some(t) if t > w.now => {
+                        m.push_str(&format!("; offering {} unavailable until {t}", off.key()))
+                    }
+                    _ => {}
+                }
+            }
+            m
+        }
+        LaunchFail::PoolLimit { pool, what } => format!(
+            "{need}; pool {} limit: launching would make {what}",
+            w.pools[*pool].name
+        ),
+        LaunchFail::LaunchBudget { need: n } => format!(
+            "{need}; would launch {n} nodes but the cycle's budget of {} new nodes is spent",
+            w.policy.max_new_nodes_per_cycle.unwrap_or(0)
+        ),
+    }
+}
+
+/// Why this launch: "launching 2× p4d.24xlarge (us-east-1a, spot) in pool
+/// gpu for $65.540/h, 1 existing node".
+pub(crate) fn launch_message(w: &World<'_>, c: &LaunchChoice) -> String {
+    let mut by_type: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
+    for n in &c.new {
+        let o = w.offerings[n.offering];
+        *by_type
+            .entry(format!("{} ({})", o.instance_type, o.zone))
+            .or_default() += 1;
+    }
+    let types: Vec<String> = by_type.iter().map(|(t, n)| format!("{n}× {t}")).collect();
+    let mut m = if c.new.is_empty() {
+        "using nodes already in flight".to_string()
+    } else {
+        format!(
+            "launching {} {} in pool {} for {}/h",
+            types.join(", "),
+            c.capacity_type,
+            w.pools[c.pool].name,
+            crate::Price(c.price)
+        )
+    };
+    let existing: std::collections::BTreeSet<usize> = c.existing.iter().map(|t| t.node).collect();
+    if !existing.is_empty() {
+        m.push_str(&format!(
+            "; {} existing node(s) hold part of the gang",
+            existing.len()
+        ));
+    }
+    if c.capacity_type == crate::CapacityType::Spot || c.expected != c.price {
+        m.push_str(&format!(
+            "; expected cost with spot risk {}",
+            crate::Price(c.expected)
+        ));
+    }
+    if let Some(o) = c.skipped {
+        let off = w.offerings[o];
+        if let Some(t) = off.unavailable_until {
+            let first = c
+                .new
+                .first()
+                .map(|n| w.offerings[n.offering].instance_type.as_str());
+            m.push_str(&format!(
+                "; offering {} unavailable until {t}; planning {}",
+                off.key(),
+                first.unwrap_or("existing capacity")
+            ));
+        }
+    }
+    m
+}

@@ -1,0 +1,314 @@
+//! The simulated cloud itself: a synchronous model that the simulator (and
+//! the async [`crate::SimProvider`]) call with a virtual time. It answers
+//! launches with a boot plan (register and Ready delays, a spot interruption
+//! time) or an insufficient-capacity error, from the seed alone.
+
+use std::collections::BTreeMap;
+
+use muster_planner::{Dur, Offering, OfferingKey, PoolRequirements, Time};
+
+use crate::behaviour::{BehaviourError, CloudBehaviour, OfferingBehaviour, Outages};
+use crate::rng::Rng;
+
+/// What happens to a machine the cloud accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootPlan {
+    /// From the launch until the Node registers.
+    pub register_after: Dur,
+    /// From the launch until the Node is Ready with GPUs allocatable.
+    pub ready_after: Dur,
+    /// When a spot machine will be interrupted, if it lives that long.
+    pub interrupt_at: Option<Time>,
+}
+
+/// Why a launch failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchError {
+    /// The offering has no capacity now.
+    #[error("insufficient capacity for {0}")]
+    InsufficientCapacity(OfferingKey),
+    /// The offering is not sold by this cloud.
+    #[error("unknown offering {0}")]
+    UnknownOffering(OfferingKey),
+}
+
+/// A simulated cloud.
+#[derive(Debug, Clone)]
+pub struct SimCloud {
+    seed: u64,
+    offerings: Vec<Offering>,
+    behaviour: Vec<OfferingBehaviour>,
+    outages: Vec<Outages>,
+    alive: Vec<u32>,
+    index: BTreeMap<OfferingKey, usize>,
+    launches: u64,
+    capacity_errors: u64,
+}
+
+impl SimCloud {
+    /// A cloud selling `offerings`, behaving as `behaviour`, drawing from `seed`.
+    /// Each offering's `interruption_rate_per_hour` and `boot_secs` are
+    /// filled in from the behaviour (the planner reads them).
+    pub fn new(
+        mut offerings: Vec<Offering>,
+        behaviour: &CloudBehaviour,
+        seed: u64,
+    ) -> Result<SimCloud, BehaviourError> {
+        behaviour.validate()?;
+        offerings.sort_by(|a, b| a.key().cmp(&b.key()));
+        offerings.dedup_by(|a, b| a.key() == b.key());
+        let mut resolved = Vec::with_capacity(offerings.len());
+        let mut outages = Vec::with_capacity(offerings.len());
+        let mut index = BTreeMap::new();
+        for (i, o) in offerings.iter_mut().enumerate() {
+            let key = o.key();
+            let b = behaviour.resolve(&key);
+            o.interruption_rate_per_hour = b.interruption_rate_per_hour;
+            o.boot_secs = (b.boot.min.as_secs() + b.boot.max.as_secs()) / 2;
+            outages.push(Outages::new(
+                Rng::for_stream(seed, &format!("outage/{key}")),
+                &b,
+            ));
+            resolved.push(b);
+            index.insert(key, i);
+        }
+        let n = offerings.len();
+        Ok(SimCloud {
+            seed,
+            offerings,
+            behaviour: resolved,
+            outages,
+            alive: vec![0; n],
+            index,
+            launches: 0,
+            capacity_errors: 0,
+        })
+    }
+
+    /// Every offering, sorted by key.
+    pub fn offerings(&self) -> &[Offering] {
+        &self.offerings
+    }
+
+    /// The index of an offering.
+    pub fn index_of(&self, key: &OfferingKey) -> Option<usize> {
+        self.index.get(key).copied()
+    }
+
+    /// The offering at `idx`.
+    pub fn offering(&self, idx: usize) -> Option<&Offering> {
+        self.offerings.get(idx)
+    }
+
+    /// Resolved behaviour of the offering at `idx`.
+    pub fn behaviour(&self, idx: usize) -> Option<&OfferingBehaviour> {
+        self.behaviour.get(idx)
+    }
+
+    /// True when a launch of `idx` at `now` would find capacity.
+    pub fn has_capacity(&mut self, idx: usize, now: Time) -> bool {
+        let (Some(b), Some(o), Some(alive)) = (
+            self.behaviour.get(idx),
+            self.outages.get_mut(idx),
+            self.alive.get(idx),
+        ) else {
+            return false;
+        };
+        if b.capacity_limit.is_some_and(|l| *alive >= l) {
+            return false;
+        }
+        !o.down_at(now)
+    }
+
+    /// Launches one machine named `machine` (its draws come from the seed and
+    /// this name) of the offering `key` at `now`.
+    pub fn launch(&mut self, key: &OfferingKey, machine: &str, now: Time) -> Result<BootPlan, LaunchError> {
+        let idx = self
+            .index_of(key)
+            .ok_or_else(|| LaunchError::UnknownOffering(key.clone()))?;
+        self.launches += 1;
+        if !self.has_capacity(idx, now) {
+            self.capacity_errors += 1;
+            return Err(LaunchError::InsufficientCapacity(key.clone()));
+        }
+        self.alive[idx] += 1;
+        let b = &self.behaviour[idx];
+        let mut rng = Rng::for_stream(self.seed, &format!("machine/{machine}"));
+        let ready = rng.range_u64(b.boot.min.as_secs(), b.boot.max.as_secs()).max(1);
+        let register = (ready * 3 / 5).max(1);
+        let interrupt_at = if b.interruption_rate_per_hour > 0.0 {
+            let hours = rng.exp(1.0 / b.interruption_rate_per_hour);
+            let secs = (hours * 3600.0).ceil();
+            (secs < 1e15).then(|| now + Dur::secs(secs as u64 + 1))
+        } else {
+            None
+        };
+        Ok(BootPlan {
+            register_after: Dur::secs(register),
+            ready_after: Dur::secs(ready),
+            interrupt_at,
+        })
+    }
+
+    /// A machine of `key` is gone (terminated or interrupted).
+    pub fn machine_gone(&mut self, key: &OfferingKey) {
+        if let Some(idx) = self.index_of(key) {
+            self.alive[idx] = self.alive[idx].saturating_sub(1);
+        }
+    }
+
+    /// Launch calls and how many failed for capacity.
+    pub fn launch_counts(&self) -> (u64, u64) {
+        (self.launches, self.capacity_errors)
+    }
+}
+
+/// True when an offering satisfies a pool's requirements (empty lists allow
+/// anything; no capacity types means on-demand only).
+pub fn satisfies_requirements(o: &Offering, r: &PoolRequirements) -> bool {
+    use muster_planner::CapacityType;
+    if !r.instance_types.is_empty() && !r.instance_types.contains(&o.instance_type) {
+        return false;
+    }
+    if !r.instance_families.is_empty() && !r.instance_families.iter().any(|f| f == o.family()) {
+        return false;
+    }
+    if !r.gpu_models.is_empty()
+        && !o
+            .gpu_model
+            .as_ref()
+            .is_some_and(|m| r.gpu_models.iter().any(|want| m.satisfies(want)))
+    {
+        return false;
+    }
+    if r.min_gpus.is_some_and(|n| o.gpu_count < n) || r.max_gpus.is_some_and(|n| o.gpu_count > n) {
+        return false;
+    }
+    if r.min_gpu_memory_mib.is_some_and(|m| o.gpu_memory_mib < m) {
+        return false;
+    }
+    if !r.zones.is_empty() && !r.zones.contains(&o.zone) {
+        return false;
+    }
+    if r.capacity_types.is_empty() {
+        o.capacity_type == CapacityType::OnDemand
+    } else {
+        r.capacity_types.contains(&o.capacity_type)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::behaviour::{OfferingRule, Window};
+    use crate::catalog::builtin_offerings;
+    use muster_planner::CapacityType;
+
+    fn cloud(rules: Vec<OfferingRule>) -> SimCloud {
+        let b = CloudBehaviour {
+            rules,
+            ..Default::default()
+        };
+        SimCloud::new(builtin_offerings(), &b, 9).expect("cloud")
+    }
+
+    #[test]
+    fn boots_are_deterministic_and_in_range() {
+        let mut a = cloud(vec![]);
+        let mut b = cloud(vec![]);
+        let key = a.offerings()[0].key();
+        let pa = a.launch(&key, "n1", Time(0)).expect("launch");
+        let pb = b.launch(&key, "n1", Time(0)).expect("launch");
+        assert_eq!(pa, pb);
+        let beh = a.behaviour(0).expect("b").boot;
+        assert!(pa.ready_after >= beh.min && pa.ready_after <= beh.max);
+        assert!(pa.register_after < pa.ready_after);
+    }
+
+    #[test]
+    fn capacity_limits_and_windows() {
+        let mut c = cloud(vec![
+            OfferingRule {
+                pattern: "p4d.24xlarge/us-east-1a/on-demand".into(),
+                capacity_limit: Some(2),
+                ..Default::default()
+            },
+            OfferingRule {
+                pattern: "p5.*".into(),
+                unavailable: vec![Window {
+                    from: Dur::hours(1),
+                    to: Dur::hours(2),
+                }],
+                ..Default::default()
+            },
+        ]);
+        let key = |ty: &str| OfferingKey {
+            provider: muster_planner::Provider::Aws,
+            zone: "us-east-1a".into(),
+            instance_type: ty.into(),
+            capacity_type: CapacityType::OnDemand,
+        };
+        let p4d = key("p4d.24xlarge");
+        assert!(c.launch(&p4d, "a", Time(0)).is_ok());
+        assert!(c.launch(&p4d, "b", Time(0)).is_ok());
+        assert_eq!(
+            c.launch(&p4d, "c", Time(0)),
+            Err(LaunchError::InsufficientCapacity(p4d.clone()))
+        );
+        c.machine_gone(&p4d);
+        assert!(c.launch(&p4d, "d", Time(0)).is_ok());
+        let p5 = key("p5.48xlarge");
+        assert!(c.launch(&p5, "e", Time(100)).is_ok());
+        assert!(c.launch(&p5, "f", Time(3600)).is_err());
+        assert!(c.launch(&p5, "g", Time(7200)).is_ok());
+        assert_eq!(c.launch_counts(), (7, 2));
+    }
+
+    #[test]
+    fn spot_machines_get_interruptions() {
+        let mut c = cloud(vec![OfferingRule {
+            pattern: "*/*/spot".into(),
+            interruption_rate_per_hour: Some(1.0),
+            ..Default::default()
+        }]);
+        let spot = c
+            .offerings()
+            .iter()
+            .find(|o| o.capacity_type == CapacityType::Spot)
+            .map(|o| o.key())
+            .expect("spot offering");
+        let mut total = 0.0;
+        for i in 0..2000 {
+            let p = c.launch(&spot, &format!("m{i}"), Time(0)).expect("launch");
+            total += p.interrupt_at.expect("interrupted").0 as f64;
+        }
+        let mean_h = total / 2000.0 / 3600.0;
+        assert!((mean_h - 1.0).abs() < 0.1, "{mean_h}");
+        let od = c
+            .offerings()
+            .iter()
+            .find(|o| o.capacity_type == CapacityType::OnDemand)
+            .map(|o| o.key())
+            .expect("od");
+        assert_eq!(c.launch(&od, "x", Time(0)).expect("od").interrupt_at, None);
+    }
+
+    #[test]
+    fn requirements_filter() {
+        let all = builtin_offerings();
+        let r = PoolRequirements {
+            gpu_models: vec![muster_planner::GpuModel::new("A100")],
+            capacity_types: vec![CapacityType::Spot],
+            ..Default::default()
+        };
+        let fit: Vec<_> = all.iter().filter(|o| satisfies_requirements(o, &r)).collect();
+        assert!(!fit.is_empty());
+        assert!(fit.iter().all(|o| o.capacity_type == CapacityType::Spot));
+        assert!(fit.iter().any(|o| o.instance_type == "p4de.24xlarge"));
+        let od_only = PoolRequirements::default();
+        assert!(all
+            .iter()
+            .filter(|o| satisfies_requirements(o, &od_only))
+            .all(|o| o.capacity_type == CapacityType::OnDemand));
+    }
+}

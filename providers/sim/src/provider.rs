@@ -1,0 +1,305 @@
+//! [`SimProvider`]: the simulated cloud behind the
+//! [`muster_provider_api::CloudProvider`] trait, in memory, so the controller
+//! can run with no cloud. Time is virtual: the owner moves it with
+//! [`SimProvider::set_now`]. Launches are idempotent by key; instances boot
+//! (`Pending` → `Running`) on the cloud's boot plan; spot interruptions
+//! arrive from the plan's schedule.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+use muster_planner::{Offering, PoolRequirements, Provider, Time};
+use muster_provider_api::{
+    CloudProvider, Instance, InstanceState, Interruption, InterruptionKind, LaunchRequest,
+    ProviderError,
+};
+
+use crate::cloud::{LaunchError, SimCloud, satisfies_requirements};
+
+/// Tag naming the owning cluster.
+pub const CLUSTER_TAG: &str = "muster.dev/cluster";
+
+#[derive(Debug)]
+struct Machine {
+    instance: Instance,
+    ready_at: Time,
+    interrupt_at: Option<Time>,
+    interruption_delivered: bool,
+    terminated: bool,
+}
+
+#[derive(Debug)]
+struct Inner {
+    cloud: SimCloud,
+    now: Time,
+    by_key: BTreeMap<String, String>,
+    machines: BTreeMap<String, Machine>,
+}
+
+/// An in-memory simulated cloud provider.
+#[derive(Debug)]
+pub struct SimProvider {
+    inner: Mutex<Inner>,
+}
+
+impl SimProvider {
+    /// A provider over a simulated cloud, at time zero.
+    pub fn new(cloud: SimCloud) -> SimProvider {
+        SimProvider {
+            inner: Mutex::new(Inner {
+                cloud,
+                now: Time(0),
+                by_key: BTreeMap::new(),
+                machines: BTreeMap::new(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Moves the virtual clock.
+    pub fn set_now(&self, now: Time) {
+        let mut g = self.lock();
+        g.now = now;
+        let Inner {
+            machines, cloud, ..
+        } = &mut *g;
+        for m in machines.values_mut() {
+            if m.terminated {
+                continue;
+            }
+            if m.interrupt_at.is_some_and(|t| t <= now) {
+                m.terminated = true;
+                m.instance.state = InstanceState::Terminated;
+                cloud.machine_gone(&m.instance.offering);
+            } else if m.ready_at <= now {
+                m.instance.state = InstanceState::Running;
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CloudProvider for SimProvider {
+    fn provider(&self) -> Provider {
+        Provider::Sim
+    }
+
+    async fn offerings(
+        &self,
+        requirements: &PoolRequirements,
+    ) -> Result<Vec<Offering>, ProviderError> {
+        let g = self.lock();
+        Ok(g.cloud
+            .offerings()
+            .iter()
+            .filter(|o| satisfies_requirements(o, requirements))
+            .cloned()
+            .collect())
+    }
+
+    async fn launch(&self, request: &LaunchRequest) -> Result<Instance, ProviderError> {
+        let mut g = self.lock();
+        if let Some(id) = g.by_key.get(&request.idempotency_key)
+            && let Some(m) = g.machines.get(id)
+        {
+            return Ok(m.instance.clone());
+        }
+        let now = g.now;
+        let plan = g
+            .cloud
+            .launch(&request.offering, &request.idempotency_key, now)
+            .map_err(|e| match e {
+                LaunchError::InsufficientCapacity(offering) => ProviderError::InsufficientCapacity {
+                    offering,
+                    message: "InsufficientInstanceCapacity (simulated)".into(),
+                },
+                LaunchError::UnknownOffering(o) => ProviderError::Permanent {
+                    message: format!("unknown offering {o}"),
+                },
+            })?;
+        let provider_id = format!(
+            "sim:///{}/{}",
+            request.offering.zone,
+            request.idempotency_key
+        );
+        let mut tags = request.tags.clone();
+        tags.insert(CLUSTER_TAG.into(), request.cluster.clone());
+        tags.insert("muster.dev/pool".into(), request.pool.clone());
+        tags.insert("Name".into(), request.name.clone());
+        let instance = Instance {
+            provider_id: provider_id.clone(),
+            offering: request.offering.clone(),
+            state: InstanceState::Pending,
+            launched_at: now,
+            tags,
+        };
+        g.by_key
+            .insert(request.idempotency_key.clone(), provider_id.clone());
+        g.machines.insert(
+            provider_id,
+            Machine {
+                instance: instance.clone(),
+                ready_at: now + plan.ready_after,
+                interrupt_at: plan.interrupt_at,
+                interruption_delivered: false,
+                terminated: false,
+            },
+        );
+        Ok(instance)
+    }
+
+    async fn describe(&self, provider_id: &str) -> Result<Instance, ProviderError> {
+        let g = self.lock();
+        g.machines
+            .get(provider_id)
+            .map(|m| m.instance.clone())
+            .ok_or_else(|| ProviderError::NotFound {
+                what: provider_id.to_string(),
+            })
+    }
+
+    async fn terminate(&self, provider_id: &str) -> Result<(), ProviderError> {
+        let mut g = self.lock();
+        let Inner {
+            machines, cloud, ..
+        } = &mut *g;
+        if let Some(m) = machines.get_mut(provider_id)
+            && !m.terminated
+        {
+            m.terminated = true;
+            m.instance.state = InstanceState::Terminated;
+            cloud.machine_gone(&m.instance.offering);
+        }
+        Ok(())
+    }
+
+    async fn list(&self, cluster: &str) -> Result<Vec<Instance>, ProviderError> {
+        let g = self.lock();
+        Ok(g.machines
+            .values()
+            .filter(|m| !m.terminated)
+            .filter(|m| m.instance.tags.get(CLUSTER_TAG).is_some_and(|c| c == cluster))
+            .map(|m| m.instance.clone())
+            .collect())
+    }
+
+    async fn interruptions(&self) -> Result<Vec<Interruption>, ProviderError> {
+        let mut g = self.lock();
+        let mut out = Vec::new();
+        let now = g.now;
+        for (id, m) in g.machines.iter_mut() {
+            if let Some(at) = m.interrupt_at
+                && at <= now
+                && !m.interruption_delivered
+            {
+                m.interruption_delivered = true;
+                out.push(Interruption {
+                    provider_id: id.clone(),
+                    kind: InterruptionKind::SpotInterruption,
+                    at,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::behaviour::{CloudBehaviour, OfferingRule};
+    use crate::catalog::builtin_offerings;
+    use muster_planner::CapacityType;
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    /// The provider never awaits anything: every future is ready at once.
+    fn ready<F: Future>(f: F) -> F::Output {
+        let mut f = pin!(f);
+        let mut cx = Context::from_waker(Waker::noop());
+        match f.as_mut().poll(&mut cx) {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("simulated provider future was not ready"),
+        }
+    }
+
+    fn provider(rate: f64) -> SimProvider {
+        let b = CloudBehaviour {
+            rules: vec![OfferingRule {
+                pattern: "*/*/spot".into(),
+                interruption_rate_per_hour: Some(rate),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        SimProvider::new(SimCloud::new(builtin_offerings(), &b, 1).expect("cloud"))
+    }
+
+    fn request(key: &str, spot: bool) -> LaunchRequest {
+        LaunchRequest {
+            name: format!("node-{key}"),
+            idempotency_key: key.into(),
+            offering: muster_planner::OfferingKey {
+                provider: Provider::Aws,
+                zone: "us-east-1a".into(),
+                instance_type: "g5.xlarge".into(),
+                capacity_type: if spot {
+                    CapacityType::Spot
+                } else {
+                    CapacityType::OnDemand
+                },
+            },
+            pool: "gpu".into(),
+            cluster: "c1".into(),
+            gang: None,
+            labels: Default::default(),
+            taints: vec![],
+            tags: Default::default(),
+        }
+    }
+
+    #[test]
+    fn launch_is_idempotent_and_boots() {
+        let p = provider(0.0);
+        let a = ready(p.launch(&request("k1", false))).expect("launch");
+        let b = ready(p.launch(&request("k1", false))).expect("again");
+        assert_eq!(a, b);
+        assert_eq!(ready(p.list("c1")).expect("list").len(), 1);
+        assert_eq!(ready(p.list("other")).expect("list").len(), 0);
+        assert_eq!(a.state, InstanceState::Pending);
+        p.set_now(Time(3600));
+        assert_eq!(
+            ready(p.describe(&a.provider_id)).expect("describe").state,
+            InstanceState::Running
+        );
+        ready(p.terminate(&a.provider_id)).expect("terminate");
+        ready(p.terminate(&a.provider_id)).expect("terminate twice");
+        assert!(ready(p.list("c1")).expect("list").is_empty());
+        assert!(matches!(
+            ready(p.describe("nope")),
+            Err(ProviderError::NotFound { .. })
+        ));
+        let offerings = ready(p.offerings(&PoolRequirements::default())).expect("offerings");
+        assert!(offerings.iter().all(|o| o.capacity_type == CapacityType::OnDemand));
+    }
+
+    #[test]
+    fn interruptions_arrive_once() {
+        let p = provider(10.0);
+        let inst = ready(p.launch(&request("s1", true))).expect("launch");
+        assert!(ready(p.interruptions()).expect("none yet").is_empty());
+        p.set_now(Time(10 * 3600));
+        let notes = ready(p.interruptions()).expect("notes");
+        assert_eq!(notes.len(), 1);
+        assert_eq!(notes[0].provider_id, inst.provider_id);
+        assert!(ready(p.interruptions()).expect("once").is_empty());
+        assert_eq!(
+            ready(p.describe(&inst.provider_id)).expect("d").state,
+            InstanceState::Terminated
+        );
+    }
+}

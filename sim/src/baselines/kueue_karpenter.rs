@@ -1,0 +1,521 @@
+//! `kueue-karpenter`: Kueue admission in front of kube-scheduler, with
+//! Karpenter provisioning nodes for pending pods.
+//!
+//! Modelled on the documented behaviour of Kueue (v0.19) and Karpenter
+//! (v1.x):
+//! - **Kueue**: one ClusterQueue per queue of the scenario, GPU quota
+//!   (`nominal`, cohort borrowing within `borrowingLimit`, lending within
+//!   `lendingLimit`); admission checks quota only, never capacity; each
+//!   admission cycle (1 s) admits at most one workload per ClusterQueue
+//!   (priority, then FIFO; BestEffortFIFO skips workloads that do not fit);
+//!   `waitForPodsReady` is off (its default), so an admitted job whose pods
+//!   cannot all be placed keeps its quota and its placed pods;
+//! - **kube-scheduler**: admitted pods are placed first-fit on Ready nodes,
+//!   nominated pods first on the node launched for them;
+//! - **Karpenter**: pending pods are batched (window closes 1 s after the last
+//!   pod, at most 10 s after the first); pods are sorted by CPU then memory
+//!   (GPU is not in the sort) and packed onto in-flight nodes, then onto new
+//!   NodeClaims, each NodeClaim keeping every offering that fits all its
+//!   pods; a NodeClaim launches the cheapest such offering (spot first when
+//!   allowed, as price-capacity-optimized does) in one fleet call that falls
+//!   back through its offerings on insufficient capacity; offerings that
+//!   failed are cached unavailable for 3 minutes. One launch per node: a
+//!   gang's nodes are independent, so capacity errors leave partial gangs;
+//! - **consolidation** every 10 s: empty nodes are removed after
+//!   `consolidateAfter` (0 s, within a 10 % disruption budget); job pods carry
+//!   `karpenter.sh/do-not-disrupt` (the recommended setting for batch
+//!   work), so underutilized nodes with pods are not drained.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, HashMap};
+
+use muster_planner::{Dur, NodePhase, Pool, QuotaResource, Queue, QueueingStrategy, Resources, Time};
+use serde::{Deserialize, Serialize};
+
+use super::{buyable, schedule_first_fit, unbound_pods};
+use crate::events::{Event, JobId, NodeId};
+use crate::policies::Policy;
+use crate::world::{EvictCause, JobPhase, World};
+
+const CYCLE: u32 = 1;
+const BATCH: u32 = 2;
+const DISRUPT: u32 = 3;
+
+/// Kueue + Karpenter knobs (defaults as documented).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct KkConfig {
+    /// Kueue admission cycle.
+    pub admission_cycle: Dur,
+    /// Karpenter batch idle window.
+    pub batch_idle: Dur,
+    /// Karpenter batch maximum window.
+    pub batch_max: Dur,
+    /// Insufficient-capacity cache TTL.
+    pub ice_cache_ttl: Dur,
+    /// Empty nodes are removed after this.
+    pub consolidate_after: Dur,
+    /// Disruption loop period.
+    pub disruption_interval: Dur,
+    /// Most nodes disrupted per pass, percent of nodes.
+    pub disruption_budget_percent: u32,
+}
+
+impl Default for KkConfig {
+    fn default() -> Self {
+        KkConfig {
+            admission_cycle: Dur::secs(1),
+            batch_idle: Dur::secs(1),
+            batch_max: Dur::secs(10),
+            ice_cache_ttl: Dur::mins(3),
+            consolidate_after: Dur::secs(0),
+            disruption_interval: Dur::secs(10),
+            disruption_budget_percent: 10,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct ClusterQueue {
+    cohort: Option<String>,
+    strategy: QueueingStrategy,
+    /// GPU quota in thousandths; `None` is unlimited.
+    nominal: Option<u64>,
+    borrowing_limit: Option<u64>,
+    lending_limit: Option<u64>,
+    used: u64,
+    pending: BTreeSet<(Reverse<i32>, Time, JobId)>,
+}
+
+#[derive(Debug)]
+struct Claim {
+    pods: Vec<(JobId, u32)>,
+    requests: Resources,
+    candidates: Vec<usize>,
+}
+
+/// The Kueue + Karpenter model.
+#[derive(Debug)]
+pub struct KueueKarpenter {
+    cfg: KkConfig,
+    cqs: Vec<ClusterQueue>,
+    team_cq: Vec<usize>,
+    /// Buyable offerings (cloud index, pool), cheapest first.
+    offerings: Vec<(usize, String)>,
+    ice: HashMap<usize, Time>,
+    pending: Vec<(JobId, u32)>,
+    nominated: HashMap<(JobId, u32), NodeId>,
+    nominated_use: HashMap<NodeId, Resources>,
+    batch_start: Option<Time>,
+    batch_last: Time,
+    batch_scheduled: bool,
+    cycle_scheduled: bool,
+    disrupt_scheduled: bool,
+    nodes_made: u64,
+    admissions: u64,
+    fleet_failures: u64,
+}
+
+fn gpu_quota(q: &Queue) -> (Option<u64>, Option<u64>, Option<u64>) {
+    let to_millis = |x: muster_planner::Quantity| u64::try_from(x.millis()).unwrap_or(0);
+    match q.quotas.iter().find(|x| x.resource == QuotaResource::Gpu) {
+        Some(x) => (
+            Some(to_millis(x.nominal)),
+            x.borrowing_limit.map(to_millis),
+            x.lending_limit.map(to_millis),
+        ),
+        None => (None, None, None),
+    }
+}
+
+impl KueueKarpenter {
+    /// A model over the scenario's queues (team index → queue name) and pools.
+    pub fn new(
+        cfg: KkConfig,
+        queues: &[Queue],
+        team_queue: &[String],
+        pools: &[Pool],
+        world: &World,
+    ) -> KueueKarpenter {
+        let cqs: Vec<ClusterQueue> = queues
+            .iter()
+            .map(|q| {
+                let (nominal, borrowing_limit, lending_limit) = gpu_quota(q);
+                ClusterQueue {
+                    cohort: q.cohort.clone(),
+                    strategy: q.strategy,
+                    nominal,
+                    borrowing_limit,
+                    lending_limit,
+                    used: 0,
+                    pending: BTreeSet::new(),
+                }
+            })
+            .collect();
+        let team_cq = team_queue
+            .iter()
+            .map(|name| queues.iter().position(|q| &q.name == name).unwrap_or(0))
+            .collect();
+        KueueKarpenter {
+            cfg,
+            cqs,
+            team_cq,
+            offerings: buyable(world, pools),
+            ice: HashMap::new(),
+            pending: Vec::new(),
+            nominated: HashMap::new(),
+            nominated_use: HashMap::new(),
+            batch_start: None,
+            batch_last: Time(0),
+            batch_scheduled: false,
+            cycle_scheduled: false,
+            disrupt_scheduled: false,
+            nodes_made: 0,
+            admissions: 0,
+            fleet_failures: 0,
+        }
+    }
+
+    /// GPU thousandths queue `i` may still use (nominal + what it may borrow).
+    fn headroom(&self, i: usize) -> Option<u64> {
+        let cq = &self.cqs[i];
+        let nominal = cq.nominal?;
+        let mut borrowable = 0u64;
+        if let Some(cohort) = &cq.cohort {
+            for (j, other) in self.cqs.iter().enumerate() {
+                if j == i || other.cohort.as_ref() != Some(cohort) {
+                    continue;
+                }
+                let Some(n) = other.nominal else { continue };
+                let lendable = other.lending_limit.map_or(n, |l| l.min(n));
+                borrowable += n.saturating_sub(other.used).min(lendable);
+            }
+        }
+        if let Some(limit) = cq.borrowing_limit {
+            borrowable = borrowable.min(limit);
+        }
+        Some((nominal + borrowable).saturating_sub(cq.used))
+    }
+
+    fn ensure(&mut self, world: &mut World, timer: u32, after: Dur) {
+        let flag = match timer {
+            CYCLE => &mut self.cycle_scheduled,
+            BATCH => &mut self.batch_scheduled,
+            _ => &mut self.disrupt_scheduled,
+        };
+        if !*flag {
+            *flag = true;
+            world.schedule(world.now + after, Event::Timer(timer));
+        }
+    }
+
+    fn admission_cycle(&mut self, world: &mut World) {
+        let mut admitted = Vec::new();
+        for i in 0..self.cqs.len() {
+            let room = self.headroom(i);
+            let pick = self.cqs[i]
+                .pending
+                .iter()
+                .find(|(_, _, job)| room.is_none_or(|r| world.jobs[*job].total_gpu_millis() <= r))
+                .copied();
+            let pick = match (self.cqs[i].strategy, pick, self.cqs[i].pending.first()) {
+                (QueueingStrategy::StrictFifo, Some(p), Some(head)) if p != *head => None,
+                (_, p, _) => p,
+            };
+            if let Some(entry) = pick {
+                self.cqs[i].pending.remove(&entry);
+                self.cqs[i].used += world.jobs[entry.2].total_gpu_millis();
+                admitted.push(entry.2);
+            }
+        }
+        for job in admitted {
+            self.admissions += 1;
+            for pod in 0..world.jobs[job].workers {
+                self.pending.push((job, pod));
+            }
+        }
+        self.place_pending(world);
+        if self.cqs.iter().any(|q| !q.pending.is_empty()) {
+            let c = self.cfg.admission_cycle;
+            self.ensure(world, CYCLE, c);
+        }
+    }
+
+    /// kube-scheduler pass; pods left pending go to Karpenter's batch.
+    fn place_pending(&mut self, world: &mut World) {
+        let pods = std::mem::take(&mut self.pending);
+        let left = schedule_first_fit(world, pods);
+        let mut fresh = false;
+        for p in &left {
+            if !self.nominated.contains_key(p) {
+                fresh = true;
+            }
+        }
+        self.pending = left;
+        if fresh {
+            let now = world.now;
+            self.batch_last = now;
+            if self.batch_start.is_none() {
+                self.batch_start = Some(now);
+            }
+            let idle = self.cfg.batch_idle;
+            self.ensure(world, BATCH, idle);
+        }
+    }
+
+    fn node_ready(&mut self, world: &mut World, node: NodeId) {
+        // Nominated pods first, on their node.
+        let mine: Vec<(JobId, u32)> = self
+            .pending
+            .iter()
+            .copied()
+            .filter(|p| self.nominated.get(p) == Some(&node))
+            .collect();
+        for (job, pod) in mine {
+            let _ = world.bind(job, pod, node);
+            self.nominated.remove(&(job, pod));
+        }
+        self.nominated_use.remove(&node);
+        self.nominated.retain(|_, n| *n != node);
+        self.place_pending(world);
+    }
+
+    fn batch_timer(&mut self, world: &mut World) {
+        self.batch_scheduled = false;
+        let Some(start) = self.batch_start else {
+            return;
+        };
+        let close = (self.batch_last + self.cfg.batch_idle).min(start + self.cfg.batch_max);
+        if world.now < close {
+            self.batch_scheduled = true;
+            world.schedule(close, Event::Timer(BATCH));
+            return;
+        }
+        self.batch_start = None;
+        self.provision(world);
+    }
+
+    fn provision(&mut self, world: &mut World) {
+        let now = world.now;
+        self.ice.retain(|_, until| *until > now);
+        // Drop nominations to nodes that are gone.
+        self.nominated
+            .retain(|_, n| world.cluster.nodes[*n].alive());
+        self.nominated_use
+            .retain(|n, _| world.cluster.nodes[*n].alive());
+        let mut pods: Vec<(JobId, u32)> = self
+            .pending
+            .iter()
+            .copied()
+            .filter(|p| !self.nominated.contains_key(p))
+            .filter(|(j, pod)| {
+                world.states[*j].phase == JobPhase::Pending
+                    && world.states[*j].bindings.get(*pod as usize) == Some(&None)
+            })
+            .collect();
+        pods.sort_by_key(|(j, pod)| {
+            let r = &world.requests[*j];
+            (Reverse(r.cpu_millis), Reverse(r.memory_bytes), *j, *pod)
+        });
+        let mut claims: Vec<Claim> = Vec::new();
+        let mut unplaced = false;
+        for (job, pod) in pods {
+            let req = world.requests[job].clone();
+            let c = &world.constraints[job];
+            // In-flight nodes with room left.
+            let inflight = world.cluster.alive_ids().find(|id| {
+                let n = &world.cluster.nodes[*id];
+                if !n.phase.in_flight() || !c.accepts_node(n) {
+                    return false;
+                }
+                let mut used = self.nominated_use.get(id).cloned().unwrap_or_default();
+                used.add(&req);
+                used.fits_in(&n.allocatable)
+            });
+            if let Some(id) = inflight {
+                self.nominated.insert((job, pod), id);
+                self.nominated_use.entry(id).or_default().add(&req);
+                continue;
+            }
+            let offs = world.cloud.offerings();
+            let mut placed = false;
+            for claim in claims.iter_mut() {
+                let mut total = claim.requests.clone();
+                total.add(&req);
+                let keep: Vec<usize> = claim
+                    .candidates
+                    .iter()
+                    .copied()
+                    .filter(|i| c.accepts_offering(&offs[self.offerings[*i].0], &total))
+                    .collect();
+                if !keep.is_empty() {
+                    claim.candidates = keep;
+                    claim.requests = total;
+                    claim.pods.push((job, pod));
+                    placed = true;
+                    break;
+                }
+            }
+            if placed {
+                continue;
+            }
+            let candidates: Vec<usize> = (0..self.offerings.len())
+                .filter(|i| !self.ice.contains_key(&self.offerings[*i].0))
+                .filter(|i| c.accepts_offering(&offs[self.offerings[*i].0], &req))
+                .collect();
+            if candidates.is_empty() {
+                unplaced = true;
+                continue;
+            }
+            claims.push(Claim {
+                pods: vec![(job, pod)],
+                requests: req,
+                candidates,
+            });
+        }
+        for claim in claims {
+            let mut launched = None;
+            for i in &claim.candidates {
+                let (idx, pool) = self.offerings[*i].clone();
+                if self.ice.contains_key(&idx) {
+                    continue;
+                }
+                let key = world.cloud.offerings()[idx].key();
+                self.nodes_made += 1;
+                let name = format!("karpenter-{}", self.nodes_made);
+                match world.launch(name, &key, &pool, None) {
+                    Ok(id) => {
+                        launched = Some(id);
+                        break;
+                    }
+                    Err(_) => {
+                        self.ice.insert(idx, now + self.cfg.ice_cache_ttl);
+                    }
+                }
+            }
+            match launched {
+                Some(id) => {
+                    for p in &claim.pods {
+                        self.nominated.insert(*p, id);
+                    }
+                    self.nominated_use.insert(id, claim.requests.clone());
+                }
+                None => {
+                    self.fleet_failures += 1;
+                    unplaced = true;
+                }
+            }
+        }
+        if unplaced {
+            // Pods still pending: Karpenter looks at them again on a later batch.
+            self.batch_start = Some(now);
+            self.batch_last = now;
+            let max = self.cfg.batch_max;
+            self.ensure(world, BATCH, max);
+        }
+    }
+
+    fn disrupt(&mut self, world: &mut World) {
+        self.disrupt_scheduled = false;
+        let now = world.now;
+        let alive = world.cluster.alive_count();
+        let budget = ((alive as u64 * u64::from(self.cfg.disruption_budget_percent)).div_ceil(100)).max(1);
+        let mut removed = 0;
+        let ids: Vec<NodeId> = world.cluster.alive_ids().collect();
+        for id in ids {
+            if removed >= budget {
+                break;
+            }
+            let n = &world.cluster.nodes[id];
+            let empty_long = n.phase == NodePhase::Ready
+                && n.pods.is_empty()
+                && !self.nominated_use.contains_key(&id)
+                && n.empty_since.is_some_and(|t| now.since(t) >= self.cfg.consolidate_after);
+            if empty_long {
+                world.terminate(id, EvictCause::NodeRemoved);
+                removed += 1;
+            }
+        }
+        if world.cluster.alive_count() > 0 {
+            let d = self.cfg.disruption_interval;
+            self.ensure(world, DISRUPT, d);
+        }
+    }
+}
+
+impl Policy for KueueKarpenter {
+    fn name(&self) -> &'static str {
+        "kueue-karpenter"
+    }
+
+    fn assumptions(&self) -> String {
+        format!(
+            "Kueue: one ClusterQueue per queue with GPU quota (nominal, cohort borrowing); \
+             admission checks quota, never capacity; at most one admission per ClusterQueue per \
+             {} cycle; waitForPodsReady off (default), so admitted jobs keep quota and placed pods \
+             while others pend. kube-scheduler places admitted pods first-fit. Karpenter batches \
+             pending pods ({} idle / {} max window), sorts them by CPU then memory, packs them on \
+             in-flight nodes then on new NodeClaims (each keeps every offering that fits all its \
+             pods), and launches the cheapest offering per NodeClaim in one fleet call that falls \
+             back through the rest on insufficient capacity; failed offerings are cached for {}. \
+             One launch per node, so a capacity error can leave part of a gang running. \
+             Consolidation every {}: empty nodes after {} within a {}% budget; job pods are \
+             do-not-disrupt, so nodes with pods are never drained.",
+            self.cfg.admission_cycle,
+            self.cfg.batch_idle,
+            self.cfg.batch_max,
+            self.cfg.ice_cache_ttl,
+            self.cfg.disruption_interval,
+            self.cfg.consolidate_after,
+            self.cfg.disruption_budget_percent,
+        )
+    }
+
+    fn start(&mut self, _world: &mut World) {}
+
+    fn on_event(&mut self, world: &mut World, event: Event) {
+        match event {
+            Event::Arrival(job) => {
+                let cq = self.team_cq[world.team_of[job]];
+                let j = &world.jobs[job];
+                self.cqs[cq].pending.insert((Reverse(j.priority), j.submit, job));
+                let c = self.cfg.admission_cycle;
+                self.ensure(world, CYCLE, c);
+            }
+            Event::Timer(CYCLE) => {
+                self.cycle_scheduled = false;
+                self.admission_cycle(world);
+            }
+            Event::NodeReady(n) => {
+                self.node_ready(world, n);
+                let d = self.cfg.disruption_interval;
+                self.ensure(world, DISRUPT, d);
+            }
+            Event::JobFinished { job, .. } => {
+                let cq = self.team_cq[world.team_of[job]];
+                self.cqs[cq].used = self.cqs[cq].used.saturating_sub(world.jobs[job].total_gpu_millis());
+                self.place_pending(world);
+                let c = self.cfg.admission_cycle;
+                self.ensure(world, CYCLE, c);
+            }
+            Event::Interrupt(_) => {
+                for job in world.take_evicted() {
+                    for pod in unbound_pods(world, job) {
+                        self.pending.push((job, pod));
+                    }
+                }
+                self.place_pending(world);
+            }
+            Event::Timer(BATCH) => self.batch_timer(world),
+            Event::Timer(DISRUPT) => self.disrupt(world),
+            _ => {}
+        }
+    }
+
+    fn counters(&self) -> Vec<(String, u64)> {
+        vec![
+            ("admissions".into(), self.admissions),
+            ("fleet_failures".into(), self.fleet_failures),
+        ]
+    }
+}

@@ -1,0 +1,147 @@
+//! Accounting shared by every policy: cost (by team and capacity type),
+//! GPU-seconds allocated and busy, idle node time, GPU time held by
+//! incomplete gangs, waits, counts, and the time series behind the charts.
+//! The definitions are in `docs/simulate.md`; the important ones:
+//!
+//! - **cost**: every node from the cloud accepting its launch until it is
+//!   gone, per second, at its offering's price;
+//! - **GPU-hours allocated**: GPUs × lifetime of every node (what is paid for);
+//! - **GPU-hours busy**: GPUs × run time of every *completed* run of a job,
+//!   so busy equals the sum of completed jobs' GPU-seconds exactly; runs cut
+//!   short by an eviction are counted separately as `wasted`;
+//! - **idle node-hours**: time nodes spend Ready with no pod;
+//! - **partial-gang GPU-hours**: GPUs of pods that are bound while other pods
+//!   of their job are not, until the job starts or is evicted;
+//! - **queue wait**: submit to the first start of the job.
+
+use muster_planner::{CapacityType, Time};
+
+/// One point of the time series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// When.
+    pub t: Time,
+    /// GPUs of live nodes (booting included).
+    pub gpus_allocated: f64,
+    /// GPUs requested by running jobs.
+    pub gpus_busy: f64,
+    /// Jobs submitted but not running, per team (index into the team list).
+    pub pending_by_team: Vec<u32>,
+}
+
+/// Running totals of one policy's run.
+#[derive(Debug, Clone, Default)]
+pub struct Recorder {
+    /// Cost in micro-dollars.
+    pub cost_micros: u128,
+    /// Spot cost, micro-dollars.
+    pub cost_spot_micros: u128,
+    /// On-demand cost, micro-dollars.
+    pub cost_on_demand_micros: u128,
+    /// Cost attributed to teams by the GPU share their pods held, dollars.
+    pub cost_by_team: Vec<f64>,
+    /// GPU-seconds of live nodes.
+    pub gpu_alloc_secs: f64,
+    /// GPU-seconds of completed runs.
+    pub busy_gpu_secs: f64,
+    /// GPU-seconds of runs cut short.
+    pub wasted_gpu_secs: f64,
+    /// Node-seconds Ready and empty.
+    pub idle_node_secs: f64,
+    /// GPU-seconds of Ready, empty nodes held for a job.
+    pub reserved_idle_gpu_secs: f64,
+    /// GPU-seconds of pods bound while their gang was incomplete.
+    pub partial_gpu_secs: f64,
+    /// (team, wait seconds) at each job's first start.
+    pub waits: Vec<(usize, f64)>,
+    /// Completed jobs.
+    pub completed: u64,
+    /// Evictions decided by the policy (preemption, consolidation).
+    pub preemptions: u64,
+    /// Spot interruptions.
+    pub interruptions: u64,
+    /// Jobs evicted for any reason.
+    pub evictions: u64,
+    /// Machines launched (accepted by the cloud).
+    pub launches: u64,
+    /// Launches refused for capacity.
+    pub capacity_errors: u64,
+    /// Peak live nodes.
+    pub peak_nodes: usize,
+    /// Time series.
+    pub series: Vec<Sample>,
+    /// GPUs (thousandths) of live nodes now.
+    pub cur_alloc_gpu_millis: u64,
+    /// GPUs (thousandths) of running jobs now.
+    pub cur_busy_gpu_millis: u64,
+    /// Pending jobs per team now.
+    pub cur_pending: Vec<u32>,
+}
+
+impl Recorder {
+    /// A recorder for `teams` teams.
+    pub fn new(teams: usize) -> Recorder {
+        Recorder {
+            cost_by_team: vec![0.0; teams],
+            cur_pending: vec![0; teams],
+            ..Default::default()
+        }
+    }
+
+    /// Adds a node's bill.
+    pub fn bill(&mut self, micros: u128, capacity: CapacityType) {
+        self.cost_micros += micros;
+        match capacity {
+            CapacityType::Spot => self.cost_spot_micros += micros,
+            CapacityType::OnDemand => self.cost_on_demand_micros += micros,
+        }
+    }
+
+    /// Takes a sample now.
+    pub fn sample(&mut self, t: Time) {
+        self.series.push(Sample {
+            t,
+            gpus_allocated: self.cur_alloc_gpu_millis as f64 / 1000.0,
+            gpus_busy: self.cur_busy_gpu_millis as f64 / 1000.0,
+            pending_by_team: self.cur_pending.clone(),
+        });
+    }
+}
+
+/// The `q`-quantile (0–1) of sorted values, nearest-rank; 0 when empty.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Jain's fairness index of `xs`: (Σx)² / (n·Σx²); 1 when all equal, 1/n
+/// when one takes all. 1 for an empty or all-zero input.
+pub fn jain(xs: &[f64]) -> f64 {
+    let n = xs.len() as f64;
+    let sum: f64 = xs.iter().sum();
+    let sq: f64 = xs.iter().map(|x| x * x).sum();
+    if n == 0.0 || sq == 0.0 {
+        1.0
+    } else {
+        sum * sum / (n * sq)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_and_jain() {
+        let v = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0];
+        assert_eq!(quantile(&v, 0.5), 5.0);
+        assert_eq!(quantile(&v, 0.95), 10.0);
+        assert_eq!(quantile(&v, 0.0), 1.0);
+        assert_eq!(quantile(&[], 0.5), 0.0);
+        assert!((jain(&[1.0, 1.0, 1.0]) - 1.0).abs() < 1e-12);
+        assert!((jain(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
+    }
+}

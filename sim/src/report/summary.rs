@@ -1,0 +1,219 @@
+//! `summary.json`: the figures of every policy, for machines. Keys required
+//! by the docs are always present; more are added alongside. Wall-clock
+//! timings (`planner_ms_*`, `wall_s`) are the only figures that are not
+//! reproducible; [`Summary::zero_timings`] clears them for comparisons.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::metrics::{jain, quantile};
+use crate::runner::{PolicyRun, Prepared};
+
+/// Per-queue (team) figures.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct QueueSummary {
+    /// Jobs submitted.
+    pub jobs: u64,
+    /// Wait percentiles, seconds.
+    pub wait_p50_s: f64,
+    /// 95th percentile.
+    pub wait_p95_s: f64,
+    /// 99th percentile.
+    pub wait_p99_s: f64,
+    /// Cost attributed by the GPU share its pods held.
+    pub cost_usd: f64,
+    /// Fair-share figure (see `fairness_jain`).
+    pub share: f64,
+}
+
+/// One policy's figures.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PolicySummary {
+    /// Total cost.
+    pub cost_usd: f64,
+    /// Cost ÷ lower bound.
+    pub cost_vs_lower_bound: f64,
+    /// GPUs × node lifetime.
+    pub gpu_hours_allocated: f64,
+    /// GPUs × run time of completed runs.
+    pub gpu_hours_busy: f64,
+    /// GPU-hours of runs cut short by evictions.
+    pub gpu_hours_wasted: f64,
+    /// Node-hours Ready with no pod.
+    pub idle_node_hours: f64,
+    /// GPU-hours of Ready, empty nodes reserved for a gang that had not started.
+    pub reserved_idle_gpu_hours: f64,
+    /// Queue wait p50, seconds (jobs never started count until the end).
+    pub wait_p50_s: f64,
+    /// p95.
+    pub wait_p95_s: f64,
+    /// p99.
+    pub wait_p99_s: f64,
+    /// GPU-hours of pods bound while their gang was incomplete.
+    pub partial_gang_gpu_hours: f64,
+    /// Jobs completed.
+    pub jobs_completed: u64,
+    /// Gangs evicted by a policy decision.
+    pub preemptions: u64,
+    /// Spot interruptions.
+    pub interruptions: u64,
+    /// Evictions of any cause.
+    pub evictions: u64,
+    /// Jain's index of per-team shares.
+    pub fairness_jain: f64,
+    /// Planner call p50, wall-clock ms (0 for baselines).
+    pub planner_ms_p50: f64,
+    /// Planner call p99, wall-clock ms.
+    pub planner_ms_p99: f64,
+    /// Planner calls.
+    pub planner_calls: u64,
+    /// Spot cost.
+    pub cost_spot_usd: f64,
+    /// On-demand cost.
+    pub cost_on_demand_usd: f64,
+    /// Machines launched.
+    pub launches: u64,
+    /// Launches refused for capacity.
+    pub capacity_errors: u64,
+    /// Most nodes alive at once.
+    pub peak_nodes: u64,
+    /// Virtual end of the run, seconds.
+    pub end_s: i64,
+    /// Wall-clock seconds of the run.
+    pub wall_s: f64,
+    /// Per queue (team).
+    pub queues: BTreeMap<String, QueueSummary>,
+    /// Policy-specific counters.
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// The whole summary.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Summary {
+    /// Lower bound of cost, dollars.
+    pub lower_bound_usd: f64,
+    /// Jobs in the workload.
+    pub jobs_total: u64,
+    /// Seed.
+    pub seed: u64,
+    /// Workload source.
+    pub workload: String,
+    /// Offerings source.
+    pub offerings: String,
+    /// Policies by name.
+    pub policies: BTreeMap<String, PolicySummary>,
+}
+
+/// Rounds to 6 decimals so the JSON is stable and readable.
+fn r6(x: f64) -> f64 {
+    if x.is_finite() {
+        (x * 1e6).round() / 1e6
+    } else {
+        0.0
+    }
+}
+
+impl Summary {
+    /// Builds the summary.
+    pub fn build(p: &Prepared, runs: &[PolicyRun]) -> Summary {
+        let mut policies = BTreeMap::new();
+        for run in runs {
+            policies.insert(run.name.clone(), policy_summary(p, run));
+        }
+        Summary {
+            lower_bound_usd: r6(p.lower_bound_usd),
+            jobs_total: p.jobs.len() as u64,
+            seed: p.seed,
+            workload: p.workload_source.clone(),
+            offerings: p.offerings_source.clone(),
+            policies,
+        }
+    }
+
+    /// Clears wall-clock figures (for byte-identical comparisons).
+    pub fn zero_timings(&mut self) {
+        for s in self.policies.values_mut() {
+            s.planner_ms_p50 = 0.0;
+            s.planner_ms_p99 = 0.0;
+            s.wall_s = 0.0;
+        }
+    }
+
+    /// Pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}
+
+fn policy_summary(p: &Prepared, run: &PolicyRun) -> PolicySummary {
+    let rec = &run.rec;
+    let end = run.end_s;
+    let n_teams = p.teams.len();
+    // Waits: started jobs wait until their first start; others until the end.
+    let mut all = Vec::with_capacity(run.job_waits.len());
+    let mut by_team: Vec<Vec<f64>> = vec![Vec::new(); n_teams];
+    let mut served = vec![0.0; n_teams];
+    let mut in_system = vec![0.0; n_teams];
+    for (team, submit, start, gpu_secs, gpus) in &run.job_waits {
+        let wait = (start.unwrap_or(end) - submit).max(0) as f64;
+        all.push(wait);
+        by_team[*team].push(wait);
+        served[*team] += gpu_secs;
+        in_system[*team] += gpu_secs + gpus * wait;
+    }
+    let sort = |v: &mut Vec<f64>| v.sort_by(|a, b| a.total_cmp(b));
+    sort(&mut all);
+    let shares: Vec<f64> = (0..n_teams)
+        .map(|t| if in_system[t] > 0.0 { served[t] / in_system[t] } else { 1.0 })
+        .collect();
+    let mut queues = BTreeMap::new();
+    for (t, name) in p.teams.iter().enumerate() {
+        let mut w = std::mem::take(&mut by_team[t]);
+        sort(&mut w);
+        queues.insert(
+            name.clone(),
+            QueueSummary {
+                jobs: w.len() as u64,
+                wait_p50_s: quantile(&w, 0.5),
+                wait_p95_s: quantile(&w, 0.95),
+                wait_p99_s: quantile(&w, 0.99),
+                cost_usd: r6(rec.cost_by_team.get(t).copied().unwrap_or(0.0)),
+                share: r6(shares[t]),
+            },
+        );
+    }
+    let mut ms = run.planner_ms.clone();
+    sort(&mut ms);
+    let cost = rec.cost_micros as f64 / 1e6;
+    PolicySummary {
+        cost_usd: r6(cost),
+        cost_vs_lower_bound: r6(if p.lower_bound_usd > 0.0 { cost / p.lower_bound_usd } else { 0.0 }),
+        gpu_hours_allocated: r6(rec.gpu_alloc_secs / 3600.0),
+        gpu_hours_busy: r6(rec.busy_gpu_secs / 3600.0),
+        gpu_hours_wasted: r6(rec.wasted_gpu_secs / 3600.0),
+        idle_node_hours: r6(rec.idle_node_secs / 3600.0),
+        reserved_idle_gpu_hours: r6(rec.reserved_idle_gpu_secs / 3600.0),
+        wait_p50_s: quantile(&all, 0.5),
+        wait_p95_s: quantile(&all, 0.95),
+        wait_p99_s: quantile(&all, 0.99),
+        partial_gang_gpu_hours: r6(rec.partial_gpu_secs / 3600.0),
+        jobs_completed: rec.completed,
+        preemptions: rec.preemptions,
+        interruptions: rec.interruptions,
+        evictions: rec.evictions,
+        fairness_jain: r6(jain(&shares)),
+        planner_ms_p50: r6(quantile(&ms, 0.5)),
+        planner_ms_p99: r6(quantile(&ms, 0.99)),
+        planner_calls: ms.len() as u64,
+        cost_spot_usd: r6(rec.cost_spot_micros as f64 / 1e6),
+        cost_on_demand_usd: r6(rec.cost_on_demand_micros as f64 / 1e6),
+        launches: rec.launches,
+        capacity_errors: rec.capacity_errors,
+        peak_nodes: rec.peak_nodes as u64,
+        end_s: end,
+        wall_s: r6(run.wall_s),
+        queues,
+        counters: run.counters.iter().cloned().collect(),
+    }
+}
