@@ -77,6 +77,8 @@ pub(crate) struct Cycle {
     pub victims: BTreeSet<usize>,
     /// Nodes used by each gang's decision this cycle.
     pub used_nodes: BTreeMap<usize, BTreeSet<usize>>,
+    /// Every node used by a decision this cycle.
+    pub all_used: BTreeSet<usize>,
 }
 
 impl Cycle {
@@ -89,7 +91,6 @@ impl Cycle {
 /// The pod groups of a gang at the given counts.
 pub(crate) fn groups_for(w: &mut World<'_>, gi: usize, counts: &[u32]) -> Vec<Group> {
     let g = w.gangs[gi].gang;
-    let q = w.gangs[gi].queue;
     g.pod_sets
         .iter()
         .enumerate()
@@ -97,7 +98,7 @@ pub(crate) fn groups_for(w: &mut World<'_>, gi: usize, counts: &[u32]) -> Vec<Gr
             set: si,
             shape: ps.requests.clone(),
             count: counts.get(si).copied().unwrap_or(0),
-            elig: w.eligible_nodes(q, ps),
+            elig: w.eligible_nodes(gi, si),
         })
         .collect()
 }
@@ -336,6 +337,7 @@ pub(crate) fn commit(
         let amounts = book.amounts(q, model_pods.iter().map(|(s, n, m)| (s, *n, m.as_ref())));
         book.add(q, &amounts);
     }
+    cx.all_used.extend(used.iter().copied());
     cx.used_nodes.insert(gi, used);
 }
 

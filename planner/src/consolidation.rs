@@ -52,7 +52,7 @@ fn untouchable(w: &World<'_>, cx: &Cycle, ni: usize) -> bool {
         || n.node.pods.iter().any(|p| p.do_not_disrupt)
         || n.exclusive.is_some()
         || n.node.phase != NodePhase::Ready
-        || cx.used_nodes.values().any(|u| u.contains(&ni))
+        || cx.all_used.contains(&ni)
         || n.gangs.iter().any(|&gi| {
             let g = w.gangs[gi].gang;
             !(g.disruptible && matches!(g.phase, GangPhase::Admitted | GangPhase::Running))
@@ -108,11 +108,7 @@ fn try_moves(w: &mut World<'_>, ni: usize) -> bool {
     let mut same_node_target: std::collections::BTreeMap<usize, usize> = Default::default();
     let mut ok = true;
     for m in &pods {
-        let elig = m.gang.map(|(gi, si)| {
-            let q = w.gangs[gi].queue;
-            let ps = &w.gangs[gi].gang.pod_sets[si];
-            w.eligible_nodes(q, ps)
-        });
+        let elig = m.gang.map(|(gi, si)| w.eligible_nodes(gi, si));
         let topo = m.gang.map(|(gi, _)| w.gangs[gi].gang.topology);
         let dest = w
             .free_index

@@ -47,6 +47,14 @@ pub struct Cover {
 /// Maximal patterns of one kind, capped by `counts`.
 pub fn patterns(kind: &Kind, shapes: &[Resources], counts: &[u32]) -> Vec<Vec<u32>> {
     let k = shapes.len();
+    if k == 1 {
+        let n = if kind.allows[0] {
+            fit_count(&kind.capacity, &shapes[0]).min(counts[0])
+        } else {
+            0
+        };
+        return if n > 0 { vec![vec![n]] } else { Vec::new() };
+    }
     let mut out = Vec::new();
     let mut cur = vec![0u32; k];
     fn rec(

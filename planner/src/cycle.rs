@@ -60,6 +60,7 @@ fn provisioning_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
                         pending.push(&w.nodes[ni].node.name);
                     }
                 }
+                pending.sort_unstable();
                 let deadline = g
                     .provisioning_deadline
                     .map_or(String::new(), |d| format!("; deadline {d}"));
@@ -125,7 +126,7 @@ fn provisioning_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
                 for &ni in &reserved {
                     w.nodes[ni].exclusive = None;
                 }
-                if !names.is_empty() {
+                {
                     cx.plan.releases.push(Release {
                         gang: g.id.clone(),
                         nodes: names,
@@ -172,9 +173,8 @@ fn blocker_for(
         quota
     };
     let nodes = if capacity {
-        g.pod_sets
-            .iter()
-            .map(|ps| w.eligible_nodes(q, ps))
+        (0..g.pod_sets.len())
+            .map(|si| w.eligible_nodes(gi, si))
             .collect()
     } else {
         Vec::new()
@@ -357,6 +357,24 @@ fn releases(w: &World<'_>, cx: &mut Cycle) {
             .entry((label, to, reason))
             .or_default()
             .push(n.node.name.clone());
+    }
+    // Every timed-out gang gets a release, even without nodes reserved for
+    // it, so the driver returns it to the queue.
+    for (gi, g) in w.gangs.iter().enumerate() {
+        if g.prov == ProvState::TimedOut
+            && !groups.keys().any(|(label, _, r)| {
+                *label == g.gang.id.0 && *r == ReleaseReason::ProvisioningTimeout
+            })
+        {
+            let _ = gi;
+            groups
+                .entry((
+                    g.gang.id.0.clone(),
+                    None,
+                    ReleaseReason::ProvisioningTimeout,
+                ))
+                .or_default();
+        }
     }
     for ((label, to, reason), nodes) in groups {
         let handed_to = to.map(|gi| w.gangs[gi].gang.id.clone());

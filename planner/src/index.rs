@@ -14,6 +14,7 @@
 //! is not in the snapshot is an orphan reservation: it is free, and the plan
 //! releases it.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::rc::Rc;
@@ -44,7 +45,6 @@ pub(crate) enum ProvState {
 #[derive(Debug)]
 pub(crate) struct NodeInfo<'a> {
     pub node: &'a Node,
-    pub labels: BTreeMap<String, String>,
     pub pool: Option<usize>,
     /// Allocatable minus every pod counted on it.
     pub free: Resources,
@@ -113,21 +113,27 @@ pub(crate) struct World<'a> {
     /// Nodes in flight (Pending, Launched, Registered), by index.
     pub inflight: Vec<usize>,
     /// Cheapest covers already computed this cycle, by domain and demand.
-    pub cover_cache: HashMap<String, Option<crate::cover::Cover>>,
-    elig_cache: HashMap<String, Rc<Vec<bool>>>,
-    new_elig_cache: HashMap<(String, usize, usize), bool>,
+    pub cover_cache: HashMap<Vec<u64>, Option<crate::cover::Cover>>,
+    elig_cache: HashMap<(Option<usize>, u32), Rc<Vec<bool>>>,
+    /// Per signature: eligibility on new nodes, pool-major (0 unknown, 1
+    /// no, 2 yes).
+    new_elig_cache: Vec<Vec<u8>>,
+    sig_ids: HashMap<String, u32>,
+    /// Per gang: the signature id of each pod set.
+    gang_sigs: Vec<Option<Vec<u32>>>,
 }
 
-/// Sorts by `key` and drops duplicates of a key, keeping the one with the
-/// smallest debug text, so the result does not depend on input order.
-fn sorted_unique<T: Debug, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> Vec<&T> {
+/// Sorts with `cmp` and drops duplicates (equal under `cmp`), keeping the
+/// one with the smallest debug text, so the result does not depend on input
+/// order.
+fn sorted_unique<T: Debug>(items: &[T], cmp: impl Fn(&T, &T) -> Ordering) -> Vec<&T> {
     let mut v: Vec<&T> = items.iter().collect();
-    v.sort_by_key(|a| key(a));
+    v.sort_by(|a, b| cmp(a, b));
     let mut out: Vec<&T> = Vec::with_capacity(v.len());
     let mut i = 0;
     while i < v.len() {
         let mut j = i + 1;
-        while j < v.len() && key(v[j]) == key(v[i]) {
+        while j < v.len() && cmp(v[j], v[i]) == Ordering::Equal {
             j += 1;
         }
         if j - i == 1 {
@@ -143,6 +149,23 @@ fn sorted_unique<T: Debug, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> Vec<&T
         i = j;
     }
     out
+}
+
+fn offering_cmp(a: &Offering, b: &Offering) -> Ordering {
+    (
+        a.provider,
+        &a.zone,
+        &a.instance_type,
+        a.capacity_type,
+        &a.node_class,
+    )
+        .cmp(&(
+            b.provider,
+            &b.zone,
+            &b.instance_type,
+            b.capacity_type,
+            &b.node_class,
+        ))
 }
 
 /// True when an offering may be bought by a pool (requirements only, not
@@ -224,11 +247,11 @@ pub(crate) fn node_gpus(n: &Node) -> u64 {
 impl<'a> World<'a> {
     /// Builds the working state.
     pub fn build(s: &'a Snapshot, policy: &'a Policy, now: Time) -> World<'a> {
-        let queues = sorted_unique(&s.queues, |q| q.name.clone());
-        let pools = sorted_unique(&s.pools, |p| p.name.clone());
-        let offerings = sorted_unique(&s.offerings, |o| (o.key(), o.node_class.clone()));
-        let nodes_sorted = sorted_unique(&s.nodes, |n| n.name.clone());
-        let gangs_sorted = sorted_unique(&s.gangs, |g| g.id.clone());
+        let queues = sorted_unique(&s.queues, |a, b| a.name.cmp(&b.name));
+        let pools = sorted_unique(&s.pools, |a, b| a.name.cmp(&b.name));
+        let offerings = sorted_unique(&s.offerings, offering_cmp);
+        let nodes_sorted = sorted_unique(&s.nodes, |a, b| a.name.cmp(&b.name));
+        let gangs_sorted = sorted_unique(&s.gangs, |a, b| a.id.cmp(&b.id));
 
         let queue_ix: BTreeMap<&str, usize> = queues
             .iter()
@@ -260,7 +283,6 @@ impl<'a> World<'a> {
                 free.saturating_sub(&n.other_requests());
                 NodeInfo {
                     node: n,
-                    labels: labels::node_labels(n, pool.map(|p| pools[p])),
                     pool,
                     free,
                     exclusive: None,
@@ -424,8 +446,11 @@ impl<'a> World<'a> {
             inflight: Vec::new(),
             cover_cache: HashMap::new(),
             elig_cache: HashMap::new(),
-            new_elig_cache: HashMap::new(),
+            new_elig_cache: Vec::new(),
+            sig_ids: HashMap::new(),
+            gang_sigs: Vec::new(),
         };
+        w.gang_sigs = vec![None; w.gangs.len()];
         for i in 0..w.nodes.len() {
             w.index_insert(i);
             if w.nodes[i].node.phase.in_flight() {
@@ -508,16 +533,39 @@ impl<'a> World<'a> {
         out
     }
 
-    /// Static eligibility of every node for a pod set of a gang in queue `q`:
-    /// labels, taints, GPU model and memory, the queue's pools (unmanaged
-    /// nodes are open to every queue), and the node not terminating.
-    pub fn eligible_nodes(&mut self, q: Option<usize>, ps: &PodSet) -> Rc<Vec<bool>> {
-        let key = format!("{q:?}|{}", pod_set_signature(ps));
-        if let Some(v) = self.elig_cache.get(&key) {
+    /// The signature id of a pod set's static constraints.
+    pub fn sig_of(&mut self, ps: &PodSet) -> u32 {
+        let key = pod_set_signature(ps);
+        let next = self.sig_ids.len() as u32;
+        *self.sig_ids.entry(key).or_insert(next)
+    }
+
+    /// Signature ids of every pod set of gang `gi` (cached).
+    pub fn gang_sigs(&mut self, gi: usize) -> Vec<u32> {
+        if let Some(v) = &self.gang_sigs[gi] {
             return v.clone();
         }
+        let g = self.gangs[gi].gang;
+        let v: Vec<u32> = g.pod_sets.iter().map(|ps| self.sig_of(ps)).collect();
+        self.gang_sigs[gi] = Some(v.clone());
+        v
+    }
+
+    /// Static eligibility of every node for pod set `si` of gang `gi`:
+    /// labels, taints, GPU model and memory, the queue's pools (unmanaged
+    /// nodes are open to every queue), and the node not terminating.
+    pub fn eligible_nodes(&mut self, gi: usize, si: usize) -> Rc<Vec<bool>> {
+        let q = self.gangs[gi].queue;
+        let Some(&sig) = self.gang_sigs(gi).get(si) else {
+            return Rc::new(vec![false; self.nodes.len()]);
+        };
+        if let Some(v) = self.elig_cache.get(&(q, sig)) {
+            return v.clone();
+        }
+        let ps = &self.gangs[gi].gang.pod_sets[si];
         let pools = self.queue_pools(q);
         let explicit = q.is_some_and(|q| !self.queues[q].pools.is_empty());
+        let empty = BTreeMap::new();
         let v: Vec<bool> = self
             .nodes
             .iter()
@@ -526,11 +574,17 @@ impl<'a> World<'a> {
                     Some(p) => !explicit || pools.contains(&p),
                     None => true,
                 };
+                // Labels are only built when a selector needs them.
+                let lbl = if ps.node_selector.is_empty() {
+                    None
+                } else {
+                    Some(labels::node_labels(n.node, n.pool.map(|p| self.pools[p])))
+                };
                 pool_ok
                     && n.node.phase != NodePhase::Terminating
                     && pod_set_matches(
                         ps,
-                        &n.labels,
+                        lbl.as_ref().unwrap_or(&empty),
                         &n.node.taints,
                         n.node.gpu_model.as_ref(),
                         n.node.gpu_memory_mib,
@@ -538,20 +592,38 @@ impl<'a> World<'a> {
             })
             .collect();
         let v = Rc::new(v);
-        self.elig_cache.insert(key, v.clone());
+        self.elig_cache.insert((q, sig), v.clone());
         v
     }
 
-    /// Static eligibility of a pod set on a new node of `pool` bought as
-    /// offering `o`.
-    pub fn eligible_new(&mut self, ps: &PodSet, pool: usize, o: usize) -> bool {
-        let key = (pod_set_signature(ps), pool, o);
-        if let Some(v) = self.new_elig_cache.get(&key) {
-            return *v;
+    /// Static eligibility of pod set `si` of gang `gi` on a new node of
+    /// `pool` bought as offering `o`.
+    pub fn eligible_new(&mut self, gi: usize, si: usize, pool: usize, o: usize) -> bool {
+        let Some(&sig) = self.gang_sigs(gi).get(si) else {
+            return false;
+        };
+        let sig = sig as usize;
+        let per_sig = self.pools.len() * self.offerings.len();
+        if self.new_elig_cache.len() <= sig {
+            self.new_elig_cache.resize(sig + 1, Vec::new());
         }
+        if self.new_elig_cache[sig].is_empty() {
+            self.new_elig_cache[sig] = vec![0; per_sig];
+        }
+        let slot = pool * self.offerings.len() + o;
+        match self.new_elig_cache[sig].get(slot) {
+            Some(1) => return false,
+            Some(2) => return true,
+            _ => {}
+        }
+        let ps = &self.gangs[gi].gang.pod_sets[si];
         let p = self.pools[pool];
         let off = self.offerings[o];
-        let lbl = labels::new_node_labels(p, off);
+        let lbl = if ps.node_selector.is_empty() {
+            BTreeMap::new()
+        } else {
+            labels::new_node_labels(p, off)
+        };
         let v = pod_set_matches(
             ps,
             &lbl,
@@ -559,7 +631,9 @@ impl<'a> World<'a> {
             off.gpu_model.as_ref(),
             off.gpu_memory_mib,
         );
-        self.new_elig_cache.insert(key, v);
+        if let Some(x) = self.new_elig_cache[sig].get_mut(slot) {
+            *x = if v { 2 } else { 1 };
+        }
         v
     }
 

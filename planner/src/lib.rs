@@ -9,11 +9,13 @@
 //! [`plan::WaitReason`] and a sentence saying why.
 
 mod admission;
+pub mod apply;
 mod consolidation;
 pub mod cover;
 mod cycle;
 mod index;
 pub mod labels;
+pub mod lifecycle;
 pub mod model;
 pub mod naming;
 mod order;
@@ -28,6 +30,7 @@ pub mod resources;
 mod scale_to_zero;
 pub mod snapshot;
 pub mod spot;
+pub mod synthetic;
 pub mod time;
 
 pub use model::*;

@@ -4,6 +4,48 @@
 //! A [`Plan`] is an instruction list for a driver. Drivers carry it out
 //! idempotently; anything they cannot do shows up in the next snapshot and is
 //! planned again.
+//!
+//! # Driver contract
+//!
+//! Apply the items of one plan in this order ([`crate::apply::apply`] is a
+//! reference implementation for an instant cloud):
+//!
+//! 1. **Preemptions** — evict the victim gang as a whole: re-suspend the
+//!    workload, clear its assignments, phase `Evicted` with `notBefore` = now
+//!    (preemption does not back off and does not count in `evictions`), clear
+//!    `reservedFor` on nodes reserved for it. The preemptor is not admitted in
+//!    this plan; it is planned again once the victim's capacity is free.
+//! 2. **Releases** — for every node listed: if `handedTo` is set, set its
+//!    `reservedFor` to that gang (which has an admission or launch in the
+//!    same plan using it); otherwise clear `reservedFor`, and delete nodes
+//!    still in flight (`Pending`, `Launched`, `Registered`: cancel the
+//!    launch, terminate the instance); Ready nodes stay as free capacity
+//!    (consolidation removes them later). If the releasing gang has no
+//!    admission or launch in the same plan and is `Provisioning`, it goes
+//!    back to `Queued` (assignments and deadline cleared).
+//! 3. **Launches** — first write every PoolNode of `nodes` (phase `Pending`,
+//!    `reservedFor` = the gang, the given name, idempotency key, offering,
+//!    price and placement group), set `reservedFor` = the gang on every node
+//!    of `reserve`, and set the gang to `Provisioning` with `assignments`,
+//!    `provisioningDeadline` = `deadline` and `launchAttempts` + 1 — all
+//!    before any cloud call. Then launch each PoolNode with its idempotency
+//!    key. Pods are not started; the gang is admitted by a later plan once
+//!    every node in its assignments is Ready.
+//! 4. **Admissions** — set the gang `Admitted` (`admittedAt` = now) with the
+//!    given assignments, pin every pod to its node (node selector on
+//!    `kubernetes.io/hostname`, tolerations for the node's taints) and
+//!    unsuspend the workload. `reservedFor` is left as it is.
+//! 5. **Removals** — `Empty`, `Underutilized`, `ScaleToZero`: cordon, evict
+//!    the movable pods (a disruptible gang with a pod there is evicted as a
+//!    whole and requeued without backoff), then terminate. `Replace`: launch
+//!    `with` first; when it is Ready, drain and terminate the old node.
+//! 6. **Waiting** — write `reason`, `message` and `position` to the gang's
+//!    status (condition + Event with the bounded reason). Nothing else.
+//!
+//! A gang appears in at most one of admissions, launches and waiting. New
+//! node names are derived from the gang id, `launchAttempts` and an index,
+//! so re-planning after a crash between writing and launching yields the
+//! same names and keys.
 
 use std::fmt;
 

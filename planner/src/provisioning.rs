@@ -28,6 +28,7 @@ use std::collections::BTreeSet;
 use crate::cover::{self, Cover, Kind};
 use crate::index::{World, fit_count};
 use crate::model::{CapacityType, GpuModel, Topology};
+use crate::naming;
 use crate::placement::{Group, Scope, Take, pack};
 use crate::resources::Resources;
 use crate::spot;
@@ -143,8 +144,7 @@ pub(crate) fn plan_launch(
             }
             let mut all = true;
             for (k, g) in groups.iter().enumerate() {
-                let ps = &gang.pod_sets[g.set];
-                let ok = w.eligible_new(ps, p, o) && fit_count(&off.resources, &g.shape) > 0;
+                let ok = w.eligible_new(gi, g.set, p, o) && fit_count(&off.resources, &g.shape) > 0;
                 any_static[k] |= ok;
                 all &= ok;
             }
@@ -222,6 +222,8 @@ pub(crate) fn plan_launch(
     }
 
     let counts: Vec<u32> = groups.iter().map(|g| g.count).collect();
+    let sigs = w.gang_sigs(gi);
+    let excluded_hash = naming::fnv1a64(format!("{excluded:?}").as_bytes());
     let mut best: Option<(Vec<u64>, LaunchChoice)> = None;
     let mut limit_fail: Option<LaunchFail> = None;
     let mut budget_fail: Option<LaunchFail> = None;
@@ -234,63 +236,90 @@ pub(crate) fn plan_launch(
                 .unwrap_or((Vec::new(), counts.clone())),
             _ => (Vec::new(), counts.clone()),
         };
-        let kinds: Vec<Kind> = d
-            .offerings
-            .iter()
-            .map(|&o| {
-                let off = offerings[o];
-                Kind {
-                    price: off.price.map_or(u64::MAX / 4, |p| p.0),
-                    capacity: off.resources.clone(),
-                    allows: groups
-                        .iter()
-                        .map(|g| w.eligible_new(&gang.pod_sets[g.set], d.pool, o))
-                        .collect(),
-                }
-            })
-            .collect();
+        // Quick check: every pod left has some offering of the domain.
+        let feasible = groups.iter().zip(&left).all(|(g, l)| {
+            *l == 0
+                || d.offerings.iter().any(|&o| {
+                    w.eligible_new(gi, g.set, d.pool, o)
+                        && fit_count(&offerings[o].resources, &g.shape) > 0
+                })
+        });
+        if !feasible {
+            continue;
+        }
+        let price_of = |k: usize| {
+            offerings[d.offerings[k]]
+                .price
+                .map_or(u64::MAX / 4, |p| p.0)
+        };
         // `fewest`: minimise the node count first (a node limit binds).
         let solve = |w: &mut World<'_>, allowed: &[bool], fewest: bool| -> Option<Cover> {
-            let ks: Vec<Kind> = kinds
-                .iter()
-                .zip(allowed)
-                .map(|(k, a)| {
-                    let mut k = k.clone();
-                    if !a {
-                        k.allows = vec![false; k.allows.len()];
-                    }
-                    if fewest {
-                        k.price = k.price.saturating_add(NODE_PENALTY);
-                    }
-                    k
-                })
-                .collect();
             let real = |c: Option<Cover>| {
                 c.map(|mut c| {
-                    c.cost = c.machines.iter().map(|(k, _)| kinds[*k].price).sum();
+                    c.cost = c.machines.iter().map(|(k, _)| price_of(*k)).sum();
                     c
                 })
             };
-            if topology == Topology::SameNode {
-                return real(single_machine(&shapes, &left, &ks));
-            }
-            let key = format!(
-                "{}|{:?}|{:?}|{fewest}|{:?}|{:?}|{:?}",
-                d.pool,
-                d.offerings,
-                allowed,
-                left,
-                shapes,
-                ks.iter().map(|k| &k.allows).collect::<Vec<_>>()
+            let mut key: Vec<u64> = vec![
+                d.pool as u64,
+                d.ct_rank as u64,
+                d.zone.map_or(0, |z| naming::fnv1a64(z.as_bytes())),
+                u64::from(fewest),
+                topology as u64,
+                excluded_hash,
+                d.offerings.len() as u64,
+            ];
+            key.extend(
+                allowed
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, a)| !**a)
+                    .map(|(i, _)| i as u64),
             );
+            key.push(u64::MAX);
+            for (g, l) in groups.iter().zip(&left) {
+                key.extend([
+                    u64::from(sigs.get(g.set).copied().unwrap_or(0)),
+                    g.shape.cpu_millis,
+                    g.shape.memory_bytes,
+                    g.shape.gpu_millis,
+                    naming::fnv1a64(format!("{:?}", g.shape.extended).as_bytes()),
+                    u64::from(*l),
+                ]);
+            }
             if let Some(c) = w.cover_cache.get(&key) {
                 return c.clone();
             }
-            let c = real(cover::cheapest(&shapes, &left, &ks));
+            let ks: Vec<Kind> = d
+                .offerings
+                .iter()
+                .zip(allowed)
+                .enumerate()
+                .map(|(k, (&o, a))| {
+                    let price = price_of(k);
+                    Kind {
+                        price: if fewest {
+                            price.saturating_add(NODE_PENALTY)
+                        } else {
+                            price
+                        },
+                        capacity: offerings[o].resources.clone(),
+                        allows: groups
+                            .iter()
+                            .map(|g| *a && w.eligible_new(gi, g.set, d.pool, o))
+                            .collect(),
+                    }
+                })
+                .collect();
+            let c = if topology == Topology::SameNode {
+                real(single_machine(&shapes, &left, &ks))
+            } else {
+                real(cover::cheapest(&shapes, &left, &ks))
+            };
             w.cover_cache.insert(key, c.clone());
             c
         };
-        let all_allowed = vec![true; kinds.len()];
+        let all_allowed = vec![true; d.offerings.len()];
         let Some(mut cov) = solve(w, &all_allowed, false) else {
             continue;
         };

@@ -47,14 +47,15 @@ fn pool_wanted(w: &mut World<'_>, cx: &Cycle, p: usize, pool_nodes: &[usize]) ->
         }
         let gang = w.gangs[gi].gang;
         let mut all = true;
-        for ps in &gang.pod_sets {
-            let elig = w.eligible_nodes(q, ps);
+        for (si, ps) in gang.pod_sets.iter().enumerate() {
+            let elig = w.eligible_nodes(gi, si);
             let on_node = pool_nodes
                 .iter()
                 .any(|&ni| elig[ni] && fit_count(&w.nodes[ni].node.allocatable, &ps.requests) > 0);
             let offs = w.pool_offerings[p].clone();
             let on_offering = offs.iter().any(|&o| {
-                w.eligible_new(ps, p, o) && fit_count(&w.offerings[o].resources, &ps.requests) > 0
+                w.eligible_new(gi, si, p, o)
+                    && fit_count(&w.offerings[o].resources, &ps.requests) > 0
             });
             all &= on_node || on_offering;
         }
@@ -83,7 +84,7 @@ pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
         let mut busy = false;
         for &ni in &pool_nodes {
             let n = &w.nodes[ni];
-            let used_now = cx.used_nodes.values().any(|u| u.contains(&ni));
+            let used_now = cx.all_used.contains(&ni);
             if !n.gangs.is_empty()
                 || n.exclusive.is_some()
                 || n.node.pods.iter().any(|p| !p.daemon)

@@ -80,9 +80,10 @@ impl Default for Policy {
 }
 
 /// A snapshot, a policy and the time: everything `plan` needs, as one
-/// document (the format of `muster plan -f`).
+/// document (the format of `muster plan -f`). Unknown fields are rejected
+/// at every level.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", from = "PlanInputDoc")]
 pub struct PlanInput {
     /// The time of the plan.
     #[serde(default)]
@@ -93,4 +94,42 @@ pub struct PlanInput {
     /// The snapshot, flattened into the document.
     #[serde(flatten)]
     pub snapshot: Snapshot,
+}
+
+/// The wire form of [`PlanInput`]: the snapshot's lists at the top level,
+/// without `flatten` (which would defeat `deny_unknown_fields` and field
+/// paths in errors).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PlanInputDoc {
+    #[serde(default)]
+    now: Time,
+    #[serde(default)]
+    policy: Policy,
+    #[serde(default)]
+    queues: Vec<Queue>,
+    #[serde(default)]
+    pools: Vec<Pool>,
+    #[serde(default)]
+    offerings: Vec<Offering>,
+    #[serde(default)]
+    nodes: Vec<Node>,
+    #[serde(default)]
+    gangs: Vec<Gang>,
+}
+
+impl From<PlanInputDoc> for PlanInput {
+    fn from(d: PlanInputDoc) -> Self {
+        PlanInput {
+            now: d.now,
+            policy: d.policy,
+            snapshot: Snapshot {
+                queues: d.queues,
+                pools: d.pools,
+                offerings: d.offerings,
+                nodes: d.nodes,
+                gangs: d.gangs,
+            },
+        }
+    }
 }

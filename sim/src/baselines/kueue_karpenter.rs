@@ -319,11 +319,16 @@ impl KueueKarpenter {
         });
         let mut claims: Vec<Claim> = Vec::new();
         let mut unplaced = false;
+        let in_flight: Vec<NodeId> = world
+            .cluster
+            .alive_ids()
+            .filter(|id| world.cluster.nodes[*id].phase.in_flight())
+            .collect();
         for (job, pod) in pods {
             let req = world.requests[job].clone();
             let c = &world.constraints[job];
             // In-flight nodes with room left.
-            let inflight = world.cluster.alive_ids().find(|id| {
+            let inflight = in_flight.iter().copied().find(|id| {
                 let n = &world.cluster.nodes[*id];
                 if !n.phase.in_flight() || !c.accepts_node(n) {
                     return false;

@@ -52,25 +52,31 @@ pub fn unbound_pods(world: &World, job: JobId) -> Vec<u32> {
 }
 
 /// kube-scheduler model: binds each listed pod first-fit to a Ready node,
-/// in order; returns the pods left pending. Pods of a job that failed to fit
-/// are not retried in the same pass (they are identical).
+/// in order; returns the pods left pending. Once a pod fails, pods with the
+/// same requests and constraint are not tried again in the same pass (they
+/// would fail the same way).
 pub fn schedule_first_fit(world: &mut World, pods: Vec<(JobId, u32)>) -> Vec<(JobId, u32)> {
     let mut left = Vec::new();
-    let mut failed: Option<JobId> = None;
+    let mut failed: Vec<JobId> = Vec::new();
     for (job, pod) in pods {
         if world.states[job].phase != JobPhase::Pending
             || world.states[job].bindings.get(pod as usize) != Some(&None)
         {
             continue; // bound, running or done: no longer pending
         }
-        if failed == Some(job) {
+        let same = |f: &JobId| {
+            *f == job
+                || (world.requests[*f] == world.requests[job]
+                    && world.constraints[*f] == world.constraints[job])
+        };
+        if failed.iter().any(same) {
             left.push((job, pod));
             continue;
         }
         match crate::binder::first_fit(&world.cluster, &world.constraints[job], &world.requests[job]) {
             Some(node) if world.bind(job, pod, node).is_ok() => {}
             _ => {
-                failed = Some(job);
+                failed.push(job);
                 left.push((job, pod));
             }
         }

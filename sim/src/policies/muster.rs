@@ -366,6 +366,9 @@ impl MusterPolicy {
         }
         let mut evict = Vec::new();
         for g in &self.snap.gangs {
+            if g.phase != GangPhase::Admitted {
+                continue;
+            }
             let timeout = self
                 .snap
                 .queues

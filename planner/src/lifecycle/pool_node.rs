@@ -1,0 +1,268 @@
+//! The PoolNode life cycle: `Pending → Launched → Registered → Ready`, with
+//! timeouts from [`Policy`] and launch errors.
+//!
+//! | phase      | fact observed                         | step                                           |
+//! |------------|---------------------------------------|------------------------------------------------|
+//! | Pending    | insufficient-capacity error           | terminate, mark offering unavailable until now + `unavailableOfferingTtl` |
+//! | Pending    | other permanent error                 | terminate (`LaunchFailed`)                      |
+//! | Pending    | launch accepted                       | advance (to Launched, or further if also registered / ready) |
+//! | Pending    | nothing for `launchTimeout`           | terminate (`LaunchTimeout`)                     |
+//! | Launched   | insufficient-capacity error           | terminate, mark offering unavailable            |
+//! | Launched   | node registered                       | advance to Registered (Ready if also ready)     |
+//! | Launched   | nothing for `registrationTimeout`     | terminate (`RegistrationTimeout`)               |
+//! | Registered | ready with GPUs allocatable           | advance to Ready                                |
+//! | Registered | not for `initializationTimeout`       | terminate (`InitializationTimeout`)             |
+//! | otherwise  |                                       | stay                                            |
+//!
+//! Transient errors (throttling, 5xx) are retried: the node stays until its
+//! phase times out. Timeouts count from `phaseSince`.
+
+use crate::model::{NodePhase, OfferingKey};
+use crate::snapshot::Policy;
+use crate::time::Time;
+
+/// Kinds of launch error a provider reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaunchError {
+    /// The cloud has no capacity for the offering now.
+    InsufficientCapacity,
+    /// An account limit or quota was hit.
+    QuotaExceeded,
+    /// The request can never succeed (bad image, bad subnet, …).
+    InvalidRequest,
+    /// Worth retrying (throttling, server error).
+    Transient,
+}
+
+/// What the driver has observed about the node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// The cloud accepted the launch (an instance id exists).
+    pub launch_accepted: bool,
+    /// A Node object registered.
+    pub registered: bool,
+    /// The Node is Ready and its GPUs are allocatable (device plugin up).
+    pub ready_with_gpus: bool,
+    /// The last launch error, if any.
+    pub launch_error: Option<LaunchError>,
+}
+
+/// Why a PoolNode is terminated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TerminateReason {
+    /// The cloud did not accept the launch within `launchTimeout`.
+    LaunchTimeout,
+    /// The machine did not register within `registrationTimeout`.
+    RegistrationTimeout,
+    /// The node was not Ready with GPUs within `initializationTimeout`.
+    InitializationTimeout,
+    /// The cloud had no capacity.
+    InsufficientCapacity,
+    /// The launch failed for good.
+    LaunchFailed,
+}
+
+/// What to do with the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Nothing yet.
+    Stay,
+    /// Move to this phase (`phaseSince` = now).
+    Advance(NodePhase),
+    /// Delete the PoolNode (its finalizer terminates any instance).
+    Terminate {
+        /// Why.
+        reason: TerminateReason,
+        /// Also mark this offering unavailable until this time (the next
+        /// snapshot carries it as `Offering::unavailable_until`), so the
+        /// planner re-plans the gang elsewhere.
+        mark_unavailable: Option<(OfferingKey, Time)>,
+    },
+}
+
+/// The next step for a node of `offering` in `phase` since `since`.
+pub fn next(
+    phase: NodePhase,
+    since: Time,
+    offering: &OfferingKey,
+    seen: Observed,
+    policy: &Policy,
+    now: Time,
+) -> Step {
+    let terminate = |reason| Step::Terminate {
+        reason,
+        mark_unavailable: None,
+    };
+    let no_capacity = || Step::Terminate {
+        reason: TerminateReason::InsufficientCapacity,
+        mark_unavailable: Some((offering.clone(), now + policy.unavailable_offering_ttl)),
+    };
+    let furthest = || {
+        if seen.ready_with_gpus && seen.registered {
+            NodePhase::Ready
+        } else if seen.registered {
+            NodePhase::Registered
+        } else {
+            NodePhase::Launched
+        }
+    };
+    match phase {
+        NodePhase::Pending => match seen.launch_error {
+            Some(LaunchError::InsufficientCapacity) => no_capacity(),
+            Some(LaunchError::QuotaExceeded | LaunchError::InvalidRequest) => {
+                terminate(TerminateReason::LaunchFailed)
+            }
+            _ if seen.launch_accepted || seen.registered => Step::Advance(furthest()),
+            _ if now >= since + policy.launch_timeout => terminate(TerminateReason::LaunchTimeout),
+            _ => Step::Stay,
+        },
+        NodePhase::Launched => {
+            if seen.launch_error == Some(LaunchError::InsufficientCapacity) && !seen.registered {
+                no_capacity()
+            } else if seen.registered {
+                Step::Advance(furthest())
+            } else if now >= since + policy.registration_timeout {
+                terminate(TerminateReason::RegistrationTimeout)
+            } else {
+                Step::Stay
+            }
+        }
+        NodePhase::Registered => {
+            if seen.ready_with_gpus {
+                Step::Advance(NodePhase::Ready)
+            } else if now >= since + policy.initialization_timeout {
+                terminate(TerminateReason::InitializationTimeout)
+            } else {
+                Step::Stay
+            }
+        }
+        NodePhase::Ready | NodePhase::Draining | NodePhase::Terminating => Step::Stay,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CapacityType, Provider};
+
+    #[test]
+    fn table() {
+        let key = OfferingKey {
+            provider: Provider::Sim,
+            zone: "z".into(),
+            instance_type: "p4d.24xlarge".into(),
+            capacity_type: CapacityType::Spot,
+        };
+        let p = Policy::default(); // launch 5m, registration 15m, init 10m, ttl 3m
+        let o = |a, r, g, e| Observed {
+            launch_accepted: a,
+            registered: r,
+            ready_with_gpus: g,
+            launch_error: e,
+        };
+        let none = o(false, false, false, None);
+        let ice = Some(LaunchError::InsufficientCapacity);
+        use NodePhase::*;
+        use TerminateReason::*;
+        let t = |reason| Step::Terminate {
+            reason,
+            mark_unavailable: None,
+        };
+        let cases: Vec<(NodePhase, i64, Observed, Step)> = vec![
+            (Pending, 10, none, Step::Stay),
+            (Pending, 300, none, t(LaunchTimeout)),
+            (
+                Pending,
+                10,
+                o(true, false, false, None),
+                Step::Advance(Launched),
+            ),
+            (Pending, 10, o(true, true, true, None), Step::Advance(Ready)),
+            (
+                Pending,
+                10,
+                o(false, false, false, Some(LaunchError::Transient)),
+                Step::Stay,
+            ),
+            (
+                Pending,
+                10,
+                o(false, false, false, Some(LaunchError::InvalidRequest)),
+                t(LaunchFailed),
+            ),
+            (
+                Pending,
+                10,
+                o(false, false, false, Some(LaunchError::QuotaExceeded)),
+                t(LaunchFailed),
+            ),
+            (
+                Pending,
+                10,
+                o(false, false, false, ice),
+                Step::Terminate {
+                    reason: InsufficientCapacity,
+                    mark_unavailable: Some((key.clone(), Time(1010 + 180))),
+                },
+            ),
+            (Launched, 10, none, Step::Stay),
+            (Launched, 900, none, t(RegistrationTimeout)),
+            (
+                Launched,
+                10,
+                o(true, true, false, None),
+                Step::Advance(Registered),
+            ),
+            (
+                Launched,
+                10,
+                o(true, true, true, None),
+                Step::Advance(Ready),
+            ),
+            (
+                Launched,
+                10,
+                o(true, false, false, ice),
+                Step::Terminate {
+                    reason: InsufficientCapacity,
+                    mark_unavailable: Some((key.clone(), Time(1010 + 180))),
+                },
+            ),
+            (Registered, 10, o(true, true, false, None), Step::Stay),
+            (
+                Registered,
+                600,
+                o(true, true, false, None),
+                t(InitializationTimeout),
+            ),
+            (
+                Registered,
+                599,
+                o(true, true, true, None),
+                Step::Advance(Ready),
+            ),
+            (Ready, 100_000, none, Step::Stay),
+            (Draining, 100_000, none, Step::Stay),
+        ];
+        for (i, (phase, elapsed, seen, want)) in cases.into_iter().enumerate() {
+            let since = Time(1000);
+            let now = Time(1000 + elapsed);
+            let got = next(phase, since, &key, seen, &p, now);
+            // Unavailable-until is relative to now: rebase the expectation.
+            let want = match want {
+                Step::Terminate {
+                    reason,
+                    mark_unavailable: Some((k, _)),
+                } => Step::Terminate {
+                    reason,
+                    mark_unavailable: Some((k, now + p.unavailable_offering_ttl)),
+                },
+                w => w,
+            };
+            assert_eq!(
+                got, want,
+                "case {i}: {phase:?} after {elapsed}s with {seen:?}"
+            );
+        }
+    }
+}
