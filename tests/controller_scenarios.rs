@@ -55,7 +55,26 @@ fn start(
     identity: &str,
     lease: bool,
 ) -> Running {
+    start_with(
+        client,
+        cloud,
+        planner,
+        identity,
+        lease,
+        muster_planner::Policy::default(),
+    )
+}
+
+fn start_with(
+    client: &kube::Client,
+    cloud: &Arc<FakeCloud>,
+    planner: PlanFn,
+    identity: &str,
+    lease: bool,
+    policy: muster_planner::Policy,
+) -> Running {
     let mut config = ControllerConfig::new("test-cluster", identity);
+    config.policy = policy;
     config.debounce = Duration::from_millis(50);
     config.tick = Duration::from_millis(500);
     if lease {
@@ -797,4 +816,51 @@ async fn deleting_a_poolnode_terminates_its_instance_first() {
         .map(|c| c.what)
         .collect();
     assert_eq!(terminated, [pid]);
+}
+
+#[tokio::test]
+async fn pods_not_ready_in_time_evict_the_whole_gang() {
+    let (_server, client) = world().await;
+    existing_gpu_node(&client, "gpu-0", 8).await;
+    let cloud = FakeCloud::new(None);
+    // no emulator: the admitted pods never run
+    let policy = muster_planner::Policy {
+        pods_ready_timeout: muster_planner::Dur::secs(1),
+        ..Default::default()
+    };
+    let _ctl = start_with(&client, &cloud, stub(), "c1", false, policy);
+    submit(&client, "stuck", 2, 1, true).await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    eventually(10, "admitted", || {
+        let jobs = jobs.clone();
+        async move { (jobs.get("stuck").await.ok()?.spec?.suspend == Some(false)).then_some(()) }
+    })
+    .await;
+    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
+    let st = eventually(15, "evicted", || {
+        let gangs = gangs.clone();
+        async move {
+            let g = gangs.get("stuck").await.ok()?;
+            (g.data["status"]["phase"] == "Evicted").then(|| g.data["status"].clone())
+        }
+    })
+    .await;
+    assert_eq!(st["evictions"], 1);
+    assert_eq!(st["reason"], "PodsReadyTimeout");
+    assert!(st["requeueAfter"].is_string());
+    let job = jobs.get("stuck").await.expect("job");
+    assert_eq!(
+        job.spec.as_ref().and_then(|s| s.suspend),
+        Some(true),
+        "re-suspended"
+    );
+    let admitted_nodes = job.annotations().contains_key("muster.dev/admitted-nodes");
+    let tmpl = job.spec.expect("spec").template.spec.expect("pod spec");
+    assert!(
+        tmpl.node_selector
+            .is_none_or(|s| !s.contains_key("muster.dev/gang")),
+        "pins removed"
+    );
+    assert!(tmpl.affinity.is_none(), "submitted template restored");
+    assert!(!admitted_nodes);
 }

@@ -302,6 +302,9 @@ pub struct GangStatus {
     /// Evictions so far.
     #[serde(default)]
     pub evictions: u32,
+    /// After an eviction: queued again from this time (RFC 3339).
+    #[serde(default)]
+    pub requeue_after: Option<String>,
     /// Conditions.
     #[serde(default)]
     pub conditions: Vec<Condition>,

@@ -73,6 +73,15 @@ pub fn plan(s: &Snapshot, _policy: &Policy, now: Time) -> Plan {
                     ));
                 }
             }
+            GangPhase::Evicted if g.not_before.is_some_and(|t| t > now) => {
+                position += 1;
+                out.waiting.push(wait(
+                    g,
+                    position,
+                    WaitReason::Backoff,
+                    "evicted; backing off",
+                ));
+            }
             GangPhase::Queued | GangPhase::Evicted | GangPhase::Unsatisfiable => {
                 let mut tentative = used.clone();
                 let mut assignments = Vec::new();

@@ -29,6 +29,16 @@ async fn evict(ctx: &Ctx, p: &Preemption, observed: &Observed) -> Result<bool, A
     let Some((ns, name)) = p.victim.as_str().split_once('/') else {
         return Err(ActError::Missing(format!("gang id {}", p.victim)));
     };
+    suspend(ctx, ns, name, observed).await
+}
+
+/// Suspends the gang's Job again and restores its submitted template.
+pub async fn suspend(
+    ctx: &Ctx,
+    ns: &str,
+    name: &str,
+    observed: &Observed,
+) -> Result<bool, ActError> {
     let Some(job) = observed
         .jobs
         .iter()

@@ -7,14 +7,18 @@
 //! (`Launched`) → a Node with that providerID appeared (`Registered`) → the
 //! Node is Ready and its GPUs are allocatable (`Ready`). A PoolNode being
 //! deleted has its instance terminated before its finalizer is removed.
-//! Insufficient capacity deletes the PoolNode and marks the offering
-//! unavailable for the policy's TTL; the next plan sees both.
+//! What an observation means (advance, stay, or terminate on insufficient
+//! capacity, failure or timeout) is the planner's PoolNode life-cycle table
+//! (`muster_planner::lifecycle::pool_node::next`); this module only observes
+//! and writes. Termination deletes the PoolNode (its finalizer terminates any
+//! instance) and may mark the offering unavailable; the next plan sees both.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::api::{DeleteParams, DynamicObject, Patch, PostParams};
+use muster_planner::lifecycle::pool_node::{self, LaunchError};
 use muster_planner::plan::Launch;
 use muster_planner::{NodePhase, Snapshot, Time};
 use muster_provider_api::{CloudProvider, LaunchRequest, ProviderError};
@@ -27,7 +31,9 @@ use crate::controller::objects::{
     GANG_LABEL, Kind, OfferingSpec, POOL_LABEL, POOLNODE_LABEL, PoolNodeSpec, TERMINATE_FINALIZER,
 };
 use crate::controller::planning_loop::Ctx;
-use crate::controller::translate::node::{allocatable, node_ready, offering_key, poolnode_status};
+use crate::controller::translate::node::{
+    allocatable, node_phase, node_ready, offering_key, poolnode_status,
+};
 use crate::controller::translate::pool::spec;
 use crate::controller::translate::{Observed, time};
 
@@ -133,16 +139,29 @@ async fn step(
     if pn.metadata.deletion_timestamp.is_some() {
         return finalize(ctx, observed, &pn, &node_class, st.provider_id.as_deref()).await;
     }
-    let phase = crate::controller::translate::node::node_phase(st.phase.as_deref());
+    let Some(offering) = offering_key(&s) else {
+        return Err(ActError::Missing(format!("offering of PoolNode {name}")));
+    };
+    let phase = node_phase(st.phase.as_deref());
+    let created = pn
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(time::from_kube)
+        .unwrap_or(now);
+    let since = [&st.ready_at, &st.registered_at, &st.launched_at]
+        .into_iter()
+        .flatten()
+        .find_map(|t| time::parse(t))
+        .unwrap_or(created);
     let mut status = serde_json::Map::new();
     let mut provider_id = st.provider_id.clone();
+    let mut launch_error = None;
+    let mut error_text = None;
+    // the one action of a Pending PoolNode: ask the cloud (idempotent by key)
     if phase == NodePhase::Pending && provider_id.is_none() {
         let provider = provider_for(ctx, observed, &node_class)?;
-        let Some(offering) = offering_key(&s) else {
-            return Err(ActError::Missing(format!("offering of PoolNode {name}")));
-        };
-        let pool_spec = pool_spec(observed, &s.pool);
-        let (labels, taints) = pool_spec.unwrap_or_default();
+        let (labels, taints) = pool_spec(observed, &s.pool).unwrap_or_default();
         let mut node_labels: BTreeMap<String, String> = labels;
         node_labels.insert(POOL_LABEL.to_string(), s.pool.clone());
         node_labels.insert(POOLNODE_LABEL.to_string(), name.clone());
@@ -173,82 +192,109 @@ async fn step(
             .inc();
         match result {
             Ok(instance) => {
-                status.insert("phase".into(), "Launched".into());
                 status.insert("providerID".into(), instance.provider_id.clone().into());
                 status.insert("launchedAt".into(), time::format(now).into());
                 provider_id = Some(instance.provider_id);
             }
-            Err(ProviderError::InsufficientCapacity {
-                offering: o,
-                message,
-            }) => {
-                let until = now + ctx.config.policy.unavailable_offering_ttl;
-                ctx.offerings.mark_unavailable(o.clone(), until);
-                ctx.events
-                    .warn(
-                        Kind::PoolNode,
-                        &pn,
-                        "InsufficientCapacity",
-                        format!("{o}: {message}; re-planning"),
-                    )
-                    .await;
-                remove_finalizer(ctx, &pn).await?;
-                match api(&ctx.client, Kind::PoolNode, None)
-                    .delete(&name, &DeleteParams::default())
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(e) if is_not_found(&e) => {}
-                    Err(e) => return Err(ActError::api("delete PoolNode")(e)),
-                }
-                ctx.caches.changes.notify_one();
-                return Ok(true);
-            }
             Err(e) => {
-                let reason = e.category().as_str();
-                patch_status(
-                    &ctx.client,
-                    Kind::PoolNode,
-                    None,
-                    &name,
-                    serde_json::json!({"reason": reason, "message": e.to_string()}),
-                )
-                .await?;
-                ctx.events
-                    .warn(Kind::PoolNode, &pn, reason, e.to_string())
-                    .await;
-                return Err(e.into());
+                launch_error = Some(match &e {
+                    ProviderError::InsufficientCapacity { .. } => LaunchError::InsufficientCapacity,
+                    ProviderError::QuotaExceeded { .. } => LaunchError::QuotaExceeded,
+                    ProviderError::Permanent { .. } => LaunchError::InvalidRequest,
+                    ProviderError::Transient { .. } | ProviderError::NotFound { .. } => {
+                        LaunchError::Transient
+                    }
+                });
+                error_text = Some((e.category().as_str(), e.to_string()));
             }
         }
     }
-    let mut phase = node_phase_after(&status, phase);
     let node = provider_id.as_ref().and_then(|pid| {
         observed
             .nodes
             .iter()
             .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_ref()) == Some(pid))
     });
-    if phase == NodePhase::Launched
-        && let Some(n) = node
-    {
-        phase = NodePhase::Registered;
-        status.insert("phase".into(), "Registered".into());
-        status.insert("nodeName".into(), n.name_any().into());
-        status.insert("registeredAt".into(), time::format(now).into());
-    }
-    if phase == NodePhase::Registered
-        && let Some(n) = node
-        && node_ready(n)
-        && allocatable(n).gpu_millis > 0
-    {
-        status.insert("phase".into(), "Ready".into());
-        status.insert("readyAt".into(), time::format(now).into());
+    let seen = pool_node::Observed {
+        launch_accepted: provider_id.is_some(),
+        registered: node.is_some(),
+        ready_with_gpus: node.is_some_and(|n| node_ready(n) && allocatable(n).gpu_millis > 0),
+        launch_error,
+    };
+    // the planner's life-cycle table decides what the observation means
+    match pool_node::next(phase, since, &offering, seen, &ctx.config.policy, now) {
+        pool_node::Step::Stay => {
+            if let Some((reason, message)) = &error_text {
+                status.insert("reason".into(), (*reason).into());
+                status.insert("message".into(), message.clone().into());
+                ctx.events
+                    .warn(Kind::PoolNode, &pn, reason, message.clone())
+                    .await;
+            }
+        }
+        pool_node::Step::Advance(next) => {
+            status.insert("phase".into(), phase_name(next).into());
+            if let Some(n) = node {
+                if phase < NodePhase::Registered {
+                    status.insert("nodeName".into(), n.name_any().into());
+                    status.insert("registeredAt".into(), time::format(now).into());
+                }
+                if next == NodePhase::Ready {
+                    status.insert("readyAt".into(), time::format(now).into());
+                }
+            }
+            status.insert("reason".into(), serde_json::Value::Null);
+            status.insert("message".into(), serde_json::Value::Null);
+        }
+        pool_node::Step::Terminate {
+            reason,
+            mark_unavailable,
+        } => {
+            if let Some((key, until)) = mark_unavailable {
+                ctx.offerings.mark_unavailable(key, until);
+            }
+            let reason = format!("{reason:?}");
+            let message = error_text
+                .map(|(_, m)| m)
+                .unwrap_or_else(|| format!("{name} terminated in phase {}", phase_name(phase)));
+            ctx.events
+                .warn(
+                    Kind::PoolNode,
+                    &pn,
+                    &reason,
+                    format!("{message}; re-planning"),
+                )
+                .await;
+            if !status.is_empty() {
+                // record an instance the cloud created, so the finalizer terminates it
+                patch_status(
+                    &ctx.client,
+                    Kind::PoolNode,
+                    None,
+                    &name,
+                    serde_json::Value::Object(status),
+                )
+                .await?;
+            }
+            match api(&ctx.client, Kind::PoolNode, None)
+                .delete(&name, &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(ActError::api("delete PoolNode")(e)),
+            }
+            if provider_id.is_none() {
+                // nothing to terminate: let it go now
+                remove_finalizer(ctx, &pn).await?;
+            }
+            ctx.caches.changes.notify_one();
+            return Ok(true);
+        }
     }
     if status.is_empty() {
         return Ok(false);
     }
-    status.insert("reason".into(), serde_json::Value::Null);
-    status.insert("message".into(), serde_json::Value::Null);
     patch_status(
         &ctx.client,
         Kind::PoolNode,
@@ -260,13 +306,14 @@ async fn step(
     Ok(true)
 }
 
-fn node_phase_after(
-    status: &serde_json::Map<String, serde_json::Value>,
-    phase: NodePhase,
-) -> NodePhase {
-    match status.get("phase").and_then(|p| p.as_str()) {
-        Some(p) => crate::controller::translate::node::node_phase(Some(p)),
-        None => phase,
+fn phase_name(p: NodePhase) -> &'static str {
+    match p {
+        NodePhase::Pending => "Pending",
+        NodePhase::Launched => "Launched",
+        NodePhase::Registered => "Registered",
+        NodePhase::Ready => "Ready",
+        NodePhase::Draining => "Draining",
+        NodePhase::Terminating => "Terminating",
     }
 }
 

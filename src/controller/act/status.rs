@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
-use muster_planner::{GangPhase, Plan, Snapshot, Time, plan::WaitReason};
+use muster_planner::lifecycle::gang as lifecycle;
+use muster_planner::{GangPhase, Plan, Policy, Snapshot, Time, plan::WaitReason};
 
 use super::patch_status;
 use crate::controller::metrics::GangLabels;
@@ -31,8 +32,9 @@ pub fn desired(
     snapshot: &Snapshot,
     observed: &Observed,
     now: Time,
-    policy_timeout: muster_planner::Dur,
-) -> GangStatus {
+    policy: &Policy,
+) -> (GangStatus, bool) {
+    let policy_timeout = policy.provisioning_timeout;
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let id = format!("{ns}/{name}");
@@ -61,7 +63,25 @@ pub fn desired(
             .collect()
     };
     let set_phase = |st: &mut GangStatus, p: GangPhase| st.phase = Some(phase_name(p));
-    if finished {
+    let as_planned = gang::gang(obj).ok().flatten();
+    let pods_ready_timeout = as_planned.as_ref().and_then(|g| {
+        snapshot
+            .queues
+            .iter()
+            .find(|q| q.name == g.queue)
+            .and_then(|q| q.pods_ready_timeout)
+    });
+    let step = |event| {
+        as_planned
+            .as_ref()
+            .map(|g| lifecycle::on_event(g, pods_ready_timeout, event, policy, now))
+            .unwrap_or(lifecycle::Step::Stay)
+    };
+    let finish = finished
+        && (current == GangPhase::Finished
+            || matches!(step(lifecycle::Event::Completed), lifecycle::Step::Finish)
+            || !current.holds_capacity());
+    if finish {
         if current != GangPhase::Finished {
             set_phase(&mut st, GangPhase::Finished);
             st.finished_at = Some(time::format(now));
@@ -69,7 +89,7 @@ pub fn desired(
             st.reason = None;
             st.message = None;
         }
-        return st;
+        return (st, false);
     }
     if let Some(a) = plan.admissions.iter().find(|a| a.gang.as_str() == id) {
         set_phase(&mut st, GangPhase::Admitted);
@@ -85,7 +105,7 @@ pub fn desired(
         st.position = None;
         st.reason = None;
         st.message = None;
-        return st;
+        return (st, false);
     }
     if let Some(l) = plan.launches.iter().find(|l| l.gang.as_str() == id) {
         let set: BTreeSet<String> = l.nodes.iter().map(|n| n.name.clone()).collect();
@@ -110,7 +130,7 @@ pub fn desired(
         st.position = None;
         st.reason = Some(WaitReason::Provisioning.as_str().to_string());
         st.message = Some(l.message.clone());
-        return st;
+        return (st, false);
     }
     if plan.preemptions.iter().any(|p| p.victim.as_str() == id) {
         set_phase(&mut st, GangPhase::Evicted);
@@ -119,7 +139,7 @@ pub fn desired(
         st.reserved_nodes.clear();
         st.admitted_at = None;
         st.started_at = None;
-        return st;
+        return (st, false);
     }
     if current == GangPhase::Admitted {
         let want: u64 = spec::<GangSpec>(Kind::Gang, obj)
@@ -134,11 +154,34 @@ pub fn desired(
                     && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
             })
             .count() as u64;
-        if running >= want {
-            set_phase(&mut st, GangPhase::Running);
-            st.started_at.get_or_insert_with(|| time::format(now));
+        // the planner's gang life-cycle table decides: running, wait, or evict
+        match step(lifecycle::Event::PodsCheck {
+            all_running: running >= want,
+        }) {
+            lifecycle::Step::MarkRunning => {
+                set_phase(&mut st, GangPhase::Running);
+                st.started_at.get_or_insert_with(|| time::format(now));
+            }
+            lifecycle::Step::Evict {
+                reason,
+                not_before,
+                counts,
+            } => {
+                set_phase(&mut st, GangPhase::Evicted);
+                if counts {
+                    st.evictions += 1;
+                }
+                st.requeue_after = Some(time::format(not_before));
+                st.reason = Some(format!("{reason:?}"));
+                st.assignments.clear();
+                st.reserved_nodes.clear();
+                st.admitted_at = None;
+                st.started_at = None;
+                return (st, true);
+            }
+            _ => {}
         }
-        return st;
+        return (st, false);
     }
     if let Some(w) = plan.waiting.iter().find(|w| w.gang.as_str() == id) {
         let phase = match w.reason {
@@ -154,12 +197,12 @@ pub fn desired(
         st.position = Some(w.position);
         st.reason = Some(w.reason.as_str().to_string());
         st.message = Some(w.message.clone());
-        return st;
+        return (st, false);
     }
     if st.phase.is_none() {
         set_phase(&mut st, GangPhase::Queued);
     }
-    st
+    (st, false)
 }
 
 /// Writes Gang statuses that changed and refreshes the gangs gauge.
@@ -174,14 +217,14 @@ pub async fn update(
     let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
     for obj in observed.of(Kind::Gang) {
         let before = gang::status_of(obj);
-        let after = desired(
-            obj,
-            plan,
-            snapshot,
-            observed,
-            now,
-            ctx.config.policy.provisioning_timeout,
-        );
+        let (after, evict) = desired(obj, plan, snapshot, observed, now, &ctx.config.policy);
+        if evict {
+            let ns = obj.namespace().unwrap_or_default();
+            if let Err(e) = super::evict::suspend(ctx, &ns, &obj.name_any(), observed).await {
+                tracing::warn!(gang = %obj.name_any(), error = %e, "could not evict gang");
+                continue;
+            }
+        }
         let queue = spec::<GangSpec>(Kind::Gang, obj)
             .map(|s| s.queue)
             .unwrap_or_default();

@@ -40,7 +40,8 @@ pub fn phase(name: Option<&str>) -> Option<GangPhase> {
     name.and_then(|p| serde_json::from_value(serde_json::Value::String(p.to_string())).ok())
 }
 
-fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
+/// One Gang object as a planner gang; `None` when Finished or being deleted.
+pub fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
     let k = Kind::Gang;
     let s: GangSpec = spec(k, obj)?;
     let st = status_of(obj);
@@ -99,7 +100,7 @@ fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
         admitted_at: st.admitted_at.as_deref().and_then(time::parse),
         started_at: st.started_at.as_deref().and_then(time::parse),
         expected_duration: None,
-        not_before: None,
+        not_before: st.requeue_after.as_deref().and_then(time::parse),
         evictions: st.evictions,
         launch_attempts: st.launch_attempts,
         disruptible: false,
