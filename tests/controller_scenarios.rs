@@ -586,7 +586,7 @@ async fn s8_malformed_pool_gets_condition_and_event_others_served() {
         None,
         json!({
             "metadata": {"name": "broken"},
-            "spec": {"nodeClassRef": {"name": "gcp-default"}, "limits": {"maxGpus": "lots"}}
+            "spec": {"nodeClassRef": {"name": "gcp-default"}, "limits": {"maxGPUs": "lots"}}
         }),
     )
     .await;
@@ -823,12 +823,17 @@ async fn pods_not_ready_in_time_evict_the_whole_gang() {
     let (_server, client) = world().await;
     existing_gpu_node(&client, "gpu-0", 8).await;
     let cloud = FakeCloud::new(None);
-    // no emulator: the admitted pods never run
-    let policy = muster_planner::Policy {
-        pods_ready_timeout: muster_planner::Dur::secs(1),
-        ..Default::default()
-    };
-    let _ctl = start_with(&client, &cloud, stub(), "c1", false, policy);
+    // no emulator: the admitted pods never run; the queue allows them 1 s
+    let queues: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUQueue", "gpuqueues"));
+    queues
+        .patch(
+            "team-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"podsReadyTimeout": "1s"}})),
+        )
+        .await
+        .expect("queue timeout");
+    let _ctl = start(&client, &cloud, stub(), "c1", false);
     submit(&client, "stuck", 2, 1, true).await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
     eventually(10, "admitted", || {

@@ -3,10 +3,9 @@
 //! The controller handles every muster object as a `DynamicObject` and parses
 //! its `spec`/`status` per object, so one malformed object becomes a condition
 //! and an Event on that object instead of an error that stops a whole watch.
-//! The shapes below follow design §2. They are the controller's provisional
-//! copy until `muster-crds` ships `GPUPool`, `GPUQueue`, `Gang` and
-//! `PoolNode`; then these structs become re-exports of its types (field names
-//! are chosen to match the design so that switch is mechanical).
+//! GPUPools, GPUQueues and NodeClasses are read with the `muster-crds` types.
+//! The Gang and PoolNode shapes below are the controller's provisional copy,
+//! being moved to the `muster-crds` types (field names follow design §2).
 
 use std::collections::BTreeMap;
 
@@ -124,89 +123,6 @@ pub struct Condition {
     /// Generation the condition was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-}
-
-/// `spec.nodeClassRef` of a GPUPool.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeClassRef {
-    /// NodeClass name.
-    pub name: String,
-}
-
-/// A node taint as written in a GPUPool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TaintSpec {
-    /// Key.
-    pub key: String,
-    /// Value.
-    #[serde(default)]
-    pub value: String,
-    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
-    pub effect: String,
-}
-
-/// `spec` of a GPUPool (the fields the controller reads).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GpuPoolSpec {
-    /// The NodeClass that launches its machines.
-    pub node_class_ref: NodeClassRef,
-    /// What it may buy (planner shape: instanceTypes, gpuModels, zones, capacityTypes …).
-    #[serde(default)]
-    pub requirements: serde_json::Value,
-    /// Ceilings: `maxGpus`, `maxNodes`, `maxPricePerHour`.
-    #[serde(default)]
-    pub limits: serde_json::Value,
-    /// Disruption policy (planner shape).
-    #[serde(default)]
-    pub disruption: serde_json::Value,
-    /// Labels its nodes carry.
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-    /// Taints its nodes carry; `nvidia.com/gpu=true:NoSchedule` when absent.
-    #[serde(default)]
-    pub taints: Option<Vec<TaintSpec>>,
-    /// Tried first when prices tie.
-    #[serde(default)]
-    pub weight: i32,
-    /// Launched capacity must be Ready within this (`15m`).
-    #[serde(default)]
-    pub provisioning_timeout: Option<String>,
-}
-
-/// `spec` of a GPUQueue (the fields the controller reads).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GpuQueueSpec {
-    /// Cohort.
-    #[serde(default)]
-    pub cohort: Option<String>,
-    /// Fair-share weight.
-    #[serde(default)]
-    pub weight: Option<f64>,
-    /// Quotas (planner shape: resource, nominal, borrowingLimit, lendingLimit).
-    #[serde(default)]
-    pub quotas: serde_json::Value,
-    /// `Never` or `LowerPriority`.
-    #[serde(default)]
-    pub preemption: Option<String>,
-    /// `Never`, `LowerPriority` or `Any`.
-    #[serde(default)]
-    pub reclaim: Option<String>,
-    /// Pools in order of preference.
-    #[serde(default)]
-    pub pools: Vec<String>,
-    /// `StrictFIFO` or `BestEffortFIFO`.
-    #[serde(default)]
-    pub strategy: Option<String>,
-    /// Pods of an admitted gang must all run within this.
-    #[serde(default)]
-    pub pods_ready_timeout: Option<String>,
-    /// `None` (serving) or `Hold`/`HoldAndDrain` (stopped).
-    #[serde(default)]
-    pub stop_policy: Option<String>,
 }
 
 /// One group of identical pods of a Gang.

@@ -326,7 +326,7 @@ fn pool_obj<'a>(observed: &'a Observed, pool: &str) -> Option<&'a Arc<DynamicObj
 
 fn pool_node_class(observed: &Observed, pool: &str) -> Option<String> {
     let p = pool_obj(observed, pool)?;
-    let s: crate::controller::objects::GpuPoolSpec = spec(Kind::GpuPool, p).ok()?;
+    let s: muster_crds::GpuPoolSpec = spec(Kind::GpuPool, p).ok()?;
     Some(s.node_class_ref.name)
 }
 

@@ -198,11 +198,11 @@ mod tests {
             vec![
                 dynamic(
                     Kind::GpuPool,
-                    json!({"metadata": {"name": "good"}, "spec": {"nodeClassRef": {"name": "nc"}, "limits": {"maxGpus": 64}, "provisioningTimeout": "10m"}}),
+                    json!({"metadata": {"name": "good"}, "spec": {"nodeClassRef": {"name": "nc"}, "limits": {"maxGPUs": 64}, "provisioningTimeout": "10m"}}),
                 ),
                 dynamic(
                     Kind::GpuPool,
-                    json!({"metadata": {"name": "bad"}, "spec": {"nodeClassRef": {"name": "nc"}, "requirements": {"zonez": ["a"]}}}),
+                    json!({"metadata": {"name": "bad"}, "spec": {"nodeClassRef": {"name": "nc"}, "requirements": {"zones": "a"}}}),
                 ),
             ],
         );
@@ -210,7 +210,7 @@ mod tests {
             Kind::GpuQueue,
             vec![dynamic(
                 Kind::GpuQueue,
-                json!({"metadata": {"name": "q"}, "spec": {"pools": ["good"], "strategy": "StrictFIFO", "quotas": [{"resource": "nvidia.com/gpu", "nominal": "16"}]}}),
+                json!({"metadata": {"name": "q"}, "spec": {"pools": ["good"], "queueingStrategy": "StrictFIFO", "resources": [{"name": "nvidia.com/gpu", "gpuModel": "A100", "nominal": "16"}], "weight": "2"}}),
             )],
         );
         o.objects.insert(
@@ -270,7 +270,7 @@ mod tests {
         assert_eq!(tr.issues[0].name, "bad");
         assert_eq!(tr.issues[0].reason, IssueReason::InvalidSpec);
         assert!(
-            tr.issues[0].message.contains("zonez"),
+            tr.issues[0].message.starts_with("spec.requirements.zones"),
             "{}",
             tr.issues[0].message
         );
