@@ -328,7 +328,12 @@ async fn scenario_gang_of_four(planner: PlanFn) {
                 .as_str()
                 .is_some_and(|p| p.starts_with("gce://"))
         );
-        assert_eq!(pn.data["spec"]["gang"], "team-a/big");
+        assert_eq!(
+            pn.data["spec"]["gang"],
+            json!({"namespace": "team-a", "name": "big"})
+        );
+        assert_eq!(pn.data["spec"]["offering"]["gpuCount"], 8);
+        assert_eq!(pn.data["spec"]["offering"]["pricePerHour"], "10.000000");
         assert_eq!(pn.data["status"]["nodeName"], pn.name_any().as_str());
         assert!(
             pn.data["status"]["registeredAt"].is_string()

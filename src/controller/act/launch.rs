@@ -18,9 +18,12 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::api::{DeleteParams, DynamicObject, Patch, PostParams};
+use muster_crds::common::{
+    CapacityType as CrdCapacity, NamespacedName, Provider as CrdProvider, Usd,
+};
 use muster_planner::lifecycle::pool_node::{self, LaunchError};
 use muster_planner::plan::Launch;
-use muster_planner::{NodePhase, Snapshot, Time};
+use muster_planner::{CapacityType, NodePhase, Provider, Snapshot, Time};
 use muster_provider_api::{CloudProvider, LaunchRequest, ProviderError};
 
 use super::{
@@ -32,7 +35,7 @@ use crate::controller::objects::{
 };
 use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::node::{
-    allocatable, node_phase, node_ready, offering_key, poolnode_status,
+    allocatable, node_phase, node_ready, offering_key, phase_since, poolnode_gang, poolnode_status,
 };
 use crate::controller::translate::pool::spec;
 use crate::controller::translate::{Observed, time};
@@ -48,17 +51,40 @@ pub async fn write(ctx: &Ctx, launches: &[Launch], snapshot: &Snapshot) -> usize
                 .find(|p| p.name == n.pool)
                 .map(|p| p.node_class.clone())
                 .unwrap_or_default();
+            let listed = snapshot.offerings.iter().find(|o| o.key() == n.offering);
             let spec = PoolNodeSpec {
                 pool: n.pool.clone(),
                 node_class,
                 offering: OfferingSpec {
-                    provider: n.offering.provider.as_str().to_string(),
+                    provider: match n.offering.provider {
+                        Provider::Aws => CrdProvider::Aws,
+                        Provider::Gcp => CrdProvider::Gcp,
+                        Provider::Sim => CrdProvider::Sim,
+                    },
+                    region: listed.map(|o| o.region.clone()).unwrap_or_default(),
                     zone: n.offering.zone.clone(),
                     instance_type: n.offering.instance_type.clone(),
-                    capacity_type: n.offering.capacity_type.as_str().to_string(),
+                    capacity_type: match n.offering.capacity_type {
+                        CapacityType::Spot => CrdCapacity::Spot,
+                        CapacityType::OnDemand => CrdCapacity::OnDemand,
+                    },
+                    price_per_hour: Usd(format!("{:.6}", n.price.usd())),
+                    gpu_model: listed
+                        .and_then(|o| o.gpu_model.as_ref())
+                        .map(|m| m.as_str().to_string())
+                        .unwrap_or_default(),
+                    gpu_count: listed
+                        .map(|o| i32::try_from(o.gpu_count).unwrap_or(i32::MAX))
+                        .unwrap_or(0),
                 },
-                price: Some(format!("{:.6}", n.price.usd())),
-                gang: Some(launch.gang.as_str().to_string()),
+                gang: launch
+                    .gang
+                    .as_str()
+                    .split_once('/')
+                    .map(|(ns, name)| NamespacedName {
+                        namespace: ns.to_string(),
+                        name: name.to_string(),
+                    }),
                 idempotency_key: n.idempotency_key.clone(),
             };
             let mut obj = DynamicObject::new(&n.name, &Kind::PoolNode.api_resource());
@@ -139,21 +165,15 @@ async fn step(
     if pn.metadata.deletion_timestamp.is_some() {
         return finalize(ctx, observed, &pn, &node_class, st.provider_id.as_deref()).await;
     }
-    let Some(offering) = offering_key(&s) else {
-        return Err(ActError::Missing(format!("offering of PoolNode {name}")));
-    };
-    let phase = node_phase(st.phase.as_deref());
+    let offering = offering_key(&s);
+    let phase = node_phase(st.phase);
     let created = pn
         .metadata
         .creation_timestamp
         .as_ref()
         .map(time::from_kube)
         .unwrap_or(now);
-    let since = [&st.ready_at, &st.registered_at, &st.launched_at]
-        .into_iter()
-        .flatten()
-        .find_map(|t| time::parse(t))
-        .unwrap_or(created);
+    let since = phase_since(&st, created);
     let mut status = serde_json::Map::new();
     let mut provider_id = st.provider_id.clone();
     let mut launch_error = None;
@@ -171,7 +191,7 @@ async fn step(
             offering: offering.clone(),
             pool: s.pool.clone(),
             cluster: ctx.config.cluster.clone(),
-            gang: s.gang.clone(),
+            gang: poolnode_gang(&s),
             labels: node_labels,
             taints,
             tags: BTreeMap::new(),

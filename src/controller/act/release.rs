@@ -45,7 +45,9 @@ async fn release(
                 &params(),
                 &Patch::Merge(serde_json::json!({
                     "metadata": {"labels": {GANG_LABEL: label}},
-                    "spec": {"gang": to},
+                    "spec": {"gang": to.as_deref().and_then(|g| g.split_once('/')).map(
+                        |(namespace, name)| serde_json::json!({"namespace": namespace, "name": name})
+                    )},
                 })),
             )
             .await

@@ -229,7 +229,7 @@ mod tests {
                 Kind::PoolNode,
                 json!({
                     "metadata": {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
-                    "spec": {"pool": "good", "offering": {"provider": "gcp", "zone": "z", "instanceType": "a2", "capacityType": "spot"}, "gang": "ns/g", "idempotencyKey": name, "price": "3.5"},
+                    "spec": {"pool": "good", "nodeClass": "nc", "offering": {"provider": "gcp", "region": "r", "zone": "z", "instanceType": "a2", "capacityType": "spot", "pricePerHour": "3.5", "gpuModel": "A100", "gpuCount": 8}, "gang": {"namespace": "ns", "name": "g"}, "idempotencyKey": name},
                     "status": status
                 }),
             )

@@ -18,7 +18,7 @@ use muster_planner::{
 
 use super::pool::spec;
 use super::{Issue, Observed, time};
-use crate::controller::objects::{GANG_LABEL, Kind, PoolNodeSpec, PoolNodeStatus};
+use crate::controller::objects::{GANG_LABEL, Kind, PoolNodePhase, PoolNodeSpec, PoolNodeStatus};
 
 /// Nodes plus the PoolNode → Node name map.
 pub struct Nodes {
@@ -28,21 +28,25 @@ pub struct Nodes {
     pub registered: BTreeMap<String, String>,
 }
 
-/// A PoolNode's offering as a planner key; `None` when unreadable.
-pub fn offering_key(s: &PoolNodeSpec) -> Option<OfferingKey> {
-    let provider =
-        serde_json::from_value::<Provider>(serde_json::Value::String(s.offering.provider.clone()))
-            .ok()?;
-    let capacity_type = serde_json::from_value::<CapacityType>(serde_json::Value::String(
-        s.offering.capacity_type.clone(),
-    ))
-    .ok()?;
-    Some(OfferingKey {
-        provider,
+/// A PoolNode's offering as a planner key.
+pub fn offering_key(s: &PoolNodeSpec) -> OfferingKey {
+    OfferingKey {
+        provider: match s.offering.provider {
+            muster_crds::common::Provider::Aws => Provider::Aws,
+            muster_crds::common::Provider::Gcp => Provider::Gcp,
+            muster_crds::common::Provider::Sim => Provider::Sim,
+        },
         zone: s.offering.zone.clone(),
         instance_type: s.offering.instance_type.clone(),
-        capacity_type,
-    })
+        capacity_type: super::pool::capacity_type(s.offering.capacity_type),
+    }
+}
+
+/// The gang a PoolNode is held for, as `namespace/name`.
+pub fn poolnode_gang(s: &PoolNodeSpec) -> Option<String> {
+    s.gang
+        .as_ref()
+        .map(|g| format!("{}/{}", g.namespace, g.name))
 }
 
 /// The status of a PoolNode object (default when absent or unreadable).
@@ -54,16 +58,26 @@ pub fn poolnode_status(obj: &kube::api::DynamicObject) -> PoolNodeStatus {
         .unwrap_or_default()
 }
 
-/// A PoolNode phase name → planner phase.
-pub fn node_phase(name: Option<&str>) -> NodePhase {
-    match name {
-        Some("Launched") => NodePhase::Launched,
-        Some("Registered") => NodePhase::Registered,
-        Some("Ready") => NodePhase::Ready,
-        Some("Draining") => NodePhase::Draining,
-        Some("Terminating") => NodePhase::Terminating,
-        _ => NodePhase::Pending,
+/// A PoolNode phase → planner phase.
+pub fn node_phase(p: PoolNodePhase) -> NodePhase {
+    match p {
+        PoolNodePhase::Pending => NodePhase::Pending,
+        PoolNodePhase::Launched => NodePhase::Launched,
+        PoolNodePhase::Registered => NodePhase::Registered,
+        PoolNodePhase::Ready => NodePhase::Ready,
+        PoolNodePhase::Draining => NodePhase::Draining,
+        PoolNodePhase::Terminating => NodePhase::Terminating,
     }
+}
+
+/// When a PoolNode entered its current phase (its newest timestamp), or `created`.
+pub fn phase_since(st: &PoolNodeStatus, created: Time) -> Time {
+    [&st.ready_at, &st.registered_at, &st.launched_at]
+        .into_iter()
+        .flatten()
+        .map(time::from_kube)
+        .next()
+        .unwrap_or(created)
 }
 
 /// Allocatable resources of a Node.
@@ -223,7 +237,7 @@ pub fn nodes(
             }
         };
         let st = poolnode_status(pn);
-        let key = offering_key(&s);
+        let key = Some(offering_key(&s));
         let offering = key
             .as_ref()
             .and_then(|k| offerings.iter().find(|o| &o.key() == k));
@@ -233,7 +247,7 @@ pub fn nodes(
             .and_then(|n| by_name.get(n))
             .or_else(|| st.provider_id.as_ref().and_then(|p| by_provider_id.get(p)))
             .copied();
-        let mut phase = node_phase(st.phase.as_deref());
+        let mut phase = node_phase(st.phase);
         if pn.metadata.deletion_timestamp.is_some() {
             phase = NodePhase::Terminating;
         }
@@ -243,15 +257,13 @@ pub fn nodes(
             .as_ref()
             .map(time::from_kube)
             .unwrap_or(now);
-        let since = [&st.ready_at, &st.registered_at, &st.launched_at]
-            .into_iter()
-            .flatten()
-            .find_map(|t| time::parse(t))
-            .unwrap_or(created);
+        let since = phase_since(&st, created);
         let price = s
-            .price
-            .as_deref()
-            .and_then(|p| p.parse::<f64>().ok())
+            .offering
+            .price_per_hour
+            .as_str()
+            .parse::<f64>()
+            .ok()
             .and_then(Price::from_usd)
             .or(offering.and_then(|o| o.price));
         let mut node = Node {
@@ -270,7 +282,7 @@ pub fn nodes(
             taints: Vec::new(),
             phase,
             unschedulable: false,
-            reserved_for: s.gang.clone().map(GangId::new),
+            reserved_for: poolnode_gang(&s).map(GangId::new),
             pods: Vec::new(),
             created_at: created,
             phase_since: since,
