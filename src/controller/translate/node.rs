@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use muster_planner::{
-    CapacityType, GangId, Node, NodePhase, Offering, OfferingKey, OtherPod, Price, Provider,
-    Resources, Taint, TaintEffect, Time,
+    GangId, Node, NodePhase, Offering, OfferingKey, OtherPod, Price, Provider, Resources, Taint,
+    TaintEffect, Time,
 };
 
 use super::pool::spec;
