@@ -453,7 +453,12 @@ async fn scenario_insufficient_capacity(planner: PlanFn) {
     assert_eq!(ice.len(), 1, "{ice:?}");
     let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
     let g = gangs.get("tiny").await.expect("gang");
-    assert_eq!(g.data["status"]["launchAttempts"], 2);
+    assert_eq!(
+        g.annotations()
+            .get("muster.dev/launch-attempts")
+            .map(String::as_str),
+        Some("2")
+    );
     let text = ctl.metrics.encode();
     for line in [
         r#"muster_launches_total{pool="a100",capacity_type="on-demand",result="InsufficientCapacity"} 1"#,

@@ -7,9 +7,6 @@
 //! The Gang and PoolNode shapes below are the controller's provisional copy,
 //! being moved to the `muster-crds` types (field names follow design §2).
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::Toleration;
 use kube::core::{ApiResource, GroupVersionKind};
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +35,14 @@ pub const POOL_LABEL: &str = "muster.dev/pool";
 pub const POOLNODE_LABEL: &str = "muster.dev/poolnode";
 /// Finalizer on PoolNodes: the instance is terminated before the object goes.
 pub const TERMINATE_FINALIZER: &str = "muster.dev/terminate-instance";
+/// Annotation on Gangs: where each pod goes (JSON list of pod set, index, node).
+pub const ASSIGNMENTS_ANNOTATION: &str = "muster.dev/assignments";
+/// Annotation on Gangs: launch sets planned so far.
+pub const LAUNCH_ATTEMPTS_ANNOTATION: &str = "muster.dev/launch-attempts";
+/// Annotation on Gangs: when its launched capacity must be complete (RFC 3339).
+pub const PROVISIONING_DEADLINE_ANNOTATION: &str = "muster.dev/provisioning-deadline";
+/// Annotation on Gangs: why it waits, for people.
+pub const MESSAGE_ANNOTATION: &str = "muster.dev/message";
 /// Field manager of every write the controller makes.
 pub const FIELD_MANAGER: &str = "muster-controller";
 
@@ -125,46 +130,7 @@ pub struct Condition {
     pub observed_generation: Option<i64>,
 }
 
-/// One group of identical pods of a Gang.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodSetSpec {
-    /// Name, unique in the gang.
-    pub name: String,
-    /// Pods.
-    pub count: u32,
-    /// Least pods to start with.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_count: Option<u32>,
-    /// Requests of one pod (`cpu`, `memory`, `nvidia.com/gpu` …).
-    #[serde(default)]
-    pub requests: BTreeMap<String, String>,
-    /// Node selector of the pod template.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub node_selector: BTreeMap<String, String>,
-    /// Tolerations of the pod template.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tolerations: Vec<Toleration>,
-    /// Acceptable GPU models.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub gpu_models: Vec<String>,
-}
-
-/// `spec` of a Gang.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GangSpec {
-    /// The GPUQueue.
-    pub queue: String,
-    /// Higher first within the queue.
-    #[serde(default)]
-    pub priority: i32,
-    /// Its pods.
-    pub pod_sets: Vec<PodSetSpec>,
-    /// `Any`, `SameZone`, `SamePlacementGroup`, `SameNode`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub topology: Option<String>,
-}
+pub use muster_crds::gang::{GangSpec, PodSet as PodSetSpec};
 
 /// A pod placed on a node, in Gang status.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -178,10 +144,14 @@ pub struct AssignmentStatus {
     pub node: String,
 }
 
-/// `status` of a Gang.
+/// The controller's view of a Gang's state: its `status` (the `muster-crds`
+/// `GangStatus`) plus what the planner needs that the status has no field
+/// for, kept in annotations ([`ASSIGNMENTS_ANNOTATION`],
+/// [`LAUNCH_ATTEMPTS_ANNOTATION`], [`PROVISIONING_DEADLINE_ANNOTATION`],
+/// [`MESSAGE_ANNOTATION`]). See `translate::gang::{view_of, write_view}`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct GangStatus {
+pub struct GangView {
     /// `Queued, Provisioning, Admitted, Running, Finished, Evicted, Unsatisfiable`.
     #[serde(default)]
     pub phase: Option<String>,

@@ -11,7 +11,6 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt;
 use kube::api::{Api, PostParams};
 
 /// A running API test server; killed on drop.
@@ -102,15 +101,12 @@ pub fn crd(kind: &str, plural: &str, namespaced: bool) -> CustomResourceDefiniti
     .expect("crd")
 }
 
-/// Installs the five muster CRDs (NodeClass from `muster-crds`).
+/// Installs the five muster CRDs exactly as `muster-crds` generates them
+/// (names, plurals, scopes and subresources must match what the controller
+/// asks for; the test server does not validate schemas).
 pub async fn install_crds(client: &kube::Client) {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut crds = vec![muster_crds::nodeclass::NodeClass::crd()];
-    crds.push(crd("GPUPool", "gpupools", false));
-    crds.push(crd("GPUQueue", "gpuqueues", false));
-    crds.push(crd("Gang", "gangs", true));
-    crds.push(crd("PoolNode", "poolnodes", false));
-    for c in crds {
+    for c in muster_crds::crds() {
         api.create(&PostParams::default(), &c)
             .await
             .expect("create CRD");

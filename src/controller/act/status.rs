@@ -12,7 +12,7 @@ use muster_planner::{GangPhase, Plan, Policy, Snapshot, Time, plan::WaitReason};
 
 use super::patch_status;
 use crate::controller::metrics::GangLabels;
-use crate::controller::objects::{AssignmentStatus, Condition, GangSpec, GangStatus, Kind};
+use crate::controller::objects::{AssignmentStatus, Condition, GangSpec, GangView, Kind};
 use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::node::{pod_active, pod_job};
 use crate::controller::translate::pool::spec;
@@ -33,7 +33,7 @@ pub fn desired(
     observed: &Observed,
     now: Time,
     policy: &Policy,
-) -> (GangStatus, bool) {
+) -> (GangView, bool) {
     let policy_timeout = policy.provisioning_timeout;
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
@@ -62,7 +62,7 @@ pub fn desired(
             })
             .collect()
     };
-    let set_phase = |st: &mut GangStatus, p: GangPhase| st.phase = Some(phase_name(p));
+    let set_phase = |st: &mut GangView, p: GangPhase| st.phase = Some(phase_name(p));
     let as_planned = gang::gang(obj).ok().flatten();
     let pods_ready_timeout = as_planned.as_ref().and_then(|g| {
         snapshot
@@ -143,7 +143,12 @@ pub fn desired(
     }
     if current == GangPhase::Admitted {
         let want: u64 = spec::<GangSpec>(Kind::Gang, obj)
-            .map(|s| s.pod_sets.iter().map(|p| u64::from(p.count)).sum())
+            .map(|s| {
+                s.pod_sets
+                    .iter()
+                    .map(|p| u64::try_from(p.count).unwrap_or(0))
+                    .sum()
+            })
             .unwrap_or(u64::MAX);
         let running = observed
             .pods
@@ -234,16 +239,33 @@ pub async fn update(
         if before == after {
             continue;
         }
-        let value = serde_json::to_value(&after).unwrap_or_default();
-        match patch_status(
-            &ctx.client,
-            Kind::Gang,
-            obj.namespace().as_deref(),
-            &obj.name_any(),
-            value,
-        )
-        .await
-        {
+        let (status, annotations) = gang::write_view(&before, &after);
+        let ns = obj.namespace();
+        // annotations first: a status that says Provisioning always finds its
+        // assignments and attempt count in place
+        let meta = super::api(&ctx.client, Kind::Gang, ns.as_deref())
+            .patch(
+                &obj.name_any(),
+                &super::params(),
+                &kube::api::Patch::Merge(
+                    serde_json::json!({"metadata": {"annotations": annotations}}),
+                ),
+            )
+            .await;
+        let result = match meta {
+            Ok(_) => {
+                patch_status(
+                    &ctx.client,
+                    Kind::Gang,
+                    ns.as_deref(),
+                    &obj.name_any(),
+                    status,
+                )
+                .await
+            }
+            Err(e) => Err(super::ActError::api("annotate Gang")(e)),
+        };
+        match result {
             Ok(()) => writes += 1,
             Err(e) => {
                 tracing::warn!(gang = %obj.name_any(), error = %e, "could not write gang status")

@@ -75,16 +75,11 @@ pub fn gang_spec(job: &Job) -> Result<GangSpec, JobError> {
             .map_err(|e| JobError::BadAnnotation(PRIORITY_ANNOTATION, e.to_string()))?,
         None => 0,
     };
-    let gpu_models = annotations
+    // the Gang names one GPU model per pod set; the annotation's first entry
+    let gpu_model = annotations
         .get(GPU_MODEL_ANNOTATION)
-        .map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default();
+        .and_then(|v| v.split(',').map(str::trim).find(|s| !s.is_empty()))
+        .map(String::from);
     let pod = spec.and_then(|s| s.template.spec.as_ref());
     let requests = pod.map(pod_requests).transpose()?.unwrap_or_default();
     Ok(GangSpec {
@@ -92,17 +87,49 @@ pub fn gang_spec(job: &Job) -> Result<GangSpec, JobError> {
         priority,
         pod_sets: vec![PodSetSpec {
             name: "main".to_string(),
-            count,
-            min_count,
-            requests,
+            count: i32::try_from(count).unwrap_or(i32::MAX),
+            min_count: min_count.map(|m| i32::try_from(m).unwrap_or(i32::MAX)),
+            requests: requests
+                .into_iter()
+                .map(|(k, v)| (k, muster_crds::common::Quantity(v)))
+                .collect(),
             node_selector: pod
                 .and_then(|p| p.node_selector.clone())
                 .unwrap_or_default(),
-            tolerations: pod.and_then(|p| p.tolerations.clone()).unwrap_or_default(),
-            gpu_models,
+            tolerations: pod
+                .and_then(|p| p.tolerations.as_ref())
+                .into_iter()
+                .flatten()
+                .map(toleration)
+                .collect(),
+            affinity: None,
+            gpu_model,
         }],
-        topology: None,
+        topology: Default::default(),
+        disruptible: false,
+        expected_duration: None,
     })
+}
+
+/// A Kubernetes toleration as written in a Gang.
+pub fn toleration(t: &k8s_openapi::api::core::v1::Toleration) -> muster_crds::common::Toleration {
+    use muster_crds::common::{TaintEffect, TolerationOperator};
+    muster_crds::common::Toleration {
+        key: t.key.clone().filter(|k| !k.is_empty()),
+        operator: match t.operator.as_deref() {
+            Some("Exists") => Some(TolerationOperator::Exists),
+            Some("Equal") => Some(TolerationOperator::Equal),
+            _ => None,
+        },
+        value: t.value.clone().filter(|v| !v.is_empty()),
+        effect: match t.effect.as_deref() {
+            Some("NoSchedule") => Some(TaintEffect::NoSchedule),
+            Some("PreferNoSchedule") => Some(TaintEffect::PreferNoSchedule),
+            Some("NoExecute") => Some(TaintEffect::NoExecute),
+            _ => None,
+        },
+        toleration_seconds: t.toleration_seconds,
+    }
 }
 
 /// Effective requests of one pod: the sum over containers, or the largest
@@ -185,13 +212,13 @@ mod tests {
         assert_eq!(g.priority, 7);
         let ps = &g.pod_sets[0];
         assert_eq!((ps.count, ps.min_count), (4, Some(2)));
-        assert_eq!(ps.gpu_models, ["A100", "H100"]);
+        assert_eq!(ps.gpu_model.as_deref(), Some("A100"));
         assert_eq!(
-            ps.requests.get("nvidia.com/gpu").map(String::as_str),
+            ps.requests.get("nvidia.com/gpu").map(|q| q.as_str()),
             Some("8")
         );
         // the init container's 8 CPUs exceed the containers' 2.5
-        assert_eq!(ps.requests.get("cpu").map(String::as_str), Some("8"));
+        assert_eq!(ps.requests.get("cpu").map(|q| q.as_str()), Some("8"));
         assert_eq!(
             ps.node_selector.get("disk").map(String::as_str),
             Some("ssd")
