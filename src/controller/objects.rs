@@ -3,9 +3,11 @@
 //! The controller handles every muster object as a `DynamicObject` and parses
 //! its `spec`/`status` per object, so one malformed object becomes a condition
 //! and an Event on that object instead of an error that stops a whole watch.
-//! GPUPools, GPUQueues and NodeClasses are read with the `muster-crds` types.
-//! The Gang and PoolNode shapes below are the controller's provisional copy,
-//! being moved to the `muster-crds` types (field names follow design §2).
+//! Specs and statuses are the `muster-crds` types. The one shape of the
+//! controller's own is [`GangView`]: a Gang's status plus the planner state
+//! the CRD's status has no field for (assignments, launch attempts,
+//! provisioning deadline, message), which the controller keeps in Gang
+//! annotations until `GangStatus` carries them.
 
 use kube::core::{ApiResource, GroupVersionKind};
 use serde::{Deserialize, Serialize};

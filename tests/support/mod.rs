@@ -81,26 +81,6 @@ impl Drop for ApiServer {
     }
 }
 
-/// A minimal CRD for a muster kind (schema: anything; status subresource).
-pub fn crd(kind: &str, plural: &str, namespaced: bool) -> CustomResourceDefinition {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.muster.dev")},
-        "spec": {
-            "group": "muster.dev",
-            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase()},
-            "scope": if namespaced { "Namespaced" } else { "Cluster" },
-            "versions": [{
-                "name": "v1alpha1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-                "subresources": {"status": {}}
-            }]
-        }
-    }))
-    .expect("crd")
-}
-
 /// Installs the five muster CRDs exactly as `muster-crds` generates them
 /// (names, plurals, scopes and subresources must match what the controller
 /// asks for; the test server does not validate schemas).
