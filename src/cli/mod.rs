@@ -1,5 +1,7 @@
 //! Command-line interface: one module per subcommand.
 
+#[cfg(feature = "controller")]
+pub mod controller;
 pub mod crds;
 pub mod plan;
 pub mod simulate;
@@ -24,6 +26,9 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Print the CustomResourceDefinitions as one multi-document YAML.
     Crds(crds::CrdsArgs),
+    /// Run the Kubernetes controller.
+    #[cfg(feature = "controller")]
+    Controller(Box<controller::ControllerArgs>),
 }
 
 /// A failed command: a message for people and an exit code.
@@ -65,5 +70,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Simulate(a) => simulate::run(a),
         Command::Plan(a) => plan::run(a),
         Command::Crds(a) => crds::run(a),
+        #[cfg(feature = "controller")]
+        Command::Controller(a) => controller::run(*a),
     }
 }

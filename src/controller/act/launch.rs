@@ -1,0 +1,407 @@
+//! Launching: intent first, then the cloud.
+//!
+//! [`write`] creates every PoolNode of a plan's launch sets (names and
+//! idempotency keys come from the plan, so writing again is a no-op).
+//! [`lifecycle`] then walks each PoolNode the caches show: `Pending` → call
+//! the provider with the idempotency key and record the provider ID
+//! (`Launched`) → a Node with that providerID appeared (`Registered`) → the
+//! Node is Ready and its GPUs are allocatable (`Ready`). A PoolNode being
+//! deleted has its instance terminated before its finalizer is removed.
+//! What an observation means (advance, stay, or terminate on insufficient
+//! capacity, failure or timeout) is the planner's PoolNode life-cycle table
+//! (`muster_planner::lifecycle::pool_node::next`); this module only observes
+//! and writes. Termination deletes the PoolNode (its finalizer terminates any
+//! instance) and may mark the offering unavailable; the next plan sees both.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use kube::api::{DeleteParams, DynamicObject, Patch, PostParams};
+use muster_crds::common::{
+    CapacityType as CrdCapacity, NamespacedName, Provider as CrdProvider, Usd,
+};
+use muster_planner::lifecycle::pool_node::{self, LaunchError};
+use muster_planner::plan::Launch;
+use muster_planner::{CapacityType, NodePhase, Provider, Snapshot, Time};
+use muster_provider_api::{CloudProvider, LaunchRequest, ProviderError};
+
+use super::{
+    ActError, api, gang_label_value, is_already_exists, is_not_found, params, patch_status,
+};
+use crate::controller::metrics::LaunchLabels;
+use crate::controller::objects::{
+    GANG_LABEL, Kind, OfferingSpec, POOL_LABEL, POOLNODE_LABEL, PoolNodeSpec, TERMINATE_FINALIZER,
+};
+use crate::controller::planning_loop::Ctx;
+use crate::controller::translate::node::{
+    allocatable, node_phase, node_ready, offering_key, phase_since, poolnode_gang, poolnode_status,
+};
+use crate::controller::translate::pool::spec;
+use crate::controller::translate::{Observed, time};
+
+/// Writes every PoolNode of every launch set. Returns how many were created.
+pub async fn write(ctx: &Ctx, launches: &[Launch], snapshot: &Snapshot) -> usize {
+    let mut created = 0;
+    for launch in launches {
+        for n in &launch.nodes {
+            let node_class = snapshot
+                .pools
+                .iter()
+                .find(|p| p.name == n.pool)
+                .map(|p| p.node_class.clone())
+                .unwrap_or_default();
+            let listed = snapshot.offerings.iter().find(|o| o.key() == n.offering);
+            let spec = PoolNodeSpec {
+                pool: n.pool.clone(),
+                node_class,
+                offering: OfferingSpec {
+                    provider: match n.offering.provider {
+                        Provider::Aws => CrdProvider::Aws,
+                        Provider::Gcp => CrdProvider::Gcp,
+                        Provider::Sim => CrdProvider::Sim,
+                    },
+                    region: listed.map(|o| o.region.clone()).unwrap_or_default(),
+                    zone: n.offering.zone.clone(),
+                    instance_type: n.offering.instance_type.clone(),
+                    capacity_type: match n.offering.capacity_type {
+                        CapacityType::Spot => CrdCapacity::Spot,
+                        CapacityType::OnDemand => CrdCapacity::OnDemand,
+                    },
+                    price_per_hour: Usd(format!("{:.6}", n.price.usd())),
+                    gpu_model: listed
+                        .and_then(|o| o.gpu_model.as_ref())
+                        .map(|m| m.as_str().to_string())
+                        .unwrap_or_default(),
+                    gpu_count: listed
+                        .map(|o| i32::try_from(o.gpu_count).unwrap_or(i32::MAX))
+                        .unwrap_or(0),
+                },
+                gang: launch
+                    .gang
+                    .as_str()
+                    .split_once('/')
+                    .map(|(ns, name)| NamespacedName {
+                        namespace: ns.to_string(),
+                        name: name.to_string(),
+                    }),
+                idempotency_key: n.idempotency_key.clone(),
+            };
+            let mut obj = DynamicObject::new(&n.name, &Kind::PoolNode.api_resource());
+            obj.metadata.finalizers = Some(vec![TERMINATE_FINALIZER.to_string()]);
+            obj.metadata.labels = Some(
+                [
+                    (POOL_LABEL.to_string(), n.pool.clone()),
+                    (
+                        GANG_LABEL.to_string(),
+                        gang_label_value(launch.gang.as_str()),
+                    ),
+                ]
+                .into(),
+            );
+            obj.data = serde_json::json!({ "spec": spec });
+            match api(&ctx.client, Kind::PoolNode, None)
+                .create(&PostParams::default(), &obj)
+                .await
+            {
+                Ok(_) => created += 1,
+                Err(e) if is_already_exists(&e) => {}
+                Err(e) => {
+                    tracing::warn!(poolnode = %n.name, error = %e, "could not write PoolNode")
+                }
+            }
+        }
+    }
+    created
+}
+
+/// The provider of a pool, through its NodeClass.
+pub fn provider_for(
+    ctx: &Ctx,
+    observed: &Observed,
+    node_class: &str,
+) -> Result<Arc<dyn CloudProvider>, ActError> {
+    let nc = observed
+        .of(Kind::NodeClass)
+        .iter()
+        .find(|o| o.name_any() == node_class)
+        .ok_or_else(|| ActError::Missing(format!("NodeClass {node_class}")))?;
+    let spec = nc.data.get("spec").cloned().unwrap_or_default();
+    Ok(ctx.deps.providers.provider(node_class, &spec)?)
+}
+
+/// Advances every PoolNode one or more phases. Returns how many it changed.
+pub async fn lifecycle(ctx: &Ctx, observed: &Observed, now: Time) -> usize {
+    let mut steps = Vec::new();
+    for pn in observed.of(Kind::PoolNode) {
+        steps.push(step(ctx, observed, pn.clone(), now));
+    }
+    let results = futures::future::join_all(steps).await;
+    let mut changed = 0;
+    for r in results {
+        match r {
+            Ok(true) => changed += 1,
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "PoolNode step failed"),
+        }
+    }
+    changed
+}
+
+async fn step(
+    ctx: &Ctx,
+    observed: &Observed,
+    pn: Arc<DynamicObject>,
+    now: Time,
+) -> Result<bool, ActError> {
+    let name = pn.name_any();
+    let s: PoolNodeSpec = spec(Kind::PoolNode, &pn).map_err(|i| ActError::Missing(i.message))?;
+    let st = poolnode_status(&pn);
+    let node_class = if s.node_class.is_empty() {
+        pool_node_class(observed, &s.pool).unwrap_or_default()
+    } else {
+        s.node_class.clone()
+    };
+    if pn.metadata.deletion_timestamp.is_some() {
+        return finalize(ctx, observed, &pn, &node_class, st.provider_id.as_deref()).await;
+    }
+    let offering = offering_key(&s);
+    let phase = node_phase(st.phase);
+    let created = pn
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(time::from_kube)
+        .unwrap_or(now);
+    let since = phase_since(&st, created);
+    let mut status = serde_json::Map::new();
+    let mut provider_id = st.provider_id.clone();
+    let mut launch_error = None;
+    let mut error_text = None;
+    // the one action of a Pending PoolNode: ask the cloud (idempotent by key)
+    if phase == NodePhase::Pending && provider_id.is_none() {
+        let provider = provider_for(ctx, observed, &node_class)?;
+        let (labels, taints) = pool_spec(observed, &s.pool).unwrap_or_default();
+        let mut node_labels: BTreeMap<String, String> = labels;
+        node_labels.insert(POOL_LABEL.to_string(), s.pool.clone());
+        node_labels.insert(POOLNODE_LABEL.to_string(), name.clone());
+        let req = LaunchRequest {
+            name: name.clone(),
+            idempotency_key: s.idempotency_key.clone(),
+            offering: offering.clone(),
+            pool: s.pool.clone(),
+            cluster: ctx.config.cluster.clone(),
+            gang: poolnode_gang(&s),
+            labels: node_labels,
+            taints,
+            tags: BTreeMap::new(),
+        };
+        let result = provider.launch(&req).await;
+        let category = match &result {
+            Ok(_) => "Launched".to_string(),
+            Err(e) => e.category().as_str().to_string(),
+        };
+        ctx.deps
+            .metrics
+            .launches
+            .get_or_create(&LaunchLabels {
+                pool: s.pool.clone(),
+                capacity_type: offering.capacity_type.as_str().to_string(),
+                result: category,
+            })
+            .inc();
+        match result {
+            Ok(instance) => {
+                status.insert("providerID".into(), instance.provider_id.clone().into());
+                status.insert("launchedAt".into(), time::format(now).into());
+                provider_id = Some(instance.provider_id);
+            }
+            Err(e) => {
+                launch_error = Some(match &e {
+                    ProviderError::InsufficientCapacity { .. } => LaunchError::InsufficientCapacity,
+                    ProviderError::QuotaExceeded { .. } => LaunchError::QuotaExceeded,
+                    ProviderError::Permanent { .. } => LaunchError::InvalidRequest,
+                    ProviderError::Transient { .. } | ProviderError::NotFound { .. } => {
+                        LaunchError::Transient
+                    }
+                });
+                error_text = Some((e.category().as_str(), e.to_string()));
+            }
+        }
+    }
+    let node = provider_id.as_ref().and_then(|pid| {
+        observed
+            .nodes
+            .iter()
+            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_ref()) == Some(pid))
+    });
+    let seen = pool_node::Observed {
+        launch_accepted: provider_id.is_some(),
+        registered: node.is_some(),
+        ready_with_gpus: node.is_some_and(|n| node_ready(n) && allocatable(n).gpu_millis > 0),
+        launch_error,
+    };
+    // the planner's life-cycle table decides what the observation means
+    match pool_node::next(phase, since, &offering, seen, &ctx.config.policy, now) {
+        pool_node::Step::Stay => {
+            if let Some((reason, message)) = &error_text {
+                status.insert("reason".into(), (*reason).into());
+                status.insert("message".into(), message.clone().into());
+                ctx.events
+                    .warn(Kind::PoolNode, &pn, reason, message.clone())
+                    .await;
+            }
+        }
+        pool_node::Step::Advance(next) => {
+            status.insert("phase".into(), phase_name(next).into());
+            if let Some(n) = node {
+                if phase < NodePhase::Registered {
+                    status.insert("nodeName".into(), n.name_any().into());
+                    status.insert("registeredAt".into(), time::format(now).into());
+                }
+                if next == NodePhase::Ready {
+                    status.insert("readyAt".into(), time::format(now).into());
+                }
+            }
+            status.insert("reason".into(), serde_json::Value::Null);
+            status.insert("message".into(), serde_json::Value::Null);
+        }
+        pool_node::Step::Terminate {
+            reason,
+            mark_unavailable,
+        } => {
+            if let Some((key, until)) = mark_unavailable {
+                ctx.offerings.mark_unavailable(key, until);
+            }
+            let reason = format!("{reason:?}");
+            let message = error_text
+                .map(|(_, m)| m)
+                .unwrap_or_else(|| format!("{name} terminated in phase {}", phase_name(phase)));
+            ctx.events
+                .warn(
+                    Kind::PoolNode,
+                    &pn,
+                    &reason,
+                    format!("{message}; re-planning"),
+                )
+                .await;
+            if !status.is_empty() {
+                // record an instance the cloud created, so the finalizer terminates it
+                patch_status(
+                    &ctx.client,
+                    Kind::PoolNode,
+                    None,
+                    &name,
+                    serde_json::Value::Object(status),
+                )
+                .await?;
+            }
+            match api(&ctx.client, Kind::PoolNode, None)
+                .delete(&name, &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(ActError::api("delete PoolNode")(e)),
+            }
+            if provider_id.is_none() {
+                // nothing to terminate: let it go now
+                remove_finalizer(ctx, &pn).await?;
+            }
+            ctx.caches.changes.notify_one();
+            return Ok(true);
+        }
+    }
+    if status.is_empty() {
+        return Ok(false);
+    }
+    patch_status(
+        &ctx.client,
+        Kind::PoolNode,
+        None,
+        &name,
+        serde_json::Value::Object(status),
+    )
+    .await?;
+    Ok(true)
+}
+
+fn phase_name(p: NodePhase) -> &'static str {
+    match p {
+        NodePhase::Pending => "Pending",
+        NodePhase::Launched => "Launched",
+        NodePhase::Registered => "Registered",
+        NodePhase::Ready => "Ready",
+        NodePhase::Draining => "Draining",
+        NodePhase::Terminating => "Terminating",
+    }
+}
+
+fn pool_obj<'a>(observed: &'a Observed, pool: &str) -> Option<&'a Arc<DynamicObject>> {
+    observed
+        .of(Kind::GpuPool)
+        .iter()
+        .find(|p| p.name_any() == pool)
+}
+
+fn pool_node_class(observed: &Observed, pool: &str) -> Option<String> {
+    let p = pool_obj(observed, pool)?;
+    let s: muster_crds::GpuPoolSpec = spec(Kind::GpuPool, p).ok()?;
+    Some(s.node_class_ref.name)
+}
+
+fn pool_spec(
+    observed: &Observed,
+    pool: &str,
+) -> Option<(BTreeMap<String, String>, Vec<muster_planner::Taint>)> {
+    let p = pool_obj(observed, pool)?;
+    let mut issues = Vec::new();
+    let classes =
+        crate::controller::translate::pool::node_classes(observed.of(Kind::NodeClass), &mut issues);
+    let pools =
+        crate::controller::translate::pool::pools(std::slice::from_ref(p), &classes, &mut issues);
+    pools.into_iter().next().map(|p| (p.labels, p.taints))
+}
+
+async fn finalize(
+    ctx: &Ctx,
+    observed: &Observed,
+    pn: &DynamicObject,
+    node_class: &str,
+    provider_id: Option<&str>,
+) -> Result<bool, ActError> {
+    let has_finalizer = pn.finalizers().iter().any(|f| f == TERMINATE_FINALIZER);
+    if !has_finalizer {
+        return Ok(false);
+    }
+    if let Some(pid) = provider_id {
+        let provider = provider_for(ctx, observed, node_class)?;
+        match provider.terminate(pid).await {
+            Ok(()) | Err(ProviderError::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    remove_finalizer(ctx, pn).await?;
+    Ok(true)
+}
+
+/// Removes muster's finalizer (guarded by the object's resourceVersion).
+pub async fn remove_finalizer(ctx: &Ctx, pn: &DynamicObject) -> Result<(), ActError> {
+    let rest: Vec<String> = pn
+        .finalizers()
+        .iter()
+        .filter(|f| f.as_str() != TERMINATE_FINALIZER)
+        .cloned()
+        .collect();
+    let patch = serde_json::json!({
+        "metadata": {"finalizers": rest, "resourceVersion": pn.resource_version()}
+    });
+    match api(&ctx.client, Kind::PoolNode, None)
+        .patch(&pn.name_any(), &params(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(ActError::api("remove finalizer")(e)),
+    }
+}

@@ -1,0 +1,104 @@
+//! Carrying out a plan: small, idempotent steps, each safe to repeat after a
+//! crash. Every step reads the watch caches and writes with patches whose
+//! result does not depend on how often they run.
+
+pub mod admit;
+pub mod evict;
+pub mod gangs;
+pub mod launch;
+pub mod release;
+pub mod status;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+
+use super::objects::{FIELD_MANAGER, Kind};
+
+/// Why one write failed, in bounded categories.
+#[derive(Debug, thiserror::Error)]
+pub enum ActError {
+    /// The API server refused or could not be reached.
+    #[error("{action}: {source}")]
+    Api {
+        /// What was being done (bounded: "create PoolNode", "pin Job" …).
+        action: &'static str,
+        /// The error.
+        source: kube::Error,
+    },
+    /// The cloud call failed.
+    #[error("{0}")]
+    Provider(#[from] muster_provider_api::ProviderError),
+    /// No provider for the pool's NodeClass.
+    #[error("{0}")]
+    Setup(#[from] super::ProviderSetupError),
+    /// An object the step needs is missing from the caches.
+    #[error("missing {0}")]
+    Missing(String),
+}
+
+impl ActError {
+    /// Wraps a kube error with the action it interrupted.
+    pub fn api(action: &'static str) -> impl FnOnce(kube::Error) -> ActError {
+        move |source| ActError::Api { action, source }
+    }
+}
+
+/// True for a 404 from the API server.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// True for a 409 AlreadyExists from the API server.
+pub fn is_already_exists(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
+}
+
+/// The dynamic API of a muster kind (namespaced Gangs need `namespace`).
+pub fn api(client: &kube::Client, kind: Kind, namespace: Option<&str>) -> Api<DynamicObject> {
+    let ar = kind.api_resource();
+    match (kind.namespaced(), namespace) {
+        (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &ar),
+        _ => Api::all_with(client.clone(), &ar),
+    }
+}
+
+/// Patch parameters of every controller write.
+pub fn params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..Default::default()
+    }
+}
+
+/// Merge-patches the status subresource of a muster object.
+pub async fn patch_status(
+    client: &kube::Client,
+    kind: Kind,
+    namespace: Option<&str>,
+    name: &str,
+    status: serde_json::Value,
+) -> Result<(), ActError> {
+    api(client, kind, namespace)
+        .patch_status(
+            name,
+            &params(),
+            &Patch::Merge(serde_json::json!({ "status": status })),
+        )
+        .await
+        .map(|_| ())
+        .map_err(ActError::api("patch status"))
+}
+
+/// The label value naming a gang on nodes and in node selectors:
+/// `namespace.name` (namespaces contain no dots, so it reads back).
+pub fn gang_label_value(gang: &str) -> String {
+    let v = gang.replacen('/', ".", 1);
+    if v.len() <= 63 {
+        v
+    } else {
+        // label values are at most 63 characters: keep a readable prefix and a stable hash
+        let h = v.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+        });
+        format!("{}-{h:016x}", &v[..46].trim_end_matches(['.', '-', '_']))
+    }
+}

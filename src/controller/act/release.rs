@@ -1,0 +1,68 @@
+//! Releases: reserved capacity a gang gives up. The reservation goes (PoolNode
+//! `spec.gang`, the node's `muster.dev/gang` label); the machine stays until
+//! the planner removes it (consolidation) or hands it to another gang.
+
+use kube::ResourceExt;
+use kube::api::{Api, Patch};
+use muster_planner::plan::Release;
+
+use super::{ActError, api, gang_label_value, params};
+use crate::controller::objects::{GANG_LABEL, Kind};
+use crate::controller::planning_loop::Ctx;
+use crate::controller::translate::{Observed, Translation};
+
+/// Carries out every release. Returns how many nodes it changed.
+pub async fn run(ctx: &Ctx, releases: &[Release], observed: &Observed, tr: &Translation) -> usize {
+    let mut n = 0;
+    for r in releases {
+        for node in &r.nodes {
+            match release(ctx, r, node, observed, tr).await {
+                Ok(()) => n += 1,
+                Err(e) => tracing::warn!(gang = %r.gang, node, error = %e, "release failed"),
+            }
+        }
+    }
+    n
+}
+
+async fn release(
+    ctx: &Ctx,
+    r: &Release,
+    node: &str,
+    observed: &Observed,
+    tr: &Translation,
+) -> Result<(), ActError> {
+    let to = r.handed_to.as_ref().map(|g| g.as_str().to_string());
+    let label = to.as_deref().map(gang_label_value);
+    // the PoolNode is the node itself (in flight) or registered as it
+    let poolnode = observed.of(Kind::PoolNode).iter().find(|p| {
+        p.name_any() == node || tr.registered.get(&p.name_any()).map(String::as_str) == Some(node)
+    });
+    if let Some(p) = poolnode {
+        api(&ctx.client, Kind::PoolNode, None)
+            .patch(
+                &p.name_any(),
+                &params(),
+                &Patch::Merge(serde_json::json!({
+                    "metadata": {"labels": {GANG_LABEL: label}},
+                    "spec": {"gang": to.as_deref().and_then(|g| g.split_once('/')).map(
+                        |(namespace, name)| serde_json::json!({"namespace": namespace, "name": name})
+                    )},
+                })),
+            )
+            .await
+            .map_err(ActError::api("release PoolNode"))?;
+    }
+    if observed.nodes.iter().any(|n| n.name_any() == node) {
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(ctx.client.clone());
+        nodes
+            .patch(
+                node,
+                &params(),
+                &Patch::Merge(serde_json::json!({"metadata": {"labels": {GANG_LABEL: label}}})),
+            )
+            .await
+            .map_err(ActError::api("release node"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,350 @@
+//! Status: Gang status from the plan (phase, position, reason, reserved
+//! nodes, assignments, timestamps) and from what is observed (all pods
+//! Running, Job finished); `Valid` conditions and Events for objects the
+//! translation had to leave out. Writes only what changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use muster_planner::lifecycle::gang as lifecycle;
+use muster_planner::{GangPhase, Plan, Policy, Snapshot, Time, plan::WaitReason};
+
+use super::patch_status;
+use crate::controller::metrics::GangLabels;
+use crate::controller::objects::{AssignmentStatus, Condition, GangSpec, GangView, Kind};
+use crate::controller::planning_loop::Ctx;
+use crate::controller::translate::node::{pod_active, pod_job};
+use crate::controller::translate::pool::spec;
+use crate::controller::translate::{Issue, Observed, gang, time};
+
+fn phase_name(p: GangPhase) -> String {
+    serde_json::to_value(p)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+/// The status a Gang should have after this plan.
+pub fn desired(
+    obj: &DynamicObject,
+    plan: &Plan,
+    snapshot: &Snapshot,
+    observed: &Observed,
+    now: Time,
+    policy: &Policy,
+) -> (GangView, bool) {
+    let policy_timeout = policy.provisioning_timeout;
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let id = format!("{ns}/{name}");
+    let mut st = gang::status_of(obj);
+    let current = gang::phase(st.phase.as_deref()).unwrap_or_default();
+    let job = observed
+        .jobs
+        .iter()
+        .find(|j| j.namespace().as_deref() == Some(ns.as_str()) && j.name_any() == name);
+    let finished = job.is_some_and(|j| {
+        j.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+            })
+    });
+    let assignments = |list: &[muster_planner::Assignment]| -> Vec<AssignmentStatus> {
+        list.iter()
+            .map(|a| AssignmentStatus {
+                pod_set: a.pod_set.clone(),
+                index: a.index,
+                node: a.node.clone(),
+            })
+            .collect()
+    };
+    let set_phase = |st: &mut GangView, p: GangPhase| st.phase = Some(phase_name(p));
+    let as_planned = gang::gang(obj).ok().flatten();
+    let pods_ready_timeout = as_planned.as_ref().and_then(|g| {
+        snapshot
+            .queues
+            .iter()
+            .find(|q| q.name == g.queue)
+            .and_then(|q| q.pods_ready_timeout)
+    });
+    let step = |event| {
+        as_planned
+            .as_ref()
+            .map(|g| lifecycle::on_event(g, pods_ready_timeout, event, policy, now))
+            .unwrap_or(lifecycle::Step::Stay)
+    };
+    let finish = finished
+        && (current == GangPhase::Finished
+            || matches!(step(lifecycle::Event::Completed), lifecycle::Step::Finish)
+            || !current.holds_capacity());
+    if finish {
+        if current != GangPhase::Finished {
+            set_phase(&mut st, GangPhase::Finished);
+            st.finished_at = Some(time::format(now));
+            st.position = None;
+            st.reason = None;
+            st.message = None;
+        }
+        return (st, false);
+    }
+    if let Some(a) = plan.admissions.iter().find(|a| a.gang.as_str() == id) {
+        set_phase(&mut st, GangPhase::Admitted);
+        st.assignments = assignments(&a.assignments);
+        st.reserved_nodes = a
+            .assignments
+            .iter()
+            .map(|x| x.node.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        st.admitted_at.get_or_insert_with(|| time::format(now));
+        st.position = None;
+        st.reason = None;
+        st.message = None;
+        return (st, false);
+    }
+    if let Some(l) = plan.launches.iter().find(|l| l.gang.as_str() == id) {
+        let set: BTreeSet<String> = l.nodes.iter().map(|n| n.name.clone()).collect();
+        let held: BTreeSet<String> = st.reserved_nodes.iter().cloned().collect();
+        // a new launch set (first, or planned again after a failure) counts as an attempt
+        if current != GangPhase::Provisioning || !set.is_subset(&held) {
+            st.launch_attempts += 1;
+            let timeout = l
+                .nodes
+                .first()
+                .and_then(|n| snapshot.pools.iter().find(|p| p.name == n.pool))
+                .and_then(|p| p.provisioning_timeout)
+                .unwrap_or(policy_timeout);
+            let deadline = l.deadline.unwrap_or(now + timeout);
+            st.provisioning_deadline = Some(time::format(deadline));
+        }
+        set_phase(&mut st, GangPhase::Provisioning);
+        st.assignments = assignments(&l.assignments);
+        let mut reserved: BTreeSet<String> = l.nodes.iter().map(|n| n.name.clone()).collect();
+        reserved.extend(l.reserve.iter().cloned());
+        st.reserved_nodes = reserved.into_iter().collect();
+        st.position = None;
+        st.reason = Some(WaitReason::Provisioning.as_str().to_string());
+        st.message = Some(l.message.clone());
+        return (st, false);
+    }
+    if plan.preemptions.iter().any(|p| p.victim.as_str() == id) {
+        set_phase(&mut st, GangPhase::Evicted);
+        st.evictions += 1;
+        st.assignments.clear();
+        st.reserved_nodes.clear();
+        st.admitted_at = None;
+        st.started_at = None;
+        return (st, false);
+    }
+    if current == GangPhase::Admitted {
+        let want: u64 = spec::<GangSpec>(Kind::Gang, obj)
+            .map(|s| {
+                s.pod_sets
+                    .iter()
+                    .map(|p| u64::try_from(p.count).unwrap_or(0))
+                    .sum()
+            })
+            .unwrap_or(u64::MAX);
+        let running = observed
+            .pods
+            .iter()
+            .filter(|p| pod_job(p).is_some_and(|j| j == (ns.clone(), name.clone())))
+            .filter(|p| {
+                pod_active(p)
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            })
+            .count() as u64;
+        // the planner's gang life-cycle table decides: running, wait, or evict
+        match step(lifecycle::Event::PodsCheck {
+            all_running: running >= want,
+        }) {
+            lifecycle::Step::MarkRunning => {
+                set_phase(&mut st, GangPhase::Running);
+                st.started_at.get_or_insert_with(|| time::format(now));
+            }
+            lifecycle::Step::Evict {
+                reason,
+                not_before,
+                counts,
+            } => {
+                set_phase(&mut st, GangPhase::Evicted);
+                if counts {
+                    st.evictions += 1;
+                }
+                st.requeue_after = Some(time::format(not_before));
+                st.reason = Some(format!("{reason:?}"));
+                st.assignments.clear();
+                st.reserved_nodes.clear();
+                st.admitted_at = None;
+                st.started_at = None;
+                return (st, true);
+            }
+            _ => {}
+        }
+        return (st, false);
+    }
+    if let Some(w) = plan.waiting.iter().find(|w| w.gang.as_str() == id) {
+        let phase = match w.reason {
+            WaitReason::Provisioning if current == GangPhase::Provisioning => {
+                GangPhase::Provisioning
+            }
+            WaitReason::Unsatisfiable => GangPhase::Unsatisfiable,
+            WaitReason::Backoff => GangPhase::Evicted,
+            _ if current.holds_capacity() => current,
+            _ => GangPhase::Queued,
+        };
+        set_phase(&mut st, phase);
+        st.position = Some(w.position);
+        st.reason = Some(w.reason.as_str().to_string());
+        st.message = Some(w.message.clone());
+        return (st, false);
+    }
+    if st.phase.is_none() {
+        set_phase(&mut st, GangPhase::Queued);
+    }
+    (st, false)
+}
+
+/// Writes Gang statuses that changed and refreshes the gangs gauge.
+pub async fn update(
+    ctx: &Ctx,
+    plan: &Plan,
+    snapshot: &Snapshot,
+    observed: &Observed,
+    now: Time,
+) -> usize {
+    let mut writes = 0;
+    let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for obj in observed.of(Kind::Gang) {
+        let before = gang::status_of(obj);
+        let (after, evict) = desired(obj, plan, snapshot, observed, now, &ctx.config.policy);
+        if evict {
+            let ns = obj.namespace().unwrap_or_default();
+            if let Err(e) = super::evict::suspend(ctx, &ns, &obj.name_any(), observed).await {
+                tracing::warn!(gang = %obj.name_any(), error = %e, "could not evict gang");
+                continue;
+            }
+        }
+        let queue = spec::<GangSpec>(Kind::Gang, obj)
+            .map(|s| s.queue)
+            .unwrap_or_default();
+        *counts
+            .entry((queue, after.phase.clone().unwrap_or_default()))
+            .or_default() += 1;
+        if before == after {
+            continue;
+        }
+        let (status, annotations) = gang::write_view(&before, &after);
+        let ns = obj.namespace();
+        // annotations first: a status that says Provisioning always finds its
+        // assignments and attempt count in place
+        let meta = super::api(&ctx.client, Kind::Gang, ns.as_deref())
+            .patch(
+                &obj.name_any(),
+                &super::params(),
+                &kube::api::Patch::Merge(
+                    serde_json::json!({"metadata": {"annotations": annotations}}),
+                ),
+            )
+            .await;
+        let result = match meta {
+            Ok(_) => {
+                patch_status(
+                    &ctx.client,
+                    Kind::Gang,
+                    ns.as_deref(),
+                    &obj.name_any(),
+                    status,
+                )
+                .await
+            }
+            Err(e) => Err(super::ActError::api("annotate Gang")(e)),
+        };
+        match result {
+            Ok(()) => writes += 1,
+            Err(e) => {
+                tracing::warn!(gang = %obj.name_any(), error = %e, "could not write gang status")
+            }
+        }
+    }
+    ctx.deps.metrics.gangs.clear();
+    for ((queue, phase), n) in counts {
+        ctx.deps
+            .metrics
+            .gangs
+            .get_or_create(&GangLabels { queue, phase })
+            .set(n);
+    }
+    writes
+}
+
+/// Sets `Valid=False` (and publishes a Warning Event) on objects left out of
+/// the snapshot; sets `Valid=True` on pools, queues and NodeClasses that read.
+pub async fn report_issues(ctx: &Ctx, issues: &[Issue], observed: &Observed, now: Time) {
+    for kind in [
+        Kind::NodeClass,
+        Kind::GpuPool,
+        Kind::GpuQueue,
+        Kind::Gang,
+        Kind::PoolNode,
+    ] {
+        for obj in observed.of(kind) {
+            let issue = issues.iter().find(|i| {
+                i.kind == kind && i.name == obj.name_any() && i.namespace == obj.namespace()
+            });
+            let conds: Vec<Condition> = obj
+                .data
+                .get("status")
+                .and_then(|s| s.get("conditions"))
+                .cloned()
+                .and_then(|c| serde_json::from_value(c).ok())
+                .unwrap_or_default();
+            let current = conds.iter().find(|c| c.type_ == "Valid");
+            let (status, reason, message) = match issue {
+                Some(i) => ("False", i.reason.as_str(), i.message.clone()),
+                None if matches!(kind, Kind::Gang | Kind::PoolNode) && current.is_none() => {
+                    continue;
+                }
+                None => ("True", "Valid", String::new()),
+            };
+            if current
+                .is_some_and(|c| c.status == status && c.reason == reason && c.message == message)
+            {
+                continue;
+            }
+            let mut next: Vec<Condition> = conds
+                .iter()
+                .filter(|c| c.type_ != "Valid")
+                .cloned()
+                .collect();
+            next.push(Condition {
+                type_: "Valid".to_string(),
+                status: status.to_string(),
+                reason: reason.to_string(),
+                message: message.clone(),
+                last_transition_time: time::format(now),
+                observed_generation: obj.metadata.generation,
+            });
+            let ns = obj.namespace();
+            if let Err(e) = patch_status(
+                &ctx.client,
+                kind,
+                ns.as_deref(),
+                &obj.name_any(),
+                serde_json::json!({"conditions": next}),
+            )
+            .await
+            {
+                tracing::warn!(name = %obj.name_any(), error = %e, "could not write condition");
+            }
+            if issue.is_some() {
+                ctx.events.warn(kind, obj, reason, message).await;
+            }
+        }
+    }
+}

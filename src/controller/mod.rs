@@ -1,0 +1,153 @@
+//! The Kubernetes controller: a driver of the planner.
+//!
+//! It observes the cluster (reflectors, [`observe`]), translates its caches
+//! into a planner [`Snapshot`](muster_planner::Snapshot) ([`translate`], the
+//! only module that knows both kube objects and planner types), calls the
+//! planner in a debounced singleton loop ([`planning_loop`]) while it holds
+//! the leader Lease ([`leader`]), and carries the plan out with idempotent
+//! writes and cloud calls ([`act`]): intent (`PoolNode`) before action. It
+//! never takes a decision of its own; whatever it cannot do shows in the next
+//! snapshot and is planned again.
+
+pub mod act;
+pub mod events;
+pub mod leader;
+pub mod metrics;
+pub mod objects;
+pub mod observe;
+pub mod planning_loop;
+pub mod providers;
+pub mod translate;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use muster_planner::{Plan, Policy, Snapshot, Time};
+
+pub use providers::{ProviderFactory, ProviderSetupError};
+
+/// The planning function: `muster_planner::plan` in production; tests may
+/// substitute a scripted planner to exercise the driver alone.
+pub type PlanFn = Arc<dyn Fn(&Snapshot, &Policy, Time) -> Plan + Send + Sync>;
+
+/// The real planner.
+pub fn real_planner() -> PlanFn {
+    Arc::new(muster_planner::plan)
+}
+
+/// Leader election settings.
+#[derive(Debug, Clone)]
+pub struct LeaseConfig {
+    /// Lease name.
+    pub name: String,
+    /// Lease namespace.
+    pub namespace: String,
+    /// How long a lease lasts without renewal.
+    pub duration: Duration,
+    /// How often the holder renews (and others retry).
+    pub renew_every: Duration,
+}
+
+/// Everything the controller is configured with.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// Cluster name: instances are tagged with it.
+    pub cluster: String,
+    /// Namespaces whose Jobs, Pods, PDBs and Gangs are watched; empty is all.
+    pub namespaces: Vec<String>,
+    /// Quiet time after a change before planning.
+    pub debounce: Duration,
+    /// Planning happens at least this often.
+    pub tick: Duration,
+    /// This instance's identity (Lease holder, Event reporting instance).
+    pub identity: String,
+    /// Leader election; `None` acts as leader at once (single replica, tests).
+    pub lease: Option<LeaseConfig>,
+    /// Planner policy knobs.
+    pub policy: Policy,
+    /// How long listed offerings are reused before asking the cloud again.
+    pub offerings_ttl: Duration,
+}
+
+impl ControllerConfig {
+    /// Defaults for a cluster name and identity.
+    pub fn new(cluster: impl Into<String>, identity: impl Into<String>) -> ControllerConfig {
+        ControllerConfig {
+            cluster: cluster.into(),
+            namespaces: Vec::new(),
+            debounce: Duration::from_millis(200),
+            tick: Duration::from_secs(30),
+            identity: identity.into(),
+            lease: None,
+            policy: Policy::default(),
+            offerings_ttl: Duration::from_secs(300),
+        }
+    }
+}
+
+/// What the controller is given besides configuration.
+#[derive(Clone)]
+pub struct Deps {
+    /// Builds a cloud provider for a NodeClass.
+    pub providers: Arc<dyn ProviderFactory>,
+    /// The planner.
+    pub planner: PlanFn,
+    /// Metrics registry and readiness flags.
+    pub metrics: Arc<metrics::Metrics>,
+}
+
+/// Why the controller stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// A watch cache never synced (its writer went away).
+    #[error("watch caches did not sync: {0}")]
+    CacheSync(String),
+    /// The metrics/health endpoint could not listen.
+    #[error("metrics endpoint: {0}")]
+    Metrics(#[from] std::io::Error),
+}
+
+/// Runs the controller until `shutdown` resolves.
+pub async fn run(
+    client: kube::Client,
+    config: ControllerConfig,
+    deps: Deps,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ControllerError> {
+    let config = Arc::new(config);
+    let caches = observe::Caches::start(client.clone(), &config);
+    // Every task below dies with this future: aborting `run` is a process kill.
+    let _caches_guard = StopOnDrop(Some(caches.clone()));
+    let (leader_rx, leader_task) = leader::start(client.clone(), &config, deps.metrics.clone());
+    let ctx = Arc::new(planning_loop::Ctx::new(
+        client,
+        config.clone(),
+        deps,
+        caches.clone(),
+    ));
+    let loop_task = AbortOnDrop(tokio::spawn(planning_loop::run(ctx.clone(), leader_rx)));
+    shutdown.await;
+    tracing::info!("shutting down");
+    drop(loop_task);
+    leader_task.stop().await;
+    Ok(())
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+struct StopOnDrop(Option<observe::Caches>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.stop();
+        }
+    }
+}

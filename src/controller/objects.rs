@@ -1,0 +1,203 @@
+//! The muster custom resources as the controller reads and writes them.
+//!
+//! The controller handles every muster object as a `DynamicObject` and parses
+//! its `spec`/`status` per object, so one malformed object becomes a condition
+//! and an Event on that object instead of an error that stops a whole watch.
+//! Specs and statuses are the `muster-crds` types. The one shape of the
+//! controller's own is [`GangView`]: a Gang's status plus the planner state
+//! the CRD's status has no field for (assignments, launch attempts,
+//! provisioning deadline, message), which the controller keeps in Gang
+//! annotations until `GangStatus` carries them.
+
+use kube::core::{ApiResource, GroupVersionKind};
+use serde::{Deserialize, Serialize};
+
+/// API group of the muster resources.
+pub const GROUP: &str = "muster.dev";
+/// API version of the muster resources.
+pub const VERSION: &str = "v1alpha1";
+
+/// Label on Jobs: the GPUQueue they wait in.
+pub const QUEUE_LABEL: &str = "muster.dev/queue";
+/// Annotation on Jobs: the least number of pods the gang may start with.
+pub const MIN_COUNT_ANNOTATION: &str = "muster.dev/min-count";
+/// Annotation on Jobs: acceptable GPU models, comma-separated.
+pub const GPU_MODEL_ANNOTATION: &str = "muster.dev/gpu-model";
+/// Annotation on Jobs: priority of the gang (an integer).
+pub const PRIORITY_ANNOTATION: &str = "muster.dev/priority";
+/// Annotation on Jobs: the pod template as submitted, before muster pinned it.
+pub const ORIGINAL_TEMPLATE_ANNOTATION: &str = "muster.dev/original-template";
+/// Annotation on Jobs: the nodes the admitted gang was pinned to (comma-separated).
+pub const ADMITTED_NODES_ANNOTATION: &str = "muster.dev/admitted-nodes";
+/// Label on nodes reserved for a gang, and node selector of its pinned pods.
+pub const GANG_LABEL: &str = "muster.dev/gang";
+/// Label on nodes launched by muster: their pool.
+pub const POOL_LABEL: &str = "muster.dev/pool";
+/// Label on nodes launched by muster: their PoolNode.
+pub const POOLNODE_LABEL: &str = "muster.dev/poolnode";
+/// Finalizer on PoolNodes: the instance is terminated before the object goes.
+pub const TERMINATE_FINALIZER: &str = "muster.dev/terminate-instance";
+/// Annotation on Gangs: where each pod goes (JSON list of pod set, index, node).
+pub const ASSIGNMENTS_ANNOTATION: &str = "muster.dev/assignments";
+/// Annotation on Gangs: launch sets planned so far.
+pub const LAUNCH_ATTEMPTS_ANNOTATION: &str = "muster.dev/launch-attempts";
+/// Annotation on Gangs: when its launched capacity must be complete (RFC 3339).
+pub const PROVISIONING_DEADLINE_ANNOTATION: &str = "muster.dev/provisioning-deadline";
+/// Annotation on Gangs: why it waits, for people.
+pub const MESSAGE_ANNOTATION: &str = "muster.dev/message";
+/// Field manager of every write the controller makes.
+pub const FIELD_MANAGER: &str = "muster-controller";
+
+/// The five muster kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// `NodeClass` (cluster-scoped).
+    NodeClass,
+    /// `GPUPool` (cluster-scoped).
+    GpuPool,
+    /// `GPUQueue` (cluster-scoped).
+    GpuQueue,
+    /// `Gang` (namespaced).
+    Gang,
+    /// `PoolNode` (cluster-scoped).
+    PoolNode,
+}
+
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 5] = [
+        Kind::NodeClass,
+        Kind::GpuPool,
+        Kind::GpuQueue,
+        Kind::Gang,
+        Kind::PoolNode,
+    ];
+
+    /// The Kubernetes kind name.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Kind::NodeClass => "NodeClass",
+            Kind::GpuPool => "GPUPool",
+            Kind::GpuQueue => "GPUQueue",
+            Kind::Gang => "Gang",
+            Kind::PoolNode => "PoolNode",
+        }
+    }
+
+    /// The plural resource name.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::NodeClass => "nodeclasses",
+            Kind::GpuPool => "gpupools",
+            Kind::GpuQueue => "gpuqueues",
+            Kind::Gang => "gangs",
+            Kind::PoolNode => "poolnodes",
+        }
+    }
+
+    /// True for the one namespaced kind, `Gang`.
+    pub fn namespaced(self) -> bool {
+        self == Kind::Gang
+    }
+
+    /// The `ApiResource` for a dynamic `Api`.
+    pub fn api_resource(self) -> ApiResource {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(GROUP, VERSION, self.kind()),
+            self.plural(),
+        )
+    }
+}
+
+/// A condition, as in `metav1.Condition`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Condition type, e.g. `Ready`, `Valid`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Bounded machine-readable reason.
+    #[serde(default)]
+    pub reason: String,
+    /// For people.
+    #[serde(default)]
+    pub message: String,
+    /// RFC 3339.
+    #[serde(default)]
+    pub last_transition_time: String,
+    /// Generation the condition was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+pub use muster_crds::gang::{GangSpec, PodSet as PodSetSpec};
+
+/// A pod placed on a node, in Gang status.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssignmentStatus {
+    /// Pod set.
+    pub pod_set: String,
+    /// Index in the set.
+    pub index: u32,
+    /// Node (or PoolNode, while in flight).
+    pub node: String,
+}
+
+/// The controller's view of a Gang's state: its `status` (the `muster-crds`
+/// `GangStatus`) plus what the planner needs that the status has no field
+/// for, kept in annotations ([`ASSIGNMENTS_ANNOTATION`],
+/// [`LAUNCH_ATTEMPTS_ANNOTATION`], [`PROVISIONING_DEADLINE_ANNOTATION`],
+/// [`MESSAGE_ANNOTATION`]). See `translate::gang::{view_of, write_view}`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GangView {
+    /// `Queued, Provisioning, Admitted, Running, Finished, Evicted, Unsatisfiable`.
+    #[serde(default)]
+    pub phase: Option<String>,
+    /// 1-based position in its queue while it waits.
+    #[serde(default)]
+    pub position: Option<u32>,
+    /// Bounded reason it waits.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// For people.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// Nodes (or PoolNodes) held for it.
+    #[serde(default)]
+    pub reserved_nodes: Vec<String>,
+    /// Where its pods go.
+    #[serde(default)]
+    pub assignments: Vec<AssignmentStatus>,
+    /// When capacity must be complete (RFC 3339).
+    #[serde(default)]
+    pub provisioning_deadline: Option<String>,
+    /// RFC 3339.
+    #[serde(default)]
+    pub admitted_at: Option<String>,
+    /// RFC 3339.
+    #[serde(default)]
+    pub started_at: Option<String>,
+    /// RFC 3339.
+    #[serde(default)]
+    pub finished_at: Option<String>,
+    /// Launch sets planned so far.
+    #[serde(default)]
+    pub launch_attempts: u32,
+    /// Evictions so far.
+    #[serde(default)]
+    pub evictions: u32,
+    /// After an eviction: queued again from this time (RFC 3339).
+    #[serde(default)]
+    pub requeue_after: Option<String>,
+    /// Conditions.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+pub use muster_crds::poolnode::{
+    Offering as OfferingSpec, PoolNodePhase, PoolNodeSpec, PoolNodeStatus,
+};

@@ -1,0 +1,226 @@
+//! Observation: one reflector (watch + cache) per watched kind and namespace,
+//! a change signal for the planning loop, and the synced gate.
+//!
+//! Built-in kinds are cached typed. The muster kinds are cached as
+//! `DynamicObject`s and parsed per object later ([`super::translate`]): a
+//! typed watch fails as a whole on one object it cannot decode, which would
+//! let one malformed `GPUPool` blind the controller to every other one.
+//! Watch errors are logged and retried with backoff; they never end a watch.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, DynamicObject};
+use kube::{Client, Resource};
+use kube_runtime::reflector::{self, Store};
+use kube_runtime::{WatchStreamExt, watcher};
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::ControllerConfig;
+use super::objects::Kind;
+
+/// The watch caches and the change signal.
+#[derive(Clone)]
+pub struct Caches {
+    jobs: Vec<Store<Job>>,
+    pods: Vec<Store<Pod>>,
+    pdbs: Vec<Store<PodDisruptionBudget>>,
+    nodes: Store<Node>,
+    muster: BTreeMap<Kind, Vec<Store<DynamicObject>>>,
+    /// Notified on every watch event (and by writers who want a re-plan).
+    pub changes: Arc<Notify>,
+    tasks: Arc<Vec<JoinHandle<()>>>,
+}
+
+impl Caches {
+    /// Starts every reflector.
+    pub fn start(client: Client, config: &ControllerConfig) -> Caches {
+        let changes = Arc::new(Notify::new());
+        let mut tasks = Vec::new();
+        let scopes: Vec<Option<String>> = if config.namespaces.is_empty() {
+            vec![None]
+        } else {
+            config.namespaces.iter().cloned().map(Some).collect()
+        };
+        let jobs = scopes
+            .iter()
+            .map(|ns| typed::<Job>(namespaced(&client, ns), &changes, &mut tasks))
+            .collect();
+        let pods = scopes
+            .iter()
+            .map(|ns| typed::<Pod>(namespaced(&client, ns), &changes, &mut tasks))
+            .collect();
+        let pdbs = scopes
+            .iter()
+            .map(|ns| typed::<PodDisruptionBudget>(namespaced(&client, ns), &changes, &mut tasks))
+            .collect();
+        let nodes = typed::<Node>(Api::all(client.clone()), &changes, &mut tasks);
+        let mut muster = BTreeMap::new();
+        for kind in Kind::ALL {
+            let ar = kind.api_resource();
+            let stores = if kind.namespaced() {
+                scopes
+                    .iter()
+                    .map(|ns| {
+                        let api = match ns {
+                            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+                            None => Api::all_with(client.clone(), &ar),
+                        };
+                        dynamic(api, ar.clone(), &changes, &mut tasks)
+                    })
+                    .collect()
+            } else {
+                vec![dynamic(
+                    Api::all_with(client.clone(), &ar),
+                    ar.clone(),
+                    &changes,
+                    &mut tasks,
+                )]
+            };
+            muster.insert(kind, stores);
+        }
+        Caches {
+            jobs,
+            pods,
+            pdbs,
+            nodes,
+            muster,
+            changes,
+            tasks: Arc::new(tasks),
+        }
+    }
+
+    /// Waits until every cache has completed its first list. No planning
+    /// happens before this.
+    pub async fn wait_synced(&self) -> Result<(), String> {
+        // waiting one store after another costs no more than the slowest one
+        for st in &self.jobs {
+            ready(st.clone()).await?;
+        }
+        for st in &self.pods {
+            ready(st.clone()).await?;
+        }
+        for st in &self.pdbs {
+            ready(st.clone()).await?;
+        }
+        ready(self.nodes.clone()).await?;
+        for stores in self.muster.values() {
+            for st in stores {
+                ready(st.clone()).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every reflector.
+    pub fn stop(&self) {
+        for t in self.tasks.iter() {
+            t.abort();
+        }
+    }
+
+    /// Cached Jobs.
+    pub fn jobs(&self) -> Vec<Arc<Job>> {
+        self.jobs.iter().flat_map(|s| s.state()).collect()
+    }
+
+    /// Cached Pods.
+    pub fn pods(&self) -> Vec<Arc<Pod>> {
+        self.pods.iter().flat_map(|s| s.state()).collect()
+    }
+
+    /// Cached PodDisruptionBudgets.
+    pub fn pdbs(&self) -> Vec<Arc<PodDisruptionBudget>> {
+        self.pdbs.iter().flat_map(|s| s.state()).collect()
+    }
+
+    /// Cached Nodes.
+    pub fn nodes(&self) -> Vec<Arc<Node>> {
+        self.nodes.state()
+    }
+
+    /// Cached objects of one muster kind.
+    pub fn objects(&self, kind: Kind) -> Vec<Arc<DynamicObject>> {
+        self.muster
+            .get(&kind)
+            .map(|stores| stores.iter().flat_map(|s| s.state()).collect())
+            .unwrap_or_default()
+    }
+}
+
+async fn ready<K>(store: Store<K>) -> Result<(), String>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store
+        .wait_until_ready()
+        .await
+        .map_err(|e| format!("{}: {e}", std::any::type_name::<K>()))
+}
+
+fn namespaced<K>(client: &Client, ns: &Option<String>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+fn typed<K>(api: Api<K>, changes: &Arc<Notify>, tasks: &mut Vec<JoinHandle<()>>) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let writer = reflector::store::Writer::<K>::default();
+    let store = writer.as_reader();
+    tasks.push(spawn_watch(api, writer, changes.clone()));
+    store
+}
+
+fn dynamic(
+    api: Api<DynamicObject>,
+    ar: kube::core::ApiResource,
+    changes: &Arc<Notify>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Store<DynamicObject> {
+    let writer = reflector::store::Writer::<DynamicObject>::new(ar);
+    let store = writer.as_reader();
+    tasks.push(spawn_watch(api, writer, changes.clone()));
+    store
+}
+
+fn spawn_watch<K>(
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
+    changes: Arc<Notify>,
+) -> JoinHandle<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let kind = std::any::type_name::<K>();
+    tokio::spawn(async move {
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default()).default_backoff(),
+        );
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(_) => changes.notify_one(),
+                Err(e) => tracing::warn!(kind, error = %e, "watch error; retrying"),
+            }
+        }
+    })
+}

@@ -1,0 +1,172 @@
+//! The singleton planning loop: after the caches synced, while leader,
+//! wait for a change (or the periodic tick), let the burst settle for the
+//! debounce, then run one cycle: bookkeeping steps, snapshot, plan, act.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use kube::ResourceExt;
+use muster_planner::Offering;
+use tokio::sync::watch;
+
+use super::act;
+use super::events::Events;
+use super::objects::Kind;
+use super::observe::Caches;
+use super::providers::OfferingCache;
+use super::translate::{self, Observed, time};
+use super::{ControllerConfig, Deps};
+
+/// Everything a cycle needs.
+pub struct Ctx {
+    /// The API client.
+    pub client: kube::Client,
+    /// Configuration.
+    pub config: Arc<ControllerConfig>,
+    /// Providers, planner, metrics.
+    pub deps: Deps,
+    /// Watch caches.
+    pub caches: Caches,
+    /// Event publisher.
+    pub events: Events,
+    /// Listed offerings and unavailable marks.
+    pub offerings: OfferingCache,
+}
+
+impl Ctx {
+    /// A context.
+    pub fn new(
+        client: kube::Client,
+        config: Arc<ControllerConfig>,
+        deps: Deps,
+        caches: Caches,
+    ) -> Ctx {
+        let events = Events::new(client.clone(), &config.identity);
+        Ctx {
+            client,
+            config,
+            deps,
+            caches,
+            events,
+            offerings: OfferingCache::default(),
+        }
+    }
+
+    fn observed(&self) -> Observed {
+        Observed {
+            jobs: self.caches.jobs(),
+            pods: self.caches.pods(),
+            nodes: self.caches.nodes(),
+            pdbs: self.caches.pdbs(),
+            objects: Kind::ALL
+                .into_iter()
+                .map(|k| (k, self.caches.objects(k)))
+                .collect(),
+        }
+    }
+}
+
+/// Runs the loop until aborted.
+pub async fn run(ctx: Arc<Ctx>, mut leader: watch::Receiver<bool>) {
+    if let Err(e) = ctx.caches.wait_synced().await {
+        tracing::error!(error = %e, "watch caches never synced");
+        return;
+    }
+    ctx.deps.metrics.set_synced();
+    tracing::info!("caches synced");
+    let mut first = true;
+    loop {
+        while !*leader.borrow() {
+            if leader.changed().await.is_err() {
+                return;
+            }
+            first = true;
+        }
+        if !first {
+            tokio::select! {
+                _ = ctx.caches.changes.notified() => {}
+                _ = tokio::time::sleep(ctx.config.tick) => {}
+                _ = leader.changed() => continue,
+            }
+        }
+        first = false;
+        tokio::time::sleep(ctx.config.debounce).await;
+        if !*leader.borrow() {
+            continue;
+        }
+        cycle(&ctx).await;
+    }
+}
+
+/// One planning cycle.
+pub async fn cycle(ctx: &Ctx) {
+    let now = time::now();
+    let observed = ctx.observed();
+    act::gangs::sync(ctx, &observed).await;
+    act::launch::lifecycle(ctx, &observed, now).await;
+    let offerings = refresh_offerings(ctx, &observed).await;
+    let mut tr = translate::snapshot(&observed, &offerings, now);
+    for o in &mut tr.snapshot.offerings {
+        if let Some(until) = ctx.offerings.unavailable_until(&o.key(), now) {
+            o.unavailable_until = Some(until);
+        }
+    }
+    act::status::report_issues(ctx, &tr.issues, &observed, now).await;
+    let started = Instant::now();
+    let plan = (ctx.deps.planner)(&tr.snapshot, &ctx.config.policy, now);
+    ctx.deps
+        .metrics
+        .plan_duration
+        .observe(started.elapsed().as_secs_f64());
+    ctx.deps.metrics.cycles.inc();
+    tracing::debug!(
+        admissions = plan.admissions.len(),
+        launches = plan.launches.len(),
+        waiting = plan.waiting.len(),
+        "planned"
+    );
+    act::launch::write(ctx, &plan.launches, &tr.snapshot).await;
+    act::admit::run(ctx, &plan.admissions, &tr.snapshot, &observed).await;
+    act::release::run(ctx, &plan.releases, &observed, &tr).await;
+    act::evict::run(ctx, &plan.preemptions, &observed).await;
+    act::status::update(ctx, &plan, &tr.snapshot, &observed, now).await;
+}
+
+/// The offerings of every valid pool, listed from its cloud when stale.
+async fn refresh_offerings(ctx: &Ctx, observed: &Observed) -> BTreeMap<String, Vec<Offering>> {
+    let mut issues = Vec::new();
+    let classes = translate::pool::node_classes(observed.of(Kind::NodeClass), &mut issues);
+    let pools = translate::pool::pools(observed.of(Kind::GpuPool), &classes, &mut issues);
+    let mut out = BTreeMap::new();
+    for pool in pools {
+        if let Some(fresh) = ctx.offerings.fresh(&pool.name, ctx.config.offerings_ttl) {
+            out.insert(pool.name.clone(), fresh);
+            continue;
+        }
+        let listed = match act::launch::provider_for(ctx, observed, &pool.node_class) {
+            Ok(p) => p
+                .offerings(&pool.requirements)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match listed {
+            Ok(mut list) => {
+                for o in &mut list {
+                    if o.node_class.is_empty() {
+                        o.node_class = pool.node_class.clone();
+                    }
+                }
+                ctx.offerings.store(&pool.name, list.clone());
+                out.insert(pool.name.clone(), list);
+            }
+            Err(e) => {
+                tracing::warn!(pool = %pool.name, error = %e, "could not list offerings");
+                out.insert(pool.name.clone(), ctx.offerings.last(&pool.name));
+            }
+        }
+    }
+    let _ = observed.of(Kind::GpuPool).iter().map(|p| p.name_any());
+    out
+}

@@ -1,0 +1,105 @@
+//! Cloud providers as the controller uses them: one `CloudProvider` per
+//! NodeClass (built by a [`ProviderFactory`]), the offerings each pool may
+//! buy (listed from the cloud, reused for a while), and the offerings a
+//! recent insufficient-capacity error made unavailable (the snapshot carries
+//! them as `Offering::unavailable_until`; the planner decides what to do).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use muster_planner::{Offering, OfferingKey, Time};
+use muster_provider_api::CloudProvider;
+
+/// Why no provider could be built for a NodeClass.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderSetupError {
+    /// The NodeClass spec could not be read.
+    #[error("invalid NodeClass: {0}")]
+    InvalidNodeClass(String),
+    /// This binary has no provider for that cloud.
+    #[error("no provider for {0} is built into this binary")]
+    Unsupported(String),
+}
+
+impl ProviderSetupError {
+    /// Bounded reason (condition reason, Event reason).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ProviderSetupError::InvalidNodeClass(_) => "InvalidNodeClass",
+            ProviderSetupError::Unsupported(_) => "ProviderUnsupported",
+        }
+    }
+}
+
+/// Builds the provider of a NodeClass from its name and `spec` (JSON).
+pub trait ProviderFactory: Send + Sync {
+    /// The provider for this NodeClass.
+    fn provider(
+        &self,
+        node_class: &str,
+        spec: &serde_json::Value,
+    ) -> Result<Arc<dyn CloudProvider>, ProviderSetupError>;
+}
+
+/// A factory that knows no cloud (the binary without provider crates).
+#[derive(Debug, Default)]
+pub struct NoClouds;
+
+impl ProviderFactory for NoClouds {
+    fn provider(
+        &self,
+        _node_class: &str,
+        spec: &serde_json::Value,
+    ) -> Result<Arc<dyn CloudProvider>, ProviderSetupError> {
+        let cloud = ["aws", "gcp"]
+            .into_iter()
+            .find(|c| spec.get(c).is_some())
+            .unwrap_or("unknown");
+        Err(ProviderSetupError::Unsupported(cloud.to_string()))
+    }
+}
+
+/// Offerings per pool with the time they were listed, and the
+/// insufficient-capacity marks.
+#[derive(Default)]
+pub struct OfferingCache {
+    listed: Mutex<BTreeMap<String, (Instant, Vec<Offering>)>>,
+    unavailable: Mutex<BTreeMap<OfferingKey, Time>>,
+}
+
+impl OfferingCache {
+    /// The pool's offerings if listed within `ttl`.
+    pub fn fresh(&self, pool: &str, ttl: std::time::Duration) -> Option<Vec<Offering>> {
+        let listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
+        listed
+            .get(pool)
+            .filter(|(at, _)| at.elapsed() < ttl)
+            .map(|(_, o)| o.clone())
+    }
+
+    /// The pool's last listed offerings, however old.
+    pub fn last(&self, pool: &str) -> Vec<Offering> {
+        let listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
+        listed.get(pool).map(|(_, o)| o.clone()).unwrap_or_default()
+    }
+
+    /// Records a listing.
+    pub fn store(&self, pool: &str, offerings: Vec<Offering>) {
+        let mut listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
+        listed.insert(pool.to_string(), (Instant::now(), offerings));
+    }
+
+    /// Marks an offering unavailable until `until`.
+    pub fn mark_unavailable(&self, key: OfferingKey, until: Time) {
+        let mut u = self.unavailable.lock().unwrap_or_else(|e| e.into_inner());
+        u.insert(key, until);
+    }
+
+    /// When the offering becomes available again, if it is marked and the
+    /// mark has not passed.
+    pub fn unavailable_until(&self, key: &OfferingKey, now: Time) -> Option<Time> {
+        let u = self.unavailable.lock().unwrap_or_else(|e| e.into_inner());
+        u.get(key).copied().filter(|t| *t > now)
+    }
+}

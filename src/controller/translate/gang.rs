@@ -1,0 +1,224 @@
+//! Gang objects → planner gangs.
+
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use muster_planner::{
+    Assignment, Gang, GangPhase, GpuModel, PodSet, Resources, Toleration, TolerationOperator,
+    Topology,
+};
+
+use super::pool::spec;
+use super::{Issue, IssueReason, gang_id, time};
+use crate::controller::objects::{
+    ASSIGNMENTS_ANNOTATION, GangSpec, GangView, Kind, LAUNCH_ATTEMPTS_ANNOTATION,
+    MESSAGE_ANNOTATION, PROVISIONING_DEADLINE_ANNOTATION,
+};
+
+/// Gangs in every phase but Finished. Unreadable ones become issues.
+pub fn gangs(objs: &[Arc<DynamicObject>], issues: &mut Vec<Issue>) -> Vec<Gang> {
+    let mut out = Vec::new();
+    for obj in objs {
+        match gang(obj) {
+            Ok(Some(g)) => out.push(g),
+            Ok(None) => {}
+            Err(i) => issues.push(i),
+        }
+    }
+    out
+}
+
+/// The controller's view of a Gang: its status plus the annotations that
+/// carry what the status has no field for. Unreadable parts read as absent.
+pub fn status_of(obj: &DynamicObject) -> GangView {
+    let status = obj.data.get("status");
+    let crd: muster_crds::GangStatus = status
+        .cloned()
+        .and_then(|s| serde_json::from_value(s).ok())
+        .unwrap_or_default();
+    let ann = obj.annotations();
+    let t = |x: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+        x.as_ref().map(|t| time::format(time::from_kube(t)))
+    };
+    GangView {
+        phase: status
+            .and_then(|s| s.get("phase"))
+            .and_then(|p| p.as_str())
+            .map(String::from),
+        position: crd.position.and_then(|p| u32::try_from(p).ok()),
+        reason: crd.reason.clone(),
+        message: ann.get(MESSAGE_ANNOTATION).cloned(),
+        reserved_nodes: crd.reserved_nodes.clone(),
+        assignments: ann
+            .get(ASSIGNMENTS_ANNOTATION)
+            .and_then(|a| serde_json::from_str(a).ok())
+            .unwrap_or_default(),
+        provisioning_deadline: ann.get(PROVISIONING_DEADLINE_ANNOTATION).cloned(),
+        admitted_at: t(&crd.admitted_at),
+        started_at: t(&crd.started_at),
+        finished_at: t(&crd.finished_at),
+        launch_attempts: ann
+            .get(LAUNCH_ATTEMPTS_ANNOTATION)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0),
+        evictions: u32::try_from(crd.evictions).unwrap_or(0),
+        requeue_after: t(&crd.requeue_after),
+        conditions: status
+            .and_then(|s| s.get("conditions"))
+            .cloned()
+            .and_then(|c| serde_json::from_value(c).ok())
+            .unwrap_or_default(),
+    }
+}
+
+/// The writes that make a Gang show `view`: a merge patch of its status (in
+/// the `muster-crds` shape; fields that went away are nulled) and one of its
+/// annotations.
+pub fn write_view(before: &GangView, view: &GangView) -> (serde_json::Value, serde_json::Value) {
+    use serde_json::{Value, json};
+    let opt = |v: &Option<String>| v.clone().map(Value::String).unwrap_or(Value::Null);
+    let mut status = json!({
+        "phase": opt(&view.phase),
+        "position": view.position.map(Value::from).unwrap_or(Value::Null),
+        "reason": opt(&view.reason),
+        "reservedNodes": view.reserved_nodes,
+        "admittedAt": opt(&view.admitted_at),
+        "startedAt": opt(&view.started_at),
+        "finishedAt": opt(&view.finished_at),
+        "evictions": view.evictions,
+        "requeueAfter": opt(&view.requeue_after),
+    });
+    if view.conditions != before.conditions {
+        status["conditions"] = json!(view.conditions);
+    }
+    let assignments = if view.assignments.is_empty() {
+        Value::Null
+    } else {
+        Value::String(serde_json::to_string(&view.assignments).unwrap_or_default())
+    };
+    let annotations = json!({
+        ASSIGNMENTS_ANNOTATION: assignments,
+        LAUNCH_ATTEMPTS_ANNOTATION: if view.launch_attempts == 0 { Value::Null } else { Value::String(view.launch_attempts.to_string()) },
+        PROVISIONING_DEADLINE_ANNOTATION: opt(&view.provisioning_deadline),
+        MESSAGE_ANNOTATION: opt(&view.message),
+    });
+    (status, annotations)
+}
+
+/// A phase name → phase.
+pub fn phase(name: Option<&str>) -> Option<GangPhase> {
+    name.and_then(|p| serde_json::from_value(serde_json::Value::String(p.to_string())).ok())
+}
+
+/// One Gang object as a planner gang; `None` when Finished or being deleted.
+pub fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
+    let k = Kind::Gang;
+    let s: GangSpec = spec(k, obj)?;
+    let st = status_of(obj);
+    let phase = phase(st.phase.as_deref()).unwrap_or_default();
+    if phase == GangPhase::Finished || obj.metadata.deletion_timestamp.is_some() {
+        return Ok(None);
+    }
+    let bad = |m: String| Issue::new(k, obj, IssueReason::InvalidSpec, m);
+    let mut pod_sets = Vec::new();
+    for ps in &s.pod_sets {
+        let requests =
+            Resources::parse_map(ps.requests.iter().map(|(a, b)| (a.as_str(), b.as_str())))
+                .map_err(|e| bad(format!("spec.podSets[{}].requests: {e}", ps.name)))?;
+        let count = u32::try_from(ps.count).map_err(|_| {
+            bad(format!(
+                "spec.podSets[{}].count must not be negative",
+                ps.name
+            ))
+        })?;
+        pod_sets.push(PodSet {
+            name: ps.name.clone(),
+            count,
+            min_count: ps.min_count.and_then(|m| u32::try_from(m).ok()),
+            requests,
+            node_selector: ps.node_selector.clone(),
+            tolerations: ps.tolerations.iter().map(crd_toleration).collect(),
+            gpu_models: ps.gpu_model.iter().map(|m| GpuModel::new(m)).collect(),
+            min_gpu_memory_mib: 0,
+        });
+    }
+    let topology = match s.topology {
+        muster_crds::Topology::Any => Topology::Any,
+        muster_crds::Topology::SameZone => Topology::SameZone,
+        muster_crds::Topology::SamePlacementGroup => Topology::SamePlacementGroup,
+        muster_crds::Topology::SameNode => Topology::SameNode,
+    };
+    let ns = obj.namespace().unwrap_or_default();
+    Ok(Some(Gang {
+        id: gang_id(&ns, &obj.name_any()),
+        queue: s.queue,
+        priority: s.priority,
+        arrival: obj
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(time::from_kube)
+            .unwrap_or_default(),
+        pod_sets,
+        topology,
+        phase,
+        assignments: st
+            .assignments
+            .iter()
+            .map(|a| Assignment {
+                pod_set: a.pod_set.clone(),
+                index: a.index,
+                node: a.node.clone(),
+            })
+            .collect(),
+        provisioning_deadline: st.provisioning_deadline.as_deref().and_then(time::parse),
+        admitted_at: st.admitted_at.as_deref().and_then(time::parse),
+        started_at: st.started_at.as_deref().and_then(time::parse),
+        expected_duration: s
+            .expected_duration
+            .as_ref()
+            .and_then(|d| d.to_std().ok())
+            .map(|d| muster_planner::Dur(d.as_secs())),
+        not_before: st.requeue_after.as_deref().and_then(time::parse),
+        evictions: st.evictions,
+        launch_attempts: st.launch_attempts,
+        disruptible: s.disruptible,
+    }))
+}
+
+/// A Gang's toleration → planner toleration.
+pub fn crd_toleration(t: &muster_crds::common::Toleration) -> Toleration {
+    use muster_crds::common::{TaintEffect as E, TolerationOperator as O};
+    Toleration {
+        key: t.key.clone().unwrap_or_default(),
+        operator: match t.operator {
+            Some(O::Exists) => TolerationOperator::Exists,
+            _ => TolerationOperator::Equal,
+        },
+        value: t.value.clone().unwrap_or_default(),
+        effect: t.effect.map(|e| match e {
+            E::NoSchedule => muster_planner::TaintEffect::NoSchedule,
+            E::PreferNoSchedule => muster_planner::TaintEffect::PreferNoSchedule,
+            E::NoExecute => muster_planner::TaintEffect::NoExecute,
+        }),
+    }
+}
+
+/// A Kubernetes toleration → planner toleration.
+pub fn toleration(t: &k8s_openapi::api::core::v1::Toleration) -> Toleration {
+    Toleration {
+        key: t.key.clone().unwrap_or_default(),
+        operator: match t.operator.as_deref() {
+            Some("Exists") => TolerationOperator::Exists,
+            _ => TolerationOperator::Equal,
+        },
+        value: t.value.clone().unwrap_or_default(),
+        effect: match t.effect.as_deref() {
+            Some("NoSchedule") => Some(muster_planner::TaintEffect::NoSchedule),
+            Some("PreferNoSchedule") => Some(muster_planner::TaintEffect::PreferNoSchedule),
+            Some("NoExecute") => Some(muster_planner::TaintEffect::NoExecute),
+            _ => None,
+        },
+    }
+}

@@ -1,0 +1,342 @@
+//! Kubernetes objects → planner [`Snapshot`]: the only module that knows both
+//! kube types and planner types.
+//!
+//! Translation is a pure function of the cached objects, the offerings
+//! listed from the clouds and the time. An object that cannot be read is left
+//! out of the snapshot and reported as an [`Issue`] (a condition and an Event
+//! on that object); it never stops the translation of the others.
+
+pub mod gang;
+pub mod job;
+pub mod node;
+pub mod pool;
+pub mod time;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use muster_planner::{Offering, Snapshot, Time};
+
+use super::objects::Kind;
+
+/// Bounded reasons an object could not be translated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum IssueReason {
+    /// `spec` does not have the expected shape or a value does not parse.
+    InvalidSpec,
+    /// A reference (NodeClass, pool) names nothing that exists or works.
+    InvalidReference,
+}
+
+impl IssueReason {
+    /// The reason as a condition/Event reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IssueReason::InvalidSpec => "InvalidSpec",
+            IssueReason::InvalidReference => "InvalidReference",
+        }
+    }
+}
+
+/// An object left out of the snapshot, and why.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Issue {
+    /// Its kind.
+    pub kind: Kind,
+    /// Its namespace (Gangs only).
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// Bounded reason.
+    pub reason: IssueReason,
+    /// For people.
+    pub message: String,
+}
+
+impl Issue {
+    fn new(kind: Kind, obj: &DynamicObject, reason: IssueReason, message: String) -> Issue {
+        Issue {
+            kind,
+            namespace: obj.namespace(),
+            name: obj.name_any(),
+            reason,
+            message,
+        }
+    }
+}
+
+/// What the caches hold, as plain lists.
+#[derive(Default, Clone)]
+pub struct Observed {
+    /// Jobs.
+    pub jobs: Vec<Arc<Job>>,
+    /// Pods.
+    pub pods: Vec<Arc<Pod>>,
+    /// Nodes.
+    pub nodes: Vec<Arc<KubeNode>>,
+    /// PodDisruptionBudgets.
+    pub pdbs: Vec<Arc<PodDisruptionBudget>>,
+    /// muster objects by kind.
+    pub objects: BTreeMap<Kind, Vec<Arc<DynamicObject>>>,
+}
+
+impl Observed {
+    /// The cached objects of one kind.
+    pub fn of(&self, kind: Kind) -> &[Arc<DynamicObject>] {
+        self.objects.get(&kind).map(Vec::as_slice).unwrap_or(&[])
+    }
+}
+
+/// The result of a translation.
+#[derive(Debug, Clone, Default)]
+pub struct Translation {
+    /// The planner's input.
+    pub snapshot: Snapshot,
+    /// Objects left out.
+    pub issues: Vec<Issue>,
+    /// PoolNode name → Node name, for PoolNodes whose Node registered.
+    pub registered: BTreeMap<String, String>,
+}
+
+/// Builds the snapshot. `offerings` are those listed per pool.
+pub fn snapshot(
+    observed: &Observed,
+    offerings: &BTreeMap<String, Vec<Offering>>,
+    now: Time,
+) -> Translation {
+    let mut issues = Vec::new();
+    let node_classes = pool::node_classes(observed.of(Kind::NodeClass), &mut issues);
+    let pools = pool::pools(observed.of(Kind::GpuPool), &node_classes, &mut issues);
+    let pool_names: BTreeSet<String> = pools.iter().map(|p| p.name.clone()).collect();
+    let queues = pool::queues(observed.of(Kind::GpuQueue), &mut issues);
+    let mut all_offerings: Vec<Offering> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (pool_name, list) in offerings {
+        if !pool_names.contains(pool_name) {
+            continue;
+        }
+        for o in list {
+            if seen.insert((o.key(), o.node_class.clone())) {
+                all_offerings.push(o.clone());
+            }
+        }
+    }
+    let gangs = gang::gangs(observed.of(Kind::Gang), &mut issues);
+    let gang_jobs: BTreeSet<(String, String)> = gangs
+        .iter()
+        .filter_map(|g| {
+            let (ns, name) = g.id.as_str().split_once('/')?;
+            Some((ns.to_string(), name.to_string()))
+        })
+        .collect();
+    let nodes = node::nodes(observed, &all_offerings, &gang_jobs, now, &mut issues);
+    let gangs = gangs
+        .into_iter()
+        .map(|mut g| {
+            for a in &mut g.assignments {
+                if let Some(n) = nodes.registered.get(&a.node) {
+                    a.node = n.clone();
+                }
+            }
+            g
+        })
+        .collect();
+    issues.sort();
+    Translation {
+        snapshot: Snapshot {
+            queues,
+            pools,
+            offerings: all_offerings,
+            nodes: nodes.nodes,
+            gangs,
+        },
+        issues,
+        registered: nodes.registered,
+    }
+}
+
+/// The gang id (`namespace/name`) of an object.
+pub fn gang_id(namespace: &str, name: &str) -> muster_planner::GangId {
+    muster_planner::GangId::new(format!("{namespace}/{name}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use muster_planner::{GangPhase, NodePhase, Provider};
+    use serde_json::json;
+
+    fn dynamic(kind: Kind, body: serde_json::Value) -> Arc<DynamicObject> {
+        let mut obj: DynamicObject = serde_json::from_value(body).expect("object");
+        obj.types = Some(kube::core::TypeMeta {
+            api_version: "muster.dev/v1alpha1".into(),
+            kind: kind.kind().into(),
+        });
+        Arc::new(obj)
+    }
+
+    fn typed<T: serde::de::DeserializeOwned>(body: serde_json::Value) -> Arc<T> {
+        Arc::new(serde_json::from_value(body).expect("object"))
+    }
+
+    fn observed() -> Observed {
+        let mut o = Observed::default();
+        o.objects.insert(
+            Kind::NodeClass,
+            vec![dynamic(
+                Kind::NodeClass,
+                json!({"metadata": {"name": "nc"}, "spec": {"gcp": {"project": "p"}}}),
+            )],
+        );
+        o.objects.insert(
+            Kind::GpuPool,
+            vec![
+                dynamic(
+                    Kind::GpuPool,
+                    json!({"metadata": {"name": "good"}, "spec": {"nodeClassRef": {"name": "nc"}, "limits": {"maxGPUs": 64}, "provisioningTimeout": "10m"}}),
+                ),
+                dynamic(
+                    Kind::GpuPool,
+                    json!({"metadata": {"name": "bad"}, "spec": {"nodeClassRef": {"name": "nc"}, "requirements": {"zones": "a"}}}),
+                ),
+            ],
+        );
+        o.objects.insert(
+            Kind::GpuQueue,
+            vec![dynamic(
+                Kind::GpuQueue,
+                json!({"metadata": {"name": "q"}, "spec": {"pools": ["good"], "queueingStrategy": "StrictFIFO", "resources": [{"name": "nvidia.com/gpu", "gpuModel": "A100", "nominal": "16"}], "weight": "2"}}),
+            )],
+        );
+        o.objects.insert(
+            Kind::Gang,
+            vec![dynamic(
+                Kind::Gang,
+                json!({
+                    "metadata": {"name": "g", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z",
+                        "annotations": {"muster.dev/assignments": r#"[{"podSet": "main", "index": 0, "node": "pn-1"}, {"podSet": "main", "index": 1, "node": "pn-2"}]"#}},
+                    "spec": {"queue": "q", "podSets": [{"name": "main", "count": 2, "requests": {"nvidia.com/gpu": "8", "cpu": "4"}}]},
+                    "status": {"phase": "Provisioning"}
+                }),
+            )],
+        );
+        let pn = |name: &str, status: serde_json::Value| {
+            dynamic(
+                Kind::PoolNode,
+                json!({
+                    "metadata": {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
+                    "spec": {"pool": "good", "nodeClass": "nc", "offering": {"provider": "gcp", "region": "r", "zone": "z", "instanceType": "a2", "capacityType": "spot", "pricePerHour": "3.5", "gpuModel": "A100", "gpuCount": 8}, "gang": {"namespace": "ns", "name": "g"}, "idempotencyKey": name},
+                    "status": status
+                }),
+            )
+        };
+        o.objects.insert(
+            Kind::PoolNode,
+            vec![
+                pn(
+                    "pn-1",
+                    json!({"phase": "Launched", "providerID": "gce://p/z/pn-1"}),
+                ),
+                pn(
+                    "pn-2",
+                    json!({"phase": "Ready", "providerID": "gce://p/z/vm-2", "nodeName": "vm-2"}),
+                ),
+            ],
+        );
+        o.nodes = vec![typed(json!({
+            "metadata": {"name": "vm-2", "labels": {"muster.dev/pool": "good"}},
+            "spec": {"providerID": "gce://p/z/vm-2", "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "90"}, "conditions": [{"type": "Ready", "status": "True"}]}
+        }))];
+        o
+    }
+
+    #[test]
+    fn translates_pools_queues_gangs_and_nodes() {
+        let tr = snapshot(&observed(), &BTreeMap::new(), Time(1_800_000_000));
+        let s = &tr.snapshot;
+        assert_eq!(s.pools.len(), 1);
+        assert_eq!(s.pools[0].provider, Provider::Gcp);
+        assert_eq!(s.pools[0].limits.max_gpus, Some(64));
+        assert_eq!(
+            s.pools[0].provisioning_timeout,
+            Some(muster_planner::Dur::mins(10))
+        );
+        assert_eq!(tr.issues.len(), 1, "{:?}", tr.issues);
+        assert_eq!(tr.issues[0].name, "bad");
+        assert_eq!(tr.issues[0].reason, IssueReason::InvalidSpec);
+        assert!(
+            tr.issues[0].message.starts_with("spec.requirements.zones"),
+            "{}",
+            tr.issues[0].message
+        );
+        assert_eq!(
+            s.queues[0].strategy,
+            muster_planner::QueueingStrategy::StrictFifo
+        );
+        let g = &s.gangs[0];
+        assert_eq!(g.id.as_str(), "ns/g");
+        assert_eq!(g.phase, GangPhase::Provisioning);
+        assert_eq!(g.pod_sets[0].requests.gpu_millis, 8000);
+        // the registered PoolNode is the Node, and the gang's assignment follows it
+        assert_eq!(tr.registered.get("pn-2").map(String::as_str), Some("vm-2"));
+        assert_eq!(g.assignments[1].node, "vm-2");
+        let in_flight = s.nodes.iter().find(|n| n.name == "pn-1").expect("pn-1");
+        assert_eq!(in_flight.phase, NodePhase::Launched);
+        assert_eq!(
+            in_flight.reserved_for.as_ref().map(|g| g.as_str()),
+            Some("ns/g")
+        );
+        let ready = s.nodes.iter().find(|n| n.name == "vm-2").expect("vm-2");
+        assert_eq!(ready.phase, NodePhase::Ready);
+        assert_eq!(ready.pool.as_deref(), Some("good"));
+        assert_eq!(ready.allocatable.gpu_millis, 8000);
+        assert_eq!(ready.price, muster_planner::Price::from_usd(3.5));
+        assert_eq!(ready.taints.len(), 1);
+        assert_eq!(s.nodes.len(), 2, "a Node of a PoolNode is not listed twice");
+    }
+
+    #[test]
+    fn unknown_node_class_is_an_invalid_reference() {
+        let mut o = observed();
+        o.objects.insert(Kind::NodeClass, Vec::new());
+        let tr = snapshot(&o, &BTreeMap::new(), Time(0));
+        assert!(tr.snapshot.pools.is_empty());
+        assert!(
+            tr.issues
+                .iter()
+                .any(|i| i.name == "good" && i.reason == IssueReason::InvalidReference)
+        );
+    }
+
+    #[test]
+    fn pods_under_an_exhausted_pdb_must_not_be_disrupted() {
+        let mut o = observed();
+        o.pods = vec![typed(json!({
+            "metadata": {"name": "db-0", "namespace": "ns", "labels": {"app": "db"}},
+            "spec": {"nodeName": "vm-2", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Running"}
+        }))];
+        o.pdbs = vec![typed(json!({
+            "metadata": {"name": "db", "namespace": "ns"},
+            "spec": {"selector": {"matchLabels": {"app": "db"}}},
+            "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}
+        }))];
+        let tr = snapshot(&o, &BTreeMap::new(), Time(0));
+        let node = tr
+            .snapshot
+            .nodes
+            .iter()
+            .find(|n| n.name == "vm-2")
+            .expect("vm-2");
+        assert_eq!(node.pods.len(), 1);
+        assert!(node.pods[0].do_not_disrupt);
+        assert_eq!(node.pods[0].requests.cpu_millis, 1000);
+        assert_eq!(node.empty_since, None);
+    }
+}

@@ -1,0 +1,371 @@
+//! Nodes and PoolNodes → planner nodes.
+//!
+//! A PoolNode whose Node registered is that Node (named as the Node), with
+//! the pool, offering and price of the PoolNode and the phase the PoolNode
+//! records; a PoolNode not yet registered is an in-flight node named as the
+//! PoolNode, with the resources of its offering. Nodes muster did not launch
+//! are Ready (Draining when cordoned) when their Ready condition is True.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::ResourceExt;
+use muster_planner::{
+    GangId, Node, NodePhase, Offering, OfferingKey, OtherPod, Price, Provider, Resources, Taint,
+    TaintEffect, Time,
+};
+
+use super::pool::spec;
+use super::{Issue, Observed, time};
+use crate::controller::objects::{GANG_LABEL, Kind, PoolNodePhase, PoolNodeSpec, PoolNodeStatus};
+
+/// Nodes plus the PoolNode → Node name map.
+pub struct Nodes {
+    /// Planner nodes.
+    pub nodes: Vec<Node>,
+    /// PoolNode name → Node name.
+    pub registered: BTreeMap<String, String>,
+}
+
+/// A PoolNode's offering as a planner key.
+pub fn offering_key(s: &PoolNodeSpec) -> OfferingKey {
+    OfferingKey {
+        provider: match s.offering.provider {
+            muster_crds::common::Provider::Aws => Provider::Aws,
+            muster_crds::common::Provider::Gcp => Provider::Gcp,
+            muster_crds::common::Provider::Sim => Provider::Sim,
+        },
+        zone: s.offering.zone.clone(),
+        instance_type: s.offering.instance_type.clone(),
+        capacity_type: super::pool::capacity_type(s.offering.capacity_type),
+    }
+}
+
+/// The gang a PoolNode is held for, as `namespace/name`.
+pub fn poolnode_gang(s: &PoolNodeSpec) -> Option<String> {
+    s.gang
+        .as_ref()
+        .map(|g| format!("{}/{}", g.namespace, g.name))
+}
+
+/// The status of a PoolNode object (default when absent or unreadable).
+pub fn poolnode_status(obj: &kube::api::DynamicObject) -> PoolNodeStatus {
+    obj.data
+        .get("status")
+        .cloned()
+        .and_then(|s| serde_json::from_value(s).ok())
+        .unwrap_or_default()
+}
+
+/// A PoolNode phase → planner phase.
+pub fn node_phase(p: PoolNodePhase) -> NodePhase {
+    match p {
+        PoolNodePhase::Pending => NodePhase::Pending,
+        PoolNodePhase::Launched => NodePhase::Launched,
+        PoolNodePhase::Registered => NodePhase::Registered,
+        PoolNodePhase::Ready => NodePhase::Ready,
+        PoolNodePhase::Draining => NodePhase::Draining,
+        PoolNodePhase::Terminating => NodePhase::Terminating,
+    }
+}
+
+/// When a PoolNode entered its current phase (its newest timestamp), or `created`.
+pub fn phase_since(st: &PoolNodeStatus, created: Time) -> Time {
+    [&st.ready_at, &st.registered_at, &st.launched_at]
+        .into_iter()
+        .flatten()
+        .map(time::from_kube)
+        .next()
+        .unwrap_or(created)
+}
+
+/// Allocatable resources of a Node.
+pub fn allocatable(node: &KubeNode) -> Resources {
+    let map = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
+    Resources::parse_map(
+        map.into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str(), v.0.as_str())),
+    )
+    .unwrap_or_default()
+}
+
+/// True when the Node's Ready condition is True.
+pub fn node_ready(node: &KubeNode) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Requests of a running pod (sum over containers, limits standing in for
+/// missing requests).
+pub fn pod_resources(pod: &Pod) -> Resources {
+    pod.spec
+        .as_ref()
+        .and_then(|s| super::job::pod_requests(s).ok())
+        .and_then(|m| Resources::parse_map(m.iter().map(|(a, b)| (a.as_str(), b.as_str()))).ok())
+        .unwrap_or_default()
+}
+
+/// True when the pod still holds its node's resources.
+pub fn pod_active(pod: &Pod) -> bool {
+    !matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// The Job (namespace, name) a pod belongs to, from its owner reference.
+pub fn pod_job(pod: &Pod) -> Option<(String, String)> {
+    pod.owner_references()
+        .iter()
+        .find(|o| o.kind == "Job")
+        .map(|o| (pod.namespace().unwrap_or_default(), o.name.clone()))
+}
+
+/// True when a PodDisruptionBudget selecting the pod allows no disruption
+/// now (`status.disruptionsAllowed == 0`). Selectors: `matchLabels` and
+/// `matchExpressions` (In, NotIn, Exists, DoesNotExist).
+pub fn blocked_by_pdb(pod: &Pod, pdbs: &[std::sync::Arc<PodDisruptionBudget>]) -> bool {
+    let labels = pod.labels();
+    pdbs.iter()
+        .filter(|b| b.namespace() == pod.namespace())
+        .filter(|b| {
+            b.status
+                .as_ref()
+                .is_some_and(|s| s.disruptions_allowed == 0)
+        })
+        .filter_map(|b| b.spec.as_ref()?.selector.as_ref())
+        .any(|sel| {
+            let by_labels = sel
+                .match_labels
+                .iter()
+                .flatten()
+                .all(|(k, v)| labels.get(k) == Some(v));
+            let by_exprs = sel.match_expressions.iter().flatten().all(|e| {
+                let values = e.values.clone().unwrap_or_default();
+                match e.operator.as_str() {
+                    "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
+                    "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
+                    "Exists" => labels.contains_key(&e.key),
+                    "DoesNotExist" => !labels.contains_key(&e.key),
+                    _ => false,
+                }
+            });
+            // an empty selector selects every pod of the namespace (policy/v1)
+            by_labels && by_exprs
+        })
+}
+
+fn taints(node: &KubeNode) -> Vec<Taint> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|t| {
+            let effect = match t.effect.as_str() {
+                "NoSchedule" => TaintEffect::NoSchedule,
+                "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
+                "NoExecute" => TaintEffect::NoExecute,
+                _ => return None,
+            };
+            Some(Taint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect,
+            })
+        })
+        .collect()
+}
+
+/// Builds the planner nodes.
+pub fn nodes(
+    observed: &Observed,
+    offerings: &[Offering],
+    gang_jobs: &BTreeSet<(String, String)>,
+    now: Time,
+    issues: &mut Vec<Issue>,
+) -> Nodes {
+    // pods not belonging to a gang, per node
+    let mut others: BTreeMap<String, Vec<OtherPod>> = BTreeMap::new();
+    let mut busy: BTreeSet<String> = BTreeSet::new();
+    for pod in &observed.pods {
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+            continue;
+        };
+        if !pod_active(pod) {
+            continue;
+        }
+        let daemon = pod.owner_references().iter().any(|o| o.kind == "DaemonSet");
+        if !daemon {
+            busy.insert(node.clone());
+        }
+        if pod_job(pod).is_some_and(|j| gang_jobs.contains(&j)) {
+            continue;
+        }
+        let do_not_disrupt = pod.annotations().contains_key("muster.dev/do-not-disrupt")
+            || blocked_by_pdb(pod, &observed.pdbs);
+        others.entry(node).or_default().push(OtherPod {
+            name: format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()),
+            requests: pod_resources(pod),
+            daemon,
+            do_not_disrupt,
+        });
+    }
+    let by_provider_id: BTreeMap<String, &KubeNode> = observed
+        .nodes
+        .iter()
+        .filter_map(|n| Some((n.spec.as_ref()?.provider_id.clone()?, n.as_ref())))
+        .collect();
+    let by_name: BTreeMap<String, &KubeNode> = observed
+        .nodes
+        .iter()
+        .map(|n| (n.name_any(), n.as_ref()))
+        .collect();
+    let mut out = Vec::new();
+    let mut registered = BTreeMap::new();
+    let mut claimed: BTreeSet<String> = BTreeSet::new();
+    for pn in observed.of(Kind::PoolNode) {
+        let s: PoolNodeSpec = match spec(Kind::PoolNode, pn) {
+            Ok(s) => s,
+            Err(i) => {
+                issues.push(i);
+                continue;
+            }
+        };
+        let st = poolnode_status(pn);
+        let key = Some(offering_key(&s));
+        let offering = key
+            .as_ref()
+            .and_then(|k| offerings.iter().find(|o| &o.key() == k));
+        let kube_node = st
+            .node_name
+            .as_ref()
+            .and_then(|n| by_name.get(n))
+            .or_else(|| st.provider_id.as_ref().and_then(|p| by_provider_id.get(p)))
+            .copied();
+        let mut phase = node_phase(st.phase);
+        if pn.metadata.deletion_timestamp.is_some() {
+            phase = NodePhase::Terminating;
+        }
+        let created = pn
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(time::from_kube)
+            .unwrap_or(now);
+        let since = phase_since(&st, created);
+        let price = s
+            .offering
+            .price_per_hour
+            .as_str()
+            .parse::<f64>()
+            .ok()
+            .and_then(Price::from_usd)
+            .or(offering.and_then(|o| o.price));
+        let mut node = Node {
+            name: pn.name_any(),
+            pool: Some(s.pool.clone()),
+            offering: key.clone(),
+            provider: key.as_ref().map(|k| k.provider),
+            zone: key.as_ref().map(|k| k.zone.clone()).unwrap_or_default(),
+            placement_group: None,
+            capacity_type: key.as_ref().map(|k| k.capacity_type),
+            price,
+            gpu_model: offering.and_then(|o| o.gpu_model.clone()),
+            gpu_memory_mib: offering.map(|o| o.gpu_memory_mib).unwrap_or(0),
+            allocatable: offering.map(|o| o.resources.clone()).unwrap_or_default(),
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            phase,
+            unschedulable: false,
+            reserved_for: poolnode_gang(&s).map(GangId::new),
+            pods: Vec::new(),
+            created_at: created,
+            phase_since: since,
+            empty_since: None,
+            do_not_disrupt: false,
+        };
+        if let Some(kn) = kube_node {
+            let name = kn.name_any();
+            claimed.insert(name.clone());
+            registered.insert(pn.name_any(), name.clone());
+            node.name = name.clone();
+            node.labels = kn.labels().clone();
+            node.taints = taints(kn);
+            node.unschedulable = kn
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false);
+            let alloc = allocatable(kn);
+            if !alloc.is_zero() {
+                node.allocatable = alloc;
+            }
+            node.pods = others.remove(&name).unwrap_or_default();
+        }
+        node.empty_since = (!busy.contains(&node.name) && !node.phase.in_flight()).then_some(since);
+        out.push(node);
+    }
+    for kn in &observed.nodes {
+        let name = kn.name_any();
+        if claimed.contains(&name) {
+            continue;
+        }
+        let unschedulable = kn
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false);
+        let phase = match (node_ready(kn), unschedulable) {
+            (true, false) => NodePhase::Ready,
+            (true, true) => NodePhase::Draining,
+            (false, _) => NodePhase::Registered,
+        };
+        let labels = kn.labels().clone();
+        let created = kn
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(time::from_kube)
+            .unwrap_or(now);
+        out.push(Node {
+            name: name.clone(),
+            pool: None,
+            offering: None,
+            provider: None,
+            zone: labels
+                .get("topology.kubernetes.io/zone")
+                .cloned()
+                .unwrap_or_default(),
+            placement_group: None,
+            capacity_type: None,
+            price: None,
+            gpu_model: labels
+                .get("nvidia.com/gpu.product")
+                .or_else(|| labels.get("muster.dev/gpu-model"))
+                .map(|m| muster_planner::GpuModel::new(m)),
+            gpu_memory_mib: 0,
+            allocatable: allocatable(kn),
+            reserved_for: labels
+                .get(GANG_LABEL)
+                .map(|g| GangId::new(g.replacen('.', "/", 1))),
+            labels,
+            taints: taints(kn),
+            phase,
+            unschedulable,
+            pods: others.remove(&name).unwrap_or_default(),
+            created_at: created,
+            phase_since: created,
+            empty_since: (!busy.contains(&name)).then_some(created),
+            do_not_disrupt: kn.annotations().contains_key("muster.dev/do-not-disrupt"),
+        });
+    }
+    Nodes {
+        nodes: out,
+        registered,
+    }
+}

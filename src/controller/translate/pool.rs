@@ -1,0 +1,326 @@
+//! NodeClasses, GPUPools and GPUQueues → planner pools and queues.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use muster_crds::common as crd;
+use muster_crds::gpupool::{ConsolidationPolicy as CrdConsolidation, GpuPoolSpec};
+use muster_crds::gpuqueue::{
+    GpuQueueSpec, QueueingStrategy as CrdStrategy, ReclaimPolicy as CrdReclaim, StopPolicy,
+    WithinQueuePreemption,
+};
+use muster_planner::{
+    CapacityType, ConsolidationPolicy, Disruption, Dur, GpuModel, Pool, PoolLimits,
+    PoolRequirements, PreemptionPolicy, Price, Provider, Quantity, Queue, QueueingStrategy, Quota,
+    QuotaResource, ReclaimPolicy, Taint, TaintEffect,
+};
+use serde::de::DeserializeOwned;
+
+use super::{Issue, IssueReason};
+use crate::controller::objects::Kind;
+
+/// The `spec` of an object parsed into `T`, or an issue.
+pub fn spec<T: DeserializeOwned>(kind: Kind, obj: &DynamicObject) -> Result<T, Issue> {
+    let raw = obj
+        .data
+        .get("spec")
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
+    // the error names the field path (spec.limits.maxGPUs: …)
+    serde_path_to_error::deserialize(raw)
+        .map_err(|e| Issue::new(kind, obj, IssueReason::InvalidSpec, format!("spec.{e}")))
+}
+
+fn invalid(kind: Kind, obj: &DynamicObject, message: String) -> Issue {
+    Issue::new(kind, obj, IssueReason::InvalidSpec, message)
+}
+
+/// A CRD duration as planner seconds (rounded up).
+pub fn dur(kind: Kind, obj: &DynamicObject, name: &str, d: &crd::Duration) -> Result<Dur, Issue> {
+    d.to_std()
+        .map(|s| Dur(s.as_secs() + u64::from(s.subsec_nanos() > 0)))
+        .map_err(|e| invalid(kind, obj, format!("spec.{name}: {e}")))
+}
+
+fn quantity(
+    kind: Kind,
+    obj: &DynamicObject,
+    name: &str,
+    q: &crd::Quantity,
+) -> Result<Quantity, Issue> {
+    Quantity::parse(q.as_str()).map_err(|e| invalid(kind, obj, format!("spec.{name}: {e}")))
+}
+
+fn usd(kind: Kind, obj: &DynamicObject, name: &str, u: &crd::Usd) -> Result<Price, Issue> {
+    u.as_str()
+        .parse::<f64>()
+        .ok()
+        .and_then(Price::from_usd)
+        .ok_or_else(|| {
+            invalid(
+                kind,
+                obj,
+                format!("spec.{name}: invalid dollar amount {:?}", u.as_str()),
+            )
+        })
+}
+
+fn count(kind: Kind, obj: &DynamicObject, name: &str, n: i32) -> Result<u32, Issue> {
+    u32::try_from(n).map_err(|_| invalid(kind, obj, format!("spec.{name}: must not be negative")))
+}
+
+/// A CRD capacity type as the planner's.
+pub fn capacity_type(c: crd::CapacityType) -> CapacityType {
+    match c {
+        crd::CapacityType::Spot => CapacityType::Spot,
+        crd::CapacityType::OnDemand => CapacityType::OnDemand,
+    }
+}
+
+/// A CRD taint as the planner's.
+pub fn taint(t: &crd::Taint) -> Taint {
+    Taint {
+        key: t.key.clone(),
+        value: t.value.clone().unwrap_or_default(),
+        effect: match t.effect {
+            crd::TaintEffect::NoSchedule => TaintEffect::NoSchedule,
+            crd::TaintEffect::PreferNoSchedule => TaintEffect::PreferNoSchedule,
+            crd::TaintEffect::NoExecute => TaintEffect::NoExecute,
+        },
+    }
+}
+
+/// The cloud of each NodeClass, by name (from which provider block is set).
+pub fn node_classes(
+    objs: &[Arc<DynamicObject>],
+    issues: &mut Vec<Issue>,
+) -> BTreeMap<String, Provider> {
+    let mut out = BTreeMap::new();
+    for obj in objs {
+        let spec = obj.data.get("spec");
+        let clouds: Vec<Provider> = [
+            ("aws", Provider::Aws),
+            ("gcp", Provider::Gcp),
+            ("sim", Provider::Sim),
+        ]
+        .into_iter()
+        .filter(|(k, _)| spec.and_then(|s| s.get(k)).is_some_and(|v| !v.is_null()))
+        .map(|(_, p)| p)
+        .collect();
+        match clouds.as_slice() {
+            [one] => {
+                out.insert(obj.name_any(), *one);
+            }
+            _ => issues.push(Issue::new(
+                Kind::NodeClass,
+                obj,
+                IssueReason::InvalidSpec,
+                "spec must set exactly one of aws, gcp".to_string(),
+            )),
+        }
+    }
+    out
+}
+
+/// GPUPools → planner pools. A pool whose NodeClass is unknown is an issue.
+pub fn pools(
+    objs: &[Arc<DynamicObject>],
+    node_classes: &BTreeMap<String, Provider>,
+    issues: &mut Vec<Issue>,
+) -> Vec<Pool> {
+    let mut out = Vec::new();
+    for obj in objs {
+        if obj.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        match pool(obj, node_classes) {
+            Ok(p) => out.push(p),
+            Err(i) => issues.push(i),
+        }
+    }
+    out
+}
+
+fn pool(obj: &DynamicObject, node_classes: &BTreeMap<String, Provider>) -> Result<Pool, Issue> {
+    let k = Kind::GpuPool;
+    let s: GpuPoolSpec = spec(k, obj)?;
+    let provider = *node_classes.get(&s.node_class_ref.name).ok_or_else(|| {
+        Issue::new(
+            k,
+            obj,
+            IssueReason::InvalidReference,
+            format!(
+                "spec.nodeClassRef: NodeClass {:?} does not exist or is invalid",
+                s.node_class_ref.name
+            ),
+        )
+    })?;
+    let r = &s.requirements;
+    let gpus = r.gpus_per_node.as_ref();
+    let requirements = PoolRequirements {
+        instance_types: r.instance_types.clone(),
+        instance_families: r.instance_families.clone(),
+        gpu_models: r.gpu_models.iter().map(|m| GpuModel::new(m)).collect(),
+        min_gpus: gpus
+            .and_then(|g| g.min)
+            .map(|n| count(k, obj, "requirements.gpusPerNode.min", n))
+            .transpose()?,
+        max_gpus: gpus
+            .and_then(|g| g.max)
+            .map(|n| count(k, obj, "requirements.gpusPerNode.max", n))
+            .transpose()?,
+        min_gpu_memory_mib: r
+            .gpu_memory_min
+            .as_ref()
+            .map(|q| quantity(k, obj, "requirements.gpuMemoryMin", q))
+            .transpose()?
+            .map(|q| u64::try_from(q.units_ceil()).unwrap_or(0) / (1024 * 1024)),
+        zones: r.zones.clone(),
+        capacity_types: r
+            .capacity_types
+            .iter()
+            .copied()
+            .map(capacity_type)
+            .collect(),
+    };
+    let limits = match &s.limits {
+        None => PoolLimits::default(),
+        Some(l) => PoolLimits {
+            max_gpus: l
+                .max_gpus
+                .map(|n| count(k, obj, "limits.maxGPUs", n).map(u64::from))
+                .transpose()?,
+            max_nodes: l
+                .max_nodes
+                .map(|n| count(k, obj, "limits.maxNodes", n).map(u64::from))
+                .transpose()?,
+            max_price_per_hour: l
+                .max_price_per_hour
+                .as_ref()
+                .map(|u| usd(k, obj, "limits.maxPricePerHour", u))
+                .transpose()?,
+        },
+    };
+    let d = &s.disruption;
+    // the standing budget (no schedule) limits disruption: "10%" or a node count
+    let standing = d.budgets.iter().find(|b| b.schedule.is_none());
+    let (max_nodes, max_percent) =
+        match standing.map(|b| b.nodes.trim()) {
+            Some(n) if n.ends_with('%') => (
+                None,
+                n.trim_end_matches('%').parse::<u32>().map_err(|e| {
+                    invalid(k, obj, format!("spec.disruption.budgets[].nodes: {e}"))
+                })?,
+            ),
+            Some(n) => (
+                Some(n.parse::<u64>().map_err(|e| {
+                    invalid(k, obj, format!("spec.disruption.budgets[].nodes: {e}"))
+                })?),
+                100,
+            ),
+            None => (None, 100),
+        };
+    let disruption = Disruption {
+        consolidation: match d.consolidation_policy {
+            CrdConsolidation::WhenEmpty => ConsolidationPolicy::WhenEmpty,
+            CrdConsolidation::WhenUnderutilized => ConsolidationPolicy::WhenUnderutilized,
+        },
+        consolidate_after: dur(k, obj, "disruption.consolidateAfter", &d.consolidate_after)?,
+        scale_to_zero_after: dur(
+            k,
+            obj,
+            "disruption.scaleToZeroAfter",
+            &d.scale_to_zero_after,
+        )?,
+        max_disrupted_nodes: max_nodes,
+        max_disrupted_percent: max_percent,
+    };
+    Ok(Pool {
+        name: obj.name_any(),
+        node_class: s.node_class_ref.name.clone(),
+        provider,
+        weight: s.weight,
+        requirements,
+        limits,
+        disruption,
+        labels: s.labels.clone(),
+        taints: s.taints.iter().map(taint).collect(),
+        provisioning_timeout: Some(dur(k, obj, "provisioningTimeout", &s.provisioning_timeout)?),
+    })
+}
+
+/// GPUQueues → planner queues.
+pub fn queues(objs: &[Arc<DynamicObject>], issues: &mut Vec<Issue>) -> Vec<Queue> {
+    let mut out = Vec::new();
+    for obj in objs {
+        match queue(obj) {
+            Ok(q) => out.push(q),
+            Err(i) => issues.push(i),
+        }
+    }
+    out
+}
+
+fn queue(obj: &DynamicObject) -> Result<Queue, Issue> {
+    let k = Kind::GpuQueue;
+    let s: GpuQueueSpec = spec(k, obj)?;
+    let mut quotas = Vec::new();
+    for r in &s.resources {
+        let resource = match &r.gpu_model {
+            Some(m) if r.name == muster_planner::resources::GPU => {
+                QuotaResource::GpuModel(GpuModel::new(m))
+            }
+            Some(_) => {
+                return Err(invalid(
+                    k,
+                    obj,
+                    format!("spec.resources[{}].gpuModel: only for GPUs", r.name),
+                ));
+            }
+            None => QuotaResource::parse(&r.name),
+        };
+        let field = |what: &str| format!("resources[{}].{what}", r.name);
+        quotas.push(Quota {
+            resource,
+            nominal: quantity(k, obj, &field("nominal"), &r.nominal)?,
+            borrowing_limit: r
+                .borrowing_limit
+                .as_ref()
+                .map(|q| quantity(k, obj, &field("borrowingLimit"), q))
+                .transpose()?,
+            lending_limit: r
+                .lending_limit
+                .as_ref()
+                .map(|q| quantity(k, obj, &field("lendingLimit"), q))
+                .transpose()?,
+        });
+    }
+    let weight = quantity(k, obj, "weight", &s.weight)?.millis() as f64 / 1000.0;
+    if !(weight.is_finite() && weight > 0.0) {
+        return Err(invalid(k, obj, "spec.weight must be > 0".to_string()));
+    }
+    Ok(Queue {
+        name: obj.name_any(),
+        cohort: s.cohort.clone(),
+        weight,
+        quotas,
+        preemption: match s.preemption.within_queue {
+            WithinQueuePreemption::Never => PreemptionPolicy::Never,
+            WithinQueuePreemption::LowerPriority => PreemptionPolicy::LowerPriority,
+        },
+        reclaim: match s.preemption.reclaim_within_cohort {
+            CrdReclaim::Never => ReclaimPolicy::Never,
+            CrdReclaim::LowerPriority => ReclaimPolicy::LowerPriority,
+            CrdReclaim::Any => ReclaimPolicy::Any,
+        },
+        pools: s.pools.clone(),
+        strategy: match s.queueing_strategy {
+            CrdStrategy::StrictFIFO => QueueingStrategy::StrictFifo,
+            CrdStrategy::BestEffortFIFO => QueueingStrategy::BestEffortFifo,
+        },
+        pods_ready_timeout: Some(dur(k, obj, "podsReadyTimeout", &s.pods_ready_timeout)?),
+        stopped: s.stop_policy != StopPolicy::None,
+    })
+}

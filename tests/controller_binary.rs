@@ -1,0 +1,123 @@
+//! The real `muster controller` binary against the API test server: it
+//! starts, syncs, serves /healthz, /readyz and /metrics, creates the Gang of
+//! a labelled Job and suspends it.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+use support::{ApiServer, eventually};
+
+fn get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let code = out.split_whitespace().nth(1)?.parse().ok()?;
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn binary_runs_against_the_test_server() {
+    let server = ApiServer::start();
+    let client = server.client();
+    support::install_crds(&client).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let _child = Kill(
+        Command::new(env!("CARGO_BIN_EXE_muster"))
+            .args([
+                "controller",
+                "--kube-url",
+                &server.url,
+                "--no-leader-election",
+                "--metrics-addr",
+                &addr,
+                "--log-format",
+                "json",
+                "--debounce",
+                "50ms",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("muster controller starts"),
+    );
+    let ready = eventually(20, "/readyz 200", || {
+        let addr = addr.clone();
+        async move { get(&addr, "/readyz").filter(|(c, _)| *c == 200) }
+    })
+    .await;
+    assert_eq!(ready.1, "ok\n");
+    assert_eq!(get(&addr, "/healthz").map(|r| r.0), Some(200));
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": "j", "namespace": "default", "labels": {"muster.dev/queue": "q"}},
+        "spec": {"parallelism": 1, "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}
+    }))
+    .expect("job");
+    Api::<Job>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("job");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("muster.dev", "v1alpha1", "Gang"),
+        "gangs",
+    );
+    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    eventually(10, "the Gang", || {
+        let gangs = gangs.clone();
+        async move { gangs.get_opt("j").await.ok()? }
+    })
+    .await;
+    eventually(10, "the Job suspended", || {
+        let client = client.clone();
+        async move {
+            Api::<Job>::namespaced(client, "default")
+                .get("j")
+                .await
+                .ok()?
+                .spec?
+                .suspend
+                .filter(|s| *s)
+        }
+    })
+    .await;
+    let (code, metrics) = get(&addr, "/metrics").expect("metrics");
+    assert_eq!(code, 200);
+    assert!(metrics.contains("muster_leader 1"), "{metrics}");
+    assert!(
+        metrics.contains("muster_planning_cycles_total"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.trim_end().ends_with("# EOF"),
+        "OpenMetrics ends with # EOF"
+    );
+}

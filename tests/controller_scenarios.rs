@@ -1,0 +1,881 @@
+//! Controller scenarios: the real `kube::Client` over HTTP against the API
+//! test server, the controller in-process, a fake cloud, and an emulator for
+//! kubelet / Job controller / kube-scheduler.
+//!
+//! Every scenario runs with the scripted stub planner (tests the driver now)
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use muster::controller::metrics::Metrics;
+use muster::controller::{self, ControllerConfig, Deps, LeaseConfig, PlanFn};
+use serde_json::json;
+use support::emulator::Emulator;
+use support::fake_cloud::{FakeCloud, FakeFactory, Hang};
+use support::{ApiServer, eventually};
+
+const NS: &str = "team-a";
+
+fn ar(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("muster.dev", "v1alpha1", kind),
+        plural,
+    )
+}
+
+fn stub() -> PlanFn {
+    Arc::new(support::stub_planner::plan)
+}
+
+/// A controller running in-process; aborted (like a killed process) on drop.
+struct Running {
+    task: tokio::task::JoinHandle<()>,
+    metrics: Arc<Metrics>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn start(
+    client: &kube::Client,
+    cloud: &Arc<FakeCloud>,
+    planner: PlanFn,
+    identity: &str,
+    lease: bool,
+) -> Running {
+    start_with(
+        client,
+        cloud,
+        planner,
+        identity,
+        lease,
+        muster_planner::Policy::default(),
+    )
+}
+
+fn start_with(
+    client: &kube::Client,
+    cloud: &Arc<FakeCloud>,
+    planner: PlanFn,
+    identity: &str,
+    lease: bool,
+    policy: muster_planner::Policy,
+) -> Running {
+    let mut config = ControllerConfig::new("test-cluster", identity);
+    config.policy = policy;
+    config.debounce = Duration::from_millis(50);
+    config.tick = Duration::from_millis(500);
+    if lease {
+        config.lease = Some(LeaseConfig {
+            name: "muster-controller".into(),
+            namespace: "muster-system".into(),
+            duration: Duration::from_secs(2),
+            renew_every: Duration::from_millis(300),
+        });
+    }
+    let metrics = Arc::new(Metrics::new());
+    let deps = Deps {
+        providers: Arc::new(FakeFactory(cloud.clone())),
+        planner,
+        metrics: metrics.clone(),
+    };
+    let client = client.clone();
+    let task = tokio::spawn(async move {
+        let _ = controller::run(client, config, deps, futures::future::pending()).await;
+    });
+    Running { task, metrics }
+}
+
+/// API server, CRDs, a NodeClass, a pool of 8×A100 nodes and a queue.
+async fn world() -> (ApiServer, kube::Client) {
+    let server = ApiServer::start();
+    let client = server.client();
+    support::install_crds(&client).await;
+    create(&client, "NodeClass", "nodeclasses", None, json!({
+        "metadata": {"name": "gcp-default"},
+        "spec": {"gcp": {"project": "test-project", "region": "us-central1", "image": "projects/x/global/images/family/y"}}
+    }))
+    .await;
+    create(&client, "GPUPool", "gpupools", None, json!({
+        "metadata": {"name": "a100"},
+        "spec": {"nodeClassRef": {"name": "gcp-default"}, "requirements": {"instanceTypes": ["fake-8gpu"], "capacityTypes": ["on-demand"]}}
+    }))
+    .await;
+    create(
+        &client,
+        "GPUQueue",
+        "gpuqueues",
+        None,
+        json!({
+            "metadata": {"name": "team-a"},
+            "spec": {"pools": ["a100"]}
+        }),
+    )
+    .await;
+    (server, client)
+}
+
+async fn create(
+    client: &kube::Client,
+    kind: &str,
+    plural: &str,
+    ns: Option<&str>,
+    body: serde_json::Value,
+) {
+    let ar = ar(kind, plural);
+    let api: Api<DynamicObject> = match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    let mut obj: DynamicObject = serde_json::from_value(body).expect("object");
+    obj.types = Some(kube::core::TypeMeta {
+        api_version: "muster.dev/v1alpha1".into(),
+        kind: kind.into(),
+    });
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create");
+}
+
+async fn submit(client: &kube::Client, name: &str, pods: i32, gpus: u32, suspend: bool) {
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
+        "spec": {
+            "parallelism": pods, "completions": pods, "suspend": suspend,
+            // GPU pods tolerate the GPU taint (GKE's and EKS's ExtendedResourceToleration
+            // admission adds it; the real planner requires it of the template)
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                "name": "train", "image": "trainer",
+                "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}, "requests": {"cpu": "4", "memory": "16Gi"}}
+            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
+        }
+    }))
+    .expect("job");
+    Api::<Job>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("submit job");
+}
+
+async fn existing_gpu_node(client: &kube::Client, name: &str, gpus: u32) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": "us-central1-a"}}})).expect("node");
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("node");
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": gpus.to_string()},
+            }})),
+        )
+        .await
+        .expect("node status");
+}
+
+async fn poolnodes(client: &kube::Client) -> Vec<DynamicObject> {
+    Api::<DynamicObject>::all_with(client.clone(), &ar("PoolNode", "poolnodes"))
+        .list(&ListParams::default())
+        .await
+        .expect("list poolnodes")
+        .items
+}
+
+async fn gang_phase(client: &kube::Client, name: &str) -> Option<String> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
+    let g = api.get_opt(name).await.ok()??;
+    g.data["status"]["phase"].as_str().map(String::from)
+}
+
+async fn running_pods(client: &kube::Client, job: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels(&format!("job-name={job}")))
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .collect()
+}
+
+// ---------------------------------------------------------------- (1)
+
+async fn scenario_admit_on_existing_capacity(planner: PlanFn) {
+    let (_server, client) = world().await;
+    existing_gpu_node(&client, "gpu-0", 8).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let ctl = start(&client, &cloud, planner, "c1", false);
+    submit(&client, "small", 1, 1, true).await;
+    let pods = eventually(20, "the pod to run", || {
+        let client = client.clone();
+        async move {
+            let pods = running_pods(&client, "small").await;
+            (pods.len() == 1).then_some(pods)
+        }
+    })
+    .await;
+    assert_eq!(
+        pods[0].spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        Some("gpu-0")
+    );
+    let job = Api::<Job>::namespaced(client.clone(), NS)
+        .get("small")
+        .await
+        .expect("job");
+    assert_eq!(
+        job.annotations()
+            .get("muster.dev/admitted-nodes")
+            .map(String::as_str),
+        Some("gpu-0")
+    );
+    let tmpl = job.spec.expect("spec").template.spec.expect("pod spec");
+    assert_eq!(
+        tmpl.node_selector
+            .expect("selector")
+            .get("muster.dev/gang")
+            .map(String::as_str),
+        Some("team-a.small")
+    );
+    let node = Api::<Node>::all(client.clone())
+        .get("gpu-0")
+        .await
+        .expect("node");
+    assert_eq!(
+        node.labels().get("muster.dev/gang").map(String::as_str),
+        Some("team-a.small")
+    );
+    eventually(10, "gang Running", || {
+        let client = client.clone();
+        async move { (gang_phase(&client, "small").await.as_deref() == Some("Running")).then_some(()) }
+    })
+    .await;
+    assert!(
+        poolnodes(&client).await.is_empty(),
+        "no PoolNode for capacity that exists"
+    );
+    assert!(cloud.launch_calls().is_empty(), "no launch");
+    let text = ctl.metrics.encode();
+    assert!(
+        text.contains("muster_gangs{queue=\"team-a\",phase=\"Running\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("muster_planner_duration_seconds_count"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn s1_one_gpu_job_admitted_on_existing_capacity() {
+    scenario_admit_on_existing_capacity(stub()).await;
+}
+
+#[tokio::test]
+async fn s1_real_planner() {
+    scenario_admit_on_existing_capacity(controller::real_planner()).await;
+}
+
+// ---------------------------------------------------------------- (2)
+
+async fn scenario_gang_of_four(planner: PlanFn) {
+    let (_server, client) = world().await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(&client, &cloud, planner, "c1", false);
+    submit(&client, "big", 4, 8, true).await;
+    let pods = eventually(30, "four pods running", || {
+        let client = client.clone();
+        async move {
+            let pods = running_pods(&client, "big").await;
+            (pods.len() == 4).then_some(pods)
+        }
+    })
+    .await;
+    // intent first: every launch call saw all four PoolNodes in the API
+    let launches = cloud.launch_calls();
+    assert!(launches.len() >= 4, "{launches:?}");
+    assert_eq!(
+        launches[0].poolnodes_seen,
+        Some(4),
+        "all PoolNodes written before the first launch"
+    );
+    let keys: BTreeSet<String> = launches.iter().map(|c| c.what.clone()).collect();
+    assert_eq!(keys.len(), 4);
+    assert_eq!(cloud.instances().len(), 4);
+    let pns = poolnodes(&client).await;
+    assert_eq!(pns.len(), 4);
+    for pn in &pns {
+        assert_eq!(pn.data["status"]["phase"], "Ready", "{pn:?}");
+        assert!(
+            pn.data["status"]["providerID"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("gce://"))
+        );
+        assert_eq!(
+            pn.data["spec"]["gang"],
+            json!({"namespace": "team-a", "name": "big"})
+        );
+        assert_eq!(pn.data["spec"]["offering"]["gpuCount"], 8);
+        assert_eq!(pn.data["spec"]["offering"]["pricePerHour"], "10.000000");
+        assert_eq!(pn.data["status"]["nodeName"], pn.name_any().as_str());
+        assert!(
+            pn.data["status"]["registeredAt"].is_string()
+                && pn.data["status"]["readyAt"].is_string()
+        );
+        assert!(
+            pn.finalizers()
+                .contains(&"muster.dev/terminate-instance".to_string())
+        );
+    }
+    // the Job was unsuspended only when all four nodes were Ready
+    let seen = emu.seen.lock().expect("seen").clone();
+    assert_eq!(seen.unsuspended_with_ready_nodes.get("big"), Some(&4));
+    // pinned: required affinity to the four nodes, toleration of the pool taint
+    let job = Api::<Job>::namespaced(client.clone(), NS)
+        .get("big")
+        .await
+        .expect("job");
+    let spec = job.spec.expect("spec").template.spec.expect("pod spec");
+    let terms = spec
+        .affinity
+        .and_then(|a| a.node_affinity)
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution)
+        .expect("required affinity")
+        .node_selector_terms;
+    let names: BTreeSet<String> = terms[0].match_fields.clone().expect("fields")[0]
+        .values
+        .clone()
+        .expect("values")
+        .into_iter()
+        .collect();
+    let pn_names: BTreeSet<String> = pns.iter().map(|p| p.name_any()).collect();
+    assert_eq!(names, pn_names);
+    assert!(
+        spec.tolerations
+            .expect("tolerations")
+            .iter()
+            .any(|t| t.key.as_deref() == Some("nvidia.com/gpu"))
+    );
+    let on: BTreeSet<String> = pods
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    assert_eq!(on, pn_names, "one pod per launched node");
+}
+
+#[tokio::test]
+async fn s2_four_node_gang_written_first_then_launched_then_admitted() {
+    scenario_gang_of_four(stub()).await;
+}
+
+#[tokio::test]
+async fn s2_real_planner() {
+    let dbg: PlanFn = Arc::new(
+        |s: &muster_planner::Snapshot, p: &muster_planner::Policy, t| {
+            let plan = muster_planner::plan(s, p, t);
+            if std::env::var("MUSTER_TEST_DUMP").is_ok() {
+                eprintln!(
+                    "SNAPSHOT {}\nPLAN {}",
+                    serde_json::to_string(s).unwrap_or_default(),
+                    serde_json::to_string(&plan).unwrap_or_default()
+                );
+            }
+            plan
+        },
+    );
+    scenario_gang_of_four(dbg).await;
+}
+
+// ---------------------------------------------------------------- (3)
+
+async fn scenario_insufficient_capacity(planner: PlanFn) {
+    let (_server, client) = world().await;
+    // the pool may buy both shapes; the cheap 1-GPU shape has no capacity
+    let pools: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUPool", "gpupools"));
+    pools
+        .patch(
+            "a100",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"requirements": {"instanceTypes": ["fake-8gpu", "fake-1gpu"]}}}),
+            ),
+        )
+        .await
+        .expect("widen pool");
+    let cloud = FakeCloud::new(Some(client.clone()));
+    cloud.insufficient("fake-1gpu");
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let ctl = start(&client, &cloud, planner, "c1", false);
+    submit(&client, "tiny", 1, 1, true).await;
+    eventually(20, "the pod to run", || {
+        let client = client.clone();
+        async move { (running_pods(&client, "tiny").await.len() == 1).then_some(()) }
+    })
+    .await;
+    let calls = cloud.launch_calls();
+    assert!(calls.len() >= 2, "{calls:?}");
+    let instances = cloud.instances();
+    assert_eq!(instances.len(), 1, "only the fallback launched");
+    assert_eq!(instances[0].instance.offering.instance_type, "fake-8gpu");
+    assert_ne!(
+        calls[0].what, instances[0].request.idempotency_key,
+        "a new launch set gets a new key"
+    );
+    let pns = poolnodes(&client).await;
+    assert_eq!(pns.len(), 1, "the failed PoolNode is gone");
+    assert_eq!(pns[0].data["spec"]["offering"]["instanceType"], "fake-8gpu");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    let ice: Vec<_> = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("InsufficientCapacity"))
+        .collect();
+    assert_eq!(ice.len(), 1, "{ice:?}");
+    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
+    let g = gangs.get("tiny").await.expect("gang");
+    assert_eq!(
+        g.annotations()
+            .get("muster.dev/launch-attempts")
+            .map(String::as_str),
+        Some("2")
+    );
+    let text = ctl.metrics.encode();
+    for line in [
+        r#"muster_launches_total{pool="a100",capacity_type="on-demand",result="InsufficientCapacity"} 1"#,
+        r#"muster_launches_total{pool="a100",capacity_type="on-demand",result="Launched"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
+}
+
+#[tokio::test]
+async fn s3_insufficient_capacity_deletes_poolnode_and_replans() {
+    scenario_insufficient_capacity(stub()).await;
+}
+
+#[tokio::test]
+async fn s3_real_planner() {
+    scenario_insufficient_capacity(controller::real_planner()).await;
+}
+
+// ---------------------------------------------------------------- (4)
+
+async fn scenario_restart(planner: PlanFn, hang: Hang) {
+    let (_server, client) = world().await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    cloud.set_hang(hang);
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let first = start(&client, &cloud, planner.clone(), "c1", false);
+    submit(&client, "pair", 2, 8, true).await;
+    eventually(20, "both launches in flight", || {
+        let n = cloud.launch_calls().len();
+        async move { (n >= 2).then_some(()) }
+    })
+    .await;
+    assert_eq!(poolnodes(&client).await.len(), 2);
+    drop(first); // killed mid-launch
+    cloud.set_hang(Hang::Never);
+    let _second = start(&client, &cloud, planner, "c2", false);
+    eventually(30, "both pods running", || {
+        let client = client.clone();
+        async move { (running_pods(&client, "pair").await.len() == 2).then_some(()) }
+    })
+    .await;
+    let pns = poolnodes(&client).await;
+    assert_eq!(pns.len(), 2, "no duplicate PoolNodes");
+    assert_eq!(cloud.instances().len(), 2, "no duplicate instances");
+    let keys: BTreeSet<String> = cloud
+        .launch_calls()
+        .iter()
+        .map(|c| c.what.clone())
+        .collect();
+    assert_eq!(keys.len(), 2, "relaunches reuse the idempotency keys");
+}
+
+#[tokio::test]
+async fn s4_restart_between_intent_and_launch() {
+    scenario_restart(stub(), Hang::BeforeCreate).await;
+}
+
+#[tokio::test]
+async fn s4_restart_after_cloud_created_before_recorded() {
+    scenario_restart(stub(), Hang::AfterCreate).await;
+}
+
+#[tokio::test]
+async fn s4_real_planner() {
+    scenario_restart(controller::real_planner(), Hang::AfterCreate).await;
+}
+
+// ---------------------------------------------------------------- (7)
+
+async fn lease_holder(client: &kube::Client) -> Option<String> {
+    let l = Api::<Lease>::namespaced(client.clone(), "muster-system")
+        .get_opt("muster-controller")
+        .await
+        .ok()??;
+    l.spec?.holder_identity
+}
+
+#[tokio::test]
+async fn s7_only_the_leader_acts() {
+    let (_server, client) = world().await;
+    let cloud_a = FakeCloud::new(None);
+    let cloud_b = FakeCloud::new(None);
+    let _emu = Emulator::start(client.clone(), vec![cloud_a.clone(), cloud_b.clone()]);
+    let a = start(&client, &cloud_a, stub(), "a", true);
+    eventually(10, "a leads", || {
+        let client = client.clone();
+        async move { (lease_holder(&client).await.as_deref() == Some("a")).then_some(()) }
+    })
+    .await;
+    let b = start(&client, &cloud_b, stub(), "b", true);
+    submit(&client, "first", 1, 8, true).await;
+    eventually(20, "first runs", || {
+        let client = client.clone();
+        async move { (running_pods(&client, "first").await.len() == 1).then_some(()) }
+    })
+    .await;
+    assert_eq!(cloud_a.launch_calls().len(), 1);
+    assert!(
+        cloud_b.calls().is_empty(),
+        "the follower never calls the cloud"
+    );
+    assert!(
+        b.metrics
+            .encode()
+            .contains("muster_planning_cycles_total 0"),
+        "the follower never plans"
+    );
+    assert_eq!(lease_holder(&client).await.as_deref(), Some("a"));
+    drop(a); // killed: the lease expires, b takes over
+    eventually(10, "b leads", || {
+        let client = client.clone();
+        async move { (lease_holder(&client).await.as_deref() == Some("b")).then_some(()) }
+    })
+    .await;
+    submit(&client, "second", 1, 8, true).await;
+    eventually(20, "second runs", || {
+        let client = client.clone();
+        async move { (running_pods(&client, "second").await.len() == 1).then_some(()) }
+    })
+    .await;
+    assert_eq!(cloud_b.launch_calls().len(), 1, "the new leader launches");
+    assert_eq!(cloud_a.launch_calls().len(), 1);
+}
+
+// ---------------------------------------------------------------- (8)
+
+#[tokio::test]
+async fn s8_malformed_pool_gets_condition_and_event_others_served() {
+    let (_server, client) = world().await;
+    create(
+        &client,
+        "GPUPool",
+        "gpupools",
+        None,
+        json!({
+            "metadata": {"name": "broken"},
+            "spec": {"nodeClassRef": {"name": "gcp-default"}, "limits": {"maxGPUs": "lots"}}
+        }),
+    )
+    .await;
+    create(
+        &client,
+        "GPUPool",
+        "gpupools",
+        None,
+        json!({
+            "metadata": {"name": "orphan"},
+            "spec": {"nodeClassRef": {"name": "missing"}}
+        }),
+    )
+    .await;
+    let cloud = FakeCloud::new(None);
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(&client, &cloud, stub(), "c1", false);
+    submit(&client, "ok", 1, 8, true).await;
+    let pools: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUPool", "gpupools"));
+    let cond = eventually(20, "Valid=False on the broken pool", || {
+        let pools = pools.clone();
+        async move {
+            let p = pools.get("broken").await.ok()?;
+            let c = p.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Valid")?
+                .clone();
+            (c["status"] == "False").then_some(c)
+        }
+    })
+    .await;
+    assert_eq!(cond["reason"], "InvalidSpec");
+    assert!(
+        cond["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("limits")),
+        "{cond}"
+    );
+    let c = eventually(10, "Valid=False on the orphan pool", || {
+        let pools = pools.clone();
+        async move {
+            let p = pools.get("orphan").await.ok()?;
+            p.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Valid")
+                .cloned()
+        }
+    })
+    .await;
+    assert_eq!(c["reason"], "InvalidReference");
+    // the good pool is Valid and serves the job
+    eventually(20, "ok runs on the good pool", || {
+        let client = client.clone();
+        async move { (running_pods(&client, "ok").await.len() == 1).then_some(()) }
+    })
+    .await;
+    let good = pools.get("a100").await.expect("a100");
+    assert_eq!(good.data["status"]["conditions"][0]["status"], "True");
+    // a Warning Event names the broken pool
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    let ev = eventually(10, "an Event on the broken pool", || {
+        let events = events.clone();
+        async move {
+            events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("broken"))
+        }
+    })
+    .await;
+    assert_eq!(ev.reason.as_deref(), Some("InvalidSpec"));
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+}
+
+// ---------------------------------------------------------------- gangs
+
+#[tokio::test]
+async fn gangs_created_and_fresh_jobs_suspended() {
+    let (_server, client) = world().await;
+    let cloud = FakeCloud::new(None);
+    // no emulator: nothing creates pods, so the controller may suspend
+    let _ctl = start(
+        &client,
+        &cloud,
+        Arc::new(|_: &_, _: &_, _| Default::default()),
+        "c1",
+        false,
+    );
+    submit(&client, "eager", 2, 8, false).await;
+    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
+    let gang = eventually(10, "the Gang", || {
+        let gangs = gangs.clone();
+        async move { gangs.get_opt("eager").await.ok()? }
+    })
+    .await;
+    assert_eq!(gang.data["spec"]["queue"], "team-a");
+    assert_eq!(gang.data["spec"]["podSets"][0]["count"], 2);
+    assert_eq!(
+        gang.data["spec"]["podSets"][0]["requests"]["nvidia.com/gpu"],
+        "8"
+    );
+    let owner = &gang.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        ("Job", "eager", Some(true))
+    );
+    eventually(10, "the Job suspended", || {
+        let client = client.clone();
+        async move {
+            let j = Api::<Job>::namespaced(client, NS).get("eager").await.ok()?;
+            j.spec?.suspend.filter(|s| *s).map(|_| ())
+        }
+    })
+    .await;
+    eventually(10, "gang Queued", || {
+        let client = client.clone();
+        async move { (gang_phase(&client, "eager").await.as_deref() == Some("Queued")).then_some(()) }
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------- more
+
+#[tokio::test]
+async fn no_planning_before_caches_sync() {
+    // the controller starts before its CRDs exist: the muster watches fail,
+    // the caches never sync, nothing is written; once the CRDs are installed
+    // the watches recover and the controller acts
+    let server = ApiServer::start();
+    let client = server.client();
+    let cloud = FakeCloud::new(None);
+    let ctl = start(&client, &cloud, stub(), "c1", false);
+    submit(&client, "early", 1, 1, false).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let job = Api::<Job>::namespaced(client.clone(), NS)
+        .get("early")
+        .await
+        .expect("job");
+    assert_eq!(
+        job.spec.and_then(|s| s.suspend),
+        Some(false),
+        "no write before sync"
+    );
+    assert!(
+        ctl.metrics
+            .encode()
+            .contains("muster_planning_cycles_total 0")
+    );
+    support::install_crds(&client).await;
+    eventually(30, "the Job suspended after sync", || {
+        let client = client.clone();
+        async move {
+            Api::<Job>::namespaced(client, NS)
+                .get("early")
+                .await
+                .ok()?
+                .spec?
+                .suspend
+                .filter(|s| *s)
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn waiting_gangs_show_position_and_reason() {
+    let (_server, client) = world().await;
+    let cloud = FakeCloud::new(None);
+    let _ctl = start(&client, &cloud, stub(), "c1", false);
+    submit(&client, "huge", 1, 16, true).await; // no offering has 16 GPUs
+    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
+    let st = eventually(10, "a waiting status", || {
+        let gangs = gangs.clone();
+        async move {
+            let g = gangs.get_opt("huge").await.ok()??;
+            g.data["status"]["reason"]
+                .is_string()
+                .then(|| g.data["status"].clone())
+        }
+    })
+    .await;
+    assert_eq!(st["phase"], "Queued");
+    assert_eq!(st["reason"], "NoOffering");
+    assert_eq!(st["position"], 1);
+    assert!(cloud.calls().is_empty());
+}
+
+#[tokio::test]
+async fn deleting_a_poolnode_terminates_its_instance_first() {
+    let (_server, client) = world().await;
+    let cloud = FakeCloud::new(None);
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(&client, &cloud, stub(), "c1", false);
+    submit(&client, "one", 1, 8, true).await;
+    let pn = eventually(20, "a Ready PoolNode", || {
+        let client = client.clone();
+        async move {
+            poolnodes(&client)
+                .await
+                .into_iter()
+                .find(|p| p.data["status"]["phase"] == "Ready")
+        }
+    })
+    .await;
+    let pid = pn.data["status"]["providerID"]
+        .as_str()
+        .expect("providerID")
+        .to_string();
+    Api::<DynamicObject>::all_with(client.clone(), &ar("PoolNode", "poolnodes"))
+        .delete(&pn.name_any(), &Default::default())
+        .await
+        .expect("delete");
+    eventually(10, "the PoolNode gone", || {
+        let client = client.clone();
+        async move { poolnodes(&client).await.is_empty().then_some(()) }
+    })
+    .await;
+    let terminated: Vec<String> = cloud
+        .calls()
+        .into_iter()
+        .filter(|c| c.op == "terminate")
+        .map(|c| c.what)
+        .collect();
+    assert_eq!(terminated, [pid]);
+}
+
+#[tokio::test]
+async fn pods_not_ready_in_time_evict_the_whole_gang() {
+    let (_server, client) = world().await;
+    existing_gpu_node(&client, "gpu-0", 8).await;
+    let cloud = FakeCloud::new(None);
+    // no emulator: the admitted pods never run; the queue allows them 1 s
+    let queues: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUQueue", "gpuqueues"));
+    queues
+        .patch(
+            "team-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"podsReadyTimeout": "1s"}})),
+        )
+        .await
+        .expect("queue timeout");
+    let _ctl = start(&client, &cloud, stub(), "c1", false);
+    submit(&client, "stuck", 2, 1, true).await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    eventually(10, "admitted", || {
+        let jobs = jobs.clone();
+        async move { (jobs.get("stuck").await.ok()?.spec?.suspend == Some(false)).then_some(()) }
+    })
+    .await;
+    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
+    let st = eventually(15, "evicted", || {
+        let gangs = gangs.clone();
+        async move {
+            let g = gangs.get("stuck").await.ok()?;
+            (g.data["status"]["phase"] == "Evicted").then(|| g.data["status"].clone())
+        }
+    })
+    .await;
+    assert_eq!(st["evictions"], 1);
+    assert_eq!(st["reason"], "PodsReadyTimeout");
+    assert!(st["requeueAfter"].is_string());
+    let job = jobs.get("stuck").await.expect("job");
+    assert_eq!(
+        job.spec.as_ref().and_then(|s| s.suspend),
+        Some(true),
+        "re-suspended"
+    );
+    let admitted_nodes = job.annotations().contains_key("muster.dev/admitted-nodes");
+    let tmpl = job.spec.expect("spec").template.spec.expect("pod spec");
+    assert!(
+        tmpl.node_selector
+            .is_none_or(|s| !s.contains_key("muster.dev/gang")),
+        "pins removed"
+    );
+    assert!(tmpl.affinity.is_none(), "submitted template restored");
+    assert!(!admitted_nodes);
+}

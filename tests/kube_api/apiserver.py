@@ -1,0 +1,953 @@
+#!/usr/bin/env python3
+"""A small, stateful Kubernetes API test server (Python standard library only).
+
+The real `kube::Client` talks to it over plain HTTP on 127.0.0.1. It keeps the
+semantics controllers rely on close to the real API server's documented ones;
+where it simplifies, the simplification is listed here and in README.md.
+
+Run:  python3 apiserver.py [--port 0]
+It prints one line `LISTENING http://127.0.0.1:PORT` on stdout when ready and
+serves until killed (or until stdin closes, with --exit-on-stdin-eof).
+
+Semantics
+- Resources: core/v1 namespaces, nodes, pods, events, configmaps, secrets,
+  services; batch/v1 jobs; policy/v1 poddisruptionbudgets;
+  coordination.k8s.io/v1 leases; events.k8s.io/v1 events;
+  apiextensions.k8s.io/v1 customresourcedefinitions. Creating a CRD registers
+  its resource at once (served versions, scope, status subresource).
+- Discovery: /version, /api, /api/v1, /apis, /apis/GROUP/VERSION.
+- Stamping: metadata.uid, creationTimestamp, resourceVersion (one global
+  counter, as etcd's revision), generation (1 on create, +1 when anything but
+  metadata and status changes). generateName is honoured.
+- Optimistic concurrency: PUT and PATCH with metadata.resourceVersion in the
+  body must match the stored one, else 409 Conflict (reason Conflict). PUT
+  without a resourceVersion is an unconditional update.
+- Status subresource (where the resource has one): writes to the main
+  resource ignore .status; writes to /status change only .status. Status is
+  dropped on create.
+- Patches: application/merge-patch+json (RFC 7386), application/json-patch+json
+  (RFC 6902: add, remove, replace, move, copy, test),
+  application/strategic-merge-patch+json (treated as a merge patch: lists are
+  replaced, not merged by key), application/apply-patch+yaml (server-side
+  apply, simplified: fieldManager is required; the applied configuration is
+  deep-merged into the live object, maps merged key by key, lists replaced;
+  no field ownership, no conflicts, fields an earlier apply set and this one
+  omits are not removed; a missing object is created).
+- Delete: an object with metadata.finalizers gets deletionTimestamp and stays
+  until an update empties its finalizers; otherwise it is removed at once
+  (pods too: there is no kubelet grace period). Preconditions (uid,
+  resourceVersion) in DeleteOptions are checked. Finalizers cannot be added to
+  an object being deleted. Removal cascades to objects whose ownerReferences
+  name the removed uid (background garbage collection, done synchronously).
+- Lists: labelSelector (equality and set-based), fieldSelector (equality and
+  inequality on any dotted path, e.g. metadata.name, spec.nodeName).
+  `limit`/`continue` are ignored (one page); the list's resourceVersion is the
+  current revision; `resourceVersion` on a list is accepted and the latest
+  state returned (valid for the `Any`/`NotOlderThan` semantics).
+- Watch: `watch=1` with `resourceVersion` resumes after that revision; without
+  one (or "0") the current objects are sent as ADDED first. A revision older
+  than the retained history (see --history) gets an ERROR event with 410
+  Expired. BOOKMARK events are sent every --bookmark-secs when
+  allowWatchBookmarks is set. timeoutSeconds ends the stream. Selectors apply;
+  an object that stops matching is sent as DELETED, one that starts matching
+  as ADDED (like the real watch cache).
+- Errors are metav1.Status objects with the real reasons: NotFound (404),
+  AlreadyExists (409), Conflict (409), Invalid (422), BadRequest (400),
+  MethodNotAllowed (405), Expired (410).
+- Not modelled: authentication, admission webhooks, schema validation and
+  defaulting (objects are stored as sent; CRD CEL rules are not run),
+  namespace existence and namespace deletion, graceful pod deletion,
+  managedFields, protobuf, pagination.
+"""
+
+import argparse
+import copy
+import json
+import re
+import sys
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+
+def now_rfc3339():
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ApiError(Exception):
+    def __init__(self, code, reason, message, details=None):
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details or {}
+
+    def status(self):
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "details": self.details,
+            "code": self.code,
+        }
+
+
+class Resource:
+    """One served resource: group, version, plural, kind, scope, subresources."""
+
+    def __init__(self, group, version, plural, kind, namespaced, status=False, singular=None, short=None):
+        self.group = group
+        self.version = version
+        self.plural = plural
+        self.kind = kind
+        self.namespaced = namespaced
+        self.status = status
+        self.singular = singular or kind.lower()
+        self.short = short or []
+
+    @property
+    def api_version(self):
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def storage_key(self):
+        # Objects are stored once per group/plural, whatever the version asked.
+        return (self.group, self.plural)
+
+
+BUILTINS = [
+    Resource("", "v1", "namespaces", "Namespace", False, status=True),
+    Resource("", "v1", "nodes", "Node", False, status=True),
+    Resource("", "v1", "pods", "Pod", True, status=True),
+    Resource("", "v1", "events", "Event", True),
+    Resource("", "v1", "configmaps", "ConfigMap", True),
+    Resource("", "v1", "secrets", "Secret", True),
+    Resource("", "v1", "services", "Service", True, status=True),
+    Resource("batch", "v1", "jobs", "Job", True, status=True),
+    Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, status=True),
+    Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
+    Resource("events.k8s.io", "v1", "events", "Event", True),
+    Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False, status=True),
+]
+
+
+# ---------------------------------------------------------------- selectors
+
+def parse_label_selector(text):
+    """Returns a list of predicates over a label dict."""
+    preds = []
+    if not text:
+        return preds
+    # split on commas that are not inside parentheses
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    for raw in parts:
+        p = raw.strip()
+        if not p:
+            continue
+        m = re.fullmatch(r"([^\s!=]+)\s+(in|notin)\s+\((.*)\)", p)
+        if m:
+            key, op, vals = m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",") if v.strip()}
+            if op == "in":
+                preds.append(lambda l, k=key, vs=vals: k in l and l[k] in vs)
+            else:
+                preds.append(lambda l, k=key, vs=vals: k not in l or l[k] not in vs)
+            continue
+        m = re.fullmatch(r"([^\s!=]+)\s*(==|=|!=)\s*([^\s]*)", p)
+        if m:
+            key, op, val = m.groups()
+            if op == "!=":
+                preds.append(lambda l, k=key, v=val: l.get(k) != v)
+            else:
+                preds.append(lambda l, k=key, v=val: l.get(k) == v)
+            continue
+        m = re.fullmatch(r"!\s*([^\s!=]+)", p)
+        if m:
+            preds.append(lambda l, k=m.group(1): k not in l)
+            continue
+        if re.fullmatch(r"[^\s!=(),]+", p):
+            preds.append(lambda l, k=p: k in l)
+            continue
+        raise ApiError(400, "BadRequest", f"unable to parse requirement: {p!r}")
+    return preds
+
+
+def dotted(obj, path):
+    cur = obj
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return ""
+        cur = cur[part]
+    if isinstance(cur, bool):
+        return "true" if cur else "false"
+    return "" if cur is None else str(cur)
+
+
+def parse_field_selector(text):
+    preds = []
+    if not text:
+        return preds
+    for raw in text.split(","):
+        p = raw.strip()
+        if not p:
+            continue
+        m = re.fullmatch(r"([^\s!=]+)\s*(==|=|!=)\s*(.*)", p)
+        if not m:
+            raise ApiError(400, "BadRequest", f"invalid field selector: {p!r}")
+        path, op, val = m.groups()
+        if op == "!=":
+            preds.append(lambda o, pa=path, v=val: dotted(o, pa) != v)
+        else:
+            preds.append(lambda o, pa=path, v=val: dotted(o, pa) == v)
+    return preds
+
+
+# ---------------------------------------------------------------- patches
+
+def merge_patch(target, patch):
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            result.pop(k, None)
+        else:
+            result[k] = merge_patch(result.get(k), v)
+    return result
+
+
+def apply_merge(target, applied):
+    """Simplified server-side apply: maps merge, everything else replaces."""
+    if not isinstance(applied, dict) or not isinstance(target, dict):
+        return copy.deepcopy(applied)
+    result = copy.deepcopy(target)
+    for k, v in applied.items():
+        result[k] = apply_merge(result.get(k), v)
+    return result
+
+
+def _pointer(path):
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise ApiError(422, "Invalid", f"invalid JSON pointer {path!r}")
+    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+
+
+def _parent(doc, tokens):
+    cur = doc
+    for t in tokens[:-1]:
+        if isinstance(cur, list):
+            try:
+                cur = cur[int(t)]
+            except (ValueError, IndexError):
+                raise ApiError(422, "Invalid", f"path element {t!r} not found")
+        elif isinstance(cur, dict) and t in cur:
+            cur = cur[t]
+        else:
+            raise ApiError(422, "Invalid", f"path element {t!r} not found")
+    return cur
+
+
+def _get(doc, tokens):
+    if not tokens:
+        return doc
+    parent = _parent(doc, tokens)
+    last = tokens[-1]
+    if isinstance(parent, list):
+        try:
+            return parent[int(last)]
+        except (ValueError, IndexError):
+            raise ApiError(422, "Invalid", f"index {last!r} not found")
+    if not isinstance(parent, dict) or last not in parent:
+        raise ApiError(422, "Invalid", f"key {last!r} not found")
+    return parent[last]
+
+
+def _remove(doc, tokens):
+    parent = _parent(doc, tokens)
+    last = tokens[-1]
+    if isinstance(parent, list):
+        try:
+            return parent.pop(int(last))
+        except (ValueError, IndexError):
+            raise ApiError(422, "Invalid", f"index {last!r} not found")
+    if not isinstance(parent, dict) or last not in parent:
+        raise ApiError(422, "Invalid", f"key {last!r} not found")
+    return parent.pop(last)
+
+
+def _add(doc, tokens, value, replace=False):
+    if not tokens:
+        return value
+    parent = _parent(doc, tokens)
+    last = tokens[-1]
+    if isinstance(parent, list):
+        if last == "-":
+            parent.append(value)
+            return doc
+        try:
+            i = int(last)
+        except ValueError:
+            raise ApiError(422, "Invalid", f"bad index {last!r}")
+        if replace:
+            if not 0 <= i < len(parent):
+                raise ApiError(422, "Invalid", f"index {i} out of range")
+            parent[i] = value
+        else:
+            if not 0 <= i <= len(parent):
+                raise ApiError(422, "Invalid", f"index {i} out of range")
+            parent.insert(i, value)
+    elif isinstance(parent, dict):
+        if replace and last not in parent:
+            raise ApiError(422, "Invalid", f"key {last!r} not found")
+        parent[last] = value
+    else:
+        raise ApiError(422, "Invalid", "cannot add to a scalar")
+    return doc
+
+
+def json_patch(doc, ops):
+    if not isinstance(ops, list):
+        raise ApiError(400, "BadRequest", "a JSON patch must be a list of operations")
+    doc = copy.deepcopy(doc)
+    for op in ops:
+        kind = op.get("op")
+        path = _pointer(op.get("path", ""))
+        if kind == "add":
+            doc = _add(doc, path, copy.deepcopy(op.get("value")))
+        elif kind == "remove":
+            _remove(doc, path)
+        elif kind == "replace":
+            doc = _add(doc, path, copy.deepcopy(op.get("value")), replace=True)
+        elif kind == "move":
+            value = _remove(doc, _pointer(op.get("from", "")))
+            doc = _add(doc, path, value)
+        elif kind == "copy":
+            value = copy.deepcopy(_get(doc, _pointer(op.get("from", ""))))
+            doc = _add(doc, path, value)
+        elif kind == "test":
+            if _get(doc, path) != op.get("value"):
+                raise ApiError(422, "Invalid", f"test operation failed at {op.get('path')}")
+        else:
+            raise ApiError(400, "BadRequest", f"unknown JSON patch operation {kind!r}")
+    return doc
+
+
+# ---------------------------------------------------------------- store
+
+class Store:
+    def __init__(self, history):
+        self.cond = threading.Condition()
+        self.rv = 0
+        self.resources = {}  # (group, version, plural) -> Resource
+        self.objects = {}  # (group, plural) -> {(ns, name): obj}
+        self.log = []  # (rv, type, storage_key, obj)
+        self.history = history
+        self.oldest = 0  # the oldest revision a watch may resume from
+        for r in BUILTINS:
+            self.register(r)
+
+    def register(self, r):
+        self.resources[(r.group, r.version, r.plural)] = r
+        self.objects.setdefault(r.storage_key, {})
+
+    def find(self, group, version, plural):
+        r = self.resources.get((group, version, plural))
+        if r is None:
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({group}/{version} {plural})")
+        return r
+
+    def _bump(self):
+        self.rv += 1
+        return str(self.rv)
+
+    def _emit(self, etype, r, obj):
+        self.log.append((self.rv, etype, r.storage_key, copy.deepcopy(obj)))
+        if len(self.log) > self.history:
+            drop = len(self.log) - self.history
+            self.oldest = self.log[drop - 1][0]
+            del self.log[:drop]
+        self.cond.notify_all()
+
+    def _not_found(self, r, name):
+        return ApiError(404, "NotFound", f'{r.plural}{"." + r.group if r.group else ""} "{name}" not found',
+                        {"name": name, "group": r.group, "kind": r.plural})
+
+    def _stamp_kind(self, r, obj):
+        obj["apiVersion"] = r.api_version
+        obj["kind"] = r.kind
+        return obj
+
+    # -- reads
+
+    def get(self, r, ns, name):
+        with self.cond:
+            obj = self.objects[r.storage_key].get((ns, name))
+            if obj is None:
+                raise self._not_found(r, name)
+            return self._stamp_kind(r, copy.deepcopy(obj))
+
+    def list(self, r, ns, label_preds, field_preds):
+        with self.cond:
+            items = []
+            for (ons, _), obj in sorted(self.objects[r.storage_key].items()):
+                if ns is not None and ons != ns:
+                    continue
+                if matches(obj, label_preds, field_preds):
+                    items.append(self._stamp_kind(r, copy.deepcopy(obj)))
+            return {
+                "kind": r.kind + "List",
+                "apiVersion": r.api_version,
+                "metadata": {"resourceVersion": str(self.rv)},
+                "items": items,
+            }
+
+    # -- writes
+
+    def create(self, r, ns, body):
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "body must be an object")
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise ApiError(400, "BadRequest", "metadata must be an object")
+        with self.cond:
+            name = meta.get("name")
+            if not name:
+                prefix = meta.get("generateName")
+                if not prefix:
+                    raise ApiError(422, "Invalid", f"{r.kind}: metadata.name or generateName is required")
+                name = prefix + uuid.uuid4().hex[:5]
+                meta["name"] = name
+            if r.namespaced:
+                if meta.get("namespace") not in (None, "", ns):
+                    raise ApiError(400, "BadRequest", "the namespace of the object does not match the namespace of the request")
+                meta["namespace"] = ns
+            else:
+                meta.pop("namespace", None)
+            key = (meta.get("namespace", ""), name)
+            if key in self.objects[r.storage_key]:
+                raise ApiError(409, "AlreadyExists", f'{r.plural} "{name}" already exists',
+                               {"name": name, "group": r.group, "kind": r.plural})
+            if r.status:
+                obj.pop("status", None)
+            for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+                meta.pop(k, None)
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = now_rfc3339()
+            meta["generation"] = 1
+            meta["resourceVersion"] = self._bump()
+            self._stamp_kind(r, obj)
+            if r.plural == "customresourcedefinitions":
+                self._register_crd(obj)
+            self.objects[r.storage_key][key] = obj
+            self._emit("ADDED", r, obj)
+            return copy.deepcopy(obj)
+
+    def update(self, r, ns, name, new, subresource, check_rv=True, create_missing=False):
+        """Stores `new` as the next state of the object (PUT, PATCH, apply)."""
+        with self.cond:
+            key = (ns if r.namespaced else "", name)
+            old = self.objects[r.storage_key].get(key)
+            if old is None:
+                if create_missing and subresource is None:
+                    return self.create(r, ns, new), True
+                raise self._not_found(r, name)
+            if not isinstance(new, dict) or not isinstance(new.get("metadata", {}), dict):
+                raise ApiError(400, "BadRequest", "body must be an object with object metadata")
+            new_meta = new.get("metadata") or {}
+            if new_meta.get("name") not in (None, name):
+                raise ApiError(400, "BadRequest", "the name of the object does not match the name in the URL")
+            sent_rv = new_meta.get("resourceVersion")
+            if check_rv and sent_rv and sent_rv != old["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict",
+                               f'Operation cannot be fulfilled on {r.plural} "{name}": the object has been modified; '
+                               "please apply your changes to the latest version and try again",
+                               {"name": name, "group": r.group, "kind": r.plural})
+            if subresource == "status":
+                merged = copy.deepcopy(old)
+                if "status" in new:
+                    merged["status"] = copy.deepcopy(new["status"])
+                else:
+                    merged.pop("status", None)
+            else:
+                merged = copy.deepcopy(new)
+                if r.status:
+                    if "status" in old:
+                        merged["status"] = copy.deepcopy(old["status"])
+                    else:
+                        merged.pop("status", None)
+                meta = merged.setdefault("metadata", {})
+                # system fields are not writable
+                for k in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "namespace", "name"):
+                    if k in old["metadata"]:
+                        meta[k] = old["metadata"][k]
+                    else:
+                        meta.pop(k, None)
+                if old["metadata"].get("deletionTimestamp"):
+                    before = set(old["metadata"].get("finalizers") or [])
+                    after = set(meta.get("finalizers") or [])
+                    if after - before:
+                        raise ApiError(422, "Invalid", "finalizers cannot be added to an object that is being deleted")
+            merged["metadata"].pop("managedFields", None)
+            self._stamp_kind(r, merged)
+            if spec_of(merged) != spec_of(old):
+                merged["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
+            if strip_rv(merged) == strip_rv(old):
+                return copy.deepcopy(old), False  # no-op writes do not bump the revision
+            merged["metadata"]["resourceVersion"] = self._bump()
+            if merged["metadata"].get("deletionTimestamp") and not merged["metadata"].get("finalizers"):
+                self._remove(r, key, merged)
+                return copy.deepcopy(merged), False
+            if r.plural == "customresourcedefinitions":
+                self._register_crd(merged)
+            self.objects[r.storage_key][key] = merged
+            self._emit("MODIFIED", r, merged)
+            return copy.deepcopy(merged), False
+
+    def delete(self, r, ns, name, options):
+        with self.cond:
+            key = (ns if r.namespaced else "", name)
+            obj = self.objects[r.storage_key].get(key)
+            if obj is None:
+                raise self._not_found(r, name)
+            pre = (options or {}).get("preconditions") or {}
+            if pre.get("uid") and pre["uid"] != obj["metadata"]["uid"]:
+                raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {obj['metadata']['uid']}")
+            if pre.get("resourceVersion") and pre["resourceVersion"] != obj["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict", "Precondition failed: resourceVersion does not match")
+            if obj["metadata"].get("finalizers"):
+                if not obj["metadata"].get("deletionTimestamp"):
+                    obj = copy.deepcopy(obj)
+                    obj["metadata"]["deletionTimestamp"] = now_rfc3339()
+                    obj["metadata"]["deletionGracePeriodSeconds"] = 0
+                    obj["metadata"]["resourceVersion"] = self._bump()
+                    self.objects[r.storage_key][key] = obj
+                    self._emit("MODIFIED", r, obj)
+                return self._stamp_kind(r, copy.deepcopy(obj))
+            obj = copy.deepcopy(obj)
+            obj["metadata"]["resourceVersion"] = self._bump()
+            self._remove(r, key, obj)
+            return self._stamp_kind(r, obj)
+
+    def _remove(self, r, key, obj):
+        self.objects[r.storage_key].pop(key, None)
+        self._emit("DELETED", r, obj)
+        uid = obj["metadata"].get("uid")
+        # background garbage collection of dependents
+        for res in list({x.storage_key: x for x in self.resources.values()}.values()):
+            for dkey, dep in list(self.objects[res.storage_key].items()):
+                refs = dep.get("metadata", {}).get("ownerReferences") or []
+                if any(ref.get("uid") == uid for ref in refs):
+                    try:
+                        self.delete(res, dkey[0], dkey[1], None)
+                    except ApiError:
+                        pass
+
+    def _register_crd(self, crd):
+        spec = crd.get("spec") or {}
+        group = spec.get("group", "")
+        names = spec.get("names") or {}
+        namespaced = spec.get("scope") == "Namespaced"
+        for v in spec.get("versions") or []:
+            if not v.get("served", True):
+                continue
+            status = "status" in ((v.get("subresources") or {}))
+            self.register(Resource(group, v.get("name"), names.get("plural"), names.get("kind"), namespaced,
+                                   status=status, singular=names.get("singular"), short=names.get("shortNames")))
+
+    # -- watch
+
+    def watch_from(self, r, ns, since, label_preds, field_preds, send, deadline, bookmarks, bookmark_secs):
+        """Streams events to `send` until the deadline or a send failure.
+
+        Events are gathered under the lock and written without it, so a slow
+        client never stalls the server.
+        """
+        out = []
+        with self.cond:
+            if since is None:
+                for (ons, _), obj in sorted(self.objects[r.storage_key].items()):
+                    if (ns is None or ons == ns) and matches(obj, label_preds, field_preds):
+                        out.append({"type": "ADDED", "object": self._stamp_kind(r, copy.deepcopy(obj))})
+                cursor = self.rv
+            else:
+                if since < self.oldest:
+                    send({"type": "ERROR", "object": ApiError(
+                        410, "Expired", f"too old resource version: {since} ({self.oldest})").status()})
+                    return
+                cursor = since
+            # which objects the client currently sees, to turn selector changes into ADDED/DELETED
+            visible = {key for key, obj in self.objects[r.storage_key].items()
+                       if (ns is None or key[0] == ns) and matches(obj, label_preds, field_preds)}
+        for e in out:
+            send(e)
+        last_sent = time.monotonic()
+        while True:
+            out = []
+            with self.cond:
+                for (erv, etype, skey, obj) in self.log:
+                    if erv <= cursor or skey != r.storage_key:
+                        continue
+                    cursor = erv
+                    meta = obj.get("metadata", {})
+                    okey = (meta.get("namespace", ""), meta.get("name"))
+                    if ns is not None and okey[0] != ns:
+                        continue
+                    now_match = matches(obj, label_preds, field_preds)
+                    was = okey in visible
+                    kind = None
+                    if etype == "DELETED":
+                        kind = "DELETED" if (was or now_match) else None
+                        visible.discard(okey)
+                    elif now_match:
+                        kind = "MODIFIED" if (was and etype != "ADDED") else "ADDED"
+                        visible.add(okey)
+                    elif was:
+                        kind = "DELETED"
+                        visible.discard(okey)
+                    if kind:
+                        out.append({"type": kind, "object": self._stamp_kind(r, copy.deepcopy(obj))})
+                cursor = max(cursor, self.rv)
+                now = time.monotonic()
+                if not out and now < deadline:
+                    if bookmarks and now - last_sent >= bookmark_secs:
+                        out.append({"type": "BOOKMARK", "object": {
+                            "kind": r.kind, "apiVersion": r.api_version,
+                            "metadata": {"resourceVersion": str(self.rv)}}})
+                    else:
+                        self.cond.wait(timeout=max(0.01, min(deadline - now, bookmark_secs)))
+                        continue
+            for e in out:
+                send(e)
+            last_sent = time.monotonic()
+            if time.monotonic() >= deadline:
+                return
+
+
+def spec_of(obj):
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+def strip_rv(obj):
+    o = copy.deepcopy(obj)
+    o.get("metadata", {}).pop("resourceVersion", None)
+    return o
+
+
+def matches(obj, label_preds, field_preds):
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(p(labels) for p in label_preds) and all(p(obj) for p in field_preds)
+
+
+# ---------------------------------------------------------------- HTTP
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "muster-kube-api-test/1"
+    store = None
+    bookmark_secs = 1.0
+
+    def log_message(self, fmt, *args):  # quiet unless asked
+        if self.server.verbose:
+            sys.stderr.write("apiserver: " + fmt % args + "\n")
+
+    # -- plumbing
+
+    def _body(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data = b""
+            while True:
+                size = int(self.rfile.readline().strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                data += self.rfile.read(size)
+                self.rfile.readline()
+            return data
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def _json_body(self, ctype=None):
+        raw = self._body()
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            if ctype and "yaml" in ctype:
+                try:
+                    import yaml  # optional
+                    return yaml.safe_load(raw)
+                except Exception:
+                    pass
+            raise ApiError(400, "BadRequest", "request body is not valid JSON")
+
+    def _send(self, code, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, e):
+        self._send(e.code, e.status())
+
+    # -- routing
+
+    def _route(self):
+        """Returns (resource, namespace, name, subresource) or a discovery doc."""
+        parts = [p for p in urlsplit(self.path).path.split("/") if p]
+        if parts == ["version"]:
+            return ("doc", {"major": "1", "minor": "33", "gitVersion": "v1.33.0-muster-test", "platform": "linux/amd64"})
+        if parts == ["api"]:
+            return ("doc", {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
+        if parts == ["apis"]:
+            return ("doc", self._group_list())
+        if parts and parts[0] == "api":
+            group, rest = "", parts[1:]
+        elif parts and parts[0] == "apis" and len(parts) >= 2:
+            group, rest = parts[1], parts[2:]
+            if not rest:
+                return ("doc", self._group(group))
+        else:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if not rest:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        version, rest = rest[0], rest[1:]
+        if not rest:
+            return ("doc", self._resource_list(group, version))
+        ns = None
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            ns, rest = rest[1], rest[2:]
+        plural = rest[0]
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if len(rest) > 3:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        r = self.store.find(group, version, plural)
+        if r.namespaced and name is not None and ns is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if not r.namespaced:
+            ns = None
+        if sub is not None and not (sub == "status" and r.status):
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({sub})")
+        return ("res", r, ns, name, sub)
+
+    def _group_list(self):
+        groups = {}
+        for (g, v, _), _r in self.store.resources.items():
+            if g:
+                groups.setdefault(g, set()).add(v)
+        out = []
+        for g, vs in sorted(groups.items()):
+            vl = [{"groupVersion": f"{g}/{v}", "version": v} for v in sorted(vs)]
+            out.append({"name": g, "versions": vl, "preferredVersion": vl[0]})
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": out}
+
+    def _group(self, group):
+        for g in self._group_list()["groups"]:
+            if g["name"] == group:
+                return dict(g, kind="APIGroup", apiVersion="v1")
+        raise ApiError(404, "NotFound", f"group {group} not found")
+
+    def _resource_list(self, group, version):
+        res = []
+        for (g, v, plural), r in sorted(self.store.resources.items()):
+            if g == group and v == version:
+                verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
+                res.append({"name": plural, "singularName": r.singular, "namespaced": r.namespaced,
+                            "kind": r.kind, "verbs": verbs, "shortNames": r.short or []})
+                if r.status:
+                    res.append({"name": plural + "/status", "singularName": "", "namespaced": r.namespaced,
+                                "kind": r.kind, "verbs": ["get", "patch", "update"]})
+        if not res:
+            raise ApiError(404, "NotFound", f"{group}/{version} not found")
+        return {"kind": "APIResourceList", "apiVersion": "v1",
+                "groupVersion": f"{group}/{version}" if group else version, "resources": res}
+
+    def _query(self):
+        q = parse_qs(urlsplit(self.path).query)
+        return {k: v[-1] for k, v in q.items()}
+
+    def _handle(self, method):
+        try:
+            route = self._route()
+            if route[0] == "doc":
+                if method != "GET":
+                    raise ApiError(405, "MethodNotAllowed", "method not allowed")
+                return self._send(200, route[1])
+            _, r, ns, name, sub = route
+            q = self._query()
+            if method == "GET":
+                if name is None:
+                    labels = parse_label_selector(q.get("labelSelector", ""))
+                    fields = parse_field_selector(q.get("fieldSelector", ""))
+                    if q.get("watch") in ("1", "true"):
+                        return self._watch(r, ns, q, labels, fields)
+                    return self._send(200, self.store.list(r, ns, labels, fields))
+                return self._send(200, self.store.get(r, ns or "", name))
+            if method == "POST":
+                if name is not None:
+                    raise ApiError(405, "MethodNotAllowed", "POST on a named resource")
+                if r.namespaced and ns is None:
+                    raise ApiError(404, "NotFound", "namespace required")
+                return self._send(201, self.store.create(r, ns, self._json_body()))
+            if method == "PUT":
+                if name is None:
+                    raise ApiError(405, "MethodNotAllowed", "PUT needs a name")
+                body = self._json_body()
+                obj, _ = self.store.update(r, ns or "", name, body, sub)
+                return self._send(200, obj)
+            if method == "PATCH":
+                if name is None:
+                    raise ApiError(405, "MethodNotAllowed", "PATCH needs a name")
+                return self._patch(r, ns or "", name, sub, q)
+            if method == "DELETE":
+                if name is None:
+                    raise ApiError(405, "MethodNotAllowed", "collection delete is not supported")
+                obj = self.store.delete(r, ns or "", name, self._json_body())
+                return self._send(200, obj)
+            raise ApiError(405, "MethodNotAllowed", f"method {method} not allowed")
+        except ApiError as e:
+            # drain an unread body so the connection stays usable
+            self._error(e)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _patch(self, r, ns, name, sub, q):
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        patch = self._json_body(ctype)
+        with self.store.cond:
+            if ctype == "application/apply-patch+yaml":
+                if not q.get("fieldManager"):
+                    raise ApiError(400, "BadRequest", "fieldManager is required for apply requests")
+                if not isinstance(patch, dict):
+                    raise ApiError(400, "BadRequest", "apply configuration must be an object")
+                try:
+                    current = self.store.get(r, ns, name)
+                except ApiError as e:
+                    if e.code != 404 or sub is not None:
+                        raise
+                    body = copy.deepcopy(patch)
+                    body.setdefault("metadata", {})["name"] = name
+                    return self._send(201, self.store.create(r, ns, body))
+                if sub == "status":
+                    new = copy.deepcopy(current)
+                    new["status"] = apply_merge(current.get("status"), patch.get("status") or {})
+                else:
+                    new = apply_merge(current, {k: v for k, v in patch.items() if k != "status" or not r.status})
+                new["metadata"]["resourceVersion"] = (patch.get("metadata") or {}).get(
+                    "resourceVersion") or current["metadata"]["resourceVersion"]
+                obj, _ = self.store.update(r, ns, name, new, sub)
+                return self._send(200, obj)
+            current = self.store.get(r, ns, name)
+            if ctype in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+                if not isinstance(patch, dict):
+                    raise ApiError(400, "BadRequest", "a merge patch must be an object")
+                new = merge_patch(current, patch)
+                # a resourceVersion in the patch is a precondition; otherwise the current one
+                new.setdefault("metadata", {})["resourceVersion"] = (patch.get("metadata") or {}).get(
+                    "resourceVersion") or current["metadata"]["resourceVersion"]
+            elif ctype == "application/json-patch+json":
+                new = json_patch(current, patch)
+            else:
+                raise ApiError(415, "UnsupportedMediaType", f"unsupported patch type {ctype!r}")
+            obj, _ = self.store.update(r, ns, name, new, sub)
+            return self._send(200, obj)
+
+    def _watch(self, r, ns, q, labels, fields):
+        since = q.get("resourceVersion")
+        since = None if since in (None, "", "0") else int(since)
+        timeout = float(q.get("timeoutSeconds") or 1800)
+        deadline = time.monotonic() + timeout
+        bookmarks = q.get("allowWatchBookmarks") in ("1", "true")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def send(event):
+            line = (json.dumps(event) + "\n").encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+            self.wfile.flush()
+
+        try:
+            self.store.watch_from(r, ns, since, labels, fields, send, deadline, bookmarks, self.bookmark_secs)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+
+    def do_GET(self):
+        self._handle("GET")
+
+    def do_POST(self):
+        self._handle("POST")
+
+    def do_PUT(self):
+        self._handle("PUT")
+
+    def do_PATCH(self):
+        self._handle("PATCH")
+
+    def do_DELETE(self):
+        self._handle("DELETE")
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    verbose = False
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--history", type=int, default=100000, help="watch events kept for resumption")
+    ap.add_argument("--bookmark-secs", type=float, default=1.0)
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--exit-on-stdin-eof", action="store_true",
+                    help="stop when stdin closes (the harness dies, the server follows)")
+    args = ap.parse_args()
+    Handler.store = Store(args.history)
+    Handler.bookmark_secs = args.bookmark_secs
+    srv = Server((args.host, args.port), Handler)
+    srv.verbose = args.verbose
+    print(f"LISTENING http://{args.host}:{srv.server_address[1]}", flush=True)
+    if args.exit_on_stdin_eof:
+        t = threading.Thread(target=srv.serve_forever, daemon=True)
+        t.start()
+        try:
+            sys.stdin.read()
+        except KeyboardInterrupt:
+            pass
+        srv.shutdown()
+    else:
+        try:
+            srv.serve_forever()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

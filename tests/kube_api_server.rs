@@ -1,0 +1,453 @@
+//! The Kubernetes API test server's own semantics, checked with the real
+//! `kube::Client`: stamping, 404/409 reasons, optimistic concurrency, status
+//! subresource, patches (merge, JSON, apply), finalizers and deletion, label
+//! selectors, watch resume, CRDs, Leases.
+
+mod support;
+
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
+};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+use support::ApiServer;
+
+fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<std::collections::BTreeMap<_, _>>()},
+        "data": {"k": "v"}
+    }))
+    .expect("configmap")
+}
+
+#[tokio::test]
+async fn crud_stamping_and_error_reasons() {
+    let server = ApiServer::start();
+    eprintln!("API test server ready in {:?}", server.started_in);
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let created = api
+        .create(&PostParams::default(), &cm("a", &[]))
+        .await
+        .expect("create");
+    let meta = &created.metadata;
+    assert!(meta.uid.is_some() && meta.creation_timestamp.is_some());
+    assert_eq!(meta.generation, Some(1));
+    let rv1 = meta.resource_version.clone().expect("rv");
+    // AlreadyExists
+    let err = api
+        .create(&PostParams::default(), &cm("a", &[]))
+        .await
+        .expect_err("duplicate");
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists"),
+        "{err:?}"
+    );
+    // NotFound → get_opt gives None
+    assert!(api.get_opt("missing").await.expect("get_opt").is_none());
+    let err = api.get("missing").await.expect_err("404");
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 404 && s.reason == "NotFound"));
+    // update with the current RV works and bumps RV and generation
+    let mut next = created.clone();
+    next.data = Some([("k".to_string(), "w".to_string())].into());
+    let updated = api
+        .replace("a", &PostParams::default(), &next)
+        .await
+        .expect("replace");
+    let rv2 = updated.metadata.resource_version.clone().expect("rv");
+    assert_ne!(rv1, rv2);
+    assert_eq!(updated.metadata.generation, Some(2));
+    assert_eq!(updated.metadata.uid, created.metadata.uid);
+    // a stale RV is a 409 Conflict
+    let err = api
+        .replace("a", &PostParams::default(), &next)
+        .await
+        .expect_err("stale");
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 409 && s.reason == "Conflict"),
+        "{err:?}"
+    );
+    // merge patch with a stale RV precondition is also a Conflict
+    let err = api
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"resourceVersion": rv1}, "data": {"x": "y"}})),
+        )
+        .await
+        .expect_err("stale patch");
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 409));
+    // JSON patch
+    let patched = api
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([
+                    {"op": "add", "path": "/data/j", "value": "1"},
+                    {"op": "remove", "path": "/data/k"}
+                ]))
+                .expect("json patch"),
+            ),
+        )
+        .await
+        .expect("json patch");
+    let data = patched.data.expect("data");
+    assert_eq!(data.get("j").map(String::as_str), Some("1"));
+    assert!(!data.contains_key("k"));
+    // server-side apply needs a field manager and merges maps
+    let applied = api
+        .patch("a", &PatchParams::apply("test").force(), &Patch::Apply(json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "labels": {"app": "x"}}, "data": {"applied": "yes"}
+        })))
+        .await
+        .expect("apply");
+    let data = applied.data.expect("data");
+    assert_eq!(data.get("applied").map(String::as_str), Some("yes"));
+    assert_eq!(
+        data.get("j").map(String::as_str),
+        Some("1"),
+        "apply keeps fields it does not name"
+    );
+    let err = api
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap"})),
+        )
+        .await
+        .expect_err("apply without manager");
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 400));
+    // apply creates a missing object
+    api.patch(
+        "b",
+        &PatchParams::apply("test"),
+        &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}})),
+    )
+    .await
+    .expect("apply creates");
+    assert!(api.get_opt("b").await.expect("get").is_some());
+}
+
+#[tokio::test]
+async fn status_subresource_separates_spec_and_status() {
+    let server = ApiServer::start();
+    let api: Api<Job> = Api::namespaced(server.client(), "default");
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": "j"},
+        "spec": {"parallelism": 1, "template": {"spec": {"containers": [{"name": "c", "image": "x"}], "restartPolicy": "Never"}}},
+        "status": {"active": 5}
+    }))
+    .expect("job");
+    let created = api
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("create");
+    assert!(created.status.is_none(), "status is dropped on create");
+    // status changes through the main resource are ignored
+    let after = api
+        .patch(
+            "j",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"parallelism": 2}, "status": {"active": 3}})),
+        )
+        .await
+        .expect("patch");
+    assert_eq!(after.spec.as_ref().and_then(|s| s.parallelism), Some(2));
+    assert!(after.status.is_none());
+    assert_eq!(
+        after.metadata.generation,
+        Some(2),
+        "spec change bumps generation"
+    );
+    // spec changes through /status are ignored
+    let after = api
+        .patch_status(
+            "j",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"parallelism": 9}, "status": {"active": 3}})),
+        )
+        .await
+        .expect("patch status");
+    assert_eq!(after.spec.as_ref().and_then(|s| s.parallelism), Some(2));
+    assert_eq!(after.status.as_ref().and_then(|s| s.active), Some(3));
+    assert_eq!(
+        after.metadata.generation,
+        Some(2),
+        "status change keeps generation"
+    );
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion_and_owners_cascade() {
+    let server = ApiServer::start();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let mut obj = cm("f", &[]);
+    obj.metadata.finalizers = Some(vec!["test/hold".to_string()]);
+    let owner = api
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect("create");
+    let mut dep = cm("dep", &[]);
+    dep.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "f".into(),
+            uid: owner.metadata.uid.clone().expect("uid"),
+            ..Default::default()
+        },
+    ]);
+    api.create(&PostParams::default(), &dep)
+        .await
+        .expect("dependent");
+    api.delete("f", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let held = api.get("f").await.expect("still there");
+    assert!(held.metadata.deletion_timestamp.is_some());
+    // finalizers cannot be added while deleting
+    let err = api
+        .patch(
+            "f",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["test/hold", "test/more"]}})),
+        )
+        .await
+        .expect_err("no new finalizers");
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 422));
+    assert!(
+        api.get_opt("dep").await.expect("get").is_some(),
+        "dependent stays while owner exists"
+    );
+    api.patch(
+        "f",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("clear finalizers");
+    assert!(
+        api.get_opt("f").await.expect("get").is_none(),
+        "gone once finalizers are empty"
+    );
+    assert!(
+        api.get_opt("dep").await.expect("get").is_none(),
+        "dependents are collected"
+    );
+}
+
+#[tokio::test]
+async fn label_selectors_and_watch_resume() {
+    let server = ApiServer::start();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    for (n, team) in [("a", "x"), ("b", "y"), ("c", "x")] {
+        api.create(&PostParams::default(), &cm(n, &[("team", team)]))
+            .await
+            .expect("create");
+    }
+    let names = |l: kube::core::ObjectList<ConfigMap>| {
+        l.items
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(
+            api.list(&ListParams::default().labels("team=x"))
+                .await
+                .expect("list")
+        ),
+        ["a", "c"]
+    );
+    assert_eq!(
+        names(
+            api.list(&ListParams::default().labels("team notin (x)"))
+                .await
+                .expect("list")
+        ),
+        ["b"]
+    );
+    assert_eq!(
+        names(
+            api.list(&ListParams::default().labels("!team"))
+                .await
+                .expect("list")
+        )
+        .len(),
+        0
+    );
+    assert_eq!(
+        names(
+            api.list(&ListParams::default().fields("metadata.name=b"))
+                .await
+                .expect("list")
+        ),
+        ["b"]
+    );
+    let list = api.list(&ListParams::default()).await.expect("list");
+    let rv = list.metadata.resource_version.clone().expect("list rv");
+    // changes after the list, then a watch from the list's RV sees exactly them
+    api.delete("a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    api.create(&PostParams::default(), &cm("d", &[("team", "x")]))
+        .await
+        .expect("create");
+    let stream = api
+        .watch(&WatchParams::default().labels("team=x").timeout(2), &rv)
+        .await
+        .expect("watch");
+    let events: Vec<WatchEvent<ConfigMap>> = stream.take(2).try_collect().await.expect("events");
+    let seen: Vec<String> = events
+        .iter()
+        .map(|e| match e {
+            WatchEvent::Added(o) => {
+                format!("ADDED {}", o.metadata.name.clone().unwrap_or_default())
+            }
+            WatchEvent::Deleted(o) => {
+                format!("DELETED {}", o.metadata.name.clone().unwrap_or_default())
+            }
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(seen, ["DELETED a", "ADDED d"]);
+    // a kube-runtime watcher over the same resource syncs without errors
+    let (reader, writer) = kube_runtime::reflector::store::<ConfigMap>();
+    let stream = kube_runtime::reflector::reflector(
+        writer,
+        kube_runtime::watcher(api.clone(), Default::default()),
+    );
+    let task = tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            ev.expect("no watcher errors");
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(5), reader.wait_until_ready())
+        .await
+        .expect("synced")
+        .expect("ready");
+    assert_eq!(reader.state().len(), 3);
+    api.create(&PostParams::default(), &cm("e", &[]))
+        .await
+        .expect("create");
+    support::eventually(5, "reflector sees e", || {
+        let n = reader.state().len();
+        async move { (n == 4).then_some(()) }
+    })
+    .await;
+    task.abort();
+}
+
+#[tokio::test]
+async fn custom_resources_and_leases() {
+    let server = ApiServer::start();
+    let client = server.client();
+    support::install_crds(&client).await;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("muster.dev", "v1alpha1", "Gang"),
+        "gangs",
+    );
+    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "team-a", &ar);
+    let mut g = DynamicObject::new("g1", &ar).within("team-a");
+    g.data = json!({"spec": {"queue": "q"}, "status": {"phase": "Running"}});
+    let created = gangs
+        .create(&PostParams::default(), &g)
+        .await
+        .expect("create CR");
+    assert!(created.data.get("status").is_none());
+    gangs
+        .patch_status(
+            "g1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Queued"}})),
+        )
+        .await
+        .expect("status");
+    let got = gangs.get("g1").await.expect("get");
+    assert_eq!(got.data["status"]["phase"], "Queued");
+    assert_eq!(got.data["spec"]["queue"], "q");
+    // discovery knows the CRD's resource
+    let discovery = kube::Discovery::new(client.clone())
+        .filter(&["muster.dev"])
+        .run()
+        .await
+        .expect("discovery");
+    assert!(discovery.groups().any(|g| g.name() == "muster.dev"));
+    // leases: optimistic concurrency decides between two writers
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "muster-system");
+    let lease: Lease =
+        serde_json::from_value(json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}}))
+            .expect("lease");
+    let l = leases
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("lease");
+    let mut mine = l.clone();
+    mine.spec.as_mut().expect("spec").holder_identity = Some("b".into());
+    let mut theirs = l.clone();
+    theirs.spec.as_mut().expect("spec").holder_identity = Some("c".into());
+    leases
+        .replace("l", &PostParams::default(), &mine)
+        .await
+        .expect("first writer wins");
+    assert!(
+        leases
+            .replace("l", &PostParams::default(), &theirs)
+            .await
+            .is_err(),
+        "second writer conflicts"
+    );
+}
+
+#[tokio::test]
+async fn watch_bookmarks_and_expired_resource_versions() {
+    let server = ApiServer::start_with(&["--history", "3"]);
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let first = api
+        .create(&PostParams::default(), &cm("a", &[]))
+        .await
+        .expect("create");
+    let old_rv = first.metadata.resource_version.clone().expect("rv");
+    // bookmarks arrive on an idle watch that allows them
+    let list = api.list(&ListParams::default()).await.expect("list");
+    let rv = list.metadata.resource_version.expect("rv");
+    let stream = api
+        .watch(
+            &WatchParams {
+                bookmarks: true,
+                ..WatchParams::default().timeout(3)
+            },
+            &rv,
+        )
+        .await
+        .expect("watch");
+    let events: Vec<WatchEvent<ConfigMap>> = stream.take(1).try_collect().await.expect("events");
+    assert!(
+        matches!(events[0], WatchEvent::Bookmark(_)),
+        "{:?}",
+        events[0]
+    );
+    // once the history has moved on, an old resourceVersion is 410 Expired
+    for n in ["b", "c", "d", "e"] {
+        api.create(&PostParams::default(), &cm(n, &[]))
+            .await
+            .expect("create");
+    }
+    let stream = api
+        .watch(&WatchParams::default().timeout(2), &old_rv)
+        .await
+        .expect("watch");
+    let events: Vec<WatchEvent<ConfigMap>> = stream.take(1).try_collect().await.expect("events");
+    match &events[0] {
+        WatchEvent::Error(e) => assert_eq!((e.code, e.reason.as_str()), (410, "Expired")),
+        other => panic!("expected 410, got {other:?}"),
+    }
+}

@@ -1,0 +1,344 @@
+//! A test-only stand-in for kubelet, the Job controller and kube-scheduler
+//! (like KWOK): registers a Node for every launched fake instance (first
+//! NotReady with no GPUs, then Ready with the offering's GPUs), creates the
+//! pods of unsuspended Jobs, binds pending pods to nodes honouring node
+//! selectors, required node affinity, taints and GPU capacity, and marks them
+//! Running. Also records, at the moment it first sees each Job unsuspended,
+//! how many muster-launched nodes were Ready.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use muster_provider_api::InstanceState;
+use serde_json::json;
+
+use super::fake_cloud::FakeCloud;
+
+/// What the emulator saw.
+#[derive(Debug, Default, Clone)]
+pub struct Seen {
+    /// Job name → Ready muster nodes when the Job was first seen unsuspended.
+    pub unsuspended_with_ready_nodes: BTreeMap<String, usize>,
+}
+
+/// The running emulator; stops on drop.
+pub struct Emulator {
+    task: tokio::task::JoinHandle<()>,
+    /// Observations.
+    pub seen: Arc<Mutex<Seen>>,
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Emulator {
+    /// Starts emulating for these clouds.
+    pub fn start(client: kube::Client, clouds: Vec<Arc<FakeCloud>>) -> Emulator {
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let s = seen.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                if let Err(e) = tick(&client, &clouds, &s).await {
+                    eprintln!("emulator: {e}");
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        Emulator { task, seen }
+    }
+}
+
+fn gpus(q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>) -> i64 {
+    q.and_then(|q| q.0.parse::<i64>().ok()).unwrap_or(0)
+}
+
+fn pod_gpus(pod: &Pod) -> i64 {
+    pod.spec
+        .as_ref()
+        .map(|s| {
+            s.containers
+                .iter()
+                .filter_map(|c| c.resources.as_ref())
+                .map(|r| {
+                    let req = r.requests.as_ref().and_then(|m| m.get("nvidia.com/gpu"));
+                    let lim = r.limits.as_ref().and_then(|m| m.get("nvidia.com/gpu"));
+                    gpus(req.or(lim))
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+async fn tick(
+    client: &kube::Client,
+    clouds: &[Arc<FakeCloud>],
+    seen: &Arc<Mutex<Seen>>,
+) -> Result<(), kube::Error> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::all(client.clone());
+    let jobs: Api<Job> = Api::all(client.clone());
+    let pp = PatchParams::default();
+    // kubelet: register, then become Ready with GPUs
+    let node_list = nodes.list(&ListParams::default()).await?.items;
+    let by_pid: BTreeMap<String, Node> = node_list
+        .iter()
+        .filter_map(|n| Some((n.spec.as_ref()?.provider_id.clone()?, n.clone())))
+        .collect();
+    for cloud in clouds {
+        for fi in cloud.instances() {
+            let pid = fi.instance.provider_id.clone();
+            let offering = cloud.offering(&fi.instance.offering.instance_type);
+            let gpu_count = offering.as_ref().map(|o| o.gpu_count).unwrap_or(0);
+            match (by_pid.get(&pid), fi.instance.state) {
+                (Some(n), InstanceState::Terminated) => {
+                    nodes
+                        .delete(&n.name_any(), &DeleteParams::default())
+                        .await?;
+                }
+                (None, InstanceState::Terminated) => {}
+                (None, _) => {
+                    let mut labels = fi.request.labels.clone();
+                    labels.insert(
+                        "topology.kubernetes.io/zone".into(),
+                        fi.instance.offering.zone.clone(),
+                    );
+                    labels.insert(
+                        "node.kubernetes.io/instance-type".into(),
+                        fi.instance.offering.instance_type.clone(),
+                    );
+                    let taints: Vec<_> = fi
+                        .request
+                        .taints
+                        .iter()
+                        .map(|t| json!({"key": t.key, "value": t.value, "effect": format!("{:?}", t.effect)}))
+                        .collect();
+                    let node: Node = serde_json::from_value(json!({
+                        "metadata": {"name": fi.request.name, "labels": labels},
+                        "spec": {"providerID": pid, "taints": taints},
+                    }))
+                    .expect("node");
+                    nodes.create(&PostParams::default(), &node).await?;
+                    nodes
+                        .patch_status(&fi.request.name, &pp, &Patch::Merge(json!({"status": {
+                            "conditions": [{"type": "Ready", "status": "False"}],
+                            "allocatable": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "0"},
+                        }})))
+                        .await?;
+                }
+                (Some(n), _) => {
+                    let ready = n
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| {
+                            c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                        });
+                    if !ready {
+                        nodes
+                            .patch_status(&n.name_any(), &pp, &Patch::Merge(json!({"status": {
+                                "conditions": [{"type": "Ready", "status": "True"}],
+                                "capacity": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": gpu_count.to_string()},
+                                "allocatable": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": gpu_count.to_string()},
+                            }})))
+                            .await?;
+                    }
+                }
+            }
+        }
+    }
+    // Job controller: pods for unsuspended Jobs
+    let node_list = nodes.list(&ListParams::default()).await?.items;
+    let mut pod_list = pods.list(&ListParams::default()).await?.items;
+    for job in jobs.list(&ListParams::default()).await?.items {
+        let Some(spec) = job.spec.as_ref() else {
+            continue;
+        };
+        if spec.suspend.unwrap_or(false) {
+            continue;
+        }
+        let ns = job.namespace().unwrap_or_default();
+        let name = job.name_any();
+        {
+            let mut s = seen.lock().unwrap_or_else(|e| e.into_inner());
+            if !s.unsuspended_with_ready_nodes.contains_key(&name) {
+                let ready = node_list
+                    .iter()
+                    .filter(|n| n.labels().contains_key("muster.dev/poolnode"))
+                    .filter(|n| {
+                        n.status
+                            .as_ref()
+                            .and_then(|s| s.conditions.as_ref())
+                            .is_some_and(|c| {
+                                c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                            })
+                    })
+                    .count();
+                s.unsuspended_with_ready_nodes.insert(name.clone(), ready);
+            }
+        }
+        let want = spec.parallelism.unwrap_or(1);
+        let have: BTreeSet<String> = pod_list
+            .iter()
+            .filter(|p| {
+                p.namespace().as_deref() == Some(&ns) && p.labels().get("job-name") == Some(&name)
+            })
+            .map(|p| p.name_any())
+            .collect();
+        let owner = job.controller_owner_ref(&()).expect("job uid");
+        let papi: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        for i in 0..want {
+            let pname = format!("{name}-{i}");
+            if have.contains(&pname) {
+                continue;
+            }
+            let mut pod = Pod {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(pname.clone()),
+                    namespace: Some(ns.clone()),
+                    labels: Some([("job-name".to_string(), name.clone())].into()),
+                    owner_references: Some(vec![owner.clone()]),
+                    ..Default::default()
+                },
+                spec: spec.template.spec.clone(),
+                status: None,
+            };
+            pod.metadata.annotations = spec
+                .template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.annotations.clone());
+            pod_list.push(papi.create(&PostParams::default(), &pod).await?);
+        }
+    }
+    // kube-scheduler + kubelet: bind pending pods, mark them Running
+    let mut used: BTreeMap<String, i64> = BTreeMap::new();
+    for p in &pod_list {
+        if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.clone()) {
+            *used.entry(n).or_default() += pod_gpus(p);
+        }
+    }
+    for p in &pod_list {
+        let Some(spec) = p.spec.as_ref() else {
+            continue;
+        };
+        let ns = p.namespace().unwrap_or_default();
+        let papi: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        if spec.node_name.is_some() {
+            let phase = p.status.as_ref().and_then(|s| s.phase.clone());
+            if phase.is_none() {
+                papi.patch_status(
+                    &p.name_any(),
+                    &pp,
+                    &Patch::Merge(json!({"status": {"phase": "Running"}})),
+                )
+                .await?;
+            }
+            continue;
+        }
+        let need = pod_gpus(p);
+        let fits = node_list.iter().find(|n| {
+            let ready = n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            let alloc = gpus(
+                n.status
+                    .as_ref()
+                    .and_then(|s| s.allocatable.as_ref())
+                    .and_then(|a| a.get("nvidia.com/gpu")),
+            );
+            ready
+                && alloc - used.get(&n.name_any()).copied().unwrap_or(0) >= need
+                && schedulable(p, n)
+        });
+        if let Some(n) = fits {
+            *used.entry(n.name_any()).or_default() += need;
+            papi.patch(
+                &p.name_any(),
+                &pp,
+                &Patch::Merge(json!({"spec": {"nodeName": n.name_any()}})),
+            )
+            .await?;
+            papi.patch_status(
+                &p.name_any(),
+                &pp,
+                &Patch::Merge(json!({"status": {"phase": "Running"}})),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Node selector, required node affinity (matchFields on metadata.name,
+/// matchExpressions In/Exists on labels) and NoSchedule/NoExecute taints.
+pub fn schedulable(pod: &Pod, node: &Node) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    let labels = node.labels();
+    if let Some(sel) = &spec.node_selector
+        && !sel.iter().all(|(k, v)| labels.get(k) == Some(v))
+    {
+        return false;
+    }
+    let required = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|na| {
+            na.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    if let Some(req) = required {
+        let name = node.name_any();
+        let term_ok = |t: &k8s_openapi::api::core::v1::NodeSelectorTerm| {
+            let fields = t.match_fields.iter().flatten().all(|r| {
+                r.key == "metadata.name"
+                    && r.operator == "In"
+                    && r.values.iter().flatten().any(|v| v == &name)
+            });
+            let exprs = t
+                .match_expressions
+                .iter()
+                .flatten()
+                .all(|r| match r.operator.as_str() {
+                    "In" => labels
+                        .get(&r.key)
+                        .is_some_and(|v| r.values.iter().flatten().any(|x| x == v)),
+                    "Exists" => labels.contains_key(&r.key),
+                    _ => false,
+                });
+            fields && exprs
+        };
+        if !req.node_selector_terms.iter().any(term_ok) {
+            return false;
+        }
+    }
+    let tolerations = spec.tolerations.clone().unwrap_or_default();
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+        .all(|t| {
+            tolerations.iter().any(|tol| {
+                let key_ok = tol.key.as_deref() == Some(t.key.as_str())
+                    || (tol.key.is_none() && tol.operator.as_deref() == Some("Exists"));
+                let value_ok = tol.operator.as_deref() == Some("Exists") || tol.value == t.value;
+                let effect_ok =
+                    tol.effect.is_none() || tol.effect.as_deref() == Some(t.effect.as_str());
+                key_ok && value_ok && effect_ok
+            })
+        })
+}
