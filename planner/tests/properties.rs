@@ -625,16 +625,3 @@ proptest! {
         prop_assert_eq!(&p, &q, "plan depends on input order");
     }
 }
-
-#[test]
-#[ignore]
-fn dump_seed() {
-    let seed: u64 = std::env::var("SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let s = build(seed);
-    let p = plan(&s, &Policy::default(), NOW);
-    println!("{}", serde_yaml::to_string(&s).unwrap_or_default());
-    println!("---\n{}", serde_yaml::to_string(&p).unwrap_or_default());
-}

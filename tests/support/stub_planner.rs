@@ -1,11 +1,11 @@
-//! A scripted stand-in for `muster_planner::plan` while the real planner is
-//! being written: first-fit on free Ready capacity, else one new node per pod
-//! from the first fitting, available offering of the queue's first pool;
-//! admits a Provisioning gang once every node it was assigned is Ready. It
-//! obeys the planner's contract (same input, same output; deterministic
-//! names and idempotency keys per launch attempt) so the controller can be
-//! tested as a driver. Scenario tests also run against the real planner,
-//! marked `#[ignore = "needs planner"]` until it lands.
+//! A scripted, test-only planner with fully predictable output: first-fit on
+//! free Ready capacity, else one new node per pod from the first fitting,
+//! available offering of the queue's first pool; admits a Provisioning gang
+//! once every node it was assigned is Ready. It obeys the planner's contract
+//! (same input, same output; deterministic names and idempotency keys per
+//! launch attempt), so controller tests can check the driver's mechanics
+//! against exact expectations. The `*_real_planner` scenarios run the same
+//! flows with `muster_planner::plan`; production code never uses this.
 
 use std::collections::BTreeMap;
 
