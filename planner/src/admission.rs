@@ -344,7 +344,7 @@ pub(crate) fn commit(
 /// The gang id of a node's release source, for messages.
 pub(crate) fn released_label(w: &World<'_>, r: &ReleasedFrom) -> GangId {
     match r {
-        ReleasedFrom::Timeout(g) | ReleasedFrom::Replanned(g) => w.gangs[*g].gang.id.clone(),
+        ReleasedFrom::Timeout(g) => w.gangs[*g].gang.id.clone(),
         ReleasedFrom::Orphan(s) => GangId(s.clone()),
     }
 }

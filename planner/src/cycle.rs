@@ -1,10 +1,6 @@
 //! One planning cycle, in order:
 //! 1. Provisioning gangs: admit those whose nodes are all Ready; re-plan
-//!    those that lost a node; time out those past their deadline. A gang
-//!    still waiting for its nodes that now fits entirely on Ready capacity
-//!    (free capacity plus its own Ready nodes) is admitted there at once
-//!    (oldest first, by priority then arrival); the nodes it no longer
-//!    needs are released and offered to the pending gangs of step 2.
+//!    those that lost a node; time out those past their deadline.
 //! 2. Pending gangs in fair-share order ([`crate::order`]): quota, existing
 //!    capacity, launch; preemption when that fails.
 //! 3. Releases: nodes of timed-out gangs (handed to the gang that took them,
@@ -32,7 +28,6 @@ pub(crate) fn run(s: &Snapshot, policy: &Policy, now: Time) -> Plan {
     let mut cx = Cycle::default();
 
     provisioning_gangs(&mut w, &mut book, &mut cx);
-    early_admissions(&mut w, &mut book, &mut cx);
     pending_gangs(&mut w, &mut book, &mut cx);
     releases(&w, &mut cx);
     scale_to_zero::plan(&mut w, &mut cx);
@@ -147,131 +142,6 @@ fn provisioning_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
                     format!("lost a node while provisioning; {m}"),
                 );
             }
-        }
-    }
-}
-
-/// Provisioning gangs still waiting for their nodes, by priority then
-/// arrival: a gang whose every pod now fits on Ready capacity — free,
-/// unreserved capacity plus its own Ready nodes — is admitted there at once
-/// instead of waiting for its boots. It already holds its quota; only the
-/// GPU models it counts against may change. The nodes it held but no longer
-/// uses are marked released: pending gangs planned next may take them over
-/// (a node in flight keeps its boot), and [`releases`] lists them, handed
-/// over or cancelled.
-fn early_admissions(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
-    let mut order: Vec<usize> = (0..w.gangs.len())
-        .filter(|&gi| {
-            w.gangs[gi].prov == ProvState::Waiting
-                && !w.gangs[gi].gang.assignments.is_empty()
-                && !cx.victims.contains(&gi)
-        })
-        .collect();
-    if order.is_empty() {
-        return;
-    }
-    order.sort_by(|&a, &b| within_queue_cmp(w, a, b));
-    for gi in order {
-        early_admit(w, book, cx, gi);
-    }
-}
-
-fn early_admit(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, gi: usize) {
-    let g = w.gangs[gi].gang;
-    let Some(q) = w.gangs[gi].queue else { return };
-    // What the gang holds now: (node, pod set) per assignment.
-    let mut held: Vec<(usize, usize)> = Vec::with_capacity(g.assignments.len());
-    for a in &g.assignments {
-        if let (Some(ni), Some(si)) = (
-            w.node_by_name(&a.node),
-            g.pod_sets.iter().position(|p| p.name == a.pod_set),
-        ) {
-            held.push((ni, si));
-        }
-    }
-    let counts = w.gangs[gi].held.clone();
-    if counts.iter().all(|&c| c == 0) {
-        return;
-    }
-    // Cheap necessary condition: enough free GPU on Ready nodes it may use.
-    let need_gpu: u64 = g
-        .pod_sets
-        .iter()
-        .zip(&counts)
-        .map(|(p, &c)| p.requests.gpu_millis.saturating_mul(u64::from(c)))
-        .sum();
-    let mut free_gpu: u64 = held
-        .iter()
-        .filter(|&&(ni, _)| w.nodes[ni].node.schedulable())
-        .map(|&(_, si)| g.pod_sets[si].requests.gpu_millis)
-        .sum();
-    for &(f, _, ni) in w.free_index.iter().rev() {
-        if free_gpu >= need_gpu || f == 0 {
-            break;
-        }
-        if w.reservation_allows(ni as usize, gi) {
-            free_gpu = free_gpu.saturating_add(f);
-        }
-    }
-    if free_gpu < need_gpu {
-        return;
-    }
-    // Give back what it holds, then try Ready capacity only.
-    let old = book.amounts(
-        q,
-        held.iter().map(|&(ni, si)| {
-            (
-                &g.pod_sets[si].requests,
-                1,
-                w.nodes[ni].node.gpu_model.as_ref(),
-            )
-        }),
-    );
-    book.sub(q, &old);
-    for &(ni, si) in &held {
-        w.give(ni, &g.pod_sets[si].requests, 1);
-    }
-    let groups = crate::admission::groups_for(w, gi, &counts);
-    let generic = book.amounts(
-        q,
-        groups
-            .iter()
-            .map(|gr| (&g.pod_sets[gr.set].requests, gr.count, None)),
-    );
-    let gpu = generic.get(&QuotaResource::Gpu).copied().unwrap_or(0);
-    let excluded = book.excluded_models(q, gpu);
-    let scope = crate::placement::Scope {
-        gang: gi,
-        excluded_models: &excluded,
-        zone: None,
-        placement_group: None,
-    };
-    let Some(takes) = crate::placement::place(w, &groups, g.topology, &scope) else {
-        for &(ni, si) in &held {
-            w.take(ni, &g.pod_sets[si].requests, 1);
-        }
-        book.add(q, &old);
-        return;
-    };
-    let attempt = crate::admission::Attempt {
-        groups,
-        decision: Decision::Admit(takes),
-        generic,
-    };
-    commit(w, book, cx, gi, &attempt);
-    let used = cx.used_nodes.get(&gi).cloned().unwrap_or_default();
-    let mut held_nodes: Vec<usize> = held.iter().map(|&(ni, _)| ni).collect();
-    held_nodes.extend(w.gangs[gi].reserved.iter().copied());
-    held_nodes.sort_unstable();
-    held_nodes.dedup();
-    for ni in held_nodes {
-        if used.contains(&ni) {
-            continue;
-        }
-        w.nodes[ni].gangs.retain(|&x| x != gi);
-        if w.nodes[ni].node.reserved_for.as_ref() == Some(&g.id) {
-            w.nodes[ni].exclusive = None;
-            w.nodes[ni].released_from = Some(ReleasedFrom::Replanned(gi));
         }
     }
 }
@@ -471,9 +341,6 @@ fn releases(w: &World<'_>, cx: &mut Cycle) {
             Some(r @ ReleasedFrom::Orphan(_)) => {
                 (released_label(w, r).0, ReleaseReason::NoLongerNeeded)
             }
-            Some(r @ ReleasedFrom::Replanned(_)) => {
-                (released_label(w, r).0, ReleaseReason::Replanned)
-            }
             None => match n.exclusive {
                 // A pending gang's leftover reservation it did not use.
                 Some(gi)
@@ -515,9 +382,6 @@ fn releases(w: &World<'_>, cx: &mut Cycle) {
             (Some(h), _) => format!("handed to {h}, which fits on them"),
             (None, ReleaseReason::ProvisioningTimeout) => {
                 "the gang's capacity was not complete by its deadline; in-flight nodes are cancelled, Ready ones freed".into()
-            }
-            (None, ReleaseReason::Replanned) => {
-                "the gang was admitted on Ready capacity that freed first; no waiting gang fits these: in-flight nodes are cancelled, Ready ones freed".into()
             }
             (None, _) => "the gang holding these nodes no longer needs them".into(),
         };

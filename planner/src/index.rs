@@ -66,10 +66,6 @@ pub(crate) enum ReleasedFrom {
     Timeout(usize),
     /// The named gang no longer exists or holds nothing.
     Orphan(String),
-    /// The gang (index), Provisioning, was admitted this cycle on Ready
-    /// capacity that freed before its own nodes were Ready; it no longer
-    /// needs these.
-    Replanned(usize),
 }
 
 /// A gang and its working state.
