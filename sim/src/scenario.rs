@@ -159,7 +159,7 @@ pub struct DriverSpec {
 impl Default for DriverSpec {
     fn default() -> Self {
         DriverSpec {
-            debounce: Dur::secs(10),
+            debounce: Dur::secs(1),
             tick: Dur::secs(60),
             expected_durations: false,
             sample_every: None,
