@@ -189,42 +189,13 @@ fn offering_cmp(a: &Offering, b: &Offering) -> Ordering {
 /// True when an offering may be bought by a pool (requirements only, not
 /// availability).
 pub(crate) fn pool_allows(pool: &Pool, o: &Offering) -> bool {
-    let r = &pool.requirements;
     if o.provider != pool.provider {
         return false;
     }
     if !o.node_class.is_empty() && !pool.node_class.is_empty() && o.node_class != pool.node_class {
         return false;
     }
-    if !r.instance_types.is_empty() && !r.instance_types.contains(&o.instance_type) {
-        return false;
-    }
-    if !r.instance_families.is_empty() && !r.instance_families.iter().any(|f| f == o.family()) {
-        return false;
-    }
-    if !r.gpu_models.is_empty()
-        && !o
-            .gpu_model
-            .as_ref()
-            .is_some_and(|m| r.gpu_models.iter().any(|w| m.satisfies(w)))
-    {
-        return false;
-    }
-    if r.min_gpus.is_some_and(|n| o.gpu_count < n) || r.max_gpus.is_some_and(|n| o.gpu_count > n) {
-        return false;
-    }
-    if r.min_gpu_memory_mib.is_some_and(|m| o.gpu_memory_mib < m) {
-        return false;
-    }
-    if !r.zones.is_empty() && !r.zones.contains(&o.zone) {
-        return false;
-    }
-
-    if r.capacity_types.is_empty() {
-        o.capacity_type == crate::model::CapacityType::OnDemand
-    } else {
-        r.capacity_types.contains(&o.capacity_type)
-    }
+    pool.requirements.admits(o)
 }
 
 /// Static fit of a pod set on a node's labels, taints, GPU model and memory.

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use muster_planner::{Dur, Offering, Pool, Provider, Queue, Resources};
 use muster_provider_sim::{
     CloudBehaviour, RegionFilter, SimCloud, builtin_offerings, parse_offerings,
-    satisfies_requirements,
 };
 
 use crate::baselines::default_ca::DefaultCa;
@@ -227,7 +226,7 @@ pub fn prepare(cfg: &RunConfig) -> Result<Prepared, RunError> {
         .filter(|o| {
             pools
                 .iter()
-                .any(|p| p.provider == o.provider && satisfies_requirements(o, &p.requirements))
+                .any(|p| p.provider == o.provider && p.requirements.admits(o))
         })
         .collect();
     let (lower_bound_usd, misfits) =

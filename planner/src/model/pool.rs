@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::offering::{CapacityType, GpuModel, Provider};
+use super::offering::{CapacityType, GpuModel, Offering, Provider};
 use super::price::Price;
 use super::scheduling::Taint;
 use crate::time::Dur;
@@ -38,6 +38,49 @@ pub struct PoolRequirements {
     /// Capacity types in order of preference; empty means on-demand only.
     #[serde(default)]
     pub capacity_types: Vec<CapacityType>,
+}
+
+impl PoolRequirements {
+    /// True when an offering satisfies these requirements (availability and
+    /// price aside). Empty lists allow anything; no capacity types means
+    /// on-demand only.
+    pub fn admits(&self, o: &Offering) -> bool {
+        if !self.instance_types.is_empty() && !self.instance_types.contains(&o.instance_type) {
+            return false;
+        }
+        if !self.instance_families.is_empty()
+            && !self.instance_families.iter().any(|f| f == o.family())
+        {
+            return false;
+        }
+        if !self.gpu_models.is_empty()
+            && !o
+                .gpu_model
+                .as_ref()
+                .is_some_and(|m| self.gpu_models.iter().any(|want| m.satisfies(want)))
+        {
+            return false;
+        }
+        if self.min_gpus.is_some_and(|n| o.gpu_count < n)
+            || self.max_gpus.is_some_and(|n| o.gpu_count > n)
+        {
+            return false;
+        }
+        if self
+            .min_gpu_memory_mib
+            .is_some_and(|m| o.gpu_memory_mib < m)
+        {
+            return false;
+        }
+        if !self.zones.is_empty() && !self.zones.contains(&o.zone) {
+            return false;
+        }
+        if self.capacity_types.is_empty() {
+            o.capacity_type == CapacityType::OnDemand
+        } else {
+            self.capacity_types.contains(&o.capacity_type)
+        }
+    }
 }
 
 /// Ceilings on what a pool holds at once (launched and in flight).

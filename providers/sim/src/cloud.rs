@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use muster_planner::{Dur, Offering, OfferingKey, PoolRequirements, Time};
+use muster_planner::{Dur, Offering, OfferingKey, Time};
 
 use crate::behaviour::{BehaviourError, CloudBehaviour, OfferingBehaviour, Outages};
 use crate::rng::Rng;
@@ -170,46 +170,12 @@ impl SimCloud {
     }
 }
 
-/// True when an offering satisfies a pool's requirements (empty lists allow
-/// anything; no capacity types means on-demand only).
-pub fn satisfies_requirements(o: &Offering, r: &PoolRequirements) -> bool {
-    use muster_planner::CapacityType;
-    if !r.instance_types.is_empty() && !r.instance_types.contains(&o.instance_type) {
-        return false;
-    }
-    if !r.instance_families.is_empty() && !r.instance_families.iter().any(|f| f == o.family()) {
-        return false;
-    }
-    if !r.gpu_models.is_empty()
-        && !o
-            .gpu_model
-            .as_ref()
-            .is_some_and(|m| r.gpu_models.iter().any(|want| m.satisfies(want)))
-    {
-        return false;
-    }
-    if r.min_gpus.is_some_and(|n| o.gpu_count < n) || r.max_gpus.is_some_and(|n| o.gpu_count > n) {
-        return false;
-    }
-    if r.min_gpu_memory_mib.is_some_and(|m| o.gpu_memory_mib < m) {
-        return false;
-    }
-    if !r.zones.is_empty() && !r.zones.contains(&o.zone) {
-        return false;
-    }
-    if r.capacity_types.is_empty() {
-        o.capacity_type == CapacityType::OnDemand
-    } else {
-        r.capacity_types.contains(&o.capacity_type)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::behaviour::{OfferingRule, Window};
     use crate::catalog::builtin_offerings;
-    use muster_planner::CapacityType;
+    use muster_planner::{CapacityType, PoolRequirements};
 
     fn cloud(rules: Vec<OfferingRule>) -> SimCloud {
         let b = CloudBehaviour {
@@ -308,17 +274,14 @@ mod tests {
             capacity_types: vec![CapacityType::Spot],
             ..Default::default()
         };
-        let fit: Vec<_> = all
-            .iter()
-            .filter(|o| satisfies_requirements(o, &r))
-            .collect();
+        let fit: Vec<_> = all.iter().filter(|o| r.admits(o)).collect();
         assert!(!fit.is_empty());
         assert!(fit.iter().all(|o| o.capacity_type == CapacityType::Spot));
         assert!(fit.iter().any(|o| o.instance_type == "p4de.24xlarge"));
         let od_only = PoolRequirements::default();
         assert!(
             all.iter()
-                .filter(|o| satisfies_requirements(o, &od_only))
+                .filter(|o| od_only.admits(o))
                 .all(|o| o.capacity_type == CapacityType::OnDemand)
         );
     }

@@ -20,7 +20,7 @@ pub mod rng;
 
 pub use behaviour::{BootRange, CloudBehaviour, OfferingRule, Window};
 pub use catalog::builtin_offerings;
-pub use cloud::{BootPlan, LaunchError, SimCloud, satisfies_requirements};
+pub use cloud::{BootPlan, LaunchError, SimCloud};
 pub use offerings_csv::{OfferingsError, RegionFilter, parse_offerings};
 pub use provider::SimProvider;
 pub use rng::Rng;

@@ -14,7 +14,7 @@ use muster_provider_api::{
     ProviderError,
 };
 
-use crate::cloud::{LaunchError, SimCloud, satisfies_requirements};
+use crate::cloud::{LaunchError, SimCloud};
 
 /// Tag naming the owning cluster.
 pub const CLUSTER_TAG: &str = "muster.dev/cluster";
@@ -95,7 +95,7 @@ impl CloudProvider for SimProvider {
         Ok(g.cloud
             .offerings()
             .iter()
-            .filter(|o| satisfies_requirements(o, requirements))
+            .filter(|o| requirements.admits(o))
             .cloned()
             .collect())
     }

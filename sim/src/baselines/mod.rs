@@ -7,7 +7,6 @@ pub mod default_ca;
 pub mod kueue_karpenter;
 
 use muster_planner::{Offering, Pool};
-use muster_provider_sim::satisfies_requirements;
 
 use crate::events::JobId;
 use crate::world::{JobPhase, World};
@@ -22,7 +21,7 @@ pub fn buyable(world: &World, pools: &[Pool]) -> Vec<(usize, String)> {
         }
         if let Some(p) = pools
             .iter()
-            .find(|p| p.provider == o.provider && satisfies_requirements(o, &p.requirements))
+            .find(|p| p.provider == o.provider && p.requirements.admits(o))
         {
             out.push((i, p.name.clone()));
         }

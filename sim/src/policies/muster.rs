@@ -120,10 +120,10 @@ impl MusterPolicy {
         let mut offerings = Vec::new();
         let mut offering_pos = Vec::new();
         for o in world.cloud.offerings() {
-            let used = cfg.pools.iter().any(|p| {
-                p.provider == o.provider
-                    && muster_provider_sim::satisfies_requirements(o, &p.requirements)
-            });
+            let used = cfg
+                .pools
+                .iter()
+                .any(|p| p.provider == o.provider && p.requirements.admits(o));
             if used {
                 offering_pos.push(Some(offerings.len()));
                 offerings.push(o.clone());
