@@ -597,12 +597,23 @@ impl<'a> World<'a> {
                 } else {
                     Some(labels::node_labels(n.node, n.pool.map(|p| self.pools[p])))
                 };
+                // The pool's own taints are tolerated: muster adds those
+                // tolerations when it pins the gang (see `plan.rs`).
+                let pool_taints: &[crate::model::Taint] =
+                    n.pool.map_or(&[], |p| &self.pools[p].taints);
+                let taints_ok = n
+                    .node
+                    .taints
+                    .iter()
+                    .filter(|t| !pool_taints.contains(t))
+                    .all(|t| tolerates_all(&ps.tolerations, std::slice::from_ref(t)));
                 pool_ok
                     && n.node.phase != NodePhase::Terminating
+                    && taints_ok
                     && pod_set_matches(
                         ps,
                         lbl.as_ref().unwrap_or(&empty),
-                        &n.node.taints,
+                        &[],
                         n.node.gpu_model.as_ref(),
                         n.node.gpu_memory_mib,
                     )
@@ -641,13 +652,9 @@ impl<'a> World<'a> {
         } else {
             labels::new_node_labels(p, off)
         };
-        let v = pod_set_matches(
-            ps,
-            &lbl,
-            &p.taints,
-            off.gpu_model.as_ref(),
-            off.gpu_memory_mib,
-        );
+        // A new node carries only its pool's taints, which muster tolerates
+        // for the gangs it pins there.
+        let v = pod_set_matches(ps, &lbl, &[], off.gpu_model.as_ref(), off.gpu_memory_mib);
         if let Some(x) = self.new_elig_cache[sig].get_mut(slot) {
             *x = if v { 2 } else { 1 };
         }
