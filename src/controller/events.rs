@@ -5,7 +5,7 @@ use kube::Resource;
 use kube::api::DynamicObject;
 use kube_runtime::events::{Event, EventType, Recorder, Reporter};
 
-use super::objects::Kind;
+use super::objects::{Kind, KindExt};
 
 /// Publishes Events on behalf of the controller.
 #[derive(Clone)]

@@ -12,10 +12,7 @@
 use kube::core::{ApiResource, GroupVersionKind};
 use serde::{Deserialize, Serialize};
 
-/// API group of the muster resources.
-pub const GROUP: &str = "muster.dev";
-/// API version of the muster resources.
-pub const VERSION: &str = "v1alpha1";
+pub use muster_crds::{GROUP, VERSION};
 
 /// Label on Jobs: the GPUQueue they wait in.
 pub const QUEUE_LABEL: &str = "muster.dev/queue";
@@ -48,62 +45,24 @@ pub const MESSAGE_ANNOTATION: &str = "muster.dev/message";
 /// Field manager of every write the controller makes.
 pub const FIELD_MANAGER: &str = "muster-controller";
 
-/// The five muster kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
-    /// `NodeClass` (cluster-scoped).
-    NodeClass,
-    /// `GPUPool` (cluster-scoped).
-    GpuPool,
-    /// `GPUQueue` (cluster-scoped).
-    GpuQueue,
-    /// `Gang` (namespaced).
-    Gang,
-    /// `PoolNode` (cluster-scoped).
-    PoolNode,
+pub use muster_crds::Kind;
+
+/// What the controller needs of a kind beyond its names.
+pub trait KindExt {
+    /// True for the one namespaced kind, `Gang`.
+    fn namespaced(self) -> bool;
+    /// The `ApiResource` for a dynamic `Api`.
+    fn api_resource(self) -> ApiResource;
 }
 
-impl Kind {
-    /// Every kind.
-    pub const ALL: [Kind; 5] = [
-        Kind::NodeClass,
-        Kind::GpuPool,
-        Kind::GpuQueue,
-        Kind::Gang,
-        Kind::PoolNode,
-    ];
-
-    /// The Kubernetes kind name.
-    pub fn kind(self) -> &'static str {
-        match self {
-            Kind::NodeClass => "NodeClass",
-            Kind::GpuPool => "GPUPool",
-            Kind::GpuQueue => "GPUQueue",
-            Kind::Gang => "Gang",
-            Kind::PoolNode => "PoolNode",
-        }
-    }
-
-    /// The plural resource name.
-    pub fn plural(self) -> &'static str {
-        match self {
-            Kind::NodeClass => "nodeclasses",
-            Kind::GpuPool => "gpupools",
-            Kind::GpuQueue => "gpuqueues",
-            Kind::Gang => "gangs",
-            Kind::PoolNode => "poolnodes",
-        }
-    }
-
-    /// True for the one namespaced kind, `Gang`.
-    pub fn namespaced(self) -> bool {
+impl KindExt for Kind {
+    fn namespaced(self) -> bool {
         self == Kind::Gang
     }
 
-    /// The `ApiResource` for a dynamic `Api`.
-    pub fn api_resource(self) -> ApiResource {
+    fn api_resource(self) -> ApiResource {
         ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(GROUP, VERSION, self.kind()),
+            &GroupVersionKind::gvk(GROUP, VERSION, self.name()),
             self.plural(),
         )
     }

@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::ControllerConfig;
-use super::objects::Kind;
+use super::objects::{Kind, KindExt};
 
 /// The watch caches and the change signal.
 #[derive(Clone)]

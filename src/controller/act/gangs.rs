@@ -17,7 +17,7 @@ use kube::{Resource, ResourceExt};
 use kube_runtime::events::EventType;
 
 use super::{ActError, api, is_already_exists, params};
-use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, Kind, QUEUE_LABEL};
+use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, Kind, KindExt, QUEUE_LABEL};
 use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::{Observed, job, node::pod_job};
 

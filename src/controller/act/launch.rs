@@ -31,7 +31,8 @@ use super::{
 };
 use crate::controller::metrics::LaunchLabels;
 use crate::controller::objects::{
-    GANG_LABEL, Kind, OfferingSpec, POOL_LABEL, POOLNODE_LABEL, PoolNodeSpec, TERMINATE_FINALIZER,
+    GANG_LABEL, Kind, KindExt, OfferingSpec, POOL_LABEL, POOLNODE_LABEL, PoolNodeSpec,
+    TERMINATE_FINALIZER,
 };
 use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::node::{

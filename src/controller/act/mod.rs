@@ -11,7 +11,7 @@ pub mod status;
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
-use super::objects::{FIELD_MANAGER, Kind};
+use super::objects::{FIELD_MANAGER, Kind, KindExt};
 
 /// Why one write failed, in bounded categories.
 #[derive(Debug, thiserror::Error)]

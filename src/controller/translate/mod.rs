@@ -175,7 +175,7 @@ mod tests {
         let mut obj: DynamicObject = serde_json::from_value(body).expect("object");
         obj.types = Some(kube::core::TypeMeta {
             api_version: "muster.dev/v1alpha1".into(),
-            kind: kind.kind().into(),
+            kind: kind.name().into(),
         });
         Arc::new(obj)
     }
