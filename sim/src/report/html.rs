@@ -52,6 +52,16 @@ fn fmt_value(v: &serde_json::Value) -> String {
     }
 }
 
+/// A cell's text: planner timings of 0 are "not measured" (baselines have no
+/// planner; `--zero-timings` blanks muster's), shown as a dash.
+fn shown(key: &str, v: &serde_json::Value) -> String {
+    if key.starts_with("planner_ms") && v.as_f64() == Some(0.0) {
+        "–".to_string()
+    } else {
+        fmt_value(v)
+    }
+}
+
 /// Renders the page.
 pub fn render(p: &Prepared, runs: &[PolicyRun], summary: &Summary) -> String {
     let names: Vec<String> = runs.iter().map(|r| r.name.clone()).collect();
@@ -89,7 +99,7 @@ th:first-child,td:first-child{text-align:left}.chart{display:block;margin:1em 0}
                 "<td data-policy=\"{}\" data-key=\"{key}\" data-value=\"{}\">{}</td>",
                 esc(n),
                 v,
-                fmt_value(v)
+                shown(key, v)
             );
         }
         h.push_str("</tr>");
