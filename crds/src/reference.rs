@@ -131,6 +131,29 @@ fn walk(
         cell(&description),
         cell(&constraints(schema)),
     ));
+    rules_and_properties(path, schema, rows, rules);
+    if let Some(JSONSchemaPropsOrArray::Schema(item)) = &schema.items {
+        descend(&format!("{path}[]"), item, rows, rules);
+    }
+    if let Some(JSONSchemaPropsOrBool::Schema(value)) = &schema.additional_properties {
+        descend(&format!("{path}{{}}"), value, rows, rules);
+    }
+}
+
+/// Visits the element schema of a list or map: its own row only when it is an object.
+fn descend(path: &str, schema: &JSONSchemaProps, rows: &mut Vec<String>, rules: &mut Vec<String>) {
+    if schema.properties.is_some() {
+        rules_and_properties(path, schema, rows, rules);
+    }
+}
+
+/// Records an object's CEL rules and visits its properties.
+fn rules_and_properties(
+    path: &str,
+    schema: &JSONSchemaProps,
+    rows: &mut Vec<String>,
+    rules: &mut Vec<String>,
+) {
     for rule in schema.x_kubernetes_validations.iter().flatten() {
         rules.push(format!(
             "| `{}` | `{}` | {} |\n",
@@ -149,38 +172,6 @@ fn walk(
                 rows,
                 rules,
             );
-        }
-    }
-    if let Some(JSONSchemaPropsOrArray::Schema(item)) = &schema.items {
-        descend(&format!("{path}[]"), item, rows, rules);
-    }
-    if let Some(JSONSchemaPropsOrBool::Schema(value)) = &schema.additional_properties {
-        descend(&format!("{path}{{}}"), value, rows, rules);
-    }
-}
-
-/// Visits the element schema of a list or map: its own row only when it is an object.
-fn descend(path: &str, schema: &JSONSchemaProps, rows: &mut Vec<String>, rules: &mut Vec<String>) {
-    if schema.properties.is_some() {
-        for rule in schema.x_kubernetes_validations.iter().flatten() {
-            rules.push(format!(
-                "| `{}` | `{}` | {} |\n",
-                path,
-                cell(&rule.rule),
-                cell(rule.message.as_deref().unwrap_or(""))
-            ));
-        }
-        if let Some(props) = &schema.properties {
-            let req = schema.required.clone().unwrap_or_default();
-            for (name, child) in props {
-                walk(
-                    &format!("{path}.{name}"),
-                    child,
-                    req.contains(name),
-                    rows,
-                    rules,
-                );
-            }
         }
     }
 }

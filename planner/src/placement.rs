@@ -278,21 +278,24 @@ pub(crate) fn pack(
 
 fn whole(w: &World<'_>, groups: &[Group], scope: &Scope<'_>) -> Option<Vec<Take>> {
     if let Some(ni) = single_node(w, groups, scope, &[]) {
-        return Some(
-            groups
-                .iter()
-                .enumerate()
-                .filter(|(_, g)| g.count > 0)
-                .map(|(gi, g)| Take {
-                    node: ni,
-                    group: gi,
-                    n: g.count,
-                })
-                .collect(),
-        );
+        return Some(all_on(ni, groups));
     }
     let (takes, left) = pack(w, groups, scope, &[], false);
     left.iter().all(|&l| l == 0).then_some(takes)
+}
+
+/// Every pod of every group on node `ni`.
+fn all_on(ni: usize, groups: &[Group]) -> Vec<Take> {
+    groups
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| g.count > 0)
+        .map(|(gi, g)| Take {
+            node: ni,
+            group: gi,
+            n: g.count,
+        })
+        .collect()
 }
 
 fn nodes_touched(takes: &[Take]) -> usize {
@@ -341,18 +344,7 @@ pub(crate) fn place(
         return Some(Vec::new());
     }
     match topology {
-        Topology::SameNode => single_node(w, groups, scope, &[]).map(|ni| {
-            groups
-                .iter()
-                .enumerate()
-                .filter(|(_, g)| g.count > 0)
-                .map(|(gi, g)| Take {
-                    node: ni,
-                    group: gi,
-                    n: g.count,
-                })
-                .collect()
-        }),
+        Topology::SameNode => single_node(w, groups, scope, &[]).map(|ni| all_on(ni, groups)),
         Topology::Any => whole(w, groups, scope),
         Topology::SameZone | Topology::SamePlacementGroup => {
             let by_pg = topology == Topology::SamePlacementGroup;

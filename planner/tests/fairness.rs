@@ -28,33 +28,8 @@ fn queue(name: &str, weight: f64) -> Queue {
 }
 
 fn gang(id: String, q: &str, arrival: i64, gpus: u32) -> Gang {
-    Gang {
-        id: GangId(id),
-        queue: q.into(),
-        priority: 0,
-        arrival: Time(arrival),
-        pod_sets: vec![PodSet {
-            name: "w".into(),
-            count: 1,
-            min_count: None,
-            requests: Resources::new(1000, 1 << 30, gpus),
-            node_selector: Default::default(),
-            tolerations: Vec::new(),
-            gpu_models: Vec::new(),
-            min_gpu_memory_mib: 0,
-        }],
-        topology: Topology::Any,
-        phase: GangPhase::Queued,
-        assignments: Vec::new(),
-        provisioning_deadline: None,
-        admitted_at: None,
-        started_at: None,
-        expected_duration: None,
-        not_before: None,
-        evictions: 0,
-        launch_attempts: 0,
-        disruptible: false,
-    }
+    let pods = PodSet::new("w", 1, Resources::new(1000, 1 << 30, gpus));
+    Gang::new(GangId(id), q, Time(arrival), vec![pods])
 }
 
 /// Runs the harness; returns GPU-seconds used per queue.

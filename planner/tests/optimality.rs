@@ -112,16 +112,7 @@ fn snapshot(i: &Inst) -> Snapshot {
         };
         match sets.iter_mut().find(|s| s.requests == r) {
             Some(s) => s.count += 1,
-            None => sets.push(PodSet {
-                name: format!("s{}", sets.len()),
-                count: 1,
-                min_count: None,
-                requests: r,
-                node_selector: Default::default(),
-                tolerations: Vec::new(),
-                gpu_models: Vec::new(),
-                min_gpu_memory_mib: 0,
-            }),
+            None => sets.push(PodSet::new(format!("s{}", sets.len()), 1, r)),
         }
     }
     Snapshot {
@@ -151,24 +142,7 @@ fn snapshot(i: &Inst) -> Snapshot {
         }],
         offerings,
         nodes: Vec::new(),
-        gangs: vec![Gang {
-            id: GangId::new("ns/g"),
-            queue: "q".into(),
-            priority: 0,
-            arrival: Time(0),
-            pod_sets: sets,
-            topology: Topology::Any,
-            phase: GangPhase::Queued,
-            assignments: Vec::new(),
-            provisioning_deadline: None,
-            admitted_at: None,
-            started_at: None,
-            expected_duration: None,
-            not_before: None,
-            evictions: 0,
-            launch_attempts: 0,
-            disruptible: false,
-        }],
+        gangs: vec![Gang::new(GangId::new("ns/g"), "q", Time(0), sets)],
     }
 }
 

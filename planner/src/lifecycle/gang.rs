@@ -126,22 +126,11 @@ mod tests {
 
     fn gang(phase: GangPhase, evictions: u32) -> Gang {
         Gang {
-            id: GangId::new("ns/g"),
-            queue: "q".into(),
             priority: 3,
-            arrival: Time(0),
-            pod_sets: Vec::new(),
-            topology: Default::default(),
             phase,
-            assignments: Vec::new(),
-            provisioning_deadline: None,
             admitted_at: Some(Time(1000)),
-            started_at: None,
-            expected_duration: None,
-            not_before: None,
             evictions,
-            launch_attempts: 0,
-            disruptible: false,
+            ..Gang::new(GangId::new("ns/g"), "q", Time(0), Vec::new())
         }
     }
 

@@ -117,6 +117,20 @@ pub struct PodSet {
 }
 
 impl PodSet {
+    /// `count` pods with these requests and no other constraint.
+    pub fn new(name: impl Into<String>, count: u32, requests: Resources) -> PodSet {
+        PodSet {
+            name: name.into(),
+            count,
+            min_count: None,
+            requests,
+            node_selector: BTreeMap::new(),
+            tolerations: Vec::new(),
+            gpu_models: Vec::new(),
+            min_gpu_memory_mib: 0,
+        }
+    }
+
     /// The smallest pod count the gang may start with.
     pub fn min(&self) -> u32 {
         self.min_count.unwrap_or(self.count).min(self.count)
@@ -186,6 +200,28 @@ pub struct Gang {
 }
 
 impl Gang {
+    /// A newly queued gang: priority 0, topology `Any`, no history.
+    pub fn new(id: GangId, queue: impl Into<String>, arrival: Time, pod_sets: Vec<PodSet>) -> Gang {
+        Gang {
+            id,
+            queue: queue.into(),
+            priority: 0,
+            arrival,
+            pod_sets,
+            topology: Topology::Any,
+            phase: GangPhase::Queued,
+            assignments: Vec::new(),
+            provisioning_deadline: None,
+            admitted_at: None,
+            started_at: None,
+            expected_duration: None,
+            not_before: None,
+            evictions: 0,
+            launch_attempts: 0,
+            disruptible: false,
+        }
+    }
+
     /// Requests of all its pods at full size.
     pub fn total_requests(&self) -> Resources {
         let mut r = Resources::zero();

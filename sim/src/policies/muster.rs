@@ -191,40 +191,30 @@ impl MusterPolicy {
     fn add_gang(&mut self, world: &World, job: JobId) {
         let j = &world.jobs[job];
         let c = &world.constraints[job];
-        let gang = Gang {
-            id: self.gang_ids[job].clone(),
-            queue: self.cfg.team_queue[world.team_of[job]].clone(),
-            priority: j.priority,
-            arrival: j.submit,
-            pod_sets: vec![PodSet {
-                name: POD_SET.to_string(),
-                count: j.workers,
-                min_count: None,
-                requests: world.requests[job].clone(),
-                node_selector: Default::default(),
-                tolerations: vec![Toleration {
-                    key: "nvidia.com/gpu".into(),
-                    operator: TolerationOperator::Exists,
-                    ..Default::default()
-                }],
-                gpu_models: c.models.clone(),
-                min_gpu_memory_mib: c.min_gpu_memory_mib,
+        let pods = PodSet {
+            tolerations: vec![Toleration {
+                key: "nvidia.com/gpu".into(),
+                operator: TolerationOperator::Exists,
+                ..Default::default()
             }],
+            gpu_models: c.models.clone(),
+            min_gpu_memory_mib: c.min_gpu_memory_mib,
+            ..PodSet::new(POD_SET, j.workers, world.requests[job].clone())
+        };
+        let gang = Gang {
+            priority: j.priority,
             topology: if j.workers > 1 {
                 Topology::SameZone
             } else {
                 Topology::Any
             },
-            phase: GangPhase::Queued,
-            assignments: Vec::new(),
-            provisioning_deadline: None,
-            admitted_at: None,
-            started_at: None,
             expected_duration: self.cfg.expected_durations.then_some(j.duration),
-            not_before: None,
-            evictions: 0,
-            launch_attempts: 0,
-            disruptible: false,
+            ..Gang::new(
+                self.gang_ids[job].clone(),
+                self.cfg.team_queue[world.team_of[job]].clone(),
+                j.submit,
+                vec![pods],
+            )
         };
         self.gang_pos.insert(job, self.snap.gangs.len());
         self.snap.gangs.push(gang);
