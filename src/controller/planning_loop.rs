@@ -144,7 +144,7 @@ async fn refresh_offerings(ctx: &Ctx, observed: &Observed) -> BTreeMap<String, V
             out.insert(pool.name.clone(), fresh);
             continue;
         }
-        let listed = match act::launch::provider_for(ctx, observed, &pool.node_class) {
+        let listed = match act::launch::provider_for(ctx, observed, &pool.node_class).await {
             Ok(p) => p
                 .offerings(&pool.requirements)
                 .await

@@ -33,9 +33,11 @@ impl ProviderSetupError {
 }
 
 /// Builds the provider of a NodeClass from its name and `spec` (JSON).
+/// Implementations may cache: the controller asks on every cycle.
+#[async_trait::async_trait]
 pub trait ProviderFactory: Send + Sync {
     /// The provider for this NodeClass.
-    fn provider(
+    async fn provider(
         &self,
         node_class: &str,
         spec: &serde_json::Value,
@@ -46,8 +48,9 @@ pub trait ProviderFactory: Send + Sync {
 #[derive(Debug, Default)]
 pub struct NoClouds;
 
+#[async_trait::async_trait]
 impl ProviderFactory for NoClouds {
-    fn provider(
+    async fn provider(
         &self,
         _node_class: &str,
         spec: &serde_json::Value,

@@ -14,7 +14,7 @@ use muster_planner::{
     CapacityType, GpuModel, Offering, PoolRequirements, Price, Provider, Resources, Time,
 };
 use muster_provider_api::{
-    CloudProvider, Instance, InstanceState, Interruption, LaunchRequest, ProviderError,
+    CloudProvider, Instance, InstanceState, Interruption, LaunchRequest, ProviderError, Resolution,
 };
 
 /// When a launch call hangs (never returns), to simulate a crash mid-call.
@@ -159,6 +159,13 @@ impl CloudProvider for FakeCloud {
         Provider::Gcp
     }
 
+    async fn resolve(&self) -> Result<Resolution, ProviderError> {
+        Ok(Resolution {
+            zones: vec!["zone-a".into()],
+            ..Resolution::default()
+        })
+    }
+
     async fn offerings(
         &self,
         requirements: &PoolRequirements,
@@ -270,8 +277,9 @@ impl CloudProvider for FakeCloud {
 /// A factory handing out one fake cloud for every NodeClass.
 pub struct FakeFactory(pub Arc<FakeCloud>);
 
+#[async_trait]
 impl ProviderFactory for FakeFactory {
-    fn provider(
+    async fn provider(
         &self,
         _node_class: &str,
         _spec: &serde_json::Value,

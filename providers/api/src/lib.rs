@@ -13,9 +13,11 @@
 
 mod error;
 mod instance;
+mod resolution;
 
 pub use error::{ErrorCategory, ProviderError};
 pub use instance::{Instance, InstanceState, Interruption, InterruptionKind, LaunchRequest};
+pub use resolution::{Resolution, ResolvedImage, ResolvedSecurityGroup, ResolvedSubnet};
 
 use muster_planner::{Offering, PoolRequirements, Provider};
 
@@ -25,6 +27,11 @@ use muster_planner::{Offering, PoolRequirements, Provider};
 pub trait CloudProvider: Send + Sync {
     /// Which cloud this is.
     fn provider(&self) -> Provider;
+
+    /// Resolves the NodeClass's selectors (subnets, security groups, image,
+    /// zones) against the cloud. A selector that matches nothing is
+    /// [`ProviderError::NotFound`] naming the selector.
+    async fn resolve(&self) -> Result<Resolution, ProviderError>;
 
     /// Every offering (type × zone × capacity type, with price and
     /// availability) that satisfies the pool's requirements. Unknown prices

@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use muster_planner::{Offering, PoolRequirements, Provider, Time};
 use muster_provider_api::{
     CloudProvider, Instance, InstanceState, Interruption, InterruptionKind, LaunchRequest,
-    ProviderError,
+    ProviderError, Resolution,
 };
 
 use crate::cloud::{LaunchError, SimCloud};
@@ -85,6 +85,17 @@ impl SimProvider {
 impl CloudProvider for SimProvider {
     fn provider(&self) -> Provider {
         Provider::Sim
+    }
+
+    async fn resolve(&self) -> Result<Resolution, ProviderError> {
+        let g = self.lock();
+        let mut zones: Vec<String> = g.cloud.offerings().iter().map(|o| o.zone.clone()).collect();
+        zones.sort();
+        zones.dedup();
+        Ok(Resolution {
+            zones,
+            ..Resolution::default()
+        })
     }
 
     async fn offerings(

@@ -117,7 +117,7 @@ pub async fn write(ctx: &Ctx, launches: &[Launch], snapshot: &Snapshot) -> usize
 }
 
 /// The provider of a pool, through its NodeClass.
-pub fn provider_for(
+pub async fn provider_for(
     ctx: &Ctx,
     observed: &Observed,
     node_class: &str,
@@ -128,7 +128,7 @@ pub fn provider_for(
         .find(|o| o.name_any() == node_class)
         .ok_or_else(|| ActError::Missing(format!("NodeClass {node_class}")))?;
     let spec = nc.data.get("spec").cloned().unwrap_or_default();
-    Ok(ctx.deps.providers.provider(node_class, &spec)?)
+    Ok(ctx.deps.providers.provider(node_class, &spec).await?)
 }
 
 /// Advances every PoolNode one or more phases. Returns how many it changed.
@@ -181,7 +181,7 @@ async fn step(
     let mut error_text = None;
     // the one action of a Pending PoolNode: ask the cloud (idempotent by key)
     if phase == NodePhase::Pending && provider_id.is_none() {
-        let provider = provider_for(ctx, observed, &node_class)?;
+        let provider = provider_for(ctx, observed, &node_class).await?;
         let (labels, taints) = pool_spec(observed, &s.pool).unwrap_or_default();
         let mut node_labels: BTreeMap<String, String> = labels;
         node_labels.insert(POOL_LABEL.to_string(), s.pool.clone());
@@ -376,7 +376,7 @@ async fn finalize(
         return Ok(false);
     }
     if let Some(pid) = provider_id {
-        let provider = provider_for(ctx, observed, node_class)?;
+        let provider = provider_for(ctx, observed, node_class).await?;
         match provider.terminate(pid).await {
             Ok(()) | Err(ProviderError::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
