@@ -19,6 +19,7 @@ pub mod lifecycle;
 pub mod model;
 pub mod naming;
 mod order;
+pub mod orphans;
 mod placement;
 pub mod plan;
 mod preemption;

@@ -14,10 +14,61 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
-use muster_provider_api::InstanceState;
+use muster_planner::Taint;
 use serde_json::json;
 
 use super::fake_cloud::FakeCloud;
+
+/// A machine the emulated kubelet registers a Node for.
+#[derive(Debug, Clone)]
+pub struct Machine {
+    /// Node name.
+    pub name: String,
+    /// Kubernetes provider id.
+    pub provider_id: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Zone.
+    pub zone: String,
+    /// GPUs the device plugin reports once Ready.
+    pub gpus: u32,
+    /// Labels the kubelet registers with.
+    pub labels: BTreeMap<String, String>,
+    /// Taints the kubelet registers with.
+    pub taints: Vec<Taint>,
+    /// The machine is gone: its Node goes too.
+    pub terminated: bool,
+}
+
+/// Where the emulator learns which machines exist (a fake cloud, or a local
+/// cloud API server such as moto).
+#[async_trait::async_trait]
+pub trait Machines: Send + Sync {
+    /// Every machine, running or terminated.
+    async fn machines(&self) -> Vec<Machine>;
+}
+
+#[async_trait::async_trait]
+impl Machines for FakeCloud {
+    async fn machines(&self) -> Vec<Machine> {
+        self.instances()
+            .into_iter()
+            .map(|fi| Machine {
+                name: fi.request.name.clone(),
+                provider_id: fi.instance.provider_id.clone(),
+                instance_type: fi.instance.offering.instance_type.clone(),
+                zone: fi.instance.offering.zone.clone(),
+                gpus: self
+                    .offering(&fi.instance.offering.instance_type)
+                    .map(|o| o.gpu_count)
+                    .unwrap_or(0),
+                labels: fi.request.labels.clone(),
+                taints: fi.request.taints.clone(),
+                terminated: fi.instance.state == muster_provider_api::InstanceState::Terminated,
+            })
+            .collect()
+    }
+}
 
 /// What the emulator saw.
 #[derive(Debug, Default, Clone)]
@@ -42,6 +93,14 @@ impl Drop for Emulator {
 impl Emulator {
     /// Starts emulating for these clouds.
     pub fn start(client: kube::Client, clouds: Vec<Arc<FakeCloud>>) -> Emulator {
+        Emulator::start_with(
+            client,
+            clouds.into_iter().map(|c| c as Arc<dyn Machines>).collect(),
+        )
+    }
+
+    /// Starts emulating for any source of machines.
+    pub fn start_with(client: kube::Client, clouds: Vec<Arc<dyn Machines>>) -> Emulator {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let s = seen.clone();
         let task = tokio::spawn(async move {
@@ -79,7 +138,7 @@ fn pod_gpus(pod: &Pod) -> i64 {
 
 async fn tick(
     client: &kube::Client,
-    clouds: &[Arc<FakeCloud>],
+    clouds: &[Arc<dyn Machines>],
     seen: &Arc<Mutex<Seen>>,
 ) -> Result<(), kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
@@ -93,41 +152,36 @@ async fn tick(
         .filter_map(|n| Some((n.spec.as_ref()?.provider_id.clone()?, n.clone())))
         .collect();
     for cloud in clouds {
-        for fi in cloud.instances() {
-            let pid = fi.instance.provider_id.clone();
-            let offering = cloud.offering(&fi.instance.offering.instance_type);
-            let gpu_count = offering.as_ref().map(|o| o.gpu_count).unwrap_or(0);
-            match (by_pid.get(&pid), fi.instance.state) {
-                (Some(n), InstanceState::Terminated) => {
+        for m in cloud.machines().await {
+            let pid = m.provider_id.clone();
+            let gpu_count = m.gpus;
+            match (by_pid.get(&pid), m.terminated) {
+                (Some(n), true) => {
                     nodes
                         .delete(&n.name_any(), &DeleteParams::default())
                         .await?;
                 }
-                (None, InstanceState::Terminated) => {}
-                (None, _) => {
-                    let mut labels = fi.request.labels.clone();
-                    labels.insert(
-                        "topology.kubernetes.io/zone".into(),
-                        fi.instance.offering.zone.clone(),
-                    );
+                (None, true) => {}
+                (None, false) => {
+                    let mut labels = m.labels.clone();
+                    labels.insert("topology.kubernetes.io/zone".into(), m.zone.clone());
                     labels.insert(
                         "node.kubernetes.io/instance-type".into(),
-                        fi.instance.offering.instance_type.clone(),
+                        m.instance_type.clone(),
                     );
-                    let taints: Vec<_> = fi
-                        .request
+                    let taints: Vec<_> = m
                         .taints
                         .iter()
                         .map(|t| json!({"key": t.key, "value": t.value, "effect": format!("{:?}", t.effect)}))
                         .collect();
                     let node: Node = serde_json::from_value(json!({
-                        "metadata": {"name": fi.request.name, "labels": labels},
+                        "metadata": {"name": m.name, "labels": labels},
                         "spec": {"providerID": pid, "taints": taints},
                     }))
                     .expect("node");
                     nodes.create(&PostParams::default(), &node).await?;
                     nodes
-                        .patch_status(&fi.request.name, &pp, &Patch::Merge(json!({"status": {
+                        .patch_status(&m.name, &pp, &Patch::Merge(json!({"status": {
                             "conditions": [{"type": "Ready", "status": "False"}],
                             "allocatable": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "0"},
                         }})))

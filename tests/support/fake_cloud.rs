@@ -213,6 +213,7 @@ impl CloudProvider for FakeCloud {
                     offering: request.offering.clone(),
                     state: InstanceState::Running,
                     launched_at: Time(0),
+                    pool_node: Some(request.name.clone()),
                     tags: request.tags.clone(),
                 };
                 st.instances.insert(

@@ -5,6 +5,29 @@ use std::collections::BTreeMap;
 use muster_planner::{OfferingKey, Taint, Time};
 use serde::{Deserialize, Serialize};
 
+/// Keys muster tags its instances with. AWS uses them as they are; clouds
+/// whose label keys cannot hold `/` or `.` (GCP) write `muster-cluster` and so
+/// on (see [`label_key`]).
+pub mod tags {
+    /// The owning cluster.
+    pub const CLUSTER: &str = "muster.dev/cluster";
+    /// The pool.
+    pub const POOL: &str = "muster.dev/pool";
+    /// The PoolNode the instance was launched for.
+    pub const POOL_NODE: &str = "muster.dev/poolnode";
+    /// The gang the instance was launched for.
+    pub const GANG: &str = "muster.dev/gang";
+}
+
+/// A tag key written as a GCP-style label key: `muster.dev/pool` →
+/// `muster-pool`.
+pub fn label_key(tag: &str) -> String {
+    match tag.strip_prefix("muster.dev/") {
+        Some(rest) => format!("muster-{rest}"),
+        None => tag.replace(['/', '.'], "-").to_ascii_lowercase(),
+    }
+}
+
 /// Everything a provider needs to launch one machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchRequest {
@@ -53,6 +76,9 @@ pub struct Instance {
     pub state: InstanceState,
     /// When the cloud created it.
     pub launched_at: Time,
+    /// The PoolNode it was launched for, read back from its tags (orphan
+    /// collection compares it with the PoolNodes that exist).
+    pub pool_node: Option<String>,
     /// Its tags or labels.
     pub tags: BTreeMap<String, String>,
 }

@@ -16,7 +16,9 @@ mod instance;
 mod resolution;
 
 pub use error::{ErrorCategory, ProviderError};
-pub use instance::{Instance, InstanceState, Interruption, InterruptionKind, LaunchRequest};
+pub use instance::{
+    Instance, InstanceState, Interruption, InterruptionKind, LaunchRequest, label_key, tags,
+};
 pub use resolution::{Resolution, ResolvedImage, ResolvedSecurityGroup, ResolvedSubnet};
 
 use muster_planner::{Offering, PoolRequirements, Provider};

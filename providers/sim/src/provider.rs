@@ -17,7 +17,7 @@ use muster_provider_api::{
 use crate::cloud::{LaunchError, SimCloud};
 
 /// Tag naming the owning cluster.
-pub const CLUSTER_TAG: &str = "muster.dev/cluster";
+pub const CLUSTER_TAG: &str = muster_provider_api::tags::CLUSTER;
 
 #[derive(Debug)]
 struct Machine {
@@ -139,13 +139,18 @@ impl CloudProvider for SimProvider {
         );
         let mut tags = request.tags.clone();
         tags.insert(CLUSTER_TAG.into(), request.cluster.clone());
-        tags.insert("muster.dev/pool".into(), request.pool.clone());
+        tags.insert(muster_provider_api::tags::POOL.into(), request.pool.clone());
+        tags.insert(
+            muster_provider_api::tags::POOL_NODE.into(),
+            request.name.clone(),
+        );
         tags.insert("Name".into(), request.name.clone());
         let instance = Instance {
             provider_id: provider_id.clone(),
             offering: request.offering.clone(),
             state: InstanceState::Pending,
             launched_at: now,
+            pool_node: Some(request.name.clone()),
             tags,
         };
         g.by_key
