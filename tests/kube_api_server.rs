@@ -1,7 +1,7 @@
 //! The Kubernetes API test server's own semantics, checked with the real
 //! `kube::Client`: stamping, 404/409 reasons, optimistic concurrency, status
 //! subresource, patches (merge, JSON, apply), finalizers and deletion, label
-//! selectors, watch resume, CRDs, Leases.
+//! selectors, watch resume, CRDs, Leases, evictions and disruption budgets.
 
 mod support;
 
@@ -10,10 +10,11 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
-    WatchParams,
+    Api, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams,
+    WatchEvent, WatchParams,
 };
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
@@ -450,4 +451,112 @@ async fn watch_bookmarks_and_expired_resource_versions() {
         WatchEvent::Error(e) => assert_eq!((e.code, e.reason.as_str()), (410, "Expired")),
         other => panic!("expected 410, got {other:?}"),
     }
+}
+
+fn pod(name: &str, app: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": {"app": app}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }))
+    .expect("pod")
+}
+
+async fn make_pod(pods: &Api<Pod>, name: &str, app: &str, running: bool) {
+    pods.create(&PostParams::default(), &pod(name, app))
+        .await
+        .expect("create pod");
+    if running {
+        pods.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}]}})),
+        )
+        .await
+        .expect("pod status");
+    }
+}
+
+#[tokio::test]
+async fn eviction_honours_disruption_budgets() {
+    let server = ApiServer::start();
+    let client = server.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    for (name, app, running) in [
+        ("web-1", "web", true),
+        ("web-2", "web", true),
+        ("web-3", "web", false),
+        ("free", "other", true),
+    ] {
+        make_pod(&pods, name, app, running).await;
+    }
+    let pdb: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .expect("pdb");
+    pdbs.create(&PostParams::default(), &pdb)
+        .await
+        .expect("pdb");
+
+    // two healthy web pods, two wanted: a healthy one may not go
+    let refused = pods
+        .evict("web-1", &EvictParams::default())
+        .await
+        .expect_err("budget refuses");
+    match refused {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 429);
+            assert_eq!(s.reason, "TooManyRequests");
+        }
+        other => panic!("unexpected {other}"),
+    }
+    assert!(pods.get_opt("web-1").await.expect("get").is_some());
+    // the unhealthy one may: the budget is met without it
+    pods.evict("web-3", &EvictParams::default())
+        .await
+        .expect("unhealthy pod evicted");
+    assert!(pods.get_opt("web-3").await.expect("get").is_none());
+    // a pod no budget covers goes at once
+    pods.evict("free", &EvictParams::default())
+        .await
+        .expect("free pod evicted");
+    assert!(pods.get_opt("free").await.expect("get").is_none());
+    // percentages: maxUnavailable 50 % of 2 rounds up to 1 → one may go
+    pdbs.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(serde_json::json!([
+                {"op": "remove", "path": "/spec/minAvailable"},
+                {"op": "add", "path": "/spec/maxUnavailable", "value": "50%"}
+            ]))
+            .expect("patch"),
+        ),
+    )
+    .await
+    .expect("patch pdb");
+    pods.evict("web-1", &EvictParams::default())
+        .await
+        .expect("allowed by maxUnavailable");
+    // minAvailable 100 %: nothing may go
+    pdbs.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(serde_json::json!([
+                {"op": "remove", "path": "/spec/maxUnavailable"},
+                {"op": "add", "path": "/spec/minAvailable", "value": "100%"}
+            ]))
+            .expect("patch"),
+        ),
+    )
+    .await
+    .expect("patch pdb");
+    let refused = pods.evict("web-2", &EvictParams::default()).await;
+    assert!(matches!(refused, Err(kube::Error::Api(s)) if s.code == 429));
+    // unknown pod: NotFound
+    let missing = pods.evict("nope", &EvictParams::default()).await;
+    assert!(matches!(missing, Err(kube::Error::Api(s)) if s.code == 404));
 }

@@ -33,6 +33,13 @@ Semantics
   deep-merged into the live object, maps merged key by key, lists replaced;
   no field ownership, no conflicts, fields an earlier apply set and this one
   omits are not removed; a missing object is created).
+- Eviction: POST pods/NAME/eviction (policy/v1 Eviction) checks every
+  PodDisruptionBudget of the pod's namespace whose selector matches it:
+  desired healthy pods from minAvailable/maxUnavailable (integers or
+  percentages, rounded up), healthy = Running and Ready; a healthy pod needs
+  one disruption to spare, an unhealthy one needs the budget met
+  (IfHealthyBudget). Refused: 429 TooManyRequests with a DisruptionBudget
+  cause; allowed: the pod is deleted.
 - Delete: an object with metadata.finalizers gets deletionTimestamp and stays
   until an update empties its finalizers; otherwise it is removed at once
   (pods too: there is no kubelet grace period). Preconditions (uid,
@@ -547,6 +554,41 @@ class Store:
             self._remove(r, key, obj)
             return self._stamp_kind(r, obj)
 
+    def evict(self, ns, name, eviction):
+        """policy/v1 Eviction of a pod, checked against PodDisruptionBudgets
+        like the real API server: for every PDB in the pod's namespace whose
+        selector matches the pod, the disruptions allowed are computed from
+        the healthy (Running, Ready or no Ready condition) matching pods and
+        `minAvailable` / `maxUnavailable` (integers or percentages); none
+        allowed is 429 TooManyRequests with a DisruptionBudget cause.
+        Otherwise the pod is deleted."""
+        with self.cond:
+            pods = self.find("", "v1", "pods")
+            pod = self.objects[pods.storage_key].get((ns, name))
+            if pod is None:
+                raise self._not_found(pods, name)
+            pdbs = self.find("policy", "v1", "poddisruptionbudgets")
+            labels = pod["metadata"].get("labels") or {}
+            for (pns, _), pdb in self.objects[pdbs.storage_key].items():
+                if pns != ns or not selector_matches((pdb.get("spec") or {}).get("selector"), labels):
+                    continue
+                matching = [p for (n, _), p in self.objects[pods.storage_key].items()
+                            if n == ns and selector_matches(pdb["spec"].get("selector"),
+                                                            p["metadata"].get("labels") or {})]
+                healthy = sum(1 for p in matching if pod_healthy(p))
+                desired = desired_healthy(pdb["spec"], len(matching))
+                # a healthy pod needs a disruption to spare; an unhealthy one
+                # only needs the budget met (unhealthyPodEvictionPolicy IfHealthyBudget)
+                ok = healthy - desired > 0 if pod_healthy(pod) else healthy >= desired
+                if not ok:
+                    raise ApiError(429, "TooManyRequests",
+                                   "Cannot evict pod as it would violate the pod's disruption budget.",
+                                   {"causes": [{"reason": "DisruptionBudget",
+                                                "message": f"The disruption budget {pdb['metadata']['name']} "
+                                                           f"needs {desired} healthy pods and has {healthy} currently"}]})
+        self.delete(pods, ns, name, (eviction or {}).get("deleteOptions"))
+        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201, "metadata": {}}
+
     def _remove(self, r, key, obj):
         self.objects[r.storage_key].pop(key, None)
         self._emit("DELETED", r, obj)
@@ -640,6 +682,49 @@ class Store:
             last_sent = time.monotonic()
             if time.monotonic() >= deadline:
                 return
+
+
+def selector_matches(selector, labels):
+    """A metav1.LabelSelector against a label map (an empty selector matches all)."""
+    selector = selector or {}
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in selector.get("matchExpressions") or []:
+        k, op, vals = e.get("key"), e.get("operator"), e.get("values") or []
+        if op == "In" and labels.get(k) not in vals:
+            return False
+        if op == "NotIn" and labels.get(k) in vals:
+            return False
+        if op == "Exists" and k not in labels:
+            return False
+        if op == "DoesNotExist" and k in labels:
+            return False
+    return True
+
+
+def pod_healthy(pod):
+    st = pod.get("status") or {}
+    if st.get("phase") != "Running":
+        return False
+    ready = [c for c in st.get("conditions") or [] if c.get("type") == "Ready"]
+    return not ready or ready[0].get("status") == "True"
+
+
+def _int_or_percent(v, total, round_up):
+    if isinstance(v, str) and v.endswith("%"):
+        x = int(v[:-1]) * total
+        return -(-x // 100) if round_up else x // 100
+    return int(v)
+
+
+def desired_healthy(spec, expected):
+    """Healthy pods a PDB wants (the disruption controller's arithmetic)."""
+    if spec.get("maxUnavailable") is not None:
+        return expected - _int_or_percent(spec["maxUnavailable"], expected, True)
+    if spec.get("minAvailable") is not None:
+        return _int_or_percent(spec["minAvailable"], expected, True)
+    return expected
 
 
 def spec_of(obj):
@@ -748,6 +833,8 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if not r.namespaced:
             ns = None
+        if sub == "eviction" and r.group == "" and r.plural == "pods":
+            return ("res", r, ns, name, sub)
         if sub is not None and not (sub == "status" and r.status):
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({sub})")
         return ("res", r, ns, name, sub)
@@ -806,6 +893,8 @@ class Handler(BaseHTTPRequestHandler):
                     return self._send(200, self.store.list(r, ns, labels, fields))
                 return self._send(200, self.store.get(r, ns or "", name))
             if method == "POST":
+                if sub == "eviction":
+                    return self._send(201, self.store.evict(ns, name, self._json_body()))
                 if name is not None:
                     raise ApiError(405, "MethodNotAllowed", "POST on a named resource")
                 if r.namespaced and ns is None:
