@@ -451,3 +451,117 @@ async fn watch_bookmarks_and_expired_resource_versions() {
         other => panic!("expected 410, got {other:?}"),
     }
 }
+
+/// POSTs an empty Eviction over a plain HTTP/1.1 connection; returns the
+/// status code and the body.
+fn raw_post(url: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut conn = std::net::TcpStream::connect(addr).expect("connect");
+    let body = r#"{"apiVersion":"policy/v1","kind":"Eviction"}"#;
+    write!(
+        conn,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).expect("read");
+    let code = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status line");
+    let body = answer
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (code, body)
+}
+
+/// A running, Ready pod labelled `app=web`.
+fn ready_pod(name: &str) -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .expect("pod")
+}
+
+#[tokio::test]
+async fn eviction_honours_pod_disruption_budgets() {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use kube::api::EvictParams;
+    let server = ApiServer::start();
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    for name in ["a", "b", "c"] {
+        pods.create(&PostParams::default(), &ready_pod(name))
+            .await
+            .expect("create pod");
+        // status is dropped at create: mark the pod Running and Ready
+        pods.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": ready_pod(name).status})),
+        )
+        .await
+        .expect("ready");
+    }
+    // without a budget an eviction deletes the pod
+    pods.evict("a", &EvictParams::default())
+        .await
+        .expect("evict unguarded");
+    assert!(pods.get_opt("a").await.expect("get").is_none());
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(server.client(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}
+    }))
+    .expect("pdb");
+    pdbs.create(&PostParams::default(), &pdb)
+        .await
+        .expect("create pdb");
+    // two healthy pods and minAvailable 2: refused with 429 and a DisruptionBudget
+    // cause (sent raw: the kube client retries 429 answers on its own)
+    let (code, body) = raw_post(&server.url, "/api/v1/namespaces/default/pods/b/eviction");
+    assert_eq!(code, 429, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).expect("status json");
+    assert_eq!(status["reason"], "TooManyRequests");
+    assert_eq!(status["details"]["causes"][0]["reason"], "DisruptionBudget");
+    assert!(
+        pods.get_opt("b").await.expect("get").is_some(),
+        "not forced"
+    );
+    // a pod that is not Ready does not count as healthy and is always evictable
+    pods.patch_status(
+        "c",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}})),
+    )
+    .await
+    .expect("unready");
+    pods.evict("c", &EvictParams::default())
+        .await
+        .expect("unhealthy pod is evictable");
+    // maxUnavailable 50% of one pod rounds up to one: b may go now
+    pdbs.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"minAvailable": null, "maxUnavailable": "50%"}})),
+    )
+    .await
+    .expect("relax budget");
+    pods.evict("b", &EvictParams::default())
+        .await
+        .expect("allowed by maxUnavailable");
+    assert!(pods.get_opt("b").await.expect("get").is_none());
+    // an eviction of a missing pod is 404
+    let err = pods
+        .evict("gone", &EvictParams::default())
+        .await
+        .expect_err("missing");
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 404));
+}

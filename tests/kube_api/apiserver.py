@@ -51,6 +51,15 @@ Semantics
   allowWatchBookmarks is set. timeoutSeconds ends the stream. Selectors apply;
   an object that stops matching is sent as DELETED, one that starts matching
   as ADDED (like the real watch cache).
+- Eviction: POST pods/NAME/eviction (policy/v1 Eviction) checks every
+  PodDisruptionBudget in the pod's namespace whose selector matches the pod,
+  like the API server: healthy pods are matching pods Running with condition
+  Ready=True; `minAvailable` / `maxUnavailable` (integer or percentage of the
+  matching pods) must still hold after the eviction, else 429
+  TooManyRequests with a `DisruptionBudget` cause. A pod that is not healthy
+  is always evictable (unhealthyPodEvictionPolicy AlwaysAllow). An allowed
+  eviction deletes the pod (finalizers honoured) and answers 201 with a
+  Success Status.
 - Errors are metav1.Status objects with the real reasons: NotFound (404),
   AlreadyExists (409), Conflict (409), Invalid (422), BadRequest (400),
   MethodNotAllowed (405), Expired (410).
@@ -657,6 +666,82 @@ def matches(obj, label_preds, field_preds):
     return all(p(labels) for p in label_preds) and all(p(obj) for p in field_preds)
 
 
+# ---------------------------------------------------------------- eviction
+
+
+def selector_matches(selector, labels):
+    """Whether a metav1.LabelSelector (matchLabels, matchExpressions) selects labels."""
+    if not selector:
+        return False  # policy/v1: an empty or missing selector selects nothing
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, vals = e.get("key"), e.get("operator"), e.get("values") or []
+        if op == "In" and labels.get(key) not in vals:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in vals:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def pod_healthy(pod):
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running" or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def budget_count(value, total, round_up):
+    """An IntOrString budget field as a pod count ("50%" of total, rounded as the API server does)."""
+    if isinstance(value, str) and value.endswith("%"):
+        try:
+            pct = int(value[:-1])
+        except ValueError:
+            raise ApiError(422, "Invalid", f"invalid budget value {value!r}")
+        num = pct * total
+        return -(-num // 100) if round_up else num // 100
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ApiError(422, "Invalid", f"invalid budget value {value!r}")
+
+
+def evict_pod(store, r, ns, name):
+    """policy/v1 Eviction: delete the pod unless a matching PodDisruptionBudget forbids it."""
+    with store.cond:
+        pod = store.get(r, ns, name)
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        pdbs = store.resources.get(("policy", "v1", "poddisruptionbudgets"))
+        if pod_healthy(pod) and pdbs is not None:
+            pods = [p for (pns, _), p in store.objects[r.storage_key].items() if pns == ns]
+            for (bns, bname), pdb in sorted(store.objects[pdbs.storage_key].items()):
+                spec = pdb.get("spec") or {}
+                if bns != ns or not selector_matches(spec.get("selector"), labels):
+                    continue
+                selected = [p for p in pods
+                            if selector_matches(spec.get("selector"), (p.get("metadata") or {}).get("labels") or {})]
+                expected = len(selected)
+                healthy = sum(1 for p in selected if pod_healthy(p))
+                if spec.get("minAvailable") is not None:
+                    desired = budget_count(spec["minAvailable"], expected, True)
+                elif spec.get("maxUnavailable") is not None:
+                    desired = expected - budget_count(spec["maxUnavailable"], expected, True)
+                else:
+                    desired = expected  # neither set: no voluntary disruption allowed
+                if healthy - 1 < desired:
+                    raise ApiError(429, "TooManyRequests",
+                                   "Cannot evict pod as it would violate the pod's disruption budget.",
+                                   {"causes": [{"reason": "DisruptionBudget",
+                                                "message": f"The disruption budget {bname} needs {desired} healthy pods and has {healthy} currently"}]})
+        store.delete(r, ns, name, {})
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+
 # ---------------------------------------------------------------- HTTP
 
 class Handler(BaseHTTPRequestHandler):
@@ -748,7 +833,8 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if not r.namespaced:
             ns = None
-        if sub is not None and not (sub == "status" and r.status):
+        if sub is not None and not (sub == "status" and r.status) and not (
+                sub == "eviction" and r.group == "" and r.plural == "pods"):
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({sub})")
         return ("res", r, ns, name, sub)
 
@@ -805,6 +891,9 @@ class Handler(BaseHTTPRequestHandler):
                         return self._watch(r, ns, q, labels, fields)
                     return self._send(200, self.store.list(r, ns, labels, fields))
                 return self._send(200, self.store.get(r, ns or "", name))
+            if method == "POST" and sub == "eviction":
+                self._json_body()  # the Eviction body carries nothing the check needs
+                return self._send(201, evict_pod(self.store, r, ns, name))
             if method == "POST":
                 if name is not None:
                     raise ApiError(405, "MethodNotAllowed", "POST on a named resource")
