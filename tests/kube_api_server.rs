@@ -1,7 +1,8 @@
 //! The Kubernetes API test server's own semantics, checked with the real
 //! `kube::Client`: stamping, 404/409 reasons, optimistic concurrency, status
 //! subresource, patches (merge, JSON, apply), finalizers and deletion, label
-//! selectors, watch resume, CRDs, Leases.
+//! selectors, watch resume, CRDs, Leases, pod eviction against
+//! PodDisruptionBudgets.
 
 mod support;
 
