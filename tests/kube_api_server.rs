@@ -1,7 +1,8 @@
 //! The Kubernetes API test server's own semantics, checked with the real
 //! `kube::Client`: stamping, 404/409 reasons, optimistic concurrency, status
 //! subresource, patches (merge, JSON, apply), finalizers and deletion, label
-//! selectors, watch resume, CRDs, Leases, evictions and disruption budgets.
+//! selectors, watch resume, CRDs, Leases, pod eviction against
+//! PodDisruptionBudgets.
 
 mod support;
 
@@ -10,11 +11,10 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{
-    Api, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams,
-    WatchEvent, WatchParams,
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
 };
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
@@ -453,110 +453,116 @@ async fn watch_bookmarks_and_expired_resource_versions() {
     }
 }
 
-fn pod(name: &str, app: &str) -> Pod {
-    serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name, "labels": {"app": app}},
-        "spec": {"containers": [{"name": "c", "image": "i"}]},
+/// POSTs an empty Eviction over a plain HTTP/1.1 connection; returns the
+/// status code and the body.
+fn raw_post(url: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut conn = std::net::TcpStream::connect(addr).expect("connect");
+    let body = r#"{"apiVersion":"policy/v1","kind":"Eviction"}"#;
+    write!(
+        conn,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).expect("read");
+    let code = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status line");
+    let body = answer
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (code, body)
+}
+
+/// A running, Ready pod labelled `app=web`.
+fn ready_pod(name: &str) -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
     }))
     .expect("pod")
 }
 
-async fn make_pod(pods: &Api<Pod>, name: &str, app: &str, running: bool) {
-    pods.create(&PostParams::default(), &pod(name, app))
-        .await
-        .expect("create pod");
-    if running {
+#[tokio::test]
+async fn eviction_honours_pod_disruption_budgets() {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use kube::api::EvictParams;
+    let server = ApiServer::start();
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    for name in ["a", "b", "c"] {
+        pods.create(&PostParams::default(), &ready_pod(name))
+            .await
+            .expect("create pod");
+        // status is dropped at create: mark the pod Running and Ready
         pods.patch_status(
             name,
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"status": {"phase": "Running",
-                "conditions": [{"type": "Ready", "status": "True"}]}})),
+            &Patch::Merge(json!({"status": ready_pod(name).status})),
         )
         .await
-        .expect("pod status");
+        .expect("ready");
     }
-}
-
-#[tokio::test]
-async fn eviction_honours_disruption_budgets() {
-    let server = ApiServer::start();
-    let client = server.client();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
-    for (name, app, running) in [
-        ("web-1", "web", true),
-        ("web-2", "web", true),
-        ("web-3", "web", false),
-        ("free", "other", true),
-    ] {
-        make_pod(&pods, name, app, running).await;
-    }
-    let pdb: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+    // without a budget an eviction deletes the pod
+    pods.evict("a", &EvictParams::default())
+        .await
+        .expect("evict unguarded");
+    assert!(pods.get_opt("a").await.expect("get").is_none());
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(server.client(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
         "metadata": {"name": "web"},
-        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}
     }))
     .expect("pdb");
     pdbs.create(&PostParams::default(), &pdb)
         .await
-        .expect("pdb");
-
-    // two healthy web pods, two wanted: a healthy one may not go
-    let refused = pods
-        .evict("web-1", &EvictParams::default())
+        .expect("create pdb");
+    // two healthy pods and minAvailable 2: refused with 429 and a DisruptionBudget
+    // cause (sent raw: the kube client retries 429 answers on its own)
+    let (code, body) = raw_post(&server.url, "/api/v1/namespaces/default/pods/b/eviction");
+    assert_eq!(code, 429, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).expect("status json");
+    assert_eq!(status["reason"], "TooManyRequests");
+    assert_eq!(status["details"]["causes"][0]["reason"], "DisruptionBudget");
+    assert!(
+        pods.get_opt("b").await.expect("get").is_some(),
+        "not forced"
+    );
+    // a pod that is not Ready does not count as healthy and is always evictable
+    pods.patch_status(
+        "c",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}})),
+    )
+    .await
+    .expect("unready");
+    pods.evict("c", &EvictParams::default())
         .await
-        .expect_err("budget refuses");
-    match refused {
-        kube::Error::Api(s) => {
-            assert_eq!(s.code, 429);
-            assert_eq!(s.reason, "TooManyRequests");
-        }
-        other => panic!("unexpected {other}"),
-    }
-    assert!(pods.get_opt("web-1").await.expect("get").is_some());
-    // the unhealthy one may: the budget is met without it
-    pods.evict("web-3", &EvictParams::default())
-        .await
-        .expect("unhealthy pod evicted");
-    assert!(pods.get_opt("web-3").await.expect("get").is_none());
-    // a pod no budget covers goes at once
-    pods.evict("free", &EvictParams::default())
-        .await
-        .expect("free pod evicted");
-    assert!(pods.get_opt("free").await.expect("get").is_none());
-    // percentages: maxUnavailable 50 % of 2 rounds up to 1 → one may go
+        .expect("unhealthy pod is evictable");
+    // maxUnavailable 50% of one pod rounds up to one: b may go now
     pdbs.patch(
         "web",
         &PatchParams::default(),
-        &Patch::Json::<()>(
-            serde_json::from_value(serde_json::json!([
-                {"op": "remove", "path": "/spec/minAvailable"},
-                {"op": "add", "path": "/spec/maxUnavailable", "value": "50%"}
-            ]))
-            .expect("patch"),
-        ),
+        &Patch::Merge(json!({"spec": {"minAvailable": null, "maxUnavailable": "50%"}})),
     )
     .await
-    .expect("patch pdb");
-    pods.evict("web-1", &EvictParams::default())
+    .expect("relax budget");
+    pods.evict("b", &EvictParams::default())
         .await
         .expect("allowed by maxUnavailable");
-    // minAvailable 100 %: nothing may go
-    pdbs.patch(
-        "web",
-        &PatchParams::default(),
-        &Patch::Json::<()>(
-            serde_json::from_value(serde_json::json!([
-                {"op": "remove", "path": "/spec/maxUnavailable"},
-                {"op": "add", "path": "/spec/minAvailable", "value": "100%"}
-            ]))
-            .expect("patch"),
-        ),
-    )
-    .await
-    .expect("patch pdb");
-    let refused = pods.evict("web-2", &EvictParams::default()).await;
-    assert!(matches!(refused, Err(kube::Error::Api(s)) if s.code == 429));
-    // unknown pod: NotFound
-    let missing = pods.evict("nope", &EvictParams::default()).await;
-    assert!(matches!(missing, Err(kube::Error::Api(s)) if s.code == 404));
+    assert!(pods.get_opt("b").await.expect("get").is_none());
+    // an eviction of a missing pod is 404
+    let err = pods
+        .evict("gone", &EvictParams::default())
+        .await
+        .expect_err("missing");
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 404));
 }
