@@ -150,3 +150,125 @@ pub fn report(metrics: &Metrics, snapshot: &Snapshot, plan: &Plan, now: Time) {
         metrics.evictions.get_or_create(&labels).inc();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use muster_planner::plan::Admission;
+    use muster_planner::{GangId, Plan, Snapshot, Time};
+
+    use super::*;
+
+    const SNAPSHOT: &str = r#"
+queues:
+- name: team-a
+  pools: [gpu]
+pools:
+- name: gpu
+  provider: sim
+- name: idle
+  provider: sim
+nodes:
+- name: n1
+  pool: gpu
+  price: 32.0
+  allocatable: {cpu: 96, memory: 1152Gi, nvidia.com/gpu: 8}
+  reservedFor: a/run
+- name: n2
+  pool: gpu
+  price: 32.0
+  allocatable: {cpu: 96, memory: 1152Gi, nvidia.com/gpu: 8}
+  reservedFor: a/adm
+- name: n3
+  pool: gpu
+  price: 10.5
+  phase: Launched
+  allocatable: {cpu: 96, memory: 1152Gi, nvidia.com/gpu: 8}
+- name: n4
+  pool: gpu
+  price: 5.0
+  phase: Terminating
+  allocatable: {cpu: 96, memory: 1152Gi, nvidia.com/gpu: 8}
+- name: e1
+  pool: idle
+  price: 1.25
+  allocatable: {cpu: 8, memory: 32Gi, nvidia.com/gpu: 1}
+  emptySince: 0
+- name: unmanaged
+  allocatable: {cpu: 8, memory: 32Gi, nvidia.com/gpu: 4}
+gangs:
+- id: a/run
+  queue: team-a
+  arrival: 0
+  podSets:
+  - {name: w, count: 2, requests: {nvidia.com/gpu: 4}}
+  phase: Running
+  assignments:
+  - {podSet: w, index: 0, node: n1}
+  - {podSet: w, index: 1, node: n1}
+- id: a/adm
+  queue: team-b
+  arrival: 0
+  podSets:
+  - {name: w, count: 1, requests: {nvidia.com/gpu: 6}}
+  phase: Admitted
+  assignments:
+  - {podSet: w, index: 0, node: n2}
+- id: a/q
+  queue: team-a
+  arrival: 400
+  podSets:
+  - {name: w, count: 1, requests: {nvidia.com/gpu: 1}}
+"#;
+
+    #[test]
+    fn figures_of_a_cycle() {
+        let snapshot: Snapshot = serde_yaml::from_str(SNAPSHOT).expect("snapshot");
+        let plan = Plan {
+            admissions: vec![Admission {
+                gang: GangId::new("a/q"),
+                assignments: Vec::new(),
+            }],
+            ..Plan::default()
+        };
+        let f = figures(&snapshot, &plan, Time(1000), 1800.0);
+        let m = |pairs: &[(&str, i64)]| -> BTreeMap<String, i64> {
+            pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+        };
+        // Ready nodes only; the unmanaged node belongs to no pool
+        assert_eq!(f.pool_gpus, m(&[("gpu", 16), ("idle", 1)]));
+        assert_eq!(f.pool_allocated, m(&[("gpu", 14), ("idle", 0)]));
+        assert_eq!(f.pool_busy, m(&[("gpu", 8), ("idle", 0)]));
+        // every phase but Terminating costs money
+        assert_eq!(f.pool_cost["gpu"], 74.5);
+        assert_eq!(f.pool_cost["idle"], 1.25);
+        assert_eq!(f.idle_node_seconds["gpu"], 0.0);
+        assert_eq!(f.idle_node_seconds["idle"], 1800.0);
+        // 8 GPUs for half an hour, 6 GPUs for half an hour
+        assert_eq!(f.gpu_hours["team-a"], 4.0);
+        assert_eq!(f.gpu_hours["team-b"], 3.0);
+        assert_eq!(f.admission_waits, vec![("team-a".to_string(), 600.0)]);
+        assert!(f.preemptions.is_empty());
+    }
+
+    #[test]
+    fn report_accumulates_counters_between_cycles() {
+        let snapshot: Snapshot = serde_yaml::from_str(SNAPSHOT).expect("snapshot");
+        let metrics = Metrics::new();
+        report(&metrics, &snapshot, &Plan::default(), Time(1000));
+        report(&metrics, &snapshot, &Plan::default(), Time(1360));
+        let text = metrics.encode();
+        assert!(
+            text.contains("muster_gpu_hours_total{queue=\"team-a\"} 0.8"),
+            "{text}"
+        );
+        assert!(
+            text.contains("muster_idle_node_seconds_total{pool=\"idle\"} 360.0"),
+            "{text}"
+        );
+        assert!(text.contains("muster_pool_gpus{pool=\"gpu\"} 16"), "{text}");
+        assert!(
+            text.contains("muster_pool_cost_dollars_per_hour{pool=\"gpu\"} 74.5"),
+            "{text}"
+        );
+    }
+}
