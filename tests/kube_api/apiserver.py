@@ -941,6 +941,29 @@ class Server(ThreadingHTTPServer):
     verbose = False
 
 
+def preload(store, path):
+    """Creates every object of a JSON-lines file (built-in kinds), keeping its status."""
+    by_kind = {(r.api_version, r.kind): r for r in store.resources.values()}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            obj = json.loads(line)
+            r = by_kind.get((obj.get("apiVersion"), obj.get("kind")))
+            if r is None:
+                sys.exit(f"{path}:{n}: unknown kind {obj.get('apiVersion')}/{obj.get('kind')}")
+            status = obj.get("status")
+            ns = obj.get("metadata", {}).get("namespace") if r.namespaced else None
+            created = store.create(r, ns, obj)
+            if status is not None:
+                name = created["metadata"]["name"]
+                store.objects[r.storage_key][(ns or "", name)]["status"] = status
+    # preloaded objects are a starting state, not watch history
+    with store.cond:
+        store.log.clear()
+        store.oldest = store.rv
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--host", default="127.0.0.1")
@@ -948,6 +971,8 @@ def main():
     ap.add_argument("--history", type=int, default=100000, help="watch events kept for resumption")
     ap.add_argument("--bookmark-secs", type=float, default=1.0)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--preload", help="create every object of this JSON-lines file before serving "
+                    "(status kept as given); for large benchmark clusters")
     ap.add_argument("--audit-log", help="append one JSON line per resource request (verb, apiGroup, "
                     "resource, subresource, namespace) to this file")
     ap.add_argument("--exit-on-stdin-eof", action="store_true",
@@ -957,6 +982,8 @@ def main():
     Handler.bookmark_secs = args.bookmark_secs
     if args.audit_log:
         Handler.audit = open(args.audit_log, "a", encoding="utf-8")
+    if args.preload:
+        preload(Handler.store, args.preload)
     srv = Server((args.host, args.port), Handler)
     srv.verbose = args.verbose
     print(f"LISTENING http://{args.host}:{srv.server_address[1]}", flush=True)
