@@ -387,7 +387,8 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
 pub fn reference_markdown() -> String {
     let mut out = String::from(
         "# Metrics reference\n\n\
-         Generated from `src/controller/metrics.rs` by `cargo test --test metrics_reference` \
+         Generated from `src/controller/metrics.rs` by \
+         `cargo test --features controller --test metrics_reference` \
          (`MUSTER_BLESS=1` rewrites it). Served as OpenMetrics text on `/metrics` of \
          `muster controller --metrics-addr`. Counters carry the `_total` suffix on the wire; \
          histograms expose `_bucket`, `_sum` and `_count`. Labels are bounded: never an \
