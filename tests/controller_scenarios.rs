@@ -100,7 +100,12 @@ fn start_with(
 
 /// API server, CRDs, a NodeClass, a pool of 8×A100 nodes and a queue.
 async fn world() -> (ApiServer, kube::Client) {
-    let server = ApiServer::start();
+    world_with(&[]).await
+}
+
+/// The world of [`world`] on a server started with extra options.
+async fn world_with(extra: &[&str]) -> (ApiServer, kube::Client) {
+    let server = ApiServer::start_with(extra);
     let client = server.client();
     support::install_crds(&client).await;
     create(&client, "NodeClass", "nodeclasses", None, json!({
@@ -294,11 +299,28 @@ async fn s1_real_planner() {
 
 // ---------------------------------------------------------------- (2)
 
-async fn scenario_gang_of_four(planner: PlanFn) {
-    let (_server, client) = world().await;
+/// What a finished scenario (2) leaves running, for further checks.
+struct GangOfFour {
+    _server: ApiServer,
+    _emu: Emulator,
+    ctl: Running,
+}
+
+async fn scenario_gang_of_four(planner: PlanFn) -> GangOfFour {
+    scenario_gang_of_four_with(planner, &[]).await
+}
+
+async fn scenario_gang_of_four_with(planner: PlanFn, server_options: &[&str]) -> GangOfFour {
+    let (server, client) = world_with(server_options).await;
     let cloud = FakeCloud::new(Some(client.clone()));
     let emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let _ctl = start(&client, &cloud, planner, "c1", false);
+    let ctl = start(
+        &server.client_as("controller"),
+        &cloud,
+        planner,
+        "c1",
+        false,
+    );
     submit(&client, "big", 4, 8, true).await;
     let pods = eventually(30, "four pods running", || {
         let client = client.clone();
@@ -378,6 +400,11 @@ async fn scenario_gang_of_four(planner: PlanFn) {
         .filter_map(|p| p.spec.as_ref()?.node_name.clone())
         .collect();
     assert_eq!(on, pn_names, "one pod per launched node");
+    GangOfFour {
+        _server: server,
+        _emu: emu,
+        ctl,
+    }
 }
 
 #[tokio::test]
@@ -878,4 +905,131 @@ async fn pods_not_ready_in_time_evict_the_whole_gang() {
     );
     assert!(tmpl.affinity.is_none(), "submitted template restored");
     assert!(!admitted_nodes);
+}
+
+// ---------------------------------------------------------------- metrics and RBAC over scenario (2)
+
+/// A real Prometheus scrapes the controller's `/metrics` after scenario (2)
+/// and finds the launches, the running gang and the pool's GPUs.
+#[tokio::test]
+async fn s2_metrics_scraped_by_prometheus() {
+    if std::env::var("MUSTER_SKIP_PROMETHEUS").as_deref() == Ok("1") {
+        eprintln!("MUSTER_SKIP_PROMETHEUS=1: skipped");
+        return;
+    }
+    let done = scenario_gang_of_four(stub()).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind metrics");
+    let target = listener.local_addr().expect("metrics address");
+    let serving = tokio::spawn(controller::metrics::serve(
+        listener,
+        done.ctl.metrics.clone(),
+    ));
+    let prom = support::prometheus::Prometheus::start(target);
+    let expected = [
+        (
+            r#"muster_launches_total{pool="a100",capacity_type="on-demand",result="Launched"}"#,
+            4.0,
+        ),
+        (r#"sum(muster_gangs{phase="Running"})"#, 1.0),
+        (r#"muster_pool_gpus{pool="a100"}"#, 32.0),
+        (r#"muster_pool_allocated_gpus{pool="a100"}"#, 32.0),
+        (r#"muster_pool_busy_gpus{pool="a100"}"#, 32.0),
+        (r#"muster_pool_cost_dollars_per_hour{pool="a100"}"#, 40.0),
+        (
+            r#"muster_admission_wait_seconds_count{queue="team-a"}"#,
+            1.0,
+        ),
+        ("muster_leader", 1.0),
+    ];
+    let prom = Arc::new(prom);
+    eventually(90, "Prometheus has the expected series", || {
+        let prom = prom.clone();
+        async move {
+            let got: Vec<Option<f64>> = expected.iter().map(|(q, _)| prom.value(q)).collect();
+            let ok = expected
+                .iter()
+                .zip(&got)
+                .all(|((_, want), got)| *got == Some(*want));
+            if !ok {
+                eprintln!("prometheus: {got:?}");
+            }
+            ok.then_some(())
+        }
+    })
+    .await;
+    let cycles = prom
+        .value("muster_planner_duration_seconds_count")
+        .expect("planner duration scraped");
+    assert!(cycles >= 1.0, "{cycles}");
+    serving.abort();
+}
+
+/// The RBAC manifest names no wildcard.
+#[test]
+fn rbac_has_no_wildcards() {
+    let rules = support::rbac::rules();
+    assert!(rules.len() >= 5, "{rules:?}");
+    for r in &rules {
+        for field in [&r.api_groups, &r.resources, &r.verbs] {
+            assert!(
+                field.iter().all(|v| !v.contains('*')),
+                "wildcard in a rule of {}: {r:?}",
+                r.from
+            );
+            assert!(
+                !field.is_empty(),
+                "empty list in a rule of {}: {r:?}",
+                r.from
+            );
+        }
+    }
+}
+
+/// Every request the controller makes during scenario (2) is allowed by
+/// `deploy/rbac.yaml` (the API test server's audit log lists them).
+#[tokio::test]
+async fn rbac_allows_every_request_of_scenario_2() {
+    let log = std::env::temp_dir().join(format!("muster-audit-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let log_arg = log.to_str().expect("utf-8 temp path").to_string();
+    let done = scenario_gang_of_four_with(stub(), &["--audit-log", &log_arg]).await;
+    drop(done);
+    let text = std::fs::read_to_string(&log).expect("audit log");
+    let _ = std::fs::remove_file(&log);
+    let rules = support::rbac::rules();
+    let mut used = vec![false; rules.len()];
+    let mut denied = BTreeSet::new();
+    let mut seen = 0;
+    for line in text.lines() {
+        let e: serde_json::Value = serde_json::from_str(line).expect("audit line");
+        if e["client"] != "controller" {
+            continue;
+        }
+        seen += 1;
+        let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+        let resource = match s("subresource").as_str() {
+            "" => s("resource"),
+            sub => format!("{}/{sub}", s("resource")),
+        };
+        let (verb, group, ns) = (s("verb"), s("apiGroup"), s("namespace"));
+        let mut allowed = false;
+        for (i, r) in rules.iter().enumerate() {
+            if r.allows(&verb, &group, &resource, &ns) {
+                used[i] = true;
+                allowed = true;
+            }
+        }
+        if !allowed {
+            denied.insert(format!("{verb} {group}/{resource} in {ns:?}"));
+        }
+    }
+    assert!(seen > 20, "the audit log saw {seen} controller requests");
+    assert!(denied.is_empty(), "requests RBAC would deny: {denied:#?}");
+    for (r, used) in rules.iter().zip(&used) {
+        if !used {
+            eprintln!("rule not used by scenario (2): {} {r:?}", r.from);
+        }
+    }
 }

@@ -51,6 +51,14 @@ pub struct ControllerArgs {
     /// Leader-election Lease namespace.
     #[arg(long, env = "MUSTER_LEASE_NAMESPACE", default_value = "muster-system")]
     pub lease_namespace: String,
+    /// How long a Lease holder leads without renewing (e.g. 15s); a follower
+    /// takes over this long after the leader stopped renewing.
+    #[arg(long, env = "MUSTER_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+    /// How often the leader renews and a follower retries (e.g. 5s); must be
+    /// shorter than --lease-duration.
+    #[arg(long, env = "MUSTER_LEASE_RETRY_PERIOD", default_value = "5s", value_parser = parse_duration)]
+    pub lease_retry_period: Duration,
     /// Run without leader election (a single replica only).
     #[arg(long)]
     pub no_leader_election: bool,
@@ -123,7 +131,27 @@ async fn client(args: &ControllerArgs) -> Result<kube::Client, CliError> {
     kube::Client::try_from(config).map_err(|e| CliError::failed(format!("kube client: {e}")))
 }
 
+/// Checks the leader-election timings: a holder must renew well before its
+/// Lease expires.
+fn check_lease_timing(duration: Duration, retry: Duration) -> Result<(), CliError> {
+    if duration < Duration::from_secs(1) {
+        return Err(CliError::input(format!(
+            "--lease-duration {duration:?}: must be at least 1s (the Lease counts whole seconds)"
+        )));
+    }
+    if retry.is_zero() || retry >= duration {
+        return Err(CliError::input(format!(
+            "--lease-retry-period {retry:?} must be greater than zero and shorter than \
+             --lease-duration {duration:?}"
+        )));
+    }
+    Ok(())
+}
+
 async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
+    if !args.no_leader_election {
+        check_lease_timing(args.lease_duration, args.lease_retry_period)?;
+    }
     let client = client(&args).await?;
     let identity = args
         .identity
@@ -139,8 +167,8 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
         config.lease = Some(LeaseConfig {
             name: args.lease_name.clone(),
             namespace: args.lease_namespace.clone(),
-            duration: Duration::from_secs(15),
-            renew_every: Duration::from_secs(5),
+            duration: args.lease_duration,
+            renew_every: args.lease_retry_period,
         });
     }
     let metrics = Arc::new(Metrics::new());
@@ -167,4 +195,33 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
     controller::run(client, config, deps, shutdown)
         .await
         .map_err(|e| CliError::failed(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_timing_is_validated() {
+        let s = Duration::from_secs;
+        let cases = [
+            (s(15), s(5), true),
+            (s(2), s(1), true),
+            (s(5), s(5), false),
+            (s(5), s(10), false),
+            (s(5), s(0), false),
+            (
+                Duration::from_millis(500),
+                Duration::from_millis(100),
+                false,
+            ),
+        ];
+        for (duration, retry, ok) in cases {
+            let got = check_lease_timing(duration, retry);
+            assert_eq!(got.is_ok(), ok, "{duration:?} / {retry:?}: {got:?}");
+            if let Err(e) = got {
+                assert!(e.to_string().contains("--lease-"), "{e}");
+            }
+        }
+    }
 }

@@ -2,8 +2,8 @@
 //! `/metrics`, `/healthz`, `/readyz` endpoint. Labels are bounded: queue,
 //! pool, phase, capacity_type, reason, result.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -34,6 +34,169 @@ pub struct LaunchLabels {
     pub result: String,
 }
 
+/// Labels of per-queue metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    /// GPUQueue.
+    pub queue: String,
+}
+
+/// Labels of per-pool metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    /// GPUPool.
+    pub pool: String,
+}
+
+/// Labels of counters by reason.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// A bounded reason (an enum variant name).
+    pub reason: String,
+}
+
+/// What kind of metric a [`MetricDoc`] describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricKind {
+    /// Monotonic counter (exposed with a `_total` suffix).
+    Counter,
+    /// Value that goes up and down.
+    Gauge,
+    /// Distribution in buckets.
+    Histogram,
+}
+
+impl MetricKind {
+    /// The OpenMetrics type name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricKind::Counter => "counter",
+            MetricKind::Gauge => "gauge",
+            MetricKind::Histogram => "histogram",
+        }
+    }
+}
+
+/// One metric's name, type, help and label names: the single source both
+/// registration and the generated reference read.
+#[derive(Clone, Copy, Debug)]
+pub struct MetricDoc {
+    /// Name without the `muster_` prefix and without `_total`.
+    pub name: &'static str,
+    /// Type.
+    pub kind: MetricKind,
+    /// Help text.
+    pub help: &'static str,
+    /// Label names.
+    pub labels: &'static [&'static str],
+}
+
+/// Every metric the controller exports, in registration order.
+pub const METRICS: &[MetricDoc] = &[
+    MetricDoc {
+        name: "gangs",
+        kind: MetricKind::Gauge,
+        help: "Gangs by queue and phase",
+        labels: &["queue", "phase"],
+    },
+    MetricDoc {
+        name: "planner_duration_seconds",
+        kind: MetricKind::Histogram,
+        help: "Time one planning call took",
+        labels: &[],
+    },
+    MetricDoc {
+        name: "launches",
+        kind: MetricKind::Counter,
+        help: "Cloud launch calls by pool, capacity type and result category",
+        labels: &["pool", "capacity_type", "result"],
+    },
+    MetricDoc {
+        name: "admission_wait_seconds",
+        kind: MetricKind::Histogram,
+        help: "Seconds from a gang's arrival to its admission, observed once per admission",
+        labels: &["queue"],
+    },
+    MetricDoc {
+        name: "pool_gpus",
+        kind: MetricKind::Gauge,
+        help: "GPUs of the pool's Ready nodes",
+        labels: &["pool"],
+    },
+    MetricDoc {
+        name: "pool_allocated_gpus",
+        kind: MetricKind::Gauge,
+        help: "GPUs of the pool assigned to admitted or running gangs",
+        labels: &["pool"],
+    },
+    MetricDoc {
+        name: "pool_busy_gpus",
+        kind: MetricKind::Gauge,
+        help: "GPUs of the pool requested by gangs whose pods all run",
+        labels: &["pool"],
+    },
+    MetricDoc {
+        name: "pool_cost_dollars_per_hour",
+        kind: MetricKind::Gauge,
+        help: "Sum of the hourly prices of the pool's nodes, launched or in flight",
+        labels: &["pool"],
+    },
+    MetricDoc {
+        name: "evictions",
+        kind: MetricKind::Counter,
+        help: "Gangs evicted by reason",
+        labels: &["reason"],
+    },
+    MetricDoc {
+        name: "preemptions",
+        kind: MetricKind::Counter,
+        help: "Gangs preempted by the planner by reason",
+        labels: &["reason"],
+    },
+    MetricDoc {
+        name: "idle_node_seconds",
+        kind: MetricKind::Counter,
+        help: "Seconds the pool's Ready nodes ran with no pods, summed over nodes",
+        labels: &["pool"],
+    },
+    MetricDoc {
+        name: "gpu_hours",
+        kind: MetricKind::Counter,
+        help: "GPU-hours held by admitted and running gangs of the queue",
+        labels: &["queue"],
+    },
+    MetricDoc {
+        name: "planning_cycles",
+        kind: MetricKind::Counter,
+        help: "Planning cycles run",
+        labels: &[],
+    },
+    MetricDoc {
+        name: "leader",
+        kind: MetricKind::Gauge,
+        help: "1 while this instance holds the leader Lease",
+        labels: &[],
+    },
+];
+
+/// The help text of the metric `name` in [`METRICS`].
+fn help(name: &str) -> &'static str {
+    METRICS
+        .iter()
+        .find(|m| m.name == name)
+        .map_or("", |m| m.help)
+}
+
+/// Buckets of the admission wait: one second to about two days.
+fn wait_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 3.0, 12))
+}
+
+/// A floating-point gauge.
+pub type FloatGauge = Gauge<f64, AtomicU64>;
+/// A floating-point counter.
+pub type FloatCounter = Counter<f64, AtomicU64>;
+
 /// Every metric of the controller, plus health flags.
 pub struct Metrics {
     registry: Registry,
@@ -43,6 +206,26 @@ pub struct Metrics {
     pub plan_duration: Histogram,
     /// Cloud launch calls by result category.
     pub launches: Family<LaunchLabels, Counter>,
+    /// Seconds from arrival to admission, per queue.
+    pub admission_wait: Family<QueueLabels, Histogram>,
+    /// GPUs of Ready nodes per pool.
+    pub pool_gpus: Family<PoolLabels, Gauge>,
+    /// GPUs assigned to admitted or running gangs per pool.
+    pub pool_allocated_gpus: Family<PoolLabels, Gauge>,
+    /// GPUs requested by running gangs per pool.
+    pub pool_busy_gpus: Family<PoolLabels, Gauge>,
+    /// Hourly price of the pool's nodes.
+    pub pool_cost: Family<PoolLabels, FloatGauge>,
+    /// Gang evictions by reason.
+    pub evictions: Family<ReasonLabels, Counter>,
+    /// Planner preemptions by reason.
+    pub preemptions: Family<ReasonLabels, Counter>,
+    /// Node-seconds without pods per pool.
+    pub idle_node_seconds: Family<PoolLabels, FloatCounter>,
+    /// GPU-hours of admitted gangs per queue.
+    pub gpu_hours: Family<QueueLabels, FloatCounter>,
+    /// The time of the previous metrics report (seconds), for accumulating counters.
+    pub(crate) last_report: Mutex<Option<i64>>,
     /// Planning cycles run.
     pub cycles: Counter,
     /// 1 while this instance holds the leader Lease.
@@ -61,32 +244,73 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("muster");
         let gangs = Family::<GangLabels, Gauge>::default();
-        registry.register("gangs", "Gangs by queue and phase", gangs.clone());
+        registry.register("gangs", help("gangs"), gangs.clone());
         let plan_duration = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
         registry.register(
             "planner_duration_seconds",
-            "Time one planning call took",
+            help("planner_duration_seconds"),
             plan_duration.clone(),
         );
         let launches = Family::<LaunchLabels, Counter>::default();
+        registry.register("launches", help("launches"), launches.clone());
+        let admission_wait =
+            Family::<QueueLabels, Histogram>::new_with_constructor(wait_histogram as fn() -> _);
         registry.register(
-            "launches",
-            "Cloud launch calls by pool, capacity type and result category",
-            launches.clone(),
+            "admission_wait_seconds",
+            help("admission_wait_seconds"),
+            admission_wait.clone(),
         );
+        let pool_gpus = Family::<PoolLabels, Gauge>::default();
+        registry.register("pool_gpus", help("pool_gpus"), pool_gpus.clone());
+        let pool_allocated_gpus = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "pool_allocated_gpus",
+            help("pool_allocated_gpus"),
+            pool_allocated_gpus.clone(),
+        );
+        let pool_busy_gpus = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "pool_busy_gpus",
+            help("pool_busy_gpus"),
+            pool_busy_gpus.clone(),
+        );
+        let pool_cost = Family::<PoolLabels, FloatGauge>::default();
+        registry.register(
+            "pool_cost_dollars_per_hour",
+            help("pool_cost_dollars_per_hour"),
+            pool_cost.clone(),
+        );
+        let evictions = Family::<ReasonLabels, Counter>::default();
+        registry.register("evictions", help("evictions"), evictions.clone());
+        let preemptions = Family::<ReasonLabels, Counter>::default();
+        registry.register("preemptions", help("preemptions"), preemptions.clone());
+        let idle_node_seconds = Family::<PoolLabels, FloatCounter>::default();
+        registry.register(
+            "idle_node_seconds",
+            help("idle_node_seconds"),
+            idle_node_seconds.clone(),
+        );
+        let gpu_hours = Family::<QueueLabels, FloatCounter>::default();
+        registry.register("gpu_hours", help("gpu_hours"), gpu_hours.clone());
         let cycles = Counter::default();
-        registry.register("planning_cycles", "Planning cycles run", cycles.clone());
+        registry.register("planning_cycles", help("planning_cycles"), cycles.clone());
         let leader = Gauge::default();
-        registry.register(
-            "leader",
-            "1 while this instance holds the leader Lease",
-            leader.clone(),
-        );
+        registry.register("leader", help("leader"), leader.clone());
         Metrics {
             registry,
             gangs,
             plan_duration,
             launches,
+            admission_wait,
+            pool_gpus,
+            pool_allocated_gpus,
+            pool_busy_gpus,
+            pool_cost,
+            evictions,
+            preemptions,
+            idle_node_seconds,
+            gpu_hours,
+            last_report: Mutex::new(None),
             cycles,
             leader,
             synced: AtomicBool::new(false),
@@ -156,5 +380,112 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
             let _ = sock.write_all(resp.as_bytes()).await;
             let _ = sock.shutdown().await;
         });
+    }
+}
+
+/// The Markdown reference of every metric (`docs/reference/metrics.md`).
+pub fn reference_markdown() -> String {
+    let mut out = String::from(
+        "# Metrics reference\n\n\
+         Generated from `src/controller/metrics.rs` by \
+         `cargo test --features controller --test metrics_reference` \
+         (`MUSTER_BLESS=1` rewrites it). Served as OpenMetrics text on `/metrics` of \
+         `muster controller --metrics-addr`. Counters carry the `_total` suffix on the wire; \
+         histograms expose `_bucket`, `_sum` and `_count`. Labels are bounded: never an \
+         object name.\n\n\
+         | metric | type | labels | help |\n|---|---|---|---|\n",
+    );
+    for m in METRICS {
+        let wire = match m.kind {
+            MetricKind::Counter => format!("muster_{}_total", m.name),
+            _ => format!("muster_{}", m.name),
+        };
+        let labels = if m.labels.is_empty() {
+            "-".to_string()
+        } else {
+            m.labels
+                .iter()
+                .map(|l| format!("`{l}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!(
+            "| `{wire}` | {} | {labels} | {} |\n",
+            m.kind.as_str(),
+            m.help
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every registered metric is described in [`METRICS`] with its type and
+    /// help, and every description is registered: the reference cannot drift.
+    #[test]
+    fn registry_matches_descriptions() {
+        let m = Metrics::new();
+        // give every family one series so its labels show
+        m.gangs
+            .get_or_create(&GangLabels {
+                queue: "q".into(),
+                phase: "Running".into(),
+            })
+            .set(1);
+        m.launches
+            .get_or_create(&LaunchLabels {
+                pool: "p".into(),
+                capacity_type: "spot".into(),
+                result: "Launched".into(),
+            })
+            .inc();
+        let q = QueueLabels { queue: "q".into() };
+        let p = PoolLabels { pool: "p".into() };
+        let r = ReasonLabels {
+            reason: "PodsReadyTimeout".into(),
+        };
+        m.admission_wait.get_or_create(&q).observe(3.0);
+        m.pool_gpus.get_or_create(&p).set(8);
+        m.pool_allocated_gpus.get_or_create(&p).set(8);
+        m.pool_busy_gpus.get_or_create(&p).set(8);
+        m.pool_cost.get_or_create(&p).set(1.5);
+        m.evictions.get_or_create(&r).inc();
+        m.preemptions.get_or_create(&r).inc();
+        m.idle_node_seconds.get_or_create(&p).inc_by(2.0);
+        m.gpu_hours.get_or_create(&q).inc_by(0.5);
+        let text = m.encode();
+        let mut registered = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE muster_") {
+                let (name, kind) = rest.split_once(' ').expect("type line");
+                registered.push((name.to_string(), kind.to_string()));
+            }
+        }
+        let described: Vec<(String, String)> = METRICS
+            .iter()
+            .map(|d| (d.name.to_string(), d.kind.as_str().to_string()))
+            .collect();
+        assert_eq!(registered, described);
+        for d in METRICS {
+            assert!(
+                text.contains(&format!("# HELP muster_{} {}.", d.name, d.help))
+                    || text.contains(&format!("# HELP muster_{} {}\n", d.name, d.help)),
+                "help of {} not exported as described",
+                d.name
+            );
+            let sample = text
+                .lines()
+                .find(|l| l.starts_with(&format!("muster_{}", d.name)) && !l.starts_with('#'))
+                .unwrap_or_else(|| panic!("no sample of {}", d.name));
+            for label in d.labels {
+                assert!(
+                    sample.contains(&format!("{label}=\"")),
+                    "{} lacks label {label}: {sample}",
+                    d.name
+                );
+            }
+        }
     }
 }

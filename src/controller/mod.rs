@@ -18,6 +18,7 @@ pub mod objects;
 pub mod observe;
 pub mod planning_loop;
 pub mod providers;
+pub mod report_metrics;
 pub mod translate;
 
 use std::future::Future;

@@ -213,7 +213,11 @@ where
     tokio::spawn(async move {
         let stream = reflector::reflector(
             writer,
-            watcher(api, watcher::Config::default()).default_backoff(),
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                // server-side-apply bookkeeping is often the largest part of an
+                // object and nothing here reads it: never keep it in the caches
+                .modify(|obj: &mut K| obj.meta_mut().managed_fields = None),
         );
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {

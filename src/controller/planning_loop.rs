@@ -1,6 +1,7 @@
 //! The singleton planning loop: after the caches synced, while leader,
-//! wait for a change (or the periodic tick), let the burst settle for the
-//! debounce, then run one cycle: bookkeeping steps, snapshot, plan, act.
+//! wait for a change (or the periodic tick), wait for a quiet period of the
+//! debounce (capped, so a constant stream of events cannot starve planning),
+//! then run one cycle: bookkeeping steps, snapshot, plan, act.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -91,13 +92,34 @@ pub async fn run(ctx: Arc<Ctx>, mut leader: watch::Receiver<bool>) {
             }
         }
         first = false;
-        tokio::time::sleep(ctx.config.debounce).await;
+        quiet_period(&ctx.caches.changes, ctx.config.debounce).await;
         if !*leader.borrow() {
             continue;
         }
         cycle(&ctx).await;
     }
 }
+
+/// Waits until no change arrived for `debounce`, but never longer than
+/// [`MAX_WAIT_DEBOUNCES`] debounces in all, so a constant stream of events
+/// cannot starve planning.
+pub async fn quiet_period(changes: &tokio::sync::Notify, debounce: std::time::Duration) {
+    let deadline = tokio::time::Instant::now() + debounce * MAX_WAIT_DEBOUNCES;
+    loop {
+        let quiet_until = (tokio::time::Instant::now() + debounce).min(deadline);
+        tokio::select! {
+            _ = changes.notified() => {
+                if tokio::time::Instant::now() >= deadline {
+                    return;
+                }
+            }
+            _ = tokio::time::sleep_until(quiet_until) => return,
+        }
+    }
+}
+
+/// The longest wait for quiet, in debounces.
+pub const MAX_WAIT_DEBOUNCES: u32 = 5;
 
 /// One planning cycle.
 pub async fn cycle(ctx: &Ctx) {
@@ -131,6 +153,7 @@ pub async fn cycle(ctx: &Ctx) {
     act::release::run(ctx, &plan.releases, &observed, &tr).await;
     act::evict::run(ctx, &plan.preemptions, &observed).await;
     act::status::update(ctx, &plan, &tr.snapshot, &observed, now).await;
+    super::report_metrics::report(&ctx.deps.metrics, &tr.snapshot, &plan, now);
 }
 
 /// The offerings of every valid pool, listed from its cloud when stale.
@@ -169,4 +192,47 @@ async fn refresh_offerings(ctx: &Ctx, observed: &Observed) -> BTreeMap<String, V
     }
     let _ = observed.of(Kind::GpuPool).iter().map(|p| p.name_any());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::sync::Notify;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn quiet_period_waits_for_silence_and_is_capped() {
+        let debounce = Duration::from_millis(100);
+        // silence: returns after one debounce
+        let n = Notify::new();
+        let t0 = tokio::time::Instant::now();
+        quiet_period(&n, debounce).await;
+        assert_eq!(t0.elapsed(), debounce);
+        // one event 60 ms in: the quiet period restarts from it
+        let n = Arc::new(Notify::new());
+        let n2 = n.clone();
+        let t0 = tokio::time::Instant::now();
+        let poke = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            n2.notify_one();
+        });
+        quiet_period(&n, debounce).await;
+        poke.await.expect("poke");
+        assert_eq!(t0.elapsed(), Duration::from_millis(160));
+        // an endless stream every 50 ms: capped at MAX_WAIT_DEBOUNCES debounces
+        let n = Arc::new(Notify::new());
+        let n2 = n.clone();
+        let stream = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                n2.notify_one();
+            }
+        });
+        let t0 = tokio::time::Instant::now();
+        quiet_period(&n, debounce).await;
+        stream.abort();
+        assert_eq!(t0.elapsed(), debounce * MAX_WAIT_DEBOUNCES);
+    }
 }

@@ -749,6 +749,8 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "muster-kube-api-test/1"
     store = None
     bookmark_secs = 1.0
+    audit = None
+    audit_lock = threading.Lock()
 
     def log_message(self, fmt, *args):  # quiet unless asked
         if self.server.verbose:
@@ -826,6 +828,7 @@ class Handler(BaseHTTPRequestHandler):
         plural = rest[0]
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
+        self._audit(group, plural, name, sub, ns)
         if len(rest) > 3:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         r = self.store.find(group, version, plural)
@@ -838,6 +841,25 @@ class Handler(BaseHTTPRequestHandler):
         if sub is not None and not (sub == "status" and r.status):
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({sub})")
         return ("res", r, ns, name, sub)
+
+    def _audit(self, group, plural, name, sub, ns):
+        """With --audit-log: one JSON line per resource request, in RBAC terms."""
+        if Handler.audit is None:
+            return
+        method = self.command
+        if method == "GET":
+            watch = self._query().get("watch") in ("true", "1")
+            verb = "get" if name is not None else ("watch" if watch else "list")
+        elif method == "DELETE":
+            verb = "delete" if name is not None else "deletecollection"
+        else:
+            verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
+        line = json.dumps({"client": self.headers.get("x-audit-as", ""),
+                           "verb": verb, "apiGroup": group, "resource": plural,
+                           "subresource": sub or "", "namespace": ns or ""})
+        with Handler.audit_lock:
+            Handler.audit.write(line + "\n")
+            Handler.audit.flush()
 
     def _group_list(self):
         groups = {}
@@ -1008,6 +1030,29 @@ class Server(ThreadingHTTPServer):
     verbose = False
 
 
+def preload(store, path):
+    """Creates every object of a JSON-lines file (built-in kinds), keeping its status."""
+    by_kind = {(r.api_version, r.kind): r for r in store.resources.values()}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            obj = json.loads(line)
+            r = by_kind.get((obj.get("apiVersion"), obj.get("kind")))
+            if r is None:
+                sys.exit(f"{path}:{n}: unknown kind {obj.get('apiVersion')}/{obj.get('kind')}")
+            status = obj.get("status")
+            ns = obj.get("metadata", {}).get("namespace") if r.namespaced else None
+            created = store.create(r, ns, obj)
+            if status is not None:
+                name = created["metadata"]["name"]
+                store.objects[r.storage_key][(ns or "", name)]["status"] = status
+    # preloaded objects are a starting state, not watch history
+    with store.cond:
+        store.log.clear()
+        store.oldest = store.rv
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--host", default="127.0.0.1")
@@ -1015,11 +1060,19 @@ def main():
     ap.add_argument("--history", type=int, default=100000, help="watch events kept for resumption")
     ap.add_argument("--bookmark-secs", type=float, default=1.0)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--preload", help="create every object of this JSON-lines file before serving "
+                    "(status kept as given); for large benchmark clusters")
+    ap.add_argument("--audit-log", help="append one JSON line per resource request (verb, apiGroup, "
+                    "resource, subresource, namespace) to this file")
     ap.add_argument("--exit-on-stdin-eof", action="store_true",
                     help="stop when stdin closes (the harness dies, the server follows)")
     args = ap.parse_args()
     Handler.store = Store(args.history)
     Handler.bookmark_secs = args.bookmark_secs
+    if args.audit_log:
+        Handler.audit = open(args.audit_log, "a", encoding="utf-8")
+    if args.preload:
+        preload(Handler.store, args.preload)
     srv = Server((args.host, args.port), Handler)
     srv.verbose = args.verbose
     print(f"LISTENING http://{args.host}:{srv.server_address[1]}", flush=True)

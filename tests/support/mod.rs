@@ -4,6 +4,8 @@
 
 pub mod emulator;
 pub mod fake_cloud;
+pub mod prometheus;
+pub mod rbac;
 pub mod stub_planner;
 
 use std::io::{BufRead, BufReader};
@@ -70,6 +72,17 @@ impl ApiServer {
     /// A client for it.
     pub fn client(&self) -> kube::Client {
         let config = kube::Config::new(self.url.parse().expect("url"));
+        kube::Client::try_from(config).expect("client")
+    }
+
+    /// A client whose requests the server's audit log attributes to `who`
+    /// (header `x-audit-as`).
+    pub fn client_as(&self, who: &str) -> kube::Client {
+        let mut config = kube::Config::new(self.url.parse().expect("url"));
+        config.headers.push((
+            http::HeaderName::from_static("x-audit-as"),
+            http::HeaderValue::from_str(who).expect("header value"),
+        ));
         kube::Client::try_from(config).expect("client")
     }
 }

@@ -229,6 +229,16 @@ pub async fn update(
                 tracing::warn!(gang = %obj.name_any(), error = %e, "could not evict gang");
                 continue;
             }
+            ctx.deps
+                .metrics
+                .evictions
+                .get_or_create(&super::super::metrics::ReasonLabels {
+                    reason: after
+                        .reason
+                        .clone()
+                        .unwrap_or_else(|| "Unknown".to_string()),
+                })
+                .inc();
         }
         let queue = spec::<GangSpec>(Kind::Gang, obj)
             .map(|s| s.queue)

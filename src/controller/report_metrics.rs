@@ -1,0 +1,274 @@
+//! Computes the per-cycle metrics from the snapshot and the plan, in one
+//! place, after the planning loop acted: pool GPUs (total, allocated, busy),
+//! pool cost, admission waits, preemptions, idle node-seconds and GPU-hours.
+//! It observes only; no decision reads these figures.
+
+use std::collections::BTreeMap;
+
+use muster_planner::{GangPhase, NodePhase, Plan, Snapshot, Time};
+
+use super::metrics::{Metrics, PoolLabels, QueueLabels, ReasonLabels};
+
+/// What one cycle adds to the metrics; a pure function of its inputs.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Figures {
+    /// Per pool: GPUs of Ready nodes.
+    pub pool_gpus: BTreeMap<String, i64>,
+    /// Per pool: GPUs assigned to Admitted or Running gangs.
+    pub pool_allocated: BTreeMap<String, i64>,
+    /// Per pool: GPUs requested by Running gangs.
+    pub pool_busy: BTreeMap<String, i64>,
+    /// Per pool: dollars per hour of its nodes (any phase but Terminating).
+    pub pool_cost: BTreeMap<String, f64>,
+    /// Per queue: seconds waited by each gang the plan admits.
+    pub admission_waits: Vec<(String, f64)>,
+    /// Preemption reasons of the plan.
+    pub preemptions: Vec<String>,
+    /// Per pool: node-seconds without pods since the previous report.
+    pub idle_node_seconds: BTreeMap<String, f64>,
+    /// Per queue: GPU-hours held since the previous report.
+    pub gpu_hours: BTreeMap<String, f64>,
+}
+
+/// The figures of one cycle; `elapsed` is the seconds since the previous
+/// report (0 on the first).
+pub fn figures(snapshot: &Snapshot, plan: &Plan, now: Time, elapsed: f64) -> Figures {
+    let mut f = Figures::default();
+    let mut node_pool: BTreeMap<&str, &str> = BTreeMap::new();
+    for pool in &snapshot.pools {
+        f.pool_gpus.insert(pool.name.clone(), 0);
+        f.pool_allocated.insert(pool.name.clone(), 0);
+        f.pool_busy.insert(pool.name.clone(), 0);
+        f.pool_cost.insert(pool.name.clone(), 0.0);
+        f.idle_node_seconds.insert(pool.name.clone(), 0.0);
+    }
+    for node in &snapshot.nodes {
+        let Some(pool) = node.pool.as_deref() else {
+            continue;
+        };
+        node_pool.insert(node.name.as_str(), pool);
+        if node.phase != NodePhase::Terminating {
+            *f.pool_cost.entry(pool.to_string()).or_default() +=
+                node.price.map_or(0.0, |p| p.usd());
+        }
+        if node.phase == NodePhase::Ready {
+            *f.pool_gpus.entry(pool.to_string()).or_default() +=
+                i64::try_from(node.allocatable.gpus_ceil()).unwrap_or(i64::MAX);
+            if node.empty_since.is_some() && node.reserved_for.is_none() {
+                *f.idle_node_seconds.entry(pool.to_string()).or_default() += elapsed;
+            }
+        }
+    }
+    for gang in &snapshot.gangs {
+        let held = matches!(gang.phase, GangPhase::Admitted | GangPhase::Running);
+        if !held {
+            continue;
+        }
+        let mut gpus_total = 0u64;
+        for a in &gang.assignments {
+            let gpus = gang
+                .pod_set(&a.pod_set)
+                .map_or(0, |s| s.requests.gpus_ceil());
+            gpus_total += gpus;
+            let Some(pool) = node_pool.get(a.node.as_str()) else {
+                continue;
+            };
+            let gpus = i64::try_from(gpus).unwrap_or(i64::MAX);
+            *f.pool_allocated.entry(pool.to_string()).or_default() += gpus;
+            if gang.phase == GangPhase::Running {
+                *f.pool_busy.entry(pool.to_string()).or_default() += gpus;
+            }
+        }
+        *f.gpu_hours.entry(gang.queue.clone()).or_default() += gpus_total as f64 * elapsed / 3600.0;
+    }
+    for adm in &plan.admissions {
+        if let Some(g) = snapshot.gangs.iter().find(|g| g.id == adm.gang) {
+            let waited = (now.0 - g.arrival.0).max(0) as f64;
+            f.admission_waits.push((g.queue.clone(), waited));
+        }
+    }
+    f.preemptions = plan
+        .preemptions
+        .iter()
+        .map(|p| format!("{:?}", p.reason))
+        .collect();
+    f
+}
+
+/// Updates `metrics` after a cycle planned at `now`.
+pub fn report(metrics: &Metrics, snapshot: &Snapshot, plan: &Plan, now: Time) {
+    let elapsed = {
+        let mut last = metrics
+            .last_report
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let elapsed = last.map_or(0, |t| (now.0 - t).max(0));
+        *last = Some(now.0);
+        elapsed as f64
+    };
+    let f = figures(snapshot, plan, now, elapsed);
+    let pool = |p: &String| PoolLabels { pool: p.clone() };
+    metrics.pool_gpus.clear();
+    for (p, n) in &f.pool_gpus {
+        metrics.pool_gpus.get_or_create(&pool(p)).set(*n);
+    }
+    metrics.pool_allocated_gpus.clear();
+    for (p, n) in &f.pool_allocated {
+        metrics.pool_allocated_gpus.get_or_create(&pool(p)).set(*n);
+    }
+    metrics.pool_busy_gpus.clear();
+    for (p, n) in &f.pool_busy {
+        metrics.pool_busy_gpus.get_or_create(&pool(p)).set(*n);
+    }
+    metrics.pool_cost.clear();
+    for (p, usd) in &f.pool_cost {
+        metrics.pool_cost.get_or_create(&pool(p)).set(*usd);
+    }
+    for (p, secs) in &f.idle_node_seconds {
+        metrics
+            .idle_node_seconds
+            .get_or_create(&pool(p))
+            .inc_by(*secs);
+    }
+    for (q, hours) in &f.gpu_hours {
+        metrics
+            .gpu_hours
+            .get_or_create(&QueueLabels { queue: q.clone() })
+            .inc_by(*hours);
+    }
+    for (q, waited) in &f.admission_waits {
+        metrics
+            .admission_wait
+            .get_or_create(&QueueLabels { queue: q.clone() })
+            .observe(*waited);
+    }
+    for reason in &f.preemptions {
+        let labels = ReasonLabels {
+            reason: reason.clone(),
+        };
+        metrics.preemptions.get_or_create(&labels).inc();
+        metrics.evictions.get_or_create(&labels).inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_planner::plan::Admission;
+    use muster_planner::{GangId, Plan, Snapshot, Time};
+
+    use super::*;
+
+    const SNAPSHOT: &str = r#"
+queues:
+- name: team-a
+  pools: [gpu]
+pools:
+- name: gpu
+  provider: sim
+- name: idle
+  provider: sim
+nodes:
+- name: n1
+  pool: gpu
+  price: 32.0
+  allocatable: {cpu: 96, memory: 1152Gi, nvidia.com/gpu: 8}
+  reservedFor: a/run
+- name: n2
+  pool: gpu
+  price: 32.0
+  allocatable: {cpu: 96, memory: 1152Gi, nvidia.com/gpu: 8}
+  reservedFor: a/adm
+- name: n3
+  pool: gpu
+  price: 10.5
+  phase: Launched
+  allocatable: {cpu: 96, memory: 1152Gi, nvidia.com/gpu: 8}
+- name: n4
+  pool: gpu
+  price: 5.0
+  phase: Terminating
+  allocatable: {cpu: 96, memory: 1152Gi, nvidia.com/gpu: 8}
+- name: e1
+  pool: idle
+  price: 1.25
+  allocatable: {cpu: 8, memory: 32Gi, nvidia.com/gpu: 1}
+  emptySince: 0
+- name: unmanaged
+  allocatable: {cpu: 8, memory: 32Gi, nvidia.com/gpu: 4}
+gangs:
+- id: a/run
+  queue: team-a
+  arrival: 0
+  podSets:
+  - {name: w, count: 2, requests: {nvidia.com/gpu: 4}}
+  phase: Running
+  assignments:
+  - {podSet: w, index: 0, node: n1}
+  - {podSet: w, index: 1, node: n1}
+- id: a/adm
+  queue: team-b
+  arrival: 0
+  podSets:
+  - {name: w, count: 1, requests: {nvidia.com/gpu: 6}}
+  phase: Admitted
+  assignments:
+  - {podSet: w, index: 0, node: n2}
+- id: a/q
+  queue: team-a
+  arrival: 400
+  podSets:
+  - {name: w, count: 1, requests: {nvidia.com/gpu: 1}}
+"#;
+
+    #[test]
+    fn figures_of_a_cycle() {
+        let snapshot: Snapshot = serde_yaml::from_str(SNAPSHOT).expect("snapshot");
+        let plan = Plan {
+            admissions: vec![Admission {
+                gang: GangId::new("a/q"),
+                assignments: Vec::new(),
+            }],
+            ..Plan::default()
+        };
+        let f = figures(&snapshot, &plan, Time(1000), 1800.0);
+        let m = |pairs: &[(&str, i64)]| -> BTreeMap<String, i64> {
+            pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+        };
+        // Ready nodes only; the unmanaged node belongs to no pool
+        assert_eq!(f.pool_gpus, m(&[("gpu", 16), ("idle", 1)]));
+        assert_eq!(f.pool_allocated, m(&[("gpu", 14), ("idle", 0)]));
+        assert_eq!(f.pool_busy, m(&[("gpu", 8), ("idle", 0)]));
+        // every phase but Terminating costs money
+        assert_eq!(f.pool_cost["gpu"], 74.5);
+        assert_eq!(f.pool_cost["idle"], 1.25);
+        assert_eq!(f.idle_node_seconds["gpu"], 0.0);
+        assert_eq!(f.idle_node_seconds["idle"], 1800.0);
+        // 8 GPUs for half an hour, 6 GPUs for half an hour
+        assert_eq!(f.gpu_hours["team-a"], 4.0);
+        assert_eq!(f.gpu_hours["team-b"], 3.0);
+        assert_eq!(f.admission_waits, vec![("team-a".to_string(), 600.0)]);
+        assert!(f.preemptions.is_empty());
+    }
+
+    #[test]
+    fn report_accumulates_counters_between_cycles() {
+        let snapshot: Snapshot = serde_yaml::from_str(SNAPSHOT).expect("snapshot");
+        let metrics = Metrics::new();
+        report(&metrics, &snapshot, &Plan::default(), Time(1000));
+        report(&metrics, &snapshot, &Plan::default(), Time(1360));
+        let text = metrics.encode();
+        assert!(
+            text.contains("muster_gpu_hours_total{queue=\"team-a\"} 0.8"),
+            "{text}"
+        );
+        assert!(
+            text.contains("muster_idle_node_seconds_total{pool=\"idle\"} 360.0"),
+            "{text}"
+        );
+        assert!(text.contains("muster_pool_gpus{pool=\"gpu\"} 16"), "{text}");
+        assert!(
+            text.contains("muster_pool_cost_dollars_per_hour{pool=\"gpu\"} 74.5"),
+            "{text}"
+        );
+    }
+}

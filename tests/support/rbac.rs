@@ -1,0 +1,75 @@
+//! Reads `deploy/rbac.yaml` and answers whether its rules allow a request.
+
+use serde::Deserialize;
+
+/// One RBAC rule, with the Role's namespace (`None` for a ClusterRole).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rule {
+    /// API groups (`""` is the core group).
+    #[serde(default)]
+    pub api_groups: Vec<String>,
+    /// Resources, `resource/subresource` for subresources.
+    #[serde(default)]
+    pub resources: Vec<String>,
+    /// Verbs.
+    #[serde(default)]
+    pub verbs: Vec<String>,
+    /// Where a Role's rule applies; filled in from the Role.
+    #[serde(skip)]
+    pub namespace: Option<String>,
+    /// From which object the rule comes, for messages.
+    #[serde(skip)]
+    pub from: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Doc {
+    kind: String,
+    #[serde(default)]
+    metadata: serde_yaml::Value,
+    #[serde(default)]
+    rules: Vec<Rule>,
+}
+
+/// The path of the RBAC manifest.
+pub fn path() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/rbac.yaml")
+}
+
+/// Every rule of the ClusterRoles and Roles in the manifest.
+pub fn rules() -> Vec<Rule> {
+    let text = std::fs::read_to_string(path()).expect("deploy/rbac.yaml");
+    let mut out = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let doc = Doc::deserialize(doc).expect("an object of deploy/rbac.yaml");
+        let name = doc.metadata["name"].as_str().unwrap_or("").to_string();
+        let namespace = match doc.kind.as_str() {
+            "ClusterRole" => None,
+            "Role" => Some(
+                doc.metadata["namespace"]
+                    .as_str()
+                    .expect("a Role has a namespace")
+                    .to_string(),
+            ),
+            _ => continue,
+        };
+        for mut rule in doc.rules {
+            rule.namespace = namespace.clone();
+            rule.from = format!("{} {name}", doc.kind);
+            out.push(rule);
+        }
+    }
+    out
+}
+
+impl Rule {
+    /// Whether this rule allows `verb` on `resource` (with `/subresource`)
+    /// of `group` in `namespace` (`""` for cluster-scoped requests).
+    pub fn allows(&self, verb: &str, group: &str, resource: &str, namespace: &str) -> bool {
+        self.namespace.as_deref().is_none_or(|ns| ns == namespace)
+            && self.api_groups.iter().any(|g| g == group)
+            && self.resources.iter().any(|r| r == resource)
+            && self.verbs.iter().any(|v| v == verb)
+    }
+}
