@@ -1,0 +1,13 @@
+//! Google Compute Engine for muster: the pure parts of the GCP provider.
+//!
+//! - [`names`]: the deterministic, valid GCE instance name derived from a
+//!   PoolNode's idempotency key, and the provider id the GCE cloud provider
+//!   writes on Nodes (`gce://<project>/<zone>/<name>`).
+//! - [`errors`]: the mapping of Compute API errors (HTTP status, error
+//!   reason) to the bounded [`muster_provider_api::ProviderError`] categories.
+//! - [`prices`]: the built-in, dated on-demand and spot price table for GPU
+//!   machine types; unknown prices are `None`, never zero.
+
+pub mod errors;
+pub mod names;
+pub mod prices;
