@@ -7,7 +7,10 @@
 //!   reason) to the bounded [`muster_provider_api::ProviderError`] categories.
 //! - [`prices`]: the built-in, dated on-demand and spot price table for GPU
 //!   machine types; unknown prices are `None`, never zero.
+//! - [`offerings`]: `machineTypes.list` / `acceleratorTypes.list` answers of
+//!   one zone turned into planner offerings, spot and on-demand.
 
 pub mod errors;
 pub mod names;
+pub mod offerings;
 pub mod prices;
