@@ -70,6 +70,10 @@ pub fn gpu_model(accelerator: &str) -> GpuModel {
     GpuModel::new(accelerator)
 }
 
+/// A GPU shape of a machine type: accelerator type, count, and the
+/// attached accelerator for N1 offerings.
+type Shape<'a> = (String, u32, Option<(&'a str, u32)>);
+
 /// Where the offerings are listed and for which NodeClass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZoneContext<'a> {
@@ -90,7 +94,7 @@ pub fn zone_offerings(
 ) -> Vec<Offering> {
     let mut out = Vec::new();
     for mt in machine_types {
-        let shapes: Vec<(String, u32, Option<(&str, u32)>)> = match mt.accelerators.first() {
+        let shapes: Vec<Shape<'_>> = match mt.accelerators.first() {
             Some(built_in) => vec![(
                 built_in.guest_accelerator_type.clone(),
                 built_in.guest_accelerator_count,

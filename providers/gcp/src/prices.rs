@@ -79,6 +79,21 @@ pub fn offering_name(machine_type: &str, accelerator: Option<(&str, u32)>) -> St
     }
 }
 
+/// An offering name split back into machine type and attached accelerator
+/// (type, count): the inverse of [`offering_name`]. `None` when the
+/// attached part is malformed.
+pub fn parse_offering_name(name: &str) -> Option<(&str, Option<(&str, u32)>)> {
+    let Some((machine, attached)) = name.split_once('+') else {
+        return Some((name, None));
+    };
+    let (count, accel) = attached.split_once('x')?;
+    let count: u32 = count.parse().ok()?;
+    if machine.is_empty() || accel.is_empty() || count == 0 {
+        return None;
+    }
+    Some((machine, Some((accel, count))))
+}
+
 impl PriceTable {
     /// The built-in table with `overrides` (offering name and capacity →
     /// hourly price) taking precedence.
@@ -180,6 +195,29 @@ mod tests {
                     .is_some(),
                 "{accel}"
             );
+        }
+    }
+
+    #[test]
+    fn offering_names_round_trip() {
+        for (machine, attached) in [
+            ("a2-highgpu-8g", None),
+            ("n1-standard-8", Some(("nvidia-tesla-t4", 4))),
+        ] {
+            let name = offering_name(machine, attached);
+            assert_eq!(
+                parse_offering_name(&name),
+                Some((machine, attached)),
+                "{name}"
+            );
+        }
+        for bad in [
+            "n1-standard-8+",
+            "n1-standard-8+x",
+            "n1-standard-8+0xt4",
+            "+1xt4",
+        ] {
+            assert_eq!(parse_offering_name(bad), None, "{bad}");
         }
     }
 
