@@ -7,10 +7,13 @@
 //!   reason) to the bounded [`muster_provider_api::ProviderError`] categories.
 //! - [`prices`]: the built-in, dated on-demand and spot price table for GPU
 //!   machine types; unknown prices are `None`, never zero.
+//! - [`insert`]: the `instances.insert` body for one launch: deterministic
+//!   name, labels, spot or standard scheduling, attached GPUs, disk, network.
 //! - [`offerings`]: `machineTypes.list` / `acceleratorTypes.list` answers of
 //!   one zone turned into planner offerings, spot and on-demand.
 
 pub mod errors;
+pub mod insert;
 pub mod names;
 pub mod offerings;
 pub mod prices;

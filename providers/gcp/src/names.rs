@@ -64,7 +64,7 @@ pub fn parse_provider_id(id: &str) -> Option<(&str, &str, &str)> {
 }
 
 /// 64-bit FNV-1a: stable across releases and platforms, unlike std's hasher.
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
