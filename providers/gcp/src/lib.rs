@@ -9,11 +9,14 @@
 //!   machine types; unknown prices are `None`, never zero.
 //! - [`insert`]: the `instances.insert` body for one launch: deterministic
 //!   name, labels, spot or standard scheduling, attached GPUs, disk, network.
+//! - [`instance`]: a Compute instance read back as a provider
+//!   [`muster_provider_api::Instance`], and spot preemptions detected from it.
 //! - [`offerings`]: `machineTypes.list` / `acceleratorTypes.list` answers of
 //!   one zone turned into planner offerings, spot and on-demand.
 
 pub mod errors;
 pub mod insert;
+pub mod instance;
 pub mod names;
 pub mod offerings;
 pub mod prices;
