@@ -5,6 +5,7 @@
 //!   writes on Nodes (`gce://<project>/<zone>/<name>`).
 //! - [`errors`]: the mapping of Compute API errors (HTTP status, error
 //!   reason) to the bounded [`muster_provider_api::ProviderError`] categories.
+//! - [`preemptions`]: each preempted instance reported once across polls.
 //! - [`prices`]: the built-in, dated on-demand and spot price table for GPU
 //!   machine types; unknown prices are `None`, never zero.
 //! - [`insert`]: the `instances.insert` body for one launch: deterministic
@@ -19,4 +20,5 @@ pub mod insert;
 pub mod instance;
 pub mod names;
 pub mod offerings;
+pub mod preemptions;
 pub mod prices;
