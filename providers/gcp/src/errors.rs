@@ -1,0 +1,157 @@
+//! Compute API errors mapped to [`ProviderError`] categories.
+//!
+//! Compute reports failures two ways: an HTTP error status with a body
+//! `{"error": {"code": 403, "message": ..., "errors": [{"reason": ...}]}}`, or
+//! a zone operation that ends `DONE` with `error.errors[].code` set (for
+//! example `ZONE_RESOURCE_POOL_EXHAUSTED`). Both reduce to an optional HTTP
+//! status, a reason or code string and a message, which [`classify`] maps.
+
+use muster_planner::OfferingKey;
+use muster_provider_api::ProviderError;
+
+/// Operation error codes and HTTP reasons that mean "no capacity for this
+/// machine type in this zone now" (stockouts).
+const STOCKOUT_CODES: [&str; 4] = [
+    "ZONE_RESOURCE_POOL_EXHAUSTED",
+    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+    "RESOURCE_POOL_EXHAUSTED",
+    "STOCKOUT",
+];
+
+/// Codes and reasons that mean a project or region quota stops the launch.
+const QUOTA_CODES: [&str; 4] = [
+    "QUOTA_EXCEEDED",
+    "quotaExceeded",
+    "GPUS_ALL_REGIONS",
+    "NVIDIA_GPUS",
+];
+
+/// Reasons of throttling answers.
+const THROTTLE_CODES: [&str; 3] = [
+    "rateLimitExceeded",
+    "userRateLimitExceeded",
+    "RATE_LIMIT_EXCEEDED",
+];
+
+/// Maps one Compute failure to a typed error. `status` is the HTTP status
+/// when the failure came as an HTTP answer (`None` for an operation error),
+/// `code` the error reason or operation error code, `message` the API's
+/// words, `offering` what the launch asked for (named in capacity errors).
+pub fn classify(
+    status: Option<u16>,
+    code: &str,
+    message: &str,
+    offering: Option<&OfferingKey>,
+) -> ProviderError {
+    let message = if message.is_empty() {
+        code.to_string()
+    } else {
+        message.to_string()
+    };
+    if STOCKOUT_CODES.contains(&code) {
+        if let Some(offering) = offering {
+            return ProviderError::InsufficientCapacity {
+                offering: offering.clone(),
+                message,
+            };
+        }
+        return ProviderError::Transient {
+            message,
+            retry_after: None,
+        };
+    }
+    if QUOTA_CODES.iter().any(|q| code.contains(q)) {
+        return ProviderError::QuotaExceeded { message };
+    }
+    if THROTTLE_CODES.contains(&code) || status == Some(429) {
+        return ProviderError::Transient {
+            message,
+            retry_after: None,
+        };
+    }
+    match status {
+        Some(404) => ProviderError::NotFound { what: message },
+        Some(s) if s >= 500 => ProviderError::Transient {
+            message,
+            retry_after: None,
+        },
+        _ => ProviderError::Permanent { message },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_planner::{CapacityType, Provider};
+    use muster_provider_api::ErrorCategory;
+
+    use super::*;
+
+    fn a100() -> OfferingKey {
+        OfferingKey {
+            provider: Provider::Gcp,
+            zone: "us-central1-a".into(),
+            instance_type: "a2-highgpu-8g".into(),
+            capacity_type: CapacityType::Spot,
+        }
+    }
+
+    #[test]
+    fn failures_map_to_their_categories() {
+        let cases: [(Option<u16>, &str, ErrorCategory); 11] = [
+            (
+                None,
+                "ZONE_RESOURCE_POOL_EXHAUSTED",
+                ErrorCategory::InsufficientCapacity,
+            ),
+            (
+                None,
+                "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+                ErrorCategory::InsufficientCapacity,
+            ),
+            (None, "QUOTA_EXCEEDED", ErrorCategory::QuotaExceeded),
+            (Some(403), "quotaExceeded", ErrorCategory::QuotaExceeded),
+            (
+                Some(403),
+                "QUOTA_EXCEEDED: NVIDIA_A100_GPUS",
+                ErrorCategory::QuotaExceeded,
+            ),
+            (Some(429), "rateLimitExceeded", ErrorCategory::Transient),
+            (Some(403), "rateLimitExceeded", ErrorCategory::Transient),
+            (Some(503), "backendError", ErrorCategory::Transient),
+            (Some(500), "", ErrorCategory::Transient),
+            (Some(400), "invalid", ErrorCategory::Permanent),
+            (Some(404), "notFound", ErrorCategory::NotFound),
+        ];
+        for (status, code, want) in cases {
+            let got = classify(status, code, "the API said so", Some(&a100()));
+            assert_eq!(got.category(), want, "{status:?} {code}");
+        }
+    }
+
+    #[test]
+    fn stockout_names_zone_and_type_and_keeps_the_message() {
+        let err = classify(
+            None,
+            "ZONE_RESOURCE_POOL_EXHAUSTED",
+            "zone out of a2",
+            Some(&a100()),
+        );
+        let text = err.to_string();
+        assert!(text.contains("us-central1-a"), "{text}");
+        assert!(text.contains("a2-highgpu-8g"), "{text}");
+        assert!(text.contains("zone out of a2"), "{text}");
+    }
+
+    #[test]
+    fn permanent_errors_carry_the_api_message_or_the_code() {
+        let err = classify(
+            Some(400),
+            "invalid",
+            "Invalid value for field 'resource.name'",
+            None,
+        );
+        assert!(err.to_string().contains("resource.name"));
+        let err = classify(Some(400), "invalid", "", None);
+        assert!(err.to_string().contains("invalid"));
+    }
+}

@@ -1,0 +1,243 @@
+//! Compute instances read back as provider instances, and preemptions.
+//!
+//! `instances.get` / `instances.list` answer with the instance's `name`,
+//! `zone` and `machineType` self links, `status`, `labels`, `scheduling`,
+//! `guestAccelerators`, `creationTimestamp` and, once stopped,
+//! `lastStopTimestamp`. A spot instance that is `STOPPING`, `STOPPED` or
+//! `TERMINATED` without muster having deleted it was preempted.
+
+use std::collections::BTreeMap;
+
+use muster_planner::{CapacityType, OfferingKey, Provider, Time};
+use muster_provider_api::{
+    Instance, InstanceState, Interruption, InterruptionKind, label_key, tags,
+};
+use serde_json::Value;
+
+use crate::names::provider_id;
+use crate::prices::offering_name;
+
+/// An instance answer muster cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("instance {instance:?}: field {field} is missing or malformed")]
+pub struct ParseError {
+    /// The instance name, or `?` when even that is missing.
+    pub instance: String,
+    /// The field.
+    pub field: &'static str,
+}
+
+/// The last path segment of a self link (`.../zones/us-central1-a` →
+/// `us-central1-a`).
+fn last_segment(link: &str) -> &str {
+    link.rsplit('/').next().unwrap_or(link)
+}
+
+/// Seconds since the Unix epoch of an RFC 3339 timestamp such as
+/// `2026-11-23T07:00:00.123-08:00`; `None` when malformed.
+pub fn parse_rfc3339(s: &str) -> Option<i64> {
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse().ok() };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if s.get(4..5)? != "-" || !matches!(s.get(10..11)?, "T" | "t" | " ") {
+        return None;
+    }
+    let rest = s.get(19..)?;
+    let rest = match rest.strip_prefix('.') {
+        Some(frac) => frac.trim_start_matches(|c: char| c.is_ascii_digit()),
+        None => rest,
+    };
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let sign = match rest.get(0..1)? {
+                "+" => 1,
+                "-" => -1,
+                _ => return None,
+            };
+            let oh: i64 = rest.get(1..3)?.parse().ok()?;
+            let om: i64 = rest.get(4..6)?.parse().ok()?;
+            sign * (oh * 3600 + om * 60)
+        }
+    };
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + h * 3600 + mi * 60 + se - offset)
+}
+
+/// Reads one Compute instance of `project`.
+pub fn parse_instance(project: &str, v: &Value) -> Result<Instance, ParseError> {
+    let name = v["name"].as_str().unwrap_or("?").to_owned();
+    let err = |field| ParseError {
+        instance: name.clone(),
+        field,
+    };
+    let zone = v["zone"]
+        .as_str()
+        .map(last_segment)
+        .ok_or_else(|| err("zone"))?;
+    let machine = v["machineType"]
+        .as_str()
+        .map(last_segment)
+        .ok_or_else(|| err("machineType"))?;
+    let status = v["status"].as_str().ok_or_else(|| err("status"))?;
+    let launched = v["creationTimestamp"]
+        .as_str()
+        .and_then(parse_rfc3339)
+        .ok_or_else(|| err("creationTimestamp"))?;
+    let capacity = match v["scheduling"]["provisioningModel"].as_str() {
+        Some("SPOT") => CapacityType::Spot,
+        _ if v["scheduling"]["preemptible"] == Value::Bool(true) => CapacityType::Spot,
+        _ => CapacityType::OnDemand,
+    };
+    let attached = v["guestAccelerators"].get(0).and_then(|a| {
+        let accel = a["acceleratorType"].as_str().map(last_segment)?;
+        let count = u32::try_from(a["acceleratorCount"].as_u64()?).ok()?;
+        Some((accel, count))
+    });
+    let labels: BTreeMap<String, String> = v["labels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let state = match status {
+        "PROVISIONING" | "STAGING" | "REPAIRING" => InstanceState::Pending,
+        "RUNNING" => InstanceState::Running,
+        "STOPPING" | "SUSPENDING" => InstanceState::ShuttingDown,
+        _ => InstanceState::Terminated,
+    };
+    Ok(Instance {
+        provider_id: provider_id(project, zone, &name),
+        offering: OfferingKey {
+            provider: Provider::Gcp,
+            zone: zone.to_owned(),
+            instance_type: offering_name(machine, attached),
+            capacity_type: capacity,
+        },
+        state,
+        launched_at: Time(launched),
+        pool_node: labels.get(&label_key(tags::POOL_NODE)).cloned(),
+        tags: labels,
+    })
+}
+
+/// The preemption of a spot instance, if it was preempted: status
+/// `STOPPING`, `STOPPED` or `TERMINATED` with spot scheduling, dated by
+/// `lastStopTimestamp` (or `now` when Compute has not written it yet).
+pub fn preemption(project: &str, v: &Value, now: Time) -> Option<Interruption> {
+    let spot = v["scheduling"]["provisioningModel"] == "SPOT"
+        || v["scheduling"]["preemptible"] == Value::Bool(true);
+    let stopped = matches!(
+        v["status"].as_str(),
+        Some("STOPPING" | "STOPPED" | "TERMINATED")
+    );
+    if !spot || !stopped {
+        return None;
+    }
+    let name = v["name"].as_str()?;
+    let zone = v["zone"].as_str().map(last_segment)?;
+    let at = v["lastStopTimestamp"]
+        .as_str()
+        .and_then(parse_rfc3339)
+        .map_or(now, Time);
+    Some(Interruption {
+        provider_id: provider_id(project, zone, name),
+        kind: InterruptionKind::Preempted,
+        at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn answer(status: &str, model: &str) -> Value {
+        json!({
+            "kind": "compute#instance",
+            "id": "4567",
+            "name": "muster-pn-7f3a",
+            "zone": "https://www.googleapis.com/compute/v1/projects/p-1/zones/us-central1-a",
+            "machineType": "https://www.googleapis.com/compute/v1/projects/p-1/zones/us-central1-a/machineTypes/n1-standard-8",
+            "status": status,
+            "creationTimestamp": "2026-11-23T07:00:00.000-08:00",
+            "lastStopTimestamp": "2026-11-23T07:30:05.000-08:00",
+            "scheduling": {"provisioningModel": model},
+            "guestAccelerators": [{"acceleratorType": "projects/p-1/zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4", "acceleratorCount": 2}],
+            "labels": {"muster-cluster": "prod", "muster-poolnode": "train-0"},
+        })
+    }
+
+    #[test]
+    fn rfc3339_parses_offsets_and_fractions() {
+        for (s, want) in [
+            ("1970-01-01T00:00:00Z", Some(0)),
+            ("2026-11-23T15:00:00Z", Some(1_795_446_000)),
+            ("2026-11-23T07:00:00.123-08:00", Some(1_795_446_000)),
+            ("2000-02-29T00:00:00+01:00", Some(951_778_800)),
+            ("yesterday", None),
+            ("2026-11-23T07:00:00", None),
+        ] {
+            assert_eq!(parse_rfc3339(s), want, "{s}");
+        }
+    }
+
+    #[test]
+    fn instance_reads_back_offering_state_and_pool_node() {
+        let i = parse_instance("p-1", &answer("RUNNING", "SPOT")).expect("instance");
+        assert_eq!(i.provider_id, "gce://p-1/us-central1-a/muster-pn-7f3a");
+        assert_eq!(i.offering.instance_type, "n1-standard-8+2xnvidia-tesla-t4");
+        assert_eq!(i.offering.capacity_type, CapacityType::Spot);
+        assert_eq!(i.state, InstanceState::Running);
+        assert_eq!(i.launched_at, Time(1_795_446_000));
+        assert_eq!(i.pool_node.as_deref(), Some("train-0"));
+        for (status, state) in [
+            ("PROVISIONING", InstanceState::Pending),
+            ("STAGING", InstanceState::Pending),
+            ("STOPPING", InstanceState::ShuttingDown),
+            ("TERMINATED", InstanceState::Terminated),
+        ] {
+            let i = parse_instance("p-1", &answer(status, "STANDARD")).expect("instance");
+            assert_eq!(i.state, state, "{status}");
+            assert_eq!(i.offering.capacity_type, CapacityType::OnDemand);
+        }
+    }
+
+    #[test]
+    fn malformed_answers_name_instance_and_field() {
+        let mut v = answer("RUNNING", "SPOT");
+        v["creationTimestamp"] = json!("soon");
+        let err = parse_instance("p-1", &v).expect_err("malformed");
+        assert_eq!(err.field, "creationTimestamp");
+        assert!(err.to_string().contains("muster-pn-7f3a"));
+    }
+
+    #[test]
+    fn only_stopped_spot_instances_are_preempted() {
+        let now = Time(2_000_000_000);
+        let p = preemption("p-1", &answer("TERMINATED", "SPOT"), now).expect("preempted");
+        assert_eq!(p.kind, InterruptionKind::Preempted);
+        assert_eq!(p.at, Time(1_795_446_000 + 30 * 60 + 5));
+        assert_eq!(p.provider_id, "gce://p-1/us-central1-a/muster-pn-7f3a");
+        assert_eq!(preemption("p-1", &answer("RUNNING", "SPOT"), now), None);
+        assert_eq!(
+            preemption("p-1", &answer("TERMINATED", "STANDARD"), now),
+            None
+        );
+        let mut v = answer("STOPPING", "SPOT");
+        v.as_object_mut()
+            .expect("object")
+            .remove("lastStopTimestamp");
+        assert_eq!(preemption("p-1", &v, now).map(|p| p.at), Some(now));
+    }
+}

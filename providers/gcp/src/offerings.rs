@@ -1,0 +1,264 @@
+//! Offerings of one zone from Compute's machine and accelerator types.
+//!
+//! Machine types with built-in GPUs (`a2-*`, `a3-*`, `g2-*`) carry an
+//! `accelerators` list in `machineTypes.list`; each becomes one offering per
+//! capacity type. N1 machine types take attachable GPUs: every attachable
+//! accelerator the zone lists (`acceleratorTypes.list`) becomes one offering
+//! per allowed count and capacity type. Machine types without GPUs are left
+//! out: muster buys GPU capacity only.
+
+use std::collections::BTreeMap;
+
+use muster_planner::{CapacityType, GpuModel, Offering, Price, Provider, Resources};
+use serde::Deserialize;
+
+use crate::prices::{PriceTable, attachable_counts, offering_name};
+
+/// One entry of `machineTypes.list` (the fields muster reads).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineType {
+    /// `a2-highgpu-8g`.
+    pub name: String,
+    /// vCPUs.
+    #[serde(default)]
+    pub guest_cpus: u64,
+    /// Memory in MiB.
+    #[serde(default)]
+    pub memory_mb: u64,
+    /// Built-in accelerators.
+    #[serde(default)]
+    pub accelerators: Vec<BuiltInAccelerator>,
+}
+
+/// A machine type's built-in accelerators.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BuiltInAccelerator {
+    /// `nvidia-tesla-a100`.
+    pub guest_accelerator_type: String,
+    /// How many.
+    pub guest_accelerator_count: u32,
+}
+
+/// One entry of `acceleratorTypes.list` (the fields muster reads).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AcceleratorType {
+    /// `nvidia-tesla-t4`.
+    pub name: String,
+    /// Most cards one instance may carry.
+    #[serde(default)]
+    pub maximum_cards_per_instance: u32,
+}
+
+/// Memory per GPU in MiB by accelerator type; 0 when unknown.
+pub fn gpu_memory_mib(accelerator: &str) -> u64 {
+    match accelerator {
+        "nvidia-tesla-a100" => 40 * 1024,
+        "nvidia-a100-80gb" | "nvidia-h100-80gb" | "nvidia-h100-mega-80gb" => 80 * 1024,
+        "nvidia-l4" => 24 * 1024,
+        "nvidia-tesla-t4" | "nvidia-tesla-v100" | "nvidia-tesla-p100" => 16 * 1024,
+        "nvidia-tesla-p4" => 8 * 1024,
+        _ => 0,
+    }
+}
+
+/// The GPU model an accelerator type is sold as (`nvidia-a100-80gb` →
+/// `A100-80GB`, `nvidia-tesla-t4` → `T4`).
+pub fn gpu_model(accelerator: &str) -> GpuModel {
+    GpuModel::new(accelerator)
+}
+
+/// A GPU shape of a machine type: accelerator type, count, and the
+/// attached accelerator for N1 offerings.
+type Shape<'a> = (String, u32, Option<(&'a str, u32)>);
+
+/// Where the offerings are listed and for which NodeClass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneContext<'a> {
+    /// The NodeClass name.
+    pub node_class: &'a str,
+    /// Region, e.g. `us-central1`.
+    pub region: &'a str,
+    /// Zone, e.g. `us-central1-a`.
+    pub zone: &'a str,
+}
+
+/// Spot and on-demand offerings of one zone.
+pub fn zone_offerings(
+    ctx: &ZoneContext<'_>,
+    machine_types: &[MachineType],
+    accelerator_types: &[AcceleratorType],
+    prices: &PriceTable,
+) -> Vec<Offering> {
+    let mut out = Vec::new();
+    for mt in machine_types {
+        let shapes: Vec<Shape<'_>> = match mt.accelerators.first() {
+            Some(built_in) => vec![(
+                built_in.guest_accelerator_type.clone(),
+                built_in.guest_accelerator_count,
+                None,
+            )],
+            None if mt.name.starts_with("n1-") => accelerator_types
+                .iter()
+                .flat_map(|at| {
+                    attachable_counts(&at.name)
+                        .iter()
+                        .filter(|n| {
+                            at.maximum_cards_per_instance == 0
+                                || **n <= at.maximum_cards_per_instance
+                        })
+                        .map(|n| (at.name.clone(), *n, Some((at.name.as_str(), *n))))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        for (accel, count, attached) in shapes {
+            for capacity in [CapacityType::Spot, CapacityType::OnDemand] {
+                let price = prices
+                    .price(&mt.name, attached, capacity)
+                    .and_then(Price::from_usd);
+                out.push(Offering {
+                    provider: Provider::Gcp,
+                    node_class: ctx.node_class.to_string(),
+                    region: ctx.region.to_string(),
+                    zone: ctx.zone.to_string(),
+                    instance_type: offering_name(&mt.name, attached),
+                    capacity_type: capacity,
+                    price,
+                    gpu_model: Some(gpu_model(&accel)),
+                    gpu_count: count,
+                    gpu_memory_mib: gpu_memory_mib(&accel),
+                    resources: Resources {
+                        cpu_millis: mt.guest_cpus * 1000,
+                        memory_bytes: mt.memory_mb * 1024 * 1024,
+                        gpu_millis: u64::from(count) * 1000,
+                        extended: BTreeMap::new(),
+                    },
+                    available: true,
+                    unavailable_until: None,
+                    interruption_rate_per_hour: 0.0,
+                    placement_groups: false,
+                    boot_secs: 0,
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shapes as `machineTypes.list` / `acceleratorTypes.list` answer them.
+    fn listed() -> (Vec<MachineType>, Vec<AcceleratorType>) {
+        let machines = serde_json::json!([
+            {"kind": "compute#machineType", "name": "a2-highgpu-8g", "guestCpus": 96, "memoryMb": 696320,
+             "zone": "us-central1-a", "accelerators": [{"guestAcceleratorType": "nvidia-tesla-a100", "guestAcceleratorCount": 8}]},
+            {"kind": "compute#machineType", "name": "a3-highgpu-8g", "guestCpus": 208, "memoryMb": 1916928,
+             "accelerators": [{"guestAcceleratorType": "nvidia-h100-80gb", "guestAcceleratorCount": 8}]},
+            {"kind": "compute#machineType", "name": "g2-standard-4", "guestCpus": 4, "memoryMb": 16384,
+             "accelerators": [{"guestAcceleratorType": "nvidia-l4", "guestAcceleratorCount": 1}]},
+            {"kind": "compute#machineType", "name": "n1-standard-8", "guestCpus": 8, "memoryMb": 30720},
+            {"kind": "compute#machineType", "name": "e2-medium", "guestCpus": 2, "memoryMb": 4096}
+        ]);
+        let accels = serde_json::json!([
+            {"kind": "compute#acceleratorType", "name": "nvidia-tesla-t4", "maximumCardsPerInstance": 4},
+            {"kind": "compute#acceleratorType", "name": "nvidia-tesla-v100", "maximumCardsPerInstance": 8}
+        ]);
+        (
+            serde_json::from_value(machines).expect("machine types"),
+            serde_json::from_value(accels).expect("accelerator types"),
+        )
+    }
+
+    fn offerings() -> Vec<Offering> {
+        let (m, a) = listed();
+        let ctx = ZoneContext {
+            node_class: "gpu",
+            region: "us-central1",
+            zone: "us-central1-a",
+        };
+        zone_offerings(&ctx, &m, &a, &PriceTable::default())
+    }
+
+    #[test]
+    fn built_in_gpu_machine_types_parse_to_model_count_memory_and_prices() {
+        let all = offerings();
+        for (name, model, count, mem_gib) in [
+            ("a2-highgpu-8g", "A100", 8, 40),
+            ("a3-highgpu-8g", "H100-80GB", 8, 80),
+            ("g2-standard-4", "L4", 1, 24),
+        ] {
+            for capacity in [CapacityType::Spot, CapacityType::OnDemand] {
+                let o = all
+                    .iter()
+                    .find(|o| o.instance_type == name && o.capacity_type == capacity)
+                    .unwrap_or_else(|| panic!("{name} {capacity:?} missing"));
+                assert_eq!(o.gpu_model, Some(GpuModel::new(model)), "{name}");
+                assert_eq!(o.gpu_count, count, "{name}");
+                assert_eq!(o.gpu_memory_mib, mem_gib * 1024, "{name}");
+                assert_eq!(o.resources.gpu_millis, u64::from(count) * 1000);
+                assert_eq!(o.zone, "us-central1-a");
+                assert_eq!(o.node_class, "gpu");
+                assert!(o.price.is_some(), "{name} {capacity:?} unpriced");
+            }
+        }
+        let a2 = |c| {
+            all.iter()
+                .find(|o| o.instance_type == "a2-highgpu-8g" && o.capacity_type == c)
+        };
+        assert_eq!(
+            a2(CapacityType::OnDemand).and_then(|o| o.price),
+            Price::from_usd(29.39)
+        );
+        assert_eq!(
+            a2(CapacityType::OnDemand).map(|o| o.resources.cpu_millis),
+            Some(96_000)
+        );
+    }
+
+    #[test]
+    fn n1_gets_one_offering_per_attachable_accelerator_count_and_gpu_less_types_none() {
+        let all = offerings();
+        let mut n1: Vec<&str> = all
+            .iter()
+            .filter(|o| o.capacity_type == CapacityType::Spot && o.instance_type.starts_with("n1-"))
+            .map(|o| o.instance_type.as_str())
+            .collect();
+        n1.sort();
+        assert_eq!(
+            n1,
+            [
+                "n1-standard-8+1xnvidia-tesla-t4",
+                "n1-standard-8+1xnvidia-tesla-v100",
+                "n1-standard-8+2xnvidia-tesla-t4",
+                "n1-standard-8+2xnvidia-tesla-v100",
+                "n1-standard-8+4xnvidia-tesla-t4",
+                "n1-standard-8+4xnvidia-tesla-v100",
+                "n1-standard-8+8xnvidia-tesla-v100",
+            ]
+        );
+        assert!(all.iter().all(|o| !o.instance_type.starts_with("e2-")));
+        assert_eq!(all.len(), 2 * (3 + 7));
+    }
+
+    #[test]
+    fn unpriced_machine_types_are_offered_with_unknown_price() {
+        let m: Vec<MachineType> = serde_json::from_value(serde_json::json!([
+            {"name": "a9-future-8g", "guestCpus": 8, "memoryMb": 1024,
+             "accelerators": [{"guestAcceleratorType": "nvidia-b300", "guestAcceleratorCount": 8}]}
+        ]))
+        .expect("machine types");
+        let ctx = ZoneContext {
+            node_class: "gpu",
+            region: "us-central1",
+            zone: "us-central1-b",
+        };
+        let all = zone_offerings(&ctx, &m, &[], &PriceTable::default());
+        assert_eq!(all.len(), 2);
+        assert!(all.iter().all(|o| o.price.is_none()));
+    }
+}

@@ -1,0 +1,256 @@
+//! The built-in GPU price table and its overrides.
+//!
+//! Hourly USD prices for `us-central1`, from Google Cloud's public Compute
+//! Engine list prices as of [`TABLE_DATE`], rounded to the cent; spot prices
+//! move, so operators who need exact figures override entries. A price that
+//! is neither in the table nor overridden is `None`, never zero.
+
+use std::collections::BTreeMap;
+
+use muster_planner::CapacityType;
+
+/// The date the built-in figures were taken from the public price list.
+pub const TABLE_DATE: &str = "2025-06-01";
+
+/// Machine types with built-in GPUs: (type, on-demand, spot) per hour.
+const BUILT_IN: &[(&str, f64, f64)] = &[
+    ("a2-highgpu-1g", 3.67, 1.10),
+    ("a2-highgpu-2g", 7.35, 2.20),
+    ("a2-highgpu-4g", 14.69, 4.41),
+    ("a2-highgpu-8g", 29.39, 8.82),
+    ("a2-megagpu-16g", 55.74, 16.72),
+    ("a2-ultragpu-1g", 5.07, 1.60),
+    ("a2-ultragpu-2g", 10.14, 3.20),
+    ("a2-ultragpu-4g", 20.28, 6.40),
+    ("a2-ultragpu-8g", 40.55, 12.80),
+    ("a3-highgpu-1g", 11.06, 3.32),
+    ("a3-highgpu-2g", 22.12, 6.64),
+    ("a3-highgpu-4g", 44.24, 13.27),
+    ("a3-highgpu-8g", 88.49, 26.55),
+    ("a3-megagpu-8g", 101.25, 30.38),
+    ("g2-standard-4", 0.71, 0.28),
+    ("g2-standard-8", 0.85, 0.34),
+    ("g2-standard-12", 1.00, 0.40),
+    ("g2-standard-16", 1.15, 0.46),
+    ("g2-standard-24", 2.00, 0.80),
+    ("g2-standard-32", 1.73, 0.69),
+    ("g2-standard-48", 4.00, 1.60),
+    ("g2-standard-96", 8.00, 3.20),
+];
+
+/// N1 machine types GPUs attach to: (type, on-demand, spot) per hour.
+const N1: &[(&str, f64, f64)] = &[
+    ("n1-standard-4", 0.19, 0.04),
+    ("n1-standard-8", 0.38, 0.08),
+    ("n1-standard-16", 0.76, 0.16),
+    ("n1-standard-32", 1.52, 0.32),
+];
+
+/// Attachable accelerators: (accelerator type, on-demand, spot) per GPU-hour.
+const ATTACHABLE: &[(&str, f64, f64)] = &[
+    ("nvidia-tesla-t4", 0.35, 0.14),
+    ("nvidia-tesla-v100", 2.48, 0.99),
+    ("nvidia-tesla-p4", 0.60, 0.24),
+    ("nvidia-tesla-p100", 1.46, 0.58),
+];
+
+/// Accelerator counts an N1 machine can carry, per accelerator type.
+pub fn attachable_counts(accelerator: &str) -> &'static [u32] {
+    match accelerator {
+        "nvidia-tesla-t4" | "nvidia-tesla-p4" | "nvidia-tesla-p100" => &[1, 2, 4],
+        "nvidia-tesla-v100" => &[1, 2, 4, 8],
+        _ => &[],
+    }
+}
+
+/// Hourly prices: the built-in table plus operator overrides.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PriceTable {
+    /// Overrides keyed by offering name (see [`offering_name`]) and capacity.
+    overrides: BTreeMap<(String, CapacityType), f64>,
+}
+
+/// The name an offering is priced under: the machine type, or for an N1
+/// machine with attached GPUs `<machine>+<count>x<accelerator>`.
+pub fn offering_name(machine_type: &str, accelerator: Option<(&str, u32)>) -> String {
+    match accelerator {
+        Some((accel, count)) => format!("{machine_type}+{count}x{accel}"),
+        None => machine_type.to_string(),
+    }
+}
+
+/// An offering name split back into machine type and attached accelerator
+/// (type, count): the inverse of [`offering_name`]. `None` when the
+/// attached part is malformed.
+pub fn parse_offering_name(name: &str) -> Option<(&str, Option<(&str, u32)>)> {
+    let Some((machine, attached)) = name.split_once('+') else {
+        return Some((name, None));
+    };
+    let (count, accel) = attached.split_once('x')?;
+    let count: u32 = count.parse().ok()?;
+    if machine.is_empty() || accel.is_empty() || count == 0 {
+        return None;
+    }
+    Some((machine, Some((accel, count))))
+}
+
+impl PriceTable {
+    /// The built-in table with `overrides` (offering name and capacity →
+    /// hourly price) taking precedence.
+    pub fn with_overrides(overrides: BTreeMap<(String, CapacityType), f64>) -> Self {
+        Self { overrides }
+    }
+
+    /// The hourly price of a machine type (with `accelerator` attached for
+    /// N1 offerings), or `None` when it is unknown.
+    pub fn price(
+        &self,
+        machine_type: &str,
+        accelerator: Option<(&str, u32)>,
+        capacity: CapacityType,
+    ) -> Option<f64> {
+        let name = offering_name(machine_type, accelerator);
+        if let Some(p) = self.overrides.get(&(name, capacity)) {
+            return Some(*p);
+        }
+        let pick = |row: &(&str, f64, f64)| match capacity {
+            CapacityType::OnDemand => row.1,
+            CapacityType::Spot => row.2,
+        };
+        match accelerator {
+            None => BUILT_IN.iter().find(|r| r.0 == machine_type).map(pick),
+            Some((accel, count)) => {
+                if !attachable_counts(accel).contains(&count) {
+                    return None;
+                }
+                let machine = N1.iter().find(|r| r.0 == machine_type).map(pick)?;
+                let gpu = ATTACHABLE.iter().find(|r| r.0 == accel).map(pick)?;
+                Some(machine + gpu * f64::from(count))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_required_machine_type_has_both_prices_and_spot_is_cheaper() {
+        let mut required: Vec<String> = Vec::new();
+        for n in [1, 2, 4, 8] {
+            required.push(format!("a2-highgpu-{n}g"));
+            required.push(format!("a2-ultragpu-{n}g"));
+            required.push(format!("a3-highgpu-{n}g"));
+        }
+        required.push("a2-megagpu-16g".into());
+        required.push("a3-megagpu-8g".into());
+        for n in [4, 8, 12, 16, 24, 32, 48, 96] {
+            required.push(format!("g2-standard-{n}"));
+        }
+        let table = PriceTable::default();
+        for m in &required {
+            let od = table.price(m, None, CapacityType::OnDemand);
+            let spot = table.price(m, None, CapacityType::Spot);
+            match (od, spot) {
+                (Some(od), Some(spot)) => assert!(spot > 0.0 && spot < od, "{m}: {spot} vs {od}"),
+                other => panic!("{m} unpriced: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn n1_offerings_are_priced_per_accelerator_count() {
+        let table = PriceTable::default();
+        let one = table.price(
+            "n1-standard-8",
+            Some(("nvidia-tesla-t4", 1)),
+            CapacityType::OnDemand,
+        );
+        let four = table.price(
+            "n1-standard-8",
+            Some(("nvidia-tesla-t4", 4)),
+            CapacityType::OnDemand,
+        );
+        let (one, four) = (one.expect("priced"), four.expect("priced"));
+        assert!((four - one - 3.0 * 0.35).abs() < 1e-9, "{one} {four}");
+        assert_eq!(
+            table.price(
+                "n1-standard-8",
+                Some(("nvidia-tesla-t4", 8)),
+                CapacityType::OnDemand
+            ),
+            None,
+            "a T4 count N1 cannot carry is not an offering"
+        );
+        for accel in [
+            "nvidia-tesla-t4",
+            "nvidia-tesla-v100",
+            "nvidia-tesla-p4",
+            "nvidia-tesla-p100",
+        ] {
+            assert!(
+                table
+                    .price("n1-standard-16", Some((accel, 1)), CapacityType::Spot)
+                    .is_some(),
+                "{accel}"
+            );
+        }
+    }
+
+    #[test]
+    fn offering_names_round_trip() {
+        for (machine, attached) in [
+            ("a2-highgpu-8g", None),
+            ("n1-standard-8", Some(("nvidia-tesla-t4", 4))),
+        ] {
+            let name = offering_name(machine, attached);
+            assert_eq!(
+                parse_offering_name(&name),
+                Some((machine, attached)),
+                "{name}"
+            );
+        }
+        for bad in [
+            "n1-standard-8+",
+            "n1-standard-8+x",
+            "n1-standard-8+0xt4",
+            "+1xt4",
+        ] {
+            assert_eq!(parse_offering_name(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn unknown_prices_are_none_and_overrides_win() {
+        let table = PriceTable::default();
+        assert_eq!(
+            table.price("z9-unknown-1", None, CapacityType::OnDemand),
+            None
+        );
+        assert_eq!(
+            table.price(
+                "n1-standard-8",
+                Some(("nvidia-h9000", 1)),
+                CapacityType::Spot
+            ),
+            None
+        );
+        let mut overrides = BTreeMap::new();
+        overrides.insert(("a2-highgpu-8g".to_string(), CapacityType::Spot), 7.5);
+        overrides.insert(("z9-unknown-1".to_string(), CapacityType::OnDemand), 1.25);
+        let table = PriceTable::with_overrides(overrides);
+        assert_eq!(
+            table.price("a2-highgpu-8g", None, CapacityType::Spot),
+            Some(7.5)
+        );
+        assert_eq!(
+            table.price("a2-highgpu-8g", None, CapacityType::OnDemand),
+            Some(29.39)
+        );
+        assert_eq!(
+            table.price("z9-unknown-1", None, CapacityType::OnDemand),
+            Some(1.25)
+        );
+    }
+}
