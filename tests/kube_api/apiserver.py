@@ -37,8 +37,8 @@ Semantics
   PodDisruptionBudget of the pod's namespace whose selector matches it:
   desired healthy pods from minAvailable/maxUnavailable (integers or
   percentages, rounded up), healthy = Running and Ready; a healthy pod needs
-  one disruption to spare, an unhealthy one needs the budget met
-  (IfHealthyBudget). Refused: 429 TooManyRequests with a DisruptionBudget
+  one disruption to spare, an unhealthy one may always go
+  (AlwaysAllow). Refused: 429 TooManyRequests with a DisruptionBudget
   cause; allowed: the pod is deleted.
 - Delete: an object with metadata.finalizers gets deletionTimestamp and stays
   until an update empties its finalizers; otherwise it is removed at once
@@ -578,8 +578,8 @@ class Store:
                 healthy = sum(1 for p in matching if pod_healthy(p))
                 desired = desired_healthy(pdb["spec"], len(matching))
                 # a healthy pod needs a disruption to spare; an unhealthy one
-                # only needs the budget met (unhealthyPodEvictionPolicy IfHealthyBudget)
-                ok = healthy - desired > 0 if pod_healthy(pod) else healthy >= desired
+                # may always go (unhealthyPodEvictionPolicy AlwaysAllow)
+                ok = healthy - desired > 0 if pod_healthy(pod) else True
                 if not ok:
                     raise ApiError(429, "TooManyRequests",
                                    "Cannot evict pod as it would violate the pod's disruption budget.",
