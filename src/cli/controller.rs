@@ -65,18 +65,6 @@ pub struct ControllerArgs {
     /// Identity in the Lease and in Events (default: $POD_NAME or $HOSTNAME).
     #[arg(long, env = "MUSTER_IDENTITY")]
     pub identity: Option<String>,
-    /// EC2 endpoint override (private endpoints, tests).
-    #[arg(long, env = "MUSTER_AWS_ENDPOINT_URL")]
-    pub aws_endpoint_url: Option<String>,
-    /// SQS queue URL receiving EC2 spot interruption, rebalance and state-change events.
-    #[arg(long, env = "MUSTER_AWS_INTERRUPTION_QUEUE_URL")]
-    pub aws_interruption_queue_url: Option<String>,
-    /// SQS endpoint override (private endpoints, tests).
-    #[arg(long, env = "MUSTER_AWS_SQS_ENDPOINT_URL")]
-    pub aws_sqs_endpoint_url: Option<String>,
-    /// Compute Engine endpoint override (private endpoints, tests).
-    #[arg(long, env = "MUSTER_GCP_ENDPOINT_URL")]
-    pub gcp_endpoint_url: Option<String>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -177,15 +165,7 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::failed(format!("--metrics-addr {}: {e}", args.metrics_addr)))?;
     tokio::spawn(controller::metrics::serve(listener, metrics.clone()));
     let deps = Deps {
-        providers: Arc::new(controller::clouds::Clouds::new(
-            controller::clouds::CloudOptions {
-                cluster: args.cluster_name.clone(),
-                aws_endpoint_url: args.aws_endpoint_url.clone(),
-                aws_interruption_queue_url: args.aws_interruption_queue_url.clone(),
-                aws_sqs_endpoint_url: args.aws_sqs_endpoint_url.clone(),
-                gcp_endpoint_url: args.gcp_endpoint_url.clone(),
-            },
-        )),
+        providers: Arc::new(controller::providers::NoClouds),
         planner: controller::real_planner(),
         metrics,
     };

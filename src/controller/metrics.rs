@@ -10,7 +10,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -187,6 +187,12 @@ fn help(name: &str) -> &'static str {
         .map_or("", |m| m.help)
 }
 
+/// Registers `metric` under `name` with its help text from [`METRICS`].
+fn add<M: Metric + Clone>(registry: &mut Registry, name: &'static str, metric: M) -> M {
+    registry.register(name, help(name), metric.clone());
+    metric
+}
+
 /// Buckets of the admission wait: one second to about two days.
 fn wait_histogram() -> Histogram {
     Histogram::new(exponential_buckets(1.0, 3.0, 12))
@@ -243,59 +249,29 @@ impl Metrics {
     /// A fresh registry with every metric registered.
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("muster");
-        let gangs = Family::<GangLabels, Gauge>::default();
-        registry.register("gangs", help("gangs"), gangs.clone());
-        let plan_duration = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
-        registry.register(
+        let r = &mut registry;
+        let gangs = add(r, "gangs", Family::<GangLabels, Gauge>::default());
+        let plan_duration = add(
+            r,
             "planner_duration_seconds",
-            help("planner_duration_seconds"),
-            plan_duration.clone(),
+            Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
         );
-        let launches = Family::<LaunchLabels, Counter>::default();
-        registry.register("launches", help("launches"), launches.clone());
-        let admission_wait =
-            Family::<QueueLabels, Histogram>::new_with_constructor(wait_histogram as fn() -> _);
-        registry.register(
+        let launches = add(r, "launches", Family::<LaunchLabels, Counter>::default());
+        let admission_wait = add(
+            r,
             "admission_wait_seconds",
-            help("admission_wait_seconds"),
-            admission_wait.clone(),
+            Family::<QueueLabels, Histogram>::new_with_constructor(wait_histogram as fn() -> _),
         );
-        let pool_gpus = Family::<PoolLabels, Gauge>::default();
-        registry.register("pool_gpus", help("pool_gpus"), pool_gpus.clone());
-        let pool_allocated_gpus = Family::<PoolLabels, Gauge>::default();
-        registry.register(
-            "pool_allocated_gpus",
-            help("pool_allocated_gpus"),
-            pool_allocated_gpus.clone(),
-        );
-        let pool_busy_gpus = Family::<PoolLabels, Gauge>::default();
-        registry.register(
-            "pool_busy_gpus",
-            help("pool_busy_gpus"),
-            pool_busy_gpus.clone(),
-        );
-        let pool_cost = Family::<PoolLabels, FloatGauge>::default();
-        registry.register(
-            "pool_cost_dollars_per_hour",
-            help("pool_cost_dollars_per_hour"),
-            pool_cost.clone(),
-        );
-        let evictions = Family::<ReasonLabels, Counter>::default();
-        registry.register("evictions", help("evictions"), evictions.clone());
-        let preemptions = Family::<ReasonLabels, Counter>::default();
-        registry.register("preemptions", help("preemptions"), preemptions.clone());
-        let idle_node_seconds = Family::<PoolLabels, FloatCounter>::default();
-        registry.register(
-            "idle_node_seconds",
-            help("idle_node_seconds"),
-            idle_node_seconds.clone(),
-        );
-        let gpu_hours = Family::<QueueLabels, FloatCounter>::default();
-        registry.register("gpu_hours", help("gpu_hours"), gpu_hours.clone());
-        let cycles = Counter::default();
-        registry.register("planning_cycles", help("planning_cycles"), cycles.clone());
-        let leader = Gauge::default();
-        registry.register("leader", help("leader"), leader.clone());
+        let pool_gpus = add(r, "pool_gpus", Family::<PoolLabels, Gauge>::default());
+        let pool_allocated_gpus = add(r, "pool_allocated_gpus", Family::default());
+        let pool_busy_gpus = add(r, "pool_busy_gpus", Family::default());
+        let pool_cost = add(r, "pool_cost_dollars_per_hour", Family::default());
+        let evictions = add(r, "evictions", Family::default());
+        let preemptions = add(r, "preemptions", Family::default());
+        let idle_node_seconds = add(r, "idle_node_seconds", Family::default());
+        let gpu_hours = add(r, "gpu_hours", Family::default());
+        let cycles = add(r, "planning_cycles", Counter::default());
+        let leader = add(r, "leader", Gauge::default());
         Metrics {
             registry,
             gangs,

@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 
 use muster_planner::{GangPhase, NodePhase, Plan, Snapshot, Time};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{Atomic, Gauge};
 
 use super::metrics::{Metrics, PoolLabels, QueueLabels, ReasonLabels};
 
@@ -81,8 +83,9 @@ pub fn figures(snapshot: &Snapshot, plan: &Plan, now: Time, elapsed: f64) -> Fig
         }
         *f.gpu_hours.entry(gang.queue.clone()).or_default() += gpus_total as f64 * elapsed / 3600.0;
     }
+    let gangs: BTreeMap<_, _> = snapshot.gangs.iter().map(|g| (&g.id, g)).collect();
     for adm in &plan.admissions {
-        if let Some(g) = snapshot.gangs.iter().find(|g| g.id == adm.gang) {
+        if let Some(g) = gangs.get(&adm.gang) {
             let waited = (now.0 - g.arrival.0).max(0) as f64;
             f.admission_waits.push((g.queue.clone(), waited));
         }
@@ -108,22 +111,10 @@ pub fn report(metrics: &Metrics, snapshot: &Snapshot, plan: &Plan, now: Time) {
     };
     let f = figures(snapshot, plan, now, elapsed);
     let pool = |p: &String| PoolLabels { pool: p.clone() };
-    metrics.pool_gpus.clear();
-    for (p, n) in &f.pool_gpus {
-        metrics.pool_gpus.get_or_create(&pool(p)).set(*n);
-    }
-    metrics.pool_allocated_gpus.clear();
-    for (p, n) in &f.pool_allocated {
-        metrics.pool_allocated_gpus.get_or_create(&pool(p)).set(*n);
-    }
-    metrics.pool_busy_gpus.clear();
-    for (p, n) in &f.pool_busy {
-        metrics.pool_busy_gpus.get_or_create(&pool(p)).set(*n);
-    }
-    metrics.pool_cost.clear();
-    for (p, usd) in &f.pool_cost {
-        metrics.pool_cost.get_or_create(&pool(p)).set(*usd);
-    }
+    set_per_pool(&metrics.pool_gpus, &f.pool_gpus);
+    set_per_pool(&metrics.pool_allocated_gpus, &f.pool_allocated);
+    set_per_pool(&metrics.pool_busy_gpus, &f.pool_busy);
+    set_per_pool(&metrics.pool_cost, &f.pool_cost);
     for (p, secs) in &f.idle_node_seconds {
         metrics
             .idle_node_seconds
@@ -148,6 +139,20 @@ pub fn report(metrics: &Metrics, snapshot: &Snapshot, plan: &Plan, now: Time) {
         };
         metrics.preemptions.get_or_create(&labels).inc();
         metrics.evictions.get_or_create(&labels).inc();
+    }
+}
+
+/// Replaces a per-pool gauge family with `values` (pools that went away
+/// disappear from the exposition).
+fn set_per_pool<N: Copy, A: Atomic<N> + Default>(
+    family: &Family<PoolLabels, Gauge<N, A>>,
+    values: &BTreeMap<String, N>,
+) {
+    family.clear();
+    for (p, v) in values {
+        family
+            .get_or_create(&PoolLabels { pool: p.clone() })
+            .set(*v);
     }
 }
 
