@@ -554,6 +554,135 @@ async fn s4_real_planner() {
     scenario_restart(controller::real_planner(), Hang::AfterCreate).await;
 }
 
+// ---------------------------------------------------------------- (5)
+
+/// Scenario (5): a Job runs and completes, its nodes go empty and are
+/// removed (PoolNode `Draining` with the removal's reason, then deleted: the
+/// finalizer terminates the instance and deletes the Node), no sooner than
+/// `wait` after the Job completed, until the pool has no node left.
+async fn scenario_scale_down(disruption: serde_json::Value, reason: &str, wait: Duration) {
+    let (server, client) = world().await;
+    Api::<DynamicObject>::all_with(client.clone(), &ar("GPUPool", "gpupools"))
+        .patch(
+            "a100",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"disruption": disruption}})),
+        )
+        .await
+        .expect("patch pool");
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let emu = Emulator::start_running_for(
+        client.clone(),
+        vec![cloud.clone() as Arc<dyn support::emulator::Machines>],
+        Some(Duration::from_secs(1)),
+    );
+    let _ctl = start(
+        &server.client_as("controller"),
+        &cloud,
+        controller::real_planner(),
+        "c1",
+        false,
+    );
+    submit(&client, "short", 2, 8, true).await;
+    eventually(30, "two pods running", || {
+        let client = client.clone();
+        async move { (running_pods(&client, "short").await.len() == 2).then_some(()) }
+    })
+    .await;
+    assert_eq!(poolnodes(&client).await.len(), 2);
+    eventually(30, "the Job completed", || {
+        let seen = emu.seen.clone();
+        async move {
+            seen.lock()
+                .expect("seen")
+                .completed
+                .contains("short")
+                .then_some(())
+        }
+    })
+    .await;
+    let completed = std::time::Instant::now();
+    eventually(10, "the gang Finished", || {
+        let client = client.clone();
+        async move { (gang_phase(&client, "short").await.as_deref() == Some("Finished")).then_some(()) }
+    })
+    .await;
+    // a removal is written as Draining with its reason before the node goes
+    let draining = eventually(30, "a PoolNode Draining", || {
+        let client = client.clone();
+        async move {
+            poolnodes(&client)
+                .await
+                .into_iter()
+                .find(|p| p.data["status"]["phase"] == "Draining")
+        }
+    })
+    .await;
+    assert_eq!(draining.data["status"]["reason"], reason, "{draining:?}");
+    assert!(
+        completed.elapsed() + Duration::from_millis(300) >= wait,
+        "removed {:?} after the Job completed, before {wait:?}",
+        completed.elapsed()
+    );
+    eventually(60, "the pool at zero", || {
+        let client = client.clone();
+        async move { poolnodes(&client).await.is_empty().then_some(()) }
+    })
+    .await;
+    // every instance terminated, every muster Node deleted
+    let instances = cloud.instances();
+    assert_eq!(instances.len(), 2);
+    assert!(
+        instances
+            .iter()
+            .all(|i| i.instance.state == muster_provider_api::InstanceState::Terminated),
+        "{instances:?}"
+    );
+    let nodes = eventually(10, "Nodes deleted", || {
+        let client = client.clone();
+        async move {
+            let left = Api::<Node>::all(client)
+                .list(&ListParams::default().labels("muster.dev/poolnode"))
+                .await
+                .expect("nodes")
+                .items;
+            left.is_empty().then_some(left)
+        }
+    })
+    .await;
+    assert!(nodes.is_empty());
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    let removals = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .count();
+    assert_eq!(removals, 2, "one {reason} Event per node");
+}
+
+#[tokio::test]
+async fn s5_empty_nodes_removed_after_consolidate_after() {
+    scenario_scale_down(
+        json!({"consolidateAfter": "2s", "scaleToZeroAfter": "1h"}),
+        "Empty",
+        Duration::from_secs(2),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn s5_idle_pool_scaled_to_zero_after_scale_to_zero_after() {
+    scenario_scale_down(
+        json!({"consolidateAfter": "1h", "scaleToZeroAfter": "3s"}),
+        "ScaleToZero",
+        Duration::from_secs(3),
+    )
+    .await;
+}
+
 // ---------------------------------------------------------------- (7)
 
 async fn lease_holder(client: &kube::Client) -> Option<String> {

@@ -33,6 +33,8 @@ pub struct Ctx {
     pub events: Events,
     /// Listed offerings and unavailable marks.
     pub offerings: OfferingCache,
+    /// Pod evictions in flight (drains).
+    pub evicting: Arc<act::remove::InFlight>,
 }
 
 impl Ctx {
@@ -51,6 +53,7 @@ impl Ctx {
             caches,
             events,
             offerings: OfferingCache::default(),
+            evicting: Arc::default(),
         }
     }
 
@@ -152,6 +155,8 @@ pub async fn cycle(ctx: &Ctx) {
     act::admit::run(ctx, &plan.admissions, &tr.snapshot, &observed).await;
     act::release::run(ctx, &plan.releases, &observed, &tr).await;
     act::evict::run(ctx, &plan.preemptions, &observed).await;
+    act::remove::mark(ctx, &plan.removals, &observed, &tr).await;
+    act::remove::drain(ctx, &observed).await;
     act::status::update(ctx, &plan, &tr.snapshot, &observed, now).await;
     super::report_metrics::report(&ctx.deps.metrics, &tr.snapshot, &plan, now);
 }

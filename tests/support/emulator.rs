@@ -3,7 +3,8 @@
 //! NotReady with no GPUs, then Ready with the offering's GPUs), creates the
 //! pods of unsuspended Jobs, binds pending pods to nodes honouring node
 //! selectors, required node affinity, taints and GPU capacity, and marks them
-//! Running. Also records, at the moment it first sees each Job unsuspended,
+//! Running; when started with a run time, pods succeed after it and their Job
+//! completes (`Complete` condition, `succeeded` count). Also records, at the moment it first sees each Job unsuspended,
 //! how many muster-launched nodes were Ready.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -75,6 +76,10 @@ impl Machines for FakeCloud {
 pub struct Seen {
     /// Job name → Ready muster nodes when the Job was first seen unsuspended.
     pub unsuspended_with_ready_nodes: BTreeMap<String, usize>,
+    /// Pod `namespace/name` → when the emulator started running it.
+    pub started: BTreeMap<String, std::time::Instant>,
+    /// Job names the emulator completed.
+    pub completed: BTreeSet<String>,
 }
 
 /// The running emulator; stops on drop.
@@ -99,13 +104,27 @@ impl Emulator {
         )
     }
 
-    /// Starts emulating for any source of machines.
+    /// Starts emulating for any source of machines; pods run until deleted.
     pub fn start_with(client: kube::Client, clouds: Vec<Arc<dyn Machines>>) -> Emulator {
+        Emulator::start_running_for(client, clouds, None)
+    }
+
+    /// Starts emulating; with `run_for`, every pod succeeds that long after
+    /// it started running, and a Job whose pods all succeeded completes.
+    pub fn start_running_for(
+        client: kube::Client,
+        clouds: Vec<Arc<dyn Machines>>,
+        run_for: Option<Duration>,
+    ) -> Emulator {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let s = seen.clone();
         let task = tokio::spawn(async move {
             loop {
-                if let Err(e) = tick(&client, &clouds, &s).await {
+                let mut result = tick(&client, &clouds, &s).await;
+                if let (Ok(()), Some(run_for)) = (&result, run_for) {
+                    result = complete(&client, &s, run_for).await;
+                }
+                if let Err(e) = result {
                     eprintln!("emulator: {e}");
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -288,6 +307,10 @@ async fn tick(
         if spec.node_name.is_some() {
             let phase = p.status.as_ref().and_then(|s| s.phase.clone());
             if phase.is_none() {
+                seen.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .started
+                    .insert(format!("{ns}/{}", p.name_any()), std::time::Instant::now());
                 papi.patch_status(
                     &p.name_any(),
                     &pp,
@@ -328,7 +351,88 @@ async fn tick(
                 &Patch::Merge(json!({"status": {"phase": "Running"}})),
             )
             .await?;
+            seen.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .started
+                .insert(format!("{ns}/{}", p.name_any()), std::time::Instant::now());
         }
+    }
+    Ok(())
+}
+
+/// Pods that ran for `run_for` succeed; Jobs whose pods all succeeded
+/// complete.
+async fn complete(
+    client: &kube::Client,
+    seen: &Arc<Mutex<Seen>>,
+    run_for: Duration,
+) -> Result<(), kube::Error> {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let jobs: Api<Job> = Api::all(client.clone());
+    let pp = PatchParams::default();
+    let pod_list = pods.list(&ListParams::default()).await?.items;
+    let mut succeeded: BTreeMap<(String, String), i32> = BTreeMap::new();
+    for p in &pod_list {
+        let ns = p.namespace().unwrap_or_default();
+        let job = p.labels().get("job-name").cloned().unwrap_or_default();
+        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+        if phase == Some("Succeeded") {
+            *succeeded.entry((ns, job)).or_default() += 1;
+            continue;
+        }
+        if phase != Some("Running") {
+            continue;
+        }
+        let started = seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .started
+            .get(&format!("{ns}/{}", p.name_any()))
+            .copied();
+        if started.is_some_and(|t| t.elapsed() >= run_for) {
+            Api::<Pod>::namespaced(client.clone(), &ns)
+                .patch_status(
+                    &p.name_any(),
+                    &pp,
+                    &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+                )
+                .await?;
+            *succeeded.entry((ns, job)).or_default() += 1;
+        }
+    }
+    for job in jobs.list(&ListParams::default()).await?.items {
+        let ns = job.namespace().unwrap_or_default();
+        let name = job.name_any();
+        let want = job.spec.as_ref().and_then(|s| s.parallelism).unwrap_or(1);
+        let done = succeeded
+            .get(&(ns.clone(), name.clone()))
+            .copied()
+            .unwrap_or(0);
+        let complete = job
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Complete"));
+        if complete || done < want {
+            continue;
+        }
+        let now =
+            muster::controller::translate::time::format(muster::controller::translate::time::now());
+        Api::<Job>::namespaced(client.clone(), &ns)
+            .patch_status(
+                &name,
+                &pp,
+                &Patch::Merge(json!({"status": {
+                    "succeeded": done,
+                    "completionTime": now,
+                    "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": now}],
+                }})),
+            )
+            .await?;
+        seen.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .completed
+            .insert(name);
     }
     Ok(())
 }

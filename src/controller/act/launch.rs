@@ -17,12 +17,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kube::ResourceExt;
-use kube::api::{DeleteParams, DynamicObject, Patch, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PostParams};
 use muster_crds::common::{
     CapacityType as CrdCapacity, NamespacedName, Provider as CrdProvider, Usd,
 };
 use muster_planner::lifecycle::pool_node::{self, LaunchError};
-use muster_planner::plan::Launch;
+use muster_planner::plan::{Launch, NewNode};
 use muster_planner::{CapacityType, NodePhase, Provider, Snapshot, Time};
 use muster_provider_api::{CloudProvider, LaunchRequest, ProviderError};
 
@@ -46,67 +46,9 @@ pub async fn write(ctx: &Ctx, launches: &[Launch], snapshot: &Snapshot) -> usize
     let mut created = 0;
     for launch in launches {
         for n in &launch.nodes {
-            let node_class = snapshot
-                .pools
-                .iter()
-                .find(|p| p.name == n.pool)
-                .map(|p| p.node_class.clone())
-                .unwrap_or_default();
-            let listed = snapshot.offerings.iter().find(|o| o.key() == n.offering);
-            let spec = PoolNodeSpec {
-                pool: n.pool.clone(),
-                node_class,
-                offering: OfferingSpec {
-                    provider: match n.offering.provider {
-                        Provider::Aws => CrdProvider::Aws,
-                        Provider::Gcp => CrdProvider::Gcp,
-                        Provider::Sim => CrdProvider::Sim,
-                    },
-                    region: listed.map(|o| o.region.clone()).unwrap_or_default(),
-                    zone: n.offering.zone.clone(),
-                    instance_type: n.offering.instance_type.clone(),
-                    capacity_type: match n.offering.capacity_type {
-                        CapacityType::Spot => CrdCapacity::Spot,
-                        CapacityType::OnDemand => CrdCapacity::OnDemand,
-                    },
-                    price_per_hour: Usd(format!("{:.6}", n.price.usd())),
-                    gpu_model: listed
-                        .and_then(|o| o.gpu_model.as_ref())
-                        .map(|m| m.as_str().to_string())
-                        .unwrap_or_default(),
-                    gpu_count: listed
-                        .map(|o| i32::try_from(o.gpu_count).unwrap_or(i32::MAX))
-                        .unwrap_or(0),
-                },
-                gang: launch
-                    .gang
-                    .as_str()
-                    .split_once('/')
-                    .map(|(ns, name)| NamespacedName {
-                        namespace: ns.to_string(),
-                        name: name.to_string(),
-                    }),
-                idempotency_key: n.idempotency_key.clone(),
-            };
-            let mut obj = DynamicObject::new(&n.name, &Kind::PoolNode.api_resource());
-            obj.metadata.finalizers = Some(vec![TERMINATE_FINALIZER.to_string()]);
-            obj.metadata.labels = Some(
-                [
-                    (POOL_LABEL.to_string(), n.pool.clone()),
-                    (
-                        GANG_LABEL.to_string(),
-                        gang_label_value(launch.gang.as_str()),
-                    ),
-                ]
-                .into(),
-            );
-            obj.data = serde_json::json!({ "spec": spec });
-            match api(&ctx.client, Kind::PoolNode, None)
-                .create(&PostParams::default(), &obj)
-                .await
-            {
-                Ok(_) => created += 1,
-                Err(e) if is_already_exists(&e) => {}
+            match create(ctx, n, Some(launch.gang.as_str()), snapshot).await {
+                Ok(true) => created += 1,
+                Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(poolnode = %n.name, error = %e, "could not write PoolNode")
                 }
@@ -114,6 +56,72 @@ pub async fn write(ctx: &Ctx, launches: &[Launch], snapshot: &Snapshot) -> usize
         }
     }
     created
+}
+
+/// Writes the PoolNode of one new node, for a gang (`namespace/name`) or
+/// for none (a consolidation replacement). True when it was created, false
+/// when it already existed.
+pub async fn create(
+    ctx: &Ctx,
+    n: &NewNode,
+    gang: Option<&str>,
+    snapshot: &Snapshot,
+) -> Result<bool, ActError> {
+    let node_class = snapshot
+        .pools
+        .iter()
+        .find(|p| p.name == n.pool)
+        .map(|p| p.node_class.clone())
+        .unwrap_or_default();
+    let listed = snapshot.offerings.iter().find(|o| o.key() == n.offering);
+    let spec = PoolNodeSpec {
+        pool: n.pool.clone(),
+        node_class,
+        offering: OfferingSpec {
+            provider: match n.offering.provider {
+                Provider::Aws => CrdProvider::Aws,
+                Provider::Gcp => CrdProvider::Gcp,
+                Provider::Sim => CrdProvider::Sim,
+            },
+            region: listed.map(|o| o.region.clone()).unwrap_or_default(),
+            zone: n.offering.zone.clone(),
+            instance_type: n.offering.instance_type.clone(),
+            capacity_type: match n.offering.capacity_type {
+                CapacityType::Spot => CrdCapacity::Spot,
+                CapacityType::OnDemand => CrdCapacity::OnDemand,
+            },
+            price_per_hour: Usd(format!("{:.6}", n.price.usd())),
+            gpu_model: listed
+                .and_then(|o| o.gpu_model.as_ref())
+                .map(|m| m.as_str().to_string())
+                .unwrap_or_default(),
+            gpu_count: listed
+                .map(|o| i32::try_from(o.gpu_count).unwrap_or(i32::MAX))
+                .unwrap_or(0),
+        },
+        gang: gang
+            .and_then(|g| g.split_once('/'))
+            .map(|(ns, name)| NamespacedName {
+                namespace: ns.to_string(),
+                name: name.to_string(),
+            }),
+        idempotency_key: n.idempotency_key.clone(),
+    };
+    let mut obj = DynamicObject::new(&n.name, &Kind::PoolNode.api_resource());
+    obj.metadata.finalizers = Some(vec![TERMINATE_FINALIZER.to_string()]);
+    obj.metadata.labels = Some([(POOL_LABEL.to_string(), n.pool.clone())].into());
+    if let (Some(g), Some(labels)) = (gang, obj.metadata.labels.as_mut()) {
+        labels.insert(GANG_LABEL.to_string(), gang_label_value(g));
+    }
+    obj.data = serde_json::json!({ "spec": spec });
+    match api(&ctx.client, Kind::PoolNode, None)
+        .create(&PostParams::default(), &obj)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if is_already_exists(&e) => Ok(false),
+        Err(e) => Err(ActError::api("create PoolNode")(e)),
+    }
 }
 
 /// The provider of a pool, through its NodeClass.
@@ -380,6 +388,15 @@ async fn finalize(
         match provider.terminate(pid).await {
             Ok(()) | Err(ProviderError::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
+        }
+    }
+    // the machine is gone: so is its Node (as the cloud's node controller would)
+    if let Some(node) = poolnode_status(pn).node_name {
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(ctx.client.clone());
+        match nodes.delete(&node, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(ActError::api("delete Node")(e)),
         }
     }
     remove_finalizer(ctx, pn).await?;

@@ -7,6 +7,7 @@ pub mod evict;
 pub mod gangs;
 pub mod launch;
 pub mod release;
+pub mod remove;
 pub mod status;
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};

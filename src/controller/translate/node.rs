@@ -125,6 +125,54 @@ pub fn pod_job(pod: &Pod) -> Option<(String, String)> {
         .map(|o| (pod.namespace().unwrap_or_default(), o.name.clone()))
 }
 
+/// When each Job completed or failed (`status.completionTime`, else the
+/// newest transition of a `Complete`/`Failed` condition).
+fn job_completions(observed: &Observed) -> BTreeMap<(String, String), Time> {
+    let mut out = BTreeMap::new();
+    for job in &observed.jobs {
+        let Some(st) = job.status.as_ref() else {
+            continue;
+        };
+        let done = st
+            .completion_time
+            .as_ref()
+            .map(time::from_kube)
+            .or_else(|| {
+                st.conditions
+                    .iter()
+                    .flatten()
+                    .filter(|c| {
+                        (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True"
+                    })
+                    .filter_map(|c| c.last_transition_time.as_ref().map(time::from_kube))
+                    .max()
+            });
+        if let Some(t) = done {
+            out.insert((job.namespace().unwrap_or_default(), job.name_any()), t);
+        }
+    }
+    out
+}
+
+/// When a finished pod finished: its containers' newest `finishedAt`, else
+/// its Job's completion; rounded up to the next whole second.
+pub fn pod_finished_at(pod: &Pod, completions: &BTreeMap<(String, String), Time>) -> Option<Time> {
+    let containers = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref())
+        .map(time::from_kube)
+        .max();
+    // stamps have whole seconds: count from the next one, so a node is never
+    // taken for empty longer than it has been
+    containers
+        .or_else(|| pod_job(pod).and_then(|j| completions.get(&j).copied()))
+        .map(|t| Time(t.0 + 1))
+}
+
 /// True when a PodDisruptionBudget selecting the pod allows no disruption
 /// now (`status.disruptionsAllowed == 0`). Selectors: `matchLabels` and
 /// `matchExpressions` (In, NotIn, Exists, DoesNotExist).
@@ -192,11 +240,18 @@ pub fn nodes(
     // pods not belonging to a gang, per node
     let mut others: BTreeMap<String, Vec<OtherPod>> = BTreeMap::new();
     let mut busy: BTreeSet<String> = BTreeSet::new();
+    // when each node's last finished pod finished: a node is empty from then
+    let mut last_finished: BTreeMap<String, Time> = BTreeMap::new();
+    let completions = job_completions(observed);
     for pod in &observed.pods {
         let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
             continue;
         };
         if !pod_active(pod) {
+            if let Some(t) = pod_finished_at(pod, &completions) {
+                let e = last_finished.entry(node).or_insert(t);
+                *e = (*e).max(t);
+            }
             continue;
         }
         let daemon = pod.owner_references().iter().any(|o| o.kind == "DaemonSet");
@@ -307,6 +362,9 @@ pub fn nodes(
             }
             node.pods = others.remove(&name).unwrap_or_default();
         }
+        let since = last_finished
+            .get(&node.name)
+            .map_or(since, |t| since.max(*t));
         node.empty_since = (!busy.contains(&node.name) && !node.phase.in_flight()).then_some(since);
         out.push(node);
     }
@@ -360,7 +418,11 @@ pub fn nodes(
             pods: others.remove(&name).unwrap_or_default(),
             created_at: created,
             phase_since: created,
-            empty_since: (!busy.contains(&name)).then_some(created),
+            empty_since: (!busy.contains(&name)).then_some(
+                last_finished
+                    .get(&name)
+                    .map_or(created, |t| created.max(*t)),
+            ),
             do_not_disrupt: kn.annotations().contains_key("muster.dev/do-not-disrupt"),
         });
     }
