@@ -683,6 +683,202 @@ async fn s5_idle_pool_scaled_to_zero_after_scale_to_zero_after() {
     .await;
 }
 
+/// A Draining PoolNode is drained the way a user expects: the Node is
+/// cordoned, a gang on it is evicted whole (its Job suspended again), other
+/// pods go through the Eviction API and wait for their PodDisruptionBudget,
+/// a `muster.dev/do-not-disrupt` pod is never evicted, and the PoolNode goes
+/// (instance terminated, Node deleted) only when nothing but those is left.
+#[tokio::test]
+async fn draining_evicts_gangs_whole_honours_pdbs_and_do_not_disrupt() {
+    let (server, client) = world().await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
+    submit(&client, "one", 1, 8, true).await;
+    let pn = eventually(20, "a Ready PoolNode", || {
+        let client = client.clone();
+        async move {
+            poolnodes(&client)
+                .await
+                .into_iter()
+                .find(|p| p.data["status"]["phase"] == "Ready")
+        }
+    })
+    .await;
+    let node = pn.data["status"]["nodeName"]
+        .as_str()
+        .expect("nodeName")
+        .to_string();
+    eventually(20, "the gang's pod running", || {
+        let client = client.clone();
+        async move { (running_pods(&client, "one").await.len() == 1).then_some(()) }
+    })
+    .await;
+    // two pods that are not muster's, running and Ready on the node
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    for (name, annotations) in [
+        ("web", json!({})),
+        ("keep", json!({"muster.dev/do-not-disrupt": "true"})),
+    ] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": NS, "labels": {"app": name}, "annotations": annotations},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]},
+        }))
+        .expect("pod");
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
+        pods.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})),
+        )
+        .await
+        .expect("pod status");
+    }
+    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(client.clone(), NS);
+    pdbs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": NS},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        }))
+        .expect("pdb"),
+    )
+    .await
+    .expect("create pdb");
+    // the plan's removal, as the removals executor records it
+    Api::<DynamicObject>::all_with(client.clone(), &ar("PoolNode", "poolnodes"))
+        .patch_status(
+            &pn.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Draining", "reason": "Underutilized"}})),
+        )
+        .await
+        .expect("draining");
+    // cordoned; the gang evicted whole
+    eventually(20, "the Node cordoned", || {
+        let client = client.clone();
+        let node = node.clone();
+        async move {
+            let n = Api::<Node>::all(client).get(&node).await.ok()?;
+            n.spec?.unschedulable.filter(|u| *u)
+        }
+    })
+    .await;
+    eventually(20, "the gang's Job suspended again", || {
+        let client = client.clone();
+        async move {
+            let j = Api::<Job>::namespaced(client, NS).get("one").await.ok()?;
+            j.spec?.suspend.filter(|s| *s)
+        }
+    })
+    .await;
+    eventually(20, "the gang's pod gone from the node", || {
+        let client = client.clone();
+        let node = node.clone();
+        async move {
+            let left = Api::<Pod>::namespaced(client, NS)
+                .list(&ListParams::default().labels("job-name=one"))
+                .await
+                .ok()?
+                .items;
+            (!left.iter().any(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str())
+            }))
+            .then_some(())
+        }
+    })
+    .await;
+    // the budget holds the web pod; do-not-disrupt holds the other
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        pods.get_opt("web").await.expect("get").is_some(),
+        "the PDB holds web"
+    );
+    assert!(pods.get_opt("keep").await.expect("get").is_some());
+    assert_eq!(poolnodes(&client).await.len(), 1, "the PoolNode waits");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    let blocked = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("DrainBlocked"))
+        .filter_map(|e| e.note)
+        .collect::<Vec<_>>();
+    assert!(
+        blocked
+            .iter()
+            .any(|n| n.contains("team-a/keep") && n.contains("do-not-disrupt")),
+        "{blocked:?}"
+    );
+    // the budget lifted: web is evicted through the Eviction API
+    pdbs.delete("web", &Default::default())
+        .await
+        .expect("delete pdb");
+    eventually(30, "web evicted", || {
+        let pods = pods.clone();
+        async move { pods.get_opt("web").await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+    assert!(
+        pods.get_opt("keep").await.expect("get").is_some(),
+        "never evicted"
+    );
+    assert_eq!(
+        poolnodes(&client).await.len(),
+        1,
+        "keep still holds the node"
+    );
+    // its owner removes it: the node goes
+    pods.delete("keep", &Default::default())
+        .await
+        .expect("delete keep");
+    eventually(20, "the PoolNode gone", || {
+        let client = client.clone();
+        let name = pn.name_any();
+        async move {
+            (!poolnodes(&client)
+                .await
+                .iter()
+                .any(|p| p.name_any() == name))
+            .then_some(())
+        }
+    })
+    .await;
+    eventually(10, "the Node deleted", || {
+        let client = client.clone();
+        let node = node.clone();
+        async move {
+            Api::<Node>::all(client)
+                .get_opt(&node)
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    let pid = pn.data["status"]["providerID"]
+        .as_str()
+        .expect("providerID");
+    assert!(
+        cloud
+            .calls()
+            .iter()
+            .any(|c| c.op == "terminate" && c.what == pid),
+        "instance terminated"
+    );
+    let text = ctl.metrics.encode();
+    assert!(
+        text.contains(r#"muster_evictions_total{reason="Drain"} 2"#),
+        "one gang and one pod evicted: {text}"
+    );
+}
+
 // ---------------------------------------------------------------- (7)
 
 async fn lease_holder(client: &kube::Client) -> Option<String> {

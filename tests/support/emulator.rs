@@ -234,11 +234,30 @@ async fn tick(
         let Some(spec) = job.spec.as_ref() else {
             continue;
         };
-        if spec.suspend.unwrap_or(false) {
-            continue;
-        }
         let ns = job.namespace().unwrap_or_default();
         let name = job.name_any();
+        if spec.suspend.unwrap_or(false) {
+            // a suspended Job's active pods are deleted
+            for p in pod_list.iter().filter(|p| {
+                p.namespace().as_deref() == Some(&ns)
+                    && p.labels().get("job-name") == Some(&name)
+                    && p.metadata.deletion_timestamp.is_none()
+                    && !matches!(
+                        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                        Some("Succeeded" | "Failed")
+                    )
+            }) {
+                match Api::<Pod>::namespaced(client.clone(), &ns)
+                    .delete(&p.name_any(), &DeleteParams::default())
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            continue;
+        }
         {
             let mut s = seen.lock().unwrap_or_else(|e| e.into_inner());
             if !s.unsuspended_with_ready_nodes.contains_key(&name) {
