@@ -48,6 +48,13 @@ pub struct PoolLabels {
     pub pool: String,
 }
 
+/// Labels of counters by kind.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// A bounded kind (an enum variant name).
+    pub kind: String,
+}
+
 /// Labels of counters by reason.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
@@ -166,6 +173,18 @@ pub const METRICS: &[MetricDoc] = &[
         labels: &["queue"],
     },
     MetricDoc {
+        name: "orphans_terminated",
+        kind: MetricKind::Counter,
+        help: "Cloud instances tagged for this cluster that no PoolNode accounts for, terminated by orphan collection",
+        labels: &[],
+    },
+    MetricDoc {
+        name: "interruptions",
+        kind: MetricKind::Counter,
+        help: "Interruption notices from the clouds that named a PoolNode, by kind",
+        labels: &["kind"],
+    },
+    MetricDoc {
         name: "planning_cycles",
         kind: MetricKind::Counter,
         help: "Planning cycles run",
@@ -232,6 +251,10 @@ pub struct Metrics {
     pub gpu_hours: Family<QueueLabels, FloatCounter>,
     /// The time of the previous metrics report (seconds), for accumulating counters.
     pub(crate) last_report: Mutex<Option<i64>>,
+    /// Orphaned instances terminated.
+    pub orphans_terminated: Counter,
+    /// Interruption notices by kind.
+    pub interruptions: Family<KindLabels, Counter>,
     /// Planning cycles run.
     pub cycles: Counter,
     /// 1 while this instance holds the leader Lease.
@@ -270,6 +293,8 @@ impl Metrics {
         let preemptions = add(r, "preemptions", Family::default());
         let idle_node_seconds = add(r, "idle_node_seconds", Family::default());
         let gpu_hours = add(r, "gpu_hours", Family::default());
+        let orphans_terminated = add(r, "orphans_terminated", Counter::default());
+        let interruptions = add(r, "interruptions", Family::default());
         let cycles = add(r, "planning_cycles", Counter::default());
         let leader = add(r, "leader", Gauge::default());
         Metrics {
@@ -287,6 +312,8 @@ impl Metrics {
             idle_node_seconds,
             gpu_hours,
             last_report: Mutex::new(None),
+            orphans_terminated,
+            interruptions,
             cycles,
             leader,
             synced: AtomicBool::new(false),

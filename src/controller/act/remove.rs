@@ -10,8 +10,9 @@
 //! the old node is put back to `Ready`.
 //!
 //! [`drain`] then walks every Draining PoolNode, each cycle, until it is
-//! gone: cordon the Node; evict a muster gang as a whole (its Job is
-//! suspended again, like a preemption); evict other pods through the
+//! gone: cordon the Node; wait for a muster gang on it to go (the gang's
+//! life cycle evicts it whole when a node it holds is Draining: see
+//! `status`); evict other pods through the
 //! Eviction API, which honours PodDisruptionBudgets; never evict a pod
 //! annotated `muster.dev/do-not-disrupt` (the node waits, with an Event).
 //! When only DaemonSet and mirror pods are left, the PoolNode is deleted and
@@ -28,7 +29,6 @@ use muster_crds::PoolNodePhase;
 use muster_planner::plan::{Removal, RemovalKind};
 
 use super::{ActError, api, is_not_found, params, patch_status};
-use crate::controller::metrics::ReasonLabels;
 use crate::controller::objects::{Kind, QUEUE_LABEL};
 use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::node::{pod_active, pod_job, poolnode_status};
@@ -36,6 +36,8 @@ use crate::controller::translate::{Observed, Translation};
 
 /// Annotation on a pod or Node: never evict or remove it voluntarily.
 pub const DO_NOT_DISRUPT: &str = "muster.dev/do-not-disrupt";
+/// Reason of a PoolNode drained because its cloud interrupts it.
+pub const INTERRUPTED: &str = "Interrupted";
 /// Annotation on a Draining PoolNode: the PoolNode replacing it.
 pub const REPLACED_BY_ANNOTATION: &str = "muster.dev/replaced-by";
 /// How long one eviction call may take (the client retries `429` by itself;
@@ -255,21 +257,9 @@ async fn drain_one(
                     )
                     .await;
             }
-            PodAction::Gang(ns, job) => {
+            PodAction::Gang(..) => {
+                // the gang's life cycle evicts it whole (Gang status update)
                 remaining += 1;
-                if super::evict::suspend(ctx, &ns, &job, observed).await? {
-                    count(ctx, "Drain");
-                    ctx.events
-                        .normal(
-                            Kind::PoolNode,
-                            pn,
-                            "GangEvicted",
-                            format!(
-                                "gang {ns}/{job} evicted whole to drain {node}; it queues again"
-                            ),
-                        )
-                        .await;
-                }
             }
             PodAction::Evict => {
                 remaining += 1;
@@ -284,16 +274,6 @@ async fn drain_one(
     Ok(true)
 }
 
-fn count(ctx: &Ctx, reason: &str) {
-    ctx.deps
-        .metrics
-        .evictions
-        .get_or_create(&ReasonLabels {
-            reason: reason.to_string(),
-        })
-        .inc();
-}
-
 /// Starts one eviction in the background (bounded by [`EVICTION_TIMEOUT`]);
 /// its outcome shows in the caches and, when refused, as an Event.
 fn start_eviction(ctx: &Ctx, pn: &std::sync::Arc<DynamicObject>, pod: &Pod) {
@@ -306,7 +286,6 @@ fn start_eviction(ctx: &Ctx, pn: &std::sync::Arc<DynamicObject>, pod: &Pod) {
     let client = ctx.client.clone();
     let events = ctx.events.clone();
     let evicting = ctx.evicting.clone();
-    let metrics = ctx.deps.metrics.clone();
     let pn = pn.clone();
     tokio::spawn(async move {
         let pods: Api<Pod> = Api::namespaced(client, &ns);
@@ -314,14 +293,7 @@ fn start_eviction(ctx: &Ctx, pn: &std::sync::Arc<DynamicObject>, pod: &Pod) {
             tokio::time::timeout(EVICTION_TIMEOUT, pods.evict(&name, &EvictParams::default()))
                 .await;
         match outcome {
-            Ok(Ok(_)) => {
-                metrics
-                    .evictions
-                    .get_or_create(&ReasonLabels {
-                        reason: "Drain".to_string(),
-                    })
-                    .inc();
-            }
+            Ok(Ok(_)) => tracing::info!(pod = %key, "evicted"),
             Ok(Err(e)) if is_not_found(&e) => {}
             Ok(Err(e)) => {
                 events

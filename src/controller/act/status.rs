@@ -141,6 +141,34 @@ pub fn desired(
         st.started_at = None;
         return (st, false);
     }
+    // a node the gang holds is going (interrupted, or drained for
+    // consolidation): the life-cycle table evicts the whole gang
+    if current.holds_capacity() {
+        let losing = as_planned
+            .iter()
+            .flat_map(|g| &g.assignments)
+            .find_map(|a| {
+                draining_nodes(observed)
+                    .into_iter()
+                    .find(|(n, _)| *n == a.node)
+            });
+        if let Some((_, interrupted)) = losing {
+            let event = if interrupted {
+                lifecycle::Event::SpotInterruption
+            } else {
+                lifecycle::Event::NodeLost
+            };
+            if let lifecycle::Step::Evict {
+                reason,
+                not_before,
+                counts,
+            } = step(event)
+            {
+                evicted(&mut st, format!("{reason:?}"), not_before, counts);
+                return (st, true);
+            }
+        }
+    }
     if current == GangPhase::Admitted {
         let want: u64 = spec::<GangSpec>(Kind::Gang, obj)
             .map(|s| {
@@ -172,16 +200,7 @@ pub fn desired(
                 not_before,
                 counts,
             } => {
-                set_phase(&mut st, GangPhase::Evicted);
-                if counts {
-                    st.evictions += 1;
-                }
-                st.requeue_after = Some(time::format(not_before));
-                st.reason = Some(format!("{reason:?}"));
-                st.assignments.clear();
-                st.reserved_nodes.clear();
-                st.admitted_at = None;
-                st.started_at = None;
+                evicted(&mut st, format!("{reason:?}"), not_before, counts);
                 return (st, true);
             }
             _ => {}
@@ -208,6 +227,38 @@ pub fn desired(
         set_phase(&mut st, GangPhase::Queued);
     }
     (st, false)
+}
+
+/// A gang's status after an eviction by its life-cycle table.
+fn evicted(st: &mut GangView, reason: String, not_before: Time, counts: bool) {
+    st.phase = Some(phase_name(GangPhase::Evicted));
+    if counts {
+        st.evictions += 1;
+    }
+    st.requeue_after = Some(time::format(not_before));
+    st.reason = Some(reason);
+    st.assignments.clear();
+    st.reserved_nodes.clear();
+    st.admitted_at = None;
+    st.started_at = None;
+}
+
+/// Names (PoolNode and Node) of the PoolNodes being drained, and whether
+/// each was interrupted by its cloud.
+fn draining_nodes(observed: &Observed) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    for pn in observed.of(Kind::PoolNode) {
+        let st = crate::controller::translate::node::poolnode_status(pn);
+        if st.phase != muster_crds::PoolNodePhase::Draining {
+            continue;
+        }
+        let interrupted = st.reason.as_deref() == Some(super::remove::INTERRUPTED);
+        out.push((pn.name_any(), interrupted));
+        if let Some(n) = st.node_name {
+            out.push((n, interrupted));
+        }
+    }
+    out
 }
 
 /// Writes Gang statuses that changed and refreshes the gangs gauge.
