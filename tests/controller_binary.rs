@@ -121,3 +121,29 @@ async fn binary_runs_against_the_test_server() {
         "OpenMetrics ends with # EOF"
     );
 }
+
+/// Bad flags stop the binary before it connects, with a message naming the
+/// flag.
+#[test]
+fn bad_periods_and_lease_timings_are_refused() {
+    let cases = [
+        (vec!["--interruption-poll", "0s"], "--interruption-poll"),
+        (vec!["--orphan-gc-period", "0s"], "--orphan-gc-period"),
+        (vec!["--tick", "0s"], "--tick"),
+        (
+            vec!["--lease-duration", "5s", "--lease-retry-period", "5s"],
+            "--lease-retry-period",
+        ),
+        (vec!["--orphan-grace", "soon"], "--orphan-grace"),
+    ];
+    for (args, flag) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_muster"))
+            .args(["controller", "--kube-url", "http://127.0.0.1:9"])
+            .args(&args)
+            .output()
+            .expect("run muster");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} accepted");
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+    }
+}

@@ -73,10 +73,23 @@ fn start_with(
     lease: bool,
     policy: muster_planner::Policy,
 ) -> Running {
+    start_configured(client, cloud, planner, identity, lease, |c| {
+        c.policy = policy
+    })
+}
+
+fn start_configured(
+    client: &kube::Client,
+    cloud: &Arc<FakeCloud>,
+    planner: PlanFn,
+    identity: &str,
+    lease: bool,
+    configure: impl FnOnce(&mut ControllerConfig),
+) -> Running {
     let mut config = ControllerConfig::new("test-cluster", identity);
-    config.policy = policy;
     config.debounce = Duration::from_millis(50);
     config.tick = Duration::from_millis(500);
+    configure(&mut config);
     if lease {
         config.lease = Some(LeaseConfig {
             name: "muster-controller".into(),
@@ -882,6 +895,187 @@ async fn draining_evicts_gangs_whole_honours_pdbs_and_do_not_disrupt() {
         text.contains(r#"muster_evictions_total{reason="NodeLost"} 1"#),
         "the gang evicted once: {text}"
     );
+}
+
+/// Orphan collection terminates exactly the instances tagged for this
+/// cluster that no PoolNode accounts for and that are older than the grace
+/// period; a launched gang's instance and a fresh stray are kept.
+#[tokio::test]
+async fn orphan_collection_terminates_exactly_the_orphans() {
+    let (server, client) = world().await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let now = muster::controller::translate::time::now();
+    let old = cloud.plant(
+        "stray-old",
+        "test-cluster",
+        now - muster_planner::Dur::secs(3600),
+    );
+    let fresh = cloud.plant(
+        "stray-new",
+        "test-cluster",
+        now + muster_planner::Dur::secs(3600),
+    );
+    let other = cloud.plant(
+        "other-cluster",
+        "elsewhere",
+        now - muster_planner::Dur::secs(3600),
+    );
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let ctl = start_configured(
+        &server.client_as("controller"),
+        &cloud,
+        stub(),
+        "c1",
+        false,
+        |c| {
+            c.orphan_gc_period = Duration::from_millis(300);
+            c.orphan_grace = Duration::from_secs(600);
+        },
+    );
+    submit(&client, "one", 1, 8, true).await;
+    let pn = eventually(20, "a Ready PoolNode", || {
+        let client = client.clone();
+        async move {
+            poolnodes(&client)
+                .await
+                .into_iter()
+                .find(|p| p.data["status"]["phase"] == "Ready")
+        }
+    })
+    .await;
+    let mine = pn.data["status"]["providerID"]
+        .as_str()
+        .expect("providerID")
+        .to_string();
+    eventually(20, "the orphan terminated", || {
+        let cloud = cloud.clone();
+        let old = old.clone();
+        async move {
+            (cloud.state(&old) == Some(muster_provider_api::InstanceState::Terminated))
+                .then_some(())
+        }
+    })
+    .await;
+    // a few more collections change nothing else
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for pid in [&mine, &fresh, &other] {
+        assert_eq!(
+            cloud.state(pid),
+            Some(muster_provider_api::InstanceState::Running),
+            "{pid} kept"
+        );
+    }
+    let terminated: Vec<String> = cloud
+        .calls()
+        .into_iter()
+        .filter(|c| c.op == "terminate")
+        .map(|c| c.what)
+        .collect();
+    assert_eq!(terminated, [old]);
+    assert!(
+        ctl.metrics
+            .encode()
+            .contains("muster_orphans_terminated_total 1")
+    );
+}
+
+/// A spot interruption of a node a running gang holds: the PoolNode gets an
+/// `Interrupted` condition and goes Draining, the gang is evicted whole and
+/// requeued at once (no backoff), the node goes, and the offering is marked
+/// unavailable so the gang is not launched on it again meanwhile.
+#[tokio::test]
+async fn spot_interruption_evicts_the_gang_and_marks_the_offering() {
+    let (server, client) = world().await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let ctl = start_configured(
+        &server.client_as("controller"),
+        &cloud,
+        controller::real_planner(),
+        "c1",
+        false,
+        |c| c.interruption_poll = Duration::from_millis(200),
+    );
+    submit(&client, "one", 1, 8, true).await;
+    eventually(30, "the gang Running", || {
+        let client = client.clone();
+        async move { (gang_phase(&client, "one").await.as_deref() == Some("Running")).then_some(()) }
+    })
+    .await;
+    let pn = poolnodes(&client)
+        .await
+        .into_iter()
+        .next()
+        .expect("a PoolNode");
+    let pid = pn.data["status"]["providerID"]
+        .as_str()
+        .expect("providerID")
+        .to_string();
+    let launches = cloud.launch_calls().len();
+    cloud.interrupt(
+        &pid,
+        muster_provider_api::InterruptionKind::SpotInterruption,
+    );
+    let drained = eventually(20, "the PoolNode Draining", || {
+        let client = client.clone();
+        async move {
+            poolnodes(&client)
+                .await
+                .into_iter()
+                .find(|p| p.data["status"]["phase"] == "Draining")
+        }
+    })
+    .await;
+    assert_eq!(drained.data["status"]["reason"], "Interrupted");
+    let conds = drained.data["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        conds.iter().any(|c| c["type"] == "Interrupted"
+            && c["status"] == "True"
+            && c["reason"] == "SpotInterruption"),
+        "{conds:?}"
+    );
+    eventually(20, "the gang's Job suspended", || {
+        let client = client.clone();
+        async move {
+            let j = Api::<Job>::namespaced(client, NS).get("one").await.ok()?;
+            j.spec?.suspend.filter(|s| *s)
+        }
+    })
+    .await;
+    eventually(20, "the interrupted PoolNode gone", || {
+        let client = client.clone();
+        let name = pn.name_any();
+        async move {
+            (!poolnodes(&client)
+                .await
+                .iter()
+                .any(|p| p.name_any() == name))
+            .then_some(())
+        }
+    })
+    .await;
+    // requeued at once, but the only fitting offering is marked unavailable
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        cloud.launch_calls().len(),
+        launches,
+        "no launch on the interrupted offering"
+    );
+    let phase = gang_phase(&client, "one").await;
+    assert!(
+        matches!(phase.as_deref(), Some("Queued" | "Evicted")),
+        "{phase:?}"
+    );
+    let text = ctl.metrics.encode();
+    for line in [
+        r#"muster_interruptions_total{kind="SpotInterruption"} 1"#,
+        r#"muster_evictions_total{reason="SpotInterruption"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
 }
 
 // ---------------------------------------------------------------- (7)

@@ -59,6 +59,17 @@ pub struct ControllerArgs {
     /// shorter than --lease-duration.
     #[arg(long, env = "MUSTER_LEASE_RETRY_PERIOD", default_value = "5s", value_parser = parse_duration)]
     pub lease_retry_period: Duration,
+    /// How often instances tagged with the cluster name are checked for
+    /// orphans (instances no PoolNode accounts for).
+    #[arg(long, env = "MUSTER_ORPHAN_GC_PERIOD", default_value = "5m", value_parser = parse_duration)]
+    pub orphan_gc_period: Duration,
+    /// How old an instance no PoolNode accounts for must be before it is
+    /// terminated.
+    #[arg(long, env = "MUSTER_ORPHAN_GRACE", default_value = "10m", value_parser = parse_duration)]
+    pub orphan_grace: Duration,
+    /// How often each cloud's interruption notices are read.
+    #[arg(long, env = "MUSTER_INTERRUPTION_POLL", default_value = "5s", value_parser = parse_duration)]
+    pub interruption_poll: Duration,
     /// Run without leader election (a single replica only).
     #[arg(long)]
     pub no_leader_election: bool,
@@ -136,7 +147,22 @@ fn check_lease_timing(duration: Duration, retry: Duration) -> Result<(), CliErro
     Ok(())
 }
 
+/// Checks that periodic steps have a period.
+fn check_periods(args: &ControllerArgs) -> Result<(), CliError> {
+    for (flag, d) in [
+        ("--tick", args.tick),
+        ("--orphan-gc-period", args.orphan_gc_period),
+        ("--interruption-poll", args.interruption_poll),
+    ] {
+        if d.is_zero() {
+            return Err(CliError::input(format!("{flag} must be greater than zero")));
+        }
+    }
+    Ok(())
+}
+
 async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
+    check_periods(&args)?;
     if !args.no_leader_election {
         check_lease_timing(args.lease_duration, args.lease_retry_period)?;
     }
@@ -151,6 +177,9 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
     config.namespaces = args.namespaces.clone();
     config.debounce = args.debounce;
     config.tick = args.tick;
+    config.orphan_gc_period = args.orphan_gc_period;
+    config.orphan_grace = args.orphan_grace;
+    config.interruption_poll = args.interruption_poll;
     if !args.no_leader_election {
         config.lease = Some(LeaseConfig {
             name: args.lease_name.clone(),

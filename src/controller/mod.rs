@@ -69,6 +69,12 @@ pub struct ControllerConfig {
     pub policy: Policy,
     /// How long listed offerings are reused before asking the cloud again.
     pub offerings_ttl: Duration,
+    /// How often instances tagged for this cluster are checked for orphans.
+    pub orphan_gc_period: Duration,
+    /// How old an unaccounted instance must be before it is terminated.
+    pub orphan_grace: Duration,
+    /// How often each cloud's interruption notices are read.
+    pub interruption_poll: Duration,
 }
 
 impl ControllerConfig {
@@ -83,6 +89,9 @@ impl ControllerConfig {
             lease: None,
             policy: Policy::default(),
             offerings_ttl: Duration::from_secs(300),
+            orphan_gc_period: Duration::from_secs(300),
+            orphan_grace: Duration::from_secs(600),
+            interruption_poll: Duration::from_secs(5),
         }
     }
 }

@@ -35,6 +35,34 @@ pub struct Ctx {
     pub offerings: OfferingCache,
     /// Pod evictions in flight (drains).
     pub evicting: Arc<act::remove::InFlight>,
+    /// When periodic housekeeping last ran.
+    pub last: std::sync::Mutex<Housekeeping>,
+}
+
+/// When each periodic housekeeping step last ran.
+#[derive(Debug, Default)]
+pub struct Housekeeping {
+    /// Orphan collection.
+    pub orphans: Option<Instant>,
+    /// Interruption polling.
+    pub interruptions: Option<Instant>,
+}
+
+impl Ctx {
+    /// True (and noted) when `step` last ran at least `period` ago.
+    fn due(
+        &self,
+        period: std::time::Duration,
+        step: fn(&mut Housekeeping) -> &mut Option<Instant>,
+    ) -> bool {
+        let mut h = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = step(&mut h);
+        if slot.is_some_and(|t| t.elapsed() < period) {
+            return false;
+        }
+        *slot = Some(Instant::now());
+        true
+    }
 }
 
 impl Ctx {
@@ -54,6 +82,7 @@ impl Ctx {
             events,
             offerings: OfferingCache::default(),
             evicting: Arc::default(),
+            last: std::sync::Mutex::default(),
         }
     }
 
@@ -90,7 +119,7 @@ pub async fn run(ctx: Arc<Ctx>, mut leader: watch::Receiver<bool>) {
         if !first {
             tokio::select! {
                 _ = ctx.caches.changes.notified() => {}
-                _ = tokio::time::sleep(ctx.config.tick) => {}
+                _ = tokio::time::sleep(ctx.config.tick.min(ctx.config.interruption_poll)) => {}
                 _ = leader.changed() => continue,
             }
         }
@@ -130,6 +159,12 @@ pub async fn cycle(ctx: &Ctx) {
     let observed = ctx.observed();
     act::gangs::sync(ctx, &observed).await;
     act::launch::lifecycle(ctx, &observed, now).await;
+    if ctx.due(ctx.config.interruption_poll, |h| &mut h.interruptions) {
+        act::interruptions::poll(ctx, &observed, now).await;
+    }
+    if ctx.due(ctx.config.orphan_gc_period, |h| &mut h.orphans) {
+        act::orphans::collect(ctx, &observed, now).await;
+    }
     let offerings = refresh_offerings(ctx, &observed).await;
     let mut tr = translate::snapshot(&observed, &offerings, now);
     for o in &mut tr.snapshot.offerings {

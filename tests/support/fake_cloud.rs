@@ -54,6 +54,7 @@ struct State {
     calls: Vec<Call>,
     ice: BTreeSet<String>,
     hang: Option<Hang>,
+    notices: Vec<Interruption>,
 }
 
 /// The fake cloud.
@@ -111,6 +112,56 @@ impl FakeCloud {
     /// Launches of this instance type fail with insufficient capacity.
     pub fn insufficient(&self, instance_type: &str) {
         self.lock().ice.insert(instance_type.to_string());
+    }
+
+    /// Creates an instance for `cluster` as if launched for a PoolNode
+    /// `name` at `launched_at`, without any PoolNode (an orphan when none
+    /// by that name exists). Returns its provider id.
+    pub fn plant(&self, name: &str, cluster: &str, launched_at: Time) -> String {
+        let offering = self.catalog[0].key();
+        let provider_id = format!("gce://test-project/{}/{name}", offering.zone);
+        let request = LaunchRequest {
+            name: name.into(),
+            idempotency_key: format!("planted-{name}"),
+            offering: offering.clone(),
+            pool: "a100".into(),
+            cluster: cluster.into(),
+            gang: None,
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            tags: BTreeMap::new(),
+        };
+        let instance = Instance {
+            provider_id: provider_id.clone(),
+            offering,
+            state: InstanceState::Running,
+            launched_at,
+            pool_node: Some(name.into()),
+            tags: BTreeMap::new(),
+        };
+        self.lock().instances.insert(
+            request.idempotency_key.clone(),
+            FakeInstance { instance, request },
+        );
+        provider_id
+    }
+
+    /// Queues an interruption notice (returned once by `interruptions`).
+    pub fn interrupt(&self, provider_id: &str, kind: muster_provider_api::InterruptionKind) {
+        self.lock().notices.push(Interruption {
+            provider_id: provider_id.into(),
+            kind,
+            at: Time(0),
+        });
+    }
+
+    /// The state of the instance with this provider id.
+    pub fn state(&self, provider_id: &str) -> Option<InstanceState> {
+        self.lock()
+            .instances
+            .values()
+            .find(|i| i.instance.provider_id == provider_id)
+            .map(|i| i.instance.state)
     }
 
     /// Every call so far.
@@ -271,7 +322,7 @@ impl CloudProvider for FakeCloud {
     }
 
     async fn interruptions(&self) -> Result<Vec<Interruption>, ProviderError> {
-        Ok(Vec::new())
+        Ok(std::mem::take(&mut self.lock().notices))
     }
 }
 

@@ -5,7 +5,9 @@
 pub mod admit;
 pub mod evict;
 pub mod gangs;
+pub mod interruptions;
 pub mod launch;
+pub mod orphans;
 pub mod release;
 pub mod remove;
 pub mod status;
@@ -13,6 +15,7 @@ pub mod status;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
 use super::objects::{FIELD_MANAGER, Kind, KindExt};
+use super::planning_loop;
 
 /// Why one write failed, in bounded categories.
 #[derive(Debug, thiserror::Error)]
@@ -102,4 +105,55 @@ pub fn gang_label_value(gang: &str) -> String {
         });
         format!("{}-{h:016x}", &v[..46].trim_end_matches(['.', '-', '_']))
     }
+}
+
+/// The object's `status.conditions` with `cond` in place of any condition
+/// of its type; `None` when a condition of that type already says the same
+/// (status, reason, message), so nothing needs writing.
+pub fn with_condition(
+    obj: &DynamicObject,
+    cond: super::objects::Condition,
+) -> Option<Vec<super::objects::Condition>> {
+    let conds: Vec<super::objects::Condition> = obj
+        .data
+        .get("status")
+        .and_then(|s| s.get("conditions"))
+        .cloned()
+        .and_then(|c| serde_json::from_value(c).ok())
+        .unwrap_or_default();
+    let same = conds.iter().any(|c| {
+        c.type_ == cond.type_
+            && c.status == cond.status
+            && c.reason == cond.reason
+            && c.message == cond.message
+    });
+    if same {
+        return None;
+    }
+    let mut next: Vec<_> = conds
+        .into_iter()
+        .filter(|c| c.type_ != cond.type_)
+        .collect();
+    next.push(cond);
+    Some(next)
+}
+
+/// Every NodeClass's provider (NodeClasses without one are skipped, with a
+/// log line: their status already says why).
+pub async fn providers(
+    ctx: &planning_loop::Ctx,
+    observed: &crate::controller::translate::Observed,
+) -> Vec<(
+    String,
+    std::sync::Arc<dyn muster_provider_api::CloudProvider>,
+)> {
+    let mut out = Vec::new();
+    for nc in observed.of(Kind::NodeClass) {
+        let name = kube::ResourceExt::name_any(nc.as_ref());
+        match launch::provider_for(ctx, observed, &name).await {
+            Ok(p) => out.push((name, p)),
+            Err(e) => tracing::debug!(node_class = %name, error = %e, "no provider"),
+        }
+    }
+    out
 }

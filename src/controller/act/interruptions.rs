@@ -1,0 +1,136 @@
+//! Interruption notices: each cloud's stream of spot interruptions,
+//! rebalance recommendations, preemptions and out-of-band terminations is
+//! read every `interruption_poll`, mapped to the PoolNode recording the
+//! instance, and handled as the planner's interruption table
+//! (`muster_planner::lifecycle::interruption`) says: an `Interrupted`
+//! condition and a Warning Event always; for a reclaimed machine, the
+//! PoolNode goes `Draining` with reason `Interrupted` (its gangs are then
+//! evicted whole and requeued at once, see `status`) and the offering is
+//! marked unavailable so the re-plan goes elsewhere. Notices naming no
+//! PoolNode are ignored.
+
+use kube::ResourceExt;
+use muster_planner::Time;
+use muster_planner::lifecycle::interruption::{self, Notice, Step};
+use muster_provider_api::{Interruption, InterruptionKind};
+
+use super::{patch_status, with_condition};
+use crate::controller::metrics::KindLabels;
+use crate::controller::objects::{Condition, Kind, PoolNodeSpec};
+use crate::controller::planning_loop::Ctx;
+use crate::controller::translate::node::{node_phase, offering_key, poolnode_status};
+use crate::controller::translate::pool::spec;
+use crate::controller::translate::{Observed, time};
+
+/// The planner's notice for a provider's interruption kind.
+pub fn notice(kind: InterruptionKind) -> Notice {
+    match kind {
+        InterruptionKind::SpotInterruption => Notice::SpotInterruption,
+        InterruptionKind::RebalanceRecommendation => Notice::RebalanceRecommendation,
+        InterruptionKind::Preempted => Notice::Preempted,
+        InterruptionKind::Terminated => Notice::Terminated,
+    }
+}
+
+/// Polls every provider once and handles what arrived. Returns how many
+/// notices named a PoolNode.
+pub async fn poll(ctx: &Ctx, observed: &Observed, now: Time) -> usize {
+    let mut handled = 0;
+    for (node_class, provider) in super::providers(ctx, observed).await {
+        let notices = match provider.interruptions().await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(node_class = %node_class, error = %e, "could not read interruptions");
+                continue;
+            }
+        };
+        for n in notices {
+            match handle(ctx, observed, &n, now).await {
+                Ok(true) => handled += 1,
+                Ok(false) => {
+                    tracing::debug!(instance = %n.provider_id, "interruption for no PoolNode")
+                }
+                Err(e) => tracing::warn!(instance = %n.provider_id, error = %e, "interruption"),
+            }
+        }
+    }
+    handled
+}
+
+async fn handle(
+    ctx: &Ctx,
+    observed: &Observed,
+    n: &Interruption,
+    now: Time,
+) -> Result<bool, super::ActError> {
+    let Some(pn) = observed
+        .of(Kind::PoolNode)
+        .iter()
+        .find(|p| poolnode_status(p).provider_id.as_deref() == Some(n.provider_id.as_str()))
+    else {
+        return Ok(false);
+    };
+    let kind = format!("{:?}", n.kind);
+    ctx.deps
+        .metrics
+        .interruptions
+        .get_or_create(&KindLabels { kind: kind.clone() })
+        .inc();
+    let st = poolnode_status(pn);
+    let s: PoolNodeSpec =
+        spec(Kind::PoolNode, pn).map_err(|i| super::ActError::Missing(i.message))?;
+    let offering = offering_key(&s);
+    let message = format!(
+        "{kind} for instance {} ({offering}) at {}",
+        n.provider_id,
+        time::format(n.at)
+    );
+    ctx.events
+        .warn(Kind::PoolNode, pn, &kind, message.clone())
+        .await;
+    let mut status = serde_json::Map::new();
+    if let Some(conds) = with_condition(
+        pn,
+        Condition {
+            type_: "Interrupted".into(),
+            status: "True".into(),
+            reason: kind.clone(),
+            message: message.clone(),
+            last_transition_time: time::format(now),
+            observed_generation: pn.metadata.generation,
+        },
+    ) {
+        status.insert(
+            "conditions".into(),
+            serde_json::to_value(conds).unwrap_or_default(),
+        );
+    }
+    match interruption::on_notice(
+        notice(n.kind),
+        node_phase(st.phase),
+        &offering,
+        &ctx.config.policy,
+        now,
+    ) {
+        Step::Record => {}
+        Step::Drain { mark_unavailable } => {
+            if let Some((key, until)) = mark_unavailable {
+                ctx.offerings.mark_unavailable(key, until);
+            }
+            status.insert("phase".into(), "Draining".into());
+            status.insert("reason".into(), super::remove::INTERRUPTED.into());
+            status.insert("message".into(), message.into());
+        }
+    }
+    if !status.is_empty() {
+        patch_status(
+            &ctx.client,
+            Kind::PoolNode,
+            None,
+            &pn.name_any(),
+            serde_json::Value::Object(status),
+        )
+        .await?;
+    }
+    Ok(true)
+}
