@@ -314,6 +314,7 @@ async fn s1_real_planner() {
 
 /// What a finished scenario (2) leaves running, for further checks.
 struct GangOfFour {
+    /// The API server (its client reads what the scenario left).
     _server: ApiServer,
     _emu: Emulator,
     ctl: Running,
@@ -422,7 +423,108 @@ async fn scenario_gang_of_four_with(planner: PlanFn, server_options: &[&str]) ->
 
 #[tokio::test]
 async fn s2_four_node_gang_written_first_then_launched_then_admitted() {
-    scenario_gang_of_four(stub()).await;
+    let s2 = scenario_gang_of_four(stub()).await;
+    let client = s2._server.client();
+    // pool, queue and NodeClass status follow
+    let get = |kind: &'static str, plural: &'static str, name: &'static str| {
+        let client = client.clone();
+        async move {
+            Api::<DynamicObject>::all_with(client, &ar(kind, plural))
+                .get(name)
+                .await
+                .ok()
+                .map(|o| o.data["status"].clone())
+        }
+    };
+    let pool = eventually(20, "GPUPool status", || async {
+        get("GPUPool", "gpupools", "a100")
+            .await
+            .filter(|s| s["gpusAllocated"] == 32)
+    })
+    .await;
+    assert_eq!(pool["nodes"], 4, "{pool}");
+    assert_eq!(pool["gpus"], 32);
+    assert_eq!(pool["pricePerHour"], "40.000000");
+    assert!(
+        pool["conditions"].as_array().is_some_and(|c| c
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")),
+        "{pool}"
+    );
+    let queue = eventually(20, "GPUQueue status", || async {
+        get("GPUQueue", "gpuqueues", "team-a")
+            .await
+            .filter(|s| s["runningGangs"] == 1)
+    })
+    .await;
+    assert_eq!(queue["gpusUsed"], "32", "{queue}");
+    assert_eq!(queue["pendingGangs"], 0);
+    assert!(
+        queue["conditions"].as_array().is_some_and(|c| c
+            .iter()
+            .any(|c| c["type"] == "Active" && c["status"] == "True")),
+        "{queue}"
+    );
+    let class = eventually(20, "NodeClass status", || async {
+        get("NodeClass", "nodeclasses", "gcp-default")
+            .await
+            .filter(|s| s["conditions"].is_array())
+    })
+    .await;
+    assert_eq!(class["zones"], json!(["zone-a"]), "{class}");
+    assert_eq!(class["provider"], "gcp");
+    assert!(
+        class["conditions"].as_array().is_some_and(|c| c
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")),
+        "{class}"
+    );
+}
+
+/// A NodeClass whose selector matches nothing gets `Ready=False` naming the
+/// selector, and a Warning Event.
+#[tokio::test]
+async fn nodeclass_whose_selector_matches_nothing_is_not_ready() {
+    let (server, client) = world().await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    cloud.unresolvable("subnetSelectorTerms[0] (tag team=none)");
+    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
+    let cond = eventually(20, "Ready=False on the NodeClass", || {
+        let client = client.clone();
+        async move {
+            let nc = Api::<DynamicObject>::all_with(client, &ar("NodeClass", "nodeclasses"))
+                .get("gcp-default")
+                .await
+                .ok()?;
+            nc.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Ready" && c["status"] == "False")
+                .cloned()
+        }
+    })
+    .await;
+    assert_eq!(cond["reason"], "NotResolved");
+    assert!(
+        cond["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("subnetSelectorTerms[0] (tag team=none) matched nothing")),
+        "{cond}"
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    eventually(10, "a NotResolved Event", || {
+        let events = events.clone();
+        async move {
+            events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some("NotResolved"))
+        }
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -33,6 +33,7 @@ pub mod snapshot;
 pub mod spot;
 pub mod synthetic;
 pub mod time;
+pub mod usage;
 
 pub use model::*;
 pub use plan::Plan;

@@ -458,6 +458,12 @@ mod tests {
         m.preemptions.get_or_create(&r).inc();
         m.idle_node_seconds.get_or_create(&p).inc_by(2.0);
         m.gpu_hours.get_or_create(&q).inc_by(0.5);
+        m.orphans_terminated.inc();
+        m.interruptions
+            .get_or_create(&KindLabels {
+                kind: "SpotInterruption".into(),
+            })
+            .inc();
         let text = m.encode();
         let mut registered = Vec::new();
         for line in text.lines() {

@@ -37,6 +37,8 @@ pub struct Ctx {
     pub evicting: Arc<act::remove::InFlight>,
     /// When periodic housekeeping last ran.
     pub last: std::sync::Mutex<Housekeeping>,
+    /// When each NodeClass was last resolved.
+    pub resolved: act::class_status::Resolved,
 }
 
 /// When each periodic housekeeping step last ran.
@@ -83,6 +85,7 @@ impl Ctx {
             offerings: OfferingCache::default(),
             evicting: Arc::default(),
             last: std::sync::Mutex::default(),
+            resolved: Default::default(),
         }
     }
 
@@ -193,7 +196,9 @@ pub async fn cycle(ctx: &Ctx) {
     act::remove::mark(ctx, &plan.removals, &observed, &tr).await;
     act::remove::drain(ctx, &observed).await;
     act::status::update(ctx, &plan, &tr.snapshot, &observed, now).await;
-    super::report_metrics::report(&ctx.deps.metrics, &tr.snapshot, &plan, now);
+    let figures = super::report_metrics::report(&ctx.deps.metrics, &tr.snapshot, &plan, now);
+    act::pool_status::update(ctx, &tr.snapshot, &observed, &figures, now).await;
+    act::class_status::update(ctx, &observed, now).await;
 }
 
 /// The offerings of every valid pool, listed from its cloud when stale.

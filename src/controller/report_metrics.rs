@@ -98,8 +98,8 @@ pub fn figures(snapshot: &Snapshot, plan: &Plan, now: Time, elapsed: f64) -> Fig
     f
 }
 
-/// Updates `metrics` after a cycle planned at `now`.
-pub fn report(metrics: &Metrics, snapshot: &Snapshot, plan: &Plan, now: Time) {
+/// Updates `metrics` after a cycle planned at `now`; returns the figures.
+pub fn report(metrics: &Metrics, snapshot: &Snapshot, plan: &Plan, now: Time) -> Figures {
     let elapsed = {
         let mut last = metrics
             .last_report
@@ -140,6 +140,7 @@ pub fn report(metrics: &Metrics, snapshot: &Snapshot, plan: &Plan, now: Time) {
         metrics.preemptions.get_or_create(&labels).inc();
         metrics.evictions.get_or_create(&labels).inc();
     }
+    f
 }
 
 /// Replaces a per-pool gauge family with `values` (pools that went away

@@ -54,6 +54,8 @@ impl Machines for FakeCloud {
     async fn machines(&self) -> Vec<Machine> {
         self.instances()
             .into_iter()
+            // planted instances (orphans) never boot a kubelet
+            .filter(|fi| !fi.request.idempotency_key.starts_with("planted-"))
             .map(|fi| Machine {
                 name: fi.request.name.clone(),
                 provider_id: fi.instance.provider_id.clone(),

@@ -55,6 +55,7 @@ struct State {
     ice: BTreeSet<String>,
     hang: Option<Hang>,
     notices: Vec<Interruption>,
+    unresolvable: Option<String>,
 }
 
 /// The fake cloud.
@@ -116,7 +117,8 @@ impl FakeCloud {
 
     /// Creates an instance for `cluster` as if launched for a PoolNode
     /// `name` at `launched_at`, without any PoolNode (an orphan when none
-    /// by that name exists). Returns its provider id.
+    /// by that name exists). Its machine never registers a Node. Returns its
+    /// provider id.
     pub fn plant(&self, name: &str, cluster: &str, launched_at: Time) -> String {
         let offering = self.catalog[0].key();
         let provider_id = format!("gce://test-project/{}/{name}", offering.zone);
@@ -144,6 +146,11 @@ impl FakeCloud {
             FakeInstance { instance, request },
         );
         provider_id
+    }
+
+    /// Makes `resolve` fail: the named selector matches nothing.
+    pub fn unresolvable(&self, selector: &str) {
+        self.lock().unresolvable = Some(selector.to_string());
     }
 
     /// Queues an interruption notice (returned once by `interruptions`).
@@ -211,6 +218,9 @@ impl CloudProvider for FakeCloud {
     }
 
     async fn resolve(&self) -> Result<Resolution, ProviderError> {
+        if let Some(what) = self.lock().unresolvable.clone() {
+            return Err(ProviderError::NotFound { what });
+        }
         Ok(Resolution {
             zones: vec!["zone-a".into()],
             ..Resolution::default()

@@ -3,11 +3,13 @@
 //! result does not depend on how often they run.
 
 pub mod admit;
+pub mod class_status;
 pub mod evict;
 pub mod gangs;
 pub mod interruptions;
 pub mod launch;
 pub mod orphans;
+pub mod pool_status;
 pub mod release;
 pub mod remove;
 pub mod status;
