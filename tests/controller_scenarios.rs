@@ -138,7 +138,7 @@ async fn world_with(extra: &[&str]) -> (ApiServer, kube::Client) {
         None,
         json!({
             "metadata": {"name": "team-a"},
-            "spec": {"pools": ["a100"]}
+            "spec": {"pools": ["a100"], "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}}}
         }),
     )
     .await;
@@ -168,8 +168,19 @@ async fn create(
 }
 
 async fn submit(client: &kube::Client, name: &str, pods: i32, gpus: u32, suspend: bool) {
+    submit_in(client, NS, name, pods, gpus, suspend).await;
+}
+
+async fn submit_in(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    pods: i32,
+    gpus: u32,
+    suspend: bool,
+) {
     let job: Job = serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
+        "metadata": {"name": name, "namespace": ns, "labels": {"muster.dev/queue": "team-a"}},
         "spec": {
             "parallelism": pods, "completions": pods, "suspend": suspend,
             // GPU pods tolerate the GPU taint (GKE's and EKS's ExtendedResourceToleration
@@ -181,7 +192,7 @@ async fn submit(client: &kube::Client, name: &str, pods: i32, gpus: u32, suspend
         }
     }))
     .expect("job");
-    Api::<Job>::namespaced(client.clone(), NS)
+    Api::<Job>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &job)
         .await
         .expect("submit job");
@@ -479,6 +490,8 @@ async fn s2_four_node_gang_written_first_then_launched_then_admitted() {
             .any(|c| c["type"] == "Ready" && c["status"] == "True")),
         "{class}"
     );
+    // status writes of pools, queues and NodeClasses included
+    s2._server.assert_rbac_allows_controller();
 }
 
 /// A NodeClass whose selector matches nothing gets `Ready=False` naming the
@@ -776,6 +789,7 @@ async fn scenario_scale_down(disruption: serde_json::Value, reason: &str, wait: 
         .filter(|e| e.reason.as_deref() == Some(reason))
         .count();
     assert_eq!(removals, 2, "one {reason} Event per node");
+    server.assert_rbac_allows_controller();
 }
 
 #[tokio::test]
@@ -997,6 +1011,8 @@ async fn draining_evicts_gangs_whole_honours_pdbs_and_do_not_disrupt() {
         text.contains(r#"muster_evictions_total{reason="NodeLost"} 1"#),
         "the gang evicted once: {text}"
     );
+    // cordon, eviction and Node deletion included
+    server.assert_rbac_allows_controller();
 }
 
 /// Orphan collection terminates exactly the instances tagged for this
@@ -1079,6 +1095,7 @@ async fn orphan_collection_terminates_exactly_the_orphans() {
             .encode()
             .contains("muster_orphans_terminated_total 1")
     );
+    server.assert_rbac_allows_controller();
 }
 
 /// A spot interruption of a node a running gang holds: the PoolNode gets an
@@ -1178,6 +1195,71 @@ async fn spot_interruption_evicts_the_gang_and_marks_the_offering() {
     ] {
         assert!(text.contains(line), "{line} in {text}");
     }
+    server.assert_rbac_allows_controller();
+}
+
+/// A Job in a namespace its queue's `namespaceSelector` does not select
+/// stays suspended, with `Valid=False`/`NamespaceNotAllowed` on its Gang and
+/// no launch; once the queue selects the namespace, it is admitted.
+#[tokio::test]
+async fn queue_namespace_selector_is_enforced() {
+    let (server, client) = world().await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
+    submit_in(&client, "team-b", "outsider", 1, 8, true).await;
+    let gangs: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "team-b", &ar("Gang", "gangs"));
+    let cond = eventually(20, "NamespaceNotAllowed on the Gang", || {
+        let gangs = gangs.clone();
+        async move {
+            let g = gangs.get("outsider").await.ok()?;
+            g.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Valid" && c["status"] == "False")
+                .cloned()
+        }
+    })
+    .await;
+    assert_eq!(cond["reason"], "NamespaceNotAllowed", "{cond}");
+    assert!(
+        cond["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("team-b")),
+        "{cond}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(cloud.launch_calls().is_empty(), "nothing launched for it");
+    let job = Api::<Job>::namespaced(client.clone(), "team-b")
+        .get("outsider")
+        .await
+        .expect("job");
+    assert_eq!(job.spec.and_then(|s| s.suspend), Some(true));
+    // the queue opens to every namespace: admitted
+    Api::<DynamicObject>::all_with(client.clone(), &ar("GPUQueue", "gpuqueues"))
+        .patch(
+            "team-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"namespaceSelector": {"matchLabels": null}}})),
+        )
+        .await
+        .expect("open the queue");
+    eventually(30, "the outsider running", || {
+        let client = client.clone();
+        async move {
+            let pods = Api::<Pod>::namespaced(client, "team-b")
+                .list(&ListParams::default().labels("job-name=outsider"))
+                .await
+                .ok()?
+                .items;
+            pods.iter()
+                .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .then_some(())
+        }
+    })
+    .await; // Namespaces watched included
+    server.assert_rbac_allows_controller();
 }
 
 // ---------------------------------------------------------------- (7)
@@ -1192,17 +1274,17 @@ async fn lease_holder(client: &kube::Client) -> Option<String> {
 
 #[tokio::test]
 async fn s7_only_the_leader_acts() {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     let cloud_a = FakeCloud::new(None);
     let cloud_b = FakeCloud::new(None);
     let _emu = Emulator::start(client.clone(), vec![cloud_a.clone(), cloud_b.clone()]);
-    let a = start(&client, &cloud_a, stub(), "a", true);
+    let a = start(&server.client_as("controller"), &cloud_a, stub(), "a", true);
     eventually(10, "a leads", || {
         let client = client.clone();
         async move { (lease_holder(&client).await.as_deref() == Some("a")).then_some(()) }
     })
     .await;
-    let b = start(&client, &cloud_b, stub(), "b", true);
+    let b = start(&server.client_as("controller"), &cloud_b, stub(), "b", true);
     submit(&client, "first", 1, 8, true).await;
     eventually(20, "first runs", || {
         let client = client.clone();
@@ -1235,6 +1317,8 @@ async fn s7_only_the_leader_acts() {
     .await;
     assert_eq!(cloud_b.launch_calls().len(), 1, "the new leader launches");
     assert_eq!(cloud_a.launch_calls().len(), 1);
+    // leader election included, every request is allowed by deploy/rbac.yaml
+    server.assert_rbac_allows_controller();
 }
 
 // ---------------------------------------------------------------- (8)

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DynamicObject};
 use kube::{Client, Resource};
@@ -33,6 +33,7 @@ pub struct Caches {
     pods: Vec<Store<Pod>>,
     pdbs: Vec<Store<PodDisruptionBudget>>,
     nodes: Store<Node>,
+    namespaces: Store<Namespace>,
     muster: BTreeMap<Kind, Vec<Store<DynamicObject>>>,
     /// Notified on every watch event (and by writers who want a re-plan).
     pub changes: Arc<Notify>,
@@ -62,6 +63,7 @@ impl Caches {
             .map(|ns| typed::<PodDisruptionBudget>(namespaced(&client, ns), &changes, &mut tasks))
             .collect();
         let nodes = typed::<Node>(Api::all(client.clone()), &changes, &mut tasks);
+        let namespaces = typed::<Namespace>(Api::all(client.clone()), &changes, &mut tasks);
         let mut muster = BTreeMap::new();
         for kind in Kind::ALL {
             let ar = kind.api_resource();
@@ -91,6 +93,7 @@ impl Caches {
             pods,
             pdbs,
             nodes,
+            namespaces,
             muster,
             changes,
             tasks: Arc::new(tasks),
@@ -111,6 +114,7 @@ impl Caches {
             ready(st.clone()).await?;
         }
         ready(self.nodes.clone()).await?;
+        ready(self.namespaces.clone()).await?;
         for stores in self.muster.values() {
             for st in stores {
                 ready(st.clone()).await?;
@@ -144,6 +148,11 @@ impl Caches {
     /// Cached Nodes.
     pub fn nodes(&self) -> Vec<Arc<Node>> {
         self.nodes.state()
+    }
+
+    /// Cached Namespaces.
+    pub fn namespaces(&self) -> Vec<Arc<Namespace>> {
+        self.namespaces.state()
     }
 
     /// Cached objects of one muster kind.

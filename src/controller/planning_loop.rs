@@ -94,6 +94,7 @@ impl Ctx {
             jobs: self.caches.jobs(),
             pods: self.caches.pods(),
             nodes: self.caches.nodes(),
+            namespaces: self.caches.namespaces(),
             pdbs: self.caches.pdbs(),
             objects: Kind::ALL
                 .into_iter()

@@ -23,6 +23,8 @@ pub struct ApiServer {
     pub url: String,
     /// How long it took to be ready.
     pub started_in: Duration,
+    /// The server's audit log (one JSON object per request).
+    pub audit_log: std::path::PathBuf,
 }
 
 impl ApiServer {
@@ -34,6 +36,14 @@ impl ApiServer {
     /// Starts a fresh server with extra command-line options.
     pub fn start_with(extra: &[&str]) -> ApiServer {
         let t0 = Instant::now();
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let audit_log = std::env::temp_dir().join(format!(
+            "muster-audit-{}-{}.jsonl",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_file(&audit_log);
+        let extra_has_log = extra.contains(&"--audit-log");
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kube_api/apiserver.py");
         let mut child = Command::new("python3")
             .args([
@@ -45,6 +55,11 @@ impl ApiServer {
                 "0.5",
             ])
             .args(extra)
+            .args(if extra_has_log {
+                vec![]
+            } else {
+                vec!["--audit-log".to_string(), audit_log.display().to_string()]
+            })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -66,7 +81,42 @@ impl ApiServer {
             _stdin: stdin,
             url,
             started_in: t0.elapsed(),
+            audit_log,
         }
+    }
+
+    /// Requests of `who` (see [`ApiServer::client_as`]) so far, as
+    /// `(verb, apiGroup, resource[/subresource], namespace)`.
+    pub fn audited(&self, who: &str) -> Vec<(String, String, String, String)> {
+        let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["client"] == who)
+            .map(|e| {
+                let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+                let resource = match s("subresource").as_str() {
+                    "" => s("resource"),
+                    sub => format!("{}/{sub}", s("resource")),
+                };
+                (s("verb"), s("apiGroup"), resource, s("namespace"))
+            })
+            .collect()
+    }
+
+    /// Panics naming every request of the controller so far that
+    /// `deploy/rbac.yaml` would deny.
+    pub fn assert_rbac_allows_controller(&self) {
+        let rules = rbac::rules();
+        let requests = self.audited("controller");
+        assert!(!requests.is_empty(), "no controller request was audited");
+        let denied: std::collections::BTreeSet<String> = requests
+            .iter()
+            .filter(|(verb, group, resource, ns)| {
+                !rules.iter().any(|r| r.allows(verb, group, resource, ns))
+            })
+            .map(|(verb, group, resource, ns)| format!("{verb} {group}/{resource} in {ns:?}"))
+            .collect();
+        assert!(denied.is_empty(), "requests RBAC would deny: {denied:#?}");
     }
 
     /// A client for it.
@@ -91,6 +141,7 @@ impl Drop for ApiServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.audit_log);
     }
 }
 

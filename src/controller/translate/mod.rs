@@ -8,6 +8,7 @@
 
 pub mod gang;
 pub mod job;
+pub mod namespaces;
 pub mod node;
 pub mod pool;
 pub mod time;
@@ -31,6 +32,8 @@ pub enum IssueReason {
     InvalidSpec,
     /// A reference (NodeClass, pool) names nothing that exists or works.
     InvalidReference,
+    /// The gang's queue does not select its namespace.
+    NamespaceNotAllowed,
 }
 
 impl IssueReason {
@@ -39,6 +42,7 @@ impl IssueReason {
         match self {
             IssueReason::InvalidSpec => "InvalidSpec",
             IssueReason::InvalidReference => "InvalidReference",
+            IssueReason::NamespaceNotAllowed => "NamespaceNotAllowed",
         }
     }
 }
@@ -79,6 +83,8 @@ pub struct Observed {
     pub pods: Vec<Arc<Pod>>,
     /// Nodes.
     pub nodes: Vec<Arc<KubeNode>>,
+    /// Namespaces.
+    pub namespaces: Vec<Arc<k8s_openapi::api::core::v1::Namespace>>,
     /// PodDisruptionBudgets.
     pub pdbs: Vec<Arc<PodDisruptionBudget>>,
     /// muster objects by kind.
@@ -127,6 +133,33 @@ pub fn snapshot(
         }
     }
     let gangs = gang::gangs(observed.of(Kind::Gang), &mut issues);
+    let selectors = namespaces::selectors(observed.of(Kind::GpuQueue));
+    let gangs: Vec<_> = gangs
+        .into_iter()
+        .filter(|g| {
+            let Some(selector) = selectors.get(&g.queue) else {
+                return true; // unknown queue: the planner says so
+            };
+            let ns = g.id.as_str().split_once('/').map_or("", |(ns, _)| ns);
+            let labels = namespaces::labels(&observed.namespaces, ns);
+            if g.phase.holds_capacity() || namespaces::selects(selector.as_ref(), &labels) {
+                return true;
+            }
+            let name = g.id.as_str().split_once('/').map_or("", |(_, n)| n);
+            issues.push(Issue {
+                kind: Kind::Gang,
+                namespace: Some(ns.to_string()),
+                name: name.to_string(),
+                reason: IssueReason::NamespaceNotAllowed,
+                message: format!(
+                    "GPUQueue {} does not select namespace {ns} (spec.namespaceSelector{}); the Job stays suspended",
+                    g.queue,
+                    if selector.is_none() { " is omitted, which selects no namespace" } else { "" }
+                ),
+            });
+            false
+        })
+        .collect();
     let gang_jobs: BTreeSet<(String, String)> = gangs
         .iter()
         .filter_map(|g| {

@@ -1,0 +1,1 @@
+//! Amazon EC2 for muster.
