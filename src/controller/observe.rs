@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node};
+
+use super::cached::{CachedPod, slim_node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DynamicObject};
 use kube::{Client, Resource};
@@ -30,7 +32,7 @@ use super::objects::{Kind, KindExt};
 #[derive(Clone)]
 pub struct Caches {
     jobs: Vec<Store<Job>>,
-    pods: Vec<Store<Pod>>,
+    pods: Vec<Store<CachedPod>>,
     pdbs: Vec<Store<PodDisruptionBudget>>,
     nodes: Store<Node>,
     namespaces: Store<Namespace>,
@@ -56,13 +58,13 @@ impl Caches {
             .collect();
         let pods = scopes
             .iter()
-            .map(|ns| typed::<Pod>(namespaced(&client, ns), &changes, &mut tasks))
+            .map(|ns| typed::<CachedPod>(namespaced(&client, ns), &changes, &mut tasks))
             .collect();
         let pdbs = scopes
             .iter()
             .map(|ns| typed::<PodDisruptionBudget>(namespaced(&client, ns), &changes, &mut tasks))
             .collect();
-        let nodes = typed::<Node>(Api::all(client.clone()), &changes, &mut tasks);
+        let nodes = typed_slim::<Node>(Api::all(client.clone()), &changes, &mut tasks, slim_node);
         let namespaces = typed::<Namespace>(Api::all(client.clone()), &changes, &mut tasks);
         let mut muster = BTreeMap::new();
         for kind in Kind::ALL {
@@ -136,7 +138,7 @@ impl Caches {
     }
 
     /// Cached Pods.
-    pub fn pods(&self) -> Vec<Arc<Pod>> {
+    pub fn pods(&self) -> Vec<Arc<CachedPod>> {
         self.pods.iter().flat_map(|s| s.state()).collect()
     }
 
@@ -191,9 +193,23 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
+    typed_slim(api, changes, tasks, |_| {})
+}
+
+/// A typed cache whose objects pass through `slim` before they are stored.
+fn typed_slim<K>(
+    api: Api<K>,
+    changes: &Arc<Notify>,
+    tasks: &mut Vec<JoinHandle<()>>,
+    slim: fn(&mut K),
+) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
     let writer = reflector::store::Writer::<K>::default();
     let store = writer.as_reader();
-    tasks.push(spawn_watch(api, writer, changes.clone()));
+    tasks.push(spawn_watch(api, writer, changes.clone(), slim));
     store
 }
 
@@ -205,7 +221,7 @@ fn dynamic(
 ) -> Store<DynamicObject> {
     let writer = reflector::store::Writer::<DynamicObject>::new(ar);
     let store = writer.as_reader();
-    tasks.push(spawn_watch(api, writer, changes.clone()));
+    tasks.push(spawn_watch(api, writer, changes.clone(), |_| {}));
     store
 }
 
@@ -213,6 +229,7 @@ fn spawn_watch<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
     changes: Arc<Notify>,
+    slim: fn(&mut K),
 ) -> JoinHandle<()>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -226,7 +243,10 @@ where
                 .default_backoff()
                 // server-side-apply bookkeeping is often the largest part of an
                 // object and nothing here reads it: never keep it in the caches
-                .modify(|obj: &mut K| obj.meta_mut().managed_fields = None),
+                .modify(move |obj: &mut K| {
+                    obj.meta_mut().managed_fields = None;
+                    slim(obj);
+                }),
         );
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {

@@ -23,6 +23,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+
+use crate::controller::cached::CachedPod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, Patch};
 use muster_crds::PoolNodePhase;
@@ -172,7 +174,7 @@ pub enum PodAction {
 
 /// Classifies a pod on a draining node; `gang_jobs` are the Jobs with a
 /// muster queue label.
-pub fn classify(pod: &Pod, gang_jobs: &BTreeSet<(String, String)>) -> PodAction {
+pub fn classify(pod: &CachedPod, gang_jobs: &BTreeSet<(String, String)>) -> PodAction {
     let daemon = pod.owner_references().iter().any(|o| o.kind == "DaemonSet");
     let mirror = pod
         .annotations()
@@ -238,7 +240,7 @@ async fn drain_one(
     for pod in observed
         .pods
         .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .filter(|p| p.node_name.as_deref() == Some(node))
     {
         match classify(pod, &gang_jobs) {
             PodAction::Ignore => {}
@@ -276,7 +278,7 @@ async fn drain_one(
 
 /// Starts one eviction in the background (bounded by [`EVICTION_TIMEOUT`]);
 /// its outcome shows in the caches and, when refused, as an Event.
-fn start_eviction(ctx: &Ctx, pn: &std::sync::Arc<DynamicObject>, pod: &Pod) {
+fn start_eviction(ctx: &Ctx, pn: &std::sync::Arc<DynamicObject>, pod: &CachedPod) {
     let ns = pod.namespace().unwrap_or_default();
     let name = pod.name_any();
     let key = format!("{ns}/{name}");
@@ -364,7 +366,7 @@ async fn delete_poolnode(ctx: &Ctx, pn: &DynamicObject) -> Result<(), ActError> 
 mod tests {
     use super::*;
 
-    fn pod(v: serde_json::Value) -> Pod {
+    fn pod(v: serde_json::Value) -> CachedPod {
         serde_json::from_value(v).expect("pod")
     }
 

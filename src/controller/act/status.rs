@@ -182,10 +182,7 @@ pub fn desired(
             .pods
             .iter()
             .filter(|p| pod_job(p).is_some_and(|j| j == (ns.clone(), name.clone())))
-            .filter(|p| {
-                pod_active(p)
-                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-            })
+            .filter(|p| pod_active(p) && p.phase.as_deref() == Some("Running"))
             .count() as u64;
         // the planner's gang life-cycle table decides: running, wait, or evict
         match step(lifecycle::Event::PodsCheck {

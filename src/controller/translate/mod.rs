@@ -17,7 +17,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::core::v1::Node as KubeNode;
+
+use super::cached::CachedPod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
@@ -80,7 +82,7 @@ pub struct Observed {
     /// Jobs.
     pub jobs: Vec<Arc<Job>>,
     /// Pods.
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<CachedPod>>,
     /// Nodes.
     pub nodes: Vec<Arc<KubeNode>>,
     /// Namespaces.

@@ -8,7 +8,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::core::v1::Node as KubeNode;
+
+use crate::controller::cached::CachedPod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use muster_planner::{
@@ -101,24 +103,18 @@ pub fn node_ready(node: &KubeNode) -> bool {
 
 /// Requests of a running pod (sum over containers, limits standing in for
 /// missing requests).
-pub fn pod_resources(pod: &Pod) -> Resources {
-    pod.spec
-        .as_ref()
-        .and_then(|s| super::job::pod_requests(s).ok())
-        .and_then(|m| Resources::parse_map(m.iter().map(|(a, b)| (a.as_str(), b.as_str()))).ok())
+pub fn pod_resources(pod: &CachedPod) -> Resources {
+    Resources::parse_map(pod.requests.iter().map(|(a, b)| (a.as_str(), b.as_str())))
         .unwrap_or_default()
 }
 
 /// True when the pod still holds its node's resources.
-pub fn pod_active(pod: &Pod) -> bool {
-    !matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
+pub fn pod_active(pod: &CachedPod) -> bool {
+    !matches!(pod.phase.as_deref(), Some("Succeeded" | "Failed"))
 }
 
 /// The Job (namespace, name) a pod belongs to, from its owner reference.
-pub fn pod_job(pod: &Pod) -> Option<(String, String)> {
+pub fn pod_job(pod: &CachedPod) -> Option<(String, String)> {
     pod.owner_references()
         .iter()
         .find(|o| o.kind == "Job")
@@ -156,16 +152,11 @@ fn job_completions(observed: &Observed) -> BTreeMap<(String, String), Time> {
 
 /// When a finished pod finished: its containers' newest `finishedAt`, else
 /// its Job's completion; rounded up to the next whole second.
-pub fn pod_finished_at(pod: &Pod, completions: &BTreeMap<(String, String), Time>) -> Option<Time> {
-    let containers = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref())
-        .map(time::from_kube)
-        .max();
+pub fn pod_finished_at(
+    pod: &CachedPod,
+    completions: &BTreeMap<(String, String), Time>,
+) -> Option<Time> {
+    let containers = pod.finished_at.as_ref().map(time::from_kube);
     // stamps have whole seconds: count from the next one, so a node is never
     // taken for empty longer than it has been
     containers
@@ -176,7 +167,7 @@ pub fn pod_finished_at(pod: &Pod, completions: &BTreeMap<(String, String), Time>
 /// True when a PodDisruptionBudget selecting the pod allows no disruption
 /// now (`status.disruptionsAllowed == 0`). Selectors: `matchLabels` and
 /// `matchExpressions` (In, NotIn, Exists, DoesNotExist).
-pub fn blocked_by_pdb(pod: &Pod, pdbs: &[std::sync::Arc<PodDisruptionBudget>]) -> bool {
+pub fn blocked_by_pdb(pod: &CachedPod, pdbs: &[std::sync::Arc<PodDisruptionBudget>]) -> bool {
     let labels = pod.labels();
     pdbs.iter()
         .filter(|b| b.namespace() == pod.namespace())
@@ -244,7 +235,7 @@ pub fn nodes(
     let mut last_finished: BTreeMap<String, Time> = BTreeMap::new();
     let completions = job_completions(observed);
     for pod in &observed.pods {
-        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+        let Some(node) = pod.node_name.clone() else {
             continue;
         };
         if !pod_active(pod) {
