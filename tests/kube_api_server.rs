@@ -566,3 +566,54 @@ async fn eviction_honours_pod_disruption_budgets() {
         .expect_err("missing");
     assert!(matches!(&err, kube::Error::Api(s) if s.code == 404));
 }
+
+/// `limit` and `continue` page through a list in (namespace, name) order,
+/// every page reporting the first page's revision.
+#[tokio::test]
+async fn lists_page_with_limit_and_continue() {
+    let server = ApiServer::start();
+    let client = server.client();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for i in 0..5 {
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("cm-{i}")}}))
+                .expect("configmap");
+        cms.create(&PostParams::default(), &cm)
+            .await
+            .expect("create");
+    }
+    let mut names = Vec::new();
+    let mut token: Option<String> = None;
+    let mut pages = 0;
+    let mut revision = None;
+    loop {
+        let mut lp = ListParams::default().limit(2);
+        if let Some(t) = &token {
+            lp = lp.continue_token(t);
+        }
+        let page = cms.list(&lp).await.expect("page");
+        pages += 1;
+        assert!(page.items.len() <= 2);
+        let rv = page.metadata.resource_version.clone();
+        assert!(
+            revision.get_or_insert(rv.clone()) == &rv,
+            "one revision for all pages"
+        );
+        names.extend(
+            page.items
+                .iter()
+                .map(|c| c.metadata.name.clone().unwrap_or_default()),
+        );
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(names, ["cm-0", "cm-1", "cm-2", "cm-3", "cm-4"]);
+    // a malformed token is a 400
+    let bad = cms
+        .list(&ListParams::default().limit(2).continue_token("not-a-token"))
+        .await;
+    assert!(matches!(bad, Err(kube::Error::Api(e)) if e.code == 400));
+}

@@ -10,7 +10,6 @@
 //! snapshot and is planned again.
 
 pub mod act;
-pub mod cached;
 pub mod events;
 pub mod leader;
 pub mod metrics;

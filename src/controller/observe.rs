@@ -15,7 +15,7 @@ use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 
-use super::cached::{CachedPod, slim_node};
+use super::translate::cached::{CachedPod, slim_node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DynamicObject};
 use kube::{Client, Resource};

@@ -48,8 +48,11 @@ Semantics
   name the removed uid (background garbage collection, done synchronously).
 - Lists: labelSelector (equality and set-based), fieldSelector (equality and
   inequality on any dotted path, e.g. metadata.name, spec.nodeName).
-  `limit`/`continue` are ignored (one page); the list's resourceVersion is the
-  current revision; `resourceVersion` on a list is accepted and the latest
+  `limit`/`continue` page through the objects in (namespace, name) order; a
+  continue token carries the first page's revision, which every page reports
+  (pages show objects as they are when the page is read, where a real API
+  server serves them from that revision's snapshot). Without `continue` the
+  list's resourceVersion is the current revision; `resourceVersion` on a list is accepted and the latest
   state returned (valid for the `Any`/`NotOlderThan` semantics).
 - Watch: `watch=1` with `resourceVersion` resumes after that revision; without
   one (or "0") the current objects are sent as ADDED first. A revision older
@@ -68,6 +71,7 @@ Semantics
 """
 
 import argparse
+import base64
 import copy
 import json
 import re
@@ -411,18 +415,37 @@ class Store:
                 raise self._not_found(r, name)
             return self._stamp_kind(r, copy.deepcopy(obj))
 
-    def list(self, r, ns, label_preds, field_preds):
+    def list(self, r, ns, label_preds, field_preds, limit=0, cont=""):
+        after, rv = None, None
+        if cont:
+            try:
+                token = json.loads(base64.urlsafe_b64decode(cont.encode()).decode())
+                after, rv = tuple(token["after"]), token["rv"]
+            except (ValueError, KeyError, TypeError):
+                raise ApiError(400, "BadRequest", "continue: malformed token")
         with self.cond:
             items = []
-            for (ons, _), obj in sorted(self.objects[r.storage_key].items()):
-                if ns is not None and ons != ns:
+            more = False
+            last = None
+            for key, obj in sorted(self.objects[r.storage_key].items()):
+                if after is not None and key <= after:
+                    continue
+                if ns is not None and key[0] != ns:
                     continue
                 if matches(obj, label_preds, field_preds):
+                    if limit and len(items) == limit:
+                        more = True
+                        break
                     items.append(self._stamp_kind(r, copy.deepcopy(obj)))
+                    last = key
+            meta = {"resourceVersion": str(rv if rv is not None else self.rv)}
+            if more:
+                meta["continue"] = base64.urlsafe_b64encode(json.dumps(
+                    {"after": list(last), "rv": rv if rv is not None else self.rv}).encode()).decode()
             return {
                 "kind": r.kind + "List",
                 "apiVersion": r.api_version,
-                "metadata": {"resourceVersion": str(self.rv)},
+                "metadata": meta,
                 "items": items,
             }
 
@@ -912,7 +935,12 @@ class Handler(BaseHTTPRequestHandler):
                     fields = parse_field_selector(q.get("fieldSelector", ""))
                     if q.get("watch") in ("1", "true"):
                         return self._watch(r, ns, q, labels, fields)
-                    return self._send(200, self.store.list(r, ns, labels, fields))
+                    try:
+                        limit = max(0, int(q.get("limit") or 0))
+                    except ValueError:
+                        raise ApiError(400, "BadRequest", "limit: not an integer")
+                    return self._send(200, self.store.list(r, ns, labels, fields, limit,
+                                                           q.get("continue", "")))
                 return self._send(200, self.store.get(r, ns or "", name))
             if method == "POST":
                 if sub == "eviction":

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use crate::controller::cached::CachedPod;
+use crate::controller::translate::cached::CachedPod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, Patch};
 use muster_crds::PoolNodePhase;

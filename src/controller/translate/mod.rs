@@ -6,6 +6,7 @@
 //! out of the snapshot and reported as an [`Issue`] (a condition and an Event
 //! on that object); it never stops the translation of the others.
 
+pub mod cached;
 pub mod gang;
 pub mod job;
 pub mod namespaces;
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node as KubeNode;
 
-use super::cached::CachedPod;
+use cached::CachedPod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
@@ -347,6 +348,55 @@ mod tests {
                 .iter()
                 .any(|i| i.name == "good" && i.reason == IssueReason::InvalidReference)
         );
+    }
+
+    #[test]
+    fn pods_on_nodes_muster_did_not_launch_are_summed() {
+        let mut o = observed();
+        o.nodes.push(typed(json!({
+            "metadata": {"name": "cpu-1"},
+            "status": {"allocatable": {"cpu": "16", "memory": "64Gi"},
+                "conditions": [{"type": "Ready", "status": "True"}]}
+        })));
+        let pod = |name: &str, node: &str, cpu: &str, daemon: bool| {
+            let owners = if daemon {
+                json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u"}])
+            } else {
+                json!([])
+            };
+            typed(json!({
+                "metadata": {"name": name, "namespace": "ns", "ownerReferences": owners},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+                "status": {"phase": "Running"}
+            }))
+        };
+        o.pods = vec![
+            pod("a", "cpu-1", "1", false),
+            pod("b", "cpu-1", "2", false),
+            pod("d", "cpu-1", "500m", true),
+            pod("x", "vm-2", "1", false),
+            pod("y", "vm-2", "1", false),
+        ];
+        let tr = snapshot(&o, &BTreeMap::new(), Time(0));
+        let node = |name: &str| {
+            tr.snapshot
+                .nodes
+                .iter()
+                .find(|n| n.name == name)
+                .cloned()
+                .expect("node")
+        };
+        // not launched by muster: one entry per kind, requests summed
+        let cpu = node("cpu-1");
+        assert_eq!(cpu.pods.len(), 2);
+        let others = cpu.pods.iter().find(|p| !p.daemon).expect("others");
+        assert_eq!(others.requests.cpu_millis, 3000);
+        let daemons = cpu.pods.iter().find(|p| p.daemon).expect("daemons");
+        assert_eq!(daemons.requests.cpu_millis, 500);
+        // launched by muster: pod by pod, by name, for consolidation
+        let managed = node("vm-2");
+        let names: Vec<&str> = managed.pods.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["ns/x", "ns/y"]);
     }
 
     #[test]

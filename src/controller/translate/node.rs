@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Node as KubeNode;
 
-use crate::controller::cached::CachedPod;
+use crate::controller::translate::cached::CachedPod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use muster_planner::{
@@ -20,7 +20,9 @@ use muster_planner::{
 
 use super::pool::spec;
 use super::{Issue, Observed, time};
-use crate::controller::objects::{GANG_LABEL, Kind, PoolNodePhase, PoolNodeSpec, PoolNodeStatus};
+use crate::controller::objects::{
+    GANG_LABEL, Kind, POOLNODE_LABEL, PoolNodePhase, PoolNodeSpec, PoolNodeStatus,
+};
 
 /// Nodes plus the PoolNode → Node name map.
 pub struct Nodes {
@@ -104,8 +106,7 @@ pub fn node_ready(node: &KubeNode) -> bool {
 /// Requests of a running pod (sum over containers, limits standing in for
 /// missing requests).
 pub fn pod_resources(pod: &CachedPod) -> Resources {
-    Resources::parse_map(pod.requests.iter().map(|(a, b)| (a.as_str(), b.as_str())))
-        .unwrap_or_default()
+    pod.requests.clone()
 }
 
 /// True when the pod still holds its node's resources.
@@ -168,7 +169,6 @@ pub fn pod_finished_at(
 /// now (`status.disruptionsAllowed == 0`). Selectors: `matchLabels` and
 /// `matchExpressions` (In, NotIn, Exists, DoesNotExist).
 pub fn blocked_by_pdb(pod: &CachedPod, pdbs: &[std::sync::Arc<PodDisruptionBudget>]) -> bool {
-    let labels = pod.labels();
     pdbs.iter()
         .filter(|b| b.namespace() == pod.namespace())
         .filter(|b| {
@@ -182,14 +182,14 @@ pub fn blocked_by_pdb(pod: &CachedPod, pdbs: &[std::sync::Arc<PodDisruptionBudge
                 .match_labels
                 .iter()
                 .flatten()
-                .all(|(k, v)| labels.get(k) == Some(v));
+                .all(|(k, v)| pod.label(k) == Some(v));
             let by_exprs = sel.match_expressions.iter().flatten().all(|e| {
                 let values = e.values.clone().unwrap_or_default();
                 match e.operator.as_str() {
-                    "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
-                    "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
-                    "Exists" => labels.contains_key(&e.key),
-                    "DoesNotExist" => !labels.contains_key(&e.key),
+                    "In" => pod.label(&e.key).is_some_and(|v| values.contains(v)),
+                    "NotIn" => pod.label(&e.key).is_none_or(|v| !values.contains(v)),
+                    "Exists" => pod.label(&e.key).is_some(),
+                    "DoesNotExist" => pod.label(&e.key).is_none(),
                     _ => false,
                 }
             });
@@ -234,27 +234,64 @@ pub fn nodes(
     // when each node's last finished pod finished: a node is empty from then
     let mut last_finished: BTreeMap<String, Time> = BTreeMap::new();
     let completions = job_completions(observed);
+    // nodes muster launched: the planner may consolidate them, so it sees
+    // their pods one by one; on any other node it only needs what the pods
+    // use, so they are summed (one entry per kind), which keeps a cycle's
+    // memory proportional to nodes rather than pods
+    let mut managed: BTreeSet<String> = observed
+        .of(Kind::PoolNode)
+        .iter()
+        .filter_map(|pn| poolnode_status(pn).node_name)
+        .collect();
+    managed.extend(
+        observed
+            .nodes
+            .iter()
+            .filter(|n| n.labels().contains_key(POOLNODE_LABEL))
+            .map(|n| n.name_any()),
+    );
     for pod in &observed.pods {
-        let Some(node) = pod.node_name.clone() else {
+        let Some(node) = pod.node_name.as_ref() else {
             continue;
         };
         if !pod_active(pod) {
             if let Some(t) = pod_finished_at(pod, &completions) {
-                let e = last_finished.entry(node).or_insert(t);
+                let e = last_finished.entry(node.clone()).or_insert(t);
                 *e = (*e).max(t);
             }
             continue;
         }
         let daemon = pod.owner_references().iter().any(|o| o.kind == "DaemonSet");
-        if !daemon {
+        if !daemon && !busy.contains(node) {
             busy.insert(node.clone());
         }
         if pod_job(pod).is_some_and(|j| gang_jobs.contains(&j)) {
             continue;
         }
+        if !managed.contains(node) {
+            let list = match others.get_mut(node) {
+                Some(l) => l,
+                None => others.entry(node.clone()).or_default(),
+            };
+            match list.iter_mut().find(|o| o.daemon == daemon) {
+                Some(sum) => sum.requests.add(&pod.requests),
+                None => list.push(OtherPod {
+                    name: if daemon {
+                        "(daemon pods)"
+                    } else {
+                        "(other pods)"
+                    }
+                    .to_string(),
+                    requests: pod.requests.clone(),
+                    daemon,
+                    do_not_disrupt: false,
+                }),
+            }
+            continue;
+        }
         let do_not_disrupt = pod.annotations().contains_key("muster.dev/do-not-disrupt")
             || blocked_by_pdb(pod, &observed.pdbs);
-        others.entry(node).or_default().push(OtherPod {
+        others.entry(node.clone()).or_default().push(OtherPod {
             name: format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()),
             requests: pod_resources(pod),
             daemon,

@@ -3,9 +3,10 @@
 //! A `k8s-openapi` Pod takes about 5 KiB in memory even when its JSON is
 //! small (its spec and every container are wide structs of optional fields),
 //! and a cluster has ten Pods per Node or more. The Pod cache therefore keeps
-//! a [`CachedPod`]: the metadata (without `managedFields`) and the handful of
-//! fields the controller reads — the node it is bound to, its effective
-//! resource requests, its phase and when it finished. Nodes are kept whole
+//! a [`CachedPod`]: the metadata (without `managedFields`, and with only the
+//! annotations muster reads) and the handful of fields the controller reads —
+//! the node it is bound to, its effective resource requests (already as
+//! planner resources), its phase and when it finished. Nodes are kept whole
 //! but without the fields nothing reads (`status.images`, which real kubelets
 //! fill with every image on the machine, `nodeInfo`, addresses, volumes).
 
@@ -15,20 +16,28 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as KubeTime};
 use serde::Deserialize;
 
-use super::translate::job::pod_requests;
+use muster_planner::Resources;
+
+use super::job::pod_requests;
+
+/// Annotation of static (mirror) pods.
+pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// The part of a Pod the controller reads.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(from = "Pod")]
 pub struct CachedPod {
-    /// Metadata, without `managedFields`.
+    /// Metadata, without `managedFields` and without labels (see
+    /// [`CachedPod::label`]).
     pub metadata: ObjectMeta,
+    /// Labels, sorted by key: a small map costs a whole B-tree node (about
+    /// half a KiB) per Pod.
+    pub labels: Vec<(String, String)>,
     /// `spec.nodeName`.
     pub node_name: Option<String>,
     /// Effective requests (containers summed, the largest init container,
-    /// limits standing in for missing requests) as resource → quantity;
-    /// empty when they do not parse.
-    pub requests: BTreeMap<String, String>,
+    /// limits standing in for missing requests); zero when they do not parse.
+    pub requests: Resources,
     /// `status.phase`.
     pub phase: Option<String>,
     /// The newest `finishedAt` of its terminated containers.
@@ -39,6 +48,20 @@ impl From<Pod> for CachedPod {
     fn from(pod: Pod) -> CachedPod {
         let mut metadata = pod.metadata;
         metadata.managed_fields = None;
+        // a BTreeMap iterates in key order: the Vec is sorted
+        let labels: Vec<(String, String)> = metadata.labels.take().into_iter().flatten().collect();
+        // real Pods carry large annotations (configs, checksums); keep muster's
+        // own and the mirror-pod marker
+        if let Some(a) = metadata.annotations.as_mut() {
+            a.retain(|k, _| k.starts_with("muster.dev/") || k == MIRROR_ANNOTATION);
+        }
+        if metadata
+            .annotations
+            .as_ref()
+            .is_some_and(BTreeMap::is_empty)
+        {
+            metadata.annotations = None;
+        }
         let status = pod.status.unwrap_or_default();
         let finished_at = status
             .container_statuses
@@ -48,15 +71,29 @@ impl From<Pod> for CachedPod {
             .max_by_key(|t| t.0);
         CachedPod {
             metadata,
+            labels,
             node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
             requests: pod
                 .spec
                 .as_ref()
                 .and_then(|s| pod_requests(s).ok())
+                .and_then(|m| {
+                    Resources::parse_map(m.iter().map(|(a, b)| (a.as_str(), b.as_str()))).ok()
+                })
                 .unwrap_or_default(),
             phase: status.phase,
             finished_at,
         }
+    }
+}
+
+impl CachedPod {
+    /// The value of label `key`.
+    pub fn label(&self, key: &str) -> Option<&String> {
+        self.labels
+            .binary_search_by(|(k, _)| k.as_str().cmp(key))
+            .ok()
+            .map(|i| &self.labels[i].1)
     }
 }
 
@@ -106,6 +143,7 @@ mod tests {
         let pod: CachedPod = serde_json::from_value(serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "p", "namespace": "a", "labels": {"app": "x"},
+                "annotations": {"muster.dev/do-not-disrupt": "true", "checksum/config": "abc"},
                 "managedFields": [{"manager": "kubectl"}]},
             "spec": {"nodeName": "n1", "containers": [
                 {"name": "a", "image": "i", "env": [{"name": "X", "value": "1"}],
@@ -123,16 +161,20 @@ mod tests {
         assert_eq!(pod.node_name.as_deref(), Some("n1"));
         assert_eq!(pod.phase.as_deref(), Some("Succeeded"));
         assert!(pod.metadata.managed_fields.is_none());
-        assert_eq!(
-            pod.metadata.labels.as_ref().map(|l| l["app"].as_str()),
-            Some("x")
-        );
+        let annotations: Vec<&String> = pod
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(annotations, ["muster.dev/do-not-disrupt"]);
+        assert_eq!(pod.label("app").map(String::as_str), Some("x"));
+        assert_eq!(pod.label("zzz"), None);
+        assert!(pod.metadata.labels.is_none());
         // containers summed (1.5 CPU), the init container is larger (4)
-        assert_eq!(pod.requests.get("cpu").map(String::as_str), Some("4"));
-        assert_eq!(
-            pod.requests.get("nvidia.com/gpu").map(String::as_str),
-            Some("2")
-        );
+        assert_eq!(pod.requests.cpu_millis, 4000);
+        assert_eq!(pod.requests.gpu_millis, 2000);
         assert_eq!(
             pod.finished_at.map(|t| t.0.to_string()),
             Some("2026-11-23T10:00:09Z".to_string())
