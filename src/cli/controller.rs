@@ -111,6 +111,7 @@ fn init_logging(format: LogFormat) {
 }
 
 async fn client(args: &ControllerArgs) -> Result<kube::Client, CliError> {
+    controller::install_crypto_provider();
     let config = if let Some(url) = &args.kube_url {
         let uri = url
             .parse()

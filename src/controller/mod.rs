@@ -32,6 +32,14 @@ pub use providers::{ProviderFactory, ProviderSetupError};
 /// substitute a scripted planner to exercise the driver alone.
 pub type PlanFn = Arc<dyn Fn(&Snapshot, &Policy, Time) -> Plan + Send + Sync>;
 
+/// Makes ring the process's TLS crypto provider. rustls cannot choose by
+/// itself when a build enables two providers (the kube client enables ring;
+/// a cloud SDK may enable aws-lc-rs), so every process that builds a kube
+/// client calls this first. Calling it again is harmless.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// The real planner.
 pub fn real_planner() -> PlanFn {
     Arc::new(muster_planner::plan)

@@ -121,6 +121,7 @@ impl ApiServer {
 
     /// A client for it.
     pub fn client(&self) -> kube::Client {
+        muster::controller::install_crypto_provider();
         let config = kube::Config::new(self.url.parse().expect("url"));
         kube::Client::try_from(config).expect("client")
     }
@@ -128,6 +129,7 @@ impl ApiServer {
     /// A client whose requests the server's audit log attributes to `who`
     /// (header `x-audit-as`).
     pub fn client_as(&self, who: &str) -> kube::Client {
+        muster::controller::install_crypto_provider();
         let mut config = kube::Config::new(self.url.parse().expect("url"));
         config.headers.push((
             http::HeaderName::from_static("x-audit-as"),
