@@ -1,0 +1,148 @@
+//! EC2 error codes → the provider trait's typed errors.
+//!
+//! | EC2 code | error |
+//! |---|---|
+//! | `InsufficientInstanceCapacity`, `InsufficientCapacity`, `InsufficientHostCapacity`, `MaxSpotInstanceCountExceeded`, `SpotMaxPriceTooLow`, `UnfulfillableCapacity`, `InsufficientCapacityOnHost` | `InsufficientCapacity { offering }` |
+//! | `VcpuLimitExceeded`, `InstanceLimitExceeded`, `InsufficientFreeAddressesInSubnet`, `MaxSpotFleetRequestCountExceeded` | `QuotaExceeded` |
+//! | `RequestLimitExceeded`, `Throttling`, `ThrottlingException`, `ServiceUnavailable`, `InternalError`, `Unavailable`, any 5xx | `Transient` |
+//! | `InvalidInstanceID.NotFound`, `InvalidAMIID.NotFound`, `InvalidSubnetID.NotFound`, `InvalidGroup.NotFound` | `NotFound` |
+//! | anything else (`UnauthorizedOperation`, `InvalidParameterValue`, …) | `Permanent`, with the AWS message |
+
+use muster_planner::OfferingKey;
+use muster_provider_api::ProviderError;
+
+/// What EC2 answered: its error code (if any), message and HTTP status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Failure {
+    /// The EC2 error code, e.g. `InsufficientInstanceCapacity`.
+    pub code: Option<String>,
+    /// The EC2 message.
+    pub message: String,
+    /// HTTP status, when a response came back.
+    pub status: Option<u16>,
+}
+
+/// Maps a failure to a typed error; `offering` is what a launch asked for.
+pub fn classify(f: &Failure, offering: Option<&OfferingKey>) -> ProviderError {
+    let code = f.code.as_deref().unwrap_or("");
+    let message = if code.is_empty() {
+        f.message.clone()
+    } else {
+        format!("{code}: {}", f.message)
+    };
+    match code {
+        "InsufficientInstanceCapacity"
+        | "InsufficientCapacity"
+        | "InsufficientHostCapacity"
+        | "InsufficientCapacityOnHost"
+        | "MaxSpotInstanceCountExceeded"
+        | "SpotMaxPriceTooLow"
+        | "UnfulfillableCapacity" => match offering {
+            Some(o) => ProviderError::InsufficientCapacity {
+                offering: o.clone(),
+                message,
+            },
+            None => ProviderError::Transient {
+                message,
+                retry_after: None,
+            },
+        },
+        "VcpuLimitExceeded"
+        | "InstanceLimitExceeded"
+        | "InsufficientFreeAddressesInSubnet"
+        | "MaxSpotFleetRequestCountExceeded" => ProviderError::QuotaExceeded { message },
+        "RequestLimitExceeded"
+        | "Throttling"
+        | "ThrottlingException"
+        | "ServiceUnavailable"
+        | "InternalError"
+        | "Unavailable" => ProviderError::Transient {
+            message,
+            retry_after: None,
+        },
+        c if c.ends_with(".NotFound") => ProviderError::NotFound { what: message },
+        _ if f.status.is_some_and(|s| s >= 500) || (code.is_empty() && f.status.is_none()) => {
+            // 5xx, or no answer at all (connection, timeout)
+            ProviderError::Transient {
+                message,
+                retry_after: None,
+            }
+        }
+        _ => ProviderError::Permanent { message },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use muster_planner::{CapacityType, Provider};
+    use muster_provider_api::ErrorCategory;
+
+    #[test]
+    fn codes_map_to_categories() {
+        let key = OfferingKey {
+            provider: Provider::Aws,
+            zone: "us-east-1a".into(),
+            instance_type: "p4d.24xlarge".into(),
+            capacity_type: CapacityType::Spot,
+        };
+        let f = |code: Option<&str>, status: Option<u16>| Failure {
+            code: code.map(String::from),
+            message: "words".into(),
+            status,
+        };
+        use ErrorCategory::*;
+        let cases = [
+            (
+                f(Some("InsufficientInstanceCapacity"), Some(500)),
+                InsufficientCapacity,
+            ),
+            (
+                f(Some("InsufficientCapacity"), Some(400)),
+                InsufficientCapacity,
+            ),
+            (
+                f(Some("MaxSpotInstanceCountExceeded"), Some(400)),
+                InsufficientCapacity,
+            ),
+            (
+                f(Some("SpotMaxPriceTooLow"), Some(400)),
+                InsufficientCapacity,
+            ),
+            (
+                f(Some("UnfulfillableCapacity"), Some(400)),
+                InsufficientCapacity,
+            ),
+            (f(Some("VcpuLimitExceeded"), Some(400)), QuotaExceeded),
+            (f(Some("InstanceLimitExceeded"), Some(400)), QuotaExceeded),
+            (f(Some("RequestLimitExceeded"), Some(503)), Transient),
+            (f(Some("InternalError"), Some(500)), Transient),
+            (f(None, Some(502)), Transient),
+            (f(None, None), Transient),
+            (f(Some("InvalidInstanceID.NotFound"), Some(400)), NotFound),
+            (f(Some("UnauthorizedOperation"), Some(403)), Permanent),
+            (f(Some("InvalidParameterValue"), Some(400)), Permanent),
+        ];
+        for (failure, want) in cases {
+            let e = classify(&failure, Some(&key));
+            assert_eq!(e.category(), want, "{failure:?}");
+        }
+        // capacity errors name the offering and keep the AWS words
+        match classify(
+            &f(Some("InsufficientInstanceCapacity"), Some(500)),
+            Some(&key),
+        ) {
+            ProviderError::InsufficientCapacity { offering, message } => {
+                assert_eq!(offering, key);
+                assert!(message.contains("InsufficientInstanceCapacity: words"));
+            }
+            e => panic!("{e:?}"),
+        }
+        match classify(&f(Some("UnauthorizedOperation"), Some(403)), None) {
+            ProviderError::Permanent { message } => {
+                assert_eq!(message, "UnauthorizedOperation: words")
+            }
+            e => panic!("{e:?}"),
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! [`AwsProvider`]: the `CloudProvider` of one AWS NodeClass.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use muster_crds::nodeclass::AwsNodeClass;
+use muster_planner::{Offering, PoolRequirements, Provider, Time};
+use muster_provider_api::{
+    CloudProvider, Instance, Interruption, LaunchRequest, ProviderError, Resolution,
+};
+
+use crate::client::{AwsOptions, Clients, connect};
+use crate::instances::{self, Placement};
+use crate::prices::PriceTable;
+use crate::shapes::{self, TypeInfo};
+use crate::{catalog, queue, resolve};
+
+/// Why a provider could not be built from a NodeClass.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// `spec.aws` is missing or does not read.
+    #[error("spec.aws: {0}")]
+    Spec(String),
+}
+
+struct Catalog {
+    at: Instant,
+    patterns: Vec<String>,
+    types: Vec<TypeInfo>,
+    zones: BTreeMap<String, Vec<String>>,
+    spot: BTreeMap<(String, String), f64>,
+}
+
+/// One AWS NodeClass's provider.
+pub struct AwsProvider {
+    class: AwsNodeClass,
+    clients: Clients,
+    options: AwsOptions,
+    prices: PriceTable,
+    catalog: Mutex<Vec<Catalog>>,
+    resolution: Mutex<Option<(Instant, Resolution)>>,
+}
+
+impl AwsProvider {
+    /// A provider for a NodeClass spec (the whole `spec`, with its `aws` block).
+    pub async fn new(spec: &serde_json::Value, options: AwsOptions) -> Result<Self, SetupError> {
+        let aws = spec
+            .get("aws")
+            .cloned()
+            .ok_or_else(|| SetupError::Spec("missing".into()))?;
+        let class: AwsNodeClass =
+            serde_json::from_value(aws).map_err(|e| SetupError::Spec(e.to_string()))?;
+        let clients = connect(&class.region, &options).await;
+        Ok(AwsProvider {
+            class,
+            clients,
+            options,
+            prices: PriceTable::default(),
+            catalog: Mutex::new(Vec::new()),
+            resolution: Mutex::new(None),
+        })
+    }
+
+    /// Replaces the on-demand price table (overrides).
+    pub fn with_prices(mut self, prices: PriceTable) -> Self {
+        self.prices = prices;
+        self
+    }
+
+    async fn resolution(&self) -> Result<Resolution, ProviderError> {
+        if let Some((at, r)) = self
+            .resolution
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            && at.elapsed() < self.options.catalog_ttl
+        {
+            return Ok(r.clone());
+        }
+        let r = self.resolve_now().await?;
+        *self.resolution.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((Instant::now(), r.clone()));
+        Ok(r)
+    }
+
+    async fn resolve_now(&self) -> Result<Resolution, ProviderError> {
+        let ec2 = &self.clients.ec2;
+        let subnets = resolve::subnets(ec2, &self.class.subnet_selector_terms).await?;
+        let security_groups =
+            resolve::security_groups(ec2, &self.class.security_group_selector_terms).await?;
+        let images = resolve::images(ec2, &self.class.ami_selector_terms).await?;
+        let zones: BTreeSet<String> = subnets.iter().map(|s| s.zone.clone()).collect();
+        Ok(Resolution {
+            subnets,
+            security_groups,
+            images,
+            zones: zones.into_iter().collect(),
+        })
+    }
+
+    async fn listed(
+        &self,
+        patterns: Vec<String>,
+        now_epoch: i64,
+    ) -> Result<
+        (
+            Vec<TypeInfo>,
+            BTreeMap<String, Vec<String>>,
+            BTreeMap<(String, String), f64>,
+        ),
+        ProviderError,
+    > {
+        {
+            let cache = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(c) = cache
+                .iter()
+                .find(|c| c.patterns == patterns && c.at.elapsed() < self.options.catalog_ttl)
+            {
+                return Ok((c.types.clone(), c.zones.clone(), c.spot.clone()));
+            }
+        }
+        let ec2 = &self.clients.ec2;
+        let types = catalog::instance_types(ec2, &patterns).await?;
+        let names: Vec<String> = types
+            .iter()
+            .filter(|t| t.gpu_count > 0)
+            .map(|t| t.name.clone())
+            .collect();
+        let zones = catalog::zones(ec2, &names).await?;
+        let history = catalog::spot_prices(ec2, &names, now_epoch - 6 * 3600).await?;
+        let spot = shapes::latest_spot(&history);
+        let mut cache = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
+        cache.retain(|c| c.patterns != patterns);
+        cache.push(Catalog {
+            at: Instant::now(),
+            patterns,
+            types: types.clone(),
+            zones: zones.clone(),
+            spot: spot.clone(),
+        });
+        Ok((types, zones, spot))
+    }
+}
+
+fn now_epoch() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+#[async_trait]
+impl CloudProvider for AwsProvider {
+    fn provider(&self) -> Provider {
+        Provider::Aws
+    }
+
+    async fn resolve(&self) -> Result<Resolution, ProviderError> {
+        let r = self.resolve_now().await?;
+        *self.resolution.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((Instant::now(), r.clone()));
+        Ok(r)
+    }
+
+    async fn offerings(
+        &self,
+        requirements: &PoolRequirements,
+    ) -> Result<Vec<Offering>, ProviderError> {
+        let resolution = self.resolution().await?;
+        let (types, mut zones, spot) = self
+            .listed(catalog::type_patterns(requirements), now_epoch())
+            .await?;
+        // only zones the NodeClass has a subnet in can be launched into
+        for z in zones.values_mut() {
+            z.retain(|zone| resolution.zones.contains(zone));
+        }
+        Ok(shapes::offerings(
+            &self.class.region,
+            &types,
+            &zones,
+            &spot,
+            &self.prices,
+            requirements,
+        ))
+    }
+
+    async fn launch(&self, request: &LaunchRequest) -> Result<Instance, ProviderError> {
+        let r = self.resolution().await?;
+        let zone = &request.offering.zone;
+        let subnet =
+            r.subnets
+                .iter()
+                .find(|s| &s.zone == zone)
+                .ok_or_else(|| ProviderError::Permanent {
+                    message: format!("no subnet of the NodeClass is in zone {zone}"),
+                })?;
+        let arm = request
+            .offering
+            .instance_type
+            .split('.')
+            .next()
+            .is_some_and(|family| family.ends_with('g') && family.len() > 2);
+        let want = if arm { "arm64" } else { "x86_64" };
+        let image = r
+            .images
+            .iter()
+            .find(|i| i.architecture.as_deref() == Some(want))
+            .or_else(|| r.images.first())
+            .ok_or_else(|| ProviderError::NotFound {
+                what: "spec.aws.amiSelectorTerms".into(),
+            })?;
+        let placement = Placement {
+            subnet: subnet.id.clone(),
+            security_groups: r.security_groups.iter().map(|g| g.id.clone()).collect(),
+            image: image.id.clone(),
+        };
+        instances::launch(&self.clients.ec2, &self.class, &placement, request).await
+    }
+
+    async fn describe(&self, provider_id: &str) -> Result<Instance, ProviderError> {
+        let id = instances::instance_id(provider_id).ok_or_else(|| ProviderError::NotFound {
+            what: provider_id.to_string(),
+        })?;
+        instances::describe(&self.clients.ec2, &[id.to_string()], Vec::new())
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| ProviderError::NotFound {
+                what: provider_id.to_string(),
+            })
+    }
+
+    async fn terminate(&self, provider_id: &str) -> Result<(), ProviderError> {
+        instances::terminate(&self.clients.ec2, provider_id).await
+    }
+
+    async fn list(&self, cluster: &str) -> Result<Vec<Instance>, ProviderError> {
+        instances::list(&self.clients.ec2, cluster).await
+    }
+
+    async fn interruptions(&self) -> Result<Vec<Interruption>, ProviderError> {
+        let Some(url) = &self.options.interruption_queue else {
+            return Ok(Vec::new());
+        };
+        let notices = queue::drain(&self.clients.sqs, url).await?;
+        if notices.is_empty() {
+            return Ok(Vec::new());
+        }
+        // the events name instance ids; provider ids need the zone
+        let ids: Vec<String> = notices
+            .iter()
+            .map(|n| n.instance_id.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let zones: BTreeMap<String, String> =
+            match instances::describe(&self.clients.ec2, &ids, Vec::new()).await {
+                Ok(list) => list
+                    .into_iter()
+                    .filter_map(|i| {
+                        let id = instances::instance_id(&i.provider_id)?.to_string();
+                        Some((id, i.offering.zone))
+                    })
+                    .collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not describe interrupted instances");
+                    BTreeMap::new()
+                }
+            };
+        let now = Time(now_epoch());
+        Ok(notices
+            .into_iter()
+            .filter_map(|n| {
+                let zone = zones.get(&n.instance_id)?;
+                Some(Interruption {
+                    provider_id: instances::provider_id(zone, &n.instance_id),
+                    kind: n.kind,
+                    at: n.at.unwrap_or(now),
+                })
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,218 @@
+//! Instance types → offerings: what `DescribeInstanceTypes` says of a type
+//! (read into [`TypeInfo`] by the client module), the zones
+//! `DescribeInstanceTypeOfferings` lists it in, the latest spot price per
+//! zone from `DescribeSpotPriceHistory`, and the on-demand price table, made
+//! into one offering per type × zone × capacity type that the pool's
+//! requirements admit.
+
+use std::collections::BTreeMap;
+
+use muster_planner::{
+    CapacityType, GpuModel, Offering, PoolRequirements, Price, Provider, Resources,
+};
+
+use crate::prices::PriceTable;
+
+/// What EC2 says of an instance type.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TypeInfo {
+    /// e.g. `p4d.24xlarge`.
+    pub name: String,
+    /// Default vCPUs.
+    pub vcpus: u32,
+    /// Memory.
+    pub memory_mib: u64,
+    /// The GPU name EC2 reports (`A100`, `H100`, `A10G`, `L4`, `T4`), if any.
+    pub gpu_name: Option<String>,
+    /// The GPU manufacturer (`NVIDIA`).
+    pub gpu_manufacturer: Option<String>,
+    /// GPUs.
+    pub gpu_count: u32,
+    /// Memory of one GPU.
+    pub gpu_memory_mib: u64,
+    /// Elastic Fabric Adapter support (placement groups for gangs).
+    pub efa: bool,
+}
+
+/// Typical time from launch to a Ready node with GPUs, for the planner's
+/// provisioning estimate.
+const BOOT_SECS: u64 = 240;
+
+/// Interruptions per hour the planner assumes for spot capacity when nothing
+/// better is known (the public Spot Instance Advisor's "<5 %" bucket, per
+/// month, is far lower; GPU types are interrupted more than average).
+const SPOT_INTERRUPTION_RATE: f64 = 0.02;
+
+/// The offerings of listed types. `zones` is type → zones it is offered
+/// in; `spot` is (type, zone) → latest spot price.
+pub fn offerings(
+    region: &str,
+    types: &[TypeInfo],
+    zones: &BTreeMap<String, Vec<String>>,
+    spot: &BTreeMap<(String, String), f64>,
+    prices: &PriceTable,
+    requirements: &PoolRequirements,
+) -> Vec<Offering> {
+    let mut out = Vec::new();
+    for t in types {
+        if t.gpu_count == 0 {
+            continue;
+        }
+        // kubelet reserves some memory; the rest is what pods may use
+        let resources = Resources::new(
+            u64::from(t.vcpus) * 1000,
+            t.memory_mib * 1024 * 1024 * 9 / 10,
+            t.gpu_count,
+        );
+        for zone in zones.get(&t.name).into_iter().flatten() {
+            for capacity in [CapacityType::OnDemand, CapacityType::Spot] {
+                let price = match capacity {
+                    CapacityType::OnDemand => prices.on_demand(&t.name),
+                    CapacityType::Spot => spot.get(&(t.name.clone(), zone.clone())).copied(),
+                };
+                let o = Offering {
+                    provider: Provider::Aws,
+                    node_class: String::new(),
+                    region: region.to_string(),
+                    zone: zone.clone(),
+                    instance_type: t.name.clone(),
+                    capacity_type: capacity,
+                    price: price.and_then(Price::from_usd),
+                    gpu_model: t.gpu_name.as_deref().map(GpuModel::new),
+                    gpu_count: t.gpu_count,
+                    gpu_memory_mib: t.gpu_memory_mib,
+                    resources: resources.clone(),
+                    available: true,
+                    unavailable_until: None,
+                    interruption_rate_per_hour: if capacity == CapacityType::Spot {
+                        SPOT_INTERRUPTION_RATE
+                    } else {
+                        0.0
+                    },
+                    placement_groups: t.efa,
+                    boot_secs: BOOT_SECS,
+                };
+                if requirements.admits(&o) {
+                    out.push(o);
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| a.key().cmp(&b.key()));
+    out
+}
+
+/// The newest price per (type, zone) from spot price history entries
+/// `(type, zone, price, epoch seconds)`.
+pub fn latest_spot(entries: &[(String, String, f64, i64)]) -> BTreeMap<(String, String), f64> {
+    let mut newest: BTreeMap<(String, String), (i64, f64)> = BTreeMap::new();
+    for (ty, zone, price, at) in entries {
+        let e = newest
+            .entry((ty.clone(), zone.clone()))
+            .or_insert((*at, *price));
+        if *at > e.0 {
+            *e = (*at, *price);
+        }
+    }
+    newest.into_iter().map(|(k, (_, p))| (k, p)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p4d() -> TypeInfo {
+        TypeInfo {
+            name: "p4d.24xlarge".into(),
+            vcpus: 96,
+            memory_mib: 1_179_648,
+            gpu_name: Some("A100".into()),
+            gpu_manufacturer: Some("NVIDIA".into()),
+            gpu_count: 8,
+            gpu_memory_mib: 40_960,
+            efa: true,
+        }
+    }
+
+    #[test]
+    fn types_become_offerings_per_zone_and_capacity() {
+        let cpu = TypeInfo {
+            name: "m5.large".into(),
+            vcpus: 2,
+            memory_mib: 8192,
+            ..TypeInfo::default()
+        };
+        let zones: BTreeMap<String, Vec<String>> = [
+            (
+                "p4d.24xlarge".to_string(),
+                vec!["us-east-1a".into(), "us-east-1b".into()],
+            ),
+            ("m5.large".to_string(), vec!["us-east-1a".into()]),
+        ]
+        .into();
+        let spot = latest_spot(&[
+            ("p4d.24xlarge".into(), "us-east-1a".into(), 9.0, 100),
+            ("p4d.24xlarge".into(), "us-east-1a".into(), 8.0, 200),
+        ]);
+        let all = PoolRequirements {
+            capacity_types: vec![CapacityType::OnDemand, CapacityType::Spot],
+            ..PoolRequirements::default()
+        };
+        let list = offerings(
+            "us-east-1",
+            &[p4d(), cpu],
+            &zones,
+            &spot,
+            &PriceTable::default(),
+            &all,
+        );
+        assert_eq!(
+            list.len(),
+            4,
+            "2 zones × 2 capacity types; no GPU-less type"
+        );
+        let spot_a = list
+            .iter()
+            .find(|o| o.zone == "us-east-1a" && o.capacity_type == CapacityType::Spot)
+            .expect("spot in a");
+        assert_eq!(spot_a.price, Price::from_usd(8.0), "the newest spot price");
+        assert_eq!(spot_a.gpu_model.as_ref().map(|m| m.as_str()), Some("A100"));
+        assert_eq!((spot_a.gpu_count, spot_a.gpu_memory_mib), (8, 40_960));
+        assert!(spot_a.placement_groups);
+        let spot_b = list
+            .iter()
+            .find(|o| o.zone == "us-east-1b" && o.capacity_type == CapacityType::Spot)
+            .expect("spot in b");
+        assert_eq!(spot_b.price, None, "no spot history: unknown, not zero");
+        // a requirement filters
+        let h100 = PoolRequirements {
+            gpu_models: vec![GpuModel::new("H100")],
+            ..PoolRequirements::default()
+        };
+        assert!(
+            offerings(
+                "us-east-1",
+                &[p4d()],
+                &zones,
+                &spot,
+                &PriceTable::default(),
+                &h100
+            )
+            .is_empty()
+        );
+        let od_only = PoolRequirements::default();
+        let list = offerings(
+            "us-east-1",
+            &[p4d()],
+            &zones,
+            &spot,
+            &PriceTable::default(),
+            &od_only,
+        );
+        assert!(
+            list.iter()
+                .all(|o| o.capacity_type == CapacityType::OnDemand)
+        );
+        assert_eq!(list.len(), 2);
+    }
+}
