@@ -88,6 +88,11 @@ pub async fn launch(
         .instance_type(InstanceType::from(offering.instance_type.as_str()))
         .image_id(&placement.image)
         .subnet_id(&placement.subnet)
+        .placement(
+            aws_sdk_ec2::types::Placement::builder()
+                .availability_zone(&offering.zone)
+                .build(),
+        )
         .set_security_group_ids(Some(placement.security_groups.clone()))
         .min_count(1)
         .max_count(1)

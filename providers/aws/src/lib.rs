@@ -24,6 +24,8 @@ pub mod client;
 pub mod errors;
 pub mod events;
 pub mod instances;
+#[cfg(feature = "test-support")]
+pub mod moto;
 pub mod prices;
 pub mod provider;
 pub mod queue;

@@ -98,7 +98,7 @@ pub fn offerings(
             }
         }
     }
-    out.sort_by(|a, b| a.key().cmp(&b.key()));
+    out.sort_by_key(|o| o.key());
     out
 }
 

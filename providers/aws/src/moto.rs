@@ -1,0 +1,107 @@
+//! A moto server for tests (`tests/moto_server.py`, behind the
+//! `test-support` feature): started on 127.0.0.1 by the test, stopped when
+//! dropped, with its control endpoint for injecting capacity errors,
+//! throttling and other errors, and counting `RunInstances` calls.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::Duration;
+
+use crate::client::{AwsOptions, Clients, connect};
+
+/// A running moto server.
+pub struct Moto {
+    child: Child,
+    _stdin: Option<ChildStdin>,
+    /// `http://127.0.0.1:PORT` of the AWS APIs.
+    pub endpoint: String,
+    control: String,
+}
+
+impl Moto {
+    /// Starts a fresh server (python3 with `moto[server]` installed).
+    pub fn start() -> Moto {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/moto_server.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 runs the moto launcher");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut reader = BufReader::new(stdout);
+        let mut line = String::new();
+        let (mut moto, mut control) = (None, None);
+        while moto.is_none() || control.is_none() {
+            line.clear();
+            let n = reader.read_line(&mut line).expect("launcher output");
+            assert!(
+                n > 0,
+                "the moto launcher exited (is moto[server] installed?)"
+            );
+            for part in line.split_whitespace() {
+                if let Some(p) = part.strip_prefix("moto=") {
+                    moto = Some(p.to_string());
+                }
+                if let Some(p) = part.strip_prefix("control=") {
+                    control = Some(p.to_string());
+                }
+            }
+        }
+        let stdin = child.stdin.take();
+        Moto {
+            child,
+            _stdin: stdin,
+            endpoint: format!("http://127.0.0.1:{}", moto.unwrap_or_default()),
+            control: format!("127.0.0.1:{}", control.unwrap_or_default()),
+        }
+    }
+
+    /// Options pointing a provider at this server (static test credentials,
+    /// quick retries).
+    pub fn options(&self) -> AwsOptions {
+        AwsOptions {
+            endpoint: Some(self.endpoint.clone()),
+            static_credentials: Some(("testing".into(), "testing".into())),
+            initial_backoff: Duration::from_millis(20),
+            ..AwsOptions::default()
+        }
+    }
+
+    /// Clients for `us-east-1` on this server.
+    pub async fn clients(&self) -> Clients {
+        connect("us-east-1", &self.options()).await
+    }
+
+    /// A request to the control endpoint; returns the body.
+    pub fn control(&self, method: &str, path: &str) -> String {
+        let mut s = TcpStream::connect(&self.control).expect("control endpoint");
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.control
+        )
+        .expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string()
+    }
+
+    /// `RunInstances` requests so far, retries included.
+    pub fn run_instances_calls(&self) -> u64 {
+        let body = self.control("GET", "/calls");
+        serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["runInstances"].as_u64())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

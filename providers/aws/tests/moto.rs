@@ -1,0 +1,503 @@
+//! The AWS provider with the real `aws-sdk-ec2` and `aws-sdk-sqs` clients
+//! against a local moto server (`tests/moto_server.py`), one per test.
+//!
+//! moto does not honour `ClientToken`, raise capacity errors or throttle;
+//! the launcher patches its EC2 backend so that it does (see its docstring),
+//! as real EC2 does.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::types::Tag;
+use muster_planner::orphans::{Known, OwnedInstance, orphans};
+use muster_planner::{CapacityType, Dur, GpuModel, OfferingKey, PoolRequirements, Provider, Time};
+use muster_provider_api::{
+    CloudProvider, InstanceState, InterruptionKind, LaunchRequest, ProviderError, tags,
+};
+use muster_provider_aws::moto::Moto;
+use muster_provider_aws::{AwsOptions, AwsProvider};
+use serde_json::json;
+
+/// Tags subnets of us-east-1a and us-east-1b and a new security group with
+/// `team=gpu`; returns a NodeClass spec selecting them and an AMI by id.
+async fn world(moto: &Moto) -> serde_json::Value {
+    let c = moto.clients().await;
+    let subnets = c.ec2.describe_subnets().send().await.expect("subnets");
+    let ids: Vec<String> = subnets
+        .subnets()
+        .iter()
+        .filter(|s| matches!(s.availability_zone(), Some("us-east-1a" | "us-east-1b")))
+        .filter_map(|s| s.subnet_id().map(String::from))
+        .collect();
+    assert_eq!(ids.len(), 2, "moto's default VPC has one subnet per zone");
+    let team = Tag::builder().key("team").value("gpu").build();
+    c.ec2
+        .create_tags()
+        .set_resources(Some(ids))
+        .tags(team.clone())
+        .send()
+        .await
+        .expect("tag subnets");
+    let sg = c
+        .ec2
+        .create_security_group()
+        .group_name("gpu-nodes")
+        .description("GPU nodes")
+        .send()
+        .await
+        .expect("security group");
+    c.ec2
+        .create_tags()
+        .resources(sg.group_id().expect("group id"))
+        .tags(team)
+        .send()
+        .await
+        .expect("tag security group");
+    let images = c
+        .ec2
+        .describe_images()
+        .owners("amazon")
+        .send()
+        .await
+        .expect("images");
+    let ami = images
+        .images()
+        .iter()
+        .find(|i| i.architecture().map(|a| a.as_str()) == Some("x86_64"))
+        .and_then(|i| i.image_id())
+        .expect("an x86_64 AMI")
+        .to_string();
+    json!({"aws": {
+        "region": "us-east-1",
+        "subnetSelectorTerms": [{"tags": {"team": "gpu"}}],
+        "securityGroupSelectorTerms": [{"tags": {"team": "gpu"}}],
+        "amiSelectorTerms": [{"id": ami}],
+        "instanceProfile": "muster-node",
+        "tags": {"cost-center": "42"}
+    }})
+}
+
+async fn provider(moto: &Moto, spec: &serde_json::Value) -> AwsProvider {
+    provider_with(spec, moto.options()).await
+}
+
+async fn provider_with(spec: &serde_json::Value, options: AwsOptions) -> AwsProvider {
+    AwsProvider::new(spec, options).await.expect("provider")
+}
+
+fn key(ty: &str, zone: &str, capacity: CapacityType) -> OfferingKey {
+    OfferingKey {
+        provider: Provider::Aws,
+        zone: zone.into(),
+        instance_type: ty.into(),
+        capacity_type: capacity,
+    }
+}
+
+fn request(name: &str, key_: &str, offering: OfferingKey) -> LaunchRequest {
+    LaunchRequest {
+        name: name.into(),
+        idempotency_key: key_.into(),
+        offering,
+        pool: "a100".into(),
+        cluster: "prod".into(),
+        gang: Some("team-a/big".into()),
+        labels: [("muster.dev/pool".to_string(), "a100".to_string())].into(),
+        taints: Vec::new(),
+        tags: BTreeMap::new(),
+    }
+}
+
+#[tokio::test]
+async fn offerings_carry_gpu_model_count_memory_and_prices() {
+    let moto = Moto::start();
+    let spec = world(&moto).await;
+    let p = provider(&moto, &spec).await;
+    let all = PoolRequirements {
+        instance_types: ["p4d.24xlarge", "p5.48xlarge", "g5.xlarge", "g6.xlarge"]
+            .map(String::from)
+            .to_vec(),
+        capacity_types: vec![CapacityType::OnDemand, CapacityType::Spot],
+        ..PoolRequirements::default()
+    };
+    let list = p.offerings(&all).await.expect("offerings");
+    let one = |ty: &str| {
+        list.iter()
+            .find(|o| o.instance_type == ty && o.capacity_type == CapacityType::OnDemand)
+            .unwrap_or_else(|| panic!("{ty} offered"))
+    };
+    for (ty, model, count, mib) in [
+        ("p4d.24xlarge", "A100", 8, 40_960),
+        ("p5.48xlarge", "H100", 8, 81_920),
+        ("g5.xlarge", "A10G", 1, 22_888),
+        ("g6.xlarge", "L4", 1, 22_888),
+    ] {
+        let o = one(ty);
+        assert_eq!(
+            o.gpu_model.as_ref().map(|m| m.as_str()),
+            Some(model),
+            "{ty}"
+        );
+        assert_eq!((o.gpu_count, o.gpu_memory_mib), (count, mib), "{ty}");
+        assert_eq!(o.resources.gpu_millis, u64::from(count) * 1000);
+        assert!(o.price.is_some(), "{ty} has a list price");
+    }
+    assert!(one("p4d.24xlarge").placement_groups, "EFA");
+    // only zones the NodeClass has subnets in
+    assert!(
+        list.iter()
+            .all(|o| o.zone == "us-east-1a" || o.zone == "us-east-1b")
+    );
+    assert!(list.iter().any(|o| o.capacity_type == CapacityType::Spot));
+    // a pool requirement filters
+    let h100 = PoolRequirements {
+        gpu_models: vec![GpuModel::new("H100")],
+        ..PoolRequirements::default()
+    };
+    let list = p.offerings(&h100).await.expect("offerings");
+    assert!(!list.is_empty());
+    assert!(
+        list.iter().all(|o| o.instance_type.starts_with("p5")),
+        "{list:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_gang_of_four_is_launched_tagged_listed_and_terminated() {
+    let moto = Moto::start();
+    let spec = world(&moto).await;
+    let p = provider(&moto, &spec).await;
+    let mut pids = Vec::new();
+    for i in 0..4 {
+        let r = request(
+            &format!("a100-big-{i}"),
+            &format!("key-{i}"),
+            key("p4d.24xlarge", "us-east-1a", CapacityType::OnDemand),
+        );
+        let inst = p.launch(&r).await.expect("launch");
+        assert!(
+            inst.provider_id.starts_with("aws:///us-east-1a/i-"),
+            "{}",
+            inst.provider_id
+        );
+        assert_eq!(
+            inst.pool_node.as_deref(),
+            Some(format!("a100-big-{i}").as_str())
+        );
+        pids.push(inst.provider_id);
+    }
+    let listed = p.list("prod").await.expect("list");
+    assert_eq!(listed.len(), 4);
+    for i in &listed {
+        assert_eq!(i.tags[tags::CLUSTER], "prod");
+        assert_eq!(i.tags[tags::POOL], "a100");
+        assert_eq!(i.tags[tags::GANG], "team-a/big");
+        assert_eq!(i.tags["Name"], i.tags[tags::POOL_NODE]);
+        assert_eq!(i.tags["cost-center"], "42");
+        assert_eq!(i.offering.instance_type, "p4d.24xlarge");
+    }
+    assert!(p.list("other-cluster").await.expect("list").is_empty());
+    // terminate is idempotent
+    p.terminate(&pids[0]).await.expect("terminate");
+    p.terminate(&pids[0]).await.expect("terminate again");
+    assert_eq!(p.list("prod").await.expect("list").len(), 3);
+    let gone = p.describe(&pids[0]).await.expect("describe");
+    assert_eq!(gone.state, InstanceState::Terminated);
+    // an id EC2 never saw is gone as well
+    p.terminate("aws:///us-east-1a/i-0000000000000dead")
+        .await
+        .expect("unknown instance");
+}
+
+#[tokio::test]
+async fn insufficient_capacity_names_the_offering() {
+    let moto = Moto::start();
+    let spec = world(&moto).await;
+    let p = provider(&moto, &spec).await;
+    moto.control("POST", "/ice?offering=p4d.24xlarge@us-east-1a");
+    let asked = key("p4d.24xlarge", "us-east-1a", CapacityType::Spot);
+    match p.launch(&request("n-0", "k-0", asked.clone())).await {
+        Err(ProviderError::InsufficientCapacity { offering, message }) => {
+            assert_eq!(offering, asked);
+            assert!(
+                message.contains("InsufficientInstanceCapacity"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // the same type in another zone is fine
+    p.launch(&request(
+        "n-1",
+        "k-1",
+        key("p4d.24xlarge", "us-east-1b", CapacityType::Spot),
+    ))
+    .await
+    .expect("other zone");
+    // a whole type
+    moto.control("POST", "/ice?offering=p5.48xlarge");
+    for zone in ["us-east-1a", "us-east-1b"] {
+        let r = p
+            .launch(&request(
+                "n-2",
+                "k-2",
+                key("p5.48xlarge", zone, CapacityType::OnDemand),
+            ))
+            .await;
+        assert!(
+            matches!(r, Err(ProviderError::InsufficientCapacity { .. })),
+            "{r:?}"
+        );
+    }
+    assert_eq!(
+        p.list("prod").await.expect("list").len(),
+        1,
+        "nothing partial stays"
+    );
+}
+
+#[tokio::test]
+async fn the_same_idempotency_key_returns_the_same_instance() {
+    // real EC2 honours ClientToken; moto does not, so the launcher makes it
+    let moto = Moto::start();
+    let spec = world(&moto).await;
+    let p = provider(&moto, &spec).await;
+    let r = request(
+        "n-0",
+        "same-key",
+        key("g6.xlarge", "us-east-1b", CapacityType::OnDemand),
+    );
+    let a = p.launch(&r).await.expect("first");
+    let b = p.launch(&r).await.expect("again, as after a crash");
+    assert_eq!(a.provider_id, b.provider_id);
+    assert_eq!(p.list("prod").await.expect("list").len(), 1);
+}
+
+#[tokio::test]
+async fn throttling_is_retried_and_permanent_errors_are_not() {
+    let moto = Moto::start();
+    let spec = world(&moto).await;
+    let p = provider(&moto, &spec).await;
+    moto.control("POST", "/throttle?n=2");
+    p.launch(&request(
+        "n-0",
+        "k-0",
+        key("g5.xlarge", "us-east-1a", CapacityType::OnDemand),
+    ))
+    .await
+    .expect("succeeds after two throttled attempts");
+    assert_eq!(moto.run_instances_calls(), 3);
+    // bounded: more throttling than attempts is a Transient error
+    moto.control("POST", "/reset");
+    moto.control("POST", "/throttle?n=100");
+    let r = p
+        .launch(&request(
+            "n-1",
+            "k-1",
+            key("g5.xlarge", "us-east-1a", CapacityType::OnDemand),
+        ))
+        .await;
+    assert!(matches!(r, Err(ProviderError::Transient { .. })), "{r:?}");
+    assert_eq!(moto.run_instances_calls(), 5, "AwsOptions::max_attempts");
+    moto.control("POST", "/reset");
+    moto.control("POST", "/fail?code=UnauthorizedOperation");
+    match p
+        .launch(&request(
+            "n-2",
+            "k-2",
+            key("g5.xlarge", "us-east-1a", CapacityType::OnDemand),
+        ))
+        .await
+    {
+        Err(ProviderError::Permanent { message }) => {
+            assert!(message.contains("UnauthorizedOperation"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        moto.run_instances_calls(),
+        1,
+        "a permanent error is not retried"
+    );
+}
+
+#[tokio::test]
+async fn orphan_collection_terminates_exactly_the_orphans() {
+    let moto = Moto::start();
+    let spec = world(&moto).await;
+    let p = provider(&moto, &spec).await;
+    let mut pids = Vec::new();
+    for i in 0..3 {
+        let r = request(
+            &format!("pn-{i}"),
+            &format!("k-{i}"),
+            key("g6.xlarge", "us-east-1a", CapacityType::OnDemand),
+        );
+        pids.push(p.launch(&r).await.expect("launch").provider_id);
+    }
+    // pn-0 recorded its instance; pn-1 exists mid-launch; pn-2 is gone
+    let known = Known {
+        pool_nodes: ["pn-0".to_string(), "pn-1".to_string()].into(),
+        provider_ids: [pids[0].clone()].into(),
+    };
+    let owned: Vec<OwnedInstance> = p
+        .list("prod")
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|i| OwnedInstance {
+            provider_id: i.provider_id,
+            pool_node: i.pool_node,
+            launched_at: i.launched_at,
+        })
+        .collect();
+    let now = owned.iter().map(|o| o.launched_at).max().unwrap_or(Time(0)) + Dur::secs(3600);
+    let doomed = orphans(&owned, &known, now, Dur::secs(600));
+    assert_eq!(doomed, [pids[2].clone()]);
+    for pid in &doomed {
+        p.terminate(pid).await.expect("terminate");
+    }
+    let left: Vec<String> = p
+        .list("prod")
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|i| i.provider_id)
+        .collect();
+    let mut want = vec![pids[0].clone(), pids[1].clone()];
+    want.sort();
+    assert_eq!(left, want);
+    // within the grace period nothing is collected
+    assert!(
+        orphans(
+            &owned,
+            &Known::default(),
+            owned[0].launched_at,
+            Dur::secs(600)
+        )
+        .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn interruption_messages_reach_the_right_instance_and_are_deleted() {
+    let moto = Moto::start();
+    let spec = world(&moto).await;
+    let c = moto.clients().await;
+    let url = c
+        .sqs
+        .create_queue()
+        .queue_name("muster-interruptions")
+        .send()
+        .await
+        .expect("queue")
+        .queue_url()
+        .expect("url")
+        .to_string();
+    let mut options = moto.options();
+    options.interruption_queue = Some(url.clone());
+    let p = provider_with(&spec, options).await;
+    let a = p
+        .launch(&request(
+            "pn-a",
+            "k-a",
+            key("g6.xlarge", "us-east-1b", CapacityType::Spot),
+        ))
+        .await
+        .expect("launch");
+    let b = p
+        .launch(&request(
+            "pn-b",
+            "k-b",
+            key("g6.xlarge", "us-east-1a", CapacityType::Spot),
+        ))
+        .await
+        .expect("launch");
+    let id = |pid: &str| pid.rsplit('/').next().unwrap_or_default().to_string();
+    for body in [
+        json!({"detail-type": "EC2 Spot Instance Interruption Warning", "source": "aws.ec2",
+               "time": "2026-11-23T10:00:05Z", "detail": {"instance-id": id(&a.provider_id), "instance-action": "terminate"}}).to_string(),
+        json!({"detail-type": "EC2 Instance Rebalance Recommendation", "source": "aws.ec2",
+               "detail": {"instance-id": id(&b.provider_id)}}).to_string(),
+        "not an event".to_string(),
+    ] {
+        c.sqs
+            .send_message()
+            .queue_url(&url)
+            .message_body(body)
+            .send()
+            .await
+            .expect("send");
+    }
+    let mut got = p.interruptions().await.expect("interruptions");
+    got.sort_by(|x, y| x.provider_id.cmp(&y.provider_id));
+    let mut want = vec![
+        (a.provider_id.clone(), InterruptionKind::SpotInterruption),
+        (
+            b.provider_id.clone(),
+            InterruptionKind::RebalanceRecommendation,
+        ),
+    ];
+    want.sort_by(|x, y| x.0.cmp(&y.0));
+    let got_pairs: Vec<(String, InterruptionKind)> = got
+        .iter()
+        .map(|n| (n.provider_id.clone(), n.kind))
+        .collect();
+    assert_eq!(got_pairs, want);
+    let spot = got
+        .iter()
+        .find(|n| n.kind == InterruptionKind::SpotInterruption)
+        .expect("spot");
+    assert_eq!(spot.at, Time(1_795_428_005));
+    // every message was deleted, the junk one too
+    assert!(p.interruptions().await.expect("again").is_empty());
+    let left = c
+        .sqs
+        .receive_message()
+        .queue_url(&url)
+        .send()
+        .await
+        .expect("receive");
+    assert!(left.messages().is_empty());
+}
+
+#[tokio::test]
+async fn selectors_that_match_nothing_are_named() {
+    let moto = Moto::start();
+    let mut spec = world(&moto).await;
+    let p = provider(&moto, &spec).await;
+    let r = p.resolve().await.expect("resolves");
+    assert_eq!(r.zones, ["us-east-1a", "us-east-1b"]);
+    assert_eq!(r.subnets.len(), 2);
+    assert_eq!(r.security_groups.len(), 1);
+    assert_eq!(r.images.len(), 1);
+    spec["aws"]["subnetSelectorTerms"] = json!([{"tags": {"team": "none"}}]);
+    let p = provider(&moto, &spec).await;
+    match p.resolve().await {
+        Err(ProviderError::NotFound { what }) => {
+            assert!(
+                what.contains("subnetSelectorTerms") && what.contains("team=none"),
+                "{what}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut spec = world_again(&spec);
+    spec["aws"]["amiSelectorTerms"] = json!([{"id": "ami-0000000000000dead"}]);
+    let p = provider(&moto, &spec).await;
+    match p.resolve().await {
+        Err(ProviderError::NotFound { what }) => {
+            assert!(
+                what.contains("amiSelectorTerms") && what.contains("ami-0000000000000dead"),
+                "{what}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The spec with its subnets selectable again.
+fn world_again(spec: &serde_json::Value) -> serde_json::Value {
+    let mut s = spec.clone();
+    s["aws"]["subnetSelectorTerms"] = json!([{"tags": {"team": "gpu"}}]);
+    s
+}
