@@ -70,6 +70,14 @@ pub struct ControllerArgs {
     /// How often each cloud's interruption notices are read.
     #[arg(long, env = "MUSTER_INTERRUPTION_POLL", default_value = "5s", value_parser = parse_duration)]
     pub interruption_poll: Duration,
+    /// AWS: endpoint override for EC2 and SQS (private endpoints, tests).
+    #[cfg(feature = "aws")]
+    #[arg(long, env = "MUSTER_AWS_ENDPOINT")]
+    pub aws_endpoint: Option<String>,
+    /// AWS: URL of the SQS queue EventBridge delivers EC2 interruption events to.
+    #[cfg(feature = "aws")]
+    #[arg(long, env = "MUSTER_AWS_INTERRUPTION_QUEUE")]
+    pub aws_interruption_queue: Option<String>,
     /// Run without leader election (a single replica only).
     #[arg(long)]
     pub no_leader_election: bool,
@@ -148,6 +156,19 @@ fn check_lease_timing(duration: Duration, retry: Duration) -> Result<(), CliErro
     Ok(())
 }
 
+/// How the built-in providers reach their clouds.
+fn cloud_options(args: &ControllerArgs) -> controller::clouds::CloudOptions {
+    let _ = args;
+    controller::clouds::CloudOptions {
+        #[cfg(feature = "aws")]
+        aws: muster_provider_aws::AwsOptions {
+            endpoint: args.aws_endpoint.clone(),
+            interruption_queue: args.aws_interruption_queue.clone(),
+            ..Default::default()
+        },
+    }
+}
+
 /// Checks that periodic steps have a period.
 fn check_periods(args: &ControllerArgs) -> Result<(), CliError> {
     for (flag, d) in [
@@ -195,7 +216,7 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::failed(format!("--metrics-addr {}: {e}", args.metrics_addr)))?;
     tokio::spawn(controller::metrics::serve(listener, metrics.clone()));
     let deps = Deps {
-        providers: Arc::new(controller::providers::NoClouds),
+        providers: Arc::new(controller::clouds::Clouds::new(cloud_options(&args))),
         planner: controller::real_planner(),
         metrics,
     };

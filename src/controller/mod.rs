@@ -10,6 +10,7 @@
 //! snapshot and is planned again.
 
 pub mod act;
+pub mod clouds;
 pub mod events;
 pub mod leader;
 pub mod metrics;

@@ -8,6 +8,9 @@ use std::net::TcpStream;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
+use aws_sdk_ec2::types::Tag;
+use serde_json::json;
+
 use crate::client::{AwsOptions, Clients, connect};
 
 /// A running moto server.
@@ -73,6 +76,65 @@ impl Moto {
     /// Clients for `us-east-1` on this server.
     pub async fn clients(&self) -> Clients {
         connect("us-east-1", &self.options()).await
+    }
+
+    /// Tags subnets of us-east-1a and us-east-1b and a new security group with
+    /// `team=gpu`; returns a NodeClass spec selecting them and an AMI by id.
+    pub async fn node_class_spec(&self) -> serde_json::Value {
+        let c = self.clients().await;
+        let subnets = c.ec2.describe_subnets().send().await.expect("subnets");
+        let ids: Vec<String> = subnets
+            .subnets()
+            .iter()
+            .filter(|s| matches!(s.availability_zone(), Some("us-east-1a" | "us-east-1b")))
+            .filter_map(|s| s.subnet_id().map(String::from))
+            .collect();
+        assert_eq!(ids.len(), 2, "moto's default VPC has one subnet per zone");
+        let team = Tag::builder().key("team").value("gpu").build();
+        c.ec2
+            .create_tags()
+            .set_resources(Some(ids))
+            .tags(team.clone())
+            .send()
+            .await
+            .expect("tag subnets");
+        let sg = c
+            .ec2
+            .create_security_group()
+            .group_name("gpu-nodes")
+            .description("GPU nodes")
+            .send()
+            .await
+            .expect("security group");
+        c.ec2
+            .create_tags()
+            .resources(sg.group_id().expect("group id"))
+            .tags(team)
+            .send()
+            .await
+            .expect("tag security group");
+        let images = c
+            .ec2
+            .describe_images()
+            .owners("amazon")
+            .send()
+            .await
+            .expect("images");
+        let ami = images
+            .images()
+            .iter()
+            .find(|i| i.architecture().map(|a| a.as_str()) == Some("x86_64"))
+            .and_then(|i| i.image_id())
+            .expect("an x86_64 AMI")
+            .to_string();
+        json!({"aws": {
+            "region": "us-east-1",
+            "subnetSelectorTerms": [{"tags": {"team": "gpu"}}],
+            "securityGroupSelectorTerms": [{"tags": {"team": "gpu"}}],
+            "amiSelectorTerms": [{"id": ami}],
+            "instanceProfile": "muster-node",
+            "tags": {"cost-center": "42"}
+        }})
     }
 
     /// A request to the control endpoint; returns the body.

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_ec2::types::Tag;
 use muster_planner::orphans::{Known, OwnedInstance, orphans};
 use muster_planner::{CapacityType, Dur, GpuModel, OfferingKey, PoolRequirements, Provider, Time};
 use muster_provider_api::{
@@ -17,63 +16,8 @@ use muster_provider_aws::moto::Moto;
 use muster_provider_aws::{AwsOptions, AwsProvider};
 use serde_json::json;
 
-/// Tags subnets of us-east-1a and us-east-1b and a new security group with
-/// `team=gpu`; returns a NodeClass spec selecting them and an AMI by id.
 async fn world(moto: &Moto) -> serde_json::Value {
-    let c = moto.clients().await;
-    let subnets = c.ec2.describe_subnets().send().await.expect("subnets");
-    let ids: Vec<String> = subnets
-        .subnets()
-        .iter()
-        .filter(|s| matches!(s.availability_zone(), Some("us-east-1a" | "us-east-1b")))
-        .filter_map(|s| s.subnet_id().map(String::from))
-        .collect();
-    assert_eq!(ids.len(), 2, "moto's default VPC has one subnet per zone");
-    let team = Tag::builder().key("team").value("gpu").build();
-    c.ec2
-        .create_tags()
-        .set_resources(Some(ids))
-        .tags(team.clone())
-        .send()
-        .await
-        .expect("tag subnets");
-    let sg = c
-        .ec2
-        .create_security_group()
-        .group_name("gpu-nodes")
-        .description("GPU nodes")
-        .send()
-        .await
-        .expect("security group");
-    c.ec2
-        .create_tags()
-        .resources(sg.group_id().expect("group id"))
-        .tags(team)
-        .send()
-        .await
-        .expect("tag security group");
-    let images = c
-        .ec2
-        .describe_images()
-        .owners("amazon")
-        .send()
-        .await
-        .expect("images");
-    let ami = images
-        .images()
-        .iter()
-        .find(|i| i.architecture().map(|a| a.as_str()) == Some("x86_64"))
-        .and_then(|i| i.image_id())
-        .expect("an x86_64 AMI")
-        .to_string();
-    json!({"aws": {
-        "region": "us-east-1",
-        "subnetSelectorTerms": [{"tags": {"team": "gpu"}}],
-        "securityGroupSelectorTerms": [{"tags": {"team": "gpu"}}],
-        "amiSelectorTerms": [{"id": ami}],
-        "instanceProfile": "muster-node",
-        "tags": {"cost-center": "42"}
-    }})
+    moto.node_class_spec().await
 }
 
 async fn provider(moto: &Moto, spec: &serde_json::Value) -> AwsProvider {
