@@ -205,6 +205,38 @@ async fn a_gang_is_launched_on_aws_end_to_end() {
         json!(["us-east-1a", "us-east-1b"]),
         "{nc:?}"
     );
+    // a NodeClass whose subnets match nothing is not Ready, naming the selector
+    let mut bad = spec.clone();
+    bad["aws"]["subnetSelectorTerms"] = json!([{"tags": {"team": "none"}}]);
+    create(
+        &client,
+        "NodeClass",
+        "nodeclasses",
+        json!({
+            "metadata": {"name": "aws-broken"}, "spec": bad
+        }),
+    )
+    .await;
+    let cond = eventually(30, "Ready=False on aws-broken", || {
+        let client = client.clone();
+        async move {
+            let nc = Api::<DynamicObject>::all_with(client, &ar("NodeClass", "nodeclasses"))
+                .get("aws-broken")
+                .await
+                .ok()?;
+            nc.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Ready" && c["status"] == "False")
+                .cloned()
+        }
+    })
+    .await;
+    let message = cond["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("spec.aws.subnetSelectorTerms (tags team=none) matched nothing"),
+        "{cond}"
+    );
     server.assert_rbac_allows_controller();
     ctl.abort();
 }
