@@ -226,6 +226,20 @@ async fn poolnodes(client: &kube::Client) -> Vec<DynamicObject> {
         .items
 }
 
+/// Waits up to 20 s for a PoolNode in phase Ready.
+async fn ready_poolnode(client: &kube::Client) -> DynamicObject {
+    eventually(20, "a Ready PoolNode", || {
+        let client = client.clone();
+        async move {
+            poolnodes(&client)
+                .await
+                .into_iter()
+                .find(|p| p.data["status"]["phase"] == "Ready")
+        }
+    })
+    .await
+}
+
 async fn gang_phase(client: &kube::Client, name: &str) -> Option<String> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
     let g = api.get_opt(name).await.ok()??;
@@ -824,16 +838,7 @@ async fn draining_evicts_gangs_whole_honours_pdbs_and_do_not_disrupt() {
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
     let ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
     submit(&client, "one", 1, 8, true).await;
-    let pn = eventually(20, "a Ready PoolNode", || {
-        let client = client.clone();
-        async move {
-            poolnodes(&client)
-                .await
-                .into_iter()
-                .find(|p| p.data["status"]["phase"] == "Ready")
-        }
-    })
-    .await;
+    let pn = ready_poolnode(&client).await;
     let node = pn.data["status"]["nodeName"]
         .as_str()
         .expect("nodeName")
@@ -1051,16 +1056,7 @@ async fn orphan_collection_terminates_exactly_the_orphans() {
         },
     );
     submit(&client, "one", 1, 8, true).await;
-    let pn = eventually(20, "a Ready PoolNode", || {
-        let client = client.clone();
-        async move {
-            poolnodes(&client)
-                .await
-                .into_iter()
-                .find(|p| p.data["status"]["phase"] == "Ready")
-        }
-    })
-    .await;
+    let pn = ready_poolnode(&client).await;
     let mine = pn.data["status"]["providerID"]
         .as_str()
         .expect("providerID")
@@ -1533,16 +1529,7 @@ async fn deleting_a_poolnode_terminates_its_instance_first() {
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
     let _ctl = start(&client, &cloud, stub(), "c1", false);
     submit(&client, "one", 1, 8, true).await;
-    let pn = eventually(20, "a Ready PoolNode", || {
-        let client = client.clone();
-        async move {
-            poolnodes(&client)
-                .await
-                .into_iter()
-                .find(|p| p.data["status"]["phase"] == "Ready")
-        }
-    })
-    .await;
+    let pn = ready_poolnode(&client).await;
     let pid = pn.data["status"]["providerID"]
         .as_str()
         .expect("providerID")

@@ -109,6 +109,16 @@ pub fn gang_label_value(gang: &str) -> String {
     }
 }
 
+/// The object's `status.conditions` (none when absent or unreadable).
+pub fn conditions(obj: &DynamicObject) -> Vec<super::objects::Condition> {
+    obj.data
+        .get("status")
+        .and_then(|s| s.get("conditions"))
+        .cloned()
+        .and_then(|c| serde_json::from_value(c).ok())
+        .unwrap_or_default()
+}
+
 /// The object's `status.conditions` with `cond` in place of any condition
 /// of its type; `None` when a condition of that type already says the same
 /// (status, reason, message), so nothing needs writing.
@@ -116,13 +126,7 @@ pub fn with_condition(
     obj: &DynamicObject,
     cond: super::objects::Condition,
 ) -> Option<Vec<super::objects::Condition>> {
-    let conds: Vec<super::objects::Condition> = obj
-        .data
-        .get("status")
-        .and_then(|s| s.get("conditions"))
-        .cloned()
-        .and_then(|c| serde_json::from_value(c).ok())
-        .unwrap_or_default();
+    let conds = conditions(obj);
     let same = conds.iter().any(|c| {
         c.type_ == cond.type_
             && c.status == cond.status

@@ -355,13 +355,7 @@ pub async fn report_issues(ctx: &Ctx, issues: &[Issue], observed: &Observed, now
             let issue = issues.iter().find(|i| {
                 i.kind == kind && i.name == obj.name_any() && i.namespace == obj.namespace()
             });
-            let conds: Vec<Condition> = obj
-                .data
-                .get("status")
-                .and_then(|s| s.get("conditions"))
-                .cloned()
-                .and_then(|c| serde_json::from_value(c).ok())
-                .unwrap_or_default();
+            let conds: Vec<Condition> = super::conditions(obj);
             let current = conds.iter().find(|c| c.type_ == "Valid");
             let (status, reason, message) = match issue {
                 Some(i) => ("False", i.reason.as_str(), i.message.clone()),
