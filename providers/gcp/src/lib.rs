@@ -15,10 +15,17 @@
 //! - [`offerings`]: `machineTypes.list` / `acceleratorTypes.list` answers of
 //!   one zone turned into planner offerings, spot and on-demand.
 
+pub mod compute;
 pub mod errors;
+#[cfg(feature = "test-support")]
+pub mod fake;
 pub mod insert;
 pub mod instance;
 pub mod names;
 pub mod offerings;
 pub mod preemptions;
 pub mod prices;
+pub mod provider;
+
+pub use compute::GcpOptions;
+pub use provider::GcpProvider;

@@ -1,0 +1,369 @@
+//! [`GcpProvider`]: the `CloudProvider` of one GCP NodeClass.
+//!
+//! Calls per launch: `instances.insert` (deterministic name, `requestId`)
+//! and `zoneOperations.wait` until the operation is done; an insert that
+//! finds the name taken reads the instance with `instances.get` and adopts
+//! it. Offerings list `machineTypes` and `acceleratorTypes` per zone;
+//! `list` and preemption detection use `instances.aggregatedList` filtered
+//! by the cluster label.
+
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use muster_crds::nodeclass::GcpNodeClass;
+use muster_planner::{Offering, PoolRequirements, Provider, Time};
+use muster_provider_api::{
+    CloudProvider, Instance, Interruption, LaunchRequest, ProviderError, Resolution, ResolvedImage,
+    label_key, tags,
+};
+use serde_json::Value;
+
+use crate::compute::{Clients, GcpOptions, connect, failure, operation_error};
+use crate::insert::{insert_body, label_value, request_id};
+use crate::instance::parse_instance;
+use crate::names::{instance_name, parse_provider_id};
+use crate::offerings::{AcceleratorType, MachineType, ZoneContext, zone_offerings};
+use crate::preemptions::Preemptions;
+use crate::prices::PriceTable;
+
+/// One GCP NodeClass's provider.
+pub struct GcpProvider {
+    node_class: String,
+    class: GcpNodeClass,
+    clients: Clients,
+    prices: PriceTable,
+    preemptions: Mutex<Preemptions>,
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+fn now() -> Time {
+    Time(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+            .unwrap_or(0),
+    )
+}
+
+impl GcpProvider {
+    /// A provider for a NodeClass spec (the whole `spec`, with its `gcp` block).
+    pub async fn new(
+        node_class: &str,
+        spec: &Value,
+        options: &GcpOptions,
+    ) -> Result<Self, ProviderError> {
+        let class: GcpNodeClass = spec
+            .get("gcp")
+            .cloned()
+            .ok_or_else(|| ProviderError::Permanent {
+                message: "spec.gcp: missing".into(),
+            })
+            .and_then(|v| {
+                serde_json::from_value(v).map_err(|e| ProviderError::Permanent {
+                    message: format!("spec.gcp: {e}"),
+                })
+            })?;
+        Ok(GcpProvider {
+            node_class: node_class.to_string(),
+            class,
+            clients: connect(options).await?,
+            prices: PriceTable::default(),
+            preemptions: Mutex::new(Preemptions::default()),
+        })
+    }
+
+    fn zones(&self) -> Result<Vec<String>, ProviderError> {
+        if self.class.zones.is_empty() {
+            return Err(ProviderError::NotFound {
+                what: format!(
+                    "spec.gcp.zones (empty; list the zones of {} to launch in)",
+                    self.class.region
+                ),
+            });
+        }
+        Ok(self.class.zones.clone())
+    }
+
+    async fn list_zone(
+        &self,
+        zone: &str,
+    ) -> Result<(Vec<MachineType>, Vec<AcceleratorType>), ProviderError> {
+        let project = &self.class.project;
+        let mut machines = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = self
+                .clients
+                .machine_types
+                .list()
+                .set_project(project)
+                .set_zone(zone)
+                .set_page_token(token.clone())
+                .send()
+                .await
+                .map_err(|e| failure(&e, None))?;
+            let v = to_value(&page);
+            for item in v["items"].as_array().into_iter().flatten() {
+                if let Ok(m) = serde_json::from_value::<MachineType>(item.clone()) {
+                    machines.push(m);
+                }
+            }
+            token = v["nextPageToken"].as_str().unwrap_or_default().to_string();
+            if token.is_empty() {
+                break;
+            }
+        }
+        let accels = self
+            .clients
+            .accelerator_types
+            .list()
+            .set_project(project)
+            .set_zone(zone)
+            .send()
+            .await
+            .map_err(|e| failure(&e, None))?;
+        let accelerators = to_value(&accels)["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| serde_json::from_value::<AcceleratorType>(a.clone()).ok())
+            .collect();
+        Ok((machines, accelerators))
+    }
+
+    async fn get(&self, zone: &str, name: &str) -> Result<Instance, ProviderError> {
+        let inst = self
+            .clients
+            .instances
+            .get()
+            .set_project(&self.class.project)
+            .set_zone(zone)
+            .set_instance(name)
+            .send()
+            .await
+            .map_err(|e| failure(&e, None))?;
+        parse_instance(&self.class.project, &to_value(&inst)).map_err(|e| {
+            ProviderError::Permanent {
+                message: e.to_string(),
+            }
+        })
+    }
+
+    async fn wait(&self, zone: &str, op: Value) -> Result<Value, ProviderError> {
+        let mut op = op;
+        for _ in 0..120 {
+            if op["status"].as_str() == Some("DONE") {
+                return Ok(op);
+            }
+            let name = op["name"].as_str().unwrap_or_default().to_string();
+            let next = self
+                .clients
+                .operations
+                .wait()
+                .set_project(&self.class.project)
+                .set_zone(zone)
+                .set_operation(name)
+                .send()
+                .await
+                .map_err(|e| failure(&e, None))?;
+            op = to_value(&next);
+        }
+        Err(ProviderError::Transient {
+            message: "operation not done after 120 waits".into(),
+            retry_after: None,
+        })
+    }
+
+    async fn aggregated(&self, cluster: &str) -> Result<Vec<Value>, ProviderError> {
+        let filter = format!(
+            "labels.{} = \"{}\"",
+            label_key(tags::CLUSTER),
+            label_value(cluster)
+        );
+        let resp = self
+            .clients
+            .instances
+            .aggregated_list()
+            .set_project(&self.class.project)
+            .set_filter(filter)
+            .send()
+            .await
+            .map_err(|e| failure(&e, None))?;
+        let v = to_value(&resp);
+        let mut out = Vec::new();
+        for scope in v["items"].as_object().into_iter().flat_map(|m| m.values()) {
+            out.extend(scope["instances"].as_array().into_iter().flatten().cloned());
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl CloudProvider for GcpProvider {
+    fn provider(&self) -> Provider {
+        Provider::Gcp
+    }
+
+    async fn resolve(&self) -> Result<Resolution, ProviderError> {
+        Ok(Resolution {
+            zones: self.zones()?,
+            images: vec![ResolvedImage {
+                id: self.class.image.clone(),
+                name: None,
+                architecture: None,
+            }],
+            ..Resolution::default()
+        })
+    }
+
+    async fn offerings(
+        &self,
+        requirements: &PoolRequirements,
+    ) -> Result<Vec<Offering>, ProviderError> {
+        let mut out = Vec::new();
+        for zone in self.zones()? {
+            if !requirements.zones.is_empty() && !requirements.zones.contains(&zone) {
+                continue;
+            }
+            let (machines, accelerators) = self.list_zone(&zone).await?;
+            let ctx = ZoneContext {
+                node_class: &self.node_class,
+                region: &self.class.region,
+                zone: &zone,
+            };
+            out.extend(
+                zone_offerings(&ctx, &machines, &accelerators, &self.prices)
+                    .into_iter()
+                    .filter(|o| requirements.admits(o)),
+            );
+        }
+        out.sort_by_key(|o| o.key());
+        Ok(out)
+    }
+
+    async fn launch(&self, request: &LaunchRequest) -> Result<Instance, ProviderError> {
+        let zone = request.offering.zone.clone();
+        let name = instance_name(&request.idempotency_key);
+        let bootstrap = request
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let body = insert_body(&self.class, request, &bootstrap).map_err(|e| {
+            ProviderError::Permanent {
+                message: e.to_string(),
+            }
+        })?;
+        let instance: google_cloud_compute_v1::model::Instance = serde_json::from_value(body)
+            .map_err(|e| ProviderError::Permanent {
+                message: format!("insert body: {e}"),
+            })?;
+        let sent = self
+            .clients
+            .instances
+            .insert()
+            .set_project(&self.class.project)
+            .set_zone(&zone)
+            .set_request_id(request_id(&request.idempotency_key))
+            .set_body(instance)
+            .send()
+            .await;
+        let op = match sent {
+            Ok(op) => to_value(&op),
+            Err(e) => {
+                let err = failure(&e, Some(&request.offering));
+                // the name is taken: an earlier launch with this key made it; adopt it
+                if e.http_status_code() == Some(409) {
+                    return self.get(&zone, &name).await;
+                }
+                return Err(err);
+            }
+        };
+        let done = self.wait(&zone, op).await?;
+        if let Some(err) = operation_error(&done, Some(&request.offering)) {
+            return Err(err);
+        }
+        self.get(&zone, &name).await
+    }
+
+    async fn describe(&self, provider_id: &str) -> Result<Instance, ProviderError> {
+        let (_, zone, name) =
+            parse_provider_id(provider_id).ok_or_else(|| ProviderError::NotFound {
+                what: provider_id.to_string(),
+            })?;
+        self.get(zone, name).await
+    }
+
+    async fn terminate(&self, provider_id: &str) -> Result<(), ProviderError> {
+        let Some((_, zone, name)) = parse_provider_id(provider_id) else {
+            return Err(ProviderError::Permanent {
+                message: format!("{provider_id} is not a GCE provider id"),
+            });
+        };
+        let sent = self
+            .clients
+            .instances
+            .delete()
+            .set_project(&self.class.project)
+            .set_zone(zone)
+            .set_instance(name)
+            .send()
+            .await;
+        match sent {
+            Ok(op) => {
+                let done = self.wait(zone, to_value(&op)).await?;
+                match operation_error(&done, None) {
+                    None | Some(ProviderError::NotFound { .. }) => Ok(()),
+                    Some(e) => Err(e),
+                }
+            }
+            Err(e) => match failure(&e, None) {
+                ProviderError::NotFound { .. } => Ok(()),
+                err => Err(err),
+            },
+        }
+    }
+
+    async fn list(&self, cluster: &str) -> Result<Vec<Instance>, ProviderError> {
+        let mut out: Vec<Instance> = self
+            .aggregated(cluster)
+            .await?
+            .iter()
+            .filter_map(|v| parse_instance(&self.class.project, v).ok())
+            .collect();
+        out.sort_by(|a, b| a.provider_id.cmp(&b.provider_id));
+        Ok(out)
+    }
+
+    async fn interruptions(&self) -> Result<Vec<Interruption>, ProviderError> {
+        // instances of every cluster this NodeClass launched for: the label
+        // names the cluster, so read them all and let the controller match
+        let all = self.aggregated_all().await?;
+        let mut p = self.preemptions.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(p.poll(&self.class.project, &all, now()))
+    }
+}
+
+impl GcpProvider {
+    async fn aggregated_all(&self) -> Result<Vec<Value>, ProviderError> {
+        let resp = self
+            .clients
+            .instances
+            .aggregated_list()
+            .set_project(&self.class.project)
+            .set_filter(format!("labels.{}:*", label_key(tags::POOL_NODE)))
+            .send()
+            .await
+            .map_err(|e| failure(&e, None))?;
+        let v = to_value(&resp);
+        let mut out = Vec::new();
+        for scope in v["items"].as_object().into_iter().flat_map(|m| m.values()) {
+            out.extend(scope["instances"].as_array().into_iter().flatten().cloned());
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,280 @@
+//! The GCP provider with the real `google-cloud-compute-v1` client against a
+//! local fake of the Compute REST calls it makes (`tests/compute_fake.py`),
+//! one per test.
+
+use std::collections::BTreeMap;
+
+use muster_planner::{CapacityType, GpuModel, OfferingKey, PoolRequirements, Provider};
+use muster_provider_api::{
+    CloudProvider, InterruptionKind, LaunchRequest, ProviderError, label_key, tags,
+};
+use muster_provider_gcp::GcpProvider;
+use muster_provider_gcp::fake::ComputeFake;
+use serde_json::json;
+
+fn spec() -> serde_json::Value {
+    json!({"gcp": {
+        "project": "test-project",
+        "region": "us-central1",
+        "zones": ["us-central1-a", "us-central1-b"],
+        "image": "projects/cos-cloud/global/images/family/cos-stable",
+        "labels": {"cost-center": "42"}
+    }})
+}
+
+async fn provider(fake: &ComputeFake) -> GcpProvider {
+    GcpProvider::new("gcp-default", &spec(), &fake.options())
+        .await
+        .expect("provider")
+}
+
+fn key(ty: &str, zone: &str, capacity: CapacityType) -> OfferingKey {
+    OfferingKey {
+        provider: Provider::Gcp,
+        zone: zone.into(),
+        instance_type: ty.into(),
+        capacity_type: capacity,
+    }
+}
+
+fn request(name: &str, key_: &str, offering: OfferingKey) -> LaunchRequest {
+    LaunchRequest {
+        name: name.into(),
+        idempotency_key: key_.into(),
+        offering,
+        pool: "a100".into(),
+        cluster: "prod".into(),
+        gang: Some("team-a/big".into()),
+        labels: [("muster.dev/pool".to_string(), "a100".to_string())].into(),
+        taints: Vec::new(),
+        tags: BTreeMap::new(),
+    }
+}
+
+#[tokio::test]
+async fn offerings_for_a100_h100_and_l4_machine_types() {
+    let fake = ComputeFake::start();
+    let p = provider(&fake).await;
+    let all = PoolRequirements {
+        capacity_types: vec![CapacityType::OnDemand, CapacityType::Spot],
+        ..PoolRequirements::default()
+    };
+    let list = p.offerings(&all).await.expect("offerings");
+    let one = |ty: &str| {
+        list.iter()
+            .find(|o| {
+                o.instance_type == ty
+                    && o.zone == "us-central1-a"
+                    && o.capacity_type == CapacityType::Spot
+            })
+            .unwrap_or_else(|| panic!("{ty}: {list:?}"))
+    };
+    for (ty, model, count) in [
+        ("a2-highgpu-8g", "A100", 8),
+        ("a3-highgpu-8g", "H100", 8),
+        ("g2-standard-4", "L4", 1),
+    ] {
+        let o = one(ty);
+        assert!(
+            o.gpu_model
+                .as_ref()
+                .is_some_and(|m| m.satisfies(&GpuModel::new(model))),
+            "{ty}: {:?}",
+            o.gpu_model
+        );
+        assert_eq!(o.gpu_count, count, "{ty}");
+        assert!(o.price.is_some(), "{ty} priced");
+    }
+    // both zones, spot and on-demand
+    assert!(list.iter().any(|o| o.zone == "us-central1-b"));
+    assert!(
+        list.iter()
+            .any(|o| o.capacity_type == CapacityType::OnDemand)
+    );
+    let h100 = PoolRequirements {
+        gpu_models: vec![GpuModel::new("H100")],
+        ..PoolRequirements::default()
+    };
+    let list = p.offerings(&h100).await.expect("offerings");
+    assert!(!list.is_empty());
+    assert!(
+        list.iter().all(|o| o.instance_type.starts_with("a3-")),
+        "{list:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_three_node_spot_gang_is_launched_labelled_and_listed() {
+    let fake = ComputeFake::start();
+    let p = provider(&fake).await;
+    let mut pids = Vec::new();
+    for i in 0..3 {
+        let inst = p
+            .launch(&request(
+                &format!("a100-big-{i}"),
+                &format!("key-{i}"),
+                key("a2-highgpu-8g", "us-central1-a", CapacityType::Spot),
+            ))
+            .await
+            .expect("launch");
+        assert!(
+            inst.provider_id
+                .starts_with("gce://test-project/us-central1-a/"),
+            "{}",
+            inst.provider_id
+        );
+        assert_eq!(inst.offering.capacity_type, CapacityType::Spot);
+        pids.push(inst.provider_id);
+    }
+    let listed = p.list("prod").await.expect("list");
+    assert_eq!(listed.len(), 3);
+    for i in &listed {
+        assert_eq!(i.tags[&label_key(tags::CLUSTER)], "prod");
+        assert_eq!(i.tags[&label_key(tags::POOL)], "a100");
+        assert_eq!(i.tags["cost-center"], "42");
+        assert!(
+            i.pool_node
+                .as_deref()
+                .is_some_and(|n| n.starts_with("a100-big-")),
+            "{i:?}"
+        );
+    }
+    assert!(p.list("elsewhere").await.expect("list").is_empty());
+    // the fake keeps what was sent: spot scheduling that deletes on preemption
+    let one = p.describe(&pids[0]).await.expect("describe");
+    assert_eq!(one.offering.instance_type, "a2-highgpu-8g");
+    assert_eq!(one.offering.capacity_type, CapacityType::Spot, "SPOT scheduling sent");
+}
+
+#[tokio::test]
+async fn an_instance_with_the_same_name_is_adopted_not_duplicated() {
+    let fake = ComputeFake::start();
+    let p = provider(&fake).await;
+    let r = request(
+        "n-0",
+        "same-key",
+        key("g2-standard-4", "us-central1-b", CapacityType::OnDemand),
+    );
+    let a = p.launch(&r).await.expect("first");
+    // the same request id returns the same operation
+    let again = p.launch(&r).await.expect("same request id");
+    assert_eq!(again.provider_id, a.provider_id);
+    // after GCE forgot the request id, the taken name is adopted
+    fake.control("POST", "forget");
+    let other = GcpProvider::new("gcp-default", &spec(), &fake.options())
+        .await
+        .expect("provider");
+    let b = other.launch(&r).await.expect("again");
+    assert_eq!(a.provider_id, b.provider_id);
+    assert_eq!(p.list("prod").await.expect("list").len(), 1);
+}
+
+#[tokio::test]
+async fn stockouts_name_zone_and_type_and_quota_is_typed() {
+    let fake = ComputeFake::start();
+    let p = provider(&fake).await;
+    fake.control(
+        "POST",
+        "stockout?zone=us-central1-a&machineType=a3-highgpu-8g",
+    );
+    let asked = key("a3-highgpu-8g", "us-central1-a", CapacityType::Spot);
+    match p.launch(&request("n-0", "k-0", asked.clone())).await {
+        Err(ProviderError::InsufficientCapacity { offering, message }) => {
+            assert_eq!(offering, asked);
+            assert!(
+                message.contains("does not have enough resources"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    p.launch(&request(
+        "n-1",
+        "k-1",
+        key("a3-highgpu-8g", "us-central1-b", CapacityType::Spot),
+    ))
+    .await
+    .expect("the other zone");
+    fake.control("POST", "quota?machineType=a2-highgpu-8g");
+    let r = p
+        .launch(&request(
+            "n-2",
+            "k-2",
+            key("a2-highgpu-8g", "us-central1-a", CapacityType::OnDemand),
+        ))
+        .await;
+    assert!(
+        matches!(r, Err(ProviderError::QuotaExceeded { .. })),
+        "{r:?}"
+    );
+    assert_eq!(
+        p.list("prod").await.expect("list").len(),
+        1,
+        "nothing partial stays"
+    );
+}
+
+#[tokio::test]
+async fn failed_answers_are_typed() {
+    let fake = ComputeFake::start();
+    let p = provider(&fake).await;
+    fake.control("POST", "fail?code=400");
+    let r = p
+        .launch(&request(
+            "n-0",
+            "k-0",
+            key("g2-standard-4", "us-central1-a", CapacityType::OnDemand),
+        ))
+        .await;
+    assert!(matches!(r, Err(ProviderError::Permanent { .. })), "{r:?}");
+    // one 503 is retried by the client and the call succeeds
+    fake.control("POST", "fail?code=503");
+    assert!(p.list("prod").await.expect("retried").is_empty());
+    // a 503 that does not go away is Transient
+    fake.control("POST", "fail?code=503&n=1000");
+    let r = p.list("prod").await;
+    assert!(matches!(r, Err(ProviderError::Transient { .. })), "{r:?}");
+}
+
+#[tokio::test]
+async fn delete_is_idempotent_and_preemptions_are_reported_once() {
+    let fake = ComputeFake::start();
+    let p = provider(&fake).await;
+    let a = p
+        .launch(&request(
+            "pn-a",
+            "k-a",
+            key("g2-standard-4", "us-central1-a", CapacityType::Spot),
+        ))
+        .await
+        .expect("launch");
+    let b = p
+        .launch(&request(
+            "pn-b",
+            "k-b",
+            key("g2-standard-4", "us-central1-a", CapacityType::Spot),
+        ))
+        .await
+        .expect("launch");
+    assert!(p.interruptions().await.expect("poll").is_empty());
+    let name = a.provider_id.rsplit('/').next().expect("name").to_string();
+    fake.control("POST", &format!("preempt?name={name}"));
+    let got = p.interruptions().await.expect("poll");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].provider_id, a.provider_id);
+    assert_eq!(got[0].kind, InterruptionKind::Preempted);
+    assert!(
+        p.interruptions().await.expect("poll").is_empty(),
+        "reported once"
+    );
+    p.terminate(&b.provider_id).await.expect("delete");
+    p.terminate(&b.provider_id).await.expect("delete again");
+    let left: Vec<String> = p
+        .list("prod")
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|i| i.provider_id)
+        .collect();
+    assert_eq!(left, std::slice::from_ref(&a.provider_id));
+}

@@ -1,0 +1,254 @@
+"""A small local fake of the Compute Engine REST calls muster's GCP provider
+makes, for its tests. Prints `compute=<port>` on one line, then serves on
+127.0.0.1 until stdin closes. Shapes follow the public API reference:
+
+* GET  /compute/v1/projects/P/zones/Z/machineTypes          (list)
+* GET  /compute/v1/projects/P/zones/Z/acceleratorTypes      (list)
+* POST /compute/v1/projects/P/zones/Z/instances?requestId=R (insert → Operation)
+* GET  /compute/v1/projects/P/zones/Z/instances[?filter=]   (list)
+* GET  /compute/v1/projects/P/aggregated/instances[?filter=]
+* GET  /compute/v1/projects/P/zones/Z/instances/NAME
+* DELETE /compute/v1/projects/P/zones/Z/instances/NAME      (→ Operation)
+* GET  /compute/v1/projects/P/zones/Z/operations/OP
+* POST /compute/v1/projects/P/zones/Z/operations/OP/wait
+
+Like Compute: an insert with a requestId seen before returns the same
+operation; an insert of a name that exists fails with 409 `alreadyExists`;
+a deleted instance is gone (404). Capacity and quota errors arrive in the
+operation's `error`, as they do for GCE's asynchronous inserts.
+
+Control (same port, under /fake/): POST /fake/stockout?zone=Z&machineType=M,
+POST /fake/quota?machineType=M, POST /fake/forget (request ids are
+forgotten, as GCE forgets them after a while), POST /fake/preempt?name=N (a spot instance
+is stopped by GCE: status TERMINATED, lastStopTimestamp set), POST
+/fake/fail?code=N&n=K (the next K requests answer HTTP N), GET /fake/calls.
+"""
+
+import itertools
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+LOCK = threading.Lock()
+IDS = itertools.count(1000)
+STATE = {"instances": {}, "ops": {}, "requests": {}, "stockout": set(), "quota": set(),
+         "fail": None, "calls": {}}
+
+GIB = 1024
+
+def machine(name, cpus, mem_gib, accel=None, count=0):
+    m = {"kind": "compute#machineType", "name": name, "guestCpus": cpus,
+         "memoryMb": mem_gib * GIB, "isSharedCpu": False}
+    if accel:
+        m["accelerators"] = [{"guestAcceleratorType": accel, "guestAcceleratorCount": count}]
+    return m
+
+MACHINES = [
+    machine("a2-highgpu-1g", 12, 85, "nvidia-tesla-a100", 1),
+    machine("a2-highgpu-8g", 96, 680, "nvidia-tesla-a100", 8),
+    machine("a2-ultragpu-8g", 96, 1360, "nvidia-a100-80gb", 8),
+    machine("a3-highgpu-8g", 208, 1872, "nvidia-h100-80gb", 8),
+    machine("g2-standard-4", 4, 16, "nvidia-l4", 1),
+    machine("g2-standard-48", 48, 192, "nvidia-l4", 4),
+    machine("n1-standard-8", 8, 30),
+]
+ACCELERATORS = [
+    {"kind": "compute#acceleratorType", "name": "nvidia-tesla-t4", "maximumCardsPerInstance": 4},
+    {"kind": "compute#acceleratorType", "name": "nvidia-tesla-a100", "maximumCardsPerInstance": 16},
+    {"kind": "compute#acceleratorType", "name": "nvidia-l4", "maximumCardsPerInstance": 8},
+]
+
+
+def now():
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000-00:00", time.gmtime())
+
+
+def base(project, zone):
+    return f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}"
+
+
+def operation(project, zone, kind, target, error=None):
+    name = f"operation-{next(IDS)}"
+    op = {"kind": "compute#operation", "id": str(next(IDS)), "name": name,
+          "operationType": kind, "status": "DONE", "progress": 100,
+          "zone": base(project, zone), "targetLink": target,
+          "selfLink": f"{base(project, zone)}/operations/{name}",
+          "insertTime": now(), "startTime": now(), "endTime": now()}
+    if error:
+        op["error"] = {"errors": [error]}
+        op["httpErrorStatusCode"] = 503 if error["code"] != "QUOTA_EXCEEDED" else 403
+    STATE["ops"][(project, zone, name)] = op
+    return op
+
+
+def labels_match(inst, flt):
+    # filter: labels.KEY = "VALUE" [AND labels.K2 = "V2"]
+    if not flt:
+        return True
+    for clause in flt.split(" AND "):
+        clause = clause.strip().strip("()")
+        if "=" not in clause:
+            continue
+        key, value = (x.strip() for x in clause.split("=", 1))
+        value = value.strip('"')
+        if key.startswith("labels."):
+            if inst.get("labels", {}).get(key[len("labels."):]) != value:
+                return False
+    return True
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def send(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def error(self, code, reason, message):
+        self.send(code, {"error": {"code": code, "message": message,
+                                   "errors": [{"reason": reason, "domain": "global", "message": message}]}})
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(n) or b"{}")
+
+    def route(self, method):
+        url = urlparse(self.path)
+        q = {k: v[0] for k, v in parse_qs(url.query).items()}
+        parts = [p for p in url.path.split("/") if p]
+        if parts[:1] == ["fake"]:
+            return self.control(method, parts[1:], q)
+        with LOCK:
+            STATE["calls"][f"{method} {'/'.join(parts[2:3] + parts[4:5] + parts[6:7])}"] = \
+                STATE["calls"].get(f"{method} {'/'.join(parts[2:3] + parts[4:5] + parts[6:7])}", 0) + 1
+            if STATE["fail"]:
+                code, left = STATE["fail"]
+                STATE["fail"] = (code, left - 1) if left > 1 else None
+                reason = {400: "invalid", 403: "forbidden", 429: "rateLimitExceeded"}.get(code, "backendError")
+                return self.error(code, reason, f"injected {code}")
+        if parts[:2] != ["compute", "v1"] or len(parts) < 4 or parts[2] != "projects":
+            return self.error(404, "notFound", f"no route {url.path}")
+        project = parts[3]
+        rest = parts[4:]
+        if rest[:2] == ["aggregated", "instances"] and method == "GET":
+            with LOCK:
+                items = {}
+                for (p, z, _), inst in sorted(STATE["instances"].items()):
+                    if p == project and labels_match(inst, q.get("filter")):
+                        items.setdefault(f"zones/{z}", {"instances": []})["instances"].append(inst)
+            return self.send(200, {"kind": "compute#instanceAggregatedList", "items": items})
+        if len(rest) < 3 or rest[0] != "zones":
+            return self.error(404, "notFound", f"no route {url.path}")
+        zone, coll, tail = rest[1], rest[2], rest[3:]
+        with LOCK:
+            if coll == "machineTypes" and method == "GET":
+                items = [dict(m, zone=base(project, zone)) for m in MACHINES]
+                return self.send(200, {"kind": "compute#machineTypeList", "items": items})
+            if coll == "acceleratorTypes" and method == "GET":
+                items = [dict(a, zone=base(project, zone)) for a in ACCELERATORS]
+                return self.send(200, {"kind": "compute#acceleratorTypeList", "items": items})
+            if coll == "operations" and tail:
+                op = STATE["ops"].get((project, zone, tail[0]))
+                if not op:
+                    return self.error(404, "notFound", f"operation {tail[0]} not found")
+                return self.send(200, op)
+            if coll == "instances":
+                return self.instances(method, project, zone, tail, q)
+        return self.error(404, "notFound", f"no route {url.path}")
+
+    def instances(self, method, project, zone, tail, q):
+        if method == "POST" and not tail:
+            req = q.get("requestId")
+            if req and req in STATE["requests"]:
+                return self.send(200, STATE["requests"][req])
+            body = self.body()
+            name = body.get("name", "")
+            mt = body.get("machineType", "").rsplit("/", 1)[-1]
+            target = f"{base(project, zone)}/instances/{name}"
+            if (project, zone, name) in STATE["instances"]:
+                return self.error(409, "alreadyExists",
+                                  f"The resource 'projects/{project}/zones/{zone}/instances/{name}' already exists")
+            if (zone, mt) in STATE["stockout"] or ("", mt) in STATE["stockout"]:
+                op = operation(project, zone, "insert", target, {
+                    "code": "ZONE_RESOURCE_POOL_EXHAUSTED",
+                    "message": f"The zone '{zone}' does not have enough resources available to fulfill the request. Try a different zone, or try again later."})
+            elif mt in STATE["quota"]:
+                op = operation(project, zone, "insert", target, {
+                    "code": "QUOTA_EXCEEDED",
+                    "message": "Quota 'NVIDIA_A100_GPUS' exceeded. Limit: 0.0 in region."})
+            else:
+                inst = dict(body, kind="compute#instance", id=str(next(IDS)), status="RUNNING",
+                            zone=base(project, zone), selfLink=target,
+                            creationTimestamp=now(), machineType=f"{base(project, zone)}/machineTypes/{mt}")
+                STATE["instances"][(project, zone, name)] = inst
+                op = operation(project, zone, "insert", target)
+            if req:
+                STATE["requests"][req] = op
+            return self.send(200, op)
+        if method == "GET" and not tail:
+            items = [i for (p, z, _), i in sorted(STATE["instances"].items())
+                     if p == project and z == zone and labels_match(i, q.get("filter"))]
+            return self.send(200, {"kind": "compute#instanceList", "items": items})
+        key = (project, zone, tail[0]) if tail else None
+        if method == "GET":
+            inst = STATE["instances"].get(key)
+            if not inst:
+                return self.error(404, "notFound", f"The resource 'projects/{project}/zones/{zone}/instances/{tail[0]}' was not found")
+            return self.send(200, inst)
+        if method == "DELETE":
+            if key not in STATE["instances"]:
+                return self.error(404, "notFound", f"The resource 'projects/{project}/zones/{zone}/instances/{tail[0]}' was not found")
+            del STATE["instances"][key]
+            return self.send(200, operation(project, zone, "delete", f"{base(project, zone)}/instances/{tail[0]}"))
+        return self.error(405, "methodNotAllowed", "method not allowed")
+
+    def control(self, method, parts, q):
+        with LOCK:
+            what = parts[0] if parts else ""
+            if what == "stockout":
+                STATE["stockout"].add((q.get("zone", ""), q.get("machineType", "")))
+            elif what == "quota":
+                STATE["quota"].add(q.get("machineType", ""))
+            elif what == "fail":
+                STATE["fail"] = (int(q.get("code", "503")), int(q.get("n", "1")))
+            elif what == "preempt":
+                for (p, z, n), inst in STATE["instances"].items():
+                    if n == q.get("name"):
+                        inst["status"] = "TERMINATED"
+                        inst["lastStopTimestamp"] = now()
+            elif what == "forget":
+                STATE["requests"].clear()
+            elif what == "calls":
+                return self.send(200, STATE["calls"])
+            else:
+                return self.error(404, "notFound", "no such control")
+            return self.send(200, {"ok": True})
+
+    def do_GET(self):
+        self.route("GET")
+
+    def do_POST(self):
+        self.route("POST")
+
+    def do_DELETE(self):
+        self.route("DELETE")
+
+
+def main():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(f"compute={server.server_address[1]}", flush=True)
+    sys.stdin.read()
+    server.shutdown()
+
+
+if __name__ == "__main__":
+    main()
