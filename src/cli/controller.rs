@@ -78,6 +78,10 @@ pub struct ControllerArgs {
     #[cfg(feature = "aws")]
     #[arg(long, env = "MUSTER_AWS_INTERRUPTION_QUEUE")]
     pub aws_interruption_queue: Option<String>,
+    /// GCP: endpoint override for Compute (private endpoints, tests).
+    #[cfg(feature = "gcp")]
+    #[arg(long, env = "MUSTER_GCP_ENDPOINT")]
+    pub gcp_endpoint: Option<String>,
     /// Run without leader election (a single replica only).
     #[arg(long)]
     pub no_leader_election: bool,
@@ -164,6 +168,11 @@ fn cloud_options(args: &ControllerArgs) -> controller::clouds::CloudOptions {
         aws: muster_provider_aws::AwsOptions {
             endpoint: args.aws_endpoint.clone(),
             interruption_queue: args.aws_interruption_queue.clone(),
+            ..Default::default()
+        },
+        #[cfg(feature = "gcp")]
+        gcp: muster_provider_gcp::GcpOptions {
+            endpoint: args.gcp_endpoint.clone(),
             ..Default::default()
         },
     }

@@ -1,6 +1,7 @@
 //! The providers built into this binary: a [`ProviderFactory`] that builds
 //! the provider of a NodeClass from the cloud block its spec sets (`aws`
-//! with the `aws` feature) and keeps it while the spec stays the same. A
+//! with the `aws` feature, `gcp` with the `gcp` feature) and keeps it while
+//! the spec stays the same. A
 //! cloud not built in is reported as unsupported (a `Valid=False` condition
 //! on the NodeClass).
 
@@ -17,6 +18,9 @@ pub struct CloudOptions {
     /// AWS: endpoint override, interruption queue, retries.
     #[cfg(feature = "aws")]
     pub aws: muster_provider_aws::AwsOptions,
+    /// GCP: endpoint override, credentials, retries.
+    #[cfg(feature = "gcp")]
+    pub gcp: muster_provider_gcp::GcpOptions,
 }
 
 /// A provider built for a NodeClass spec.
@@ -55,7 +59,7 @@ impl ProviderFactory for Clouds {
         {
             return Ok(p.clone());
         }
-        let provider = self.build(spec).await?;
+        let provider = self.build(node_class, spec).await?;
         self.built
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -67,8 +71,17 @@ impl ProviderFactory for Clouds {
 impl Clouds {
     async fn build(
         &self,
+        node_class: &str,
         spec: &serde_json::Value,
     ) -> Result<Arc<dyn CloudProvider>, ProviderSetupError> {
+        #[cfg(feature = "gcp")]
+        if spec.get("gcp").is_some() {
+            let p = muster_provider_gcp::GcpProvider::new(node_class, spec, &self.options.gcp)
+                .await
+                .map_err(|e| ProviderSetupError::InvalidNodeClass(e.to_string()))?;
+            return Ok(Arc::new(p));
+        }
+        let _ = node_class;
         #[cfg(feature = "aws")]
         if spec.get("aws").is_some() {
             let p = muster_provider_aws::AwsProvider::new(spec, self.options.aws.clone())

@@ -2,6 +2,7 @@
 //! started and stopped per test, a kube client for it, and CRD installation.
 #![allow(dead_code)]
 
+pub mod cloud_e2e;
 pub mod emulator;
 pub mod fake_cloud;
 pub mod prometheus;

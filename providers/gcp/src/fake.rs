@@ -71,7 +71,8 @@ impl ComputeFake {
         out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string()
     }
 
-    /// Requests so far by method and collection (`POST instances`, …).
+    /// Requests so far by method and path without project, zone and names
+    /// (`POST projects/zones/instances`, …).
     pub fn calls(&self) -> serde_json::Value {
         serde_json::from_str(&self.control("GET", "calls")).unwrap_or_default()
     }

@@ -143,7 +143,11 @@ async fn a_three_node_spot_gang_is_launched_labelled_and_listed() {
     // the fake keeps what was sent: spot scheduling that deletes on preemption
     let one = p.describe(&pids[0]).await.expect("describe");
     assert_eq!(one.offering.instance_type, "a2-highgpu-8g");
-    assert_eq!(one.offering.capacity_type, CapacityType::Spot, "SPOT scheduling sent");
+    assert_eq!(
+        one.offering.capacity_type,
+        CapacityType::Spot,
+        "SPOT scheduling sent"
+    );
 }
 
 #[tokio::test]

@@ -21,7 +21,9 @@ Control (same port, under /fake/): POST /fake/stockout?zone=Z&machineType=M,
 POST /fake/quota?machineType=M, POST /fake/forget (request ids are
 forgotten, as GCE forgets them after a while), POST /fake/preempt?name=N (a spot instance
 is stopped by GCE: status TERMINATED, lastStopTimestamp set), POST
-/fake/fail?code=N&n=K (the next K requests answer HTTP N), GET /fake/calls.
+/fake/fail?code=N&n=K (the next K requests answer HTTP N), GET /fake/calls
+(requests by method and path without project, zone and names, e.g.
+`POST projects/zones/instances`).
 """
 
 import itertools

@@ -1,0 +1,163 @@
+//! What the clouds' end-to-end tests share: a world with one NodeClass, a
+//! pool of 8-GPU machines and a queue; the controller in-process with the
+//! built-in providers; a two-pod Job; and the checks that it ran on two
+//! launched nodes.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use muster::controller::clouds::{CloudOptions, Clouds};
+use muster::controller::metrics::Metrics;
+use muster::controller::{self, ControllerConfig, Deps};
+use serde_json::json;
+
+use super::{ApiServer, eventually};
+
+/// The cluster name instances are tagged with.
+pub const CLUSTER: &str = "test-cluster";
+
+/// The resource of a muster kind.
+pub fn ar(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("muster.dev", "v1alpha1", kind),
+        plural,
+    )
+}
+
+/// Creates a cluster-scoped muster object.
+pub async fn create(client: &kube::Client, kind: &str, plural: &str, body: serde_json::Value) {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar(kind, plural));
+    let mut obj: DynamicObject = serde_json::from_value(body).expect("object");
+    obj.types = Some(kube::core::TypeMeta {
+        api_version: "muster.dev/v1alpha1".into(),
+        kind: kind.into(),
+    });
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create");
+}
+
+/// CRDs, NodeClass `name` with `spec`, pool `gpu` of `instance_type`
+/// on-demand machines, queue `team-a` open to every namespace.
+pub async fn world(
+    client: &kube::Client,
+    name: &str,
+    spec: serde_json::Value,
+    instance_type: &str,
+) {
+    super::install_crds(client).await;
+    create(
+        client,
+        "NodeClass",
+        "nodeclasses",
+        json!({"metadata": {"name": name}, "spec": spec}),
+    )
+    .await;
+    create(client, "GPUPool", "gpupools", json!({
+        "metadata": {"name": "gpu"},
+        "spec": {"nodeClassRef": {"name": name},
+                 "requirements": {"instanceTypes": [instance_type], "capacityTypes": ["on-demand"]}}
+    }))
+    .await;
+    create(
+        client,
+        "GPUQueue",
+        "gpuqueues",
+        json!({
+            "metadata": {"name": "team-a"},
+            "spec": {"pools": ["gpu"], "namespaceSelector": {}}
+        }),
+    )
+    .await;
+}
+
+/// Runs the controller with the built-in providers until the handle is aborted.
+pub fn start(server: &ApiServer, options: CloudOptions) -> tokio::task::JoinHandle<()> {
+    let mut config = ControllerConfig::new(CLUSTER, "c1");
+    config.debounce = Duration::from_millis(50);
+    config.tick = Duration::from_millis(500);
+    let deps = Deps {
+        providers: Arc::new(Clouds::new(options)),
+        planner: controller::real_planner(),
+        metrics: Arc::new(Metrics::new()),
+    };
+    let client = server.client_as("controller");
+    tokio::spawn(async move {
+        let _ = controller::run(client, config, deps, futures::future::pending()).await;
+    })
+}
+
+/// Submits a two-pod, 8-GPU-per-pod Job and waits until both pods run;
+/// returns the PoolNodes (both Ready, one pod on each).
+pub async fn run_gang(client: &kube::Client) -> Vec<DynamicObject> {
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": "big", "namespace": "team-a", "labels": {"muster.dev/queue": "team-a"}},
+        "spec": {"parallelism": 2, "completions": 2, "suspend": true,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                "name": "train", "image": "trainer",
+                "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "8", "memory": "64Gi"}}
+            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}
+    }))
+    .expect("job");
+    Api::<Job>::namespaced(client.clone(), "team-a")
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("submit");
+    let pods = eventually(90, "both pods running", || {
+        let client = client.clone();
+        async move {
+            let pods: Vec<Pod> = Api::<Pod>::namespaced(client, "team-a")
+                .list(&ListParams::default().labels("job-name=big"))
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .collect();
+            (pods.len() == 2).then_some(pods)
+        }
+    })
+    .await;
+    let pns = Api::<DynamicObject>::all_with(client.clone(), &ar("PoolNode", "poolnodes"))
+        .list(&ListParams::default())
+        .await
+        .expect("poolnodes")
+        .items;
+    assert_eq!(pns.len(), 2);
+    for pn in &pns {
+        assert_eq!(pn.data["status"]["phase"], "Ready", "{pn:?}");
+    }
+    let nodes: BTreeSet<String> = pods
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    let names: BTreeSet<String> = pns.iter().filter_map(|p| p.metadata.name.clone()).collect();
+    assert_eq!(nodes, names, "one pod on each launched node");
+    pns
+}
+
+/// Waits for `Ready=False` on a NodeClass and returns its message.
+pub async fn not_ready_message(client: &kube::Client, name: &str) -> String {
+    let cond = eventually(30, "Ready=False on the NodeClass", || {
+        let client = client.clone();
+        let name = name.to_string();
+        async move {
+            let nc = Api::<DynamicObject>::all_with(client, &ar("NodeClass", "nodeclasses"))
+                .get(&name)
+                .await
+                .ok()?;
+            nc.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Ready" && c["status"] == "False")
+                .cloned()
+        }
+    })
+    .await;
+    cond["message"].as_str().unwrap_or_default().to_string()
+}
