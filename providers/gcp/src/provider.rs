@@ -35,6 +35,31 @@ pub struct GcpProvider {
     preemptions: Mutex<Preemptions>,
 }
 
+/// The kubelet flags the node registers with (metadata `muster-bootstrap`):
+/// the pool's labels and taints.
+pub fn kubelet_args(request: &LaunchRequest) -> String {
+    let labels = request
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let taints = request
+        .taints
+        .iter()
+        .map(|t| format!("{}={}:{:?}", t.key, t.value, t.effect))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut args = Vec::new();
+    if !labels.is_empty() {
+        args.push(format!("--node-labels={labels}"));
+    }
+    if !taints.is_empty() {
+        args.push(format!("--register-with-taints={taints}"));
+    }
+    args.join(" ")
+}
+
 fn to_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
@@ -66,13 +91,22 @@ impl GcpProvider {
                     message: format!("spec.gcp: {e}"),
                 })
             })?;
-        Ok(GcpProvider {
+        Ok(Self::with_clients(
+            node_class,
+            class,
+            connect(options).await?,
+        ))
+    }
+
+    /// A provider on given clients (tests build them with `from_stub`).
+    pub fn with_clients(node_class: &str, class: GcpNodeClass, clients: Clients) -> Self {
+        GcpProvider {
             node_class: node_class.to_string(),
             class,
-            clients: connect(options).await?,
+            clients,
             prices: PriceTable::default(),
             preemptions: Mutex::new(Preemptions::default()),
-        })
+        }
     }
 
     fn zones(&self) -> Result<Vec<String>, ProviderError> {
@@ -247,12 +281,7 @@ impl CloudProvider for GcpProvider {
     async fn launch(&self, request: &LaunchRequest) -> Result<Instance, ProviderError> {
         let zone = request.offering.zone.clone();
         let name = instance_name(&request.idempotency_key);
-        let bootstrap = request
-            .labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",");
+        let bootstrap = kubelet_args(request);
         let body = insert_body(&self.class, request, &bootstrap).map_err(|e| {
             ProviderError::Permanent {
                 message: e.to_string(),
@@ -365,5 +394,104 @@ impl GcpProvider {
             out.extend(scope["instances"].as_array().into_iter().flatten().cloned());
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use google_cloud_compute_v1::client::{
+        AcceleratorTypes, Instances, MachineTypes, ZoneOperations,
+    };
+    use google_cloud_compute_v1::{model, stub};
+    use muster_planner::{CapacityType, OfferingKey, Taint, TaintEffect};
+
+    #[derive(Debug)]
+    struct OneInstance;
+
+    impl stub::Instances for OneInstance {
+        async fn get(
+            &self,
+            req: model::instances::GetRequest,
+            _options: google_cloud_gax::options::RequestOptions,
+        ) -> google_cloud_compute_v1::Result<google_cloud_gax::response::Response<model::Instance>>
+        {
+            let v = serde_json::json!({
+                "name": req.instance,
+                "status": "RUNNING",
+                "zone": format!("https://www.googleapis.com/compute/v1/projects/{}/zones/{}", req.project, req.zone),
+                "machineType": format!("https://www.googleapis.com/compute/v1/projects/{}/zones/{}/machineTypes/g2-standard-4", req.project, req.zone),
+                "creationTimestamp": "2026-11-23T10:00:00.000-00:00",
+                "labels": {"muster-cluster": "prod", "muster-poolnode": "pn-0"},
+                "scheduling": {"provisioningModel": "SPOT"}
+            });
+            Ok(google_cloud_gax::response::Response::from(
+                serde_json::from_value(v).expect("instance"),
+            ))
+        }
+    }
+
+    #[derive(Debug)]
+    struct Nothing;
+    impl stub::MachineTypes for Nothing {}
+    impl stub::AcceleratorTypes for Nothing {}
+    impl stub::ZoneOperations for Nothing {}
+
+    fn class() -> GcpNodeClass {
+        serde_json::from_value(serde_json::json!({
+            "project": "p", "region": "us-central1", "zones": ["us-central1-a"],
+            "image": "projects/x/global/images/family/y"
+        }))
+        .expect("class")
+    }
+
+    #[tokio::test]
+    async fn describe_reads_an_instance_from_the_client() {
+        let clients = Clients {
+            instances: Instances::from_stub(OneInstance),
+            machine_types: MachineTypes::from_stub(Nothing),
+            accelerator_types: AcceleratorTypes::from_stub(Nothing),
+            operations: ZoneOperations::from_stub(Nothing),
+        };
+        let p = GcpProvider::with_clients("gcp", class(), clients);
+        let i = p
+            .describe("gce://p/us-central1-a/muster-abc")
+            .await
+            .expect("describe");
+        assert_eq!(i.provider_id, "gce://p/us-central1-a/muster-abc");
+        assert_eq!(i.offering.instance_type, "g2-standard-4");
+        assert_eq!(i.offering.capacity_type, CapacityType::Spot);
+        assert_eq!(i.pool_node.as_deref(), Some("pn-0"));
+        // a provider id of another cloud is not found, without a call
+        let r = p.describe("aws:///us-east-1a/i-1").await;
+        assert!(matches!(r, Err(ProviderError::NotFound { .. })), "{r:?}");
+    }
+
+    #[test]
+    fn kubelet_args_carry_labels_and_taints() {
+        let req = LaunchRequest {
+            name: "n".into(),
+            idempotency_key: "k".into(),
+            offering: OfferingKey {
+                provider: Provider::Gcp,
+                zone: "z".into(),
+                instance_type: "g2-standard-4".into(),
+                capacity_type: CapacityType::Spot,
+            },
+            pool: "l4".into(),
+            cluster: "c".into(),
+            gang: None,
+            labels: [("muster.dev/pool".to_string(), "l4".to_string())].into(),
+            taints: vec![Taint {
+                key: "nvidia.com/gpu".into(),
+                value: "true".into(),
+                effect: TaintEffect::NoSchedule,
+            }],
+            tags: Default::default(),
+        };
+        assert_eq!(
+            kubelet_args(&req),
+            "--node-labels=muster.dev/pool=l4 --register-with-taints=nvidia.com/gpu=true:NoSchedule"
+        );
     }
 }

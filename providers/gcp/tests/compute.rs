@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use muster_planner::{CapacityType, GpuModel, OfferingKey, PoolRequirements, Provider};
+use muster_planner::orphans::{Known, OwnedInstance, orphans};
+use muster_planner::{CapacityType, Dur, GpuModel, OfferingKey, PoolRequirements, Provider, Time};
 use muster_provider_api::{
     CloudProvider, InterruptionKind, LaunchRequest, ProviderError, label_key, tags,
 };
@@ -85,6 +86,19 @@ async fn offerings_for_a100_h100_and_l4_machine_types() {
         assert_eq!(o.gpu_count, count, "{ty}");
         assert!(o.price.is_some(), "{ty} priced");
     }
+    // N1 with attachable T4s: one offering per accelerator count
+    let t4: Vec<u32> = list
+        .iter()
+        .filter(|o| o.instance_type.starts_with("n1-standard-8+") && o.zone == "us-central1-a")
+        .filter(|o| o.capacity_type == CapacityType::OnDemand)
+        .filter(|o| {
+            o.gpu_model
+                .as_ref()
+                .is_some_and(|m| m.satisfies(&GpuModel::new("T4")))
+        })
+        .map(|o| o.gpu_count)
+        .collect();
+    assert_eq!(t4, [1, 2, 4], "{list:?}");
     // both zones, spot and on-demand
     assert!(list.iter().any(|o| o.zone == "us-central1-b"));
     assert!(
@@ -281,4 +295,52 @@ async fn delete_is_idempotent_and_preemptions_are_reported_once() {
         .map(|i| i.provider_id)
         .collect();
     assert_eq!(left, std::slice::from_ref(&a.provider_id));
+}
+
+#[tokio::test]
+async fn orphan_collection_deletes_exactly_the_orphans() {
+    let fake = ComputeFake::start();
+    let p = provider(&fake).await;
+    let mut pids = Vec::new();
+    for i in 0..3 {
+        let r = request(
+            &format!("pn-{i}"),
+            &format!("k-{i}"),
+            key("g2-standard-4", "us-central1-a", CapacityType::OnDemand),
+        );
+        pids.push(p.launch(&r).await.expect("launch").provider_id);
+    }
+    // pn-0 recorded its instance; pn-1 exists mid-launch; pn-2 is gone
+    let known = Known {
+        pool_nodes: ["pn-0".to_string(), "pn-1".to_string()].into(),
+        provider_ids: [pids[0].clone()].into(),
+    };
+    let owned: Vec<OwnedInstance> = p
+        .list("prod")
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|i| OwnedInstance {
+            provider_id: i.provider_id,
+            pool_node: i.pool_node,
+            launched_at: i.launched_at,
+        })
+        .collect();
+    let later = owned.iter().map(|o| o.launched_at).max().unwrap_or(Time(0)) + Dur::secs(3600);
+    let doomed = orphans(&owned, &known, later, Dur::secs(600));
+    assert_eq!(doomed, [pids[2].clone()]);
+    for pid in &doomed {
+        p.terminate(pid).await.expect("delete");
+    }
+    let mut left: Vec<String> = p
+        .list("prod")
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|i| i.provider_id)
+        .collect();
+    left.sort();
+    let mut want = vec![pids[0].clone(), pids[1].clone()];
+    want.sort();
+    assert_eq!(left, want);
 }
