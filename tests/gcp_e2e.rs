@@ -104,9 +104,10 @@ async fn a_gang_is_launched_on_gcp_end_to_end() {
         let pid = pn.data["status"]["providerID"].as_str().unwrap_or_default();
         assert!(pids.contains(pid), "{pid} in {pids:?}");
     }
-    // a NodeClass without zones is not Ready, and says what to set
+    // a NodeClass in a region without zones is not Ready, naming the region
     let mut bad = spec.clone();
     bad["gcp"]["zones"] = json!([]);
+    bad["gcp"]["region"] = json!("mars-north1");
     create(
         &client,
         "NodeClass",
@@ -115,7 +116,10 @@ async fn a_gang_is_launched_on_gcp_end_to_end() {
     )
     .await;
     let message = not_ready_message(&client, "gcp-broken").await;
-    assert!(message.contains("spec.gcp.zones"), "{message}");
+    assert!(
+        message.contains("spec.gcp.region mars-north1 (no zones)"),
+        "{message}"
+    );
     server.assert_rbac_allows_controller();
     ctl.abort();
 }

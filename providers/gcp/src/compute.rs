@@ -5,7 +5,9 @@
 //! HTTP status and the error reason of the answer, or the code of an
 //! operation's error.
 
-use google_cloud_compute_v1::client::{AcceleratorTypes, Instances, MachineTypes, ZoneOperations};
+use google_cloud_compute_v1::client::{
+    AcceleratorTypes, Instances, MachineTypes, ZoneOperations, Zones,
+};
 use muster_planner::OfferingKey;
 use muster_provider_api::ProviderError;
 use serde_json::Value;
@@ -48,6 +50,8 @@ pub struct Clients {
     pub accelerator_types: AcceleratorTypes,
     /// `zoneOperations`.
     pub operations: ZoneOperations,
+    /// `zones`.
+    pub zones: Zones,
 }
 
 macro_rules! build {
@@ -88,6 +92,7 @@ pub async fn connect(options: &GcpOptions) -> Result<Clients, ProviderError> {
         machine_types: build!(MachineTypes, options),
         accelerator_types: build!(AcceleratorTypes, options),
         operations: build!(ZoneOperations, options),
+        zones: build!(Zones, options),
     })
 }
 

@@ -109,16 +109,34 @@ impl GcpProvider {
         }
     }
 
-    fn zones(&self) -> Result<Vec<String>, ProviderError> {
-        if self.class.zones.is_empty() {
+    /// The NodeClass's zones, or every zone of its region (`zones.list`).
+    async fn zones(&self) -> Result<Vec<String>, ProviderError> {
+        if !self.class.zones.is_empty() {
+            return Ok(self.class.zones.clone());
+        }
+        let list = self
+            .clients
+            .zones
+            .list()
+            .set_project(&self.class.project)
+            .send()
+            .await
+            .map_err(|e| failure(&e, None))?;
+        let suffix = format!("/regions/{}", self.class.region);
+        let mut zones: Vec<String> = to_value(&list)["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|z| z["region"].as_str().is_some_and(|r| r.ends_with(&suffix)))
+            .filter_map(|z| z["name"].as_str().map(String::from))
+            .collect();
+        zones.sort();
+        if zones.is_empty() {
             return Err(ProviderError::NotFound {
-                what: format!(
-                    "spec.gcp.zones (empty; list the zones of {} to launch in)",
-                    self.class.region
-                ),
+                what: format!("spec.gcp.region {} (no zones)", self.class.region),
             });
         }
-        Ok(self.class.zones.clone())
+        Ok(zones)
     }
 
     async fn list_zone(
@@ -243,7 +261,7 @@ impl CloudProvider for GcpProvider {
 
     async fn resolve(&self) -> Result<Resolution, ProviderError> {
         Ok(Resolution {
-            zones: self.zones()?,
+            zones: self.zones().await?,
             images: vec![ResolvedImage {
                 id: self.class.image.clone(),
                 name: None,
@@ -258,7 +276,7 @@ impl CloudProvider for GcpProvider {
         requirements: &PoolRequirements,
     ) -> Result<Vec<Offering>, ProviderError> {
         let mut out = Vec::new();
-        for zone in self.zones()? {
+        for zone in self.zones().await? {
             if !requirements.zones.is_empty() && !requirements.zones.contains(&zone) {
                 continue;
             }
@@ -401,7 +419,7 @@ impl GcpProvider {
 mod tests {
     use super::*;
     use google_cloud_compute_v1::client::{
-        AcceleratorTypes, Instances, MachineTypes, ZoneOperations,
+        AcceleratorTypes, Instances, MachineTypes, ZoneOperations, Zones,
     };
     use google_cloud_compute_v1::{model, stub};
     use muster_planner::{CapacityType, OfferingKey, Taint, TaintEffect};
@@ -436,6 +454,7 @@ mod tests {
     impl stub::MachineTypes for Nothing {}
     impl stub::AcceleratorTypes for Nothing {}
     impl stub::ZoneOperations for Nothing {}
+    impl stub::Zones for Nothing {}
 
     fn class() -> GcpNodeClass {
         serde_json::from_value(serde_json::json!({
@@ -452,6 +471,7 @@ mod tests {
             machine_types: MachineTypes::from_stub(Nothing),
             accelerator_types: AcceleratorTypes::from_stub(Nothing),
             operations: ZoneOperations::from_stub(Nothing),
+            zones: Zones::from_stub(Nothing),
         };
         let p = GcpProvider::with_clients("gcp", class(), clients);
         let i = p

@@ -344,3 +344,15 @@ async fn orphan_collection_deletes_exactly_the_orphans() {
     want.sort();
     assert_eq!(left, want);
 }
+
+#[tokio::test]
+async fn without_zones_every_zone_of_the_region_is_used() {
+    let fake = ComputeFake::start();
+    let mut spec = spec();
+    spec["gcp"]["zones"] = json!([]);
+    let p = GcpProvider::new("gcp-default", &spec, &fake.options())
+        .await
+        .expect("provider");
+    let r = p.resolve().await.expect("resolve");
+    assert_eq!(r.zones, ["us-central1-a", "us-central1-b", "us-central1-c"]);
+}

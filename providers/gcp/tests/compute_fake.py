@@ -2,6 +2,7 @@
 makes, for its tests. Prints `compute=<port>` on one line, then serves on
 127.0.0.1 until stdin closes. Shapes follow the public API reference:
 
+* GET  /compute/v1/projects/P/zones                          (list)
 * GET  /compute/v1/projects/P/zones/Z/machineTypes          (list)
 * GET  /compute/v1/projects/P/zones/Z/acceleratorTypes      (list)
 * POST /compute/v1/projects/P/zones/Z/instances?requestId=R (insert → Operation)
@@ -57,6 +58,7 @@ MACHINES = [
     machine("g2-standard-48", 48, 192, "nvidia-l4", 4),
     machine("n1-standard-8", 8, 30),
 ]
+ZONES = ["us-central1-a", "us-central1-b", "us-central1-c", "europe-west4-a"]
 ACCELERATORS = [
     {"kind": "compute#acceleratorType", "name": "nvidia-tesla-t4", "maximumCardsPerInstance": 4},
     {"kind": "compute#acceleratorType", "name": "nvidia-tesla-a100", "maximumCardsPerInstance": 16},
@@ -147,6 +149,11 @@ class Handler(BaseHTTPRequestHandler):
                     if p == project and labels_match(inst, q.get("filter")):
                         items.setdefault(f"zones/{z}", {"instances": []})["instances"].append(inst)
             return self.send(200, {"kind": "compute#instanceAggregatedList", "items": items})
+        if rest == ["zones"] and method == "GET":
+            items = [{"kind": "compute#zone", "name": z, "status": "UP",
+                      "region": f"https://www.googleapis.com/compute/v1/projects/{project}/regions/{z.rsplit('-', 1)[0]}"}
+                     for z in ZONES]
+            return self.send(200, {"kind": "compute#zoneList", "items": items})
         if len(rest) < 3 or rest[0] != "zones":
             return self.error(404, "notFound", f"no route {url.path}")
         zone, coll, tail = rest[1], rest[2], rest[3:]
