@@ -17,7 +17,7 @@ use muster_provider_aws::AwsProvider;
 use muster_provider_aws::moto::Moto;
 use serde_json::json;
 use support::ApiServer;
-use support::cloud_e2e::{CLUSTER, ar, create, not_ready_message, run_gang, start, world};
+use support::cloud_e2e::{CLUSTER, ar, create, machine, not_ready_message, run_gang, start, world};
 use support::emulator::{Emulator, Machine, Machines};
 
 /// The emulated kubelet boots every instance moto runs for the cluster: a
@@ -34,25 +34,13 @@ impl Machines for MotoMachines {
             .unwrap_or_default()
             .into_iter()
             .map(|i| {
-                let name = i.pool_node.clone().unwrap_or_default();
-                Machine {
-                    labels: [
-                        (tags::POOL.to_string(), i.tags[tags::POOL].clone()),
-                        (tags::POOL_NODE.to_string(), name.clone()),
-                    ]
-                    .into(),
-                    name,
-                    provider_id: i.provider_id,
-                    instance_type: i.offering.instance_type.clone(),
-                    zone: i.offering.zone,
-                    gpus: if i.offering.instance_type == "p4d.24xlarge" {
-                        8
-                    } else {
-                        0
-                    },
-                    taints: muster_planner::model::pool::default_taints(),
-                    terminated: false,
-                }
+                let gpus = if i.offering.instance_type == "p4d.24xlarge" {
+                    8
+                } else {
+                    0
+                };
+                let pool = i.tags[tags::POOL].clone();
+                machine(i, pool, gpus)
             })
             .collect()
     }

@@ -16,7 +16,7 @@ use muster_provider_gcp::GcpProvider;
 use muster_provider_gcp::fake::ComputeFake;
 use serde_json::json;
 use support::ApiServer;
-use support::cloud_e2e::{CLUSTER, create, not_ready_message, run_gang, start, world};
+use support::cloud_e2e::{CLUSTER, create, machine, not_ready_message, run_gang, start, world};
 use support::emulator::{Emulator, Machine, Machines};
 
 /// The emulated kubelet boots every instance the fake runs for the cluster.
@@ -31,28 +31,13 @@ impl Machines for FakeMachines {
             .unwrap_or_default()
             .into_iter()
             .map(|i| {
-                let name = i.pool_node.clone().unwrap_or_default();
-                Machine {
-                    labels: [
-                        (
-                            tags::POOL.to_string(),
-                            i.tags[&label_key(tags::POOL)].clone(),
-                        ),
-                        (tags::POOL_NODE.to_string(), name.clone()),
-                    ]
-                    .into(),
-                    name,
-                    provider_id: i.provider_id,
-                    instance_type: i.offering.instance_type.clone(),
-                    zone: i.offering.zone,
-                    gpus: if i.offering.instance_type == "a2-highgpu-8g" {
-                        8
-                    } else {
-                        0
-                    },
-                    taints: muster_planner::model::pool::default_taints(),
-                    terminated: false,
-                }
+                let gpus = if i.offering.instance_type == "a2-highgpu-8g" {
+                    8
+                } else {
+                    0
+                };
+                let pool = i.tags[&label_key(tags::POOL)].clone();
+                machine(i, pool, gpus)
             })
             .collect()
     }

@@ -141,6 +141,32 @@ pub async fn run_gang(client: &kube::Client) -> Vec<DynamicObject> {
     pns
 }
 
+/// The machine the emulated kubelet boots for a cloud instance: a Node named
+/// after its PoolNode, with the pool labels and GPU taint its bootstrap
+/// registers, and `gpus` GPUs.
+pub fn machine(
+    i: muster_provider_api::Instance,
+    pool: String,
+    gpus: u32,
+) -> super::emulator::Machine {
+    use muster_provider_api::tags;
+    let name = i.pool_node.clone().unwrap_or_default();
+    super::emulator::Machine {
+        labels: [
+            (tags::POOL.to_string(), pool),
+            (tags::POOL_NODE.to_string(), name.clone()),
+        ]
+        .into(),
+        name,
+        provider_id: i.provider_id,
+        instance_type: i.offering.instance_type.clone(),
+        zone: i.offering.zone,
+        gpus,
+        taints: muster_planner::model::pool::default_taints(),
+        terminated: false,
+    }
+}
+
 /// Waits for `Ready=False` on a NodeClass and returns its message.
 pub async fn not_ready_message(client: &kube::Client, name: &str) -> String {
     let cond = eventually(30, "Ready=False on the NodeClass", || {

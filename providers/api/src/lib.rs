@@ -14,12 +14,14 @@
 mod error;
 mod instance;
 mod resolution;
+mod timestamps;
 
 pub use error::{ErrorCategory, ProviderError};
 pub use instance::{
     Instance, InstanceState, Interruption, InterruptionKind, LaunchRequest, label_key, tags,
 };
 pub use resolution::{Resolution, ResolvedImage, ResolvedSecurityGroup, ResolvedSubnet};
+pub use timestamps::parse_rfc3339;
 
 use muster_planner::{Offering, PoolRequirements, Provider};
 

@@ -10,7 +10,7 @@
 //! notice; its message is deleted all the same, so it does not come back.
 
 use muster_planner::Time;
-use muster_provider_api::InterruptionKind;
+use muster_provider_api::{InterruptionKind, parse_rfc3339};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -58,29 +58,8 @@ pub fn parse(body: &str) -> Option<Notice> {
     Some(Notice {
         instance_id: e.detail.instance_id,
         kind,
-        at: e.time.as_deref().and_then(rfc3339_secs).map(Time),
+        at: e.time.as_deref().and_then(parse_rfc3339).map(Time),
     })
-}
-
-/// Seconds since the epoch of an RFC 3339 UTC time such as
-/// `2026-11-23T10:00:05Z` (the form EventBridge writes).
-pub fn rfc3339_secs(s: &str) -> Option<i64> {
-    let s = s.strip_suffix('Z')?;
-    let (date, time) = s.split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>());
-    let (y, m, day) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
-    let time = time.split('.').next()?;
-    let mut t = time.split(':').map(|p| p.parse::<i64>());
-    let (hh, mm, ss) = (t.next()?.ok()?, t.next()?.ok()?, t.next()?.ok()?);
-    // days from civil (Howard Hinnant's algorithm)
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400 + hh * 3600 + mm * 60 + ss)
 }
 
 #[cfg(test)]
@@ -111,16 +90,5 @@ mod tests {
             parse(r#"{"detail-type":"AWS Health Event","detail":{"instance-id":"i"}}"#),
             None
         );
-    }
-
-    #[test]
-    fn rfc3339_matches_known_instants() {
-        assert_eq!(rfc3339_secs("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(rfc3339_secs("2000-03-01T00:00:00Z"), Some(951_868_800));
-        assert_eq!(
-            rfc3339_secs("2026-11-23T10:00:05.123Z"),
-            Some(1_795_428_005)
-        );
-        assert_eq!(rfc3339_secs("yesterday"), None);
     }
 }

@@ -229,12 +229,8 @@ impl GcpProvider {
         })
     }
 
-    async fn aggregated(&self, cluster: &str) -> Result<Vec<Value>, ProviderError> {
-        let filter = format!(
-            "labels.{} = \"{}\"",
-            label_key(tags::CLUSTER),
-            label_value(cluster)
-        );
+    /// Instances of every zone matching a filter (`instances.aggregatedList`).
+    async fn aggregated(&self, filter: String) -> Result<Vec<Value>, ProviderError> {
         let resp = self
             .clients
             .instances
@@ -377,7 +373,11 @@ impl CloudProvider for GcpProvider {
 
     async fn list(&self, cluster: &str) -> Result<Vec<Instance>, ProviderError> {
         let mut out: Vec<Instance> = self
-            .aggregated(cluster)
+            .aggregated(format!(
+                "labels.{} = \"{}\"",
+                label_key(tags::CLUSTER),
+                label_value(cluster)
+            ))
             .await?
             .iter()
             .filter_map(|v| parse_instance(&self.class.project, v).ok())
@@ -389,29 +389,11 @@ impl CloudProvider for GcpProvider {
     async fn interruptions(&self) -> Result<Vec<Interruption>, ProviderError> {
         // instances of every cluster this NodeClass launched for: the label
         // names the cluster, so read them all and let the controller match
-        let all = self.aggregated_all().await?;
+        let all = self
+            .aggregated(format!("labels.{}:*", label_key(tags::POOL_NODE)))
+            .await?;
         let mut p = self.preemptions.lock().unwrap_or_else(|e| e.into_inner());
         Ok(p.poll(&self.class.project, &all, now()))
-    }
-}
-
-impl GcpProvider {
-    async fn aggregated_all(&self) -> Result<Vec<Value>, ProviderError> {
-        let resp = self
-            .clients
-            .instances
-            .aggregated_list()
-            .set_project(&self.class.project)
-            .set_filter(format!("labels.{}:*", label_key(tags::POOL_NODE)))
-            .send()
-            .await
-            .map_err(|e| failure(&e, None))?;
-        let v = to_value(&resp);
-        let mut out = Vec::new();
-        for scope in v["items"].as_object().into_iter().flat_map(|m| m.values()) {
-            out.extend(scope["instances"].as_array().into_iter().flatten().cloned());
-        }
-        Ok(out)
     }
 }
 
