@@ -16,9 +16,9 @@ use muster_provider_api::{CloudProvider, tags};
 use muster_provider_aws::AwsProvider;
 use muster_provider_aws::moto::Moto;
 use serde_json::json;
-use support::ApiServer;
-use support::cloud_e2e::{CLUSTER, ar, create, machine, not_ready_message, run_gang, start, world};
+use support::cloud_e2e::{CLUSTER, machine, not_ready_message, run_gang, start, world};
 use support::emulator::{Emulator, Machine, Machines};
+use support::{ApiServer, ar, create};
 
 /// The emulated kubelet boots every instance moto runs for the cluster: a
 /// Node named after its PoolNode, with the labels and GPU taint its user
@@ -101,6 +101,7 @@ async fn a_gang_is_launched_on_aws_end_to_end() {
         &client,
         "NodeClass",
         "nodeclasses",
+        None,
         json!({"metadata": {"name": "aws-broken"}, "spec": bad}),
     )
     .await;

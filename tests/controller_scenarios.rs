@@ -15,22 +15,14 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use muster::controller::metrics::Metrics;
 use muster::controller::{self, ControllerConfig, Deps, LeaseConfig, PlanFn};
 use serde_json::json;
 use support::emulator::Emulator;
 use support::fake_cloud::{FakeCloud, FakeFactory, Hang};
-use support::{ApiServer, eventually};
+use support::{ApiServer, ar, create, eventually};
 
 const NS: &str = "team-a";
-
-fn ar(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("muster.dev", "v1alpha1", kind),
-        plural,
-    )
-}
 
 fn stub() -> PlanFn {
     Arc::new(support::stub_planner::plan)
@@ -143,28 +135,6 @@ async fn world_with(extra: &[&str]) -> (ApiServer, kube::Client) {
     )
     .await;
     (server, client)
-}
-
-async fn create(
-    client: &kube::Client,
-    kind: &str,
-    plural: &str,
-    ns: Option<&str>,
-    body: serde_json::Value,
-) {
-    let ar = ar(kind, plural);
-    let api: Api<DynamicObject> = match ns {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
-    };
-    let mut obj: DynamicObject = serde_json::from_value(body).expect("object");
-    obj.types = Some(kube::core::TypeMeta {
-        api_version: "muster.dev/v1alpha1".into(),
-        kind: kind.into(),
-    });
-    api.create(&PostParams::default(), &obj)
-        .await
-        .expect("create");
 }
 
 async fn submit(client: &kube::Client, name: &str, pods: i32, gpus: u32, suspend: bool) {
@@ -516,21 +486,7 @@ async fn nodeclass_whose_selector_matches_nothing_is_not_ready() {
     let cloud = FakeCloud::new(Some(client.clone()));
     cloud.unresolvable("subnetSelectorTerms[0] (tag team=none)");
     let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
-    let cond = eventually(20, "Ready=False on the NodeClass", || {
-        let client = client.clone();
-        async move {
-            let nc = Api::<DynamicObject>::all_with(client, &ar("NodeClass", "nodeclasses"))
-                .get("gcp-default")
-                .await
-                .ok()?;
-            nc.data["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .find(|c| c["type"] == "Ready" && c["status"] == "False")
-                .cloned()
-        }
-    })
-    .await;
+    let cond = support::nodeclass_not_ready(&client, "gcp-default").await;
     assert_eq!(cond["reason"], "NotResolved");
     assert!(
         cond["message"]

@@ -15,9 +15,9 @@ use muster_provider_api::{CloudProvider, label_key, tags};
 use muster_provider_gcp::GcpProvider;
 use muster_provider_gcp::fake::ComputeFake;
 use serde_json::json;
-use support::ApiServer;
-use support::cloud_e2e::{CLUSTER, create, machine, not_ready_message, run_gang, start, world};
+use support::cloud_e2e::{CLUSTER, machine, not_ready_message, run_gang, start, world};
 use support::emulator::{Emulator, Machine, Machines};
+use support::{ApiServer, create};
 
 /// The emulated kubelet boots every instance the fake runs for the cluster.
 struct FakeMachines(Arc<GcpProvider>);
@@ -97,6 +97,7 @@ async fn a_gang_is_launched_on_gcp_end_to_end() {
         &client,
         "NodeClass",
         "nodeclasses",
+        None,
         json!({"metadata": {"name": "gcp-broken"}, "spec": bad}),
     )
     .await;

@@ -10,37 +10,15 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use muster::controller::clouds::{CloudOptions, Clouds};
 use muster::controller::metrics::Metrics;
 use muster::controller::{self, ControllerConfig, Deps};
 use serde_json::json;
 
-use super::{ApiServer, eventually};
+use super::{ApiServer, ar, create, eventually};
 
 /// The cluster name instances are tagged with.
 pub const CLUSTER: &str = "test-cluster";
-
-/// The resource of a muster kind.
-pub fn ar(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("muster.dev", "v1alpha1", kind),
-        plural,
-    )
-}
-
-/// Creates a cluster-scoped muster object.
-pub async fn create(client: &kube::Client, kind: &str, plural: &str, body: serde_json::Value) {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar(kind, plural));
-    let mut obj: DynamicObject = serde_json::from_value(body).expect("object");
-    obj.types = Some(kube::core::TypeMeta {
-        api_version: "muster.dev/v1alpha1".into(),
-        kind: kind.into(),
-    });
-    api.create(&PostParams::default(), &obj)
-        .await
-        .expect("create");
-}
 
 /// CRDs, NodeClass `name` with `spec`, pool `gpu` of `instance_type`
 /// on-demand machines, queue `team-a` open to every namespace.
@@ -55,10 +33,11 @@ pub async fn world(
         client,
         "NodeClass",
         "nodeclasses",
+        None,
         json!({"metadata": {"name": name}, "spec": spec}),
     )
     .await;
-    create(client, "GPUPool", "gpupools", json!({
+    create(client, "GPUPool", "gpupools", None, json!({
         "metadata": {"name": "gpu"},
         "spec": {"nodeClassRef": {"name": name},
                  "requirements": {"instanceTypes": [instance_type], "capacityTypes": ["on-demand"]}}
@@ -68,6 +47,7 @@ pub async fn world(
         client,
         "GPUQueue",
         "gpuqueues",
+        None,
         json!({
             "metadata": {"name": "team-a"},
             "spec": {"pools": ["gpu"], "namespaceSelector": {}}
@@ -169,21 +149,6 @@ pub fn machine(
 
 /// Waits for `Ready=False` on a NodeClass and returns its message.
 pub async fn not_ready_message(client: &kube::Client, name: &str) -> String {
-    let cond = eventually(30, "Ready=False on the NodeClass", || {
-        let client = client.clone();
-        let name = name.to_string();
-        async move {
-            let nc = Api::<DynamicObject>::all_with(client, &ar("NodeClass", "nodeclasses"))
-                .get(&name)
-                .await
-                .ok()?;
-            nc.data["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .find(|c| c["type"] == "Ready" && c["status"] == "False")
-                .cloned()
-        }
-    })
-    .await;
+    let cond = super::nodeclass_not_ready(client, name).await;
     cond["message"].as_str().unwrap_or_default().to_string()
 }

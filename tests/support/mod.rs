@@ -14,7 +14,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 
 /// A running API test server; killed on drop.
 pub struct ApiServer {
@@ -146,6 +146,57 @@ impl Drop for ApiServer {
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.audit_log);
     }
+}
+
+/// The resource of a muster kind.
+pub fn ar(kind: &str, plural: &str) -> kube::core::ApiResource {
+    kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("muster.dev", "v1alpha1", kind),
+        plural,
+    )
+}
+
+/// Creates a muster object (namespaced when `ns` is given).
+pub async fn create(
+    client: &kube::Client,
+    kind: &str,
+    plural: &str,
+    ns: Option<&str>,
+    body: serde_json::Value,
+) {
+    let ar = ar(kind, plural);
+    let api: Api<DynamicObject> = match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    let mut obj: DynamicObject = serde_json::from_value(body).expect("object");
+    obj.types = Some(kube::core::TypeMeta {
+        api_version: "muster.dev/v1alpha1".into(),
+        kind: kind.into(),
+    });
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create");
+}
+
+/// Waits up to 30 s for `Ready=False` on a NodeClass; returns the condition.
+pub async fn nodeclass_not_ready(client: &kube::Client, name: &str) -> serde_json::Value {
+    eventually(30, "Ready=False on the NodeClass", || {
+        let client = client.clone();
+        let name = name.to_string();
+        async move {
+            let nc = Api::<DynamicObject>::all_with(client, &ar("NodeClass", "nodeclasses"))
+                .get(&name)
+                .await
+                .ok()?;
+            nc.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Ready" && c["status"] == "False")
+                .cloned()
+        }
+    })
+    .await
 }
 
 /// Installs the five muster CRDs exactly as `muster-crds` generates them

@@ -13,6 +13,7 @@
 
 mod error;
 mod instance;
+mod owned;
 mod resolution;
 mod timestamps;
 
@@ -20,6 +21,7 @@ pub use error::{ErrorCategory, ProviderError};
 pub use instance::{
     Instance, InstanceState, Interruption, InterruptionKind, LaunchRequest, label_key, tags,
 };
+pub use owned::owned_instances;
 pub use resolution::{Resolution, ResolvedImage, ResolvedSecurityGroup, ResolvedSubnet};
 pub use timestamps::parse_rfc3339;
 

@@ -7,10 +7,11 @@
 
 use std::collections::BTreeMap;
 
-use muster_planner::orphans::{Known, OwnedInstance, orphans};
+use muster_planner::orphans::{Known, orphans};
 use muster_planner::{CapacityType, Dur, GpuModel, OfferingKey, PoolRequirements, Provider, Time};
 use muster_provider_api::{
-    CloudProvider, InstanceState, InterruptionKind, LaunchRequest, ProviderError, tags,
+    CloudProvider, InstanceState, InterruptionKind, LaunchRequest, ProviderError, owned_instances,
+    tags,
 };
 use muster_provider_aws::moto::Moto;
 use muster_provider_aws::{AwsOptions, AwsProvider};
@@ -283,17 +284,7 @@ async fn orphan_collection_terminates_exactly_the_orphans() {
         pool_nodes: ["pn-0".to_string(), "pn-1".to_string()].into(),
         provider_ids: [pids[0].clone()].into(),
     };
-    let owned: Vec<OwnedInstance> = p
-        .list("prod")
-        .await
-        .expect("list")
-        .into_iter()
-        .map(|i| OwnedInstance {
-            provider_id: i.provider_id,
-            pool_node: i.pool_node,
-            launched_at: i.launched_at,
-        })
-        .collect();
+    let owned = owned_instances(&p, "prod").await.expect("list");
     let now = owned.iter().map(|o| o.launched_at).max().unwrap_or(Time(0)) + Dur::secs(3600);
     let doomed = orphans(&owned, &known, now, Dur::secs(600));
     assert_eq!(doomed, [pids[2].clone()]);

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use muster_planner::orphans::{Known, OwnedInstance, orphans};
+use muster_planner::orphans::{Known, orphans};
 use muster_planner::{CapacityType, Dur, GpuModel, OfferingKey, PoolRequirements, Provider, Time};
 use muster_provider_api::{
-    CloudProvider, InterruptionKind, LaunchRequest, ProviderError, label_key, tags,
+    CloudProvider, InterruptionKind, LaunchRequest, ProviderError, label_key, owned_instances, tags,
 };
 use muster_provider_gcp::GcpProvider;
 use muster_provider_gcp::fake::ComputeFake;
@@ -315,17 +315,7 @@ async fn orphan_collection_deletes_exactly_the_orphans() {
         pool_nodes: ["pn-0".to_string(), "pn-1".to_string()].into(),
         provider_ids: [pids[0].clone()].into(),
     };
-    let owned: Vec<OwnedInstance> = p
-        .list("prod")
-        .await
-        .expect("list")
-        .into_iter()
-        .map(|i| OwnedInstance {
-            provider_id: i.provider_id,
-            pool_node: i.pool_node,
-            launched_at: i.launched_at,
-        })
-        .collect();
+    let owned = owned_instances(&p, "prod").await.expect("list");
     let later = owned.iter().map(|o| o.launched_at).max().unwrap_or(Time(0)) + Dur::secs(3600);
     let doomed = orphans(&owned, &known, later, Dur::secs(600));
     assert_eq!(doomed, [pids[2].clone()]);

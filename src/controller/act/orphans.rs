@@ -8,9 +8,9 @@
 use std::collections::BTreeSet;
 
 use kube::ResourceExt;
-use muster_planner::orphans::{Known, OwnedInstance, orphans};
+use muster_planner::orphans::{Known, orphans};
 use muster_planner::{Dur, Time};
-use muster_provider_api::{InstanceState, ProviderError};
+use muster_provider_api::{ProviderError, owned_instances};
 
 use crate::controller::objects::Kind;
 use crate::controller::planning_loop::Ctx;
@@ -35,22 +35,13 @@ pub async fn collect(ctx: &Ctx, observed: &Observed, now: Time) -> Vec<String> {
     let grace = Dur::secs(ctx.config.orphan_grace.as_secs());
     let mut done: BTreeSet<String> = BTreeSet::new();
     for (node_class, provider) in super::providers(ctx, observed).await {
-        let listed = match provider.list(&ctx.config.cluster).await {
+        let owned = match owned_instances(provider.as_ref(), &ctx.config.cluster).await {
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!(node_class = %node_class, error = %e, "could not list instances");
                 continue;
             }
         };
-        let owned: Vec<OwnedInstance> = listed
-            .into_iter()
-            .filter(|i| i.state != InstanceState::Terminated)
-            .map(|i| OwnedInstance {
-                provider_id: i.provider_id,
-                pool_node: i.pool_node,
-                launched_at: i.launched_at,
-            })
-            .collect();
         for pid in orphans(&owned, &known, now, grace) {
             if done.contains(&pid) {
                 continue;

@@ -25,12 +25,14 @@ fn phase_name(p: GangPhase) -> String {
         .unwrap_or_default()
 }
 
-/// The status a Gang should have after this plan.
+/// The status a Gang should have after this plan; `draining` is
+/// [`draining_nodes`] of the same observation.
 pub fn desired(
     obj: &DynamicObject,
     plan: &Plan,
     snapshot: &Snapshot,
     observed: &Observed,
+    draining: &BTreeMap<String, bool>,
     now: Time,
     policy: &Policy,
 ) -> (GangView, bool) {
@@ -147,12 +149,8 @@ pub fn desired(
         let losing = as_planned
             .iter()
             .flat_map(|g| &g.assignments)
-            .find_map(|a| {
-                draining_nodes(observed)
-                    .into_iter()
-                    .find(|(n, _)| *n == a.node)
-            });
-        if let Some((_, interrupted)) = losing {
+            .find_map(|a| draining.get(&a.node).copied());
+        if let Some(interrupted) = losing {
             let event = if interrupted {
                 lifecycle::Event::SpotInterruption
             } else {
@@ -242,17 +240,17 @@ fn evicted(st: &mut GangView, reason: String, not_before: Time, counts: bool) {
 
 /// Names (PoolNode and Node) of the PoolNodes being drained, and whether
 /// each was interrupted by its cloud.
-fn draining_nodes(observed: &Observed) -> Vec<(String, bool)> {
-    let mut out = Vec::new();
+pub fn draining_nodes(observed: &Observed) -> BTreeMap<String, bool> {
+    let mut out = BTreeMap::new();
     for pn in observed.of(Kind::PoolNode) {
         let st = crate::controller::translate::node::poolnode_status(pn);
         if st.phase != muster_crds::PoolNodePhase::Draining {
             continue;
         }
         let interrupted = st.reason.as_deref() == Some(super::remove::INTERRUPTED);
-        out.push((pn.name_any(), interrupted));
+        out.insert(pn.name_any(), interrupted);
         if let Some(n) = st.node_name {
-            out.push((n, interrupted));
+            out.insert(n, interrupted);
         }
     }
     out
@@ -268,9 +266,18 @@ pub async fn update(
 ) -> usize {
     let mut writes = 0;
     let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
+    let draining = draining_nodes(observed);
     for obj in observed.of(Kind::Gang) {
         let before = gang::status_of(obj);
-        let (after, evict) = desired(obj, plan, snapshot, observed, now, &ctx.config.policy);
+        let (after, evict) = desired(
+            obj,
+            plan,
+            snapshot,
+            observed,
+            &draining,
+            now,
+            &ctx.config.policy,
+        );
         if evict {
             let ns = obj.namespace().unwrap_or_default();
             if let Err(e) = super::evict::suspend(ctx, &ns, &obj.name_any(), observed).await {
