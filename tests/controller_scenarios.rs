@@ -84,11 +84,12 @@ fn start_configured(
     configure(&mut config);
     if lease {
         config.lease = Some(LeaseConfig {
-            name: "muster-controller".into(),
-            namespace: "muster-system".into(),
-            duration: Duration::from_secs(2),
-            renew_every: Duration::from_millis(300),
+            duration: Duration::from_secs(4),
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(500),
+            ..LeaseConfig::new("muster-controller", "muster-system")
         });
+        config.api_timeout = Duration::from_millis(1500);
     }
     let metrics = Arc::new(Metrics::new());
     let deps = Deps {

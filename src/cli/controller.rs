@@ -4,7 +4,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use muster::controller::{self, ControllerConfig, Deps, LeaseConfig, metrics::Metrics};
+use muster::controller::{
+    self, ControllerConfig, Deps, LeaseConfig, TimingError, metrics::Metrics,
+};
 
 use super::CliError;
 
@@ -51,14 +53,22 @@ pub struct ControllerArgs {
     /// Leader-election Lease namespace.
     #[arg(long, env = "MUSTER_LEASE_NAMESPACE", default_value = "muster-system")]
     pub lease_namespace: String,
-    /// How long a Lease holder leads without renewing (e.g. 15s); a follower
-    /// takes over this long after the leader stopped renewing.
+    /// How long a follower waits, after it last saw the Lease change, before
+    /// it takes over (e.g. 15s; whole seconds).
     #[arg(long, env = "MUSTER_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
     pub lease_duration: Duration,
-    /// How often the leader renews and a follower retries (e.g. 5s); must be
-    /// shorter than --lease-duration.
-    #[arg(long, env = "MUSTER_LEASE_RETRY_PERIOD", default_value = "5s", value_parser = parse_duration)]
+    /// How long the leader keeps acting without a successful renewal (e.g.
+    /// 10s); must be shorter than --lease-duration.
+    #[arg(long, env = "MUSTER_LEASE_RENEW_DEADLINE", default_value = "10s", value_parser = parse_duration)]
+    pub lease_renew_deadline: Duration,
+    /// How often the leader renews and a follower tries (e.g. 2s); 1.2 × it
+    /// must be shorter than --lease-renew-deadline.
+    #[arg(long, env = "MUSTER_LEASE_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
     pub lease_retry_period: Duration,
+    /// Deadline of every Kubernetes API request but watches (e.g. 4s); with
+    /// leader election, shorter than --lease-duration − --lease-renew-deadline.
+    #[arg(long, env = "MUSTER_API_TIMEOUT", default_value = "4s", value_parser = parse_duration)]
+    pub api_timeout: Duration,
     /// How often instances tagged with the cluster name are checked for
     /// orphans (instances no PoolNode accounts for).
     #[arg(long, env = "MUSTER_ORPHAN_GC_PERIOD", default_value = "5m", value_parser = parse_duration)]
@@ -112,6 +122,30 @@ pub fn run(args: ControllerArgs) -> Result<(), CliError> {
     rt.block_on(run_async(args))
 }
 
+/// Resolves on SIGTERM (what Kubernetes sends a pod it stops) or SIGINT.
+fn stop_signal() -> Result<impl std::future::Future<Output = ()> + Send, CliError> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())
+            .map_err(|e| CliError::failed(format!("SIGTERM handler: {e}")))?;
+        let mut int = signal(SignalKind::interrupt())
+            .map_err(|e| CliError::failed(format!("SIGINT handler: {e}")))?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM received"),
+                _ = int.recv() => tracing::info!("SIGINT received"),
+            }
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+    }
+}
+
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -143,21 +177,34 @@ async fn client(args: &ControllerArgs) -> Result<kube::Client, CliError> {
     kube::Client::try_from(config).map_err(|e| CliError::failed(format!("kube client: {e}")))
 }
 
-/// Checks the leader-election timings: a holder must renew well before its
-/// Lease expires.
-fn check_lease_timing(duration: Duration, retry: Duration) -> Result<(), CliError> {
-    if duration < Duration::from_secs(1) {
-        return Err(CliError::input(format!(
-            "--lease-duration {duration:?}: must be at least 1s (the Lease counts whole seconds)"
-        )));
+/// The leader-election settings of the flags, checked; `None` without election.
+fn lease_config(args: &ControllerArgs) -> Result<Option<LeaseConfig>, CliError> {
+    if args.no_leader_election {
+        return Ok(None);
     }
-    if retry.is_zero() || retry >= duration {
-        return Err(CliError::input(format!(
-            "--lease-retry-period {retry:?} must be greater than zero and shorter than \
-             --lease-duration {duration:?}"
-        )));
-    }
-    Ok(())
+    let lease = LeaseConfig {
+        duration: args.lease_duration,
+        renew_deadline: args.lease_renew_deadline,
+        retry_period: args.lease_retry_period,
+        ..LeaseConfig::new(args.lease_name.clone(), args.lease_namespace.clone())
+    };
+    lease.check(args.api_timeout).map_err(|e| {
+        let flag = match e {
+            TimingError::LeaseDuration => "--lease-duration",
+            TimingError::RenewDeadline => "--lease-renew-deadline",
+            TimingError::RetryPeriod => "--lease-retry-period",
+            TimingError::ApiTimeout => "--api-timeout",
+        };
+        CliError::input(format!(
+            "{flag}: {e} (--lease-duration {:?}, --lease-renew-deadline {:?}, \
+             --lease-retry-period {:?}, --api-timeout {:?})",
+            args.lease_duration,
+            args.lease_renew_deadline,
+            args.lease_retry_period,
+            args.api_timeout
+        ))
+    })?;
+    Ok(Some(lease))
 }
 
 /// How the built-in providers reach their clouds.
@@ -184,6 +231,7 @@ fn check_periods(args: &ControllerArgs) -> Result<(), CliError> {
         ("--tick", args.tick),
         ("--orphan-gc-period", args.orphan_gc_period),
         ("--interruption-poll", args.interruption_poll),
+        ("--api-timeout", args.api_timeout),
     ] {
         if d.is_zero() {
             return Err(CliError::input(format!("{flag} must be greater than zero")));
@@ -194,9 +242,7 @@ fn check_periods(args: &ControllerArgs) -> Result<(), CliError> {
 
 async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
     check_periods(&args)?;
-    if !args.no_leader_election {
-        check_lease_timing(args.lease_duration, args.lease_retry_period)?;
-    }
+    let lease = lease_config(&args)?;
     let client = client(&args).await?;
     let identity = args
         .identity
@@ -211,14 +257,8 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
     config.orphan_gc_period = args.orphan_gc_period;
     config.orphan_grace = args.orphan_grace;
     config.interruption_poll = args.interruption_poll;
-    if !args.no_leader_election {
-        config.lease = Some(LeaseConfig {
-            name: args.lease_name.clone(),
-            namespace: args.lease_namespace.clone(),
-            duration: args.lease_duration,
-            renew_every: args.lease_retry_period,
-        });
-    }
+    config.api_timeout = args.api_timeout;
+    config.lease = lease;
     let metrics = Arc::new(Metrics::new());
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
@@ -229,9 +269,7 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
         planner: controller::real_planner(),
         metrics,
     };
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+    let shutdown = stop_signal()?;
     controller::run(client, config, deps, shutdown)
         .await
         .map_err(|e| CliError::failed(e.to_string()))
@@ -244,24 +282,58 @@ mod tests {
     #[test]
     fn lease_timing_is_validated() {
         let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        // (lease, renew deadline, retry, api timeout, the flag blamed)
         let cases = [
-            (s(15), s(5), true),
-            (s(2), s(1), true),
-            (s(5), s(5), false),
-            (s(5), s(10), false),
-            (s(5), s(0), false),
-            (
-                Duration::from_millis(500),
-                Duration::from_millis(100),
-                false,
-            ),
+            (s(15), s(10), s(2), s(4), None),
+            (s(3), s(2), ms(500), ms(900), None),
+            (ms(500), ms(200), ms(100), ms(100), Some("--lease-duration")),
+            (s(10), s(10), s(2), s(1), Some("--lease-renew-deadline")),
+            (s(10), s(0), s(2), s(1), Some("--lease-renew-deadline")),
+            (s(15), s(10), s(0), s(1), Some("--lease-retry-period")),
+            // client-go: renew deadline > 1.2 × retry period
+            (s(15), s(6), s(5), s(1), Some("--lease-retry-period")),
+            (s(15), s(10), s(2), s(5), Some("--api-timeout")),
+            (s(15), s(10), s(2), s(0), Some("--api-timeout")),
         ];
-        for (duration, retry, ok) in cases {
-            let got = check_lease_timing(duration, retry);
-            assert_eq!(got.is_ok(), ok, "{duration:?} / {retry:?}: {got:?}");
-            if let Err(e) = got {
-                assert!(e.to_string().contains("--lease-"), "{e}");
+        for (duration, deadline, retry, timeout, blamed) in cases {
+            let args = ControllerArgs::parse_from([
+                "controller",
+                "--lease-duration",
+                &format!("{}ms", duration.as_millis()),
+                "--lease-renew-deadline",
+                &format!("{}ms", deadline.as_millis()),
+                "--lease-retry-period",
+                &format!("{}ms", retry.as_millis()),
+                "--api-timeout",
+                &format!("{}ms", timeout.as_millis()),
+            ]);
+            let got = lease_config(&args);
+            match (blamed, got) {
+                (None, Ok(Some(lease))) => {
+                    assert_eq!(lease.renew_deadline, deadline);
+                    assert_eq!(lease.retry_period, retry);
+                }
+                (Some(flag), Err(e)) => {
+                    assert!(e.to_string().starts_with(flag), "{flag}: {e}")
+                }
+                (want, got) => panic!(
+                    "{duration:?}/{deadline:?}/{retry:?}/{timeout:?}: want {want:?}, got {got:?}"
+                ),
             }
+        }
+    }
+
+    #[derive(clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: ControllerArgs,
+    }
+
+    impl ControllerArgs {
+        fn parse_from<const N: usize>(argv: [&str; N]) -> ControllerArgs {
+            use clap::Parser;
+            Wrapper::parse_from(argv).args
         }
     }
 }

@@ -10,6 +10,7 @@
 //! snapshot and is planned again.
 
 pub mod act;
+pub mod api_client;
 pub mod clouds;
 pub mod events;
 pub mod leader;
@@ -46,17 +47,90 @@ pub fn real_planner() -> PlanFn {
     Arc::new(muster_planner::plan)
 }
 
-/// Leader election settings.
+/// Leader election settings, with client-go's meaning and defaults.
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
     /// Lease name.
     pub name: String,
     /// Lease namespace.
     pub namespace: String,
-    /// How long a lease lasts without renewal.
+    /// How long a follower waits, after it last saw the Lease change, before
+    /// it takes over (written to the Lease in whole seconds). Default 15 s.
     pub duration: Duration,
-    /// How often the holder renews (and others retry).
-    pub renew_every: Duration,
+    /// How long the leader keeps leading without a successful renewal; past
+    /// it, it stops acting. Default 10 s.
+    pub renew_deadline: Duration,
+    /// How often the leader renews and a follower tries. Default 2 s.
+    pub retry_period: Duration,
+}
+
+impl LeaseConfig {
+    /// The Lease `namespace/name` with the default timing (15 s, 10 s, 2 s).
+    pub fn new(name: impl Into<String>, namespace: impl Into<String>) -> LeaseConfig {
+        LeaseConfig {
+            name: name.into(),
+            namespace: namespace.into(),
+            duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+
+    /// Checks the timing as client-go does (lease duration > renew deadline
+    /// > 1.2 × retry period > 0), and that a request sent just before the
+    /// renew deadline ends before any other candidate can take over
+    /// (`api_timeout` < lease duration − renew deadline).
+    pub fn check(&self, api_timeout: Duration) -> Result<(), TimingError> {
+        let whole = Duration::from_secs(self.duration.as_secs());
+        if whole.is_zero() {
+            return Err(TimingError::LeaseDuration);
+        }
+        if self.renew_deadline.is_zero() || self.renew_deadline >= whole {
+            return Err(TimingError::RenewDeadline);
+        }
+        let retry = self.retry_period;
+        if retry.is_zero() || retry.mul_f64(leader::campaign::JITTER_FACTOR) >= self.renew_deadline
+        {
+            return Err(TimingError::RetryPeriod);
+        }
+        if api_timeout.is_zero() || api_timeout >= whole - self.renew_deadline {
+            return Err(TimingError::ApiTimeout);
+        }
+        Ok(())
+    }
+}
+
+/// Which leader-election timing rule a configuration breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TimingError {
+    /// The lease duration is under one second.
+    #[error("the lease duration must be at least 1s (the Lease counts whole seconds)")]
+    LeaseDuration,
+    /// The renew deadline is zero or not shorter than the lease duration.
+    #[error("the renew deadline must be greater than zero and shorter than the lease duration")]
+    RenewDeadline,
+    /// The retry period is zero or 1.2 × it is not shorter than the renew deadline.
+    #[error(
+        "the retry period must be greater than zero and 1.2 × it shorter than the renew deadline"
+    )]
+    RetryPeriod,
+    /// The request timeout does not fit between renew deadline and lease duration.
+    #[error(
+        "the API request timeout must be greater than zero and shorter than lease duration − renew deadline"
+    )]
+    ApiTimeout,
+}
+
+impl TimingError {
+    /// A short, bounded reason.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TimingError::LeaseDuration => "LeaseDuration",
+            TimingError::RenewDeadline => "RenewDeadline",
+            TimingError::RetryPeriod => "RetryPeriod",
+            TimingError::ApiTimeout => "ApiTimeout",
+        }
+    }
 }
 
 /// Everything the controller is configured with.
@@ -84,6 +158,9 @@ pub struct ControllerConfig {
     pub orphan_grace: Duration,
     /// How often each cloud's interruption notices are read.
     pub interruption_poll: Duration,
+    /// Deadline of every API request but watches (see [`api_client`]); with
+    /// leader election, shorter than lease duration − renew deadline.
+    pub api_timeout: Duration,
 }
 
 impl ControllerConfig {
@@ -101,6 +178,7 @@ impl ControllerConfig {
             orphan_gc_period: Duration::from_secs(300),
             orphan_grace: Duration::from_secs(600),
             interruption_poll: Duration::from_secs(5),
+            api_timeout: Duration::from_secs(4),
         }
     }
 }
@@ -125,35 +203,81 @@ pub enum ControllerError {
     /// The metrics/health endpoint could not listen.
     #[error("metrics endpoint: {0}")]
     Metrics(#[from] std::io::Error),
+    /// The leader-election timing breaks a rule.
+    #[error("leader election: {0}")]
+    Timing(#[from] TimingError),
 }
 
 /// Runs the controller until `shutdown` resolves.
+///
+/// Writes go through a client that refuses them unless this instance leads
+/// ([`api_client`]); the planning loop runs cycles only while leading and
+/// cancels the one in flight when leadership is lost. On `shutdown` the
+/// loop is stopped first, then the Lease is released, so the next leader
+/// takes over at its next try and no write of this instance follows.
 pub async fn run(
     client: kube::Client,
     config: ControllerConfig,
     deps: Deps,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ControllerError> {
+    if let Some(lease) = &config.lease {
+        lease.check(config.api_timeout)?;
+    }
     let config = Arc::new(config);
+    let leadership = match &config.lease {
+        Some(_) => leader::Leadership::elected(deps.metrics.clone()),
+        None => leader::Leadership::always(deps.metrics.clone()),
+    };
+    let options = api_client::Options {
+        timeout: config.api_timeout,
+        fence: Some(leadership.clone()),
+        identity: config.identity.clone(),
+        purpose: None,
+    };
+    let election = config.lease.as_ref().map(|lease| {
+        let lease_client = api_client::wrap(
+            client.clone(),
+            api_client::Options {
+                fence: None,
+                purpose: Some("leader-election"),
+                ..options.clone()
+            },
+        );
+        leader::start(lease_client, lease, &config.identity, leadership.clone())
+    });
+    let client = api_client::wrap(client, options);
     let caches = observe::Caches::start(client.clone(), &config);
     // Every task below dies with this future: aborting `run` is a process kill.
     let _caches_guard = StopOnDrop(Some(caches.clone()));
-    let (leader_rx, leader_task) = leader::start(client.clone(), &config, deps.metrics.clone());
     let ctx = Arc::new(planning_loop::Ctx::new(
         client,
         config.clone(),
         deps,
         caches.clone(),
     ));
-    let loop_task = AbortOnDrop(tokio::spawn(planning_loop::run(ctx.clone(), leader_rx)));
+    let mut loop_task = AbortOnDrop(tokio::spawn(planning_loop::run(
+        ctx.clone(),
+        leadership.subscribe(),
+    )));
     shutdown.await;
     tracing::info!("shutting down");
-    drop(loop_task);
-    leader_task.stop().await;
+    loop_task.stop().await;
+    if let Some(election) = election {
+        election.stop().await;
+    }
     Ok(())
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl AbortOnDrop {
+    /// Aborts the task and waits until it is gone (its futures dropped).
+    async fn stop(&mut self) {
+        self.0.abort();
+        let _ = (&mut self.0).await;
+    }
+}
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

@@ -1,4 +1,5 @@
-//! The singleton planning loop: after the caches synced, while leader,
+//! The singleton planning loop: after the caches synced, while leader
+//! (a cycle in flight is cancelled the moment leadership is lost),
 //! wait for a change (or the periodic tick), wait for a quiet period of the
 //! debounce (capped, so a constant stream of events cannot starve planning),
 //! then run one cycle: bookkeeping steps, snapshot, plan, act.
@@ -132,7 +133,15 @@ pub async fn run(ctx: Arc<Ctx>, mut leader: watch::Receiver<bool>) {
         if !*leader.borrow() {
             continue;
         }
-        cycle(&ctx).await;
+        // Losing the Lease cancels the cycle in flight: its futures (API
+        // requests and cloud calls included) are dropped, and every step is
+        // idempotent, so the next leader resumes from what was written.
+        tokio::select! {
+            _ = cycle(&ctx) => {}
+            _ = leader.wait_for(|leading| !*leading) => {
+                tracing::warn!("leadership lost: planning cycle cancelled");
+            }
+        }
     }
 }
 
