@@ -140,7 +140,117 @@ impl tower_service::Service<Request<Body>> for Wrapped {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
     use super::*;
+    use crate::controller::metrics::Metrics;
+
+    /// The API server side: records what reaches it; answers unless `silent`.
+    #[derive(Clone, Default)]
+    struct Server {
+        seen: Arc<Mutex<Vec<(Method, Option<HeaderValue>)>>>,
+        silent: bool,
+    }
+
+    impl tower_service::Service<Request<Body>> for Server {
+        type Response = Response<Body>;
+        type Error = BoxError;
+        type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, BoxError>> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, req: Request<Body>) -> Self::Future {
+            self.seen
+                .lock()
+                .expect("lock")
+                .push((req.method().clone(), req.headers().get(USER_AGENT).cloned()));
+            let silent = self.silent;
+            Box::pin(async move {
+                if silent {
+                    std::future::pending::<()>().await;
+                }
+                Ok(Response::new(Body::from(b"{}".to_vec())))
+            })
+        }
+    }
+
+    fn request(method: Method) -> Request<Body> {
+        Request::builder()
+            .method(method)
+            .uri("/api/v1/namespaces/default/configmaps")
+            .body(Body::from(Vec::new()))
+            .expect("request")
+    }
+
+    fn fenced(server: &Server, leadership: &Leadership) -> kube::Client {
+        wrap(
+            kube::Client::new(server.clone(), "default"),
+            Options {
+                timeout: Duration::from_secs(4),
+                fence: Some(leadership.clone()),
+                identity: "muster-0".into(),
+                purpose: None,
+            },
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn writes_pass_only_until_the_renew_deadline() {
+        let server = Server::default();
+        let leadership = Leadership::elected(Arc::new(Metrics::new()));
+        let client = fenced(&server, &leadership);
+        // a follower reads but never writes
+        client.send(request(Method::GET)).await.expect("read");
+        let refused = client.send(request(Method::POST)).await;
+        assert!(refused.is_err(), "a follower's write is refused");
+        // leading until 10 s from now
+        let until = tokio::time::Instant::now() + Duration::from_secs(10);
+        leadership.lead(until);
+        client.send(request(Method::PATCH)).await.expect("write");
+        // past the deadline the fence is closed, though nobody said so
+        // (the election task of a resumed process may not have run yet)
+        tokio::time::sleep_until(until).await;
+        for m in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
+            assert!(client.send(request(m.clone())).await.is_err(), "{m} passed");
+        }
+        client
+            .send(request(Method::GET))
+            .await
+            .expect("reads go on");
+        let seen = server.seen.lock().expect("lock").clone();
+        let methods: Vec<Method> = seen.iter().map(|s| s.0.clone()).collect();
+        assert_eq!(methods, [Method::GET, Method::PATCH, Method::GET]);
+        let agent = format!("muster-controller/{} (muster-0)", env!("CARGO_PKG_VERSION"));
+        assert!(
+            seen.iter()
+                .all(|s| s.1.as_ref().and_then(|v| v.to_str().ok()) == Some(agent.as_str()))
+        );
+        // without election, always open
+        let always = Leadership::always(Arc::new(Metrics::new()));
+        fenced(&server, &always)
+            .send(request(Method::DELETE))
+            .await
+            .expect("write");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_without_answer_ends_at_its_deadline() {
+        let server = Server {
+            silent: true,
+            ..Server::default()
+        };
+        let always = Leadership::always(Arc::new(Metrics::new()));
+        let client = fenced(&server, &always);
+        let t0 = tokio::time::Instant::now();
+        let err = client
+            .send(request(Method::GET))
+            .await
+            .expect_err("no answer");
+        assert_eq!(t0.elapsed(), Duration::from_secs(4));
+        assert!(err.to_string().contains("no answer within"), "{err}");
+    }
 
     #[test]
     fn writes_and_watches_are_told_apart() {

@@ -136,11 +136,11 @@ pub async fn run(ctx: Arc<Ctx>, mut leader: watch::Receiver<bool>) {
         // Losing the Lease cancels the cycle in flight: its futures (API
         // requests and cloud calls included) are dropped, and every step is
         // idempotent, so the next leader resumes from what was written.
-        tokio::select! {
-            _ = cycle(&ctx) => {}
-            _ = leader.wait_for(|leading| !*leading) => {
-                tracing::warn!("leadership lost: planning cycle cancelled");
-            }
+        if super::leader::while_leading(&mut leader, cycle(&ctx))
+            .await
+            .is_none()
+        {
+            tracing::warn!("leadership lost: planning cycle cancelled");
         }
     }
 }

@@ -878,6 +878,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
         line = json.dumps({"client": self.headers.get("x-audit-as", ""),
+                           "userAgent": self.headers.get("User-Agent", ""),
                            "verb": verb, "apiGroup": group, "resource": plural,
                            "subresource": sub or "", "namespace": ns or ""})
         with Handler.audit_lock:
@@ -1090,8 +1091,8 @@ def main():
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--preload", help="create every object of this JSON-lines file before serving "
                     "(status kept as given); for large benchmark clusters")
-    ap.add_argument("--audit-log", help="append one JSON line per resource request (verb, apiGroup, "
-                    "resource, subresource, namespace) to this file")
+    ap.add_argument("--audit-log", help="append one JSON line per resource request (client, userAgent, "
+                    "verb, apiGroup, resource, subresource, namespace) to this file, in arrival order")
     ap.add_argument("--exit-on-stdin-eof", action="store_true",
                     help="stop when stdin closes (the harness dies, the server follows)")
     args = ap.parse_args()

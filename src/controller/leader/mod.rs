@@ -101,7 +101,7 @@ impl Leadership {
     }
 
     /// Leading (again) until `until`.
-    fn lead(&self, until: Instant) {
+    pub(crate) fn lead(&self, until: Instant) {
         *self
             .state
             .valid_until
@@ -121,7 +121,7 @@ impl Leadership {
     }
 
     /// Not leading: writes are refused from now on.
-    fn lose(&self) {
+    pub(crate) fn lose(&self) {
         if self.state.always {
             return;
         }
@@ -139,6 +139,18 @@ impl Leadership {
             tracing::warn!("stopped leading");
         }
         self.state.metrics.leader.set(0);
+    }
+}
+
+/// Runs `work` while `leading` stays true: `None` (and `work` dropped, its
+/// requests with it) as soon as leadership is lost.
+pub async fn while_leading<F: std::future::Future>(
+    leading: &mut watch::Receiver<bool>,
+    work: F,
+) -> Option<F::Output> {
+    tokio::select! {
+        out = work => Some(out),
+        _ = leading.wait_for(|l| !*l) => None,
     }
 }
 

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::campaign::{Candidate, Timing};
 use super::record::Elector;
 use super::store::{LeaderError, LeaseStore};
-use super::{Leadership, campaign_until};
+use super::{Leadership, campaign_until, while_leading};
 use crate::controller::metrics::Metrics;
 
 /// The API server's copy of the Lease.
@@ -284,4 +284,43 @@ async fn a_leader_that_sees_another_holder_stops_at_once() {
         Some("z"),
         "a does not write over it"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn losing_leadership_cancels_the_work_in_flight() {
+    let server = Arc::new(Mutex::new(Server::default()));
+    let a = candidate(&server, "a");
+    sleep(0.1).await;
+    assert!(a.leadership.may_write());
+    let mut leading = a.leadership.subscribe();
+    let steps = Arc::new(AtomicU32::new(0));
+    let counted = steps.clone();
+    // a long cycle: one step a second
+    let work = async move {
+        loop {
+            sleep(1.0).await;
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+    };
+    let cut = Instant::now();
+    a.store.hang.store(true, Ordering::SeqCst);
+    let out = while_leading(&mut leading, work).await;
+    assert!(out.is_none(), "the work was cancelled");
+    let ran = Instant::now() - cut;
+    assert!(
+        ran <= TIMING.renew_deadline,
+        "cancelled {ran:?} after the cut"
+    );
+    let done = steps.load(Ordering::SeqCst);
+    sleep(5.0).await;
+    assert_eq!(
+        steps.load(Ordering::SeqCst),
+        done,
+        "nothing runs after the loss"
+    );
+    // work that ends while leading gives its result
+    let b = candidate(&Arc::new(Mutex::new(Server::default())), "b");
+    sleep(0.1).await;
+    let mut leading = b.leadership.subscribe();
+    assert_eq!(while_leading(&mut leading, async { 7 }).await, Some(7));
 }
