@@ -174,6 +174,12 @@ async fn client(args: &ControllerArgs) -> Result<kube::Client, CliError> {
             .await
             .map_err(|e| CliError::input(format!("no Kubernetes configuration: {e}")))?
     };
+    // connecting and sending are bounded here; the whole request (answer
+    // included, watches excepted) by the controller's own deadline, since a
+    // read timeout on the connection would also cut idle watches
+    let mut config = config;
+    config.connect_timeout = Some(args.api_timeout);
+    config.write_timeout = Some(args.api_timeout);
     kube::Client::try_from(config).map_err(|e| CliError::failed(format!("kube client: {e}")))
 }
 
