@@ -145,10 +145,13 @@ mod tests {
     use super::*;
     use crate::controller::metrics::Metrics;
 
+    /// A request as it reached the server: method and User-Agent.
+    type Seen = (Method, Option<HeaderValue>);
+
     /// The API server side: records what reaches it; answers unless `silent`.
     #[derive(Clone, Default)]
     struct Server {
-        seen: Arc<Mutex<Vec<(Method, Option<HeaderValue>)>>>,
+        seen: Arc<Mutex<Vec<Seen>>>,
         silent: bool,
     }
 

@@ -76,10 +76,11 @@ impl LeaseConfig {
         }
     }
 
-    /// Checks the timing as client-go does (lease duration > renew deadline
-    /// > 1.2 × retry period > 0), and that a request sent just before the
-    /// renew deadline ends before any other candidate can take over
-    /// (`api_timeout` < lease duration − renew deadline).
+    /// Checks the timing as client-go does (the lease duration exceeds the
+    /// renew deadline, which exceeds 1.2 retry periods, which exceed zero),
+    /// and that a request sent just before the renew deadline ends before
+    /// any other candidate can take over (`api_timeout` shorter than lease
+    /// duration − renew deadline).
     pub fn check(&self, api_timeout: Duration) -> Result<(), TimingError> {
         let whole = Duration::from_secs(self.duration.as_secs());
         if whole.is_zero() {
