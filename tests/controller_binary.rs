@@ -136,7 +136,10 @@ fn bad_periods_and_lease_timings_are_refused() {
         ),
         (vec!["--orphan-grace", "soon"], "--orphan-grace"),
         // client-go's rules: lease > renew deadline > 1.2 × retry period
-        (vec!["--lease-renew-deadline", "15s"], "--lease-renew-deadline"),
+        (
+            vec!["--lease-renew-deadline", "15s"],
+            "--lease-renew-deadline",
+        ),
         (vec!["--lease-retry-period", "9s"], "--lease-retry-period"),
         // a request must end within lease duration − renew deadline
         (vec!["--api-timeout", "5s"], "--api-timeout"),

@@ -59,7 +59,7 @@ impl Controller {
                 "--tick",
                 "1s",
             ])
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", "info,muster::controller::leader=debug")
             .stdout(std::fs::File::create(&log).expect("log file"))
             .stderr(Stdio::inherit())
             .spawn()
@@ -172,6 +172,18 @@ async fn gang(client: &kube::Client, name: &str) {
         async move { gangs.get_opt(name).await.ok()? }
     })
     .await;
+}
+
+/// How many Jobs are submitted at once to keep the leader busy.
+const BURST: usize = 150;
+
+/// How many Gangs exist.
+async fn gangs(client: &kube::Client) -> usize {
+    Api::<DynamicObject>::namespaced_with(client.clone(), "default", &ar("Gang", "gangs"))
+        .list(&Default::default())
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(0)
 }
 
 /// One request of the audit log.
@@ -290,13 +302,38 @@ async fn a_paused_leader_writes_nothing_after_the_other_took_over() {
     let client = server.client();
     let (a, b) = two_controllers(&server, &client).await;
     let before = audit(&server).len();
+    // stop a in the middle of its work: a burst of Jobs, each a Gang to
+    // create and a Job to suspend
+    let burst: Vec<String> = (0..BURST).map(|i| format!("burst-{i}")).collect();
+    let submitting = {
+        let client = client.clone();
+        let burst = burst.clone();
+        tokio::spawn(async move {
+            for name in &burst {
+                submit(&client, name).await;
+            }
+        })
+    };
+    eventually(30, "a at work on the burst", || {
+        let client = client.clone();
+        async move { (gangs(&client).await >= 10).then_some(()) }
+    })
+    .await;
     a.signal("STOP");
+    let stopped = Instant::now();
+    let at_stop = gangs(&client).await;
     // the Lease expires 15 s after b last saw it change; b's next try takes it
-    let took = wait_holder(&client, "b", Duration::from_secs(25)).await;
+    wait_holder(&client, "b", Duration::from_secs(25)).await;
+    let took = stopped.elapsed();
     eprintln!("takeover after SIGSTOP: {:.2} s", took.as_secs_f64());
+    submitting.await.expect("burst submitted");
+    eprintln!("Gangs when a stopped: {at_stop} of {}", BURST + 1);
+    assert!(at_stop < BURST, "a was stopped in the middle of its work");
     assert!(
         took >= Duration::from_secs(12),
-        "b waited for expiry: {took:?}"
+        "b waited for expiry: {took:?}\n{}\n{}",
+        a.log(),
+        b.log()
     );
     a.signal("CONT");
     // work the old leader would do if it still believed it led
@@ -304,6 +341,9 @@ async fn a_paused_leader_writes_nothing_after_the_other_took_over() {
     submit(&client, "after-2").await;
     gang(&client, "after-1").await;
     gang(&client, "after-2").await;
+    for name in &burst {
+        gang(&client, name).await;
+    }
     // a sees b's renewals and stays a follower
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(a.leading(), Some(false), "{}", a.log());
