@@ -4,9 +4,10 @@
 //! - the leader gets SIGTERM: it releases the Lease, the other leads within
 //!   15 s (in practice its next try), and the audit log shows no write of the
 //!   old leader after its release;
-//! - the leader is stopped (SIGSTOP) past its lease: the other takes over,
-//!   and after SIGCONT the old one writes nothing (it notices the loss from
-//!   its renew deadline) while the new leader works.
+//! - the leader is stopped (SIGSTOP) in the middle of a burst of work, past
+//!   its lease: the other takes over, and after SIGCONT the old one writes
+//!   nothing (it notices the loss from its renew deadline, its cycle in
+//!   flight is cancelled, its writes are fenced) while the new leader works.
 //!
 //! Each process is told apart in the audit log by its User-Agent, which
 //! names its identity.
