@@ -1,7 +1,7 @@
 //! Two real `muster controller` processes on one API test server, with the
 //! default election timing (lease 15 s, renew deadline 10 s, retry 2 s):
 //!
-//! - the leader gets SIGTERM: it releases the Lease, the other leads within
+//! - the leader gets SIGTERM (or SIGINT): it releases the Lease, the other leads within
 //!   15 s (in practice its next try), and the audit log shows no write of the
 //!   old leader after its release;
 //! - the leader is stopped (SIGSTOP) in the middle of a burst of work, past
@@ -263,13 +263,24 @@ async fn two_controllers(server: &ApiServer, client: &kube::Client) -> (Controll
 
 #[tokio::test]
 async fn sigterm_releases_the_lease_and_the_other_leads_at_once() {
+    hand_over_on("TERM").await;
+}
+
+#[tokio::test]
+async fn sigint_releases_the_lease_and_the_other_leads_at_once() {
+    hand_over_on("INT").await;
+}
+
+/// The leader gets `signal`: it releases the Lease and exits cleanly, the
+/// other leads within 15 s, and no write of the old leader follows.
+async fn hand_over_on(signal: &str) {
     let server = ApiServer::start();
     let client = server.client();
     let (mut a, b) = two_controllers(&server, &client).await;
     let before = audit(&server).len();
-    a.signal("TERM");
+    a.signal(signal);
     let took = wait_holder(&client, "b", Duration::from_secs(15)).await;
-    eprintln!("takeover after SIGTERM: {:.2} s", took.as_secs_f64());
+    eprintln!("takeover after SIG{signal}: {:.2} s", took.as_secs_f64());
     let status = a.child.wait().expect("a exits");
     assert!(status.success(), "a exits cleanly: {status:?}\n{}", a.log());
     assert!(a.log().contains("lease released"), "{}", a.log());
