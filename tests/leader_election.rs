@@ -1,9 +1,9 @@
 //! Two real `muster controller` processes on one API test server, with the
 //! default election timing (lease 15 s, renew deadline 10 s, retry 2 s):
 //!
-//! - the leader gets SIGTERM (or SIGINT): it releases the Lease, the other leads within
-//!   15 s (in practice its next try), and the audit log shows no write of the
-//!   old leader after its release;
+//! - the leader gets SIGTERM (or SIGINT): it releases the Lease, the other
+//!   leads within 15 s (in practice at its next try), and the audit log shows
+//!   no write of the old leader after its release;
 //! - the leader is stopped (SIGSTOP) in the middle of a burst of work, past
 //!   its lease: the other takes over, and after SIGCONT the old one writes
 //!   nothing (it notices the loss from its renew deadline, its cycle in

@@ -20,6 +20,7 @@
 //! the election task had a chance to run (a process stopped and resumed).
 
 pub(crate) mod campaign;
+mod config;
 pub(crate) mod record;
 pub(crate) mod store;
 
@@ -33,9 +34,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+pub use config::{LeaseConfig, TimingError};
 pub use store::LeaderError;
 
-use super::LeaseConfig;
 use super::metrics::Metrics;
 use campaign::{Candidate, Timing};
 use record::Elector;
