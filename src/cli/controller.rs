@@ -92,6 +92,26 @@ pub struct ControllerArgs {
     #[cfg(feature = "gcp")]
     #[arg(long, env = "MUSTER_GCP_ENDPOINT")]
     pub gcp_endpoint: Option<String>,
+    /// Address of the admission webhook (HTTPS; it also serves /metrics,
+    /// /healthz and /readyz). Off unless set; needs --webhook-cert and
+    /// --webhook-key.
+    #[arg(long, env = "MUSTER_WEBHOOK_ADDR", requires_all = ["webhook_cert", "webhook_key"])]
+    pub webhook_addr: Option<SocketAddr>,
+    /// PEM certificate chain the webhook serves (read again when it changes).
+    #[arg(long, env = "MUSTER_WEBHOOK_CERT", requires = "webhook_addr")]
+    pub webhook_cert: Option<std::path::PathBuf>,
+    /// PEM private key of --webhook-cert.
+    #[arg(long, env = "MUSTER_WEBHOOK_KEY", requires = "webhook_addr")]
+    pub webhook_key: Option<std::path::PathBuf>,
+    /// Namespace label naming the namespace's default queue: the webhook puts
+    /// unlabelled Jobs of such a namespace in that queue. Empty turns default
+    /// queues off.
+    #[arg(
+        long,
+        env = "MUSTER_DEFAULT_QUEUE_LABEL",
+        default_value = "muster.dev/default-queue"
+    )]
+    pub default_queue_label: String,
     /// Run without leader election (a single replica only).
     #[arg(long)]
     pub no_leader_election: bool,
@@ -246,6 +266,39 @@ fn check_periods(args: &ControllerArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The webhook's HTTPS server, when --webhook-addr is set.
+async fn webhook_server(
+    args: &ControllerArgs,
+    client: &kube::Client,
+    metrics: Arc<Metrics>,
+) -> Result<Option<impl std::future::Future<Output = ()> + Send + 'static>, CliError> {
+    use controller::webhook::{Webhook, tls::FileCert};
+    let (Some(addr), Some(cert), Some(key)) =
+        (args.webhook_addr, &args.webhook_cert, &args.webhook_key)
+    else {
+        return Ok(None);
+    };
+    let tls = FileCert::new(cert.clone(), key.clone())
+        .and_then(FileCert::server_config)
+        .map_err(|e| CliError::input(format!("--webhook-cert/--webhook-key: {e}")))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| CliError::failed(format!("--webhook-addr {addr}: {e}")))?;
+    let hook = Webhook {
+        namespaces: (!args.default_queue_label.is_empty()).then(|| kube::Api::all(client.clone())),
+        default_queue_label: args.default_queue_label.clone(),
+    };
+    let app = controller::http::App {
+        metrics,
+        webhook: Some(Arc::new(hook)),
+    };
+    Ok(Some(controller::http::serve_tls(
+        listener,
+        Arc::new(tls),
+        app,
+    )))
+}
+
 async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
     check_periods(&args)?;
     let lease = lease_config(&args)?;
@@ -270,6 +323,9 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
         .await
         .map_err(|e| CliError::failed(format!("--metrics-addr {}: {e}", args.metrics_addr)))?;
     tokio::spawn(controller::metrics::serve(listener, metrics.clone()));
+    if let Some(task) = webhook_server(&args, &client, metrics.clone()).await? {
+        tokio::spawn(task);
+    }
     let deps = Deps {
         providers: Arc::new(controller::clouds::Clouds::new(cloud_options(&args))),
         planner: controller::real_planner(),

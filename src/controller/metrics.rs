@@ -1,5 +1,5 @@
 //! Prometheus metrics (OpenMetrics text via `prometheus-client`) and the
-//! `/metrics`, `/healthz`, `/readyz` endpoint. Labels are bounded: queue,
+//! `/metrics`, `/healthz`, `/readyz` endpoint (served by [`super::http`]). Labels are bounded: queue,
 //! pool, phase, capacity_type, reason, result.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -11,7 +11,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// Labels of the gangs gauge.
@@ -340,50 +339,14 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` (HTTP/1.1, one
-/// request per connection) until the task is dropped.
+/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` (plain HTTP,
+/// see [`super::http`]) until the task is dropped.
 pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
-    loop {
-        let Ok((mut sock, _)) = listener.accept().await else {
-            continue;
-        };
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            // read the whole request head: closing a socket with unread bytes
-            // resets the connection and the client may lose the response
-            let mut buf = Vec::with_capacity(1024);
-            let mut chunk = [0u8; 1024];
-            while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 * 1024 {
-                match sock.read(&mut chunk).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                }
-            }
-            let head = String::from_utf8_lossy(&buf);
-            let path = head.split_whitespace().nth(1).unwrap_or("/");
-            let (status, ctype, body) = match path {
-                "/metrics" => (
-                    "200 OK",
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    metrics.encode(),
-                ),
-                "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
-                "/readyz" if metrics.synced() => ("200 OK", "text/plain", "ok\n".to_string()),
-                "/readyz" => (
-                    "503 Service Unavailable",
-                    "text/plain",
-                    "caches not synced\n".to_string(),
-                ),
-                _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
-            };
-            let resp = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = sock.write_all(resp.as_bytes()).await;
-            let _ = sock.shutdown().await;
-        });
-    }
+    let app = super::http::App {
+        metrics,
+        webhook: None,
+    };
+    super::http::serve_plain(listener, app).await
 }
 
 /// The Markdown reference of every metric (`docs/reference/metrics.md`).

@@ -13,6 +13,7 @@ pub mod act;
 pub mod api_client;
 pub mod clouds;
 pub mod events;
+pub mod http;
 pub mod leader;
 pub mod metrics;
 pub mod objects;
@@ -21,6 +22,7 @@ pub mod planning_loop;
 pub mod providers;
 pub mod report_metrics;
 pub mod translate;
+pub mod webhook;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -1,0 +1,198 @@
+//! The mutating admission webhook: every batch/v1 Job created with the
+//! `muster.dev/queue` label is made suspended, so no pod of it exists before
+//! muster admits its gang. A Job without the label in a namespace that names a
+//! default queue (a namespace label, `--default-queue-label`) gets that queue's
+//! label as well.
+//!
+//! The API server sends an `AdmissionReview` (admission.k8s.io/v1) and applies
+//! the JSON Patch of the answer. The webhook has no side effects, so a dry-run
+//! request is answered like any other. The chart registers it with
+//! `failurePolicy: Fail` and selectors that match only labelled Jobs (and
+//! Jobs in namespaces with a default queue), so an unavailable webhook blocks
+//! only the Jobs muster must manage.
+
+pub mod tls;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Api;
+use kube_core::DynamicObject;
+use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use serde_json::Value;
+
+/// The path the webhook is served on.
+pub const JOB_PATH: &str = "/mutate-batch-v1-job";
+
+/// The label that puts a Job in a queue.
+pub const QUEUE_LABEL: &str = "muster.dev/queue";
+
+/// Why a request body could not be answered with an AdmissionReview.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// The body is not an `AdmissionReview` object.
+    #[error("the body is not an AdmissionReview")]
+    Malformed,
+    /// The answer could not be serialized.
+    #[error("the answer could not be serialized")]
+    Encode,
+}
+
+impl WebhookError {
+    /// A bounded, user-facing reason.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            WebhookError::Malformed => "MalformedAdmissionReview",
+            WebhookError::Encode => "EncodeFailed",
+        }
+    }
+}
+
+/// The webhook's configuration and its reader of namespaces.
+pub struct Webhook {
+    /// Reads a namespace's labels (the default queue); `None` disables
+    /// default queues.
+    pub namespaces: Option<Api<Namespace>>,
+    /// The namespace label that names the namespace's default queue.
+    pub default_queue_label: String,
+}
+
+/// What to do with one Job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Not a Job muster manages (or not a creation): admitted unchanged.
+    Ignore,
+    /// Suspend it; `Some(queue)` also sets the queue label.
+    Suspend(Option<String>),
+}
+
+/// Whether `req` is the creation of a batch/v1 Job.
+fn is_job_create(req: &AdmissionRequest<DynamicObject>) -> bool {
+    req.operation == Operation::Create
+        && req.kind.group == "batch"
+        && req.kind.version == "v1"
+        && req.kind.kind == "Job"
+        && req.sub_resource.is_none()
+}
+
+/// The queue label of an object, if set and not empty.
+fn queue_of(obj: &DynamicObject) -> Option<&str> {
+    obj.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(QUEUE_LABEL))
+        .map(String::as_str)
+        .filter(|q| !q.is_empty())
+}
+
+/// The decision for a request, given the default queue of its namespace.
+pub fn decide(req: &AdmissionRequest<DynamicObject>, default_queue: Option<&str>) -> Decision {
+    if !is_job_create(req) {
+        return Decision::Ignore;
+    }
+    let Some(obj) = &req.object else {
+        return Decision::Ignore;
+    };
+    if queue_of(obj).is_some() {
+        return Decision::Suspend(None);
+    }
+    match default_queue.filter(|q| !q.is_empty()) {
+        Some(q) => Decision::Suspend(Some(q.to_string())),
+        None => Decision::Ignore,
+    }
+}
+
+/// The JSON Patch (RFC 6902) of a decision on `obj`.
+pub fn patch(obj: &DynamicObject, decision: &Decision) -> Vec<Value> {
+    let mut ops = Vec::new();
+    let Decision::Suspend(queue) = decision else {
+        return ops;
+    };
+    if let Some(q) = queue {
+        if obj.metadata.labels.is_some() {
+            // "~1" escapes the "/" of the label key in a JSON Pointer
+            ops.push(serde_json::json!({"op": "add", "path": "/metadata/labels/muster.dev~1queue", "value": q}));
+        } else {
+            ops.push(serde_json::json!({"op": "add", "path": "/metadata/labels", "value": {QUEUE_LABEL: q}}));
+        }
+    }
+    if obj.data.get("spec").is_some_and(Value::is_object) {
+        // "add" replaces an existing member
+        ops.push(serde_json::json!({"op": "add", "path": "/spec/suspend", "value": true}));
+    } else {
+        ops.push(serde_json::json!({"op": "add", "path": "/spec", "value": {"suspend": true}}));
+    }
+    ops
+}
+
+/// The AdmissionReview of a response. The patch goes out as base64, as the
+/// API server writes and documents its `[]byte` fields.
+fn encode(resp: AdmissionResponse) -> Result<Vec<u8>, WebhookError> {
+    use base64::Engine;
+    let mut review = serde_json::to_value(resp.into_review()).map_err(|_| WebhookError::Encode)?;
+    if let Some(patch) = review.pointer_mut("/response/patch") {
+        let bytes: Vec<u8> =
+            serde_json::from_value(patch.take()).map_err(|_| WebhookError::Encode)?;
+        *patch = Value::String(base64::engine::general_purpose::STANDARD.encode(bytes));
+    }
+    serde_json::to_vec(&review).map_err(|_| WebhookError::Encode)
+}
+
+impl Webhook {
+    /// The default queue of `namespace`: `Ok(None)` when it names none.
+    async fn default_queue(&self, namespace: &str) -> Result<Option<String>, kube::Error> {
+        let Some(api) = &self.namespaces else {
+            return Ok(None);
+        };
+        let ns = api.get_opt(namespace).await?;
+        Ok(ns
+            .and_then(|ns| ns.metadata.labels)
+            .and_then(|l| l.get(&self.default_queue_label).cloned()))
+    }
+
+    /// Answers one AdmissionReview body with an AdmissionReview body.
+    pub async fn review(&self, body: &[u8]) -> Result<Vec<u8>, WebhookError> {
+        let review: AdmissionReview<DynamicObject> =
+            serde_json::from_slice(body).map_err(|_| WebhookError::Malformed)?;
+        let req: AdmissionRequest<DynamicObject> = match review.try_into() {
+            Ok(req) => req,
+            Err(_) => {
+                return encode(AdmissionResponse::invalid(
+                    "the AdmissionReview has no request",
+                ));
+            }
+        };
+        encode(self.answer(&req).await)
+    }
+
+    async fn answer(&self, req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+        let resp = AdmissionResponse::from(req);
+        let unlabelled = req.object.as_ref().is_some_and(|o| queue_of(o).is_none());
+        let default_queue = match (&req.namespace, is_job_create(req) && unlabelled) {
+            (Some(ns), true) => match self.default_queue(ns).await {
+                Ok(q) => q,
+                Err(e) => {
+                    tracing::warn!(namespace = %ns, error = %e, "webhook: namespace not read");
+                    return resp.deny("muster: the namespace's default queue could not be read");
+                }
+            },
+            _ => None,
+        };
+        let decision = decide(req, default_queue.as_deref());
+        let Some(obj) = &req.object else {
+            return resp;
+        };
+        let ops = patch(obj, &decision);
+        if ops.is_empty() {
+            return resp;
+        }
+        match serde_json::from_value::<json_patch::Patch>(Value::Array(ops)) {
+            Ok(p) => match resp.clone().with_patch(p) {
+                Ok(r) => r,
+                Err(_) => resp.deny("muster: the patch could not be encoded"),
+            },
+            Err(_) => resp.deny("muster: the patch could not be encoded"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

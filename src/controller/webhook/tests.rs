@@ -1,0 +1,246 @@
+//! The webhook's decisions and patches on AdmissionReview bodies of the
+//! admission.k8s.io/v1 shape.
+
+use serde_json::{Value, json};
+
+use super::*;
+
+/// An AdmissionReview as the API server sends it for `kind` (group, version,
+/// kind, resource) and `object`.
+pub(crate) fn review(
+    op: &str,
+    gvk: (&str, &str, &str, &str),
+    object: Value,
+    dry_run: bool,
+) -> Value {
+    let (group, version, kind, resource) = gvk;
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": resource},
+            "requestKind": {"group": group, "version": version, "kind": kind},
+            "requestResource": {"group": group, "version": version, "resource": resource},
+            "name": "train",
+            "namespace": "team-a",
+            "operation": op,
+            "userInfo": {"username": "alice", "uid": "014fbff9a07c", "groups": ["system:authenticated"]},
+            "object": object,
+            "oldObject": null,
+            "dryRun": dry_run,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
+        }
+    })
+}
+
+fn job(labels: Option<Value>, suspend: Option<bool>) -> Value {
+    let mut meta = json!({"name": "train", "namespace": "team-a"});
+    if let Some(l) = labels {
+        meta["labels"] = l;
+    }
+    let mut spec = json!({"parallelism": 2, "completions": 2, "template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "trainer"}]}}});
+    if let Some(s) = suspend {
+        spec["suspend"] = json!(s);
+    }
+    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec})
+}
+
+const JOB: (&str, &str, &str, &str) = ("batch", "v1", "Job", "jobs");
+
+fn request(body: Value) -> AdmissionRequest<DynamicObject> {
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(body).expect("review");
+    review.try_into().expect("request")
+}
+
+/// Applies the webhook's patch to the object, as the API server does.
+fn applied(body: Value, default_queue: Option<&str>) -> Value {
+    let req = request(body.clone());
+    let ops = patch(
+        req.object.as_ref().expect("object"),
+        &decide(&req, default_queue),
+    );
+    let mut obj = body["request"]["object"].clone();
+    let p: json_patch::Patch = serde_json::from_value(Value::Array(ops)).expect("patch");
+    json_patch::patch(&mut obj, &p).expect("applies");
+    obj
+}
+
+#[test]
+fn decisions() {
+    let labelled = || job(Some(json!({"muster.dev/queue": "team-a"})), None);
+    let cases: Vec<(&str, Value, Option<&str>, Decision)> = vec![
+        (
+            "labelled create",
+            review("CREATE", JOB, labelled(), false),
+            None,
+            Decision::Suspend(None),
+        ),
+        (
+            "labelled dry run",
+            review("CREATE", JOB, labelled(), true),
+            None,
+            Decision::Suspend(None),
+        ),
+        (
+            "labelled, namespace default ignored",
+            review("CREATE", JOB, labelled(), false),
+            Some("other"),
+            Decision::Suspend(None),
+        ),
+        (
+            "unlabelled, no default",
+            review("CREATE", JOB, job(None, None), false),
+            None,
+            Decision::Ignore,
+        ),
+        (
+            "unlabelled, default queue",
+            review("CREATE", JOB, job(Some(json!({"app": "x"})), None), false),
+            Some("team-a"),
+            Decision::Suspend(Some("team-a".into())),
+        ),
+        (
+            "empty label is no queue",
+            review(
+                "CREATE",
+                JOB,
+                job(Some(json!({"muster.dev/queue": ""})), None),
+                false,
+            ),
+            None,
+            Decision::Ignore,
+        ),
+        (
+            "update",
+            review("UPDATE", JOB, labelled(), false),
+            None,
+            Decision::Ignore,
+        ),
+        (
+            "wrong kind",
+            review(
+                "CREATE",
+                ("", "v1", "Pod", "pods"),
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"muster.dev/queue": "q"}}, "spec": {}}),
+                false,
+            ),
+            None,
+            Decision::Ignore,
+        ),
+        (
+            "other version",
+            review(
+                "CREATE",
+                ("batch", "v1beta1", "Job", "jobs"),
+                labelled(),
+                false,
+            ),
+            None,
+            Decision::Ignore,
+        ),
+    ];
+    for (name, body, default_queue, want) in cases {
+        assert_eq!(decide(&request(body), default_queue), want, "{name}");
+    }
+}
+
+#[test]
+fn patches_suspend_and_label() {
+    let cases: Vec<(Value, Option<&str>, Option<&str>)> = vec![
+        (
+            job(Some(json!({"muster.dev/queue": "team-a"})), None),
+            None,
+            Some("team-a"),
+        ),
+        (
+            job(Some(json!({"muster.dev/queue": "team-a"})), Some(false)),
+            None,
+            Some("team-a"),
+        ),
+        (
+            job(Some(json!({"muster.dev/queue": "team-a"})), Some(true)),
+            None,
+            Some("team-a"),
+        ),
+        (job(None, None), Some("dflt"), Some("dflt")),
+        (
+            job(Some(json!({"app": "x"})), Some(false)),
+            Some("dflt"),
+            Some("dflt"),
+        ),
+    ];
+    for (obj, default_queue, queue) in cases {
+        let out = applied(review("CREATE", JOB, obj.clone(), false), default_queue);
+        assert_eq!(out["spec"]["suspend"], json!(true), "{obj}");
+        assert_eq!(
+            out["metadata"]["labels"]["muster.dev/queue"].as_str(),
+            queue,
+            "{obj}"
+        );
+        // nothing else changes
+        assert_eq!(out["spec"]["template"], obj["spec"]["template"]);
+        if let Some(app) = obj["metadata"]["labels"].get("app") {
+            assert_eq!(&out["metadata"]["labels"]["app"], app);
+        }
+    }
+}
+
+#[tokio::test]
+async fn review_bodies() {
+    let hook = Webhook {
+        namespaces: None,
+        default_queue_label: "muster.dev/default-queue".into(),
+    };
+    let body = review(
+        "CREATE",
+        JOB,
+        job(Some(json!({"muster.dev/queue": "q"})), None),
+        false,
+    );
+    let out: Value = serde_json::from_slice(
+        &hook
+            .review(body.to_string().as_bytes())
+            .await
+            .expect("answer"),
+    )
+    .expect("json");
+    assert_eq!(out["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(out["kind"], "AdmissionReview");
+    assert_eq!(out["response"]["uid"], body["request"]["uid"]);
+    assert_eq!(out["response"]["allowed"], true);
+    assert_eq!(out["response"]["patchType"], "JSONPatch");
+    use base64::Engine;
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(out["response"]["patch"].as_str().expect("base64 patch"))
+        .expect("base64");
+    let patch: Value = serde_json::from_slice(&patch).expect("JSON patch");
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/spec/suspend", "value": true}])
+    );
+    let unlabelled = review("CREATE", JOB, job(None, None), false);
+    let out: Value = serde_json::from_slice(
+        &hook
+            .review(unlabelled.to_string().as_bytes())
+            .await
+            .expect("answer"),
+    )
+    .expect("json");
+    assert_eq!(out["response"]["allowed"], true);
+    assert!(out["response"].get("patch").is_none(), "{out}");
+    assert!(matches!(
+        hook.review(b"{not json").await,
+        Err(WebhookError::Malformed)
+    ));
+    let empty: Value = serde_json::from_slice(
+        &hook
+            .review(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#)
+            .await
+            .expect("answer"),
+    )
+    .expect("json");
+    assert_eq!(empty["response"]["allowed"], false);
+}
