@@ -1,0 +1,70 @@
+//! Renders `charts/muster` with the real `helm` (installed by
+//! `scripts/test`) and picks objects out of the result.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_yaml::Value;
+
+/// The chart's folder.
+pub fn chart() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/muster")
+}
+
+/// The values files the chart is tested with: the defaults (none), an AWS
+/// and a GCP installation.
+pub const VALUES: [Option<&str>; 3] =
+    [None, Some("ci/aws-values.yaml"), Some("ci/gcp-values.yaml")];
+
+/// Runs `helm` with `args`; `Err` holds its output when it fails.
+pub fn helm(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("helm")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run `helm` ({e}): run the tests with ./scripts/test, which installs it")
+        });
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+/// `helm template` of the chart as release `muster` in `muster-system`, with
+/// a values file of the chart and `--set` pairs.
+pub fn template(values: Option<&str>, set: &[&str]) -> Result<String, String> {
+    let chart = chart();
+    let chart = chart.to_str().expect("utf-8 path");
+    let mut args = vec!["template", "muster", chart, "--namespace", "muster-system"];
+    let file;
+    if let Some(v) = values {
+        file = format!("{chart}/{v}");
+        args.extend(["--values", file.as_str()]);
+    }
+    for s in set {
+        args.extend(["--set", s]);
+    }
+    helm(&args)
+}
+
+/// The objects of a rendered manifest stream.
+pub fn objects(rendered: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(rendered)
+        .filter_map(|d| {
+            let v = Value::deserialize(d).expect("rendered YAML");
+            (!v.is_null()).then_some(v)
+        })
+        .collect()
+}
+
+/// The first object of `kind`.
+pub fn find<'a>(objs: &'a [Value], kind: &str) -> &'a Value {
+    objs.iter()
+        .find(|o| o["kind"].as_str() == Some(kind))
+        .unwrap_or_else(|| panic!("no {kind} rendered"))
+}
+
+use serde::Deserialize;
