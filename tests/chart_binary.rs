@@ -1,0 +1,403 @@
+//! The chart's Deployment, run: the args and env `helm template` renders are
+//! handed to the real `muster controller` binary (only addresses, the API
+//! server URL and the mounted Secret's folder are replaced), which starts
+//! against the API test server, takes the leader Lease and becomes Ready. Its
+//! webhook then answers AdmissionReview v1 bodies over HTTPS with the
+//! certificate Helm generated, verified against the caBundle of the rendered
+//! MutatingWebhookConfiguration under the Service's DNS name. A chart value
+//! the binary does not understand fails here.
+
+mod helm;
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use base64::Engine;
+use helm::{find, objects, template};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use serde_json::{Value as Json, json};
+use serde_yaml::Value;
+use support::{ApiServer, eventually};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    parse(&out)
+}
+
+fn parse(resp: &str) -> Option<(u16, String)> {
+    let code = resp.split_whitespace().nth(1)?.parse().ok()?;
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
+/// The webhook as the API server calls it: HTTPS to `addr`, the server
+/// verified as `server_name` against `ca`.
+struct Https {
+    addr: String,
+    server_name: String,
+    tls: Arc<rustls::ClientConfig>,
+}
+
+impl Https {
+    fn new(addr: String, server_name: String, ca_pem: &[u8]) -> Https {
+        use rustls::pki_types::{CertificateDer, pem::PemObject};
+        muster::controller::install_crypto_provider();
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(ca_pem) {
+            roots.add(c.expect("CA PEM")).expect("CA certificate");
+        }
+        let mut tls = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Https {
+            addr,
+            server_name,
+            tls: Arc::new(tls),
+        }
+    }
+
+    async fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+        let tcp = tokio::net::TcpStream::connect(&self.addr)
+            .await
+            .expect("connect");
+        let name = rustls::pki_types::ServerName::try_from(self.server_name.clone()).expect("name");
+        let mut tls = tokio_rustls::TlsConnector::from(self.tls.clone())
+            .connect(name, tcp)
+            .await
+            .expect("TLS handshake with the chart's certificate");
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            self.server_name,
+            body.len()
+        );
+        tls.write_all(head.as_bytes()).await.expect("write");
+        tls.write_all(body).await.expect("write");
+        let mut out = Vec::new();
+        let _ = tls.read_to_end(&mut out).await;
+        parse(&String::from_utf8_lossy(&out)).expect("HTTP answer")
+    }
+
+    /// Posts an AdmissionReview; the answer's response and its decoded patch.
+    async fn review(&self, path: &str, body: &Json) -> (Json, Option<Json>) {
+        let (code, text) = self
+            .request("POST", path, body.to_string().as_bytes())
+            .await;
+        assert_eq!(code, 200, "{text}");
+        let out: Json = serde_json::from_str(&text).expect("AdmissionReview JSON");
+        assert_eq!(out["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(out["kind"], "AdmissionReview");
+        let resp = out["response"].clone();
+        assert_eq!(resp["uid"], body["request"]["uid"]);
+        let patch = resp["patch"].as_str().map(|p| {
+            assert_eq!(resp["patchType"], "JSONPatch");
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(p)
+                .expect("base64");
+            serde_json::from_slice(&raw).expect("JSON patch")
+        });
+        (resp, patch)
+    }
+}
+
+/// An AdmissionReview (admission.k8s.io/v1) for the creation of `object`.
+fn review(uid: &str, gvr: (&str, &str, &str, &str), ns: &str, object: Json, dry_run: bool) -> Json {
+    let (group, version, kind, resource) = gvr;
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": resource},
+            "requestKind": {"group": group, "version": version, "kind": kind},
+            "requestResource": {"group": group, "version": version, "resource": resource},
+            "namespace": ns,
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:team-a:ci", "uid": "7d2c", "groups": ["system:serviceaccounts", "system:authenticated"]},
+            "object": object,
+            "oldObject": null,
+            "dryRun": dry_run,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions", "fieldManager": "kubectl-create"}
+        }
+    })
+}
+
+fn job(ns: &str, labels: Json) -> Json {
+    json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"generateName": "train-", "namespace": ns, "labels": labels},
+        "spec": {"parallelism": 2, "completions": 2, "completionMode": "Indexed",
+                 "template": {"spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "c", "image": "trainer", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}
+    })
+}
+
+const JOB: (&str, &str, &str, &str) = ("batch", "v1", "Job", "jobs");
+
+/// Runs the rendered Deployment of `values` and checks it end to end.
+async fn run_rendered(values: Option<&str>, set: &[&str]) {
+    let server = ApiServer::start();
+    let client = server.client();
+    support::install_crds(&client).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for (name, labels) in [
+        ("muster-system", json!({})),
+        ("team-a", json!({"muster.dev/default-queue": "team-a"})),
+    ] {
+        let ns: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}))
+                .expect("ns");
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("namespace");
+    }
+
+    // the certificate is Helm's here whatever the values say
+    let mut set = set.to_vec();
+    set.push("webhook.certManager.enabled=false");
+    let objs = objects(&template(values, &set).expect("renders"));
+    let dep = find(&objs, "Deployment");
+    let pod = &dep["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+
+    // the Secret the pod mounts, written where its volume would be
+    let dir = std::env::temp_dir().join(format!(
+        "muster-chart-binary-{}-{}",
+        std::process::id(),
+        values.unwrap_or("default").replace('/', "-")
+    ));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let secret = find(&objs, "Secret");
+    let volume = &pod["volumes"][0];
+    assert_eq!(volume["secret"]["secretName"], secret["metadata"]["name"]);
+    let mount = container["volumeMounts"][0]["mountPath"]
+        .as_str()
+        .expect("mountPath");
+    for (key, data) in secret["data"].as_mapping().expect("data") {
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(data.as_str().expect("b64"))
+            .expect("base64");
+        std::fs::write(dir.join(key.as_str().expect("key")), raw).expect("write secret file");
+    }
+
+    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    let webhook_addr = format!("127.0.0.1:{}", free_port());
+    let port_of = |name: &str| -> String {
+        container["ports"]
+            .as_sequence()
+            .expect("ports")
+            .iter()
+            .find(|p| p["name"] == name)
+            .map(|p| p["containerPort"].as_u64().expect("port").to_string())
+            .expect("named port")
+    };
+    let mut args: Vec<String> = Vec::new();
+    for a in container["args"].as_sequence().expect("args") {
+        let a = a.as_str().expect("string arg");
+        let a = a
+            .replace(&format!("0.0.0.0:{}", port_of("metrics")), &metrics_addr)
+            .replace(&format!("0.0.0.0:{}", port_of("webhook")), &webhook_addr)
+            .replace(mount, dir.to_str().expect("utf-8"));
+        assert!(!a.contains("0.0.0.0"), "unmapped address in {a}");
+        args.push(a);
+    }
+    args.extend(["--kube-url".into(), server.url.clone()]);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_muster"));
+    cmd.args(&args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    for e in container["env"].as_sequence().expect("env") {
+        let name = e["name"].as_str().expect("env name");
+        let value = match (&e["value"], &e["valueFrom"]["fieldRef"]["fieldPath"]) {
+            (Value::String(v), _) => v.clone(),
+            (_, Value::String(p)) if p == "metadata.name" => "muster-7d9f-x2x1".to_string(),
+            other => panic!("env {name}: no test value for {other:?}"),
+        };
+        cmd.env(name, value);
+    }
+    // no cloud is reached: static credentials, no instance metadata
+    for (k, v) in [
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ] {
+        cmd.env(k, v);
+    }
+    let _child = Kill(
+        cmd.stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("muster controller starts"),
+    );
+
+    // the probes as the kubelet runs them
+    let probe = |p: &str| {
+        container[p]["httpGet"]["path"]
+            .as_str()
+            .expect("probe path")
+            .to_string()
+    };
+    assert_eq!(container["readinessProbe"]["httpGet"]["port"], "metrics");
+    let ready = probe("readinessProbe");
+    eventually(30, "readiness probe 200", || {
+        let (addr, path) = (metrics_addr.clone(), ready.clone());
+        async move { http_get(&addr, &path).filter(|(c, _)| *c == 200) }
+    })
+    .await;
+    assert_eq!(
+        http_get(&metrics_addr, &probe("livenessProbe")).map(|r| r.0),
+        Some(200)
+    );
+    eventually(30, "the leader Lease taken", || {
+        let addr = metrics_addr.clone();
+        async move { http_get(&addr, "/metrics").filter(|(_, m)| m.contains("muster_leader 1")) }
+    })
+    .await;
+
+    // the webhook, called as the API server would from the rendered configuration
+    let cfg = find(&objs, "MutatingWebhookConfiguration");
+    let hook = &cfg["webhooks"][0]["clientConfig"];
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(hook["caBundle"].as_str().expect("caBundle"))
+        .expect("caBundle base64");
+    let svc = &hook["service"];
+    let name = format!(
+        "{}.{}.svc",
+        svc["name"].as_str().expect("svc"),
+        svc["namespace"].as_str().expect("ns")
+    );
+    let path = svc["path"].as_str().expect("path").to_string();
+    let https = Https::new(webhook_addr.clone(), name, &ca);
+
+    let suspend = json!([{"op": "add", "path": "/spec/suspend", "value": true}]);
+    // labelled: suspended, in a dry run as well
+    for dry_run in [false, true] {
+        let body = review(
+            "a1",
+            JOB,
+            "team-b",
+            job("team-b", json!({"muster.dev/queue": "team-b"})),
+            dry_run,
+        );
+        let (resp, patch) = https.review(&path, &body).await;
+        assert_eq!(resp["allowed"], true);
+        assert_eq!(patch.as_ref(), Some(&suspend), "dry run {dry_run}");
+    }
+    // unlabelled in a namespace without a default queue: untouched
+    let (resp, patch) = https
+        .review(
+            &path,
+            &review(
+                "a2",
+                JOB,
+                "default",
+                job("default", json!({"app": "x"})),
+                false,
+            ),
+        )
+        .await;
+    assert_eq!(resp["allowed"], true);
+    assert_eq!(patch, None);
+    // unlabelled in a namespace whose label names a default queue: queued and suspended
+    let (resp, patch) = https
+        .review(
+            &path,
+            &review(
+                "a3",
+                JOB,
+                "team-a",
+                job("team-a", json!({"app": "x"})),
+                false,
+            ),
+        )
+        .await;
+    assert_eq!(resp["allowed"], true);
+    assert_eq!(
+        patch,
+        Some(json!([
+            {"op": "add", "path": "/metadata/labels/muster.dev~1queue", "value": "team-a"},
+            {"op": "add", "path": "/spec/suspend", "value": true}
+        ]))
+    );
+    // another kind: untouched
+    let pod_obj = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-b", "labels": {"muster.dev/queue": "team-b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let (resp, patch) = https
+        .review(
+            &path,
+            &review("a4", ("", "v1", "Pod", "pods"), "team-b", pod_obj, false),
+        )
+        .await;
+    assert_eq!(resp["allowed"], true);
+    assert_eq!(patch, None);
+    // malformed: refused, so failurePolicy Fail refuses the Job
+    let (code, _) = https
+        .request(
+            "POST",
+            &path,
+            b"{\"apiVersion\": \"admission.k8s.io/v1\", \"kind\":",
+        )
+        .await;
+    assert_eq!(code, 400);
+    // the same stack serves the metrics and probes over HTTPS
+    let (code, metrics) = https.request("GET", "/metrics", b"").await;
+    assert_eq!(code, 200);
+    assert!(metrics.trim_end().ends_with("# EOF"));
+    assert_eq!(https.request("GET", "/readyz", b"").await.0, 200);
+    let _ = std::fs::remove_dir_all(Path::new(&dir));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rendered_default_deployment_runs_and_serves_the_webhook() {
+    run_rendered(None, &[]).await;
+}
+
+#[cfg(feature = "aws")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rendered_aws_deployment_runs_and_serves_the_webhook() {
+    // the interruption queue is read from a local port nothing listens on
+    let endpoint = format!("aws.endpoint=http://127.0.0.1:{}", free_port());
+    run_rendered(Some("ci/aws-values.yaml"), &[&endpoint]).await;
+}
+
+#[cfg(feature = "gcp")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rendered_gcp_deployment_runs_and_serves_the_webhook() {
+    let endpoint = format!("gcp.endpoint=http://127.0.0.1:{}", free_port());
+    run_rendered(Some("ci/gcp-values.yaml"), &[&endpoint]).await;
+}
