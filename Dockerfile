@@ -1,0 +1,29 @@
+# syntax=docker/dockerfile:1
+# The muster controller image: `muster` built with the controller and both
+# cloud providers (features aws, gcp), run as a non-root user on a distroless
+# base (glibc, CA certificates, no shell).
+#
+#   docker build -t REGISTRY/muster:TAG .
+#   docker push REGISTRY/muster:TAG
+#
+# docs/install.md has the multi-architecture build and the chart values.
+
+ARG RUST_VERSION=1.95
+
+FROM rust:${RUST_VERSION}-bookworm AS build
+WORKDIR /src
+COPY . .
+# the registry and the target folder are build caches: a rebuild after a
+# code change compiles muster's crates only
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --features aws,gcp --bin muster \
+ && install -D -m 0755 target/release/muster /out/muster
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /out/muster /usr/local/bin/muster
+# the chart's securityContext runs as this user too (65532, "nonroot")
+USER 65532:65532
+EXPOSE 8080 9443
+ENTRYPOINT ["/usr/local/bin/muster"]
+CMD ["controller"]
