@@ -12,6 +12,8 @@ ARG RUST_VERSION=1.95
 
 FROM rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
+# aws-lc-sys (TLS of the AWS SDK) builds C code; cmake covers its fallback build
+RUN apt-get update && apt-get install -y --no-install-recommends cmake && rm -rf /var/lib/apt/lists/*
 COPY . .
 # the registry and the target folder are build caches: a rebuild after a
 # code change compiles muster's crates only
