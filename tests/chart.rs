@@ -420,3 +420,55 @@ fn every_operator_flag_has_a_value() {
         );
     }
 }
+
+#[test]
+fn examples_and_e2e_resources_pass_their_crd_schemas() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    for dir in ["docs/examples", "e2e/manifests"] {
+        for e in std::fs::read_dir(root.join(dir)).expect("dir") {
+            let p = e.expect("entry").path();
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            if p.extension().is_some_and(|x| x == "yaml")
+                && text.contains("apiVersion: muster.dev/")
+            {
+                files.push(p);
+            }
+        }
+    }
+    assert!(files.len() >= 8, "{files:?}");
+    let python = std::env::var("MUSTER_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = Command::new(&python)
+        .arg(root.join("tests/chart/validate_crs.py"))
+        .arg(chart().join("crds"))
+        .args(&files)
+        .output()
+        .unwrap_or_else(|e| panic!("run {python}: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("ok ")).count(),
+        files.len(),
+        "{text}"
+    );
+    let job = objects(&std::fs::read_to_string(root.join("e2e/manifests/job.yaml")).expect("job"));
+    kubernetes_validate(&job, &[], "e2e-job");
+    // the checker can fail: a wrong type is caught
+    let bad = tempdir("bad-cr").join("bad.yaml");
+    std::fs::write(&bad, "apiVersion: muster.dev/v1alpha1\nkind: GPUPool\nmetadata: {name: x}\nspec: {limits: {maxNodes: many}}\n").expect("write");
+    let out = Command::new(&python)
+        .arg(root.join("tests/chart/validate_crs.py"))
+        .arg(chart().join("crds"))
+        .arg(&bad)
+        .output()
+        .expect("run");
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
