@@ -107,6 +107,9 @@ pub struct CloudSpec {
     /// An offerings CSV, relative to the scenario file (`--offerings` wins);
     /// none means the built-in catalog.
     pub offerings: Option<PathBuf>,
+    /// The cloud of the simulated cluster (one cluster, one cloud); default:
+    /// `aws` when the offerings have it, else the first listed.
+    pub provider: Option<Provider>,
     /// Regions to keep from the CSV; empty keeps one per cloud
     /// (`us-east-1`, `us-central1` when present).
     pub regions: Vec<String>,
@@ -123,6 +126,7 @@ impl Default for CloudSpec {
         let b = CloudBehaviour::default();
         CloudSpec {
             offerings: None,
+            provider: None,
             regions: Vec::new(),
             spot_interruption_rate_per_hour: b.spot_interruption_rate_per_hour,
             outage_mean: b.outage_mean,

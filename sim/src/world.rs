@@ -363,7 +363,11 @@ impl World {
                     .map_or(0, |k| (k * every).min(left.saturating_sub(1)));
                 self.states[job].progress = Dur(self.states[job].progress.as_secs() + saved);
                 self.rec.busy_gpu_secs += gpus as f64 / 1000.0 * saved as f64;
-                self.rec.wasted_gpu_secs += gpus as f64 / 1000.0 * (ran - saved) as f64;
+                let lost = gpus as f64 / 1000.0 * (ran - saved) as f64;
+                self.rec.wasted_gpu_secs += lost;
+                if cause == EvictCause::Interruption {
+                    self.rec.lost_interruption_gpu_secs += lost;
+                }
                 self.rec.cur_busy_gpu_millis = self.rec.cur_busy_gpu_millis.saturating_sub(gpus);
                 self.rec.cur_pending[self.team_of[job]] += 1;
             }
@@ -406,6 +410,7 @@ impl World {
                 n.used.saturating_sub(&req);
                 let share = req.gpu_millis as f64 / (f64::from(n.gpu_count.max(1)) * 1000.0);
                 let secs = now.since(p.since).as_secs() as f64;
+                self.rec.bound_gpu_secs += req.gpu_millis as f64 / 1000.0 * secs;
                 self.rec.cost_by_team[team] += n.price.usd() * share * secs / 3600.0;
                 if n.pods.is_empty() && n.alive() && n.phase == NodePhase::Ready {
                     n.empty_since = Some(now);
@@ -474,6 +479,12 @@ impl World {
         let cap = n.capacity_type();
         self.rec.bill(micros, cap);
         self.rec.gpu_alloc_secs += (gpus * secs) as f64;
+        let booting = if n.phase == NodePhase::Ready {
+            n.phase_since.since(n.created_at).as_secs().min(secs)
+        } else {
+            secs
+        };
+        self.rec.booting_gpu_secs += (gpus * booting) as f64;
         self.rec.cur_alloc_gpu_millis = self.rec.cur_alloc_gpu_millis.saturating_sub(gpus * 1000);
     }
 
