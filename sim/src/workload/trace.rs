@@ -5,6 +5,7 @@
 //! submit time, then line).
 
 use muster_planner::{Dur, GpuModel, Time};
+use muster_provider_sim::csv_rows::records;
 
 use super::{Job, pod_gpu_millis};
 
@@ -34,15 +35,18 @@ const OPTIONAL: [&str; 2] = ["gpu_model", "priority"];
 
 /// Parses a trace.
 pub fn parse_trace(text: &str) -> Result<Vec<Job>, TraceError> {
-    let mut lines = text.lines().enumerate();
-    let Some((_, header)) = lines.next() else {
-        return Err(TraceError::Header(format!(
-            "missing header (expected {})",
-            REQUIRED.join(",")
-        )));
+    let mut records = records(text);
+    let header = match records.next() {
+        None => {
+            return Err(TraceError::Header(format!(
+                "missing header (expected {})",
+                REQUIRED.join(",")
+            )));
+        }
+        Some(Err(bad)) => return Err(TraceError::Header(bad.message)),
+        Some(Ok(h)) => h,
     };
-    let header = header.trim_start_matches('\u{feff}');
-    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
+    let cols: Vec<&str> = header.fields.iter().map(String::as_str).collect();
     for want in REQUIRED {
         if !cols.contains(&want) {
             return Err(TraceError::Header(format!(
@@ -70,13 +74,14 @@ pub fn parse_trace(text: &str) -> Result<Vec<Job>, TraceError> {
     );
     let (i_model, i_prio) = (pos("gpu_model"), pos("priority"));
     let mut jobs = Vec::new();
-    for (i, raw) in lines {
-        let line = i + 1;
-        let row = raw.trim_end_matches('\r');
-        if row.trim().is_empty() {
-            continue;
-        }
-        let f: Vec<&str> = row.split(',').map(str::trim).collect();
+    for rec in records {
+        let rec = rec.map_err(|bad| TraceError::Row {
+            line: bad.line,
+            column: "*".into(),
+            message: bad.message,
+        })?;
+        let line = rec.line;
+        let f: Vec<&str> = rec.fields.iter().map(String::as_str).collect();
         let err = |column: &str, message: String| TraceError::Row {
             line,
             column: column.to_string(),
@@ -184,6 +189,19 @@ mod tests {
         assert_eq!(jobs[1].pod_gpu_millis, 500);
         assert_eq!(jobs[2].line, 2);
         assert!(jobs.iter().enumerate().all(|(i, j)| j.id == i));
+    }
+
+    #[test]
+    fn quoted_fields_bom_and_crlf() {
+        let t = format!("\u{feff}{H},gpu_model\r\n1,2,1,1,\"team, one\",\"A100\"\r\n\r\n3,4,2,1,b,\r\n");
+        let jobs = parse_trace(&t).expect("parses");
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(jobs[0].team, "team, one");
+        assert_eq!(jobs[0].gpu_model, Some(GpuModel::new("A100")));
+        assert_eq!(jobs[1].line, 4, "the blank line still counts");
+        let bad = format!("{H}\r\n1,2,1,1,a\r\n\"x\",2,1,1,a\r\n");
+        let e = parse_trace(&bad).expect_err("bad submit").to_string();
+        assert!(e.starts_with("line 3: column submit_s"), "{e}");
     }
 
     #[test]
