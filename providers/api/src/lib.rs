@@ -12,6 +12,7 @@
 //! Kubernetes or async runtime.
 
 mod error;
+pub mod price_list;
 mod instance;
 mod owned;
 mod resolution;
