@@ -63,13 +63,14 @@ impl Condition {
             Condition::Aws => "the scenario in AWS us-east-1",
             Condition::Gcp => "the scenario in GCP us-central1",
             Condition::Scarcity => {
-                "AWS; p4d, p4de and p5 out of capacity 60 % of the time (outages of 2 h on \
-                 average) and none at all in the first week's daytime peaks; the other 8-GPU \
-                 shapes out 20 % of the time"
+                "AWS; every machine of 4 or more GPUs out of capacity half the time in each zone \
+                 (outages of 2 h on average) and none at all in the daytime peaks (09:00–18:00) \
+                 of the first week; A100/H100 machines (p4d, p4de, p5) out 80 % of the time"
             }
             Condition::SpotHeavy => {
-                "AWS; every spot machine interrupted at 0.05 per hour (five times the default), \
-                 jobs checkpoint every 30 min"
+                "AWS; every spot machine interrupted at 0.01 per hour (about 30 times the \
+                 default, which is the Spot Instance Advisor's worst band), jobs checkpoint \
+                 every 30 min"
             }
         }
     }
@@ -82,14 +83,6 @@ impl Condition {
             Condition::Gcp => s.cloud.provider = Some(Provider::Gcp),
             Condition::Scarcity => {
                 s.cloud.provider = Some(Provider::Aws);
-                for big in ["g5.48xlarge", "g6.48xlarge", "g6e.48xlarge", "g4dn.metal"] {
-                    s.cloud.rules.push(OfferingRule {
-                        pattern: big.into(),
-                        capacity_error_probability: Some(0.2),
-                        outage_mean: Some(Dur::hours(1)),
-                        ..Default::default()
-                    });
-                }
                 // Daytime peaks of the first week (09:00–18:00).
                 let peaks: Vec<Window> = (0..7)
                     .map(|d| Window {
@@ -97,10 +90,19 @@ impl Condition {
                         to: Dur::hours(24 * d + 18),
                     })
                     .collect();
+                for big in ["*.12xlarge", "*.24xlarge", "*.48xlarge", "*.metal"] {
+                    s.cloud.rules.push(OfferingRule {
+                        pattern: big.into(),
+                        capacity_error_probability: Some(0.5),
+                        outage_mean: Some(Dur::hours(2)),
+                        unavailable: peaks.clone(),
+                        ..Default::default()
+                    });
+                }
                 for big in ["p4d.*", "p4de.*", "p5.*"] {
                     s.cloud.rules.push(OfferingRule {
                         pattern: big.into(),
-                        capacity_error_probability: Some(0.6),
+                        capacity_error_probability: Some(0.8),
                         outage_mean: Some(Dur::hours(2)),
                         unavailable: peaks.clone(),
                         ..Default::default()
@@ -109,7 +111,7 @@ impl Condition {
             }
             Condition::SpotHeavy => {
                 s.cloud.provider = Some(Provider::Aws);
-                s.cloud.spot_interruption_rate_per_hour = 0.05;
+                s.cloud.spot_interruption_rate_per_hour = 0.01;
                 s.jobs.checkpoint_every = Dur::mins(30);
             }
         }

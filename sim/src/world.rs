@@ -351,7 +351,10 @@ impl World {
                 let started = self.states[job].started_at.unwrap_or(now);
                 let gpus = self.jobs[job].total_gpu_millis();
                 let ran = now.since(started).as_secs();
-                let every = self.checkpoint_every.as_secs();
+                let every = self.jobs[job]
+                    .checkpoint
+                    .unwrap_or(self.checkpoint_every)
+                    .as_secs();
                 let left = self.jobs[job]
                     .duration
                     .as_secs()
