@@ -311,17 +311,32 @@ mod tests {
     #[test]
     fn published_sources_name_files_not_directories() {
         assert_eq!(file_names("trace /a/b/philly.csv"), "trace philly.csv");
-        assert_eq!(file_names("built-in catalog (AWS)"), "built-in catalog (AWS)");
+        assert_eq!(
+            file_names("built-in catalog (AWS)"),
+            "built-in catalog (AWS)"
+        );
     }
 
     #[test]
     fn conditions_change_what_they_say() {
         let base = Scenario::default();
-        assert_eq!(Condition::Gcp.apply(&base).cloud.provider, Some(Provider::Gcp));
+        assert_eq!(
+            Condition::Gcp.apply(&base).cloud.provider,
+            Some(Provider::Gcp)
+        );
         let scarce = Condition::Scarcity.apply(&base);
-        assert!(scarce.cloud.rules.iter().any(|r| r.pattern == "p5.*"
-            && r.capacity_error_probability.is_some_and(|p| p > 0.5)));
+        assert!(
+            scarce
+                .cloud
+                .rules
+                .iter()
+                .any(|r| r.pattern == "p5.*"
+                    && r.capacity_error_probability.is_some_and(|p| p > 0.5))
+        );
         let heavy = Condition::SpotHeavy.apply(&base);
-        assert!(heavy.cloud.spot_interruption_rate_per_hour > base.cloud.spot_interruption_rate_per_hour);
+        assert!(
+            heavy.cloud.spot_interruption_rate_per_hour
+                > base.cloud.spot_interruption_rate_per_hour
+        );
     }
 }

@@ -306,7 +306,10 @@ fn one_cloud(offerings: Vec<Offering>, want: Option<Provider>) -> Result<Vec<Off
             None => return Err(RunError::Invalid("the offerings list no machine".into())),
         },
     };
-    let kept: Vec<Offering> = offerings.into_iter().filter(|o| o.provider == cloud).collect();
+    let kept: Vec<Offering> = offerings
+        .into_iter()
+        .filter(|o| o.provider == cloud)
+        .collect();
     if kept.is_empty() {
         return Err(RunError::Invalid(format!(
             "cloud.provider: the offerings list no {} machine",
@@ -362,6 +365,11 @@ pub fn run_policy(p: &Prepared, kind: PolicyKind, progress: &mut dyn FnMut(f64))
     );
     let sc = &p.scenario;
     world.checkpoint_every = sc.jobs.checkpoint_every;
+    if let Some(m) = &sc.jobs.trace_gpu_model {
+        let speed = |name: &str| sc.jobs.gpu_speeds.get(name).copied().unwrap_or(1.0);
+        world.trace_speed = speed(m.as_str());
+        world.gpu_speeds = sc.jobs.gpu_speeds.clone();
+    }
     let muster_errors;
     let (name, assumptions, planner_ms, counters) = {
         let mut policy: Box<dyn Policy> = match kind {

@@ -86,6 +86,13 @@ pub struct JobsSpec {
     /// loses only the work since the last checkpoint. `0s`: every eviction
     /// restarts the job from scratch.
     pub checkpoint_every: Dur,
+    /// The GPU model the trace's run times were measured on; with
+    /// `gpuSpeeds`, a job runs `speed(trace model) / speed(node model)`
+    /// times its trace duration. None: every eligible GPU runs at the
+    /// trace's speed.
+    pub trace_gpu_model: Option<GpuModel>,
+    /// Relative throughput per GPU model (models not listed: 1).
+    pub gpu_speeds: BTreeMap<String, f64>,
 }
 
 impl Default for JobsSpec {
@@ -96,6 +103,8 @@ impl Default for JobsSpec {
             cpu_per_gpu: 2.0,
             memory_per_gpu_gib: 8.0,
             checkpoint_every: Dur::mins(30),
+            trace_gpu_model: None,
+            gpu_speeds: BTreeMap::new(),
         }
     }
 }
@@ -309,6 +318,14 @@ impl Scenario {
         ] {
             if !v.is_finite() || v < 0.0 {
                 return Err(field(name.into(), format!("{v} must be a number ≥ 0")));
+            }
+        }
+        for (m, v) in &j.gpu_speeds {
+            if !v.is_finite() || *v <= 0.0 {
+                return Err(field(
+                    format!("jobs.gpuSpeeds.{m}"),
+                    format!("{v} must be > 0"),
+                ));
             }
         }
         let ca = &self.baselines.default_ca.scale_down_utilization_threshold;

@@ -12,9 +12,9 @@
 //! Kubernetes or async runtime.
 
 mod error;
-pub mod price_list;
 mod instance;
 mod owned;
+pub mod price_list;
 mod resolution;
 mod timestamps;
 

@@ -289,7 +289,11 @@ mod tests {
         assert!(e.starts_with("line 4: column on_demand_usd_h"), "{e}");
         let good = text.replace(",x,,y", ",1.212,,y");
         let o = parse_offerings(&good, &RegionFilter::default()).expect("parses");
-        assert_eq!(o.len(), 9, "g5.xlarge spot + on-demand and g5.2xlarge on-demand, 3 zones");
+        assert_eq!(
+            o.len(),
+            9,
+            "g5.xlarge spot + on-demand and g5.2xlarge on-demand, 3 zones"
+        );
     }
 
     #[test]

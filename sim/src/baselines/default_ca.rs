@@ -244,7 +244,13 @@ impl DefaultCa {
     }
 
     /// The expander's choice among options for `pods` pods of `req`.
-    fn expand(&mut self, world: &World, options: &[Option_], pods: u64, req: &Resources) -> Option<Option_> {
+    fn expand(
+        &mut self,
+        world: &World,
+        options: &[Option_],
+        pods: u64,
+        req: &Resources,
+    ) -> Option<Option_> {
         if options.is_empty() {
             return None;
         }
@@ -262,7 +268,8 @@ impl DefaultCa {
             Expander::Price => {
                 let cost = |o: &Option_| {
                     let idx = self.groups[o.group].zones[0];
-                    world.cloud.offerings()[idx].price.map_or(u64::MAX, |p| p.0) * u64::from(o.nodes)
+                    world.cloud.offerings()[idx].price.map_or(u64::MAX, |p| p.0)
+                        * u64::from(o.nodes)
                 };
                 let best = pool.iter().map(cost).min().unwrap_or(u64::MAX);
                 pool.retain(|o| cost(o) == best);

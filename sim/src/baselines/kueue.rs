@@ -162,9 +162,11 @@ impl Kueue {
                 let room = self.headroom(i);
                 let cq = &self.cqs[i];
                 let pick = match cq.strategy {
-                    QueueingStrategy::StrictFifo => cq.pending.first().copied().filter(|(_, _, j)| {
-                        room.is_none_or(|r| world.jobs[*j].total_gpu_millis() <= r)
-                    }),
+                    QueueingStrategy::StrictFifo => {
+                        cq.pending.first().copied().filter(|(_, _, j)| {
+                            room.is_none_or(|r| world.jobs[*j].total_gpu_millis() <= r)
+                        })
+                    }
                     _ => cq
                         .pending
                         .iter()

@@ -450,7 +450,10 @@ impl Policy for KueueKarpenter {
              WhenEmptyOrUnderutilized every {}, consolidateAfter {}, {}% budget; job pods are \
              do-not-disrupt, so only empty nodes are removed.",
             if self.cfg.wait_for_pods_ready {
-                format!("on ({} timeout, requeue backoff 60 s doubling to 1 h)", self.cfg.pods_ready_timeout)
+                format!(
+                    "on ({} timeout, requeue backoff 60 s doubling to 1 h)",
+                    self.cfg.pods_ready_timeout
+                )
             } else {
                 "off (its default)".to_string()
             },

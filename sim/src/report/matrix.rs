@@ -22,7 +22,10 @@ fn title(policy: &str) -> &str {
 }
 
 fn cell<'a>(row: &'a Row, policy: &str) -> Option<&'a Cell> {
-    row.policies.iter().find(|(n, _)| n == policy).map(|(_, c)| c)
+    row.policies
+        .iter()
+        .find(|(n, _)| n == policy)
+        .map(|(_, c)| c)
 }
 
 fn policies(r: &MatrixReport) -> Vec<String> {
@@ -118,7 +121,13 @@ pub fn render_benchmarks(r: &MatrixReport) -> String {
         ),
         (
             "wait p50 / p95",
-            Box::new(|_, c| format!("{} / {}", human_secs(c.wait_p50_s), human_secs(c.wait_p95_s))),
+            Box::new(|_, c| {
+                format!(
+                    "{} / {}",
+                    human_secs(c.wait_p50_s),
+                    human_secs(c.wait_p95_s)
+                )
+            }),
         ),
         (
             "jobs completed / capacity errors",
@@ -214,10 +223,7 @@ fn markers(name: &str) -> (String, String) {
 /// The content of block `name` in `text`.
 pub fn read_block<'a>(text: &'a str, name: &str) -> Result<&'a str, MissingBlock> {
     let (begin, end) = markers(name);
-    let start = text
-        .find(&begin)
-        .ok_or_else(|| MissingBlock(name.into()))?
-        + begin.len();
+    let start = text.find(&begin).ok_or_else(|| MissingBlock(name.into()))? + begin.len();
     let stop = text[start..]
         .find(&end)
         .ok_or_else(|| MissingBlock(name.into()))?
@@ -244,12 +250,12 @@ mod tests {
     fn blocks_are_replaced_between_their_markers_only() {
         let text = "a\n<!-- BEGIN matrix:x -->\nold\n<!-- END matrix:x -->\nb\n";
         let out = write_block(text, "x", "new\n").expect("block");
-        assert_eq!(out, "a\n<!-- BEGIN matrix:x -->\nnew\n<!-- END matrix:x -->\nb\n");
-        assert_eq!(read_block(&out, "x"), Ok("new\n"));
         assert_eq!(
-            write_block(text, "y", "z"),
-            Err(MissingBlock("y".into()))
+            out,
+            "a\n<!-- BEGIN matrix:x -->\nnew\n<!-- END matrix:x -->\nb\n"
         );
+        assert_eq!(read_block(&out, "x"), Ok("new\n"));
+        assert_eq!(write_block(text, "y", "z"), Err(MissingBlock("y".into())));
     }
 
     #[test]

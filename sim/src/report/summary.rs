@@ -243,9 +243,10 @@ fn policy_summary(p: &Prepared, run: &PolicyRun) -> PolicySummary {
         }),
         gpu_hours_allocated_minus_busy: r6((rec.gpu_alloc_secs - rec.busy_gpu_secs) / 3600.0),
         gpu_hours_lost_to_interruptions: r6(rec.lost_interruption_gpu_secs / 3600.0),
-        gpu_hours_lost_to_other_evictions: r6(
-            (rec.wasted_gpu_secs - rec.lost_interruption_gpu_secs).max(0.0) / 3600.0,
-        ),
+        gpu_hours_lost_to_other_evictions: r6((rec.wasted_gpu_secs
+            - rec.lost_interruption_gpu_secs)
+            .max(0.0)
+            / 3600.0),
         gpu_hours_booting: r6(rec.booting_gpu_secs / 3600.0),
         idle_gpu_hours: r6(
             (rec.gpu_alloc_secs - rec.booting_gpu_secs - rec.bound_gpu_secs).max(0.0) / 3600.0,

@@ -202,7 +202,9 @@ mod tests {
 
     #[test]
     fn quoted_fields_bom_and_crlf() {
-        let t = format!("\u{feff}{H},gpu_model\r\n1,2,1,1,\"team, one\",\"A100\"\r\n\r\n3,4,2,1,b,\r\n");
+        let t = format!(
+            "\u{feff}{H},gpu_model\r\n1,2,1,1,\"team, one\",\"A100\"\r\n\r\n3,4,2,1,b,\r\n"
+        );
         let jobs = parse_trace(&t).expect("parses");
         assert_eq!(jobs.len(), 2);
         assert_eq!(jobs[0].team, "team, one");
@@ -245,7 +247,10 @@ mod tests {
             ("H\n1,2,1,1", "line 2: column *: expected 5 fields, found 4"),
             ("H\n\n1,2,1,1,a,b", "line 3: column *"),
             ("H,priority\n1,2,1,1,a,high", "line 2: column priority"),
-            ("H,checkpoint_s\n1,2,1,1,a,-1", "line 2: column checkpoint_s"),
+            (
+                "H,checkpoint_s\n1,2,1,1,a,-1",
+                "line 2: column checkpoint_s",
+            ),
             ("H\n", "trace has no jobs"),
         ];
         for (text, want) in cases {
