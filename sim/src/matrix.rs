@@ -194,6 +194,11 @@ pub struct MatrixReport {
     pub offerings: String,
     /// Seed.
     pub seed: u64,
+    /// Wall-clock seconds of the whole matrix (not reproducible; 0 with
+    /// `--zero-timings`).
+    pub wall_s: f64,
+    /// Threads the runs shared.
+    pub workers: usize,
     /// Rows.
     pub rows: Vec<Row>,
 }
@@ -286,6 +291,8 @@ pub fn run_matrix(
             jobs_total: first.jobs.len() as u64,
             offerings: file_names(&first.offerings_source),
             seed: first.seed,
+            wall_s: 0.0,
+            workers: workers.max(1),
             rows: report_rows,
         },
         rows: rows_out,

@@ -366,8 +366,7 @@ pub fn run_policy(p: &Prepared, kind: PolicyKind, progress: &mut dyn FnMut(f64))
     let sc = &p.scenario;
     world.checkpoint_every = sc.jobs.checkpoint_every;
     if let Some(m) = &sc.jobs.trace_gpu_model {
-        let speed = |name: &str| sc.jobs.gpu_speeds.get(name).copied().unwrap_or(1.0);
-        world.trace_speed = speed(m.as_str());
+        world.trace_speed = sc.jobs.gpu_speeds.get(m.as_str()).copied().unwrap_or(1.0);
         world.gpu_speeds = sc.jobs.gpu_speeds.clone();
     }
     let muster_errors;

@@ -170,7 +170,10 @@ fn run_matrix_cmd(
     } else {
         std::thread::available_parallelism().map_or(2, |n| n.get())
     };
-    let run = run_matrix(cfg, kinds, workers, &progress).map_err(input_error)?;
+    let mut run = run_matrix(cfg, kinds, workers, &progress).map_err(input_error)?;
+    if !args.zero_timings {
+        run.report.wall_s = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+    }
     let write = |path: PathBuf, text: String| {
         std::fs::write(&path, text)
             .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))

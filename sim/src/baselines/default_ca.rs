@@ -95,6 +95,9 @@ pub struct CaConfig {
     pub scale_up_backoff: Dur,
     /// Expander.
     pub expander: Expander,
+    /// GPU node groups are defined for machines of at most this many GPUs
+    /// (the same limit as the Karpenter model's NodePools).
+    pub max_gpus_per_node: u32,
 }
 
 impl Default for CaConfig {
@@ -106,6 +109,7 @@ impl Default for CaConfig {
             scale_down_delay_after_add: Dur::mins(10),
             scale_up_backoff: Dur::mins(5),
             expander: Expander::PrioritySpotFirst,
+            max_gpus_per_node: 8,
         }
     }
 }
@@ -148,6 +152,8 @@ pub struct DefaultCa {
     scan_scheduled: bool,
     nodes_made: u64,
     scale_up_failures: u64,
+    /// Nodes launched per node group.
+    launched: BTreeMap<String, u64>,
 }
 
 /// A scale-up option: `nodes` machines of group `group`.
@@ -171,6 +177,9 @@ impl DefaultCa {
         let mut groups: Vec<NodeGroup> = Vec::new();
         for (idx, pool) in buyable(world, pools) {
             let o = &world.cloud.offerings()[idx];
+            if o.gpu_count > cfg.max_gpus_per_node {
+                continue;
+            }
             let name = format!("{}-{}", o.instance_type, o.capacity_type);
             match groups.iter_mut().find(|g| g.name == name && g.pool == pool) {
                 Some(g) => g.zones.push(idx),
@@ -206,6 +215,7 @@ impl DefaultCa {
             scan_scheduled: false,
             nodes_made: 0,
             scale_up_failures: 0,
+            launched: BTreeMap::new(),
         }
     }
 
@@ -226,7 +236,7 @@ impl DefaultCa {
     /// How many pods of `req` one machine of offering `idx` holds.
     fn per_node(world: &World, idx: usize, req: &Resources) -> u64 {
         let a = &world.cloud.offerings()[idx].resources;
-        let per = |have: u64, want: u64| if want == 0 { u64::MAX } else { have / want };
+        let per = |have: u64, want: u64| have.checked_div(want).unwrap_or(u64::MAX);
         per(a.gpu_millis, req.gpu_millis)
             .min(per(a.cpu_millis, req.cpu_millis))
             .min(per(a.memory_bytes, req.memory_bytes))
@@ -364,6 +374,10 @@ impl DefaultCa {
             let pool = self.groups[g].pool.clone();
             if let Ok(id) = world.launch(name, &key, &pool, None) {
                 self.groups[g].next_zone = (zi + 1) % n;
+                *self
+                    .launched
+                    .entry(self.groups[g].name.clone())
+                    .or_default() += 1;
                 return Some(id);
             }
         }
@@ -552,12 +566,13 @@ impl Policy for DefaultCa {
         };
         format!(
             "Default kube-scheduler + Cluster Autoscaler, one cloud. {front} One node group per \
-             instance type and capacity type allowed by a pool ({} groups), spanning the pool's \
-             zones. Every {} a pending pod that fits no booting node scales one group up by one \
+             instance type (at most {} GPUs per machine) and capacity type allowed by a pool ({} \
+             groups), spanning the pool's zones. Every {} a pending pod that fits no booting node scales one group up by one \
              node, chosen by the {} expander (ties: seeded random). A scale-up with no capacity in \
              any zone backs the group off for {}. Scale-down: nodes under {:.0}% GPU utilization \
              for {} are removed if their pods can move; job pods are treated as not safe to evict, \
              so only empty nodes are removed, and none within {} of a scale-up.",
+            self.cfg.max_gpus_per_node,
             self.groups.len(),
             self.cfg.scan_interval,
             self.cfg.expander.as_str(),
@@ -628,6 +643,9 @@ impl Policy for DefaultCa {
             ("node_groups".into(), self.groups.len() as u64),
             ("scale_up_failures".into(), self.scale_up_failures),
         ];
+        for (group, n) in &self.launched {
+            out.push((format!("launched_{group}"), *n));
+        }
         if let Some(pr) = &self.provreq {
             out.push(("admissions".into(), pr.kueue.admissions));
             out.push(("provisioning_requests_provisioned".into(), pr.provisioned));

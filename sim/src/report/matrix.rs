@@ -35,6 +35,9 @@ fn policies(r: &MatrixReport) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// One table of the benchmarks page: its title and how a cell is written.
+type Section = (&'static str, Box<dyn Fn(&Row, &Cell) -> String>);
+
 fn table(r: &MatrixReport, what: &str, f: impl Fn(&Row, &Cell) -> String) -> String {
     let names = policies(r);
     let mut out = String::new();
@@ -76,8 +79,15 @@ pub fn render_benchmarks(r: &MatrixReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Workload: {} ({} jobs); offerings: {}; seed {}.\n",
-        r.workload, r.jobs_total, r.offerings, r.seed
+        "Workload: {} ({} jobs); {}; seed {}. Every policy on every row: {} runs on {} \
+         threads in {:.0} s of wall time.\n",
+        r.workload,
+        r.jobs_total,
+        r.offerings,
+        r.seed,
+        r.rows.iter().map(|row| row.policies.len()).sum::<usize>(),
+        r.workers,
+        r.wall_s
     );
     out.push_str("| scenario | conditions | lower bound |\n|---|---|---:|\n");
     for row in &r.rows {
@@ -89,7 +99,7 @@ pub fn render_benchmarks(r: &MatrixReport) -> String {
             dollars(row.lower_bound_usd)
         );
     }
-    let sections: [(&str, Box<dyn Fn(&Row, &Cell) -> String>); 8] = [
+    let sections: [Section; 8] = [
         (
             "cost (× lower bound)",
             Box::new(|_, c| format!("{} ({:.2}×)", dollars(c.cost_usd), c.cost_vs_lower_bound)),
