@@ -192,7 +192,7 @@ pub fn prepare(cfg: &RunConfig) -> Result<Prepared, RunError> {
         ),
         None => (
             builtin_offerings(),
-            "built-in catalog (AWS us-east-1, GCP us-central1; list prices of mid-2026)".into(),
+            "built-in catalog (AWS us-east-1 and GCP us-central1, prices of mid-2026; the cluster buys from one)".into(),
         ),
     };
     let offerings = one_cloud(offerings, sc.cloud.provider)?;

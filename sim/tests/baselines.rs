@@ -57,7 +57,11 @@ fn provisioning_requests_are_atomic_on_gcp_and_not_on_aws() {
     let pr_gcp = &gcp.policies["kueue-provreq"];
     // AWS: no atomic increase, so the machine that launched stays and half
     // the gang waits on it for hours.
-    assert!(pr_aws.partial_gang_gpu_hours > 8.0 * 4.0, "{}", pr_aws.partial_gang_gpu_hours);
+    assert!(
+        pr_aws.partial_gang_gpu_hours > 8.0 * 4.0,
+        "{}",
+        pr_aws.partial_gang_gpu_hours
+    );
     // GCP: all or nothing; the request is retried until both machines fit.
     // Best-effort-atomic admits at the request, not when the nodes are
     // Ready, so the first pod waits only for the other node's boot (less
@@ -67,7 +71,11 @@ fn provisioning_requests_are_atomic_on_gcp_and_not_on_aws() {
         "{}",
         pr_gcp.partial_gang_gpu_hours
     );
-    assert!(pr_gcp.wait_p50_s >= 6.0 * 3600.0 - 600.0, "waits for capacity: {}", pr_gcp.wait_p50_s);
+    assert!(
+        pr_gcp.wait_p50_s >= 6.0 * 3600.0 - 600.0,
+        "waits for capacity: {}",
+        pr_gcp.wait_p50_s
+    );
     assert!(pr_gcp.counters["provisioning_requests_not_found"] > 0);
     assert_eq!(gcp.policies["muster"].partial_gang_gpu_hours, 0.0);
 }
@@ -116,7 +124,13 @@ fn expanders_pick_spot_first_or_the_cheapest_group() {
             .collect()
     };
     let ca = launched("default-ca");
-    assert!(!ca.is_empty() && ca.iter().all(|g| g.ends_with("-spot")), "{ca:?}");
+    assert!(
+        !ca.is_empty() && ca.iter().all(|g| g.ends_with("-spot")),
+        "{ca:?}"
+    );
     // The cheapest A10G machine is the g5.xlarge, spot.
-    assert_eq!(launched("default-ca-price"), vec!["g5.xlarge-spot".to_string()]);
+    assert_eq!(
+        launched("default-ca-price"),
+        vec!["g5.xlarge-spot".to_string()]
+    );
 }
