@@ -135,6 +135,9 @@ pub struct Cell {
     pub gpu_hours_allocated_minus_busy: f64,
     /// GPU-weighted idle GPU-hours.
     pub idle_gpu_hours: f64,
+    /// Of which on machines of 4 or more GPUs.
+    #[serde(default)]
+    pub idle_gpu_hours_on_4_plus_gpu_nodes: f64,
     /// Work lost to interruptions, GPU-hours.
     pub gpu_hours_lost_to_interruptions: f64,
     /// GPU-hours held by incomplete gangs.
@@ -160,6 +163,15 @@ impl Cell {
             gpu_hours_allocated: p.gpu_hours_allocated,
             gpu_hours_allocated_minus_busy: p.gpu_hours_allocated_minus_busy,
             idle_gpu_hours: p.idle_gpu_hours,
+            idle_gpu_hours_on_4_plus_gpu_nodes: (p
+                .idle_gpu_hours_by_node_gpus
+                .iter()
+                .filter(|(g, _)| g.parse::<u32>().is_ok_and(|g| g >= 4))
+                .map(|(_, h)| h)
+                .sum::<f64>()
+                * 1e6)
+                .round()
+                / 1e6,
             gpu_hours_lost_to_interruptions: p.gpu_hours_lost_to_interruptions,
             partial_gang_gpu_hours: p.partial_gang_gpu_hours,
             wait_p50_s: p.wait_p50_s,

@@ -453,6 +453,7 @@ impl World {
                 let share = req.gpu_millis as f64 / (f64::from(n.gpu_count.max(1)) * 1000.0);
                 let secs = now.since(p.since).as_secs() as f64;
                 self.rec.bound_gpu_secs += req.gpu_millis as f64 / 1000.0 * secs;
+                n.bound_gpu_secs += req.gpu_millis as f64 / 1000.0 * secs;
                 self.rec.cost_by_team[team] += n.price.usd() * share * secs / 3600.0;
                 if n.pods.is_empty() && n.alive() && n.phase == NodePhase::Ready {
                     n.empty_since = Some(now);
@@ -527,6 +528,12 @@ impl World {
             secs
         };
         self.rec.booting_gpu_secs += (gpus * booting) as f64;
+        let idle = ((gpus * (secs - booting)) as f64 - n.bound_gpu_secs).max(0.0);
+        *self
+            .rec
+            .idle_gpu_secs_by_node_gpus
+            .entry(n.gpu_count)
+            .or_default() += idle;
         self.rec.cur_alloc_gpu_millis = self.rec.cur_alloc_gpu_millis.saturating_sub(gpus * 1000);
     }
 

@@ -113,8 +113,13 @@ pub fn render_benchmarks(r: &MatrixReport) -> String {
             Box::new(|_, c| format!("{:.0}", c.gpu_hours_allocated_minus_busy)),
         ),
         (
-            "idle GPU-hours (GPU-weighted)",
-            Box::new(|_, c| format!("{:.0}", c.idle_gpu_hours)),
+            "idle GPU-hours (GPU-weighted; on 4+ GPU machines)",
+            Box::new(|_, c| {
+                format!(
+                    "{:.0} ({:.0})",
+                    c.idle_gpu_hours, c.idle_gpu_hours_on_4_plus_gpu_nodes
+                )
+            }),
         ),
         (
             "GPU-hours lost to interruptions",

@@ -95,6 +95,8 @@ pub struct PolicySummary {
     /// GPU-hours of Ready nodes not requested by any pod, weighted by GPUs
     /// (a 16-GPU node running one 1-GPU pod is 15 idle GPUs).
     pub idle_gpu_hours: f64,
+    /// `idle_gpu_hours` by the GPU count of the node they sit on.
+    pub idle_gpu_hours_by_node_gpus: BTreeMap<String, f64>,
     /// Per queue (team).
     pub queues: BTreeMap<String, QueueSummary>,
     /// Policy-specific counters.
@@ -251,6 +253,11 @@ fn policy_summary(p: &Prepared, run: &PolicyRun) -> PolicySummary {
         idle_gpu_hours: r6(
             (rec.gpu_alloc_secs - rec.booting_gpu_secs - rec.bound_gpu_secs).max(0.0) / 3600.0,
         ),
+        idle_gpu_hours_by_node_gpus: rec
+            .idle_gpu_secs_by_node_gpus
+            .iter()
+            .map(|(g, secs)| (g.to_string(), r6(secs / 3600.0)))
+            .collect(),
         queues,
         counters: run.counters.iter().cloned().collect(),
     }
