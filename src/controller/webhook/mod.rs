@@ -22,6 +22,9 @@ use serde_json::Value;
 /// The path the webhook is served on.
 pub const JOB_PATH: &str = "/mutate-batch-v1-job";
 
+/// How long the namespace of a possible default queue is waited for.
+const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// The label that puts a Job in a queue.
 pub const QUEUE_LABEL: &str = "muster.dev/queue";
 
@@ -138,11 +141,17 @@ fn encode(resp: AdmissionResponse) -> Result<Vec<u8>, WebhookError> {
 
 impl Webhook {
     /// The default queue of `namespace`: `Ok(None)` when it names none.
-    async fn default_queue(&self, namespace: &str) -> Result<Option<String>, kube::Error> {
+    /// Bounded by [`LOOKUP_TIMEOUT`], well inside the API server's webhook
+    /// timeout.
+    async fn default_queue(&self, namespace: &str) -> Result<Option<String>, String> {
         let Some(api) = &self.namespaces else {
             return Ok(None);
         };
-        let ns = api.get_opt(namespace).await?;
+        let ns = match tokio::time::timeout(LOOKUP_TIMEOUT, api.get_opt(namespace)).await {
+            Ok(Ok(ns)) => ns,
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("timed out".to_string()),
+        };
         Ok(ns
             .and_then(|ns| ns.metadata.labels)
             .and_then(|l| l.get(&self.default_queue_label).cloned()))
