@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use base64::Engine;
 use helm::{find, objects, template};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use serde_json::{Value as Json, json};
@@ -168,6 +169,51 @@ fn job(ns: &str, labels: Json) -> Json {
 
 const JOB: (&str, &str, &str, &str) = ("batch", "v1", "Job", "jobs");
 
+/// `tests/chart/admission_chain.py`: the API server's mutating admission
+/// step in front of the API test server, calling the rendered webhooks.
+struct AdmissionChain {
+    _proc: Kill,
+    url: String,
+}
+
+impl AdmissionChain {
+    fn start(upstream: &str, config: &Value, dir: &Path, https: &Https) -> AdmissionChain {
+        use std::io::BufRead;
+        let file = dir.join("webhooks.json");
+        let json = serde_json::to_string(config).expect("config as JSON");
+        std::fs::write(&file, json).expect("write config");
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/chart/admission_chain.py"
+        );
+        let mut child = Command::new("python3")
+            .arg(script)
+            .args(["--upstream", upstream, "--config"])
+            .arg(&file)
+            .arg("--url-of")
+            .arg(format!("{}=https://{}", https.server_name, https.addr))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("admission chain starts");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("stdout");
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("port");
+        let port: u16 = line.trim().parse().expect("port number");
+        AdmissionChain {
+            _proc: Kill(child),
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    fn client(&self) -> kube::Client {
+        muster::controller::install_crypto_provider();
+        kube::Client::try_from(kube::Config::new(self.url.parse().expect("url"))).expect("client")
+    }
+}
+
 /// Runs the rendered Deployment of `values` and checks it end to end.
 async fn run_rendered(values: Option<&str>, set: &[&str]) {
     let server = ApiServer::start();
@@ -259,7 +305,7 @@ async fn run_rendered(values: Option<&str>, set: &[&str]) {
     ] {
         cmd.env(k, v);
     }
-    let _child = Kill(
+    let child = Kill(
         cmd.stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -379,6 +425,73 @@ async fn run_rendered(values: Option<&str>, set: &[&str]) {
     assert_eq!(code, 200);
     assert!(metrics.trim_end().ends_with("# EOF"));
     assert_eq!(https.request("GET", "/readyz", b"").await.0, 200);
+
+    // Job creations through an admission step in front of the API test server
+    let chain = AdmissionChain::start(&server.url, cfg, &dir, &https);
+    let jobs = |ns: &str| Api::<Job>::namespaced(chain.client(), ns);
+    let stored = |ns: &str| Api::<Job>::namespaced(client.clone(), ns);
+    let create = |ns: &'static str, name: &'static str, labels: Json| {
+        let job: Job = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {"parallelism": 2, "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}
+        }))
+        .expect("job");
+        let api = jobs(ns);
+        async move { api.create(&PostParams::default(), &job).await }
+    };
+    create("team-b", "labelled", json!({"muster.dev/queue": "team-b"}))
+        .await
+        .expect("labelled Job admitted");
+    let job = stored("team-b").get("labelled").await.expect("stored");
+    assert_eq!(
+        job.spec.and_then(|s| s.suspend),
+        Some(true),
+        "stored suspended"
+    );
+    create("default", "plain", json!({"app": "x"}))
+        .await
+        .expect("plain Job admitted");
+    let job = stored("default").get("plain").await.expect("stored");
+    assert_ne!(
+        job.spec.and_then(|s| s.suspend),
+        Some(true),
+        "an unlabelled Job is left alone"
+    );
+    create("team-a", "defaulted", json!({"app": "x"}))
+        .await
+        .expect("defaulted Job admitted");
+    let job = stored("team-a").get("defaulted").await.expect("stored");
+    assert_eq!(
+        job.metadata
+            .labels
+            .unwrap_or_default()
+            .get("muster.dev/queue")
+            .map(String::as_str),
+        Some("team-a")
+    );
+    assert_eq!(job.spec.and_then(|s| s.suspend), Some(true));
+    // the webhook gone: a labelled Job is refused, anything else still passes
+    drop(child);
+    let refused = create(
+        "team-b",
+        "labelled-2",
+        json!({"muster.dev/queue": "team-b"}),
+    )
+    .await;
+    match refused {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 500, "{s:?}"),
+        other => panic!("a labelled Job was not refused without the webhook: {other:?}"),
+    }
+    assert!(
+        stored("team-b")
+            .get_opt("labelled-2")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    create("default", "plain-2", json!({"app": "x"}))
+        .await
+        .expect("an unlabelled Job needs no webhook");
     let _ = std::fs::remove_dir_all(Path::new(&dir));
 }
 
