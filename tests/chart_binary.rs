@@ -215,7 +215,7 @@ impl AdmissionChain {
 }
 
 /// Runs the rendered Deployment of `values` and checks it end to end.
-async fn run_rendered(values: Option<&str>, set: &[&str]) {
+async fn run_rendered(values: Option<&str>, set: &[&str], node_class: Option<Json>) {
     let server = ApiServer::start();
     let client = server.client();
     support::install_crds(&client).await;
@@ -335,6 +335,36 @@ async fn run_rendered(values: Option<&str>, set: &[&str]) {
         async move { http_get(&addr, "/metrics").filter(|(_, m)| m.contains("muster_leader 1")) }
     })
     .await;
+
+    // a NodeClass the binary resolves through the cloud endpoint the chart set
+    if let Some(spec) = node_class {
+        support::create(
+            &client,
+            "NodeClass",
+            "nodeclasses",
+            None,
+            json!({"metadata": {"name": "chart-class"}, "spec": spec}),
+        )
+        .await;
+        eventually(60, "the NodeClass Ready", || {
+            let client = client.clone();
+            async move {
+                let nc = Api::<kube::api::DynamicObject>::all_with(
+                    client,
+                    &support::ar("NodeClass", "nodeclasses"),
+                )
+                .get("chart-class")
+                .await
+                .ok()?;
+                nc.data["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    .then_some(())
+            }
+        })
+        .await;
+    }
 
     // the webhook, called as the API server would from the rendered configuration
     let cfg = find(&objs, "MutatingWebhookConfiguration");
@@ -497,20 +527,33 @@ async fn run_rendered(values: Option<&str>, set: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rendered_default_deployment_runs_and_serves_the_webhook() {
-    run_rendered(None, &[]).await;
+    run_rendered(None, &[], None).await;
 }
 
-#[cfg(feature = "aws")]
+/// The AWS values against moto: the chart's endpoint and interruption-queue
+/// values reach EC2 and SQS, and a NodeClass resolves through them.
+#[cfg(feature = "aws-test-support")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rendered_aws_deployment_runs_and_serves_the_webhook() {
-    // the interruption queue is read from a local port nothing listens on
-    let endpoint = format!("aws.endpoint=http://127.0.0.1:{}", free_port());
-    run_rendered(Some("ci/aws-values.yaml"), &[&endpoint]).await;
+async fn rendered_aws_deployment_runs_against_moto() {
+    let moto = muster_provider_aws::moto::Moto::start();
+    let clients = moto.clients().await;
+    let queue = clients
+        .sqs
+        .create_queue()
+        .queue_name("muster-interruptions")
+        .send()
+        .await
+        .expect("SQS queue");
+    let url = queue.queue_url().expect("queue URL").to_string();
+    let spec = moto.node_class_spec().await;
+    let endpoint = format!("aws.endpoint={}", moto.endpoint);
+    let queue = format!("aws.interruptionQueue={url}");
+    run_rendered(Some("ci/aws-values.yaml"), &[&endpoint, &queue], Some(spec)).await;
 }
 
 #[cfg(feature = "gcp")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rendered_gcp_deployment_runs_and_serves_the_webhook() {
     let endpoint = format!("gcp.endpoint=http://127.0.0.1:{}", free_port());
-    run_rendered(Some("ci/gcp-values.yaml"), &[&endpoint]).await;
+    run_rendered(Some("ci/gcp-values.yaml"), &[&endpoint], None).await;
 }
