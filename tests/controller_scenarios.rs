@@ -1686,3 +1686,193 @@ async fn rbac_allows_every_request_of_scenario_2() {
         }
     }
 }
+
+// ---------------------------------------------------------------- the Job life cycle
+
+/// The Job controller's part the emulator leaves out: `startTime` set on a
+/// running Job (it is never cleared by the Job controller).
+async fn mark_started(client: &kube::Client, job: &str) {
+    Api::<Job>::namespaced(client.clone(), NS)
+        .patch_status(
+            job,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"startTime": "2026-01-01T00:00:00Z"}})),
+        )
+        .await
+        .expect("startTime");
+}
+
+fn pinned_to_gang(job: &Job) -> bool {
+    job.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| p.node_selector.as_ref())
+        .is_some_and(|s| s.contains_key("muster.dev/gang"))
+}
+
+/// An admitted gang whose pods never run is evicted: its Job is suspended,
+/// `startTime` is cleared through the status subresource and the submitted
+/// template is restored, in that order; after the backoff it is admitted
+/// again (pinned while suspended, then unsuspended) and runs.
+#[tokio::test]
+async fn eviction_then_readmission() {
+    let (server, client) = world().await;
+    existing_gpu_node(&client, "gpu-0", 8).await;
+    let cloud = FakeCloud::new(None);
+    let queues: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUQueue", "gpuqueues"));
+    let set_timeout = |t: &'static str| {
+        let queues = queues.clone();
+        async move {
+            queues
+                .patch(
+                    "team-a",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"podsReadyTimeout": t}})),
+                )
+                .await
+                .expect("queue timeout");
+        }
+    };
+    set_timeout("1s").await;
+    let policy = muster_planner::Policy {
+        requeue_backoff_base: muster_planner::Dur::secs(2),
+        ..Default::default()
+    };
+    let _ctl = start_with(
+        &server.client_as("controller"),
+        &cloud,
+        stub(),
+        "c1",
+        false,
+        policy,
+    );
+    submit(&client, "again", 1, 1, true).await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    eventually(10, "admitted", || {
+        let jobs = jobs.clone();
+        async move { (jobs.get("again").await.ok()?.spec?.suspend == Some(false)).then_some(()) }
+    })
+    .await;
+    mark_started(&client, "again").await;
+    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
+    eventually(15, "evicted", || {
+        let gangs = gangs.clone();
+        async move {
+            (gangs.get("again").await.ok()?.data["status"]["phase"] == "Evicted").then_some(())
+        }
+    })
+    .await;
+    // the stop finished: suspended, startTime cleared, template restored, no marks
+    let job = eventually(10, "the stop finished", || {
+        let jobs = jobs.clone();
+        async move {
+            let j = jobs.get("again").await.ok()?;
+            let done = j.spec.as_ref()?.suspend == Some(true)
+                && j.status
+                    .as_ref()
+                    .and_then(|s| s.start_time.as_ref())
+                    .is_none()
+                && !pinned_to_gang(&j);
+            done.then_some(j)
+        }
+    })
+    .await;
+    for a in [
+        "muster.dev/stopping",
+        "muster.dev/admitted-nodes",
+        "muster.dev/original-template",
+    ] {
+        assert!(!job.annotations().contains_key(a), "{a} left on the Job");
+    }
+    let requests = server.audited("controller");
+    let status_patch = requests
+        .iter()
+        .position(|(v, g, r, _)| v == "patch" && g == "batch" && r == "jobs/status")
+        .expect("startTime cleared through jobs/status");
+    let restore = requests
+        .iter()
+        .rposition(|(v, g, r, _)| v == "update" && g == "batch" && r == "jobs")
+        .expect("template restored by an update");
+    assert!(
+        status_patch < restore,
+        "startTime is cleared before the template changes"
+    );
+    // now pods run: the gang is admitted again after its backoff and runs
+    set_timeout("60s").await;
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    eventually(30, "the pod to run again", || {
+        let client = client.clone();
+        async move { (running_pods(&client, "again").await.len() == 1).then_some(()) }
+    })
+    .await;
+    let job = jobs.get("again").await.expect("job");
+    assert!(pinned_to_gang(&job), "re-pinned");
+    assert_eq!(
+        job.annotations()
+            .get("muster.dev/admitted-nodes")
+            .map(String::as_str),
+        Some("gpu-0")
+    );
+    eventually(10, "gang Running", || {
+        let client = client.clone();
+        async move { (gang_phase(&client, "again").await.as_deref() == Some("Running")).then_some(()) }
+    })
+    .await;
+    server.assert_rbac_allows_controller();
+}
+
+/// A labelled Job submitted without `suspend` runs before muster sees it:
+/// it is stopped (the Job controller deletes its pods), queued, and only
+/// then admitted — pinned, on the node the plan chose.
+#[tokio::test]
+async fn labelled_job_created_unsuspended_is_stopped_then_admitted() {
+    let (server, client) = world().await;
+    existing_gpu_node(&client, "gpu-0", 8).await;
+    let cloud = FakeCloud::new(None);
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    submit(&client, "eager", 1, 1, false).await;
+    let first = eventually(20, "the unadmitted pod to run", || {
+        let client = client.clone();
+        async move {
+            let pods = running_pods(&client, "eager").await;
+            (pods.len() == 1).then(|| pods[0].uid())?
+        }
+    })
+    .await;
+    mark_started(&client, "eager").await;
+    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
+    eventually(30, "a pinned pod running in place of the first", || {
+        let client = client.clone();
+        let first = first.clone();
+        async move {
+            let running = running_pods(&client, "eager").await;
+            let pinned = running.iter().all(|p| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_selector.as_ref())
+                    .is_some_and(|s| s.contains_key("muster.dev/gang"))
+            });
+            (running.len() == 1 && pinned && running[0].uid() != Some(first)).then_some(())
+        }
+    })
+    .await;
+    let job = Api::<Job>::namespaced(client.clone(), NS)
+        .get("eager")
+        .await
+        .expect("job");
+    assert!(pinned_to_gang(&job));
+    assert_eq!(job.spec.as_ref().and_then(|s| s.suspend), Some(false));
+    let requests = server.audited("controller");
+    assert!(
+        requests
+            .iter()
+            .any(|(v, _, r, _)| v == "patch" && r == "jobs/status"),
+        "startTime cleared before the template changed"
+    );
+    eventually(10, "gang Running", || {
+        let client = client.clone();
+        async move { (gang_phase(&client, "eager").await.as_deref() == Some("Running")).then_some(()) }
+    })
+    .await;
+    server.assert_rbac_allows_controller();
+}

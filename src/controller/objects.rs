@@ -26,6 +26,9 @@ pub const PRIORITY_ANNOTATION: &str = "muster.dev/priority";
 pub const ORIGINAL_TEMPLATE_ANNOTATION: &str = "muster.dev/original-template";
 /// Annotation on Jobs: the nodes the admitted gang was pinned to (comma-separated).
 pub const ADMITTED_NODES_ANNOTATION: &str = "muster.dev/admitted-nodes";
+/// Annotation on Jobs: a stop (suspend, clear `startTime`, restore the
+/// template) was begun and is not finished; written with the suspension.
+pub const STOPPING_ANNOTATION: &str = "muster.dev/stopping";
 /// Label on nodes reserved for a gang, and node selector of its pinned pods.
 pub const GANG_LABEL: &str = "muster.dev/gang";
 /// Label on nodes launched by muster: their pool.

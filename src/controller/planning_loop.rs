@@ -176,6 +176,7 @@ pub async fn cycle(ctx: &Ctx) {
             o.unavailable_until = Some(until);
         }
     }
+    act::jobs::reconcile(ctx, &observed, &tr).await;
     act::status::report_issues(ctx, &tr.issues, &observed, now).await;
     let started = Instant::now();
     let plan = (ctx.deps.planner)(&tr.snapshot, &ctx.config.policy, now);
@@ -190,17 +191,67 @@ pub async fn cycle(ctx: &Ctx) {
         waiting = plan.waiting.len(),
         "planned"
     );
-    act::launch::write(ctx, &plan.launches, &tr.snapshot).await;
-    act::admit::run(ctx, &plan.admissions, &tr.snapshot, &observed).await;
-    act::release::run(ctx, &plan.releases, &observed, &tr).await;
-    act::evict::run(ctx, &plan.preemptions, &observed).await;
-    act::remove::mark(ctx, &plan.removals, &observed, &tr).await;
-    act::remove::drain(ctx, &observed).await;
+    apply(ctx, &plan, &observed, &tr).await;
     act::status::update(ctx, &plan, &tr.snapshot, &observed, now).await;
     let figures = super::report_metrics::report(&ctx.deps.metrics, &tr.snapshot, &plan, now);
     act::pool_status::update(ctx, &tr.snapshot, &observed, &figures, now).await;
     act::class_status::update(ctx, &observed, now).await;
 }
+
+/// The plan applied in the order the driver contract prescribes
+/// (`muster_planner::plan`): preemptions, releases, launches, admissions,
+/// removals (waiting gangs are written with the status afterwards).
+async fn apply(
+    ctx: &Ctx,
+    plan: &muster_planner::Plan,
+    observed: &Observed,
+    tr: &translate::Translation,
+) {
+    for step in APPLY_ORDER {
+        match step {
+            Applier::Preemptions => {
+                act::evict::run(ctx, &plan.preemptions, observed, &tr.snapshot).await;
+            }
+            Applier::Releases => {
+                act::release::run(ctx, &plan.releases, observed, tr).await;
+            }
+            Applier::Launches => {
+                act::launch::write(ctx, &plan.launches, &tr.snapshot).await;
+            }
+            Applier::Admissions => {
+                act::admit::run(ctx, &plan.admissions, &tr.snapshot, observed).await;
+            }
+            Applier::Removals => {
+                act::remove::mark(ctx, &plan.removals, observed, tr).await;
+                act::remove::drain(ctx, observed).await;
+            }
+        }
+    }
+}
+
+/// One kind of plan item a driver carries out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Applier {
+    /// `Plan::preemptions`.
+    Preemptions,
+    /// `Plan::releases`.
+    Releases,
+    /// `Plan::launches`.
+    Launches,
+    /// `Plan::admissions`.
+    Admissions,
+    /// `Plan::removals` (and the drains they start).
+    Removals,
+}
+
+/// The order of the driver contract in `muster_planner::plan`.
+pub const APPLY_ORDER: [Applier; 5] = [
+    Applier::Preemptions,
+    Applier::Releases,
+    Applier::Launches,
+    Applier::Admissions,
+    Applier::Removals,
+];
 
 /// The offerings of every valid pool, listed from its cloud when stale.
 async fn refresh_offerings(ctx: &Ctx, observed: &Observed) -> BTreeMap<String, Vec<Offering>> {
@@ -247,6 +298,28 @@ mod tests {
     use tokio::sync::Notify;
 
     use super::*;
+
+    /// The appliers run in the order the planner's driver contract lists
+    /// (the numbered list in `planner/src/plan.rs`).
+    #[test]
+    fn plan_is_applied_in_the_contract_order() {
+        let contract = include_str!("../../planner/src/plan.rs");
+        let listed: Vec<&str> = contract
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("//! "))
+            .filter_map(|l| {
+                let (n, rest) = l.split_once(". **")?;
+                n.parse::<u32>().ok()?;
+                rest.split_once("**").map(|(name, _)| name)
+            })
+            .collect();
+        let ours: Vec<String> = APPLY_ORDER.iter().map(|a| format!("{a:?}")).collect();
+        assert_eq!(
+            &listed[..ours.len()],
+            ours.as_slice(),
+            "contract: {listed:?}"
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn quiet_period_waits_for_silence_and_is_capped() {

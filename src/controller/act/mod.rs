@@ -7,6 +7,7 @@ pub mod class_status;
 pub mod evict;
 pub mod gangs;
 pub mod interruptions;
+pub mod jobs;
 pub mod launch;
 pub mod orphans;
 pub mod pool_status;

@@ -280,7 +280,9 @@ pub async fn update(
         );
         if evict {
             let ns = obj.namespace().unwrap_or_default();
-            if let Err(e) = super::evict::suspend(ctx, &ns, &obj.name_any(), observed).await {
+            if let Err(e) =
+                super::evict::suspend(ctx, &ns, &obj.name_any(), observed, snapshot).await
+            {
                 tracing::warn!(gang = %obj.name_any(), error = %e, "could not evict gang");
                 continue;
             }

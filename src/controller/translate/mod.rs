@@ -163,6 +163,14 @@ pub fn snapshot(
             false
         })
         .collect();
+    // a gang whose Job still has pods but no admission (started before it
+    // was suspended, or pods of an eviction still going) gets no capacity
+    // until they are gone
+    let running_unadmitted = unadmitted_with_pods(observed);
+    let gangs: Vec<_> = gangs
+        .into_iter()
+        .filter(|g| !(g.phase.pending() && running_unadmitted.contains(g.id.as_str())))
+        .collect();
     let gang_jobs: BTreeSet<(String, String)> = gangs
         .iter()
         .filter_map(|g| {
@@ -194,6 +202,26 @@ pub fn snapshot(
         issues,
         registered: nodes.registered,
     }
+}
+
+/// Gang ids (`namespace/name`) of labelled Jobs that have pods which have
+/// not finished, or count active ones.
+pub fn unadmitted_with_pods(observed: &Observed) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = observed
+        .jobs
+        .iter()
+        .filter(|j| j.status.as_ref().and_then(|s| s.active).unwrap_or(0) > 0)
+        .map(|j| format!("{}/{}", j.namespace().unwrap_or_default(), j.name_any()))
+        .collect();
+    for p in &observed.pods {
+        if matches!(p.phase.as_deref(), Some("Succeeded") | Some("Failed")) {
+            continue;
+        }
+        if let Some((ns, name)) = node::pod_job(p) {
+            out.insert(format!("{ns}/{name}"));
+        }
+    }
+    out
 }
 
 /// The gang id (`namespace/name`) of an object.
