@@ -1,5 +1,6 @@
 //! `PoolNode`: one machine muster launched or is launching. Written before the cloud call
-//! (its spec is immutable), its finalizer guarantees the instance is terminated.
+//! (what was bought, where, and the idempotency key are immutable; the reservation is
+//! not), its finalizer guarantees the instance is terminated.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{CustomResource, KubeSchema};
@@ -74,26 +75,30 @@ use crate::common::{
         json_path = ".metadata.creationTimestamp"
     )
 )]
-#[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable: a PoolNode's spec (pool, nodeClass, offering, gang, idempotencyKey) cannot change after creation"))]
 #[serde(rename_all = "camelCase")]
 pub struct PoolNodeSpec {
-    /// Name of the `GPUPool` the machine belongs to.
+    /// Name of the `GPUPool` the machine belongs to. Immutable.
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.pool is immutable: a PoolNode stays in the pool that bought it"))]
     pub pool: String,
-    /// Name of the `NodeClass` the machine is launched with.
+    /// Name of the `NodeClass` the machine is launched with. Immutable.
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.nodeClass is immutable: the machine was launched with it"))]
     pub node_class: String,
-    /// The offering bought.
+    /// The offering bought. Immutable.
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.offering is immutable: it is what was bought"))]
     pub offering: Offering,
-    /// The gang the machine was launched for; a spare node when omitted.
+    /// The gang the machine is reserved for; a spare node when omitted. The one field that
+    /// changes: a release clears it, a hand-over names the next gang.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gang: Option<NamespacedName>,
     /// Key that makes the launch idempotent (AWS client token, GCP instance name suffix): a
-    /// repeated launch with the same key never creates a second machine.
+    /// repeated launch with the same key never creates a second machine. Immutable.
     #[schemars(
         length(min = 1, max = 64),
         regex(pattern = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
     )]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.idempotencyKey is immutable: it names the launch"))]
     pub idempotency_key: String,
 }
 
