@@ -1876,3 +1876,96 @@ async fn labelled_job_created_unsuspended_is_stopped_then_admitted() {
     .await;
     server.assert_rbac_allows_controller();
 }
+
+// ---------------------------------------------------------------- reservations
+
+/// The stub planner, except that `team-a/first` is never admitted and
+/// `team-a/second` never gets capacity of its own: once a node reserved for
+/// `first` is Ready while `second` waits, the node is handed over to
+/// `second`, which is admitted on it.
+fn hand_over_planner() -> PlanFn {
+    use muster_planner::plan::{Admission, Release, ReleaseReason};
+    use muster_planner::{Assignment, GangId, NodePhase, Plan};
+    Arc::new(
+        |s: &muster_planner::Snapshot, p: &muster_planner::Policy, now| {
+            let first = GangId::new("team-a/first");
+            let second = GangId::new("team-a/second");
+            let waiting = s.gangs.iter().any(|g| g.id == second && g.phase.pending());
+            let node = s
+                .nodes
+                .iter()
+                .find(|n| n.reserved_for.as_ref() == Some(&first) && n.phase == NodePhase::Ready);
+            if let (true, Some(n)) = (waiting, node) {
+                return Plan {
+                    releases: vec![Release {
+                        gang: first,
+                        nodes: vec![n.name.clone()],
+                        reason: ReleaseReason::Replanned,
+                        handed_to: Some(second.clone()),
+                        message: "handed over".into(),
+                    }],
+                    admissions: vec![Admission {
+                        gang: second,
+                        assignments: vec![Assignment {
+                            pod_set: "main".into(),
+                            index: 0,
+                            node: n.name.clone(),
+                        }],
+                    }],
+                    ..Default::default()
+                };
+            }
+            let mut plan = support::stub_planner::plan(s, p, now);
+            plan.admissions.retain(|a| a.gang != first);
+            plan.launches.retain(|l| l.gang != second);
+            plan
+        },
+    )
+}
+
+/// A reservation handed from one gang to another: the PoolNode's
+/// `spec.gang` (the one mutable field of its spec) and the node's gang label
+/// name the new gang, whose pod runs there.
+#[tokio::test]
+async fn reservation_handed_over_to_another_gang() {
+    let (server, client) = world().await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    submit(&client, "first", 1, 8, true).await;
+    submit(&client, "second", 1, 8, true).await;
+    let _ctl = start(
+        &server.client_as("controller"),
+        &cloud,
+        hand_over_planner(),
+        "c1",
+        false,
+    );
+    let pods = eventually(30, "second's pod running", || {
+        let client = client.clone();
+        async move {
+            let pods = running_pods(&client, "second").await;
+            (pods.len() == 1).then_some(pods)
+        }
+    })
+    .await;
+    let node = pods[0]
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .expect("bound");
+    let pns = poolnodes(&client).await;
+    assert_eq!(pns.len(), 1, "no capacity of its own for second");
+    assert_eq!(
+        pns[0].data["spec"]["gang"],
+        json!({"namespace": "team-a", "name": "second"})
+    );
+    let n = Api::<Node>::all(client.clone())
+        .get(&node)
+        .await
+        .expect("node");
+    assert_eq!(
+        n.labels().get("muster.dev/gang").map(String::as_str),
+        Some("team-a.second")
+    );
+    server.assert_rbac_allows_controller();
+}

@@ -52,7 +52,11 @@ fn controller_writes_are_admitted_and_immutable_fields_refused() {
     admit(&old, None).expect("the PoolNode as written before the launch");
     // (what, merge patch, None = admitted / Some(message part) = refused)
     let cases: Vec<(&str, Value, Option<&str>)> = vec![
-        ("release: reservation cleared", json!({"spec": {"gang": null}}), None),
+        (
+            "release: reservation cleared",
+            json!({"spec": {"gang": null}}),
+            None,
+        ),
         (
             "hand-over to another gang",
             json!({"spec": {"gang": {"namespace": "team-b", "name": "eval"}}}),
@@ -63,7 +67,11 @@ fn controller_writes_are_admitted_and_immutable_fields_refused() {
             json!({"status": {"phase": "Ready", "nodeName": "ip-10-0-1-23.ec2.internal"}}),
             None,
         ),
-        ("pool changed", json!({"spec": {"pool": "h100"}}), Some("spec.pool is immutable")),
+        (
+            "pool changed",
+            json!({"spec": {"pool": "h100"}}),
+            Some("spec.pool is immutable"),
+        ),
         (
             "nodeClass changed",
             json!({"spec": {"nodeClass": "other"}}),
