@@ -359,9 +359,14 @@ async fn scenario_gang_of_four_with(planner: PlanFn, server_options: &[&str]) ->
                 .as_str()
                 .is_some_and(|p| p.starts_with("gce://"))
         );
+        let job_uid = Api::<Job>::namespaced(client.clone(), NS)
+            .get("big")
+            .await
+            .expect("job")
+            .uid();
         assert_eq!(
             pn.data["spec"]["gang"],
-            json!({"namespace": "team-a", "name": "big"})
+            json!({"namespace": "team-a", "name": "big", "uid": job_uid})
         );
         assert_eq!(pn.data["spec"]["offering"]["gpuCount"], 8);
         assert_eq!(pn.data["spec"]["offering"]["pricePerHour"], "10.000000");
@@ -1955,9 +1960,14 @@ async fn reservation_handed_over_to_another_gang() {
         .expect("bound");
     let pns = poolnodes(&client).await;
     assert_eq!(pns.len(), 1, "no capacity of its own for second");
+    let second_uid = Api::<Job>::namespaced(client.clone(), NS)
+        .get("second")
+        .await
+        .expect("job")
+        .uid();
     assert_eq!(
         pns[0].data["spec"]["gang"],
-        json!({"namespace": "team-a", "name": "second"})
+        json!({"namespace": "team-a", "name": "second", "uid": second_uid})
     );
     let n = Api::<Node>::all(client.clone())
         .get(&node)
@@ -1966,6 +1976,77 @@ async fn reservation_handed_over_to_another_gang() {
     assert_eq!(
         n.labels().get("muster.dev/gang").map(String::as_str),
         Some("team-a.second")
+    );
+    server.assert_rbac_allows_controller();
+}
+
+// ---------------------------------------------------------------- identity
+
+/// A Job deleted and created again under the same name is another workload:
+/// its launches get other PoolNode names and idempotency keys (they carry
+/// the Job's UID), its reservations name the new UID, and the PoolNode of
+/// the first Job is not taken for the second's launch.
+#[tokio::test]
+async fn recreated_same_name_job_never_reuses_poolnodes_or_keys() {
+    let (server, client) = world().await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
+    submit(&client, "dup", 1, 8, true).await;
+    eventually(30, "the first Job's pod running", || {
+        let client = client.clone();
+        async move { (running_pods(&client, "dup").await.len() == 1).then_some(()) }
+    })
+    .await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    let first_uid = jobs.get("dup").await.expect("job").uid().expect("uid");
+    let first: Vec<DynamicObject> = poolnodes(&client).await;
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].data["spec"]["gang"]["uid"], first_uid.as_str());
+    let old_name = first[0].name_any();
+    let old_key = first[0].data["spec"]["idempotencyKey"].clone();
+    // deleted (its Gang and pods go with it) and created again, now with two pods
+    jobs.delete("dup", &Default::default())
+        .await
+        .expect("delete");
+    eventually(10, "the first Job gone", || {
+        let jobs = jobs.clone();
+        async move { jobs.get_opt("dup").await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+    submit(&client, "dup", 2, 8, true).await;
+    let second_uid = jobs.get("dup").await.expect("job").uid().expect("uid");
+    assert_ne!(first_uid, second_uid);
+    eventually(30, "the second Job's pods running", || {
+        let client = client.clone();
+        async move { (running_pods(&client, "dup").await.len() == 2).then_some(()) }
+    })
+    .await;
+    let all = poolnodes(&client).await;
+    let new: Vec<&DynamicObject> = all.iter().filter(|p| p.name_any() != old_name).collect();
+    assert!(!new.is_empty(), "the second Job launched capacity");
+    for p in &new {
+        assert_ne!(p.data["spec"]["idempotencyKey"], old_key, "key reused");
+        assert_eq!(p.data["spec"]["gang"]["uid"], second_uid.as_str());
+    }
+    let keys: BTreeSet<String> = cloud
+        .launch_calls()
+        .iter()
+        .map(|c| c.what.clone())
+        .collect();
+    assert_eq!(
+        keys.len(),
+        1 + new.len(),
+        "one launch per PoolNode, none repeated: {keys:?}"
+    );
+    let gang: DynamicObject = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"))
+        .get("dup")
+        .await
+        .expect("gang");
+    assert_eq!(
+        gang.owner_references()[0].uid,
+        second_uid,
+        "the Gang is the second Job's"
     );
     server.assert_rbac_allows_controller();
 }

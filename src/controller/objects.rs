@@ -161,5 +161,5 @@ pub struct GangView {
 }
 
 pub use muster_crds::poolnode::{
-    Offering as OfferingSpec, PoolNodePhase, PoolNodeSpec, PoolNodeStatus,
+    GangRef, Offering as OfferingSpec, PoolNodePhase, PoolNodeSpec, PoolNodeStatus,
 };

@@ -3,7 +3,7 @@
 //! Job suspended until its gang is admitted — including a Job that started
 //! before muster saw it — is the Job life cycle's ([`super::jobs`]).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -18,10 +18,15 @@ use crate::controller::translate::{Observed, job};
 
 /// Creates missing Gangs. Returns how many it created.
 pub async fn sync(ctx: &Ctx, observed: &Observed) -> usize {
-    let gangs: BTreeSet<(String, String)> = observed
+    let gangs: BTreeMap<(String, String), &DynamicObject> = observed
         .of(Kind::Gang)
         .iter()
-        .map(|g| (g.namespace().unwrap_or_default(), g.name_any()))
+        .map(|g| {
+            (
+                (g.namespace().unwrap_or_default(), g.name_any()),
+                g.as_ref(),
+            )
+        })
         .collect();
     let mut writes = 0;
     for j in &observed.jobs {
@@ -29,7 +34,26 @@ pub async fn sync(ctx: &Ctx, observed: &Observed) -> usize {
             continue;
         }
         let key = (j.namespace().unwrap_or_default(), j.name_any());
-        if !gangs.contains(&key) {
+        if let Some(g) = gangs.get(&key) {
+            // the Gang of a deleted Job of the same name (the garbage
+            // collector has not got to it yet): it goes, and the next cycle
+            // creates this Job's own
+            let owner = g
+                .owner_references()
+                .iter()
+                .find(|o| o.kind == "Job" && o.controller == Some(true))
+                .map(|o| o.uid.as_str());
+            if owner.is_some_and(|o| Some(o) != j.metadata.uid.as_deref())
+                && g.metadata.deletion_timestamp.is_none()
+            {
+                match delete_stale(ctx, g).await {
+                    Ok(()) => writes += 1,
+                    Err(e) => {
+                        tracing::warn!(gang = %key.1, error = %e, "could not delete stale gang")
+                    }
+                }
+            }
+        } else {
             match create_gang(ctx, j).await {
                 Ok(true) => writes += 1,
                 Ok(false) => {}
@@ -38,6 +62,26 @@ pub async fn sync(ctx: &Ctx, observed: &Observed) -> usize {
         }
     }
     writes
+}
+
+/// Deletes a Gang, on the condition that it is still the object seen (its UID).
+async fn delete_stale(ctx: &Ctx, g: &DynamicObject) -> Result<(), ActError> {
+    let ns = g.namespace().unwrap_or_default();
+    let dp = kube::api::DeleteParams {
+        preconditions: g.metadata.uid.clone().map(|uid| kube::api::Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api(&ctx.client, Kind::Gang, Some(&ns))
+        .delete(&g.name_any(), &dp)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if super::is_not_found(&e) => Ok(()),
+        Err(e) => Err(ActError::api("delete stale Gang")(e)),
+    }
 }
 
 /// A reference to a Job for Events.

@@ -18,9 +18,7 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PostParams};
-use muster_crds::common::{
-    CapacityType as CrdCapacity, NamespacedName, Provider as CrdProvider, Usd,
-};
+use muster_crds::common::{CapacityType as CrdCapacity, Provider as CrdProvider, Usd};
 use muster_planner::lifecycle::pool_node::{self, LaunchError};
 use muster_planner::plan::{Launch, NewNode};
 use muster_planner::{CapacityType, NodePhase, Provider, Snapshot, Time};
@@ -31,7 +29,7 @@ use super::{
 };
 use crate::controller::metrics::LaunchLabels;
 use crate::controller::objects::{
-    GANG_LABEL, Kind, KindExt, OfferingSpec, POOL_LABEL, POOLNODE_LABEL, PoolNodeSpec,
+    GANG_LABEL, GangRef, Kind, KindExt, OfferingSpec, POOL_LABEL, POOLNODE_LABEL, PoolNodeSpec,
     TERMINATE_FINALIZER,
 };
 use crate::controller::planning_loop::Ctx;
@@ -99,12 +97,7 @@ pub async fn create(
                 .map(|o| i32::try_from(o.gpu_count).unwrap_or(i32::MAX))
                 .unwrap_or(0),
         },
-        gang: gang
-            .and_then(|g| g.split_once('/'))
-            .map(|(ns, name)| NamespacedName {
-                namespace: ns.to_string(),
-                name: name.to_string(),
-            }),
+        gang: gang.and_then(|g| gang_ref(g, snapshot)),
         idempotency_key: n.idempotency_key.clone(),
     };
     let mut obj = DynamicObject::new(&n.name, &Kind::PoolNode.api_resource());
@@ -114,14 +107,46 @@ pub async fn create(
         labels.insert(GANG_LABEL.to_string(), gang_label_value(g));
     }
     obj.data = serde_json::json!({ "spec": spec });
-    match api(&ctx.client, Kind::PoolNode, None)
-        .create(&PostParams::default(), &obj)
-        .await
-    {
+    let pns = api(&ctx.client, Kind::PoolNode, None);
+    match pns.create(&PostParams::default(), &obj).await {
         Ok(_) => Ok(true),
-        Err(e) if is_already_exists(&e) => Ok(false),
+        Err(e) if is_already_exists(&e) => {
+            // the same intent written before (a re-plan after a crash) is
+            // success; another launch under the same name is not
+            let existing = pns
+                .get(&n.name)
+                .await
+                .map_err(ActError::api("read PoolNode"))?;
+            let key = existing
+                .data
+                .get("spec")
+                .and_then(|s| s.get("idempotencyKey"))
+                .and_then(|k| k.as_str());
+            if key == Some(n.idempotency_key.as_str()) {
+                Ok(false)
+            } else {
+                Err(ActError::NameTaken(n.name.clone()))
+            }
+        }
         Err(e) => Err(ActError::api("create PoolNode")(e)),
     }
+}
+
+/// The reservation of a gang (`namespace/name`), with its Job's UID when
+/// the snapshot knows it.
+pub fn gang_ref(gang: &str, snapshot: &Snapshot) -> Option<GangRef> {
+    let (ns, name) = gang.split_once('/')?;
+    let uid = snapshot
+        .gangs
+        .iter()
+        .find(|g| g.id.as_str() == gang)
+        .map(|g| g.uid.clone())
+        .filter(|u| !u.is_empty());
+    Some(GangRef {
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        uid,
+    })
 }
 
 /// The provider of a pool, through its NodeClass.

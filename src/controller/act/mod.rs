@@ -40,6 +40,10 @@ pub enum ActError {
     /// An object the step needs is missing from the caches.
     #[error("missing {0}")]
     Missing(String),
+    /// A PoolNode of this name exists for another launch (another
+    /// idempotency key): it is not taken for this one.
+    #[error("PoolNode {0} exists with another idempotency key")]
+    NameTaken(String),
 }
 
 impl ActError {

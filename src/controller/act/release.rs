@@ -45,8 +45,10 @@ async fn release(
                 &params(),
                 &Patch::Merge(serde_json::json!({
                     "metadata": {"labels": {GANG_LABEL: label}},
-                    "spec": {"gang": to.as_deref().and_then(|g| g.split_once('/')).map(
-                        |(namespace, name)| serde_json::json!({"namespace": namespace, "name": name})
+                    // every field named (uid null when unknown): a merge patch
+                    // keeps what it does not name
+                    "spec": {"gang": to.as_deref().and_then(|g| super::launch::gang_ref(g, &tr.snapshot)).map(
+                        |r| serde_json::json!({"namespace": r.namespace, "name": r.name, "uid": r.uid})
                     )},
                 })),
             )

@@ -111,6 +111,31 @@ pub fn phase(name: Option<&str>) -> Option<GangPhase> {
     name.and_then(|p| serde_json::from_value(serde_json::Value::String(p.to_string())).ok())
 }
 
+/// The identity of the workload behind a Gang: the UID of the Job that owns
+/// it (its controller owner), else the Gang's own UID.
+pub fn workload_uid(obj: &DynamicObject) -> String {
+    obj.owner_references()
+        .iter()
+        .find(|o| o.kind == "Job" && o.controller == Some(true))
+        .map(|o| o.uid.clone())
+        .or_else(|| obj.metadata.uid.clone())
+        .unwrap_or_default()
+}
+
+/// Gang id (`namespace/name`) → [`workload_uid`], for every Gang.
+pub fn workload_uids(
+    objs: &[std::sync::Arc<DynamicObject>],
+) -> std::collections::BTreeMap<String, String> {
+    objs.iter()
+        .map(|g| {
+            (
+                format!("{}/{}", g.namespace().unwrap_or_default(), g.name_any()),
+                workload_uid(g),
+            )
+        })
+        .collect()
+}
+
 /// One Gang object as a planner gang; `None` when Finished or being deleted.
 pub fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
     let k = Kind::Gang;
@@ -184,6 +209,7 @@ pub fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
         evictions: st.evictions,
         launch_attempts: st.launch_attempts,
         disruptible: s.disruptible,
+        uid: workload_uid(obj),
     }))
 }
 
