@@ -9,7 +9,6 @@ mod support;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{
@@ -157,11 +156,16 @@ async fn status_subresource_separates_spec_and_status() {
         .patch(
             "n",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"unschedulable": true}, "status": {"capacity": {"cpu": "8"}}})),
+            &Patch::Merge(
+                json!({"spec": {"unschedulable": true}, "status": {"capacity": {"cpu": "8"}}}),
+            ),
         )
         .await
         .expect("patch");
-    assert_eq!(after.spec.as_ref().and_then(|s| s.unschedulable), Some(true));
+    assert_eq!(
+        after.spec.as_ref().and_then(|s| s.unschedulable),
+        Some(true)
+    );
     assert!(after.status.is_none());
     assert_eq!(
         after.metadata.generation,
@@ -173,12 +177,21 @@ async fn status_subresource_separates_spec_and_status() {
         .patch_status(
             "n",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"unschedulable": false}, "status": {"capacity": {"cpu": "8"}}})),
+            &Patch::Merge(
+                json!({"spec": {"unschedulable": false}, "status": {"capacity": {"cpu": "8"}}}),
+            ),
         )
         .await
         .expect("patch status");
-    assert_eq!(after.spec.as_ref().and_then(|s| s.unschedulable), Some(true));
-    let cpu = after.status.as_ref().and_then(|s| s.capacity.as_ref()).and_then(|c| c.get("cpu"));
+    assert_eq!(
+        after.spec.as_ref().and_then(|s| s.unschedulable),
+        Some(true)
+    );
+    let cpu = after
+        .status
+        .as_ref()
+        .and_then(|s| s.capacity.as_ref())
+        .and_then(|c| c.get("cpu"));
     assert_eq!(cpu.map(|q| q.0.as_str()), Some("8"));
     assert_eq!(
         after.metadata.generation,
@@ -566,7 +579,12 @@ async fn eviction_honours_pod_disruption_budgets() {
     )
     .await
     .expect("relax budget");
-    let allowed = pdbs.get("web").await.expect("pdb").status.map(|s| s.disruptions_allowed);
+    let allowed = pdbs
+        .get("web")
+        .await
+        .expect("pdb")
+        .status
+        .map(|s| s.disruptions_allowed);
     assert_eq!(allowed, Some(1));
     pods.evict("b", &EvictParams::default())
         .await
