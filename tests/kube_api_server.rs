@@ -648,3 +648,58 @@ async fn lists_page_with_limit_and_continue() {
         .await;
     assert!(matches!(bad, Err(kube::Error::Api(e)) if e.code == 400));
 }
+
+/// A kube-runtime reflector stays correct when watches end every second,
+/// history older than a second is compacted (410 Gone, so it re-lists) and a
+/// fifth of its requests fail or are cut (chaos); the writer, exempt from
+/// chaos, never sees an injected error.
+#[tokio::test]
+async fn reflectors_survive_watch_expiry_and_chaos() {
+    use kube_runtime::WatchStreamExt;
+    let server = ApiServer::start_with(&["--watch-window", "1", "--chaos", "0.2"]);
+    let writer_api: Api<ConfigMap> = Api::namespaced(server.setup_client(), "default");
+    let chaotic: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let (reader, writer) = kube_runtime::reflector::store::<ConfigMap>();
+    let stream = kube_runtime::watcher(chaotic, Default::default())
+        .default_backoff()
+        .reflect(writer);
+    let task = tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while stream.next().await.is_some() {}
+    });
+    for i in 0..12 {
+        writer_api
+            .create(&PostParams::default(), &cm(&format!("r{i}"), &[]))
+            .await
+            .expect("exempt writes never fail");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    writer_api
+        .delete("r0", &DeleteParams::default())
+        .await
+        .expect("delete");
+    support::eventually(20, "the reflector's store to match the server", || {
+        let reader = reader.clone();
+        let writer_api = writer_api.clone();
+        async move {
+            let mut want: Vec<String> = writer_api
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter_map(|c| c.metadata.name)
+                .collect();
+            let mut have: Vec<String> = reader
+                .state()
+                .iter()
+                .filter_map(|c| c.metadata.name.clone())
+                .collect();
+            want.sort();
+            have.sort();
+            (want == have && want.len() == 11).then_some(())
+        }
+    })
+    .await;
+    task.abort();
+}
