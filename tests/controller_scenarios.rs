@@ -370,7 +370,16 @@ async fn scenario_gang_of_four_with(planner: PlanFn, server_options: &[&str]) ->
         );
         assert_eq!(pn.data["spec"]["offering"]["gpuCount"], 8);
         assert_eq!(pn.data["spec"]["offering"]["pricePerHour"], "10.000000");
-        assert_eq!(pn.data["status"]["nodeName"], pn.name_any().as_str());
+        // the Node is found by its provider id (its name is the cloud's, not the PoolNode's)
+        let node_name = pn.data["status"]["nodeName"].as_str().expect("nodeName");
+        let node = Api::<Node>::all(client.clone())
+            .get(node_name)
+            .await
+            .expect("the Node");
+        assert_eq!(
+            node.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+            pn.data["status"]["providerID"].as_str()
+        );
         assert!(
             pn.data["status"]["registeredAt"].is_string()
                 && pn.data["status"]["readyAt"].is_string()
@@ -401,7 +410,11 @@ async fn scenario_gang_of_four_with(planner: PlanFn, server_options: &[&str]) ->
         .expect("values")
         .into_iter()
         .collect();
-    let pn_names: BTreeSet<String> = pns.iter().map(|p| p.name_any()).collect();
+    let pn_names: BTreeSet<String> = pns
+        .iter()
+        .filter_map(|p| p.data["status"]["nodeName"].as_str().map(String::from))
+        .collect();
+    assert_eq!(pn_names.len(), 4);
     assert_eq!(names, pn_names);
     assert!(
         spec.tolerations
@@ -1290,7 +1303,8 @@ async fn s8_malformed_pool_gets_condition_and_event_others_served() {
         None,
         json!({
             "metadata": {"name": "broken"},
-            "spec": {"nodeClassRef": {"name": "gcp-default"}, "limits": {"maxGPUs": "lots"}}
+            // the schema allows any decimal; the planner's prices end below 10^12 dollars
+            "spec": {"nodeClassRef": {"name": "gcp-default"}, "limits": {"maxPricePerHour": "5000000000000"}}
         }),
     )
     .await;
@@ -1694,19 +1708,6 @@ async fn rbac_allows_every_request_of_scenario_2() {
 
 // ---------------------------------------------------------------- the Job life cycle
 
-/// The Job controller's part the emulator leaves out: `startTime` set on a
-/// running Job (it is never cleared by the Job controller).
-async fn mark_started(client: &kube::Client, job: &str) {
-    Api::<Job>::namespaced(client.clone(), NS)
-        .patch_status(
-            job,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"startTime": "2026-01-01T00:00:00Z"}})),
-        )
-        .await
-        .expect("startTime");
-}
-
 fn pinned_to_gang(job: &Job) -> bool {
     job.spec
         .as_ref()
@@ -1758,7 +1759,6 @@ async fn eviction_then_readmission() {
         async move { (jobs.get("again").await.ok()?.spec?.suspend == Some(false)).then_some(()) }
     })
     .await;
-    mark_started(&client, "again").await;
     let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
     eventually(15, "evicted", || {
         let gangs = gangs.clone();
@@ -1844,7 +1844,6 @@ async fn labelled_job_created_unsuspended_is_stopped_then_admitted() {
         }
     })
     .await;
-    mark_started(&client, "eager").await;
     let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
     eventually(30, "a pinned pod running in place of the first", || {
         let client = client.clone();
