@@ -111,7 +111,8 @@ async fn world() -> (ApiServer, kube::Client) {
 /// The world of [`world`] on a server started with extra options.
 async fn world_with(extra: &[&str]) -> (ApiServer, kube::Client) {
     let server = ApiServer::start_with(extra);
-    let client = server.client();
+    // the test's own requests are exempt from the chaos mode; the controller's are not
+    let client = server.setup_client();
     support::install_crds(&client).await;
     create(&client, "NodeClass", "nodeclasses", None, json!({
         "metadata": {"name": "gcp-default"},
@@ -230,11 +231,17 @@ async fn running_pods(client: &kube::Client, job: &str) -> Vec<Pod> {
 // ---------------------------------------------------------------- (1)
 
 async fn scenario_admit_on_existing_capacity(planner: PlanFn) {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     existing_gpu_node(&client, "gpu-0", 8).await;
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let ctl = start(&client, &cloud, planner, "c1", false);
+    let ctl = start(
+        &server.client_as("controller"),
+        &cloud,
+        planner,
+        "c1",
+        false,
+    );
     submit(&client, "small", 1, 1, true).await;
     let pods = eventually(20, "the pod to run", || {
         let client = client.clone();
@@ -549,7 +556,7 @@ async fn s2_real_planner() {
 // ---------------------------------------------------------------- (3)
 
 async fn scenario_insufficient_capacity(planner: PlanFn) {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     // the pool may buy both shapes; the cheap 1-GPU shape has no capacity
     let pools: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUPool", "gpupools"));
     pools
@@ -565,7 +572,13 @@ async fn scenario_insufficient_capacity(planner: PlanFn) {
     let cloud = FakeCloud::new(Some(client.clone()));
     cloud.insufficient("fake-1gpu");
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let ctl = start(&client, &cloud, planner, "c1", false);
+    let ctl = start(
+        &server.client_as("controller"),
+        &cloud,
+        planner,
+        "c1",
+        false,
+    );
     submit(&client, "tiny", 1, 1, true).await;
     eventually(20, "the pod to run", || {
         let client = client.clone();
@@ -596,12 +609,7 @@ async fn scenario_insufficient_capacity(planner: PlanFn) {
     assert_eq!(ice.len(), 1, "{ice:?}");
     let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
     let g = gangs.get("tiny").await.expect("gang");
-    assert_eq!(
-        g.annotations()
-            .get("muster.dev/launch-attempts")
-            .map(String::as_str),
-        Some("2")
-    );
+    assert_eq!(g.data["status"]["launchAttempts"], 2);
     let text = ctl.metrics.encode();
     for line in [
         r#"muster_launches_total{pool="a100",capacity_type="on-demand",result="InsufficientCapacity"} 1"#,
@@ -624,11 +632,17 @@ async fn s3_real_planner() {
 // ---------------------------------------------------------------- (4)
 
 async fn scenario_restart(planner: PlanFn, hang: Hang) {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     let cloud = FakeCloud::new(Some(client.clone()));
     cloud.set_hang(hang);
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let first = start(&client, &cloud, planner.clone(), "c1", false);
+    let first = start(
+        &server.client_as("controller"),
+        &cloud,
+        planner.clone(),
+        "c1",
+        false,
+    );
     submit(&client, "pair", 2, 8, true).await;
     eventually(20, "both launches in flight", || {
         let n = cloud.launch_calls().len();
@@ -638,7 +652,13 @@ async fn scenario_restart(planner: PlanFn, hang: Hang) {
     assert_eq!(poolnodes(&client).await.len(), 2);
     drop(first); // killed mid-launch
     cloud.set_hang(Hang::Never);
-    let _second = start(&client, &cloud, planner, "c2", false);
+    let _second = start(
+        &server.client_as("controller"),
+        &cloud,
+        planner,
+        "c2",
+        false,
+    );
     eventually(30, "both pods running", || {
         let client = client.clone();
         async move { (running_pods(&client, "pair").await.len() == 2).then_some(()) }
@@ -1295,7 +1315,7 @@ async fn s7_only_the_leader_acts() {
 
 #[tokio::test]
 async fn s8_malformed_pool_gets_condition_and_event_others_served() {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     create(
         &client,
         "GPUPool",
@@ -1321,7 +1341,7 @@ async fn s8_malformed_pool_gets_condition_and_event_others_served() {
     .await;
     let cloud = FakeCloud::new(None);
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let _ctl = start(&client, &cloud, stub(), "c1", false);
+    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
     submit(&client, "ok", 1, 8, true).await;
     let pools: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUPool", "gpupools"));
     let cond = eventually(20, "Valid=False on the broken pool", || {
@@ -1388,11 +1408,11 @@ async fn s8_malformed_pool_gets_condition_and_event_others_served() {
 
 #[tokio::test]
 async fn gangs_created_and_fresh_jobs_suspended() {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     let cloud = FakeCloud::new(None);
     // no emulator: nothing creates pods, so the controller may suspend
     let _ctl = start(
-        &client,
+        &server.client_as("controller"),
         &cloud,
         Arc::new(|_: &_, _: &_, _| Default::default()),
         "c1",
@@ -1439,9 +1459,9 @@ async fn no_planning_before_caches_sync() {
     // the caches never sync, nothing is written; once the CRDs are installed
     // the watches recover and the controller acts
     let server = ApiServer::start();
-    let client = server.client();
+    let client = server.setup_client();
     let cloud = FakeCloud::new(None);
-    let ctl = start(&client, &cloud, stub(), "c1", false);
+    let ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
     submit(&client, "early", 1, 1, false).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let job = Api::<Job>::namespaced(client.clone(), NS)
@@ -1476,9 +1496,9 @@ async fn no_planning_before_caches_sync() {
 
 #[tokio::test]
 async fn waiting_gangs_show_position_and_reason() {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     let cloud = FakeCloud::new(None);
-    let _ctl = start(&client, &cloud, stub(), "c1", false);
+    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
     submit(&client, "huge", 1, 16, true).await; // no offering has 16 GPUs
     let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
     let st = eventually(10, "a waiting status", || {
@@ -1493,16 +1513,20 @@ async fn waiting_gangs_show_position_and_reason() {
     .await;
     assert_eq!(st["phase"], "Queued");
     assert_eq!(st["reason"], "NoOffering");
+    assert!(
+        st["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "why it waits, in words, in status: {st}"
+    );
     assert_eq!(st["position"], 1);
     assert!(cloud.calls().is_empty());
 }
 
 #[tokio::test]
 async fn deleting_a_poolnode_terminates_its_instance_first() {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     let cloud = FakeCloud::new(None);
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let _ctl = start(&client, &cloud, stub(), "c1", false);
+    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
     submit(&client, "one", 1, 8, true).await;
     let pn = ready_poolnode(&client).await;
     let pid = pn.data["status"]["providerID"]
@@ -1529,7 +1553,7 @@ async fn deleting_a_poolnode_terminates_its_instance_first() {
 
 #[tokio::test]
 async fn pods_not_ready_in_time_evict_the_whole_gang() {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     existing_gpu_node(&client, "gpu-0", 8).await;
     let cloud = FakeCloud::new(None);
     // no emulator: the admitted pods never run; the queue allows them 1 s
@@ -1542,7 +1566,7 @@ async fn pods_not_ready_in_time_evict_the_whole_gang() {
         )
         .await
         .expect("queue timeout");
-    let _ctl = start(&client, &cloud, stub(), "c1", false);
+    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
     submit(&client, "stuck", 2, 1, true).await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
     eventually(10, "admitted", || {

@@ -3,11 +3,8 @@
 //! The controller handles every muster object as a `DynamicObject` and parses
 //! its `spec`/`status` per object, so one malformed object becomes a condition
 //! and an Event on that object instead of an error that stops a whole watch.
-//! Specs and statuses are the `muster-crds` types. The one shape of the
-//! controller's own is [`GangView`]: a Gang's status plus the planner state
-//! the CRD's status has no field for (assignments, launch attempts,
-//! provisioning deadline, message), which the controller keeps in Gang
-//! annotations until `GangStatus` carries them.
+//! Specs and statuses are the `muster-crds` types; [`GangView`] is a Gang's
+//! status with times as strings, written back as the typed `GangStatus`.
 
 use kube::core::{ApiResource, GroupVersionKind};
 use serde::{Deserialize, Serialize};
@@ -37,14 +34,6 @@ pub const POOL_LABEL: &str = "muster.dev/pool";
 pub const POOLNODE_LABEL: &str = "muster.dev/poolnode";
 /// Finalizer on PoolNodes: the instance is terminated before the object goes.
 pub const TERMINATE_FINALIZER: &str = "muster.dev/terminate-instance";
-/// Annotation on Gangs: where each pod goes (JSON list of pod set, index, node).
-pub const ASSIGNMENTS_ANNOTATION: &str = "muster.dev/assignments";
-/// Annotation on Gangs: launch sets planned so far.
-pub const LAUNCH_ATTEMPTS_ANNOTATION: &str = "muster.dev/launch-attempts";
-/// Annotation on Gangs: when its launched capacity must be complete (RFC 3339).
-pub const PROVISIONING_DEADLINE_ANNOTATION: &str = "muster.dev/provisioning-deadline";
-/// Annotation on Gangs: why it waits, for people.
-pub const MESSAGE_ANNOTATION: &str = "muster.dev/message";
 /// Field manager of every write the controller makes.
 pub const FIELD_MANAGER: &str = "muster-controller";
 
@@ -108,11 +97,10 @@ pub struct AssignmentStatus {
     pub node: String,
 }
 
-/// The controller's view of a Gang's state: its `status` (the `muster-crds`
-/// `GangStatus`) plus what the planner needs that the status has no field
-/// for, kept in annotations ([`ASSIGNMENTS_ANNOTATION`],
-/// [`LAUNCH_ATTEMPTS_ANNOTATION`], [`PROVISIONING_DEADLINE_ANNOTATION`],
-/// [`MESSAGE_ANNOTATION`]). See `translate::gang::{view_of, write_view}`.
+/// The controller's view of a Gang's `status` (the `muster-crds`
+/// `GangStatus`, times as RFC 3339 strings): read by
+/// `translate::gang::status_of`, written back as the typed status by
+/// `translate::gang::write_view`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GangView {

@@ -70,7 +70,7 @@ async fn handle(
     else {
         return Ok(false);
     };
-    let kind = format!("{:?}", n.kind);
+    let kind = n.kind.as_str().to_string();
     ctx.deps
         .metrics
         .interruptions

@@ -149,6 +149,40 @@ pub fn gang_ref(gang: &str, snapshot: &Snapshot) -> Option<GangRef> {
     })
 }
 
+/// True when the launch set this PoolNode belongs to is written: it is a
+/// spare (no gang), or its gang's status assigns pods to it and every node
+/// of those assignments exists (as a PoolNode or a Node). Intent before
+/// action holds for the whole set: a set with a PoolNode whose create
+/// failed is not launched in part; the next plan writes it again.
+fn set_written(observed: &Observed, s: &PoolNodeSpec, name: &str) -> bool {
+    let Some(g) = s.gang.as_ref() else {
+        return true;
+    };
+    let Some(gang) = observed
+        .of(Kind::Gang)
+        .iter()
+        .find(|o| o.namespace().as_deref() == Some(g.namespace.as_str()) && o.name_any() == g.name)
+    else {
+        return false;
+    };
+    let assigned: Vec<String> = crate::controller::translate::gang::status_of(gang)
+        .assignments
+        .into_iter()
+        .map(|a| a.node)
+        .collect();
+    if !assigned.iter().any(|n| n == name) {
+        return false;
+    }
+    let exists = |n: &str| {
+        observed
+            .of(Kind::PoolNode)
+            .iter()
+            .any(|p| p.name_any() == n)
+            || observed.nodes.iter().any(|k| k.name_any() == n)
+    };
+    assigned.iter().all(|n| exists(n))
+}
+
 /// The provider of a pool, through its NodeClass.
 pub async fn provider_for(
     ctx: &Ctx,
@@ -212,7 +246,11 @@ async fn step(
     let mut provider_id = st.provider_id.clone();
     let mut launch_error = None;
     let mut error_text = None;
-    // the one action of a Pending PoolNode: ask the cloud (idempotent by key)
+    // the one action of a Pending PoolNode: ask the cloud (idempotent by key),
+    // once the gang's whole launch set is written
+    if phase == NodePhase::Pending && provider_id.is_none() && !set_written(observed, &s, &name) {
+        return Ok(false);
+    }
     if phase == NodePhase::Pending && provider_id.is_none() {
         let provider = provider_for(ctx, observed, &node_class).await?;
         let (labels, taints) = pool_spec(observed, &s.pool).unwrap_or_default();
@@ -307,7 +345,7 @@ async fn step(
             if let Some((key, until)) = mark_unavailable {
                 ctx.offerings.mark_unavailable(key, until);
             }
-            let reason = format!("{reason:?}");
+            let reason = reason.as_str().to_string();
             let message = error_text
                 .map(|(_, m)| m)
                 .unwrap_or_else(|| format!("{name} terminated in phase {}", phase_name(phase)));

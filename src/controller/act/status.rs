@@ -162,7 +162,7 @@ pub fn desired(
                 counts,
             } = step(event)
             {
-                evicted(&mut st, format!("{reason:?}"), not_before, counts);
+                evicted(&mut st, reason.as_str().to_string(), not_before, counts);
                 return (st, true);
             }
         }
@@ -195,7 +195,7 @@ pub fn desired(
                 not_before,
                 counts,
             } => {
-                evicted(&mut st, format!("{reason:?}"), not_before, counts);
+                evicted(&mut st, reason.as_str().to_string(), not_before, counts);
                 return (st, true);
             }
             _ => {}
@@ -306,32 +306,18 @@ pub async fn update(
         if before == after {
             continue;
         }
-        let (status, annotations) = gang::write_view(&before, &after);
-        let ns = obj.namespace();
-        // annotations first: a status that says Provisioning always finds its
-        // assignments and attempt count in place
-        let meta = super::api(&ctx.client, Kind::Gang, ns.as_deref())
-            .patch(
-                &obj.name_any(),
-                &super::params(),
-                &kube::api::Patch::Merge(
-                    serde_json::json!({"metadata": {"annotations": annotations}}),
-                ),
-            )
-            .await;
-        let result = match meta {
-            Ok(_) => {
-                patch_status(
-                    &ctx.client,
-                    Kind::Gang,
-                    ns.as_deref(),
-                    &obj.name_any(),
-                    status,
-                )
-                .await
-            }
-            Err(e) => Err(super::ActError::api("annotate Gang")(e)),
+        let Some(status) = gang::write_view(&before, &after) else {
+            continue;
         };
+        let ns = obj.namespace();
+        let result = patch_status(
+            &ctx.client,
+            Kind::Gang,
+            ns.as_deref(),
+            &obj.name_any(),
+            status,
+        )
+        .await;
         match result {
             Ok(()) => writes += 1,
             Err(e) => {

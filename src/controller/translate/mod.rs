@@ -282,10 +282,9 @@ mod tests {
             vec![dynamic(
                 Kind::Gang,
                 json!({
-                    "metadata": {"name": "g", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z",
-                        "annotations": {"muster.dev/assignments": r#"[{"podSet": "main", "index": 0, "node": "pn-1"}, {"podSet": "main", "index": 1, "node": "pn-2"}]"#}},
+                    "metadata": {"name": "g", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
                     "spec": {"queue": "q", "podSets": [{"name": "main", "count": 2, "requests": {"nvidia.com/gpu": "8", "cpu": "4"}}]},
-                    "status": {"phase": "Provisioning"}
+                    "status": {"phase": "Provisioning", "assignments": [{"podSet": "main", "index": 0, "node": "pn-1"}, {"podSet": "main", "index": 1, "node": "pn-2"}]}
                 }),
             )],
         );
