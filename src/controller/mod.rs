@@ -11,6 +11,7 @@
 
 pub mod act;
 pub mod clouds;
+pub mod ctx;
 pub mod events;
 pub mod leader;
 pub mod metrics;
@@ -139,12 +140,7 @@ pub async fn run(
     // Every task below dies with this future: aborting `run` is a process kill.
     let _caches_guard = StopOnDrop(Some(caches.clone()));
     let (leader_rx, leader_task) = leader::start(client.clone(), &config, deps.metrics.clone());
-    let ctx = Arc::new(planning_loop::Ctx::new(
-        client,
-        config.clone(),
-        deps,
-        caches.clone(),
-    ));
+    let ctx = Arc::new(ctx::Ctx::new(client, config.clone(), deps, caches.clone()));
     let loop_task = AbortOnDrop(tokio::spawn(planning_loop::run(ctx.clone(), leader_rx)));
     shutdown.await;
     tracing::info!("shutting down");

@@ -7,102 +7,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kube::ResourceExt;
 use muster_planner::Offering;
 use tokio::sync::watch;
 
 use super::act;
-use super::events::Events;
-use super::objects::Kind;
-use super::observe::Caches;
-use super::providers::OfferingCache;
+pub use super::ctx::Ctx;
+use super::ctx::CycleProviders;
 use super::translate::{self, Observed, time};
-use super::{ControllerConfig, Deps};
-
-/// Everything a cycle needs.
-pub struct Ctx {
-    /// The API client.
-    pub client: kube::Client,
-    /// Configuration.
-    pub config: Arc<ControllerConfig>,
-    /// Providers, planner, metrics.
-    pub deps: Deps,
-    /// Watch caches.
-    pub caches: Caches,
-    /// Event publisher.
-    pub events: Events,
-    /// Listed offerings and unavailable marks.
-    pub offerings: OfferingCache,
-    /// Pod evictions in flight (drains).
-    pub evicting: Arc<act::remove::InFlight>,
-    /// When periodic housekeeping last ran.
-    pub last: std::sync::Mutex<Housekeeping>,
-    /// When each NodeClass was last resolved.
-    pub resolved: act::class_status::Resolved,
-}
-
-/// When each periodic housekeeping step last ran.
-#[derive(Debug, Default)]
-pub struct Housekeeping {
-    /// Orphan collection.
-    pub orphans: Option<Instant>,
-    /// Interruption polling.
-    pub interruptions: Option<Instant>,
-}
-
-impl Ctx {
-    /// True (and noted) when `step` last ran at least `period` ago.
-    fn due(
-        &self,
-        period: std::time::Duration,
-        step: fn(&mut Housekeeping) -> &mut Option<Instant>,
-    ) -> bool {
-        let mut h = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = step(&mut h);
-        if slot.is_some_and(|t| t.elapsed() < period) {
-            return false;
-        }
-        *slot = Some(Instant::now());
-        true
-    }
-}
-
-impl Ctx {
-    /// A context.
-    pub fn new(
-        client: kube::Client,
-        config: Arc<ControllerConfig>,
-        deps: Deps,
-        caches: Caches,
-    ) -> Ctx {
-        let events = Events::new(client.clone(), &config.identity);
-        Ctx {
-            client,
-            config,
-            deps,
-            caches,
-            events,
-            offerings: OfferingCache::default(),
-            evicting: Arc::default(),
-            last: std::sync::Mutex::default(),
-            resolved: Default::default(),
-        }
-    }
-
-    fn observed(&self) -> Observed {
-        Observed {
-            jobs: self.caches.jobs(),
-            pods: self.caches.pods(),
-            nodes: self.caches.nodes(),
-            namespaces: self.caches.namespaces(),
-            pdbs: self.caches.pdbs(),
-            objects: Kind::ALL
-                .into_iter()
-                .map(|k| (k, self.caches.objects(k)))
-                .collect(),
-        }
-    }
-}
 
 /// Runs the loop until aborted.
 pub async fn run(ctx: Arc<Ctx>, mut leader: watch::Receiver<bool>) {
@@ -161,16 +72,18 @@ pub const MAX_WAIT_DEBOUNCES: u32 = 5;
 pub async fn cycle(ctx: &Ctx) {
     let now = time::now();
     let observed = ctx.observed();
+    let providers = CycleProviders::resolve(ctx, &observed).await;
     act::gangs::sync(ctx, &observed).await;
-    act::launch::lifecycle(ctx, &observed, now).await;
+    act::launch::lifecycle(ctx, &observed, &providers, now).await;
     if ctx.due(ctx.config.interruption_poll, |h| &mut h.interruptions) {
-        act::interruptions::poll(ctx, &observed, now).await;
+        act::interruptions::poll(ctx, &observed, &providers, now).await;
     }
     if ctx.due(ctx.config.orphan_gc_period, |h| &mut h.orphans) {
-        act::orphans::collect(ctx, &observed, now).await;
+        act::orphans::collect(ctx, &observed, &providers, now).await;
     }
-    let offerings = refresh_offerings(ctx, &observed).await;
-    let mut tr = translate::snapshot(&observed, &offerings, now);
+    let catalog = translate::catalog(&observed);
+    let offerings = refresh_offerings(ctx, &catalog, &providers).await;
+    let mut tr = translate::snapshot_with(&observed, &catalog, &offerings, now);
     for o in &mut tr.snapshot.offerings {
         if let Some(until) = ctx.offerings.unavailable_until(&o.key(), now) {
             o.unavailable_until = Some(until);
@@ -254,17 +167,18 @@ pub const APPLY_ORDER: [Applier; 5] = [
 ];
 
 /// The offerings of every valid pool, listed from its cloud when stale.
-async fn refresh_offerings(ctx: &Ctx, observed: &Observed) -> BTreeMap<String, Vec<Offering>> {
-    let mut issues = Vec::new();
-    let classes = translate::pool::node_classes(observed.of(Kind::NodeClass), &mut issues);
-    let pools = translate::pool::pools(observed.of(Kind::GpuPool), &classes, &mut issues);
+async fn refresh_offerings(
+    ctx: &Ctx,
+    catalog: &translate::Catalog,
+    providers: &CycleProviders,
+) -> BTreeMap<String, Vec<Offering>> {
     let mut out = BTreeMap::new();
-    for pool in pools {
+    for pool in &catalog.pools {
         if let Some(fresh) = ctx.offerings.fresh(&pool.name, ctx.config.offerings_ttl) {
             out.insert(pool.name.clone(), fresh);
             continue;
         }
-        let listed = match act::launch::provider_for(ctx, observed, &pool.node_class).await {
+        let listed = match providers.get(&pool.node_class) {
             Ok(p) => p
                 .offerings(&pool.requirements)
                 .await
@@ -287,7 +201,6 @@ async fn refresh_offerings(ctx: &Ctx, observed: &Observed) -> BTreeMap<String, V
             }
         }
     }
-    let _ = observed.of(Kind::GpuPool).iter().map(|p| p.name_any());
     out
 }
 

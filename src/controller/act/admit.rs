@@ -19,8 +19,8 @@ use muster_planner::plan::Admission;
 use muster_planner::{Snapshot, TaintEffect};
 
 use super::{ActError, gang_label_value, params};
+use crate::controller::ctx::Ctx;
 use crate::controller::objects::GANG_LABEL;
-use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::{Observed, gang};
 
 /// Carries out every admission. Returns how many Jobs it wrote.

@@ -14,8 +14,8 @@ use muster_provider_api::{ProviderError, Resolution};
 use serde_json::json;
 
 use super::{patch_status, with_condition};
+use crate::controller::ctx::Ctx;
 use crate::controller::objects::{Condition, Kind};
-use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::{Observed, time};
 use muster_planner::Time;
 

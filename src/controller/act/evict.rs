@@ -9,7 +9,7 @@ use muster_planner::lifecycle::job::Want;
 use muster_planner::plan::Preemption;
 
 use super::ActError;
-use crate::controller::planning_loop::Ctx;
+use crate::controller::ctx::Ctx;
 use crate::controller::translate::Observed;
 
 /// Carries out every preemption. Returns how many Jobs it wrote.

@@ -12,8 +12,8 @@ use kube::{Resource, ResourceExt};
 use kube_runtime::events::EventType;
 
 use super::{ActError, api, is_already_exists};
+use crate::controller::ctx::Ctx;
 use crate::controller::objects::{Kind, KindExt, QUEUE_LABEL};
-use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::{Observed, job};
 
 /// Creates missing Gangs. Returns how many it created.

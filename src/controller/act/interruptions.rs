@@ -15,9 +15,9 @@ use muster_planner::lifecycle::interruption::{self, Notice, Step};
 use muster_provider_api::{Interruption, InterruptionKind};
 
 use super::{patch_status, with_condition};
+use crate::controller::ctx::{Ctx, CycleProviders};
 use crate::controller::metrics::KindLabels;
 use crate::controller::objects::{Condition, Kind, PoolNodeSpec};
-use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::node::{node_phase, offering_key, poolnode_status};
 use crate::controller::translate::pool::spec;
 use crate::controller::translate::{Observed, time};
@@ -34,9 +34,9 @@ pub fn notice(kind: InterruptionKind) -> Notice {
 
 /// Polls every provider once and handles what arrived. Returns how many
 /// notices named a PoolNode.
-pub async fn poll(ctx: &Ctx, observed: &Observed, now: Time) -> usize {
+pub async fn poll(ctx: &Ctx, observed: &Observed, providers: &CycleProviders, now: Time) -> usize {
     let mut handled = 0;
-    for (node_class, provider) in super::providers(ctx, observed).await {
+    for (node_class, provider) in providers.ready() {
         let notices = match provider.interruptions().await {
             Ok(n) => n,
             Err(e) => {

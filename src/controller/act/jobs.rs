@@ -16,10 +16,10 @@ use muster_planner::lifecycle::job::{self as table, Step, Want};
 use muster_planner::{GangPhase, Snapshot};
 
 use super::{ActError, gang_label_value, params};
+use crate::controller::ctx::Ctx;
 use crate::controller::objects::{
     ADMITTED_NODES_ANNOTATION, Kind, ORIGINAL_TEMPLATE_ANNOTATION, STOPPING_ANNOTATION,
 };
-use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::{Observed, Translation, gang, job as job_tr};
 
 /// The most writes one Job gets in one cycle (a stop and a start are five).

@@ -22,17 +22,17 @@ use muster_crds::common::{CapacityType as CrdCapacity, Provider as CrdProvider, 
 use muster_planner::lifecycle::pool_node::{self, LaunchError};
 use muster_planner::plan::{Launch, NewNode};
 use muster_planner::{CapacityType, NodePhase, Provider, Snapshot, Time};
-use muster_provider_api::{CloudProvider, LaunchRequest, ProviderError};
+use muster_provider_api::{LaunchRequest, ProviderError};
 
 use super::{
     ActError, api, gang_label_value, is_already_exists, is_not_found, params, patch_status,
 };
+use crate::controller::ctx::{Ctx, CycleProviders};
 use crate::controller::metrics::LaunchLabels;
 use crate::controller::objects::{
     GANG_LABEL, GangRef, Kind, KindExt, OfferingSpec, POOL_LABEL, POOLNODE_LABEL, PoolNodeSpec,
     TERMINATE_FINALIZER,
 };
-use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::node::{
     allocatable, node_phase, node_ready, offering_key, phase_since, poolnode_gang, poolnode_status,
 };
@@ -183,26 +183,16 @@ fn set_written(observed: &Observed, s: &PoolNodeSpec, name: &str) -> bool {
     assigned.iter().all(|n| exists(n))
 }
 
-/// The provider of a pool, through its NodeClass.
-pub async fn provider_for(
+/// Advances every PoolNode one or more phases. Returns how many it changed.
+pub async fn lifecycle(
     ctx: &Ctx,
     observed: &Observed,
-    node_class: &str,
-) -> Result<Arc<dyn CloudProvider>, ActError> {
-    let nc = observed
-        .of(Kind::NodeClass)
-        .iter()
-        .find(|o| o.name_any() == node_class)
-        .ok_or_else(|| ActError::Missing(format!("NodeClass {node_class}")))?;
-    let spec = nc.data.get("spec").cloned().unwrap_or_default();
-    Ok(ctx.deps.providers.provider(node_class, &spec).await?)
-}
-
-/// Advances every PoolNode one or more phases. Returns how many it changed.
-pub async fn lifecycle(ctx: &Ctx, observed: &Observed, now: Time) -> usize {
+    providers: &CycleProviders,
+    now: Time,
+) -> usize {
     let mut steps = Vec::new();
     for pn in observed.of(Kind::PoolNode) {
-        steps.push(step(ctx, observed, pn.clone(), now));
+        steps.push(step(ctx, observed, providers, pn.clone(), now));
     }
     let results = futures::future::join_all(steps).await;
     let mut changed = 0;
@@ -219,6 +209,7 @@ pub async fn lifecycle(ctx: &Ctx, observed: &Observed, now: Time) -> usize {
 async fn step(
     ctx: &Ctx,
     observed: &Observed,
+    providers: &CycleProviders,
     pn: Arc<DynamicObject>,
     now: Time,
 ) -> Result<bool, ActError> {
@@ -231,7 +222,7 @@ async fn step(
         s.node_class.clone()
     };
     if pn.metadata.deletion_timestamp.is_some() {
-        return finalize(ctx, observed, &pn, &node_class, st.provider_id.as_deref()).await;
+        return finalize(ctx, providers, &pn, &node_class, st.provider_id.as_deref()).await;
     }
     let offering = offering_key(&s);
     let phase = node_phase(st.phase);
@@ -252,7 +243,7 @@ async fn step(
         return Ok(false);
     }
     if phase == NodePhase::Pending && provider_id.is_none() {
-        let provider = provider_for(ctx, observed, &node_class).await?;
+        let provider = providers.get(&node_class)?;
         let (labels, taints) = pool_spec(observed, &s.pool).unwrap_or_default();
         let mut node_labels: BTreeMap<String, String> = labels;
         node_labels.insert(POOL_LABEL.to_string(), s.pool.clone());
@@ -437,7 +428,7 @@ fn pool_spec(
 
 async fn finalize(
     ctx: &Ctx,
-    observed: &Observed,
+    providers: &CycleProviders,
     pn: &DynamicObject,
     node_class: &str,
     provider_id: Option<&str>,
@@ -447,7 +438,7 @@ async fn finalize(
         return Ok(false);
     }
     if let Some(pid) = provider_id {
-        let provider = provider_for(ctx, observed, node_class).await?;
+        let provider = providers.get(node_class)?;
         match provider.terminate(pid).await {
             Ok(()) | Err(ProviderError::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),

@@ -18,7 +18,6 @@ pub mod status;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
 use super::objects::{FIELD_MANAGER, Kind, KindExt};
-use super::planning_loop;
 
 /// Why one write failed, in bounded categories.
 #[derive(Debug, thiserror::Error)]
@@ -147,24 +146,4 @@ pub fn with_condition(
         .collect();
     next.push(cond);
     Some(next)
-}
-
-/// Every NodeClass's provider (NodeClasses without one are skipped, with a
-/// log line: their status already says why).
-pub async fn providers(
-    ctx: &planning_loop::Ctx,
-    observed: &crate::controller::translate::Observed,
-) -> Vec<(
-    String,
-    std::sync::Arc<dyn muster_provider_api::CloudProvider>,
-)> {
-    let mut out = Vec::new();
-    for nc in observed.of(Kind::NodeClass) {
-        let name = kube::ResourceExt::name_any(nc.as_ref());
-        match launch::provider_for(ctx, observed, &name).await {
-            Ok(p) => out.push((name, p)),
-            Err(e) => tracing::debug!(node_class = %name, error = %e, "no provider"),
-        }
-    }
-    out
 }

@@ -13,8 +13,8 @@ use muster_planner::{NodePhase, Snapshot, Time};
 use serde_json::{Value, json};
 
 use super::{patch_status, with_condition};
+use crate::controller::ctx::Ctx;
 use crate::controller::objects::{Condition, Kind};
-use crate::controller::planning_loop::Ctx;
 use crate::controller::report_metrics::Figures;
 use crate::controller::translate::{Observed, time};
 

@@ -7,8 +7,8 @@ use kube::api::{Api, Patch};
 use muster_planner::plan::Release;
 
 use super::{ActError, api, gang_label_value, params};
+use crate::controller::ctx::Ctx;
 use crate::controller::objects::{GANG_LABEL, Kind};
-use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::{Observed, Translation};
 
 /// Carries out every release. Returns how many nodes it changed.

@@ -31,8 +31,8 @@ use muster_crds::PoolNodePhase;
 use muster_planner::plan::{Removal, RemovalKind};
 
 use super::{ActError, api, is_not_found, params, patch_status};
+use crate::controller::ctx::Ctx;
 use crate::controller::objects::{Kind, QUEUE_LABEL};
-use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::node::{pod_active, pod_job, poolnode_status};
 use crate::controller::translate::{Observed, Translation};
 

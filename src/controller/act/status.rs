@@ -11,9 +11,9 @@ use muster_planner::lifecycle::gang as lifecycle;
 use muster_planner::{GangPhase, Plan, Policy, Snapshot, Time, plan::WaitReason};
 
 use super::patch_status;
+use crate::controller::ctx::Ctx;
 use crate::controller::metrics::GangLabels;
 use crate::controller::objects::{AssignmentStatus, Condition, GangSpec, GangView, Kind};
-use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::node::{pod_active, pod_job};
 use crate::controller::translate::pool::spec;
 use crate::controller::translate::{Issue, Observed, gang, time};

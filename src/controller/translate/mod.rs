@@ -112,15 +112,44 @@ pub struct Translation {
     pub registered: BTreeMap<String, String>,
 }
 
-/// Builds the snapshot. `offerings` are those listed per pool.
+/// The NodeClasses and pools of one observation, translated once per cycle:
+/// the offerings are listed for these pools and the snapshot is built from
+/// them.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    /// Valid pools.
+    pub pools: Vec<muster_planner::Pool>,
+    /// NodeClasses and pools left out.
+    pub issues: Vec<Issue>,
+}
+
+/// Translates the NodeClasses and pools of `observed`.
+pub fn catalog(observed: &Observed) -> Catalog {
+    let mut issues = Vec::new();
+    let node_classes = pool::node_classes(observed.of(Kind::NodeClass), &mut issues);
+    let pools = pool::pools(observed.of(Kind::GpuPool), &node_classes, &mut issues);
+    Catalog { pools, issues }
+}
+
+/// Builds the snapshot, translating the catalog too. `offerings` are those
+/// listed per pool.
 pub fn snapshot(
     observed: &Observed,
     offerings: &BTreeMap<String, Vec<Offering>>,
     now: Time,
 ) -> Translation {
-    let mut issues = Vec::new();
-    let node_classes = pool::node_classes(observed.of(Kind::NodeClass), &mut issues);
-    let pools = pool::pools(observed.of(Kind::GpuPool), &node_classes, &mut issues);
+    snapshot_with(observed, &catalog(observed), offerings, now)
+}
+
+/// Builds the snapshot from a catalog translated before.
+pub fn snapshot_with(
+    observed: &Observed,
+    catalog: &Catalog,
+    offerings: &BTreeMap<String, Vec<Offering>>,
+    now: Time,
+) -> Translation {
+    let mut issues = catalog.issues.clone();
+    let pools = catalog.pools.clone();
     let pool_names: BTreeSet<String> = pools.iter().map(|p| p.name.clone()).collect();
     let queues = pool::queues(observed.of(Kind::GpuQueue), &mut issues);
     let mut all_offerings: Vec<Offering> = Vec::new();
