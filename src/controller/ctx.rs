@@ -33,11 +33,11 @@ pub struct Ctx {
     /// Listed offerings and unavailable marks.
     pub offerings: OfferingCache,
     /// Pod evictions in flight (drains).
-    pub evicting: Arc<act::remove::InFlight>,
+    pub evicting: Arc<act::apply::remove::InFlight>,
     /// When periodic housekeeping last ran.
     pub last: std::sync::Mutex<Housekeeping>,
     /// When each NodeClass was last resolved.
-    pub resolved: act::class_status::Resolved,
+    pub resolved: act::reconcile::class_status::Resolved,
 }
 
 /// When each periodic housekeeping step last ran.

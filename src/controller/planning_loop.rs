@@ -73,13 +73,13 @@ pub async fn cycle(ctx: &Ctx) {
     let now = time::now();
     let observed = ctx.observed();
     let providers = CycleProviders::resolve(ctx, &observed).await;
-    act::gangs::sync(ctx, &observed).await;
-    act::launch::lifecycle(ctx, &observed, &providers, now).await;
+    act::reconcile::gangs::sync(ctx, &observed).await;
+    act::reconcile::pool_nodes::lifecycle(ctx, &observed, &providers, now).await;
     if ctx.due(ctx.config.interruption_poll, |h| &mut h.interruptions) {
-        act::interruptions::poll(ctx, &observed, &providers, now).await;
+        act::reconcile::interruptions::poll(ctx, &observed, &providers, now).await;
     }
     if ctx.due(ctx.config.orphan_gc_period, |h| &mut h.orphans) {
-        act::orphans::collect(ctx, &observed, &providers, now).await;
+        act::reconcile::orphans::collect(ctx, &observed, &providers, now).await;
     }
     let catalog = translate::catalog(&observed);
     let offerings = refresh_offerings(ctx, &catalog, &providers).await;
@@ -89,8 +89,8 @@ pub async fn cycle(ctx: &Ctx) {
             o.unavailable_until = Some(until);
         }
     }
-    act::jobs::reconcile(ctx, &observed, &tr).await;
-    act::status::report_issues(ctx, &tr.issues, &observed, now).await;
+    act::reconcile::jobs::reconcile(ctx, &observed, &tr).await;
+    act::reconcile::gang_status::report_issues(ctx, &tr.issues, &observed, now).await;
     let started = Instant::now();
     let plan = (ctx.deps.planner)(&tr.snapshot, &ctx.config.policy, now);
     ctx.deps
@@ -105,10 +105,10 @@ pub async fn cycle(ctx: &Ctx) {
         "planned"
     );
     apply(ctx, &plan, &observed, &tr).await;
-    act::status::update(ctx, &plan, &tr.snapshot, &observed, now).await;
+    act::reconcile::gang_status::update(ctx, &plan, &tr.snapshot, &observed, now).await;
     let figures = super::report_metrics::report(&ctx.deps.metrics, &tr.snapshot, &plan, now);
-    act::pool_status::update(ctx, &tr.snapshot, &observed, &figures, now).await;
-    act::class_status::update(ctx, &observed, now).await;
+    act::reconcile::pool_status::update(ctx, &tr.snapshot, &observed, &figures, now).await;
+    act::reconcile::class_status::update(ctx, &observed, now).await;
 }
 
 /// The plan applied in the order the driver contract prescribes
@@ -123,20 +123,20 @@ async fn apply(
     for step in APPLY_ORDER {
         match step {
             Applier::Preemptions => {
-                act::evict::run(ctx, &plan.preemptions, observed, &tr.snapshot).await;
+                act::apply::preempt::run(ctx, &plan.preemptions, observed, &tr.snapshot).await;
             }
             Applier::Releases => {
-                act::release::run(ctx, &plan.releases, observed, tr).await;
+                act::apply::release::run(ctx, &plan.releases, observed, tr).await;
             }
             Applier::Launches => {
-                act::launch::write(ctx, &plan.launches, &tr.snapshot).await;
+                act::apply::launch::write(ctx, &plan.launches, &tr.snapshot).await;
             }
             Applier::Admissions => {
-                act::admit::run(ctx, &plan.admissions, &tr.snapshot, observed).await;
+                act::apply::admit::run(ctx, &plan.admissions, &tr.snapshot, observed).await;
             }
             Applier::Removals => {
-                act::remove::mark(ctx, &plan.removals, observed, tr).await;
-                act::remove::drain(ctx, observed).await;
+                act::apply::remove::mark(ctx, &plan.removals, observed, tr).await;
+                act::apply::remove::drain(ctx, observed).await;
             }
         }
     }

@@ -1,19 +1,11 @@
-//! Carrying out a plan: small, idempotent steps, each safe to repeat after a
-//! crash. Every step reads the watch caches and writes with patches whose
-//! result does not depend on how often they run.
+//! Acting: small, idempotent steps, each safe to repeat after a crash.
+//! [`reconcile`] holds what runs every cycle per object from what is
+//! observed; [`apply`] the appliers of a plan's items. Every step reads one
+//! cycle's observation and writes with patches whose result does not depend
+//! on how often they run.
 
-pub mod admit;
-pub mod class_status;
-pub mod evict;
-pub mod gangs;
-pub mod interruptions;
-pub mod jobs;
-pub mod launch;
-pub mod orphans;
-pub mod pool_status;
-pub mod release;
-pub mod remove;
-pub mod status;
+pub mod apply;
+pub mod reconcile;
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 

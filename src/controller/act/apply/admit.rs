@@ -18,7 +18,7 @@ use muster_planner::lifecycle::job::Want;
 use muster_planner::plan::Admission;
 use muster_planner::{Snapshot, TaintEffect};
 
-use super::{ActError, gang_label_value, params};
+use super::super::{ActError, gang_label_value, params};
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::GANG_LABEL;
 use crate::controller::translate::{Observed, gang};
@@ -76,7 +76,8 @@ async fn admit(
             .await
             .map_err(ActError::api("label node"))?;
     }
-    let writes = super::jobs::drive(ctx, job, &Want::Run(nodes), snapshot).await?;
+    let writes =
+        super::super::reconcile::jobs::drive(ctx, job, &Want::Run(nodes), snapshot).await?;
     Ok(writes > 0)
 }
 
@@ -214,11 +215,14 @@ mod tests {
 
     #[test]
     fn gang_label_values_are_valid_and_stable() {
-        assert_eq!(super::super::gang_label_value("ns/g"), "ns.g");
+        assert_eq!(super::super::super::gang_label_value("ns/g"), "ns.g");
         let long = format!("ns/{}", "x".repeat(80));
-        let v = super::super::gang_label_value(&long);
+        let v = super::super::super::gang_label_value(&long);
         assert!(v.len() <= 63, "{v}");
-        assert_eq!(v, super::super::gang_label_value(&long));
-        assert_ne!(v, super::super::gang_label_value(&format!("{long}y")));
+        assert_eq!(v, super::super::super::gang_label_value(&long));
+        assert_ne!(
+            v,
+            super::super::super::gang_label_value(&format!("{long}y"))
+        );
     }
 }

@@ -12,7 +12,7 @@ use kube::api::DynamicObject;
 use muster_planner::{NodePhase, Snapshot, Time};
 use serde_json::{Value, json};
 
-use super::{patch_status, with_condition};
+use super::super::{patch_status, with_condition};
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{Condition, Kind};
 use crate::controller::report_metrics::Figures;
@@ -200,7 +200,7 @@ mod tests {
     #[test]
     fn queue_status_reports_usage_and_borrowing() {
         let input: muster_planner::PlanInput = serde_yaml::from_str(include_str!(
-            "../../../docs/examples/snapshots/cohort-reclaim.yaml"
+            "../../../../docs/examples/snapshots/cohort-reclaim.yaml"
         ))
         .expect("example");
         let q = queues(&input.snapshot);
@@ -216,7 +216,7 @@ mod tests {
     #[test]
     fn pool_status_counts_nodes_gpus_and_cost() {
         let input: muster_planner::PlanInput = serde_yaml::from_str(include_str!(
-            "../../../docs/examples/snapshots/cohort-reclaim.yaml"
+            "../../../../docs/examples/snapshots/cohort-reclaim.yaml"
         ))
         .expect("example");
         let s = &input.snapshot;

@@ -30,7 +30,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, Patch};
 use muster_crds::PoolNodePhase;
 use muster_planner::plan::{Removal, RemovalKind};
 
-use super::{ActError, api, is_not_found, params, patch_status};
+use super::super::{ActError, api, is_not_found, params, patch_status};
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{Kind, QUEUE_LABEL};
 use crate::controller::translate::node::{pod_active, pod_job, poolnode_status};

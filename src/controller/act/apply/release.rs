@@ -6,7 +6,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use muster_planner::plan::Release;
 
-use super::{ActError, api, gang_label_value, params};
+use super::super::{ActError, api, gang_label_value, params};
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{GANG_LABEL, Kind};
 use crate::controller::translate::{Observed, Translation};

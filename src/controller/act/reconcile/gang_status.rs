@@ -10,7 +10,7 @@ use kube::api::DynamicObject;
 use muster_planner::lifecycle::gang as lifecycle;
 use muster_planner::{GangPhase, Plan, Policy, Snapshot, Time, plan::WaitReason};
 
-use super::patch_status;
+use super::super::patch_status;
 use crate::controller::ctx::Ctx;
 use crate::controller::metrics::GangLabels;
 use crate::controller::objects::{AssignmentStatus, Condition, GangSpec, GangView, Kind};
@@ -247,7 +247,7 @@ pub fn draining_nodes(observed: &Observed) -> BTreeMap<String, bool> {
         if st.phase != muster_crds::PoolNodePhase::Draining {
             continue;
         }
-        let interrupted = st.reason.as_deref() == Some(super::remove::INTERRUPTED);
+        let interrupted = st.reason.as_deref() == Some(super::super::apply::remove::INTERRUPTED);
         out.insert(pn.name_any(), interrupted);
         if let Some(n) = st.node_name {
             out.insert(n, interrupted);
@@ -281,7 +281,8 @@ pub async fn update(
         if evict {
             let ns = obj.namespace().unwrap_or_default();
             if let Err(e) =
-                super::evict::suspend(ctx, &ns, &obj.name_any(), observed, snapshot).await
+                super::super::apply::preempt::suspend(ctx, &ns, &obj.name_any(), observed, snapshot)
+                    .await
             {
                 tracing::warn!(gang = %obj.name_any(), error = %e, "could not evict gang");
                 continue;
@@ -289,7 +290,7 @@ pub async fn update(
             ctx.deps
                 .metrics
                 .evictions
-                .get_or_create(&super::super::metrics::ReasonLabels {
+                .get_or_create(&crate::controller::metrics::ReasonLabels {
                     reason: after
                         .reason
                         .clone()
@@ -350,7 +351,7 @@ pub async fn report_issues(ctx: &Ctx, issues: &[Issue], observed: &Observed, now
             let issue = issues.iter().find(|i| {
                 i.kind == kind && i.name == obj.name_any() && i.namespace == obj.namespace()
             });
-            let conds: Vec<Condition> = super::conditions(obj);
+            let conds: Vec<Condition> = crate::controller::act::conditions(obj);
             let current = conds.iter().find(|c| c.type_ == "Valid");
             let (status, reason, message) = match issue {
                 Some(i) => ("False", i.reason.as_str(), i.message.clone()),

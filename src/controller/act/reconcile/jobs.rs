@@ -15,7 +15,7 @@ use kube_runtime::events::EventType;
 use muster_planner::lifecycle::job::{self as table, Step, Want};
 use muster_planner::{GangPhase, Snapshot};
 
-use super::{ActError, gang_label_value, params};
+use super::super::{ActError, gang_label_value, params};
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{
     ADMITTED_NODES_ANNOTATION, Kind, ORIGINAL_TEMPLATE_ANNOTATION, STOPPING_ANNOTATION,
@@ -216,7 +216,7 @@ async fn write(ctx: &Ctx, job: &Job, step: &Step, snapshot: &Snapshot) -> Result
             let label = gang_label_value(&format!("{ns}/{name}"));
             let mut next = job.clone();
             if let Some(spec) = next.spec.as_mut() {
-                spec.template = super::admit::pin(submitted, nodes, &label, &taints);
+                spec.template = super::super::apply::admit::pin(submitted, nodes, &label, &taints);
             }
             let a = next
                 .metadata

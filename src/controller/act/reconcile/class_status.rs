@@ -13,7 +13,7 @@ use muster_crds::common::Provider as CrdProvider;
 use muster_provider_api::{ProviderError, Resolution};
 use serde_json::json;
 
-use super::{patch_status, with_condition};
+use super::super::{patch_status, with_condition};
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{Condition, Kind};
 use crate::controller::translate::{Observed, time};

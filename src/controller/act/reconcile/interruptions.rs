@@ -14,7 +14,7 @@ use muster_planner::Time;
 use muster_planner::lifecycle::interruption::{self, Notice, Step};
 use muster_provider_api::{Interruption, InterruptionKind};
 
-use super::{patch_status, with_condition};
+use super::super::{patch_status, with_condition};
 use crate::controller::ctx::{Ctx, CycleProviders};
 use crate::controller::metrics::KindLabels;
 use crate::controller::objects::{Condition, Kind, PoolNodeSpec};
@@ -62,7 +62,7 @@ async fn handle(
     observed: &Observed,
     n: &Interruption,
     now: Time,
-) -> Result<bool, super::ActError> {
+) -> Result<bool, crate::controller::act::ActError> {
     let Some(pn) = observed
         .of(Kind::PoolNode)
         .iter()
@@ -77,8 +77,8 @@ async fn handle(
         .get_or_create(&KindLabels { kind: kind.clone() })
         .inc();
     let st = poolnode_status(pn);
-    let s: PoolNodeSpec =
-        spec(Kind::PoolNode, pn).map_err(|i| super::ActError::Missing(i.message))?;
+    let s: PoolNodeSpec = spec(Kind::PoolNode, pn)
+        .map_err(|i| crate::controller::act::ActError::Missing(i.message))?;
     let offering = offering_key(&s);
     let message = format!(
         "{kind} for instance {} ({offering}) at {}",
@@ -118,7 +118,10 @@ async fn handle(
                 ctx.offerings.mark_unavailable(key, until);
             }
             status.insert("phase".into(), "Draining".into());
-            status.insert("reason".into(), super::remove::INTERRUPTED.into());
+            status.insert(
+                "reason".into(),
+                super::super::apply::remove::INTERRUPTED.into(),
+            );
             status.insert("message".into(), message.into());
         }
     }

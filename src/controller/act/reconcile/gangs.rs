@@ -11,7 +11,7 @@ use kube::api::{DynamicObject, PostParams};
 use kube::{Resource, ResourceExt};
 use kube_runtime::events::EventType;
 
-use super::{ActError, api, is_already_exists};
+use super::super::{ActError, api, is_already_exists};
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{Kind, KindExt, QUEUE_LABEL};
 use crate::controller::translate::{Observed, job};
@@ -79,7 +79,7 @@ async fn delete_stale(ctx: &Ctx, g: &DynamicObject) -> Result<(), ActError> {
         .await
     {
         Ok(_) => Ok(()),
-        Err(e) if super::is_not_found(&e) => Ok(()),
+        Err(e) if crate::controller::act::is_not_found(&e) => Ok(()),
         Err(e) => Err(ActError::api("delete stale Gang")(e)),
     }
 }

@@ -8,7 +8,7 @@ use muster_planner::Snapshot;
 use muster_planner::lifecycle::job::Want;
 use muster_planner::plan::Preemption;
 
-use super::ActError;
+use super::super::ActError;
 use crate::controller::ctx::Ctx;
 use crate::controller::translate::Observed;
 
@@ -49,5 +49,5 @@ pub async fn suspend(
     else {
         return Ok(false);
     };
-    Ok(super::jobs::drive(ctx, job, &Want::Queued, snapshot).await? > 0)
+    Ok(super::super::reconcile::jobs::drive(ctx, job, &Want::Queued, snapshot).await? > 0)
 }
