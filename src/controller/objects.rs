@@ -60,28 +60,7 @@ impl KindExt for Kind {
     }
 }
 
-/// A condition, as in `metav1.Condition`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Condition {
-    /// Condition type, e.g. `Ready`, `Valid`.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    /// Bounded machine-readable reason.
-    #[serde(default)]
-    pub reason: String,
-    /// For people.
-    #[serde(default)]
-    pub message: String,
-    /// RFC 3339.
-    #[serde(default)]
-    pub last_transition_time: String,
-    /// Generation the condition was computed from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-}
+pub use muster_crds::common::{Condition, ConditionStatus};
 
 pub use muster_crds::gang::{GangSpec, PodSet as PodSetSpec};
 

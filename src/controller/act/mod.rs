@@ -9,7 +9,7 @@ pub mod reconcile;
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
-use super::objects::{FIELD_MANAGER, Kind, KindExt};
+use super::objects::{Condition, ConditionStatus, FIELD_MANAGER, Kind, KindExt};
 
 /// Why one write failed, in bounded categories.
 #[derive(Debug, thiserror::Error)]
@@ -106,7 +106,7 @@ pub fn gang_label_value(gang: &str) -> String {
 }
 
 /// The object's `status.conditions` (none when absent or unreadable).
-pub fn conditions(obj: &DynamicObject) -> Vec<super::objects::Condition> {
+pub fn conditions(obj: &DynamicObject) -> Vec<Condition> {
     obj.data
         .get("status")
         .and_then(|s| s.get("conditions"))
@@ -118,10 +118,7 @@ pub fn conditions(obj: &DynamicObject) -> Vec<super::objects::Condition> {
 /// The object's `status.conditions` with `cond` in place of any condition
 /// of its type; `None` when a condition of that type already says the same
 /// (status, reason, message), so nothing needs writing.
-pub fn with_condition(
-    obj: &DynamicObject,
-    cond: super::objects::Condition,
-) -> Option<Vec<super::objects::Condition>> {
+pub fn with_condition(obj: &DynamicObject, cond: Condition) -> Option<Vec<Condition>> {
     let conds = conditions(obj);
     let same = conds.iter().any(|c| {
         c.type_ == cond.type_
@@ -138,4 +135,28 @@ pub fn with_condition(
         .collect();
     next.push(cond);
     Some(next)
+}
+
+/// A condition (`metav1.Condition` shape, the CRDs' type) of `type_` that
+/// holds when `ok`, with a bounded `reason`, stamped `now`.
+pub fn condition(
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: String,
+    now: muster_planner::Time,
+    generation: Option<i64>,
+) -> Condition {
+    Condition {
+        type_: type_.to_string(),
+        status: if ok {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        },
+        last_transition_time: super::translate::time::to_kube(now),
+        reason: reason.to_string(),
+        message,
+        observed_generation: generation,
+    }
 }

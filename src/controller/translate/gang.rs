@@ -102,20 +102,7 @@ pub fn typed_status(view: &GangView) -> muster_crds::GangStatus {
         finished_at: t(&view.finished_at),
         evictions: i32::try_from(view.evictions).unwrap_or(i32::MAX),
         requeue_after: t(&view.requeue_after),
-        conditions: view
-            .conditions
-            .iter()
-            .map(|c| muster_crds::common::Condition {
-                type_: c.type_.clone(),
-                status: serde_json::from_value(serde_json::Value::String(c.status.clone()))
-                    .unwrap_or_default(),
-                last_transition_time: t(&Some(c.last_transition_time.clone()))
-                    .unwrap_or_else(|| KubeTime(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
-                reason: c.reason.clone(),
-                message: c.message.clone(),
-                observed_generation: c.observed_generation,
-            })
-            .collect(),
+        conditions: view.conditions.clone(),
         ..Default::default()
     }
 }

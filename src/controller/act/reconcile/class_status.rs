@@ -15,8 +15,8 @@ use serde_json::json;
 
 use super::super::{patch_status, with_condition};
 use crate::controller::ctx::Ctx;
-use crate::controller::objects::{Condition, Kind};
-use crate::controller::translate::{Observed, time};
+use crate::controller::objects::Kind;
+use crate::controller::translate::Observed;
 use muster_planner::Time;
 
 /// When each NodeClass was last resolved, and at which generation.
@@ -89,14 +89,14 @@ pub async fn update(ctx: &Ctx, observed: &Observed, now: Time) {
             Err(e) => Err(e.to_string()),
         };
         let (mut fields, ok, reason, message) = status(&outcome, provider);
-        let cond = Condition {
-            type_: "Ready".into(),
-            status: if ok { "True" } else { "False" }.into(),
-            reason: reason.into(),
-            message: message.clone(),
-            last_transition_time: time::format(now),
-            observed_generation: nc.metadata.generation,
-        };
+        let cond = crate::controller::act::condition(
+            "Ready",
+            ok,
+            reason,
+            message.clone(),
+            now,
+            nc.metadata.generation,
+        );
         let changed = with_condition(nc, cond);
         if let (Some(m), Some(c)) = (fields.as_object_mut(), changed.as_ref()) {
             m.insert(

@@ -353,16 +353,24 @@ pub async fn report_issues(ctx: &Ctx, issues: &[Issue], observed: &Observed, now
             });
             let conds: Vec<Condition> = crate::controller::act::conditions(obj);
             let current = conds.iter().find(|c| c.type_ == "Valid");
-            let (status, reason, message) = match issue {
-                Some(i) => ("False", i.reason.as_str(), i.message.clone()),
+            let (ok, reason, message) = match issue {
+                Some(i) => (false, i.reason.as_str(), i.message.clone()),
                 None if matches!(kind, Kind::Gang | Kind::PoolNode) && current.is_none() => {
                     continue;
                 }
-                None => ("True", "Valid", String::new()),
+                None => (true, "Valid", String::new()),
             };
-            if current
-                .is_some_and(|c| c.status == status && c.reason == reason && c.message == message)
-            {
+            let cond = crate::controller::act::condition(
+                "Valid",
+                ok,
+                reason,
+                message.clone(),
+                now,
+                obj.metadata.generation,
+            );
+            if current.is_some_and(|c| {
+                c.status == cond.status && c.reason == reason && c.message == message
+            }) {
                 continue;
             }
             let mut next: Vec<Condition> = conds
@@ -370,14 +378,7 @@ pub async fn report_issues(ctx: &Ctx, issues: &[Issue], observed: &Observed, now
                 .filter(|c| c.type_ != "Valid")
                 .cloned()
                 .collect();
-            next.push(Condition {
-                type_: "Valid".to_string(),
-                status: status.to_string(),
-                reason: reason.to_string(),
-                message: message.clone(),
-                last_transition_time: time::format(now),
-                observed_generation: obj.metadata.generation,
-            });
+            next.push(cond);
             let ns = obj.namespace();
             if let Err(e) = patch_status(
                 &ctx.client,

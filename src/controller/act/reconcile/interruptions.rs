@@ -17,7 +17,7 @@ use muster_provider_api::{Interruption, InterruptionKind};
 use super::super::{patch_status, with_condition};
 use crate::controller::ctx::{Ctx, CycleProviders};
 use crate::controller::metrics::KindLabels;
-use crate::controller::objects::{Condition, Kind, PoolNodeSpec};
+use crate::controller::objects::{Kind, PoolNodeSpec};
 use crate::controller::translate::node::{node_phase, offering_key, poolnode_status};
 use crate::controller::translate::pool::spec;
 use crate::controller::translate::{Observed, time};
@@ -91,14 +91,14 @@ async fn handle(
     let mut status = serde_json::Map::new();
     if let Some(conds) = with_condition(
         pn,
-        Condition {
-            type_: "Interrupted".into(),
-            status: "True".into(),
-            reason: kind.clone(),
-            message: message.clone(),
-            last_transition_time: time::format(now),
-            observed_generation: pn.metadata.generation,
-        },
+        crate::controller::act::condition(
+            "Interrupted",
+            true,
+            &kind,
+            message.clone(),
+            now,
+            pn.metadata.generation,
+        ),
     ) {
         status.insert(
             "conditions".into(),

@@ -16,7 +16,7 @@ use super::super::{patch_status, with_condition};
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{Condition, Kind};
 use crate::controller::report_metrics::Figures;
-use crate::controller::translate::{Observed, time};
+use crate::controller::translate::Observed;
 
 /// The status fields (without conditions) of every pool of the snapshot.
 pub fn pools(snapshot: &Snapshot, f: &Figures) -> BTreeMap<String, Value> {
@@ -120,14 +120,7 @@ fn condition(
     message: String,
     now: Time,
 ) -> Condition {
-    Condition {
-        type_: type_.into(),
-        status: if ok { "True" } else { "False" }.into(),
-        reason: reason.into(),
-        message,
-        last_transition_time: time::format(now),
-        observed_generation: obj.metadata.generation,
-    }
+    crate::controller::act::condition(type_, ok, reason, message, now, obj.metadata.generation)
 }
 
 /// Writes the status of every pool and queue the snapshot holds.
