@@ -160,3 +160,16 @@ pub fn condition(
         observed_generation: generation,
     }
 }
+
+/// The merge patch of a status subresource that turns the typed status
+/// `before` into `after` (fields that went away are nulled); `None` when
+/// nothing changes.
+pub fn status_patch<T: serde::Serialize>(before: &T, after: &T) -> Option<serde_json::Value> {
+    let b = serde_json::to_value(before).ok()?;
+    let a = serde_json::to_value(after).ok()?;
+    let patch = super::translate::gang::merge_patch(&b, &a);
+    patch
+        .as_object()
+        .is_some_and(|o| !o.is_empty())
+        .then_some(patch)
+}

@@ -88,7 +88,7 @@ async fn handle(
     ctx.events
         .warn(Kind::PoolNode, pn, &kind, message.clone())
         .await;
-    let mut status = serde_json::Map::new();
+    let mut status = st.clone();
     if let Some(conds) = with_condition(
         pn,
         crate::controller::act::condition(
@@ -100,10 +100,7 @@ async fn handle(
             pn.metadata.generation,
         ),
     ) {
-        status.insert(
-            "conditions".into(),
-            serde_json::to_value(conds).unwrap_or_default(),
-        );
+        status.conditions = conds;
     }
     match interruption::on_notice(
         notice(n.kind),
@@ -117,23 +114,13 @@ async fn handle(
             if let Some((key, until)) = mark_unavailable {
                 ctx.offerings.mark_unavailable(key, until);
             }
-            status.insert("phase".into(), "Draining".into());
-            status.insert(
-                "reason".into(),
-                super::super::apply::remove::INTERRUPTED.into(),
-            );
-            status.insert("message".into(), message.into());
+            status.phase = muster_crds::PoolNodePhase::Draining;
+            status.reason = Some(super::super::apply::remove::INTERRUPTED.to_string());
+            status.message = Some(message);
         }
     }
-    if !status.is_empty() {
-        patch_status(
-            &ctx.client,
-            Kind::PoolNode,
-            None,
-            &pn.name_any(),
-            serde_json::Value::Object(status),
-        )
-        .await?;
+    if let Some(patch) = crate::controller::act::status_patch(&st, &status) {
+        patch_status(&ctx.client, Kind::PoolNode, None, &pn.name_any(), patch).await?;
     }
     Ok(true)
 }

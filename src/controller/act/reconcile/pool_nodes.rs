@@ -116,7 +116,8 @@ async fn step(
         .map(time::from_kube)
         .unwrap_or(now);
     let since = phase_since(&st, created);
-    let mut status = serde_json::Map::new();
+    // the status is changed as a typed value and written as the merge patch from `st`
+    let mut status = st.clone();
     let mut provider_id = st.provider_id.clone();
     let mut launch_error = None;
     let mut error_text = None;
@@ -158,8 +159,8 @@ async fn step(
             .inc();
         match result {
             Ok(instance) => {
-                status.insert("providerID".into(), instance.provider_id.clone().into());
-                status.insert("launchedAt".into(), time::format(now).into());
+                status.provider_id = Some(instance.provider_id.clone());
+                status.launched_at = Some(time::to_kube(now));
                 provider_id = Some(instance.provider_id);
             }
             Err(e) => {
@@ -191,26 +192,26 @@ async fn step(
     match pool_node::next(phase, since, &offering, seen, &ctx.config.policy, now) {
         pool_node::Step::Stay => {
             if let Some((reason, message)) = &error_text {
-                status.insert("reason".into(), (*reason).into());
-                status.insert("message".into(), message.clone().into());
+                status.reason = Some((*reason).to_string());
+                status.message = Some(message.clone());
                 ctx.events
                     .warn(Kind::PoolNode, &pn, reason, message.clone())
                     .await;
             }
         }
         pool_node::Step::Advance(next) => {
-            status.insert("phase".into(), phase_name(next).into());
+            status.phase = crd_phase(next);
             if let Some(n) = node {
                 if phase < NodePhase::Registered {
-                    status.insert("nodeName".into(), n.name_any().into());
-                    status.insert("registeredAt".into(), time::format(now).into());
+                    status.node_name = Some(n.name_any());
+                    status.registered_at = Some(time::to_kube(now));
                 }
                 if next == NodePhase::Ready {
-                    status.insert("readyAt".into(), time::format(now).into());
+                    status.ready_at = Some(time::to_kube(now));
                 }
             }
-            status.insert("reason".into(), serde_json::Value::Null);
-            status.insert("message".into(), serde_json::Value::Null);
+            status.reason = None;
+            status.message = None;
         }
         pool_node::Step::Terminate {
             reason,
@@ -231,16 +232,9 @@ async fn step(
                     format!("{message}; re-planning"),
                 )
                 .await;
-            if !status.is_empty() {
+            if let Some(patch) = crate::controller::act::status_patch(&st, &status) {
                 // record an instance the cloud created, so the finalizer terminates it
-                patch_status(
-                    &ctx.client,
-                    Kind::PoolNode,
-                    None,
-                    &name,
-                    serde_json::Value::Object(status),
-                )
-                .await?;
+                patch_status(&ctx.client, Kind::PoolNode, None, &name, patch).await?;
             }
             match api(&ctx.client, Kind::PoolNode, None)
                 .delete(&name, &DeleteParams::default())
@@ -258,18 +252,24 @@ async fn step(
             return Ok(true);
         }
     }
-    if status.is_empty() {
+    let Some(patch) = crate::controller::act::status_patch(&st, &status) else {
         return Ok(false);
-    }
-    patch_status(
-        &ctx.client,
-        Kind::PoolNode,
-        None,
-        &name,
-        serde_json::Value::Object(status),
-    )
-    .await?;
+    };
+    patch_status(&ctx.client, Kind::PoolNode, None, &name, patch).await?;
     Ok(true)
+}
+
+/// A planner node phase as the CRD's PoolNode phase.
+fn crd_phase(p: NodePhase) -> muster_crds::PoolNodePhase {
+    use muster_crds::PoolNodePhase as P;
+    match p {
+        NodePhase::Pending => P::Pending,
+        NodePhase::Launched => P::Launched,
+        NodePhase::Registered => P::Registered,
+        NodePhase::Ready => P::Ready,
+        NodePhase::Draining => P::Draining,
+        NodePhase::Terminating => P::Terminating,
+    }
 }
 
 fn phase_name(p: NodePhase) -> &'static str {
