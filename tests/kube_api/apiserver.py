@@ -856,6 +856,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "muster-kube-api-test/1"
     store = None
     chaos = None
+    log_errors = False
     bookmark_secs = 1.0
     audit = None
     audit_lock = threading.Lock()
@@ -906,6 +907,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _error(self, e):
+        if self.log_errors and e.code != 404:
+            sys.stderr.write(f"apiserver: {self.command} {self.path} -> {e.code} {e.reason}: {e.message}\n")
         self._send(e.code, e.status(), e.headers)
 
     # -- routing
@@ -1245,12 +1248,14 @@ def main():
     ap.add_argument("--chaos", type=float, default=0.0,
                     help="rate of injected 409/429/500 answers and cut watches (0..1)")
     ap.add_argument("--chaos-seed", type=int, default=0)
+    ap.add_argument("--log-errors", action="store_true", help="every error answer but 404 on stderr")
     ap.add_argument("--exit-on-stdin-eof", action="store_true",
                     help="stop when stdin closes (the harness dies, the server follows)")
     args = ap.parse_args()
     Handler.store = Store(args.history, args.watch_window, args.pod_termination_secs)
     Handler.store.controllers.start()
     Handler.chaos = Chaos(args.chaos, args.chaos_seed)
+    Handler.log_errors = args.log_errors
     Handler.bookmark_secs = args.bookmark_secs
     if args.audit_log:
         Handler.audit = open(args.audit_log, "a", encoding="utf-8")

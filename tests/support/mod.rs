@@ -39,7 +39,8 @@ impl ApiServer {
     /// `MUSTER_API_CHAOS` (rate of injected 409/429/500 answers and cut
     /// watches, e.g. `0.05`), `MUSTER_API_CHAOS_SEED` (default 1) and
     /// `MUSTER_API_WATCH_WINDOW` (seconds of watch history and longest
-    /// watch, default 10; `none` for unlimited).
+    /// watch, default 10; `none` for unlimited); `MUSTER_API_LOG_ERRORS=1`
+    /// prints every error answer but 404 on stderr.
     pub fn start_with(extra: &[&str]) -> ApiServer {
         let t0 = Instant::now();
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -182,6 +183,9 @@ fn env_options(extra: &[&str]) -> Vec<String> {
     add("--chaos", "MUSTER_API_CHAOS", None);
     add("--chaos-seed", "MUSTER_API_CHAOS_SEED", Some("1"));
     add("--watch-window", "MUSTER_API_WATCH_WINDOW", Some("10"));
+    if std::env::var("MUSTER_API_LOG_ERRORS").is_ok_and(|v| v == "1") {
+        out.push("--log-errors".to_string());
+    }
     out
 }
 
