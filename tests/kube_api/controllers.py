@@ -208,10 +208,11 @@ class Controllers:
 
     def sync_pdbs(self, ns):
         pdbs, pods = self._r("policy", "poddisruptionbudgets"), self._r("", "pods")
+        budgets = [(name, pdb) for (pns, name), pdb in self.store.objects[pdbs.storage_key].items() if pns == ns]
+        if not budgets:
+            return
         in_ns = [p for (pns, _), p in self.store.objects[pods.storage_key].items() if pns == ns]
-        for (pns, name), pdb in list(self.store.objects[pdbs.storage_key].items()):
-            if pns != ns:
-                continue
+        for name, pdb in budgets:
             status = self.pdb_status(pdb, in_ns)
             if status != pdb.get("status"):
                 new = copy.deepcopy(pdb)
