@@ -868,6 +868,7 @@ class Handler(BaseHTTPRequestHandler):
     # -- plumbing
 
     def _body(self):
+        self.body_read = True
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             data = b""
             while True:
@@ -1011,6 +1012,7 @@ class Handler(BaseHTTPRequestHandler):
         return {k: v[-1] for k, v in q.items()}
 
     def _handle(self, method):
+        self.body_read = False
         try:
             route = self._route()
             if route[0] == "doc":
@@ -1064,6 +1066,8 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(405, "MethodNotAllowed", f"method {method} not allowed")
         except ApiError as e:
             # drain an unread body so the connection stays usable
+            if not self.body_read:
+                self._body()
             self._error(e)
         except (BrokenPipeError, ConnectionResetError):
             pass

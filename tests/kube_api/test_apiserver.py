@@ -335,6 +335,15 @@ class Chaos(Base):
                 self.assertEqual(err["reason"], "TooManyRequests")
         self.assertEqual(seen, {429, 500})
         self.assertEqual(self.srv.req("GET", "/apis")[0], 200)  # discovery is exempt
+        # a refused write leaves the kept-alive connection usable
+        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=5)
+        for _ in range(3):
+            conn.request("POST", "/api/v1/namespaces/default/configmaps", json.dumps({"metadata": {"name": "x"}}),
+                         {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            resp.read()
+            self.assertIn(resp.status, (429, 500))
+        conn.close()
         code, _, _ = self.srv.req("GET", "/api/v1/namespaces/default/configmaps", headers={"x-muster-chaos": "off"})
         self.assertEqual(code, 200)
 
