@@ -657,8 +657,8 @@ async fn lists_page_with_limit_and_continue() {
 async fn reflectors_survive_watch_expiry_and_chaos() {
     use kube_runtime::WatchStreamExt;
     let server = ApiServer::start_with(&["--watch-window", "1", "--chaos", "0.2"]);
-    let writer_api: Api<ConfigMap> = Api::namespaced(server.setup_client(), "default");
-    let chaotic: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let writer_api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let chaotic: Api<ConfigMap> = Api::namespaced(server.client_as("reflector"), "default");
     let (reader, writer) = kube_runtime::reflector::store::<ConfigMap>();
     let stream = kube_runtime::watcher(chaotic, Default::default())
         .default_backoff()

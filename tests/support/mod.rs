@@ -127,16 +127,10 @@ impl ApiServer {
         assert!(denied.is_empty(), "requests RBAC would deny: {denied:#?}");
     }
 
-    /// A client for it.
+    /// A client for the test's own setup, assertions and stand-ins (the
+    /// emulator): the chaos mode leaves it alone (header
+    /// `x-muster-chaos: off`), so a test stays deterministic where it must.
     pub fn client(&self) -> kube::Client {
-        muster::controller::install_crypto_provider();
-        let config = kube::Config::new(self.url.parse().expect("url"));
-        kube::Client::try_from(config).expect("client")
-    }
-
-    /// A client the chaos mode leaves alone (header `x-muster-chaos: off`):
-    /// for a test's own setup and assertions.
-    pub fn setup_client(&self) -> kube::Client {
         muster::controller::install_crypto_provider();
         let mut config = kube::Config::new(self.url.parse().expect("url"));
         config.headers.push((
@@ -147,7 +141,8 @@ impl ApiServer {
     }
 
     /// A client whose requests the server's audit log attributes to `who`
-    /// (header `x-audit-as`).
+    /// (header `x-audit-as`); the chaos mode, when on, hits it: the client
+    /// to hand to the code under test.
     pub fn client_as(&self, who: &str) -> kube::Client {
         muster::controller::install_crypto_provider();
         let mut config = kube::Config::new(self.url.parse().expect("url"));
