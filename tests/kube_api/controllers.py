@@ -30,6 +30,7 @@ Upstream (kubernetes/kubernetes):
 """
 
 import copy
+import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -111,10 +112,15 @@ class Controllers:
                 if item in self.queue:
                     continue  # a later copy will do
                 kind, ns, name = item
-                if kind == "job":
-                    self.sync_job(ns, name)
-                else:
-                    self.sync_pdbs(ns)
+                try:
+                    if kind == "job":
+                        self.sync_job(ns, name)
+                    else:
+                        self.sync_pdbs(ns)
+                except ApiError as e:
+                    # a controller's refused write is its own failure, never the
+                    # request's that woke it; it retries on the next event
+                    sys.stderr.write(f"apiserver: {kind} controller, {ns}/{name}: {e.message}\n")
         finally:
             self.queue.clear()
             self.draining = False
@@ -285,4 +291,7 @@ class Controllers:
                     pod = self.store.objects[pods.storage_key].get((ns, name))
                     if pod is None or pod["metadata"].get("uid") != uid:
                         continue
-                    self.store.finish_graceful_delete(pods, ns, name)
+                    try:
+                        self.store.finish_graceful_delete(pods, ns, name)
+                    except ApiError as e:
+                        sys.stderr.write(f"apiserver: kubelet, {ns}/{name}: {e.message}\n")

@@ -207,6 +207,51 @@ class JobRules(Base):
         self.assertTrue(j["status"]["completionTime"])
 
 
+class JobLifeCycle(Base):
+    def test_resume_resets_start_time_and_failures_fail_the_job(self):
+        created = self.srv.ok("POST", JOBS, job("life"))
+        first = self.srv.ok("GET", JOBS + "/life")["status"]["startTime"]
+        self.srv.merge(JOBS + "/life", {"spec": {"suspend": True}})
+        time.sleep(1.1)  # startTime has a resolution of one second
+        self.srv.merge(JOBS + "/life", {"spec": {"suspend": False}})
+        j = self.srv.ok("GET", JOBS + "/life")
+        self.assertGreater(j["status"]["startTime"], first)
+        conds = {c["type"]: c for c in j["status"]["conditions"]}
+        self.assertEqual((conds["Suspended"]["status"], conds["Suspended"]["reason"]), ("False", "JobResumed"))
+        # the suspended pods terminate; one new pod runs
+        running = [p for p in owned_pods(self.srv, created["metadata"]["uid"])
+                   if not p["metadata"].get("deletionTimestamp")]
+        self.assertEqual(len(running), 1)
+        self.srv.merge(JOBS + "/life", {"spec": {"backoffLimit": 0}})
+        self.srv.status_merge(PODS + "/" + running[0]["metadata"]["name"], {"phase": "Failed"})
+        j = self.srv.ok("GET", JOBS + "/life")
+        types = {c["type"]: c["status"] for c in j["status"]["conditions"]}
+        self.assertEqual((types.get("FailureTarget"), types.get("Failed")), ("True", "True"))
+        self.assertEqual(j["status"]["failed"], 1)
+
+    def test_terminal_conditions_and_counters_are_final(self):
+        created = self.srv.ok("POST", JOBS, job("final"))
+        for p in owned_pods(self.srv, created["metadata"]["uid"]):
+            self.srv.status_merge(PODS + "/" + p["metadata"]["name"], {"phase": "Succeeded"})
+        code, err, _ = self.srv.merge(JOBS + "/final/status", {"status": {"succeeded": 0}})
+        self.assertEqual(code, 422)
+        self.assertIn(("status.succeeded", "FieldValueInvalid"), causes(err))
+        code, err, _ = self.srv.merge(JOBS + "/final/status", {"status": {"conditions": []}})
+        self.assertEqual(code, 422)
+        self.assertIn("cannot disable the terminal Complete=True condition", err["message"])
+
+    def test_json_patch_and_apply_are_validated_too(self):
+        self.srv.ok("POST", JOBS, job("jp"))
+        code, err, _ = self.srv.req("PATCH", JOBS + "/jp", [
+            {"op": "add", "path": "/spec/template/spec/nodeSelector", "value": {"a": "b"}}],
+            "application/json-patch+json")
+        self.assertEqual(code, 422, err)
+        code, err, _ = self.srv.req("PATCH", JOBS + "/jp?fieldManager=t", {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "jp"},
+            "spec": {"template": {"spec": {"nodeSelector": {"a": "b"}}}}}, "application/apply-patch+yaml")
+        self.assertEqual(code, 422, err)
+
+
 class PodRules(Base):
     def pod(self, name, node=None, **meta):
         body = {"metadata": {"name": name, **meta}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
@@ -284,6 +329,19 @@ class Eviction(Base):
         st = self.srv.ok("GET", PDBS + "/db")["status"]
         self.assertEqual(st["disruptionsAllowed"], 0)
         self.assertEqual(self.evict("m1")[0], 429)
+
+
+class EvictionEdges(Base):
+    def test_two_budgets_and_stale_status(self):
+        self.srv.ok("POST", PODS, {"metadata": {"name": "p", "labels": {"app": "x"}},
+                                   "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "x"}]}})
+        self.srv.status_merge(PODS + "/p", {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+        for name in ("one", "two"):
+            self.srv.ok("POST", PDBS, {"metadata": {"name": name},
+                                       "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "x"}}}})
+        code, err, _ = self.srv.req("POST", PODS + "/p/eviction", {"metadata": {"name": "p"}})
+        self.assertEqual((code, err["reason"]), (500, "InternalError"))
+        self.assertIn("more than one PodDisruptionBudget", err["message"])
 
 
 class Concurrency(Base):
@@ -440,6 +498,48 @@ class CustomResources(Base):
         self.assertEqual(self.srv.merge(MUSTER + "/poolnodes/frozen/status", {"status": {"phase": "Launched"}})[0], 200)
         code, err, _ = self.srv.merge(MUSTER + "/poolnodes/frozen/status", {"status": {"phase": "Bogus"}})
         self.assertEqual(code, 422, err)
+
+    def test_status_subresource_of_custom_resources(self):
+        self.assertEqual(self.poolnode("sub")[0], 201)
+        obj = self.srv.ok("GET", MUSTER + "/poolnodes/sub")
+        obj["status"] = {"phase": "Ready"}
+        out = self.srv.ok("PUT", MUSTER + "/poolnodes/sub", obj)
+        self.assertNotEqual((out.get("status") or {}).get("phase"), "Ready")  # status ignored on the main resource
+        obj = self.srv.ok("GET", MUSTER + "/poolnodes/sub")
+        obj["metadata"]["labels"] = {"x": "y"}
+        obj["status"] = {"phase": "Launched"}
+        out = self.srv.ok("PUT", MUSTER + "/poolnodes/sub/status", obj)
+        self.assertEqual(out["status"]["phase"], "Launched")
+        self.assertNotIn("labels", out["metadata"])  # all but status ignored on /status
+
+    def test_max_length_int_or_string_and_nullable(self):
+        code, err, _ = self.poolnode("long", instanceType="x" * 65)
+        self.assertIn(("spec.offering.instanceType", "FieldValueTooLong"), causes(err))
+        code, err, _ = self.srv.req("POST", MUSTER + "/gpuqueues", {"metadata": {"name": "ios"}, "spec": {
+            "cohort": "c", "resources": [{"name": "nvidia.com/gpu", "nominal": [1]}]}})
+        self.assertEqual(code, 422, err)
+        self.assertIn(("spec.resources[0].nominal", "FieldValueTypeInvalid"), causes(err))
+        code, obj, _ = self.srv.req("POST", MUSTER + "/gpuqueues", {"metadata": {"name": "ios2"}, "spec": {
+            "cohort": "c", "resources": [{"name": "nvidia.com/gpu", "nominal": 4}, {"name": "cpu", "nominal": "10"}]}})
+        self.assertEqual(code, 201, obj)
+        code, obj, _ = self.poolnode("nul")
+        self.assertEqual(code, 201)
+        code, obj, _ = self.srv.merge(MUSTER + "/poolnodes/nul/status", {"status": {"nodeName": None}})
+        self.assertEqual(code, 200, obj)
+
+    def test_ratcheting_keeps_unchanged_invalid_values(self):
+        crd = {"metadata": {"name": "widgets.example.com"}, "spec": {
+            "group": "example.com", "scope": "Cluster",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                    "a": {"type": "string"}, "b": {"type": "string"}}}}}}}]}}
+        made = self.srv.ok("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        self.srv.ok("POST", "/apis/example.com/v1/widgets", {"metadata": {"name": "w"}, "spec": {"a": "long-value"}})
+        made["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["a"]["maxLength"] = 3
+        self.srv.ok("PUT", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com", made)
+        self.assertEqual(self.srv.merge("/apis/example.com/v1/widgets/w", {"spec": {"b": "x"}})[0], 200)
+        self.assertEqual(self.srv.merge("/apis/example.com/v1/widgets/w", {"spec": {"a": "other-long"}})[0], 422)
 
     def test_root_rule_sees_metadata_name(self):
         code, err, _ = self.srv.req("POST", MUSTER + "/gpuqueues", {"metadata": {"name": "q" * 64}, "spec": {}})
