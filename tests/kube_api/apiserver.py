@@ -739,6 +739,7 @@ class Store:
         schema = self._schema(r)
         if schema is not None:
             obj = schema.admit(obj, None, getattr(REQUEST, "strict", False))
+            _warn_pruned(schema.pruned)
         return obj
 
     def _admit_update(self, r, new, old, subresource):
@@ -758,6 +759,7 @@ class Store:
         schema = self._schema(r)
         if schema is not None:
             new = schema.admit(new, old, getattr(REQUEST, "strict", False))
+            _warn_pruned(schema.pruned)
         return new
 
     # -- watch
@@ -828,6 +830,12 @@ class Store:
             last_sent = time.monotonic()
             if time.monotonic() >= deadline:
                 return
+
+
+def _warn_pruned(paths):
+    """fieldValidation=Warn (the default): each dropped field is a Warning header."""
+    if paths and hasattr(REQUEST, "warnings"):
+        REQUEST.warnings.extend(f'299 - "unknown field \\"{p}\\""' for p in paths)
 
 
 def _success():
@@ -902,6 +910,10 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
+        for w in getattr(REQUEST, "warnings", None) or []:
+            self.send_header("Warning", w)
+            if self.log_errors:
+                sys.stderr.write(f"apiserver: {self.command} {self.path} -> warning {w}\n")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -1013,6 +1025,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _handle(self, method):
         self.body_read = False
+        REQUEST.warnings = []
         try:
             route = self._route()
             if route[0] == "doc":
@@ -1022,6 +1035,7 @@ class Handler(BaseHTTPRequestHandler):
             _, r, ns, name, sub = route
             q = self._query()
             REQUEST.strict = q.get("fieldValidation") == "Strict"
+            REQUEST.warnings = []
             watching = method == "GET" and name is None and q.get("watch") in ("1", "true")
             if not watching and self.headers.get("x-muster-chaos") != "off":
                 self.chaos.maybe_fail(method)

@@ -448,9 +448,10 @@ class CustomResources(Base):
         self.assertIn(("spec.offering", "FieldValueRequired"), causes(err))
 
     def test_unknown_fields_pruned_or_rejected_when_strict(self):
-        code, obj, _ = self.poolnode("prune", surprise=1)
+        code, obj, headers = self.poolnode("prune", surprise=1)
         self.assertEqual(code, 201, obj)
         self.assertNotIn("surprise", obj["spec"]["offering"])
+        self.assertIn('unknown field \\"spec.offering.surprise\\"', headers.get("Warning", ""))
         code, err, _ = self.srv.req("POST", MUSTER + "/poolnodes?fieldValidation=Strict", {
             "metadata": {"name": "strict"}, "spec": {"pool": "a", "nodeClass": "b", "idempotencyKey": "k",
                                                       "offering": {}, "extra": True}})
