@@ -373,7 +373,7 @@ async fn custom_resources_and_leases() {
     );
     let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "team-a", &ar);
     let mut g = DynamicObject::new("g1", &ar).within("team-a");
-    g.data = json!({"spec": {"queue": "q", "podSets": [{"name": "w", "count": 1, "template": {}}]}, "status": {"phase": "Running"}});
+    g.data = json!({"spec": {"queue": "q", "podSets": [{"name": "w", "count": 1}]}, "status": {"phase": "Running"}});
     let created = gangs
         .create(&PostParams::default(), &g)
         .await

@@ -458,7 +458,7 @@ class CustomResources(Base):
         self.assertEqual((code, err["reason"]), (400, "BadRequest"))
 
     def test_defaults_applied(self):
-        code, obj, _ = self.gang("dflt", [{"name": "w", "count": 2, "template": {}}])
+        code, obj, _ = self.gang("dflt", [{"name": "w", "count": 2}])
         self.assertEqual(code, 201, obj)
         with open(os.path.join(CRDS, "gang.yaml"), encoding="utf-8") as f:
             gang = yaml.safe_load(f)
@@ -468,11 +468,11 @@ class CustomResources(Base):
                 self.assertEqual(obj["spec"][k], v["default"], k)
 
     def test_cel_rules_with_field_paths(self):
-        code, err, _ = self.gang("cel", [{"name": "w", "count": 2, "minCount": 3, "template": {}}])
+        code, err, _ = self.gang("cel", [{"name": "w", "count": 2, "minCount": 3}])
         self.assertEqual(code, 422, err)
         self.assertIn(("spec.podSets[0]", "FieldValueInvalid"), causes(err))
         self.assertIn("minCount must be less than or equal to count", err["message"])
-        code, err, _ = self.gang("dup", [{"name": "w", "count": 1, "template": {}}, {"name": "w", "count": 1, "template": {}}])
+        code, err, _ = self.gang("dup", [{"name": "w", "count": 1}, {"name": "w", "count": 1}])
         self.assertEqual(code, 422, err)
 
     def test_quantity_library(self):
@@ -528,15 +528,19 @@ class CustomResources(Base):
         code, obj, _ = self.srv.merge(MUSTER + "/poolnodes/nul/status", {"status": {"nodeName": None}})
         self.assertEqual(code, 200, obj)
 
-    def test_ratcheting_keeps_unchanged_invalid_values(self):
+    def test_preserve_unknown_fields_and_ratcheting(self):
         crd = {"metadata": {"name": "widgets.example.com"}, "spec": {
             "group": "example.com", "scope": "Cluster",
             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
                 "type": "object", "properties": {"spec": {"type": "object", "properties": {
-                    "a": {"type": "string"}, "b": {"type": "string"}}}}}}}]}}
+                    "a": {"type": "string"}, "b": {"type": "string"},
+                    "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}}}]}}
         made = self.srv.ok("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-        self.srv.ok("POST", "/apis/example.com/v1/widgets", {"metadata": {"name": "w"}, "spec": {"a": "long-value"}})
+        w = self.srv.ok("POST", "/apis/example.com/v1/widgets", {"metadata": {"name": "w"}, "spec": {
+            "a": "long-value", "extra": {"any": {"thing": [1]}}, "dropped": 1}})
+        self.assertEqual(w["spec"]["extra"], {"any": {"thing": [1]}})  # preserved
+        self.assertNotIn("dropped", w["spec"])  # pruned
         made["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["a"]["maxLength"] = 3
         self.srv.ok("PUT", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com", made)
         self.assertEqual(self.srv.merge("/apis/example.com/v1/widgets/w", {"spec": {"b": "x"}})[0], 200)
