@@ -89,6 +89,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import crd_schema  # noqa: E402
 import job_rules  # noqa: E402
+import node_lease_rules  # noqa: E402
 import pod_rules  # noqa: E402
 from apierrors import ApiError, invalid  # noqa: E402
 from job_rules import selector_matches  # noqa: E402
@@ -736,6 +737,10 @@ class Store:
                 raise invalid("Job", "batch", name, errs)
         elif r.storage_key == ("", "pods"):
             pod_rules.prepare_create(obj)
+        elif r.storage_key == ("coordination.k8s.io", "leases"):
+            errs = node_lease_rules.validate_lease(obj)
+            if errs:
+                raise invalid("Lease", "coordination.k8s.io", name, errs)
         schema = self._schema(r)
         if schema is not None:
             obj = schema.admit(obj, None, getattr(REQUEST, "strict", False))
@@ -756,6 +761,14 @@ class Store:
             errs = pod_rules.validate_update(new, old)
             if errs:
                 raise invalid("Pod", "", name, errs)
+        elif r.storage_key == ("", "nodes") and subresource != "status":
+            errs = node_lease_rules.validate_node_update(new, old)
+            if errs:
+                raise invalid("Node", "", name, errs)
+        elif r.storage_key == ("coordination.k8s.io", "leases"):
+            errs = node_lease_rules.validate_lease(new)
+            if errs:
+                raise invalid("Lease", "coordination.k8s.io", name, errs)
         schema = self._schema(r)
         if schema is not None:
             new = schema.admit(new, old, getattr(REQUEST, "strict", False))

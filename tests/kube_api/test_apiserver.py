@@ -344,6 +344,25 @@ class EvictionEdges(Base):
         self.assertIn("more than one PodDisruptionBudget", err["message"])
 
 
+class NodesAndLeases(Base):
+    def test_provider_id_set_once(self):
+        self.srv.ok("POST", "/api/v1/nodes", {"metadata": {"name": "ip-10-0-1-23.ec2.internal"}, "spec": {}})
+        n = "/api/v1/nodes/ip-10-0-1-23.ec2.internal"
+        self.assertEqual(self.srv.merge(n, {"spec": {"providerID": "aws:///us-east-1a/i-1"}})[0], 200)
+        code, err, _ = self.srv.merge(n, {"spec": {"providerID": "aws:///us-east-1a/i-2"}})
+        self.assertEqual(code, 422)
+        self.assertIn(("spec.providerID", "FieldValueForbidden"), causes(err))
+        self.assertEqual(self.srv.merge(n, {"spec": {"unschedulable": True}})[0], 200)  # cordon
+
+    def test_lease_durations(self):
+        leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+        code, err, _ = self.srv.req("POST", leases, {"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 0}})
+        self.assertIn(("spec.leaseDurationSeconds", "FieldValueInvalid"), causes(err))
+        self.srv.ok("POST", leases, {"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 15}})
+        code, err, _ = self.srv.merge(leases + "/l", {"spec": {"leaseTransitions": -1}})
+        self.assertEqual(code, 422)
+
+
 class Concurrency(Base):
     def test_resource_version_preconditions(self):
         cm = self.srv.ok("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "c"}, "data": {"a": "1"}})
