@@ -1,73 +1,49 @@
 #!/usr/bin/env python3
-"""A small, stateful Kubernetes API test server (Python standard library only).
+"""A small, stateful Kubernetes API test server.
 
 The real `kube::Client` talks to it over plain HTTP on 127.0.0.1. It keeps the
-semantics controllers rely on close to the real API server's documented ones;
-where it simplifies, the simplification is listed here and in README.md.
+semantics controllers rely on close to the real API server's and enforces the
+upstream rules muster depends on; README.md lists every rule with its upstream
+source and what is knowingly not enforced.
 
 Run:  python3 apiserver.py [--port 0]
 It prints one line `LISTENING http://127.0.0.1:PORT` on stdout when ready and
 serves until killed (or until stdin closes, with --exit-on-stdin-eof).
 
-Semantics
-- Resources: core/v1 namespaces, nodes, pods, events, configmaps, secrets,
-  services; batch/v1 jobs; policy/v1 poddisruptionbudgets;
-  coordination.k8s.io/v1 leases; events.k8s.io/v1 events;
-  apiextensions.k8s.io/v1 customresourcedefinitions. Creating a CRD registers
-  its resource at once (served versions, scope, status subresource).
+This module holds the HTTP side, the store and the chaos mode:
+- Resources: core/v1 namespaces, nodes, pods (+ binding, eviction), events,
+  configmaps, secrets, services; batch/v1 jobs; policy/v1
+  poddisruptionbudgets; coordination.k8s.io/v1 leases; events.k8s.io/v1
+  events; apiextensions.k8s.io/v1 customresourcedefinitions. Creating a CRD
+  registers its resource at once (served versions, scope, status
+  subresource, schema).
 - Discovery: /version, /api, /api/v1, /apis, /apis/GROUP/VERSION.
 - Stamping: metadata.uid, creationTimestamp, resourceVersion (one global
   counter, as etcd's revision), generation (1 on create, +1 when anything but
   metadata and status changes). generateName is honoured.
+- Admission: defaulting, strategies and validation of Jobs (job_rules), Pods
+  (pod_rules), Nodes and Leases (node_lease_rules) and custom resources
+  (crd_schema); 422 Invalid with field causes (apierrors).
+- Stand-ins for the Job and disruption controllers and the kubelet's end of
+  graceful deletion (controllers) react to every committed write.
 - Optimistic concurrency: PUT and PATCH with metadata.resourceVersion in the
-  body must match the stored one, else 409 Conflict (reason Conflict). PUT
-  without a resourceVersion is an unconditional update.
+  body must match the stored one, else 409 Conflict. PUT without a
+  resourceVersion is an unconditional update.
 - Status subresource (where the resource has one): writes to the main
   resource ignore .status; writes to /status change only .status. Status is
   dropped on create.
-- Patches: application/merge-patch+json (RFC 7386), application/json-patch+json
-  (RFC 6902: add, remove, replace, move, copy, test),
-  application/strategic-merge-patch+json (treated as a merge patch: lists are
-  replaced, not merged by key), application/apply-patch+yaml (server-side
-  apply, simplified: fieldManager is required; the applied configuration is
-  deep-merged into the live object, maps merged key by key, lists replaced;
-  no field ownership, no conflicts, fields an earlier apply set and this one
-  omits are not removed; a missing object is created).
-- Eviction: POST pods/NAME/eviction (policy/v1 Eviction) checks every
-  PodDisruptionBudget of the pod's namespace whose selector matches it:
-  desired healthy pods from minAvailable/maxUnavailable (integers or
-  percentages, rounded up), healthy = Running and Ready; a healthy pod needs
-  one disruption to spare, an unhealthy one may always go
-  (AlwaysAllow). Refused: 429 TooManyRequests with a DisruptionBudget
-  cause; allowed: the pod is deleted.
-- Delete: an object with metadata.finalizers gets deletionTimestamp and stays
-  until an update empties its finalizers; otherwise it is removed at once
-  (pods too: there is no kubelet grace period). Preconditions (uid,
-  resourceVersion) in DeleteOptions are checked. Finalizers cannot be added to
-  an object being deleted. Removal cascades to objects whose ownerReferences
-  name the removed uid (background garbage collection, done synchronously).
-- Lists: labelSelector (equality and set-based), fieldSelector (equality and
-  inequality on any dotted path, e.g. metadata.name, spec.nodeName).
-  `limit`/`continue` page through the objects in (namespace, name) order; a
-  continue token carries the first page's revision, which every page reports
-  (pages show objects as they are when the page is read, where a real API
-  server serves them from that revision's snapshot). Without `continue` the
-  list's resourceVersion is the current revision; `resourceVersion` on a list is accepted and the latest
-  state returned (valid for the `Any`/`NotOlderThan` semantics).
-- Watch: `watch=1` with `resourceVersion` resumes after that revision; without
-  one (or "0") the current objects are sent as ADDED first. A revision older
-  than the retained history (see --history) gets an ERROR event with 410
-  Expired. BOOKMARK events are sent every --bookmark-secs when
-  allowWatchBookmarks is set. timeoutSeconds ends the stream. Selectors apply;
-  an object that stops matching is sent as DELETED, one that starts matching
-  as ADDED (like the real watch cache).
-- Errors are metav1.Status objects with the real reasons: NotFound (404),
-  AlreadyExists (409), Conflict (409), Invalid (422), BadRequest (400),
-  MethodNotAllowed (405), Expired (410).
-- Not modelled: authentication, admission webhooks, schema validation and
-  defaulting (objects are stored as sent; CRD CEL rules are not run),
-  namespace existence and namespace deletion, graceful pod deletion,
-  managedFields, protobuf, pagination.
+- Patches: merge (RFC 7386), JSON patch (RFC 6902), strategic merge treated
+  as merge (lists replaced), server-side apply simplified (fieldManager
+  required, maps merged, lists replaced, missing object created, no field
+  ownership).
+- Delete: finalizers hold an object (deletionTimestamp set) until emptied;
+  bound pods terminate gracefully; preconditions (uid, resourceVersion) are
+  checked; removal cascades to dependents named by ownerReferences.
+- Lists: labelSelector, fieldSelector, limit/continue paging.
+- Watch: resume after resourceVersion; ADDED for current objects without
+  one; 410 Expired below the retained history (--history, --watch-window);
+  BOOKMARKs; timeoutSeconds; selector changes become ADDED/DELETED.
+- Chaos (--chaos, --chaos-seed): random 409/429/500 answers and cut watches.
 """
 
 import argparse
