@@ -373,7 +373,7 @@ async fn custom_resources_and_leases() {
     );
     let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "team-a", &ar);
     let mut g = DynamicObject::new("g1", &ar).within("team-a");
-    g.data = json!({"spec": {"queue": "q", "podSets": [{"name": "w", "count": 1, "template": {}}]}, "status": {"phase": "Running"}});
+    g.data = json!({"spec": {"queue": "q", "podSets": [{"name": "w", "count": 1}]}, "status": {"phase": "Running"}});
     let created = gangs
         .create(&PostParams::default(), &g)
         .await
@@ -657,8 +657,8 @@ async fn lists_page_with_limit_and_continue() {
 async fn reflectors_survive_watch_expiry_and_chaos() {
     use kube_runtime::WatchStreamExt;
     let server = ApiServer::start_with(&["--watch-window", "1", "--chaos", "0.2"]);
-    let writer_api: Api<ConfigMap> = Api::namespaced(server.setup_client(), "default");
-    let chaotic: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let writer_api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let chaotic: Api<ConfigMap> = Api::namespaced(server.client_as("reflector"), "default");
     let (reader, writer) = kube_runtime::reflector::store::<ConfigMap>();
     let stream = kube_runtime::watcher(chaotic, Default::default())
         .default_backoff()

@@ -1,73 +1,49 @@
 #!/usr/bin/env python3
-"""A small, stateful Kubernetes API test server (Python standard library only).
+"""A small, stateful Kubernetes API test server.
 
 The real `kube::Client` talks to it over plain HTTP on 127.0.0.1. It keeps the
-semantics controllers rely on close to the real API server's documented ones;
-where it simplifies, the simplification is listed here and in README.md.
+semantics controllers rely on close to the real API server's and enforces the
+upstream rules muster depends on; README.md lists every rule with its upstream
+source and what is knowingly not enforced.
 
 Run:  python3 apiserver.py [--port 0]
 It prints one line `LISTENING http://127.0.0.1:PORT` on stdout when ready and
 serves until killed (or until stdin closes, with --exit-on-stdin-eof).
 
-Semantics
-- Resources: core/v1 namespaces, nodes, pods, events, configmaps, secrets,
-  services; batch/v1 jobs; policy/v1 poddisruptionbudgets;
-  coordination.k8s.io/v1 leases; events.k8s.io/v1 events;
-  apiextensions.k8s.io/v1 customresourcedefinitions. Creating a CRD registers
-  its resource at once (served versions, scope, status subresource).
+This module holds the HTTP side, the store and the chaos mode:
+- Resources: core/v1 namespaces, nodes, pods (+ binding, eviction), events,
+  configmaps, secrets, services; batch/v1 jobs; policy/v1
+  poddisruptionbudgets; coordination.k8s.io/v1 leases; events.k8s.io/v1
+  events; apiextensions.k8s.io/v1 customresourcedefinitions. Creating a CRD
+  registers its resource at once (served versions, scope, status
+  subresource, schema).
 - Discovery: /version, /api, /api/v1, /apis, /apis/GROUP/VERSION.
 - Stamping: metadata.uid, creationTimestamp, resourceVersion (one global
   counter, as etcd's revision), generation (1 on create, +1 when anything but
   metadata and status changes). generateName is honoured.
+- Admission: defaulting, strategies and validation of Jobs (job_rules), Pods
+  (pod_rules), Nodes and Leases (node_lease_rules) and custom resources
+  (crd_schema); 422 Invalid with field causes (apierrors).
+- Stand-ins for the Job and disruption controllers and the kubelet's end of
+  graceful deletion (controllers) react to every committed write.
 - Optimistic concurrency: PUT and PATCH with metadata.resourceVersion in the
-  body must match the stored one, else 409 Conflict (reason Conflict). PUT
-  without a resourceVersion is an unconditional update.
+  body must match the stored one, else 409 Conflict. PUT without a
+  resourceVersion is an unconditional update.
 - Status subresource (where the resource has one): writes to the main
   resource ignore .status; writes to /status change only .status. Status is
   dropped on create.
-- Patches: application/merge-patch+json (RFC 7386), application/json-patch+json
-  (RFC 6902: add, remove, replace, move, copy, test),
-  application/strategic-merge-patch+json (treated as a merge patch: lists are
-  replaced, not merged by key), application/apply-patch+yaml (server-side
-  apply, simplified: fieldManager is required; the applied configuration is
-  deep-merged into the live object, maps merged key by key, lists replaced;
-  no field ownership, no conflicts, fields an earlier apply set and this one
-  omits are not removed; a missing object is created).
-- Eviction: POST pods/NAME/eviction (policy/v1 Eviction) checks every
-  PodDisruptionBudget of the pod's namespace whose selector matches it:
-  desired healthy pods from minAvailable/maxUnavailable (integers or
-  percentages, rounded up), healthy = Running and Ready; a healthy pod needs
-  one disruption to spare, an unhealthy one may always go
-  (AlwaysAllow). Refused: 429 TooManyRequests with a DisruptionBudget
-  cause; allowed: the pod is deleted.
-- Delete: an object with metadata.finalizers gets deletionTimestamp and stays
-  until an update empties its finalizers; otherwise it is removed at once
-  (pods too: there is no kubelet grace period). Preconditions (uid,
-  resourceVersion) in DeleteOptions are checked. Finalizers cannot be added to
-  an object being deleted. Removal cascades to objects whose ownerReferences
-  name the removed uid (background garbage collection, done synchronously).
-- Lists: labelSelector (equality and set-based), fieldSelector (equality and
-  inequality on any dotted path, e.g. metadata.name, spec.nodeName).
-  `limit`/`continue` page through the objects in (namespace, name) order; a
-  continue token carries the first page's revision, which every page reports
-  (pages show objects as they are when the page is read, where a real API
-  server serves them from that revision's snapshot). Without `continue` the
-  list's resourceVersion is the current revision; `resourceVersion` on a list is accepted and the latest
-  state returned (valid for the `Any`/`NotOlderThan` semantics).
-- Watch: `watch=1` with `resourceVersion` resumes after that revision; without
-  one (or "0") the current objects are sent as ADDED first. A revision older
-  than the retained history (see --history) gets an ERROR event with 410
-  Expired. BOOKMARK events are sent every --bookmark-secs when
-  allowWatchBookmarks is set. timeoutSeconds ends the stream. Selectors apply;
-  an object that stops matching is sent as DELETED, one that starts matching
-  as ADDED (like the real watch cache).
-- Errors are metav1.Status objects with the real reasons: NotFound (404),
-  AlreadyExists (409), Conflict (409), Invalid (422), BadRequest (400),
-  MethodNotAllowed (405), Expired (410).
-- Not modelled: authentication, admission webhooks, schema validation and
-  defaulting (objects are stored as sent; CRD CEL rules are not run),
-  namespace existence and namespace deletion, graceful pod deletion,
-  managedFields, protobuf, pagination.
+- Patches: merge (RFC 7386), JSON patch (RFC 6902), strategic merge treated
+  as merge (lists replaced), server-side apply simplified (fieldManager
+  required, maps merged, lists replaced, missing object created, no field
+  ownership).
+- Delete: finalizers hold an object (deletionTimestamp set) until emptied;
+  bound pods terminate gracefully; preconditions (uid, resourceVersion) are
+  checked; removal cascades to dependents named by ownerReferences.
+- Lists: labelSelector, fieldSelector, limit/continue paging.
+- Watch: resume after resourceVersion; ADDED for current objects without
+  one; 410 Expired below the retained history (--history, --watch-window);
+  BOOKMARKs; timeoutSeconds; selector changes become ADDED/DELETED.
+- Chaos (--chaos, --chaos-seed): random 409/429/500 answers and cut watches.
 """
 
 import argparse
@@ -89,6 +65,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import crd_schema  # noqa: E402
 import job_rules  # noqa: E402
+import node_lease_rules  # noqa: E402
 import pod_rules  # noqa: E402
 from apierrors import ApiError, invalid  # noqa: E402
 from job_rules import selector_matches  # noqa: E402
@@ -736,9 +713,14 @@ class Store:
                 raise invalid("Job", "batch", name, errs)
         elif r.storage_key == ("", "pods"):
             pod_rules.prepare_create(obj)
+        elif r.storage_key == ("coordination.k8s.io", "leases"):
+            errs = node_lease_rules.validate_lease(obj)
+            if errs:
+                raise invalid("Lease", "coordination.k8s.io", name, errs)
         schema = self._schema(r)
         if schema is not None:
             obj = schema.admit(obj, None, getattr(REQUEST, "strict", False))
+            _warn_pruned(schema.pruned)
         return obj
 
     def _admit_update(self, r, new, old, subresource):
@@ -755,9 +737,18 @@ class Store:
             errs = pod_rules.validate_update(new, old)
             if errs:
                 raise invalid("Pod", "", name, errs)
+        elif r.storage_key == ("", "nodes") and subresource != "status":
+            errs = node_lease_rules.validate_node_update(new, old)
+            if errs:
+                raise invalid("Node", "", name, errs)
+        elif r.storage_key == ("coordination.k8s.io", "leases"):
+            errs = node_lease_rules.validate_lease(new)
+            if errs:
+                raise invalid("Lease", "coordination.k8s.io", name, errs)
         schema = self._schema(r)
         if schema is not None:
             new = schema.admit(new, old, getattr(REQUEST, "strict", False))
+            _warn_pruned(schema.pruned)
         return new
 
     # -- watch
@@ -830,6 +821,12 @@ class Store:
                 return
 
 
+def _warn_pruned(paths):
+    """fieldValidation=Warn (the default): each dropped field is a Warning header."""
+    if paths and hasattr(REQUEST, "warnings"):
+        REQUEST.warnings.extend(f'299 - "unknown field \\"{p}\\""' for p in paths)
+
+
 def _success():
     return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201, "metadata": {}}
 
@@ -856,6 +853,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "muster-kube-api-test/1"
     store = None
     chaos = None
+    log_errors = False
     bookmark_secs = 1.0
     audit = None
     audit_lock = threading.Lock()
@@ -867,6 +865,7 @@ class Handler(BaseHTTPRequestHandler):
     # -- plumbing
 
     def _body(self):
+        self.body_read = True
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             data = b""
             while True:
@@ -900,12 +899,18 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
+        for w in getattr(REQUEST, "warnings", None) or []:
+            self.send_header("Warning", w)
+            if self.log_errors:
+                sys.stderr.write(f"apiserver: {self.command} {self.path} -> warning {w}\n")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
 
     def _error(self, e):
+        if self.log_errors and e.code != 404:
+            sys.stderr.write(f"apiserver: {self.command} {self.path} -> {e.code} {e.reason}: {e.message}\n")
         self._send(e.code, e.status(), e.headers)
 
     # -- routing
@@ -1008,6 +1013,8 @@ class Handler(BaseHTTPRequestHandler):
         return {k: v[-1] for k, v in q.items()}
 
     def _handle(self, method):
+        self.body_read = False
+        REQUEST.warnings = []
         try:
             route = self._route()
             if route[0] == "doc":
@@ -1017,6 +1024,7 @@ class Handler(BaseHTTPRequestHandler):
             _, r, ns, name, sub = route
             q = self._query()
             REQUEST.strict = q.get("fieldValidation") == "Strict"
+            REQUEST.warnings = []
             watching = method == "GET" and name is None and q.get("watch") in ("1", "true")
             if not watching and self.headers.get("x-muster-chaos") != "off":
                 self.chaos.maybe_fail(method)
@@ -1061,6 +1069,8 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(405, "MethodNotAllowed", f"method {method} not allowed")
         except ApiError as e:
             # drain an unread body so the connection stays usable
+            if not self.body_read:
+                self._body()
             self._error(e)
         except (BrokenPipeError, ConnectionResetError):
             pass
@@ -1245,12 +1255,14 @@ def main():
     ap.add_argument("--chaos", type=float, default=0.0,
                     help="rate of injected 409/429/500 answers and cut watches (0..1)")
     ap.add_argument("--chaos-seed", type=int, default=0)
+    ap.add_argument("--log-errors", action="store_true", help="every error answer but 404 on stderr")
     ap.add_argument("--exit-on-stdin-eof", action="store_true",
                     help="stop when stdin closes (the harness dies, the server follows)")
     args = ap.parse_args()
     Handler.store = Store(args.history, args.watch_window, args.pod_termination_secs)
     Handler.store.controllers.start()
     Handler.chaos = Chaos(args.chaos, args.chaos_seed)
+    Handler.log_errors = args.log_errors
     Handler.bookmark_secs = args.bookmark_secs
     if args.audit_log:
         Handler.audit = open(args.audit_log, "a", encoding="utf-8")

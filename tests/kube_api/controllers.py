@@ -30,6 +30,7 @@ Upstream (kubernetes/kubernetes):
 """
 
 import copy
+import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -111,10 +112,15 @@ class Controllers:
                 if item in self.queue:
                     continue  # a later copy will do
                 kind, ns, name = item
-                if kind == "job":
-                    self.sync_job(ns, name)
-                else:
-                    self.sync_pdbs(ns)
+                try:
+                    if kind == "job":
+                        self.sync_job(ns, name)
+                    else:
+                        self.sync_pdbs(ns)
+                except ApiError as e:
+                    # a controller's refused write is its own failure, never the
+                    # request's that woke it; it retries on the next event
+                    sys.stderr.write(f"apiserver: {kind} controller, {ns}/{name}: {e.message}\n")
         finally:
             self.queue.clear()
             self.draining = False
@@ -208,10 +214,11 @@ class Controllers:
 
     def sync_pdbs(self, ns):
         pdbs, pods = self._r("policy", "poddisruptionbudgets"), self._r("", "pods")
+        budgets = [(name, pdb) for (pns, name), pdb in self.store.objects[pdbs.storage_key].items() if pns == ns]
+        if not budgets:
+            return
         in_ns = [p for (pns, _), p in self.store.objects[pods.storage_key].items() if pns == ns]
-        for (pns, name), pdb in list(self.store.objects[pdbs.storage_key].items()):
-            if pns != ns:
-                continue
+        for name, pdb in budgets:
             status = self.pdb_status(pdb, in_ns)
             if status != pdb.get("status"):
                 new = copy.deepcopy(pdb)
@@ -284,4 +291,7 @@ class Controllers:
                     pod = self.store.objects[pods.storage_key].get((ns, name))
                     if pod is None or pod["metadata"].get("uid") != uid:
                         continue
-                    self.store.finish_graceful_delete(pods, ns, name)
+                    try:
+                        self.store.finish_graceful_delete(pods, ns, name)
+                    except ApiError as e:
+                        sys.stderr.write(f"apiserver: kubelet, {ns}/{name}: {e.message}\n")

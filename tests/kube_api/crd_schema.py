@@ -238,7 +238,9 @@ def _type_ok(schema, v):
     return {"object": lambda: isinstance(v, dict),
             "array": lambda: isinstance(v, list),
             "string": lambda: isinstance(v, str),
-            "integer": lambda: isinstance(v, int) and not isinstance(v, bool),
+            # a float with an integral value is an integer (kube-openapi's IsFloat64AJSONInteger)
+            "integer": lambda: (isinstance(v, int) and not isinstance(v, bool)) or (
+                isinstance(v, float) and v.is_integer()),
             "number": lambda: isinstance(v, (int, float)) and not isinstance(v, bool),
             "boolean": lambda: isinstance(v, bool)}.get(t, lambda: True)()
 
@@ -409,6 +411,7 @@ class CrdVersion:
     """One served version of a CRD, with its schema."""
 
     def __init__(self, kind, group, schema):
+        self.pruned = []  # the unknown fields the last admit dropped
         self.kind = kind
         self.group = group
         self.schema = schema or {}
@@ -420,6 +423,7 @@ class CrdVersion:
         if pruned and strict:
             raise ApiError(400, "BadRequest", "strict decoding error: " + ", ".join(
                 f'unknown field "{p}"' for p in pruned))
+        self.pruned = pruned
         obj = apply_defaults(obj, self.schema)
         errs = []
         validate(obj, old if old is not None else _MISSING, self.schema, "", errs, root=True)

@@ -12,7 +12,9 @@ Upstream (kubernetes/kubernetes):
   the template labels, restartPolicy OnFailure or Never), ValidateJobSpecUpdate
   (immutable selector, completions, completionMode, podFailurePolicy,
   backoffLimitPerIndex, managedBy, successPolicy; validatePodTemplateUpdate),
-  ValidateJobStatusUpdate and validateJobStatus (the status rules below).
+  ValidateJobStatusUpdate and validateJobStatus (the status rules below),
+  with the fix of kubernetes/kubernetes#134769 (a resumed Job's startTime may
+  be reset while the stored Job still has Suspended=True).
 
 Equality follows apimachinery's Semantic.DeepEqual as far as JSON can tell:
 a missing field, null, {} and [] compare equal.
@@ -216,7 +218,9 @@ def validate_status_update(new, old):
         errs.append(FieldError("invalid", "status.active", "active>0 is invalid for finished job", st.get("active")))
     if st.get("ready") is not None and st["ready"] > (st.get("active") or 0):
         errs.append(FieldError("invalid", "status.ready", "cannot set more ready pods than active", st["ready"]))
-    if ost.get("startTime") and st.get("startTime") != ost["startTime"] and not (new.get("spec") or {}).get("suspend"):
+    # a resume (the stored Job still Suspended=True) may reset it: kubernetes#134769
+    if (ost.get("startTime") and st.get("startTime") != ost["startTime"]
+            and not (new.get("spec") or {}).get("suspend") and not _cond(old, "Suspended")):
         errs.append(FieldError("required", "status.startTime", "startTime cannot be removed for unsuspended job"))
     return errs
 

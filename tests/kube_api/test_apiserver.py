@@ -207,6 +207,51 @@ class JobRules(Base):
         self.assertTrue(j["status"]["completionTime"])
 
 
+class JobLifeCycle(Base):
+    def test_resume_resets_start_time_and_failures_fail_the_job(self):
+        created = self.srv.ok("POST", JOBS, job("life"))
+        first = self.srv.ok("GET", JOBS + "/life")["status"]["startTime"]
+        self.srv.merge(JOBS + "/life", {"spec": {"suspend": True}})
+        time.sleep(1.1)  # startTime has a resolution of one second
+        self.srv.merge(JOBS + "/life", {"spec": {"suspend": False}})
+        j = self.srv.ok("GET", JOBS + "/life")
+        self.assertGreater(j["status"]["startTime"], first)
+        conds = {c["type"]: c for c in j["status"]["conditions"]}
+        self.assertEqual((conds["Suspended"]["status"], conds["Suspended"]["reason"]), ("False", "JobResumed"))
+        # the suspended pods terminate; one new pod runs
+        running = [p for p in owned_pods(self.srv, created["metadata"]["uid"])
+                   if not p["metadata"].get("deletionTimestamp")]
+        self.assertEqual(len(running), 1)
+        self.srv.merge(JOBS + "/life", {"spec": {"backoffLimit": 0}})
+        self.srv.status_merge(PODS + "/" + running[0]["metadata"]["name"], {"phase": "Failed"})
+        j = self.srv.ok("GET", JOBS + "/life")
+        types = {c["type"]: c["status"] for c in j["status"]["conditions"]}
+        self.assertEqual((types.get("FailureTarget"), types.get("Failed")), ("True", "True"))
+        self.assertEqual(j["status"]["failed"], 1)
+
+    def test_terminal_conditions_and_counters_are_final(self):
+        created = self.srv.ok("POST", JOBS, job("final"))
+        for p in owned_pods(self.srv, created["metadata"]["uid"]):
+            self.srv.status_merge(PODS + "/" + p["metadata"]["name"], {"phase": "Succeeded"})
+        code, err, _ = self.srv.merge(JOBS + "/final/status", {"status": {"succeeded": 0}})
+        self.assertEqual(code, 422)
+        self.assertIn(("status.succeeded", "FieldValueInvalid"), causes(err))
+        code, err, _ = self.srv.merge(JOBS + "/final/status", {"status": {"conditions": []}})
+        self.assertEqual(code, 422)
+        self.assertIn("cannot disable the terminal Complete=True condition", err["message"])
+
+    def test_json_patch_and_apply_are_validated_too(self):
+        self.srv.ok("POST", JOBS, job("jp"))
+        code, err, _ = self.srv.req("PATCH", JOBS + "/jp", [
+            {"op": "add", "path": "/spec/template/spec/nodeSelector", "value": {"a": "b"}}],
+            "application/json-patch+json")
+        self.assertEqual(code, 422, err)
+        code, err, _ = self.srv.req("PATCH", JOBS + "/jp?fieldManager=t", {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "jp"},
+            "spec": {"template": {"spec": {"nodeSelector": {"a": "b"}}}}}, "application/apply-patch+yaml")
+        self.assertEqual(code, 422, err)
+
+
 class PodRules(Base):
     def pod(self, name, node=None, **meta):
         body = {"metadata": {"name": name, **meta}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
@@ -286,6 +331,38 @@ class Eviction(Base):
         self.assertEqual(self.evict("m1")[0], 429)
 
 
+class EvictionEdges(Base):
+    def test_two_budgets_and_stale_status(self):
+        self.srv.ok("POST", PODS, {"metadata": {"name": "p", "labels": {"app": "x"}},
+                                   "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "x"}]}})
+        self.srv.status_merge(PODS + "/p", {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+        for name in ("one", "two"):
+            self.srv.ok("POST", PDBS, {"metadata": {"name": name},
+                                       "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "x"}}}})
+        code, err, _ = self.srv.req("POST", PODS + "/p/eviction", {"metadata": {"name": "p"}})
+        self.assertEqual((code, err["reason"]), (500, "InternalError"))
+        self.assertIn("more than one PodDisruptionBudget", err["message"])
+
+
+class NodesAndLeases(Base):
+    def test_provider_id_set_once(self):
+        self.srv.ok("POST", "/api/v1/nodes", {"metadata": {"name": "ip-10-0-1-23.ec2.internal"}, "spec": {}})
+        n = "/api/v1/nodes/ip-10-0-1-23.ec2.internal"
+        self.assertEqual(self.srv.merge(n, {"spec": {"providerID": "aws:///us-east-1a/i-1"}})[0], 200)
+        code, err, _ = self.srv.merge(n, {"spec": {"providerID": "aws:///us-east-1a/i-2"}})
+        self.assertEqual(code, 422)
+        self.assertIn(("spec.providerID", "FieldValueForbidden"), causes(err))
+        self.assertEqual(self.srv.merge(n, {"spec": {"unschedulable": True}})[0], 200)  # cordon
+
+    def test_lease_durations(self):
+        leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+        code, err, _ = self.srv.req("POST", leases, {"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 0}})
+        self.assertIn(("spec.leaseDurationSeconds", "FieldValueInvalid"), causes(err))
+        self.srv.ok("POST", leases, {"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 15}})
+        code, err, _ = self.srv.merge(leases + "/l", {"spec": {"leaseTransitions": -1}})
+        self.assertEqual(code, 422)
+
+
 class Concurrency(Base):
     def test_resource_version_preconditions(self):
         cm = self.srv.ok("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "c"}, "data": {"a": "1"}})
@@ -335,6 +412,15 @@ class Chaos(Base):
                 self.assertEqual(err["reason"], "TooManyRequests")
         self.assertEqual(seen, {429, 500})
         self.assertEqual(self.srv.req("GET", "/apis")[0], 200)  # discovery is exempt
+        # a refused write leaves the kept-alive connection usable
+        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=5)
+        for _ in range(3):
+            conn.request("POST", "/api/v1/namespaces/default/configmaps", json.dumps({"metadata": {"name": "x"}}),
+                         {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            resp.read()
+            self.assertIn(resp.status, (429, 500))
+        conn.close()
         code, _, _ = self.srv.req("GET", "/api/v1/namespaces/default/configmaps", headers={"x-muster-chaos": "off"})
         self.assertEqual(code, 200)
 
@@ -381,16 +467,17 @@ class CustomResources(Base):
         self.assertIn(("spec.offering", "FieldValueRequired"), causes(err))
 
     def test_unknown_fields_pruned_or_rejected_when_strict(self):
-        code, obj, _ = self.poolnode("prune", surprise=1)
+        code, obj, headers = self.poolnode("prune", surprise=1)
         self.assertEqual(code, 201, obj)
         self.assertNotIn("surprise", obj["spec"]["offering"])
+        self.assertIn('unknown field \\"spec.offering.surprise\\"', headers.get("Warning", ""))
         code, err, _ = self.srv.req("POST", MUSTER + "/poolnodes?fieldValidation=Strict", {
             "metadata": {"name": "strict"}, "spec": {"pool": "a", "nodeClass": "b", "idempotencyKey": "k",
                                                       "offering": {}, "extra": True}})
         self.assertEqual((code, err["reason"]), (400, "BadRequest"))
 
     def test_defaults_applied(self):
-        code, obj, _ = self.gang("dflt", [{"name": "w", "count": 2, "template": {}}])
+        code, obj, _ = self.gang("dflt", [{"name": "w", "count": 2}])
         self.assertEqual(code, 201, obj)
         with open(os.path.join(CRDS, "gang.yaml"), encoding="utf-8") as f:
             gang = yaml.safe_load(f)
@@ -400,11 +487,11 @@ class CustomResources(Base):
                 self.assertEqual(obj["spec"][k], v["default"], k)
 
     def test_cel_rules_with_field_paths(self):
-        code, err, _ = self.gang("cel", [{"name": "w", "count": 2, "minCount": 3, "template": {}}])
+        code, err, _ = self.gang("cel", [{"name": "w", "count": 2, "minCount": 3}])
         self.assertEqual(code, 422, err)
         self.assertIn(("spec.podSets[0]", "FieldValueInvalid"), causes(err))
         self.assertIn("minCount must be less than or equal to count", err["message"])
-        code, err, _ = self.gang("dup", [{"name": "w", "count": 1, "template": {}}, {"name": "w", "count": 1, "template": {}}])
+        code, err, _ = self.gang("dup", [{"name": "w", "count": 1}, {"name": "w", "count": 1}])
         self.assertEqual(code, 422, err)
 
     def test_quantity_library(self):
@@ -431,6 +518,52 @@ class CustomResources(Base):
         self.assertEqual(self.srv.merge(MUSTER + "/poolnodes/frozen/status", {"status": {"phase": "Launched"}})[0], 200)
         code, err, _ = self.srv.merge(MUSTER + "/poolnodes/frozen/status", {"status": {"phase": "Bogus"}})
         self.assertEqual(code, 422, err)
+
+    def test_status_subresource_of_custom_resources(self):
+        self.assertEqual(self.poolnode("sub")[0], 201)
+        obj = self.srv.ok("GET", MUSTER + "/poolnodes/sub")
+        obj["status"] = {"phase": "Ready"}
+        out = self.srv.ok("PUT", MUSTER + "/poolnodes/sub", obj)
+        self.assertNotEqual((out.get("status") or {}).get("phase"), "Ready")  # status ignored on the main resource
+        obj = self.srv.ok("GET", MUSTER + "/poolnodes/sub")
+        obj["metadata"]["labels"] = {"x": "y"}
+        obj["status"] = {"phase": "Launched"}
+        out = self.srv.ok("PUT", MUSTER + "/poolnodes/sub/status", obj)
+        self.assertEqual(out["status"]["phase"], "Launched")
+        self.assertNotIn("labels", out["metadata"])  # all but status ignored on /status
+
+    def test_max_length_int_or_string_and_nullable(self):
+        code, err, _ = self.poolnode("long", instanceType="x" * 65)
+        self.assertIn(("spec.offering.instanceType", "FieldValueTooLong"), causes(err))
+        code, err, _ = self.srv.req("POST", MUSTER + "/gpuqueues", {"metadata": {"name": "ios"}, "spec": {
+            "cohort": "c", "resources": [{"name": "nvidia.com/gpu", "nominal": [1]}]}})
+        self.assertEqual(code, 422, err)
+        self.assertIn(("spec.resources[0].nominal", "FieldValueTypeInvalid"), causes(err))
+        code, obj, _ = self.srv.req("POST", MUSTER + "/gpuqueues", {"metadata": {"name": "ios2"}, "spec": {
+            "cohort": "c", "resources": [{"name": "nvidia.com/gpu", "nominal": 4}, {"name": "cpu", "nominal": "10"}]}})
+        self.assertEqual(code, 201, obj)
+        code, obj, _ = self.poolnode("nul")
+        self.assertEqual(code, 201)
+        code, obj, _ = self.srv.merge(MUSTER + "/poolnodes/nul/status", {"status": {"nodeName": None}})
+        self.assertEqual(code, 200, obj)
+
+    def test_preserve_unknown_fields_and_ratcheting(self):
+        crd = {"metadata": {"name": "widgets.example.com"}, "spec": {
+            "group": "example.com", "scope": "Cluster",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                    "a": {"type": "string"}, "b": {"type": "string"},
+                    "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}}}]}}
+        made = self.srv.ok("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        w = self.srv.ok("POST", "/apis/example.com/v1/widgets", {"metadata": {"name": "w"}, "spec": {
+            "a": "long-value", "extra": {"any": {"thing": [1]}}, "dropped": 1}})
+        self.assertEqual(w["spec"]["extra"], {"any": {"thing": [1]}})  # preserved
+        self.assertNotIn("dropped", w["spec"])  # pruned
+        made["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["a"]["maxLength"] = 3
+        self.srv.ok("PUT", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com", made)
+        self.assertEqual(self.srv.merge("/apis/example.com/v1/widgets/w", {"spec": {"b": "x"}})[0], 200)
+        self.assertEqual(self.srv.merge("/apis/example.com/v1/widgets/w", {"spec": {"a": "other-long"}})[0], 422)
 
     def test_root_rule_sees_metadata_name(self):
         code, err, _ = self.srv.req("POST", MUSTER + "/gpuqueues", {"metadata": {"name": "q" * 64}, "spec": {}})

@@ -59,7 +59,9 @@ impl Machines for FakeCloud {
             // planted instances (orphans) never boot a kubelet
             .filter(|fi| !fi.request.idempotency_key.starts_with("planted-"))
             .map(|fi| Machine {
-                name: fi.request.name.clone(),
+                // the fake cloud's machines boot as EKS hosts: their Node
+                // names never equal their PoolNodes'
+                name: private_dns_name(&fi.instance.provider_id, &fi.instance.offering.zone),
                 provider_id: fi.instance.provider_id.clone(),
                 instance_type: fi.instance.offering.instance_type.clone(),
                 zone: fi.instance.offering.zone.clone(),
@@ -159,29 +161,38 @@ fn pod_gpus(pod: &Pod) -> i64 {
         .unwrap_or(0)
 }
 
-/// The name a kubelet registers for a machine. AWS machines take EKS's
-/// private-DNS names (`ip-10-0-1-23.ec2.internal`), derived from the
-/// instance id; the fake cloud's machines do too, so a Node's name never
-/// equals its PoolNode's and only `spec.providerID` links the two. Other
-/// machines (GCE) keep their instance name.
+/// The name a kubelet registers for a machine, as the clouds name Nodes:
+/// AWS machines take EKS's private-DNS names (`ip-10-0-1-23.ec2.internal`,
+/// here derived from the provider id), GCE machines their instance name (the
+/// last part of `gce://PROJECT/ZONE/INSTANCE`, e.g. `muster-<key>`); a name
+/// that already is a private-DNS name (the fake cloud's) is kept. Only
+/// `spec.providerID` links a Node to its PoolNode.
 pub fn node_name(m: &Machine) -> String {
-    let fake = m.provider_id.starts_with("gce://test-project/");
-    if !(m.provider_id.starts_with("aws://") || fake) {
+    if m.name.ends_with(".internal") {
         return m.name.clone();
     }
-    let h = m
-        .provider_id
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
+    if m.provider_id.starts_with("aws://") {
+        return private_dns_name(&m.provider_id, &m.zone);
+    }
+    match m.provider_id.strip_prefix("gce://") {
+        Some(rest) => rest.rsplit('/').next().unwrap_or(&m.name).to_string(),
+        None => m.name.clone(),
+    }
+}
+
+/// An EKS-style private-DNS host name, stable for a provider id:
+/// `ec2.internal` in us-east-1, `REGION.compute.internal` elsewhere.
+fn private_dns_name(provider_id: &str, zone: &str) -> String {
+    let h = provider_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
     let [a, b, c, ..] = h.to_le_bytes();
-    // EKS: `ec2.internal` in us-east-1, `REGION.compute.internal` elsewhere
-    let region = m.zone.get(..m.zone.len().saturating_sub(1)).unwrap_or("");
-    let domain = if m.provider_id.starts_with("aws://") && region != "us-east-1" {
-        format!("{region}.compute.internal")
-    } else {
-        "ec2.internal".to_string()
+    let region = zone
+        .trim_end_matches(|c: char| c.is_ascii_lowercase())
+        .trim_end_matches('-');
+    let domain = match region {
+        "us-east-1" | "" => "ec2.internal".to_string(),
+        region => format!("{region}.compute.internal"),
     };
     format!("ip-10-{}-{}-{}.{domain}", a % 64, b, c.max(1))
 }

@@ -39,7 +39,8 @@ impl ApiServer {
     /// `MUSTER_API_CHAOS` (rate of injected 409/429/500 answers and cut
     /// watches, e.g. `0.05`), `MUSTER_API_CHAOS_SEED` (default 1) and
     /// `MUSTER_API_WATCH_WINDOW` (seconds of watch history and longest
-    /// watch, default 10; `none` for unlimited).
+    /// watch, default 10; `none` for unlimited); `MUSTER_API_LOG_ERRORS=1`
+    /// prints every error answer but 404 on stderr.
     pub fn start_with(extra: &[&str]) -> ApiServer {
         let t0 = Instant::now();
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -126,16 +127,10 @@ impl ApiServer {
         assert!(denied.is_empty(), "requests RBAC would deny: {denied:#?}");
     }
 
-    /// A client for it.
+    /// A client for the test's own setup, assertions and stand-ins (the
+    /// emulator): the chaos mode leaves it alone (header
+    /// `x-muster-chaos: off`), so a test stays deterministic where it must.
     pub fn client(&self) -> kube::Client {
-        muster::controller::install_crypto_provider();
-        let config = kube::Config::new(self.url.parse().expect("url"));
-        kube::Client::try_from(config).expect("client")
-    }
-
-    /// A client the chaos mode leaves alone (header `x-muster-chaos: off`):
-    /// for a test's own setup and assertions.
-    pub fn setup_client(&self) -> kube::Client {
         muster::controller::install_crypto_provider();
         let mut config = kube::Config::new(self.url.parse().expect("url"));
         config.headers.push((
@@ -146,7 +141,8 @@ impl ApiServer {
     }
 
     /// A client whose requests the server's audit log attributes to `who`
-    /// (header `x-audit-as`).
+    /// (header `x-audit-as`); the chaos mode, when on, hits it: the client
+    /// to hand to the code under test.
     pub fn client_as(&self, who: &str) -> kube::Client {
         muster::controller::install_crypto_provider();
         let mut config = kube::Config::new(self.url.parse().expect("url"));
@@ -182,6 +178,9 @@ fn env_options(extra: &[&str]) -> Vec<String> {
     add("--chaos", "MUSTER_API_CHAOS", None);
     add("--chaos-seed", "MUSTER_API_CHAOS_SEED", Some("1"));
     add("--watch-window", "MUSTER_API_WATCH_WINDOW", Some("10"));
+    if std::env::var("MUSTER_API_LOG_ERRORS").is_ok_and(|v| v == "1") {
+        out.push("--log-errors".to_string());
+    }
     out
 }
 
