@@ -112,7 +112,7 @@ async fn world() -> (ApiServer, kube::Client) {
 async fn world_with(extra: &[&str]) -> (ApiServer, kube::Client) {
     let server = ApiServer::start_with(extra);
     // the test's own requests are exempt from the chaos mode; the controller's are not
-    let client = server.setup_client();
+    let client = server.client();
     support::install_crds(&client).await;
     create(&client, "NodeClass", "nodeclasses", None, json!({
         "metadata": {"name": "gcp-default"},
@@ -1459,7 +1459,7 @@ async fn no_planning_before_caches_sync() {
     // the caches never sync, nothing is written; once the CRDs are installed
     // the watches recover and the controller acts
     let server = ApiServer::start();
-    let client = server.setup_client();
+    let client = server.client();
     let cloud = FakeCloud::new(None);
     let ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
     submit(&client, "early", 1, 1, false).await;
