@@ -38,6 +38,10 @@ pub struct Ctx {
     pub last: std::sync::Mutex<Housekeeping>,
     /// When each NodeClass was last resolved.
     pub resolved: act::reconcile::class_status::Resolved,
+    /// Jobs this process started lately (UID → when), so a watch cache that
+    /// shows the Job started but not yet its Gang admitted is not taken for
+    /// a Job running without admission.
+    pub started: act::reconcile::jobs::Started,
 }
 
 /// When each periodic housekeeping step last ran.
@@ -85,6 +89,7 @@ impl Ctx {
             evicting: Arc::default(),
             last: std::sync::Mutex::default(),
             resolved: Default::default(),
+            started: Default::default(),
         }
     }
 

@@ -25,6 +25,32 @@ use crate::controller::translate::{Observed, Translation, gang, job as job_tr};
 /// The most writes one Job gets in one cycle (a stop and a start are five).
 const MAX_STEPS: usize = 6;
 
+/// How long after this process started a Job a cache that still shows its
+/// Gang unadmitted is taken to be behind, not the Job to run unadmitted.
+pub const STARTED_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Jobs this process unsuspended, by UID, with when. Only ever delays the
+/// stop of a Job found running unadmitted (the caches of Jobs and Gangs are
+/// not updated together); after a restart it is empty and the observed
+/// state alone decides, which is the safe side.
+#[derive(Debug, Default)]
+pub struct Started(std::sync::Mutex<std::collections::BTreeMap<String, std::time::Instant>>);
+
+impl Started {
+    /// Notes that the Job with `uid` was unsuspended now.
+    pub fn note(&self, uid: &str) {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.retain(|_, at| at.elapsed() < STARTED_GRACE);
+        m.insert(uid.to_string(), std::time::Instant::now());
+    }
+
+    /// True when the Job with `uid` was unsuspended here within the grace.
+    pub fn lately(&self, uid: &str) -> bool {
+        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(uid).is_some_and(|at| at.elapsed() < STARTED_GRACE)
+    }
+}
+
 /// What the table needs to know of a Job.
 pub fn observe(job: &Job) -> table::Observed {
     let status = job.status.as_ref();
@@ -118,6 +144,15 @@ pub async fn reconcile(ctx: &Ctx, observed: &Observed, tr: &Translation) -> usiz
             _ => Want::Queued,
         };
         let o = observe(j);
+        if want == Want::Queued
+            && !o.suspended
+            && !o.stopping
+            && o.pinned.is_some()
+            && j.uid().is_some_and(|u| ctx.started.lately(&u))
+        {
+            // started here a moment ago: the Gang's cache is behind the Job's
+            continue;
+        }
         if want == Want::Queued && !o.suspended && !o.stopping && has_pods(j, observed) {
             ctx.events
                 .publish_ref(
@@ -232,14 +267,20 @@ async fn write(ctx: &Ctx, job: &Job, step: &Step, snapshot: &Snapshot) -> Result
                 .await
                 .map_err(ActError::api("pin Job"))
         }
-        Step::Unsuspend => jobs
-            .patch(
-                &name,
-                &params(),
-                &Patch::Merge(serde_json::json!({"spec": {"suspend": false}})),
-            )
-            .await
-            .map_err(ActError::api("unsuspend Job")),
+        Step::Unsuspend => {
+            let started = jobs
+                .patch(
+                    &name,
+                    &params(),
+                    &Patch::Merge(serde_json::json!({"spec": {"suspend": false}})),
+                )
+                .await
+                .map_err(ActError::api("unsuspend Job"))?;
+            if let Some(uid) = started.uid() {
+                ctx.started.note(&uid);
+            }
+            Ok(started)
+        }
     }
 }
 
@@ -286,6 +327,21 @@ mod tests {
         }));
         let o = observe(&done);
         assert!(o.finished && !o.suspended && !o.started && o.pinned.is_none());
+    }
+
+    #[test]
+    fn started_jobs_are_remembered_for_the_grace_only() {
+        let s = Started::default();
+        assert!(!s.lately("u1"));
+        s.note("u1");
+        assert!(s.lately("u1"));
+        assert!(!s.lately("u2"));
+        // an entry older than the grace no longer counts
+        s.0.lock().expect("lock").insert(
+            "old".into(),
+            std::time::Instant::now() - STARTED_GRACE - std::time::Duration::from_secs(1),
+        );
+        assert!(!s.lately("old"));
     }
 
     #[test]
