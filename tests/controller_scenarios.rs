@@ -501,6 +501,7 @@ async fn s2_four_node_gang_written_first_then_launched_then_admitted() {
     );
     // status writes of pools, queues and NodeClasses included
     s2._server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 /// A NodeClass whose selector matches nothing gets `Ready=False` naming the
@@ -798,6 +799,7 @@ async fn scenario_scale_down(disruption: serde_json::Value, reason: &str, wait: 
         .count();
     assert_eq!(removals, 2, "one {reason} Event per node");
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 #[tokio::test]
@@ -1012,6 +1014,7 @@ async fn draining_evicts_gangs_whole_honours_pdbs_and_do_not_disrupt() {
     );
     // cordon, eviction and Node deletion included
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 /// Orphan collection terminates exactly the instances tagged for this
@@ -1086,6 +1089,7 @@ async fn orphan_collection_terminates_exactly_the_orphans() {
             .contains("muster_orphans_terminated_total 1")
     );
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 /// A spot interruption of a node a running gang holds: the PoolNode gets an
@@ -1186,6 +1190,7 @@ async fn spot_interruption_evicts_the_gang_and_marks_the_offering() {
         assert!(text.contains(line), "{line} in {text}");
     }
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 /// A Job in a namespace its queue's `namespaceSelector` does not select
@@ -1250,6 +1255,7 @@ async fn queue_namespace_selector_is_enforced() {
     })
     .await; // Namespaces watched included
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 // ---------------------------------------------------------------- (7)
@@ -1309,6 +1315,7 @@ async fn s7_only_the_leader_acts() {
     assert_eq!(cloud_a.launch_calls().len(), 1);
     // leader election included, every request is allowed by deploy/rbac.yaml
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 // ---------------------------------------------------------------- (8)
@@ -1732,6 +1739,17 @@ async fn rbac_allows_every_request_of_scenario_2() {
 
 // ---------------------------------------------------------------- the Job life cycle
 
+/// No write of any controller in this process was refused as invalid (422)
+/// by the API test server, which enforces the Job rules and every CRD's
+/// schema and CEL rules.
+fn assert_no_invalid_writes() {
+    assert_eq!(
+        muster::controller::act::invalid_writes(),
+        0,
+        "a controller write was refused as invalid (see the warnings)"
+    );
+}
+
 fn pinned_to_gang(job: &Job) -> bool {
     job.spec
         .as_ref()
@@ -1848,6 +1866,7 @@ async fn eviction_then_readmission() {
     })
     .await;
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 /// A labelled Job submitted without `suspend` runs before muster sees it:
@@ -1903,6 +1922,7 @@ async fn labelled_job_created_unsuspended_is_stopped_then_admitted() {
     })
     .await;
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 // ---------------------------------------------------------------- reservations
@@ -2001,6 +2021,7 @@ async fn reservation_handed_over_to_another_gang() {
         Some("team-a.second")
     );
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 // ---------------------------------------------------------------- identity
@@ -2072,4 +2093,5 @@ async fn recreated_same_name_job_never_reuses_poolnodes_or_keys() {
         "the Gang is the second Job's"
     );
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }

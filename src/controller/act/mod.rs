@@ -38,10 +38,26 @@ pub enum ActError {
 }
 
 impl ActError {
-    /// Wraps a kube error with the action it interrupted.
+    /// Wraps a kube error with the action it interrupted (a 422 Invalid is
+    /// also counted: see [`invalid_writes`]).
     pub fn api(action: &'static str) -> impl FnOnce(kube::Error) -> ActError {
-        move |source| ActError::Api { action, source }
+        move |source| {
+            if matches!(&source, kube::Error::Api(s) if s.code == 422) {
+                INVALID_WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!(action, error = %source, "write refused as invalid");
+            }
+            ActError::Api { action, source }
+        }
     }
+}
+
+static INVALID_WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many writes of this process the API server refused as invalid (422:
+/// a Job rule, a CRD's schema or CEL rule): zero when every write the
+/// controller makes is one a real server accepts. Tests assert it.
+pub fn invalid_writes() -> u64 {
+    INVALID_WRITES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// True for a 404 from the API server.
@@ -172,4 +188,27 @@ pub fn status_patch<T: serde::Serialize>(before: &T, after: &T) -> Option<serde_
         .as_object()
         .is_some_and(|o| !o.is_empty())
         .then_some(patch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_invalid_writes_are_counted() {
+        let before = invalid_writes();
+        let invalid = kube::Error::Api(
+            kube::core::Status::failure("spec.template: field is immutable", "Invalid")
+                .with_code(422)
+                .boxed(),
+        );
+        let _ = ActError::api("pin Job")(invalid);
+        let conflict = kube::Error::Api(
+            kube::core::Status::failure("conflict", "Conflict")
+                .with_code(409)
+                .boxed(),
+        );
+        let _ = ActError::api("pin Job")(conflict);
+        assert_eq!(invalid_writes(), before + 1);
+    }
 }
