@@ -70,17 +70,18 @@ pub struct Pool {
     pub instance_group_urls: Vec<String>,
 }
 
-/// The node pool to copy: the one named, or the first `RUNNING` one.
+/// The node pool to copy: the one named, or the first `RUNNING` one; the
+/// error names what matched nothing.
 pub fn pick_pool<'a>(pools: &'a [Pool], wanted: Option<&str>) -> Result<&'a Pool, String> {
     match wanted {
         Some(name) => pools
             .iter()
             .find(|p| p.name == name)
-            .ok_or_else(|| format!("spec.gcp.nodePool {name}: no such node pool in the cluster")),
+            .ok_or_else(|| format!("spec.gcp.nodePool {name} (a node pool of the cluster)")),
         None => pools
             .iter()
             .find(|p| p.running)
-            .ok_or_else(|| "spec.gcp.cluster: the cluster has no RUNNING node pool to copy".into()),
+            .ok_or_else(|| "spec.gcp.cluster: a RUNNING node pool to copy".into()),
     }
 }
 

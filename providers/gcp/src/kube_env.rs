@@ -71,8 +71,28 @@ fn unquote(v: &str) -> &str {
         .unwrap_or(v)
 }
 
+/// What muster changes in a node's registration: labels set (over the
+/// template's), label keys of the template dropped (those that describe the
+/// source pool's machines, not this one), taints added.
+#[derive(Debug, Clone, Copy)]
+pub struct Registration<'a> {
+    /// Node labels to set.
+    pub labels: &'a BTreeMap<String, String>,
+    /// Template label keys to drop.
+    pub drop: &'a [&'a str],
+    /// Taints to add.
+    pub taints: &'a [Taint],
+}
+
+impl Registration<'_> {
+    fn apply(&self, labels: &mut BTreeMap<String, String>) {
+        labels.retain(|k, _| !self.drop.contains(&k.as_str()));
+        labels.extend(self.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+}
+
 /// `KUBELET_ARGS` with muster's labels and taints merged in.
-pub fn kubelet_args(raw: &str, labels: &BTreeMap<String, String>, taints: &[Taint]) -> String {
+pub fn kubelet_args(raw: &str, reg: Registration<'_>) -> String {
     let mut other = Vec::new();
     let mut node_labels = BTreeMap::new();
     let mut node_taints = String::new();
@@ -89,8 +109,8 @@ pub fn kubelet_args(raw: &str, labels: &BTreeMap<String, String>, taints: &[Tain
             other.push(field.to_string());
         }
     }
-    node_labels.extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let taints = merged_taints(&node_taints, taints);
+    reg.apply(&mut node_labels);
+    let taints = merged_taints(&node_taints, reg.taints);
     if !node_labels.is_empty() {
         other.push(format!("--node-labels={}", write_labels(&node_labels)));
     }
@@ -102,12 +122,7 @@ pub fn kubelet_args(raw: &str, labels: &BTreeMap<String, String>, taints: &[Tain
 
 /// The `kube-env` of one machine: labels and taints in the kubelet's
 /// flags, `ZONE` set to `zone`.
-pub fn patch(
-    kube_env: &str,
-    labels: &BTreeMap<String, String>,
-    taints: &[Taint],
-    zone: &str,
-) -> Result<String, KubeEnvError> {
+pub fn patch(kube_env: &str, reg: Registration<'_>, zone: &str) -> Result<String, KubeEnvError> {
     let lines: Vec<&str> = kube_env.lines().collect();
     let mut out: Vec<String> = Vec::with_capacity(lines.len() + 1);
     let mut seen_args = false;
@@ -127,17 +142,17 @@ pub fn patch(
             }
             out.push(format!(
                 "KUBELET_ARGS: {}",
-                kubelet_args(&raw.join(" "), labels, taints)
+                kubelet_args(&raw.join(" "), reg)
             ));
             seen_args = true;
         } else if let Some(rest) = line.strip_prefix("NODE_LABELS:") {
             let mut merged = read_labels(unquote(rest));
-            merged.extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+            reg.apply(&mut merged);
             out.push(format!("NODE_LABELS: {}", write_labels(&merged)));
         } else if let Some(rest) = line.strip_prefix("NODE_TAINTS:") {
             out.push(format!(
                 "NODE_TAINTS: {}",
-                merged_taints(unquote(rest), taints)
+                merged_taints(unquote(rest), reg.taints)
             ));
         } else if line.starts_with("ZONE:") {
             out.push(format!("ZONE: {zone}"));
@@ -198,7 +213,13 @@ mod tests {
 
     #[test]
     fn labels_and_taints_join_the_kubelet_flags_and_the_zone_is_the_machines() {
-        let env = patch(KUBE_ENV, &labels(), &gpu_taint(), "us-central1-a").expect("patched");
+        let (labels, taints) = (labels(), gpu_taint());
+        let reg = Registration {
+            labels: &labels,
+            drop: &["cloud.google.com/gke-os-distribution"],
+            taints: &taints,
+        };
+        let env = patch(KUBE_ENV, reg, "us-central1-a").expect("patched");
         let args = get(&env, "KUBELET_ARGS").expect("args");
         assert!(
             args.starts_with("--v=2 --cloud-provider=external --max-pods=110 "),
@@ -207,8 +228,7 @@ mod tests {
         assert!(
             args.contains(
                 "--node-labels=cloud.google.com/gke-accelerator=nvidia-l4,\
-                 cloud.google.com/gke-nodepool=default-pool,\
-                 cloud.google.com/gke-os-distribution=cos,muster.dev/pool=l4"
+                 cloud.google.com/gke-nodepool=default-pool,muster.dev/pool=l4"
             ),
             "{args}"
         );
@@ -220,6 +240,8 @@ mod tests {
         assert!(!env.contains("\n  --node-labels"), "{env}");
         assert_eq!(get(&env, "ZONE"), Some("us-central1-a"));
         assert!(get(&env, "NODE_LABELS").is_some_and(|l| l.contains("muster.dev/pool=l4")));
+        // a dropped label is gone from both
+        assert!(!env.contains("gke-os-distribution"), "{env}");
         assert_eq!(
             get(&env, "NODE_TAINTS"),
             Some("nvidia.com/gpu=present:NoSchedule")
@@ -231,10 +253,14 @@ mod tests {
 
     #[test]
     fn muster_labels_win_and_taints_are_not_repeated() {
+        let (labels, taints) = (labels(), gpu_taint());
         let args = kubelet_args(
             "--node-labels=muster.dev/pool=other,team=a --register-with-taints=nvidia.com/gpu=present:NoSchedule",
-            &labels(),
-            &gpu_taint(),
+            Registration {
+                labels: &labels,
+                drop: &[],
+                taints: &taints,
+            },
         );
         assert!(args.contains("muster.dev/pool=l4"), "{args}");
         assert!(args.contains("team=a"), "{args}");
@@ -246,17 +272,17 @@ mod tests {
 
     #[test]
     fn a_kube_env_without_kubelet_args_is_refused_and_a_missing_zone_added() {
+        let (labels, none) = (labels(), BTreeMap::new());
+        let reg = |labels| Registration {
+            labels,
+            drop: &[],
+            taints: &[],
+        };
         assert_eq!(
-            patch("CLUSTER_NAME: prod\n", &labels(), &[], "us-central1-a"),
+            patch("CLUSTER_NAME: prod\n", reg(&labels), "us-central1-a"),
             Err(KubeEnvError::NoKubeletArgs)
         );
-        let env = patch(
-            "KUBELET_ARGS: --v=2\n",
-            &BTreeMap::new(),
-            &[],
-            "us-central1-c",
-        )
-        .expect("ok");
+        let env = patch("KUBELET_ARGS: --v=2\n", reg(&none), "us-central1-c").expect("ok");
         assert_eq!(env, "KUBELET_ARGS: --v=2\nZONE: us-central1-c\n");
     }
 }

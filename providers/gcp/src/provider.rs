@@ -343,7 +343,7 @@ impl CloudProvider for GcpProvider {
             .clone()
             .or_else(|| source.as_ref().and_then(Source::image))
             .ok_or_else(|| ProviderError::NotFound {
-                what: "spec.gcp.image (nor does the node pool's template name one)".into(),
+                what: "spec.gcp.image, or a boot image in the node pool's template,".into(),
             })?;
         Ok(Resolution {
             zones: self.zones().await?,

@@ -11,18 +11,21 @@
 //! ([`kube_env`](crate::kube_env)). For GPU machines the node also gets the
 //! labels GKE's NVIDIA device plugin and driver installer select on:
 //! `cloud.google.com/gke-accelerator` and (unless the NodeClass disables it)
-//! `cloud.google.com/gke-gpu-driver-version`. The NodeClass's `image`,
+//! `cloud.google.com/gke-gpu-driver-version`; a spot machine gets
+//! `cloud.google.com/gke-spot=true`. These labels are dropped from the
+//! template's first: they describe the source pool's machines. The NodeClass's `image`,
 //! `network`, `subnetwork`, `serviceAccount`, `networkTags` and `metadata`
 //! override or add to the template's.
 
 use std::collections::BTreeMap;
 
 use muster_crds::nodeclass::GcpNodeClass;
+use muster_planner::CapacityType;
 use muster_provider_api::LaunchRequest;
 use serde_json::{Value, json};
 
 use crate::insert::{InsertError, instance_labels, qualify, scheduling};
-use crate::kube_env::{self, KubeEnvError};
+use crate::kube_env::{self, KubeEnvError, Registration};
 use crate::names::instance_name;
 use crate::prices::parse_offering_name;
 
@@ -30,6 +33,18 @@ use crate::prices::parse_offering_name;
 pub const ACCELERATOR_LABEL: &str = "cloud.google.com/gke-accelerator";
 /// Node label GKE's driver installer reads the driver version from.
 pub const DRIVER_LABEL: &str = "cloud.google.com/gke-gpu-driver-version";
+/// Node label of GKE spot nodes.
+pub const SPOT_LABEL: &str = "cloud.google.com/gke-spot";
+
+/// Node labels of the template that describe the source pool's machines
+/// (accelerator, driver, spot or preemptible) rather than the one made:
+/// dropped before muster's are set.
+pub const MACHINE_LABELS: [&str; 4] = [
+    ACCELERATOR_LABEL,
+    DRIVER_LABEL,
+    SPOT_LABEL,
+    "cloud.google.com/gke-preemptible",
+];
 
 /// Why a template could not become an insert body.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,14 +73,18 @@ fn zonal(zone: &str, collection: &str, name: &str) -> String {
     }
 }
 
-/// The node labels of a machine: the pool's, and for a GPU machine of type
-/// `accelerator` GKE's accelerator and driver labels.
+/// The node labels of a machine: the pool's, GKE's spot label for a spot
+/// machine, and for a GPU machine of type `accelerator` GKE's accelerator
+/// and driver labels.
 pub fn node_labels(
     class: &GcpNodeClass,
     req: &LaunchRequest,
     accelerator: Option<&str>,
 ) -> BTreeMap<String, String> {
     let mut labels = req.labels.clone();
+    if req.offering.capacity_type == CapacityType::Spot {
+        labels.insert(SPOT_LABEL.into(), "true".into());
+    }
     if let Some(a) = accelerator {
         labels.insert(ACCELERATOR_LABEL.into(), a.to_string());
         if let Some(v) = class.gpu_driver_version.label_value() {
@@ -109,7 +128,12 @@ pub fn insert_body(
         }
         if key == "kube-env" {
             let value = item["value"].as_str().unwrap_or_default();
-            let patched = kube_env::patch(value, &node_labels, &req.taints, zone)?;
+            let reg = Registration {
+                labels: &node_labels,
+                drop: &MACHINE_LABELS,
+                taints: &req.taints,
+            };
+            let patched = kube_env::patch(value, reg, zone)?;
             items.push(json!({"key": key, "value": patched}));
             has_kube_env = true;
         } else {
@@ -374,6 +398,7 @@ mod tests {
             "{args}"
         );
         assert!(!args.contains(DRIVER_LABEL), "{args}");
+        assert!(!args.contains(SPOT_LABEL), "an on-demand machine: {args}");
         assert!(
             body["metadata"]["items"]
                 .as_array()
