@@ -1,8 +1,9 @@
 //! What a launch carries besides the instance type: tags and user data.
 //!
 //! Tags: `muster.dev/cluster`, `muster.dev/pool`, `muster.dev/poolnode`,
-//! `muster.dev/gang` (when launched for one), `Name` (the PoolNode), then the
-//! NodeClass's and the request's own tags (muster's keys win).
+//! `muster.dev/gang` (when launched for one), `Name` (the PoolNode),
+//! `kubernetes.io/cluster/<EKS cluster>=owned` when the NodeClass names one,
+//! then the NodeClass's and the request's own tags (muster's keys win).
 //!
 //! User data by image family: [`nodeadm`](crate::nodeadm) for AL2023,
 //! [`bottlerocket`](crate::bottlerocket) TOML. With the NodeClass's
@@ -17,13 +18,20 @@ use muster_provider_api::{LaunchRequest, ProviderError, tags};
 use crate::eks::ClusterInfo;
 use crate::{alias, bottlerocket, nodeadm};
 
-/// The tags of the instance and its volumes.
+/// The tags of the instance and what it creates with it; with an EKS
+/// cluster named, also `kubernetes.io/cluster/<name>=owned`, the ownership
+/// tag the AWS cloud provider and load-balancer controllers read (the
+/// NodeClass cannot set it: the key is reserved).
 pub fn launch_tags(
     request: &LaunchRequest,
     class_tags: &BTreeMap<String, String>,
+    eks_cluster: Option<&str>,
 ) -> BTreeMap<String, String> {
     let mut out: BTreeMap<String, String> = class_tags.clone();
     out.extend(request.tags.clone());
+    if let Some(name) = eks_cluster {
+        out.insert(format!("kubernetes.io/cluster/{name}"), "owned".into());
+    }
     out.insert(tags::CLUSTER.into(), request.cluster.clone());
     out.insert(tags::POOL.into(), request.pool.clone());
     out.insert(tags::POOL_NODE.into(), request.name.clone());
@@ -105,7 +113,7 @@ mod tests {
             (tags::CLUSTER.to_string(), "spoofed".to_string()),
         ]
         .into();
-        let t = launch_tags(&req, &class);
+        let t = launch_tags(&req, &class, Some("prod-eks"));
         assert_eq!(t[tags::CLUSTER], "prod");
         assert_eq!(t[tags::POOL], "a100");
         assert_eq!(t[tags::POOL_NODE], "a100-x-0");
@@ -113,5 +121,11 @@ mod tests {
         assert_eq!(t["Name"], "a100-x-0");
         assert_eq!(t["cost-center"], "42");
         assert_eq!(t["team"], "a");
+        assert_eq!(t["kubernetes.io/cluster/prod-eks"], "owned");
+        assert!(
+            !launch_tags(&req, &class, None)
+                .keys()
+                .any(|k| k.starts_with("kubernetes.io/"))
+        );
     }
 }

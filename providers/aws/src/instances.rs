@@ -63,7 +63,8 @@ pub async fn launch(
     request: &LaunchRequest,
 ) -> Result<Instance, ProviderError> {
     let offering = &request.offering;
-    let all_tags = launch_tags(request, &class.tags);
+    let eks = class.cluster.as_ref().map(|c| c.name.as_str());
+    let all_tags = launch_tags(request, &class.tags, eks);
     let tag_list: Vec<Tag> = all_tags
         .iter()
         .map(|(k, v)| Tag::builder().key(k).value(v).build())

@@ -121,6 +121,14 @@ async fn an_al2023_node_gets_the_clusters_details_and_the_aliass_image() {
         "--register-with-taints=nvidia.com/gpu=true:NoSchedule"
     );
     assert!(parts[1].content_type.starts_with("text/x-shellscript"));
+    let described = p.describe(&i.provider_id).await.expect("describe");
+    assert_eq!(
+        described
+            .tags
+            .get("kubernetes.io/cluster/prod")
+            .map(String::as_str),
+        Some("owned")
+    );
     assert_eq!(parts[1].content, "#!/bin/bash\necho extra\n");
 }
 
