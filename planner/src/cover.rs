@@ -107,6 +107,46 @@ pub fn cheapest(shapes: &[Resources], counts: &[u32], kinds: &[Kind]) -> Option<
             machines: Vec::new(),
         });
     }
+    // Kinds with the same capacity and the same allowed shapes have the same
+    // patterns; only the cheapest of them (the first at equal price) can be
+    // chosen, so the others are dropped before the search and the indices
+    // mapped back after it.
+    let reps = representatives(kinds);
+    if reps.len() < kinds.len() {
+        let sub: Vec<Kind> = reps.iter().map(|&i| kinds[i].clone()).collect();
+        return solve(shapes, counts, &sub).map(|mut c| {
+            for (k, _) in &mut c.machines {
+                *k = reps[*k];
+            }
+            c
+        });
+    }
+    solve(shapes, counts, kinds)
+}
+
+/// Indices of the kinds that are not dominated by an equal kind (same
+/// capacity and allowed shapes) that is cheaper, or as cheap and earlier; in
+/// ascending order.
+fn representatives(kinds: &[Kind]) -> Vec<usize> {
+    let mut reps: Vec<usize> = Vec::with_capacity(kinds.len());
+    for (i, k) in kinds.iter().enumerate() {
+        match reps
+            .iter_mut()
+            .find(|r| kinds[**r].capacity == k.capacity && kinds[**r].allows == k.allows)
+        {
+            Some(r) => {
+                if k.price < kinds[*r].price {
+                    *r = i;
+                }
+            }
+            None => reps.push(i),
+        }
+    }
+    reps.sort_unstable();
+    reps
+}
+
+fn solve(shapes: &[Resources], counts: &[u32], kinds: &[Kind]) -> Option<Cover> {
     let pats: Vec<Vec<Vec<u32>>> = kinds.iter().map(|k| patterns(k, shapes, counts)).collect();
     for (j, &c) in counts.iter().enumerate() {
         if c > 0 && !pats.iter().flatten().any(|p| p[j] > 0) {

@@ -559,13 +559,22 @@ impl<'a> World<'a> {
 
     /// Signature ids of every pod set of gang `gi` (cached).
     pub fn gang_sigs(&mut self, gi: usize) -> Vec<u32> {
-        if let Some(v) = &self.gang_sigs[gi] {
-            return v.clone();
+        self.gang_sig_list(gi).to_vec()
+    }
+
+    /// Signature ids of every pod set of gang `gi`, computed once.
+    fn gang_sig_list(&mut self, gi: usize) -> &[u32] {
+        if self.gang_sigs[gi].is_none() {
+            let g = self.gangs[gi].gang;
+            let v: Vec<u32> = g.pod_sets.iter().map(|ps| self.sig_of(ps)).collect();
+            self.gang_sigs[gi] = Some(v);
         }
-        let g = self.gangs[gi].gang;
-        let v: Vec<u32> = g.pod_sets.iter().map(|ps| self.sig_of(ps)).collect();
-        self.gang_sigs[gi] = Some(v.clone());
-        v
+        self.gang_sigs[gi].as_deref().unwrap_or(&[])
+    }
+
+    /// The signature id of pod set `si` of gang `gi`.
+    fn gang_sig(&mut self, gi: usize, si: usize) -> Option<u32> {
+        self.gang_sig_list(gi).get(si).copied()
     }
 
     /// Static eligibility of every node for pod set `si` of gang `gi`:
@@ -573,7 +582,7 @@ impl<'a> World<'a> {
     /// nodes are open to every queue), and the node not terminating.
     pub fn eligible_nodes(&mut self, gi: usize, si: usize) -> Rc<Vec<bool>> {
         let q = self.gangs[gi].queue;
-        let Some(&sig) = self.gang_sigs(gi).get(si) else {
+        let Some(sig) = self.gang_sig(gi, si) else {
             return Rc::new(vec![false; self.nodes.len()]);
         };
         if let Some(v) = self.elig_cache.get(&(q, sig)) {
@@ -627,7 +636,7 @@ impl<'a> World<'a> {
     /// Static eligibility of pod set `si` of gang `gi` on a new node of
     /// `pool` bought as offering `o`.
     pub fn eligible_new(&mut self, gi: usize, si: usize, pool: usize, o: usize) -> bool {
-        let Some(&sig) = self.gang_sigs(gi).get(si) else {
+        let Some(sig) = self.gang_sig(gi, si) else {
             return false;
         };
         let sig = sig as usize;

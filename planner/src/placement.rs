@@ -16,7 +16,7 @@
 //! Nodes held exclusively for another gang, nodes being removed, and nodes
 //! of GPU models whose quota has no room are never used.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::rc::Rc;
 
 use crate::index::{World, fit_count};
@@ -78,7 +78,8 @@ impl Scope<'_> {
 
 /// Working consumption of one trial placement.
 struct Trial {
-    used: BTreeMap<usize, Resources>,
+    /// (node, resources taken on it); a gang touches few nodes.
+    used: Vec<(usize, Resources)>,
     touched: Vec<usize>,
     takes: Vec<Take>,
 }
@@ -86,16 +87,16 @@ struct Trial {
 impl Trial {
     fn new() -> Trial {
         Trial {
-            used: BTreeMap::new(),
+            used: Vec::new(),
             touched: Vec::new(),
             takes: Vec::new(),
         }
     }
 
     fn fit(&self, w: &World<'_>, ni: usize, shape: &Resources) -> u32 {
-        match self.used.get(&ni) {
+        match self.used.iter().find(|(n, _)| *n == ni) {
             None => fit_count(&w.nodes[ni].free, shape),
-            Some(u) => {
+            Some((_, u)) => {
                 let mut f = w.nodes[ni].free.clone();
                 f.saturating_sub(u);
                 fit_count(&f, shape)
@@ -107,10 +108,11 @@ impl Trial {
         if n == 0 {
             return;
         }
-        self.used
-            .entry(ni)
-            .or_default()
-            .add(&shape.times(u64::from(n)));
+        let add = shape.times(u64::from(n));
+        match self.used.iter_mut().find(|(m, _)| *m == ni) {
+            Some((_, u)) => u.add(&add),
+            None => self.used.push((ni, add)),
+        }
         if !self.touched.contains(&ni) {
             self.touched.push(ni);
         }
@@ -221,7 +223,7 @@ pub(crate) fn pack(
             }
         }
         // 2. Smallest node for all that remains, else the largest node.
-        let mut skip: BTreeSet<usize> = t.touched.iter().copied().collect();
+        let mut skip: Vec<usize> = t.touched.clone();
         while rem > 0 {
             let need = g.shape.times(u64::from(rem));
             let best = w
@@ -244,7 +246,9 @@ pub(crate) fn pack(
                 Some(ni) => {
                     let k = t.fit(w, ni, &g.shape).min(rem);
                     t.take(ni, gi, &g.shape, k);
-                    skip.insert(ni);
+                    if !skip.contains(&ni) {
+                        skip.push(ni);
+                    }
                     rem -= k;
                 }
                 None => break,

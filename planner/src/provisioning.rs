@@ -120,8 +120,6 @@ pub(crate) fn plan_launch(
     // Domains.
     let mut domains: Vec<Domain<'_>> = Vec::new();
     let mut skipped_all: Vec<usize> = Vec::new();
-    let mut any_static = vec![false; groups.len()];
-    let mut any_static_whole = false;
     let offerings = w.offerings.clone();
     for (pool_rank, &p) in pools.iter().enumerate() {
         let pool = w.pools[p];
@@ -136,29 +134,10 @@ pub(crate) fn plan_launch(
             }
             v
         };
-        let pool_offs = w.pool_offerings[p].clone();
-        for &o in &pool_offs {
-            let off = offerings[o];
-            if !model_ok(off) {
-                continue;
-            }
-            let mut all = true;
-            for (k, g) in groups.iter().enumerate() {
-                let ok = w.eligible_new(gi, g.set, p, o) && fit_count(&off.resources, &g.shape) > 0;
-                any_static[k] |= ok;
-                all &= ok;
-            }
-            if all {
-                let mut total = Resources::zero();
-                for g in groups {
-                    total.add(&g.shape.times(u64::from(g.count)));
-                }
-                any_static_whole |= total.fits_in(&off.resources);
-            }
-        }
+        let pool_offs = &w.pool_offerings[p];
         for (ct_rank, ct) in cts.iter().enumerate() {
             let mut usable = Vec::new();
-            for &o in &pool_offs {
+            for &o in pool_offs {
                 let off = offerings[o];
                 if off.capacity_type != *ct || !model_ok(off) {
                     continue;
@@ -290,31 +269,65 @@ pub(crate) fn plan_launch(
             if let Some(c) = w.cover_cache.get(&key) {
                 return c.clone();
             }
-            let ks: Vec<Kind> = d
-                .offerings
-                .iter()
-                .zip(allowed)
-                .enumerate()
-                .map(|(k, (&o, a))| {
-                    let price = price_of(k);
-                    Kind {
-                        price: if fewest {
-                            price.saturating_add(NODE_PENALTY)
-                        } else {
-                            price
-                        },
-                        capacity: offerings[o].resources.clone(),
-                        allows: groups
-                            .iter()
-                            .map(|g| *a && w.eligible_new(gi, g.set, d.pool, o))
-                            .collect(),
+            // Only kinds some pod may use, and of kinds alike (capacity and
+            // allowed pod sets) only the cheapest, the first at equal price:
+            // no other can be chosen. `reps[i]` is the domain offering of
+            // kind `i`.
+            let mut reps: Vec<usize> = Vec::new();
+            let mut ks: Vec<Kind> = Vec::new();
+            for (k, (&o, a)) in d.offerings.iter().zip(allowed).enumerate() {
+                let allows: Vec<bool> = groups
+                    .iter()
+                    .map(|g| *a && w.eligible_new(gi, g.set, d.pool, o))
+                    .collect();
+                if !allows.iter().any(|&x| x) && left.iter().any(|&l| l > 0) {
+                    continue;
+                }
+                let price = price_of(k);
+                let price = if fewest {
+                    price.saturating_add(NODE_PENALTY)
+                } else {
+                    price
+                };
+                let capacity = &offerings[o].resources;
+                match ks
+                    .iter()
+                    .position(|x| x.capacity == *capacity && x.allows == allows)
+                {
+                    Some(i) => {
+                        if price < ks[i].price {
+                            ks[i].price = price;
+                            reps[i] = k;
+                        }
                     }
+                    None => {
+                        reps.push(k);
+                        ks.push(Kind {
+                            price,
+                            capacity: capacity.clone(),
+                            allows,
+                        });
+                    }
+                }
+            }
+            // Kinds in domain order, so ties break as over the whole domain.
+            let mut order: Vec<usize> = (0..ks.len()).collect();
+            order.sort_unstable_by_key(|&i| reps[i]);
+            let reps: Vec<usize> = order.iter().map(|&i| reps[i]).collect();
+            let mut slots: Vec<Option<Kind>> = ks.into_iter().map(Some).collect();
+            let ks: Vec<Kind> = order.iter().filter_map(|&i| slots[i].take()).collect();
+            let back = |c: Option<Cover>| {
+                c.map(|mut c| {
+                    for (k, _) in &mut c.machines {
+                        *k = reps[*k];
+                    }
+                    c
                 })
-                .collect();
+            };
             let c = if topology == Topology::SameNode {
-                real(single_machine(&shapes, &left, &ks))
+                real(back(single_machine(&shapes, &left, &ks)))
             } else {
-                real(cover::cheapest(&shapes, &left, &ks))
+                real(back(cover::cheapest(&shapes, &left, &ks)))
             };
             w.cover_cache.insert(key, c.clone());
             c
@@ -450,6 +463,30 @@ pub(crate) fn plan_launch(
     }
     // Unsatisfiable: some pod set fits no offering of any allowed pool and no
     // node at all (whatever its state); SameNode: no single machine holds all.
+    let mut any_static = vec![false; groups.len()];
+    let mut any_static_whole = false;
+    for &p in &pools {
+        for oi in 0..w.pool_offerings[p].len() {
+            let o = w.pool_offerings[p][oi];
+            let off = offerings[o];
+            if !model_ok(off) {
+                continue;
+            }
+            let mut all = true;
+            for (k, g) in groups.iter().enumerate() {
+                let ok = w.eligible_new(gi, g.set, p, o) && fit_count(&off.resources, &g.shape) > 0;
+                any_static[k] |= ok;
+                all &= ok;
+            }
+            if all {
+                let mut total = Resources::zero();
+                for g in groups {
+                    total.add(&g.shape.times(u64::from(g.count)));
+                }
+                any_static_whole |= total.fits_in(&off.resources);
+            }
+        }
+    }
     let node_fits = |k: usize, g: &Group| {
         let _ = k;
         w.nodes

@@ -60,7 +60,10 @@ fn build_example(target: &Path) -> PathBuf {
         .env("CARGO_TARGET_DIR", target)
         .status()
         .expect("cargo runs");
-    assert!(status.success(), "building examples/plan_instructions failed");
+    assert!(
+        status.success(),
+        "building examples/plan_instructions failed"
+    );
     target.join("release/examples/plan_instructions")
 }
 
@@ -89,7 +92,10 @@ fn count(example: &Path, spec: &str) -> u64 {
     let text = std::fs::read_to_string(&out_file).expect("callgrind wrote its output");
     let _ = std::fs::remove_file(&out_file);
     text.lines()
-        .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .expect("callgrind output has a total")

@@ -8,13 +8,34 @@ use muster_planner::{Policy, plan};
 
 /// (parameters, FNV-1a of the plan's JSON)
 const CASES: &[(&str, u64)] = &[
-    ("pods=1000,gangs=100,nodes=200,offerings=300,seed=1", 0xf6f41b4da5462325),
-    ("pods=10000,gangs=1000,nodes=2000,offerings=300,seed=1", 0xde71925045c44ea0),
-    ("pods=3000,gangs=300,nodes=100,offerings=300,seed=2", 0x78303f9d08a7e55e),
-    ("pods=2000,gangs=500,nodes=1500,offerings=60,seed=3", 0xdcdefb3d698b558d),
-    ("pods=5000,gangs=400,nodes=300,offerings=150,seed=4", 0xaef97bc8ef47d91d),
-    ("pods=30000,gangs=3000,nodes=4000,offerings=300,seed=6", 0x1b9cbe10058abdb0),
-    ("pods=400,gangs=120,nodes=20,offerings=30,seed=5", 0x7398585cd31e6f95),
+    (
+        "pods=1000,gangs=100,nodes=200,offerings=300,seed=1",
+        0xf6f41b4da5462325,
+    ),
+    (
+        "pods=10000,gangs=1000,nodes=2000,offerings=300,seed=1",
+        0xde71925045c44ea0,
+    ),
+    (
+        "pods=3000,gangs=300,nodes=100,offerings=300,seed=2",
+        0x78303f9d08a7e55e,
+    ),
+    (
+        "pods=2000,gangs=500,nodes=1500,offerings=60,seed=3",
+        0xdcdefb3d698b558d,
+    ),
+    (
+        "pods=5000,gangs=400,nodes=300,offerings=150,seed=4",
+        0xaef97bc8ef47d91d,
+    ),
+    (
+        "pods=30000,gangs=3000,nodes=4000,offerings=300,seed=6",
+        0x1b9cbe10058abdb0,
+    ),
+    (
+        "pods=400,gangs=120,nodes=20,offerings=30,seed=5",
+        0x7398585cd31e6f95,
+    ),
 ];
 
 fn fnv1a(bytes: &[u8]) -> u64 {
