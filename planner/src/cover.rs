@@ -57,6 +57,21 @@ pub fn patterns(kind: &Kind, shapes: &[Resources], counts: &[u32]) -> Vec<Vec<u3
     }
     let mut out = Vec::new();
     let mut cur = vec![0u32; k];
+    if shapes.iter().all(|s| s.extended.is_empty()) {
+        // Only CPU, memory and GPU constrain: the same search on plain
+        // numbers (what `fit_count` and `saturating_sub` compute).
+        let sh: Vec<[u64; 3]> = shapes.iter().map(plain).collect();
+        rec_plain(
+            0,
+            plain(&kind.capacity),
+            kind,
+            &sh,
+            counts,
+            &mut cur,
+            &mut out,
+        );
+        return out;
+    }
     fn rec(
         i: usize,
         free: &Resources,
@@ -96,6 +111,62 @@ pub fn patterns(kind: &Kind, shapes: &[Resources], counts: &[u32]) -> Vec<Vec<u3
     }
     rec(0, &kind.capacity, kind, shapes, counts, &mut cur, &mut out);
     out
+}
+
+/// CPU, memory and GPU of `r`.
+fn plain(r: &Resources) -> [u64; 3] {
+    [r.cpu_millis, r.memory_bytes, r.gpu_millis]
+}
+
+/// [`fit_count`] without extended resources.
+fn fit_plain(free: &[u64; 3], shape: &[u64; 3]) -> u32 {
+    let mut n = u64::MAX;
+    for (have, need) in free.iter().zip(shape) {
+        if let Some(k) = have.checked_div(*need) {
+            n = n.min(k);
+        }
+    }
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The pattern search of [`patterns`] for shapes without extended resources.
+fn rec_plain(
+    i: usize,
+    free: [u64; 3],
+    kind: &Kind,
+    shapes: &[[u64; 3]],
+    counts: &[u32],
+    cur: &mut Vec<u32>,
+    out: &mut Vec<Vec<u32>>,
+) {
+    if out.len() >= MAX_PATTERNS {
+        return;
+    }
+    if i == shapes.len() {
+        if cur.iter().all(|&c| c == 0) {
+            return;
+        }
+        let extendable = (0..shapes.len())
+            .any(|j| kind.allows[j] && cur[j] < counts[j] && fit_plain(&free, &shapes[j]) > 0);
+        if !extendable {
+            out.push(cur.clone());
+        }
+        return;
+    }
+    let max = if kind.allows[i] && counts[i] > 0 {
+        fit_plain(&free, &shapes[i]).min(counts[i])
+    } else {
+        0
+    };
+    for n in (0..=max).rev() {
+        let mut f = free;
+        for (x, need) in f.iter_mut().zip(&shapes[i]) {
+            *x = x.saturating_sub(need.saturating_mul(u64::from(n)));
+        }
+        cur[i] = n;
+        rec_plain(i + 1, f, kind, shapes, counts, cur, out);
+        cur[i] = 0;
+    }
 }
 
 /// The cheapest cover of `counts` pods of `shapes` by machines of `kinds`,

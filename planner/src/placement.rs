@@ -54,7 +54,20 @@ pub(crate) struct Scope<'s> {
 }
 
 impl Scope<'_> {
-    pub fn admits(&self, w: &World<'_>, ni: usize) -> bool {
+    /// The scope's zone and placement group as indices into `w.zones` and
+    /// `w.pgs` (`u32::MAX` when no node has it), so the per-node checks
+    /// compare numbers, not names.
+    pub fn ids(&self, w: &World<'_>) -> ScopeIds {
+        let id = |names: &[&str], x: &str| names.binary_search(&x).map_or(u32::MAX, |i| i as u32);
+        ScopeIds {
+            zone: self.zone.map(|z| id(&w.zones, z)),
+            placement_group: self.placement_group.map(|p| id(&w.pgs, p)),
+        }
+    }
+
+    /// True when the gang may use node `ni` within this scope (`ids` from
+    /// [`Scope::ids`]).
+    pub fn admits(&self, w: &World<'_>, ni: usize, ids: ScopeIds) -> bool {
         let n = &w.nodes[ni];
         if !w.reservation_allows(ni, self.gang) || n.removed {
             return false;
@@ -64,16 +77,34 @@ impl Scope<'_> {
         {
             return false;
         }
-        if self.zone.is_some_and(|z| n.node.zone != z) {
+        if ids.zone.is_some_and(|z| w.node_zone[ni] != z) {
             return false;
         }
-        if let Some(pg) = self.placement_group
-            && n.node.placement_group.as_deref() != Some(pg)
+        if let Some(pg) = ids.placement_group
+            && w.node_pg[ni] != Some(pg)
         {
             return false;
         }
         true
     }
+}
+
+/// The free-capacity index a search within `ids` walks: the zone's own
+/// when the scope is a zone, else the whole one (nodes outside the scope
+/// are then skipped by [`Scope::admits`]).
+fn index_for<'w>(w: &'w World<'_>, ids: ScopeIds) -> &'w BTreeSet<(u64, u64, u32)> {
+    static EMPTY: BTreeSet<(u64, u64, u32)> = BTreeSet::new();
+    match ids.zone {
+        Some(z) => w.zone_index.get(z as usize).unwrap_or(&EMPTY),
+        None => &w.free_index,
+    }
+}
+
+/// A [`Scope`]'s zone and placement group by index.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScopeIds {
+    zone: Option<u32>,
+    placement_group: Option<u32>,
 }
 
 /// Working consumption of one trial placement.
@@ -148,12 +179,13 @@ pub(crate) fn single_node(
     for g in groups {
         total.add(&g.shape.times(u64::from(g.count)));
     }
+    let ids = scope.ids(w);
     let ok = |ni: usize| {
-        scope.admits(w, ni)
-            && groups.iter().all(|g| g.count == 0 || g.elig[ni])
+        groups.iter().all(|g| g.count == 0 || g.elig[ni])
             && total.fits_in(&w.nodes[ni].free)
+            && scope.admits(w, ni, ids)
     };
-    w.free_index
+    index_for(w, ids)
         .range((total.gpu_millis, 0, 0)..)
         .map(|k| k.2 as usize)
         .find(|&ni| ok(ni))
@@ -172,6 +204,8 @@ pub(crate) fn pack(
     partial: bool,
 ) -> (Vec<Take>, Vec<u32>) {
     let mut t = Trial::new();
+    let ids = scope.ids(w);
+    let index = index_for(w, ids);
     let mut left: Vec<u32> = groups.iter().map(|g| g.count).collect();
     // Failures are cached only for plain scopes (no own reservations, no
     // excluded models, no extra nodes) and the first group of a trial.
@@ -208,15 +242,16 @@ pub(crate) fn pack(
             left[gi] = rem;
             return (t.takes, left);
         }
-        let usable =
-            |t: &Trial, ni: usize| g.elig[ni] && scope.admits(w, ni) && t.fit(w, ni, &g.shape) > 0;
+        let usable = |t: &Trial, ni: usize| {
+            g.elig[ni] && scope.admits(w, ni, ids) && t.fit(w, ni, &g.shape) > 0
+        };
         // 1. Nodes the gang already uses.
         for ti in 0..t.touched.len() {
             let ni = t.touched[ti];
             if rem == 0 {
                 break;
             }
-            if g.elig[ni] && scope.admits(w, ni) {
+            if g.elig[ni] && scope.admits(w, ni, ids) {
                 let k = t.fit(w, ni, &g.shape).min(rem);
                 t.take(ni, gi, &g.shape, k);
                 rem -= k;
@@ -226,22 +261,25 @@ pub(crate) fn pack(
         let mut skip: Vec<usize> = t.touched.clone();
         while rem > 0 {
             let need = g.shape.times(u64::from(rem));
-            let best = w
-                .free_index
+            let best = index
                 .range((need.gpu_millis, 0, 0)..)
                 .map(|k| k.2 as usize)
-                .find(|&ni| !skip.contains(&ni) && usable(&t, ni) && t.fit(w, ni, &g.shape) >= rem);
+                .find(|&ni| {
+                    g.elig[ni]
+                        && !skip.contains(&ni)
+                        && usable(&t, ni)
+                        && t.fit(w, ni, &g.shape) >= rem
+                });
             if let Some(ni) = best {
                 t.take(ni, gi, &g.shape, rem);
                 rem = 0;
                 break;
             }
-            let largest = w
-                .free_index
+            let largest = index
                 .range((g.shape.gpu_millis, 0, 0)..)
                 .rev()
                 .map(|k| k.2 as usize)
-                .find(|&ni| !skip.contains(&ni) && usable(&t, ni));
+                .find(|&ni| g.elig[ni] && !skip.contains(&ni) && usable(&t, ni));
             match largest {
                 Some(ni) => {
                     let k = t.fit(w, ni, &g.shape).min(rem);
