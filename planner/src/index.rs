@@ -139,9 +139,9 @@ pub(crate) struct GangInfo<'a> {
     pub reserved: Vec<usize>,
 }
 
-/// (eligibility vector, shape GPU, CPU, memory, domain) of a cached packing
-/// failure.
-pub(crate) type PackKey = (usize, u64, u64, u64, u32);
+/// (eligibility vector, shape GPU, CPU, memory, domain, excluded GPU
+/// models) of a cached packing failure.
+pub(crate) type PackKey = (usize, u64, u64, u64, u32, u64);
 
 /// Usage of a pool, for its limits.
 #[derive(Debug, Clone, Default)]

@@ -208,11 +208,14 @@ pub(crate) fn pack(
     let index = index_for(w, ids);
     let mut left: Vec<u32> = groups.iter().map(|g| g.count).collect();
     // Failures are cached only for plain scopes (no own reservations, no
-    // excluded models, no extra nodes) and the first group of a trial.
-    let cacheable = !partial
-        && extra.is_empty()
-        && scope.excluded_models.is_empty()
-        && w.gangs[scope.gang].reserved.is_empty();
+    // extra nodes; the excluded GPU models are part of the key) and the
+    // first group of a trial.
+    let cacheable = !partial && extra.is_empty() && w.gangs[scope.gang].reserved.is_empty();
+    let excluded = if scope.excluded_models.is_empty() {
+        0
+    } else {
+        crate::naming::fnv1a64(format!("{:?}", scope.excluded_models).as_bytes()) | 1
+    };
     let domain = match (scope.zone, scope.placement_group) {
         (Some(z), _) => 1 + w.zones.binary_search(&z).unwrap_or(0) as u32,
         (None, Some(p)) => 100_000 + w.pgs.binary_search(&p).unwrap_or(0) as u32,
@@ -231,6 +234,7 @@ pub(crate) fn pack(
             g.shape.cpu_millis,
             g.shape.memory_bytes,
             domain,
+            excluded,
         );
         if cacheable
             && first
