@@ -17,6 +17,7 @@
 //! of GPU models whose quota has no room are never used.
 
 use std::collections::BTreeSet;
+use std::ops::Bound;
 use std::rc::Rc;
 
 use crate::index::{World, fit_count};
@@ -263,6 +264,7 @@ pub(crate) fn pack(
         }
         // 2. Smallest node for all that remains, else the largest node.
         let mut skip: Vec<usize> = t.touched.clone();
+        let mut below: Option<(u64, u64, u32)> = None;
         while rem > 0 {
             let need = g.shape.times(u64::from(rem));
             let best = index
@@ -279,13 +281,26 @@ pub(crate) fn pack(
                 rem = 0;
                 break;
             }
+            // The walk down resumes below the node it took last: every node
+            // above was taken or refused, and stays so (the trial only uses
+            // more, `skip` only grows, the rest is fixed during a packing).
+            let lo = (g.shape.gpu_millis, 0, 0);
+            let hi = match below {
+                Some(k) => Bound::Excluded(k),
+                None => Bound::Unbounded,
+            };
             let largest = index
-                .range((g.shape.gpu_millis, 0, 0)..)
+                .range((Bound::Included(lo), hi))
                 .rev()
-                .map(|k| k.2 as usize)
-                .find(|&ni| g.elig[ni] && !skip.contains(&ni) && usable(&t, ni));
+                .find(|k| {
+                    let ni = k.2 as usize;
+                    g.elig[ni] && !skip.contains(&ni) && usable(&t, ni)
+                })
+                .copied();
             match largest {
-                Some(ni) => {
+                Some(key) => {
+                    below = Some(key);
+                    let ni = key.2 as usize;
                     let k = t.fit(w, ni, &g.shape).min(rem);
                     t.take(ni, gi, &g.shape, k);
                     if !skip.contains(&ni) {
