@@ -26,5 +26,7 @@ for spec in "${specs[@]}"; do
   valgrind --tool=callgrind --toggle-collect='*measure_one_plan*' \
     --callgrind-out-file="$out" "$bin" "$spec" >/dev/null 2>&1
   n="$(awk '/^(totals|summary):/ {print $2; exit}' "$out")"
-  printf '| %s | %s |\n' "$spec" "$(printf "%'d" "$n")"
+  # thousands separators, whatever the locale
+  n="$(echo "$n" | sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/' -e 'ta')"
+  printf '| %s | %s |\n' "$spec" "$n"
 done
