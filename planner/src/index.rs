@@ -143,6 +143,13 @@ pub(crate) struct GangInfo<'a> {
 /// models) of a cached packing failure.
 pub(crate) type PackKey = (usize, u64, u64, u64, u32, u64);
 
+/// Launch domains and the offerings skipped as unavailable now.
+pub(crate) type DomainSet<'a> = Rc<(Vec<crate::provisioning::Domain<'a>>, Vec<usize>)>;
+
+/// Machine kinds of a domain, with each kind's position in the domain's
+/// offerings.
+pub(crate) type KindSet = Rc<(Vec<usize>, Vec<crate::cover::Kind>)>;
+
 /// Usage of a pool, for its limits.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PoolUsage {
@@ -187,19 +194,18 @@ pub(crate) struct World<'a> {
     /// Bumped whenever free capacity grows (so cached failures expire).
     pub generation: u64,
     /// Smallest pod count of a shape that failed to pack, by (eligibility
-    /// vector, shape, domain), with the generation it was seen at. Free
+    /// vector, shape, domain, excluded GPU models), with the generation it
+    /// was seen at. Free
     /// capacity only shrinks between generations, so a failure stays valid.
     pub pack_failures: std::cell::RefCell<FastMap<PackKey, (u64, u32)>>,
     /// Cheapest covers already computed this cycle, by domain and demand.
     pub cover_cache: FastMap<Vec<u64>, Option<crate::cover::Cover>>,
-    /// Machine kinds of a domain for a list of pod-set signatures (see
-    /// `provisioning::alike_kinds`), with their offering positions.
     /// Launch domains by (queue, topology, excluded GPU models), see
     /// `provisioning::build_domains`.
-    #[allow(clippy::type_complexity)]
-    pub domain_cache:
-        FastMap<(Option<usize>, u8, u64), Rc<(Vec<crate::provisioning::Domain<'a>>, Vec<usize>)>>,
-    pub kinds_cache: FastMap<Vec<u64>, Rc<(Vec<usize>, Vec<crate::cover::Kind>)>>,
+    pub domain_cache: FastMap<(Option<usize>, u8, u64), DomainSet<'a>>,
+    /// Machine kinds of a domain for a list of pod-set signatures (see
+    /// `provisioning::alike_kinds`), with their offering positions.
+    pub kinds_cache: FastMap<Vec<u64>, KindSet>,
     elig_cache: FastMap<(Option<usize>, u32), Rc<Vec<bool>>>,
     /// Node labels (with pool and offering labels), built when a selector
     /// first needs them.
