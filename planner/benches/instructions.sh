@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instructions of one plan of the reference synthetic snapshots, counted by
-# callgrind (only the plan: examples/plan_instructions.rs), as a Markdown
+# callgrind (only the plan: planner/instructions/src/main.rs), as a Markdown
 # table for docs/benchmarks.md. Usage, from the repository root:
 #
 #   planner/benches/instructions.sh            # 1k, 10k, 100k pods
@@ -8,8 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target="${CARGO_TARGET_DIR:-target}"
-cargo build --quiet --release -p muster-planner --example plan_instructions
-bin="$target/release/examples/plan_instructions"
+cargo build --quiet --release -p muster-planner-instructions
+bin="$target/release/plan-instructions"
 specs=("$@")
 if [ ${#specs[@]} -eq 0 ]; then
   specs=(

@@ -4,7 +4,8 @@
 //! counted by callgrind, do not move with the load of a shared machine the
 //! way wall-clock time does.
 //!
-//! It builds `examples/plan_instructions.rs` in release mode and runs it
+//! It builds `planner/instructions` (`plan-instructions`) in release mode
+//! and runs it
 //! under `valgrind --tool=callgrind`, counting only the plan. Without
 //! valgrind the check is skipped with a message (CI installs it). After a
 //! deliberate change, record the new figure:
@@ -44,8 +45,8 @@ fn valgrind_present() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Builds the example (release) and returns its path.
-fn build_example(target: &Path) -> PathBuf {
+/// Builds `plan-instructions` (release) and returns its path.
+fn build_counter(target: &Path) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(manifest_dir())
@@ -53,22 +54,19 @@ fn build_example(target: &Path) -> PathBuf {
             "build",
             "--release",
             "-p",
-            "muster-planner",
-            "--example",
-            "plan_instructions",
+            "muster-planner-instructions",
+            "--bin",
+            "plan-instructions",
         ])
         .env("CARGO_TARGET_DIR", target)
         .status()
         .expect("cargo runs");
-    assert!(
-        status.success(),
-        "building examples/plan_instructions failed"
-    );
-    target.join("release/examples/plan_instructions")
+    assert!(status.success(), "building plan-instructions failed");
+    target.join("release/plan-instructions")
 }
 
 /// Instructions callgrind counts in one plan of `spec`.
-fn count(example: &Path, spec: &str) -> u64 {
+fn count(counter: &Path, spec: &str) -> u64 {
     let out_file = std::env::temp_dir().join(format!(
         "muster-callgrind-{}-{}.out",
         std::process::id(),
@@ -80,7 +78,7 @@ fn count(example: &Path, spec: &str) -> u64 {
             "--toggle-collect=*measure_one_plan*",
             &format!("--callgrind-out-file={}", out_file.display()),
         ])
-        .arg(example)
+        .arg(counter)
         .arg(spec)
         .output()
         .expect("valgrind runs");
@@ -120,8 +118,8 @@ fn ten_k_plan_instructions_within_budget() {
         );
         return;
     }
-    let example = build_example(&target_dir());
-    let got = count(&example, SPEC);
+    let counter = build_counter(&target_dir());
+    let got = count(&counter, SPEC);
     let path = manifest_dir().join(FILE);
     let text = std::fs::read_to_string(&path).expect("the committed figure exists");
     if std::env::var_os("MUSTER_UPDATE_INSTRUCTIONS").is_some() {

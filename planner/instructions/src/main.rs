@@ -6,9 +6,9 @@
 //! run it; by hand:
 //!
 //! ```sh
-//! cargo build --release -p muster-planner --example plan_instructions
+//! cargo build --release -p muster-planner-instructions
 //! valgrind --tool=callgrind --toggle-collect='*measure_one_plan*' \
-//!     target/release/examples/plan_instructions pods=10000,gangs=1000,nodes=2000,offerings=300
+//!     target/release/plan-instructions pods=10000,gangs=1000,nodes=2000,offerings=300
 //! ```
 //!
 //! It links mimalloc, the allocator of the `muster` binary, so the count is
