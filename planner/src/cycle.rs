@@ -1,5 +1,7 @@
 //! One planning cycle, in order:
-//! 1. Provisioning gangs: admit those whose nodes are all Ready; re-plan
+//! 1. Provisioning gangs: hand Ready nodes to earlier gangs of the same
+//!    shape still waiting for theirs ([`crate::handover`]); admit those
+//!    whose nodes are all Ready; re-plan
 //!    those that lost a node; time out those past their deadline.
 //! 2. Pending gangs in fair-share order ([`crate::order`]): quota, existing
 //!    capacity, launch; preemption when that fails.
@@ -37,7 +39,11 @@ pub(crate) fn run(s: &Snapshot, policy: &Policy, now: Time) -> Plan {
 }
 
 fn provisioning_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
+    crate::handover::plan(w, cx);
     for gi in 0..w.gangs.len() {
+        if cx.outcome.contains_key(&gi) {
+            continue;
+        }
         let g = w.gangs[gi].gang;
         match w.gangs[gi].prov {
             ProvState::None => {}

@@ -13,6 +13,7 @@ pub mod apply;
 mod consolidation;
 pub mod cover;
 mod cycle;
+mod handover;
 mod index;
 pub mod labels;
 pub mod lifecycle;

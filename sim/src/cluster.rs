@@ -57,6 +57,8 @@ pub struct SimNode {
     pub unschedulable: bool,
     /// Ready with no pods since.
     pub empty_since: Option<Time>,
+    /// GPU-seconds requested by pods that were bound to it.
+    pub bound_gpu_secs: f64,
 }
 
 impl SimNode {
@@ -80,6 +82,7 @@ impl SimNode {
             reserved_for: None,
             unschedulable: false,
             empty_since: None,
+            bound_gpu_secs: 0.0,
         }
     }
 

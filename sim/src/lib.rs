@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod engine;
 pub mod events;
 pub mod lower_bound;
+pub mod matrix;
 pub mod metrics;
 pub mod policies;
 pub mod report;

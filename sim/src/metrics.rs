@@ -47,6 +47,15 @@ pub struct Recorder {
     pub busy_gpu_secs: f64,
     /// GPU-seconds of runs cut short.
     pub wasted_gpu_secs: f64,
+    /// GPU-seconds of work lost to spot interruptions (since the last
+    /// checkpoint); part of `wasted_gpu_secs`.
+    pub lost_interruption_gpu_secs: f64,
+    /// GPU-seconds requested by pods bound to nodes.
+    pub bound_gpu_secs: f64,
+    /// GPU-seconds of nodes before they were Ready (booting).
+    pub booting_gpu_secs: f64,
+    /// Idle GPU-seconds of Ready nodes by the node's GPU count.
+    pub idle_gpu_secs_by_node_gpus: std::collections::BTreeMap<u32, f64>,
     /// Node-seconds Ready and empty.
     pub idle_node_secs: f64,
     /// GPU-seconds of Ready, empty nodes held for a job.

@@ -9,7 +9,7 @@ use muster_provider_sim::{
     CloudBehaviour, RegionFilter, SimCloud, builtin_offerings, parse_offerings,
 };
 
-use crate::baselines::default_ca::DefaultCa;
+use crate::baselines::default_ca::{CaConfig, DefaultCa, Expander};
 use crate::baselines::kueue_karpenter::KueueKarpenter;
 use crate::binder::Constraint;
 use crate::clock::Stopwatch;
@@ -32,14 +32,20 @@ pub enum PolicyKind {
     DefaultCa,
     /// Kueue + Karpenter.
     KueueKarpenter,
+    /// Default scheduler + Cluster Autoscaler with the `price` expander.
+    DefaultCaPrice,
+    /// Kueue + ProvisioningRequest (atomic scale-up) + Cluster Autoscaler.
+    KueueProvreq,
 }
 
 impl PolicyKind {
     /// All, in report order.
-    pub const ALL: [PolicyKind; 3] = [
+    pub const ALL: [PolicyKind; 5] = [
         PolicyKind::Muster,
         PolicyKind::DefaultCa,
         PolicyKind::KueueKarpenter,
+        PolicyKind::DefaultCaPrice,
+        PolicyKind::KueueProvreq,
     ];
 
     /// The name used in flags and reports.
@@ -48,6 +54,8 @@ impl PolicyKind {
             PolicyKind::Muster => "muster",
             PolicyKind::DefaultCa => "default-ca",
             PolicyKind::KueueKarpenter => "kueue-karpenter",
+            PolicyKind::DefaultCaPrice => "default-ca-price",
+            PolicyKind::KueueProvreq => "kueue-provreq",
         }
     }
 
@@ -184,9 +192,10 @@ pub fn prepare(cfg: &RunConfig) -> Result<Prepared, RunError> {
         ),
         None => (
             builtin_offerings(),
-            "built-in catalog (AWS us-east-1, GCP us-central1; list prices of mid-2026)".into(),
+            "built-in catalog (AWS us-east-1 and GCP us-central1, prices of mid-2026; the cluster buys from one)".into(),
         ),
     };
+    let offerings = one_cloud(offerings, sc.cloud.provider)?;
     let behaviour: CloudBehaviour = sc.cloud.behaviour();
     let cloud = SimCloud::new(offerings, &behaviour, seed)
         .map_err(|e| RunError::Invalid(format!("cloud: {e}")))?;
@@ -286,6 +295,30 @@ pub fn prepare(cfg: &RunConfig) -> Result<Prepared, RunError> {
     })
 }
 
+/// Keeps the offerings of the cluster's one cloud: the scenario's, else AWS
+/// when the catalog has it, else the first cloud listed.
+fn one_cloud(offerings: Vec<Offering>, want: Option<Provider>) -> Result<Vec<Offering>, RunError> {
+    let cloud = match want {
+        Some(p) => p,
+        None if offerings.iter().any(|o| o.provider == Provider::Aws) => Provider::Aws,
+        None => match offerings.first() {
+            Some(o) => o.provider,
+            None => return Err(RunError::Invalid("the offerings list no machine".into())),
+        },
+    };
+    let kept: Vec<Offering> = offerings
+        .into_iter()
+        .filter(|o| o.provider == cloud)
+        .collect();
+    if kept.is_empty() {
+        return Err(RunError::Invalid(format!(
+            "cloud.provider: the offerings list no {} machine",
+            cloud.as_str()
+        )));
+    }
+    Ok(kept)
+}
+
 fn describe_generator(g: &GeneratorConfig, seed: u64) -> String {
     format!(
         "built-in generator (seed {seed}): {} days, {} teams, ~{} jobs/day, {} bursts/day",
@@ -332,6 +365,10 @@ pub fn run_policy(p: &Prepared, kind: PolicyKind, progress: &mut dyn FnMut(f64))
     );
     let sc = &p.scenario;
     world.checkpoint_every = sc.jobs.checkpoint_every;
+    if let Some(m) = &sc.jobs.trace_gpu_model {
+        world.trace_speed = sc.jobs.gpu_speeds.get(m.as_str()).copied().unwrap_or(1.0);
+        world.gpu_speeds = sc.jobs.gpu_speeds.clone();
+    }
     let muster_errors;
     let (name, assumptions, planner_ms, counters) = {
         let mut policy: Box<dyn Policy> = match kind {
@@ -348,10 +385,31 @@ pub fn run_policy(p: &Prepared, kind: PolicyKind, progress: &mut dyn FnMut(f64))
                 &world,
             )),
             PolicyKind::DefaultCa => Box::new(DefaultCa::new(
+                "default-ca",
                 sc.baselines.default_ca.clone(),
                 &p.pools,
                 &world,
                 p.seed,
+                None,
+            )),
+            PolicyKind::DefaultCaPrice => Box::new(DefaultCa::new(
+                "default-ca-price",
+                CaConfig {
+                    expander: Expander::Price,
+                    ..sc.baselines.default_ca.clone()
+                },
+                &p.pools,
+                &world,
+                p.seed,
+                None,
+            )),
+            PolicyKind::KueueProvreq => Box::new(DefaultCa::new(
+                "kueue-provreq",
+                sc.baselines.default_ca.clone(),
+                &p.pools,
+                &world,
+                p.seed,
+                Some((&p.queues, &p.team_queue)),
             )),
             PolicyKind::KueueKarpenter => Box::new(KueueKarpenter::new(
                 sc.baselines.kueue_karpenter.clone(),

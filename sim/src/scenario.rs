@@ -86,6 +86,13 @@ pub struct JobsSpec {
     /// loses only the work since the last checkpoint. `0s`: every eviction
     /// restarts the job from scratch.
     pub checkpoint_every: Dur,
+    /// The GPU model the trace's run times were measured on; with
+    /// `gpuSpeeds`, a job runs `speed(trace model) / speed(node model)`
+    /// times its trace duration. None: every eligible GPU runs at the
+    /// trace's speed.
+    pub trace_gpu_model: Option<GpuModel>,
+    /// Relative throughput per GPU model (models not listed: 1).
+    pub gpu_speeds: BTreeMap<String, f64>,
 }
 
 impl Default for JobsSpec {
@@ -96,6 +103,8 @@ impl Default for JobsSpec {
             cpu_per_gpu: 2.0,
             memory_per_gpu_gib: 8.0,
             checkpoint_every: Dur::mins(30),
+            trace_gpu_model: None,
+            gpu_speeds: BTreeMap::new(),
         }
     }
 }
@@ -107,6 +116,9 @@ pub struct CloudSpec {
     /// An offerings CSV, relative to the scenario file (`--offerings` wins);
     /// none means the built-in catalog.
     pub offerings: Option<PathBuf>,
+    /// The cloud of the simulated cluster (one cluster, one cloud); default:
+    /// `aws` when the offerings have it, else the first listed.
+    pub provider: Option<Provider>,
     /// Regions to keep from the CSV; empty keeps one per cloud
     /// (`us-east-1`, `us-central1` when present).
     pub regions: Vec<String>,
@@ -123,6 +135,7 @@ impl Default for CloudSpec {
         let b = CloudBehaviour::default();
         CloudSpec {
             offerings: None,
+            provider: None,
             regions: Vec::new(),
             spot_interruption_rate_per_hour: b.spot_interruption_rate_per_hour,
             outage_mean: b.outage_mean,
@@ -305,6 +318,14 @@ impl Scenario {
         ] {
             if !v.is_finite() || v < 0.0 {
                 return Err(field(name.into(), format!("{v} must be a number ≥ 0")));
+            }
+        }
+        for (m, v) in &j.gpu_speeds {
+            if !v.is_finite() || *v <= 0.0 {
+                return Err(field(
+                    format!("jobs.gpuSpeeds.{m}"),
+                    format!("{v} must be > 0"),
+                ));
             }
         }
         let ca = &self.baselines.default_ca.scale_down_utilization_threshold;

@@ -47,8 +47,10 @@ pub struct JobState {
     pub evictions: u32,
     /// Completed runs (must end at most 1).
     pub completions: u32,
-    /// Work saved by checkpoints of earlier, evicted runs.
+    /// Work saved by checkpoints of earlier, evicted runs (trace seconds).
     pub progress: Dur,
+    /// Wall seconds per trace second of the current run (its GPU's speed).
+    pub stretch: f64,
     partial_mark: Time,
 }
 
@@ -93,6 +95,10 @@ pub struct World {
     /// Jobs checkpoint this often; an eviction loses only the work since
     /// the last checkpoint (0: every eviction restarts from scratch).
     pub checkpoint_every: Dur,
+    /// Relative speed of the GPU the trace was measured on (1 by default).
+    pub trace_speed: f64,
+    /// Relative speed per GPU model (models not listed: 1).
+    pub gpu_speeds: std::collections::BTreeMap<String, f64>,
     queue: EventQueue,
     evicted: Vec<JobId>,
     sample_every: Dur,
@@ -127,6 +133,7 @@ impl World {
                 evictions: 0,
                 completions: 0,
                 progress: Dur(0),
+                stretch: 1.0,
                 partial_mark: Time(0),
             })
             .collect();
@@ -153,6 +160,8 @@ impl World {
             done: 0,
             horizon,
             checkpoint_every: Dur(0),
+            trace_speed: 1.0,
+            gpu_speeds: std::collections::BTreeMap::new(),
             queue,
             evicted: Vec::new(),
             sample_every: Dur(sample_every.as_secs().max(1)),
@@ -311,8 +320,36 @@ impl World {
             .duration
             .as_secs()
             .saturating_sub(self.states[job].progress.as_secs());
-        let end = now + Dur(left.max(1));
+        let stretch = self.stretch_of(job);
+        self.states[job].stretch = stretch;
+        let wall = (left as f64 * stretch).ceil() as u64;
+        let end = now + Dur(wall.max(1));
         self.schedule(end, Event::JobFinished { job, run });
+    }
+
+    /// Wall seconds per trace second for `job` on the nodes it is bound to:
+    /// the trace GPU's speed over the slowest bound GPU's.
+    fn stretch_of(&self, job: JobId) -> f64 {
+        if self.gpu_speeds.is_empty() {
+            return 1.0;
+        }
+        let slowest = self.states[job]
+            .bindings
+            .iter()
+            .flatten()
+            .map(|n| {
+                self.cluster.nodes[*n]
+                    .gpu_model
+                    .as_ref()
+                    .and_then(|m| self.gpu_speeds.get(m.as_str()).copied())
+                    .unwrap_or(1.0)
+            })
+            .fold(f64::INFINITY, f64::min);
+        if slowest.is_finite() && slowest > 0.0 {
+            self.trace_speed / slowest
+        } else {
+            1.0
+        }
     }
 
     /// A run ends; false when the event is stale.
@@ -351,19 +388,28 @@ impl World {
                 let started = self.states[job].started_at.unwrap_or(now);
                 let gpus = self.jobs[job].total_gpu_millis();
                 let ran = now.since(started).as_secs();
-                let every = self.checkpoint_every.as_secs();
+                let every = self.jobs[job]
+                    .checkpoint
+                    .unwrap_or(self.checkpoint_every)
+                    .as_secs();
                 let left = self.jobs[job]
                     .duration
                     .as_secs()
                     .saturating_sub(self.states[job].progress.as_secs());
-                // Work up to the last checkpoint is kept (never the whole job:
-                // a job always finishes through a completed run).
-                let saved = ran
-                    .checked_div(every)
-                    .map_or(0, |k| (k * every).min(left.saturating_sub(1)));
+                // Work up to the last checkpoint (every `every` wall seconds)
+                // is kept, in trace seconds (never the whole job: a job
+                // always finishes through a completed run).
+                let stretch = self.states[job].stretch.max(f64::MIN_POSITIVE);
+                let saved_wall = ran.checked_div(every).map_or(0, |k| k * every);
+                let saved =
+                    ((saved_wall as f64 / stretch).floor() as u64).min(left.saturating_sub(1));
                 self.states[job].progress = Dur(self.states[job].progress.as_secs() + saved);
                 self.rec.busy_gpu_secs += gpus as f64 / 1000.0 * saved as f64;
-                self.rec.wasted_gpu_secs += gpus as f64 / 1000.0 * (ran - saved) as f64;
+                let lost = gpus as f64 / 1000.0 * (ran - saved_wall.min(ran)) as f64;
+                self.rec.wasted_gpu_secs += lost;
+                if cause == EvictCause::Interruption {
+                    self.rec.lost_interruption_gpu_secs += lost;
+                }
                 self.rec.cur_busy_gpu_millis = self.rec.cur_busy_gpu_millis.saturating_sub(gpus);
                 self.rec.cur_pending[self.team_of[job]] += 1;
             }
@@ -406,6 +452,8 @@ impl World {
                 n.used.saturating_sub(&req);
                 let share = req.gpu_millis as f64 / (f64::from(n.gpu_count.max(1)) * 1000.0);
                 let secs = now.since(p.since).as_secs() as f64;
+                self.rec.bound_gpu_secs += req.gpu_millis as f64 / 1000.0 * secs;
+                n.bound_gpu_secs += req.gpu_millis as f64 / 1000.0 * secs;
                 self.rec.cost_by_team[team] += n.price.usd() * share * secs / 3600.0;
                 if n.pods.is_empty() && n.alive() && n.phase == NodePhase::Ready {
                     n.empty_since = Some(now);
@@ -474,6 +522,18 @@ impl World {
         let cap = n.capacity_type();
         self.rec.bill(micros, cap);
         self.rec.gpu_alloc_secs += (gpus * secs) as f64;
+        let booting = if n.phase == NodePhase::Ready {
+            n.phase_since.since(n.created_at).as_secs().min(secs)
+        } else {
+            secs
+        };
+        self.rec.booting_gpu_secs += (gpus * booting) as f64;
+        let idle = ((gpus * (secs - booting)) as f64 - n.bound_gpu_secs).max(0.0);
+        *self
+            .rec
+            .idle_gpu_secs_by_node_gpus
+            .entry(n.gpu_count)
+            .or_default() += idle;
         self.rec.cur_alloc_gpu_millis = self.rec.cur_alloc_gpu_millis.saturating_sub(gpus * 1000);
     }
 

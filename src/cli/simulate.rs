@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
 
+use muster_sim::matrix::run_matrix;
+use muster_sim::report::matrix as matrix_md;
 use muster_sim::report::{summary::Summary, table, write_outputs};
 use muster_sim::runner::run_all;
 use muster_sim::{PolicyKind, RunConfig, RunError, Scenario, prepare};
@@ -38,9 +40,19 @@ pub struct SimulateArgs {
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "muster,default-ca,kueue-karpenter"
+        default_value = "muster,default-ca,kueue-karpenter,default-ca-price,kueue-provreq"
     )]
     pub policies: Vec<String>,
+    /// Run the scenario matrix: one cloud AWS, one cloud GCP, scarcity,
+    /// spot-heavy — every policy on each; writes matrix.json and matrix.md
+    /// and one directory per row into --out.
+    #[arg(long)]
+    pub matrix: bool,
+    /// With --matrix: rewrite the generated blocks of docs/benchmarks.md and
+    /// README.md under this repository root, and its
+    /// docs/benchmarks/matrix.json.
+    #[arg(long, value_name = "ROOT", requires = "matrix")]
+    pub update_docs: Option<PathBuf>,
     /// Write zero for wall-clock figures (planner_ms_*, wall_s), so that
     /// summary.json is byte-identical across runs with the same seed.
     #[arg(long)]
@@ -64,7 +76,7 @@ pub fn run(args: SimulateArgs) -> Result<(), CliError> {
     for name in &args.policies {
         let k = PolicyKind::parse(name).ok_or_else(|| {
             CliError::input(format!(
-                "--policies: unknown policy {name:?} (expected some of muster, default-ca, kueue-karpenter)"
+                "--policies: unknown policy {name:?} (expected some of muster, default-ca, kueue-karpenter, default-ca-price, kueue-provreq)"
             ))
         })?;
         if !kinds.contains(&k) {
@@ -85,6 +97,9 @@ pub fn run(args: SimulateArgs) -> Result<(), CliError> {
         seed: args.seed,
         policies: kinds.clone(),
     };
+    if args.matrix {
+        return run_matrix_cmd(&args, &cfg, &kinds, started);
+    }
     let prepared = prepare(&cfg).map_err(input_error)?;
     if !args.quiet {
         eprintln!(
@@ -133,6 +148,72 @@ pub fn run(args: SimulateArgs) -> Result<(), CliError> {
         "\nreport: {}  summary: {}  ({:.1}s)",
         args.out.join("report.html").display(),
         args.out.join("summary.json").display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn run_matrix_cmd(
+    args: &SimulateArgs,
+    cfg: &RunConfig,
+    kinds: &[PolicyKind],
+    started: Instant,
+) -> Result<(), CliError> {
+    let quiet = args.quiet;
+    let progress = move |what: &str| {
+        if !quiet {
+            eprintln!("  {what}");
+        }
+    };
+    let workers = if args.sequential {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    };
+    let mut run = run_matrix(cfg, kinds, workers, &progress).map_err(input_error)?;
+    if !args.zero_timings {
+        run.report.wall_s = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+    }
+    let write = |path: PathBuf, text: String| {
+        std::fs::write(&path, text)
+            .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))
+    };
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| CliError::failed(format!("creating {}: {e}", args.out.display())))?;
+    for (c, p, runs, summary) in &run.rows {
+        let mut summary = summary.clone();
+        if args.zero_timings {
+            summary.zero_timings();
+        }
+        let dir = args.out.join(c.slug());
+        write_outputs(&dir, p, runs, &summary)
+            .map_err(|e| CliError::failed(format!("writing {}: {e}", dir.display())))?;
+    }
+    let json = run.report.to_json() + "\n";
+    let md = matrix_md::render_benchmarks(&run.report);
+    write(args.out.join("matrix.json"), json.clone())?;
+    write(args.out.join("matrix.md"), md.clone())?;
+    if let Some(root) = &args.update_docs {
+        let dir = root.join("docs").join("benchmarks");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| CliError::failed(format!("creating {}: {e}", dir.display())))?;
+        write(dir.join("matrix.json"), json)?;
+        for (file, block, text) in [
+            ("docs/benchmarks.md", "benchmarks", md.clone()),
+            ("README.md", "readme", matrix_md::render_readme(&run.report)),
+        ] {
+            let path = root.join(file);
+            let old = std::fs::read_to_string(&path)
+                .map_err(|e| CliError::failed(format!("reading {}: {e}", path.display())))?;
+            let new = matrix_md::write_block(&old, block, &text)
+                .map_err(|e| CliError::failed(format!("{}: {e}", path.display())))?;
+            write(path, new)?;
+        }
+    }
+    print!("{md}");
+    println!(
+        "\nmatrix: {}  ({:.1}s)",
+        args.out.join("matrix.json").display(),
         started.elapsed().as_secs_f64()
     );
     Ok(())

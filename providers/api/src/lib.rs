@@ -14,6 +14,7 @@
 mod error;
 mod instance;
 mod owned;
+pub mod price_list;
 mod resolution;
 mod timestamps;
 

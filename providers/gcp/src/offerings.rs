@@ -212,7 +212,7 @@ mod tests {
         };
         assert_eq!(
             a2(CapacityType::OnDemand).and_then(|o| o.price),
-            Price::from_usd(29.39)
+            Price::from_usd(29.38708)
         );
         assert_eq!(
             a2(CapacityType::OnDemand).map(|o| o.resources.cpu_millis),

@@ -1,8 +1,10 @@
 //! The built-in GPU price table and its overrides.
 //!
-//! Hourly USD prices for `us-central1`, from Google Cloud's public Compute
-//! Engine list prices as of [`TABLE_DATE`], rounded to the cent; spot prices
-//! move, so operators who need exact figures override entries. A price that
+//! Hourly USD prices for `us-central1` as of [`TABLE_DATE`]: machines with
+//! built-in GPUs from the shared list the simulator's catalog uses too
+//! ([`muster_provider_api::price_list`]); N1 machines and attachable GPUs
+//! from Google Cloud's list prices, rounded to the cent. Spot prices move,
+//! so operators who need exact figures override entries. A price that
 //! is neither in the table nor overridden is `None`, never zero.
 
 use std::collections::BTreeMap;
@@ -10,33 +12,15 @@ use std::collections::BTreeMap;
 use muster_planner::CapacityType;
 
 /// The date the built-in figures were taken from the public price list.
-pub const TABLE_DATE: &str = "2025-06-01";
+pub use muster_provider_api::price_list::GCP_TABLE_DATE as TABLE_DATE;
 
-/// Machine types with built-in GPUs: (type, on-demand, spot) per hour.
-const BUILT_IN: &[(&str, f64, f64)] = &[
-    ("a2-highgpu-1g", 3.67, 1.10),
-    ("a2-highgpu-2g", 7.35, 2.20),
-    ("a2-highgpu-4g", 14.69, 4.41),
-    ("a2-highgpu-8g", 29.39, 8.82),
-    ("a2-megagpu-16g", 55.74, 16.72),
-    ("a2-ultragpu-1g", 5.07, 1.60),
-    ("a2-ultragpu-2g", 10.14, 3.20),
-    ("a2-ultragpu-4g", 20.28, 6.40),
-    ("a2-ultragpu-8g", 40.55, 12.80),
-    ("a3-highgpu-1g", 11.06, 3.32),
-    ("a3-highgpu-2g", 22.12, 6.64),
-    ("a3-highgpu-4g", 44.24, 13.27),
-    ("a3-highgpu-8g", 88.49, 26.55),
-    ("a3-megagpu-8g", 101.25, 30.38),
-    ("g2-standard-4", 0.71, 0.28),
-    ("g2-standard-8", 0.85, 0.34),
-    ("g2-standard-12", 1.00, 0.40),
-    ("g2-standard-16", 1.15, 0.46),
-    ("g2-standard-24", 2.00, 0.80),
-    ("g2-standard-32", 1.73, 0.69),
-    ("g2-standard-48", 4.00, 1.60),
-    ("g2-standard-96", 8.00, 3.20),
-];
+use muster_provider_api::price_list::GCP_MACHINES;
+
+/// Machine types with built-in GPUs that the shared list
+/// ([`muster_provider_api::price_list`]) does not carry, because its source
+/// does not sell them in us-central1: (type, on-demand, spot) per hour, from
+/// Google Cloud's list prices of 2025-06-01.
+const NOT_IN_SHARED_LIST: &[(&str, f64, f64)] = &[("a3-megagpu-8g", 101.25, 30.38)];
 
 /// N1 machine types GPUs attach to: (type, on-demand, spot) per hour.
 const N1: &[(&str, f64, f64)] = &[
@@ -118,7 +102,11 @@ impl PriceTable {
             CapacityType::Spot => row.2,
         };
         match accelerator {
-            None => BUILT_IN.iter().find(|r| r.0 == machine_type).map(pick),
+            None => GCP_MACHINES
+                .iter()
+                .chain(NOT_IN_SHARED_LIST)
+                .find(|r| r.0 == machine_type)
+                .map(pick),
             Some((accel, count)) => {
                 if !attachable_counts(accel).contains(&count) {
                     return None;
@@ -246,7 +234,7 @@ mod tests {
         );
         assert_eq!(
             table.price("a2-highgpu-8g", None, CapacityType::OnDemand),
-            Some(29.39)
+            Some(29.38708)
         );
         assert_eq!(
             table.price("z9-unknown-1", None, CapacityType::OnDemand),

@@ -1,12 +1,14 @@
 //! The built-in catalog: well-known AWS and GCP GPU machine shapes with
 //! public list prices, so `muster simulate` works with no data files.
 //!
-//! Prices are US dollars per hour. On-demand prices are the public list prices
-//! of AWS EC2 in us-east-1 and of GCP Compute Engine (GPU machine types,
-//! machine + attached GPUs) in us-central1, as published on the vendors'
-//! pricing pages in July–August 2026. Spot prices are indicative medians of
-//! the same period, not quotes; `None` where no figure was at hand (such
-//! shapes are sold on-demand only here). Allocatable CPU and memory are a
+//! Prices are US dollars per hour and are the providers' own tables
+//! ([`muster_provider_api::price_list`]; a test checks every shape against
+//! them): AWS on-demand list prices in us-east-1 of 2026-07-20, and GCP
+//! whole-machine on-demand and spot prices in us-central1 of 2026-08-03.
+//! AWS spot prices are not in any provider table (the AWS provider reads
+//! them from the cloud): here they are indicative medians across us-east-1
+//! zones from an older public SkyPilot catalog snapshot, not quotes; `None`
+//! where no figure was at hand (such shapes are sold on-demand only here). Allocatable CPU and memory are a
 //! little below the raw machine (kubelet and system reservations).
 
 use muster_planner::{CapacityType, GpuModel, Offering, Price, Provider, Resources};
@@ -349,6 +351,24 @@ mod tests {
         let small = allocatable(4, 16.0, 1);
         assert!(small.cpu_millis < 4000 && small.cpu_millis > 3800);
         assert!(small.memory_bytes < 16 << 30 && small.memory_bytes > 14 << 30);
+        // Every price is the providers' table's.
+        use muster_provider_api::price_list::{aws_on_demand, gcp_machine};
+        for s in SHAPES {
+            match s.provider {
+                Provider::Aws => assert_eq!(
+                    aws_on_demand(s.instance_type),
+                    Some(s.on_demand_usd_h),
+                    "{}",
+                    s.instance_type
+                ),
+                _ => assert_eq!(
+                    gcp_machine(s.instance_type),
+                    s.spot_usd_h.map(|spot| (s.on_demand_usd_h, spot)),
+                    "{}",
+                    s.instance_type
+                ),
+            }
+        }
         // Spot is cheaper than on-demand wherever both exist.
         for s in SHAPES {
             if let Some(spot) = s.spot_usd_h {

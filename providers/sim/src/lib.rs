@@ -14,6 +14,7 @@
 pub mod behaviour;
 pub mod catalog;
 pub mod cloud;
+pub mod csv_rows;
 pub mod offerings_csv;
 pub mod provider;
 pub mod rng;

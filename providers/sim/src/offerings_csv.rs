@@ -58,21 +58,20 @@ pub enum RegionFilter {
     Only(Vec<String>),
 }
 
-/// Parses the CSV text. Splits on commas; the free-text `source` column may
-/// contain commas and must be last.
+/// Parses the CSV text (quoted fields, a byte-order mark and CRLF line ends
+/// are read as spreadsheets write them); a free-text `source` column, when
+/// last, may also hold unquoted commas.
 pub fn parse_offerings(
     text: &str,
     regions: &RegionFilter,
 ) -> Result<Vec<Offering>, OfferingsError> {
-    let mut lines = text.lines().enumerate();
-    let header = loop {
-        match lines.next() {
-            Some((_, l)) if l.trim().is_empty() => continue,
-            Some((_, l)) => break l,
-            None => return Err(OfferingsError::Empty("offerings file is empty".into())),
-        }
+    let mut records = crate::csv_rows::records(text);
+    let header = match records.next() {
+        None => return Err(OfferingsError::Empty("offerings file is empty".into())),
+        Some(Err(bad)) => return Err(OfferingsError::Header(bad.message)),
+        Some(Ok(h)) => h,
     };
-    let cols: Vec<String> = header.split(',').map(|c| c.trim().to_string()).collect();
+    let cols: Vec<String> = header.fields;
     for want in REQUIRED {
         if !cols.iter().any(|c| c == want) {
             return Err(OfferingsError::Header(format!(
@@ -89,12 +88,15 @@ pub fn parse_offerings(
     let source_last = cols.last().is_some_and(|c| c == "source");
     let idx = |name: &str| cols.iter().position(|c| c == name).unwrap_or(0);
     let mut rows = Vec::new();
-    for (i, line) in lines {
-        let line_no = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let mut fields: Vec<&str> = line.split(',').collect();
+    for rec in records {
+        let rec = rec.map_err(|bad| OfferingsError::Row {
+            line: bad.line,
+            column: "*".into(),
+            message: bad.message,
+        })?;
+        let line_no = rec.line;
+        let mut fields: Vec<&str> = rec.fields.iter().map(String::as_str).collect();
+        // An unquoted free-text `source` with commas spills into extra fields.
         if source_last && fields.len() > cols.len() {
             fields.truncate(cols.len());
         }
@@ -274,6 +276,24 @@ mod tests {
         );
         let eu = parse_offerings(&text, &RegionFilter::Only(vec!["eu-west-1".into()])).expect("eu");
         assert_eq!(eu.len(), 3);
+    }
+
+    #[test]
+    fn quoted_source_bom_and_crlf() {
+        let text = format!(
+            "\u{feff}{HEADER}\r\n\"aws\",us-east-1,g5.xlarge,A10G,1,22.35,4,16.0,1.006,0.4028,\"spot=median, of 5 zones; \"\"dated\"\"\"\r\n\r\naws,us-east-1,g5.2xlarge,A10G,1,22.35,8,32,x,,y\r\n"
+        );
+        let e = parse_offerings(&text, &RegionFilter::default())
+            .expect_err("bad price on line 4")
+            .to_string();
+        assert!(e.starts_with("line 4: column on_demand_usd_h"), "{e}");
+        let good = text.replace(",x,,y", ",1.212,,y");
+        let o = parse_offerings(&good, &RegionFilter::default()).expect("parses");
+        assert_eq!(
+            o.len(),
+            9,
+            "g5.xlarge spot + on-demand and g5.2xlarge on-demand, 3 zones"
+        );
     }
 
     #[test]

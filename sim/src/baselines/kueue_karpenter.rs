@@ -1,39 +1,37 @@
 //! `kueue-karpenter`: Kueue admission in front of kube-scheduler, with
-//! Karpenter provisioning nodes for pending pods.
+//! Karpenter provisioning nodes for pending pods, in one cloud.
 //!
 //! Modelled on the documented behaviour of Kueue (v0.19) and Karpenter
-//! (v1.x):
-//! - **Kueue**: one ClusterQueue per queue of the scenario, GPU quota
-//!   (`nominal`, cohort borrowing within `borrowingLimit`, lending within
-//!   `lendingLimit`); admission checks quota only, never capacity; each
-//!   admission cycle (1 s) admits at most one workload per ClusterQueue
-//!   (priority, then FIFO; BestEffortFIFO skips workloads that do not fit);
-//!   `waitForPodsReady` is off (its default), so an admitted job whose pods
-//!   cannot all be placed keeps its quota and its placed pods;
+//! (v1.x); `docs/simulate.md` names the upstream source of each point:
+//! - **Kueue** ([`super::kueue`]): quota admission, back-to-back cycles;
+//!   `waitForPodsReady` off by default (its default), as an option with a
+//!   5-minute timeout and a 60 s doubling requeue backoff;
 //! - **kube-scheduler**: admitted pods are placed first-fit on Ready nodes,
 //!   nominated pods first on the node launched for them;
-//! - **Karpenter**: pending pods are batched (window closes 1 s after the last
-//!   pod, at most 10 s after the first); pods are sorted by CPU then memory
-//!   (GPU is not in the sort) and packed onto in-flight nodes, then onto new
-//!   NodeClaims, each NodeClaim keeping every offering that fits all its
-//!   pods; a NodeClaim launches the cheapest such offering (spot first when
-//!   allowed, as price-capacity-optimized does) in one fleet call that falls
-//!   back through its offerings on insufficient capacity; offerings that
-//!   failed are cached unavailable for 3 minutes. One launch per node: a
-//!   gang's nodes are independent, so capacity errors leave partial gangs;
-//! - **consolidation** every 10 s: empty nodes are removed after
-//!   `consolidateAfter` (0 s, within a 10 % disruption budget); job pods carry
-//!   `karpenter.sh/do-not-disrupt` (the recommended setting for batch
-//!   work), so underutilized nodes with pods are not drained.
+//! - **Karpenter**: GPU NodePools limited to machines of at most
+//!   `maxGpusPerNode` GPUs (`karpenter.k8s.aws/instance-gpu-count`), spot
+//!   and on-demand. Pending pods are batched (window closes 1 s after the
+//!   last pod, at most 10 s after the first); pods are sorted by CPU then
+//!   memory (GPU is not in the sort) and packed onto in-flight nodes, then
+//!   onto new NodeClaims, each NodeClaim keeping every offering that fits
+//!   all its pods; a NodeClaim launches the cheapest such offering (spot
+//!   before on-demand where cheaper, price-capacity-optimized modelled as
+//!   the lowest price among pools with capacity) in one fleet call that
+//!   falls back through its offerings on insufficient capacity; offerings
+//!   that failed are cached unavailable for 3 minutes. One launch per node:
+//!   a gang's nodes are independent, so capacity errors leave partial gangs;
+//! - **consolidation** (`WhenEmptyOrUnderutilized`) every 10 s within a 10 %
+//!   disruption budget: job pods carry `karpenter.sh/do-not-disrupt` (the
+//!   documented setting for jobs that must not be interrupted), so only
+//!   nodes empty for `consolidateAfter` are removed.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
-use muster_planner::{
-    Dur, NodePhase, Pool, Queue, QueueingStrategy, QuotaResource, Resources, Time,
-};
+use muster_planner::{Dur, NodePhase, Pool, Queue, Resources, Time};
 use serde::{Deserialize, Serialize};
 
+use super::kueue::Kueue;
 use super::{buyable, schedule_first_fit, unbound_pods};
 use crate::events::{Event, JobId, NodeId};
 use crate::policies::Policy;
@@ -42,6 +40,7 @@ use crate::world::{EvictCause, JobPhase, World};
 const CYCLE: u32 = 1;
 const BATCH: u32 = 2;
 const DISRUPT: u32 = 3;
+const READY: u32 = 4;
 
 /// Kueue + Karpenter knobs (defaults as documented).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,6 +60,12 @@ pub struct KkConfig {
     pub disruption_interval: Dur,
     /// Most nodes disrupted per pass, percent of nodes.
     pub disruption_budget_percent: u32,
+    /// GPU NodePools launch machines of at most this many GPUs.
+    pub max_gpus_per_node: u32,
+    /// Kueue `waitForPodsReady`.
+    pub wait_for_pods_ready: bool,
+    /// Its timeout.
+    pub pods_ready_timeout: Dur,
 }
 
 impl Default for KkConfig {
@@ -73,20 +78,11 @@ impl Default for KkConfig {
             consolidate_after: Dur::secs(0),
             disruption_interval: Dur::secs(10),
             disruption_budget_percent: 10,
+            max_gpus_per_node: 8,
+            wait_for_pods_ready: false,
+            pods_ready_timeout: Dur::mins(5),
         }
     }
-}
-
-#[derive(Debug, Clone)]
-struct ClusterQueue {
-    cohort: Option<String>,
-    strategy: QueueingStrategy,
-    /// GPU quota in thousandths; `None` is unlimited.
-    nominal: Option<u64>,
-    borrowing_limit: Option<u64>,
-    lending_limit: Option<u64>,
-    used: u64,
-    pending: BTreeSet<(Reverse<i32>, Time, JobId)>,
 }
 
 #[derive(Debug)]
@@ -100,34 +96,26 @@ struct Claim {
 #[derive(Debug)]
 pub struct KueueKarpenter {
     cfg: KkConfig,
-    cqs: Vec<ClusterQueue>,
-    team_cq: Vec<usize>,
-    /// Buyable offerings (cloud index, pool), cheapest first.
+    kueue: Kueue,
+    /// Offerings the GPU NodePools may launch (cloud index, pool), cheapest
+    /// first.
     offerings: Vec<(usize, String)>,
     ice: HashMap<usize, Time>,
     pending: Vec<(JobId, u32)>,
     nominated: HashMap<(JobId, u32), NodeId>,
     nominated_use: HashMap<NodeId, Resources>,
+    /// Admitted workloads not running yet: admission time and requeues.
+    admitted_at: HashMap<JobId, Time>,
+    requeues: HashMap<JobId, u32>,
     batch_start: Option<Time>,
     batch_last: Time,
     batch_scheduled: bool,
     cycle_scheduled: bool,
     disrupt_scheduled: bool,
+    ready_scheduled: bool,
     nodes_made: u64,
-    admissions: u64,
     fleet_failures: u64,
-}
-
-fn gpu_quota(q: &Queue) -> (Option<u64>, Option<u64>, Option<u64>) {
-    let to_millis = |x: muster_planner::Quantity| u64::try_from(x.millis()).unwrap_or(0);
-    match q.quotas.iter().find(|x| x.resource == QuotaResource::Gpu) {
-        Some(x) => (
-            Some(to_millis(x.nominal)),
-            x.borrowing_limit.map(to_millis),
-            x.lending_limit.map(to_millis),
-        ),
-        None => (None, None, None),
-    }
+    pods_ready_evictions: u64,
 }
 
 impl KueueKarpenter {
@@ -139,70 +127,38 @@ impl KueueKarpenter {
         pools: &[Pool],
         world: &World,
     ) -> KueueKarpenter {
-        let cqs: Vec<ClusterQueue> = queues
-            .iter()
-            .map(|q| {
-                let (nominal, borrowing_limit, lending_limit) = gpu_quota(q);
-                ClusterQueue {
-                    cohort: q.cohort.clone(),
-                    strategy: q.strategy,
-                    nominal,
-                    borrowing_limit,
-                    lending_limit,
-                    used: 0,
-                    pending: BTreeSet::new(),
-                }
-            })
-            .collect();
-        let team_cq = team_queue
-            .iter()
-            .map(|name| queues.iter().position(|q| &q.name == name).unwrap_or(0))
+        let max_gpus = cfg.max_gpus_per_node;
+        let offerings = buyable(world, pools)
+            .into_iter()
+            .filter(|(i, _)| world.cloud.offerings()[*i].gpu_count <= max_gpus)
             .collect();
         KueueKarpenter {
+            kueue: Kueue::new(queues, team_queue),
             cfg,
-            cqs,
-            team_cq,
-            offerings: buyable(world, pools),
+            offerings,
             ice: HashMap::new(),
             pending: Vec::new(),
             nominated: HashMap::new(),
             nominated_use: HashMap::new(),
+            admitted_at: HashMap::new(),
+            requeues: HashMap::new(),
             batch_start: None,
             batch_last: Time(0),
             batch_scheduled: false,
             cycle_scheduled: false,
             disrupt_scheduled: false,
+            ready_scheduled: false,
             nodes_made: 0,
-            admissions: 0,
             fleet_failures: 0,
+            pods_ready_evictions: 0,
         }
-    }
-
-    /// GPU thousandths queue `i` may still use (nominal + what it may borrow).
-    fn headroom(&self, i: usize) -> Option<u64> {
-        let cq = &self.cqs[i];
-        let nominal = cq.nominal?;
-        let mut borrowable = 0u64;
-        if let Some(cohort) = &cq.cohort {
-            for (j, other) in self.cqs.iter().enumerate() {
-                if j == i || other.cohort.as_ref() != Some(cohort) {
-                    continue;
-                }
-                let Some(n) = other.nominal else { continue };
-                let lendable = other.lending_limit.map_or(n, |l| l.min(n));
-                borrowable += n.saturating_sub(other.used).min(lendable);
-            }
-        }
-        if let Some(limit) = cq.borrowing_limit {
-            borrowable = borrowable.min(limit);
-        }
-        Some((nominal + borrowable).saturating_sub(cq.used))
     }
 
     fn ensure(&mut self, world: &mut World, timer: u32, after: Dur) {
         let flag = match timer {
             CYCLE => &mut self.cycle_scheduled,
             BATCH => &mut self.batch_scheduled,
+            READY => &mut self.ready_scheduled,
             _ => &mut self.disrupt_scheduled,
         };
         if !*flag {
@@ -212,34 +168,57 @@ impl KueueKarpenter {
     }
 
     fn admission_cycle(&mut self, world: &mut World) {
-        let mut admitted = Vec::new();
-        for i in 0..self.cqs.len() {
-            let room = self.headroom(i);
-            let pick = self.cqs[i]
-                .pending
-                .iter()
-                .find(|(_, _, job)| room.is_none_or(|r| world.jobs[*job].total_gpu_millis() <= r))
-                .copied();
-            let pick = match (self.cqs[i].strategy, pick, self.cqs[i].pending.first()) {
-                (QueueingStrategy::StrictFifo, Some(p), Some(head)) if p != *head => None,
-                (_, p, _) => p,
-            };
-            if let Some(entry) = pick {
-                self.cqs[i].pending.remove(&entry);
-                self.cqs[i].used += world.jobs[entry.2].total_gpu_millis();
-                admitted.push(entry.2);
-            }
-        }
-        for job in admitted {
-            self.admissions += 1;
+        for job in self.kueue.admit(world) {
+            self.admitted_at.insert(job, world.now);
             for pod in 0..world.jobs[job].workers {
                 self.pending.push((job, pod));
             }
         }
         self.place_pending(world);
-        if self.cqs.iter().any(|q| !q.pending.is_empty()) {
+        if self.cfg.wait_for_pods_ready && !self.admitted_at.is_empty() {
+            self.ensure(world, READY, Dur::secs(10));
+        }
+        if self.kueue.has_pending() {
+            let c = self.cfg.admission_cycle;
+            let after = match self.kueue.next_release() {
+                Some(t) if t > world.now + c => t.since(world.now),
+                _ => c,
+            };
+            self.ensure(world, CYCLE, after);
+        }
+    }
+
+    /// `waitForPodsReady`: an admitted workload whose pods are not all
+    /// running within the timeout is evicted (placed pods unbound, quota
+    /// released) and requeued after a backoff of 60 s doubling up to 1 h.
+    fn pods_ready_check(&mut self, world: &mut World) {
+        self.ready_scheduled = false;
+        let now = world.now;
+        let mut late: Vec<JobId> = self
+            .admitted_at
+            .iter()
+            .filter(|(_, t)| now.since(**t) >= self.cfg.pods_ready_timeout)
+            .map(|(j, _)| *j)
+            .collect();
+        late.sort_unstable();
+        for job in late {
+            self.admitted_at.remove(&job);
+            if world.states[job].phase != JobPhase::Pending {
+                continue;
+            }
+            world.unbind_pending(job);
+            self.pending.retain(|(j, _)| *j != job);
+            self.nominated.retain(|(j, _), _| *j != job);
+            let n = self.requeues.entry(job).or_insert(0);
+            *n += 1;
+            let backoff = (60u64 << (*n - 1).min(6)).min(3600);
+            self.kueue.requeue(world, job, now + Dur::secs(backoff));
+            self.pods_ready_evictions += 1;
             let c = self.cfg.admission_cycle;
             self.ensure(world, CYCLE, c);
+        }
+        if !self.admitted_at.is_empty() {
+            self.ensure(world, READY, Dur::secs(10));
         }
     }
 
@@ -460,17 +439,26 @@ impl Policy for KueueKarpenter {
     fn assumptions(&self) -> String {
         format!(
             "Kueue: one ClusterQueue per queue with GPU quota (nominal, cohort borrowing); \
-             admission checks quota, never capacity; at most one admission per ClusterQueue per \
-             {} cycle; waitForPodsReady off (default), so admitted jobs keep quota and placed pods \
-             while others pend. kube-scheduler places admitted pods first-fit. Karpenter batches \
-             pending pods ({} idle / {} max window), sorts them by CPU then memory, packs them on \
-             in-flight nodes then on new NodeClaims (each keeps every offering that fits all its \
-             pods), and launches the cheapest offering per NodeClaim in one fleet call that falls \
-             back through the rest on insufficient capacity; failed offerings are cached for {}. \
-             One launch per node, so a capacity error can leave part of a gang running. \
-             Consolidation every {}: empty nodes after {} within a {}% budget; job pods are \
-             do-not-disrupt, so nodes with pods are never drained.",
-            self.cfg.admission_cycle,
+             admission checks quota, never capacity, in back-to-back cycles; waitForPodsReady {}. \
+             kube-scheduler places admitted pods first-fit. Karpenter, one cloud: GPU NodePools of \
+             machines with at most {} GPUs ({} offerings), spot and on-demand; it batches pending \
+             pods ({} idle / {} max window), sorts them by CPU then memory, packs them on in-flight \
+             nodes then on new NodeClaims (each keeps every offering that fits all its pods), and \
+             launches the cheapest offering per NodeClaim in one fleet call that falls back \
+             through the rest on insufficient capacity; failed offerings are cached for {}. One \
+             launch per node, so a capacity error can leave part of a gang running. Consolidation \
+             WhenEmptyOrUnderutilized every {}, consolidateAfter {}, {}% budget; job pods are \
+             do-not-disrupt, so only empty nodes are removed.",
+            if self.cfg.wait_for_pods_ready {
+                format!(
+                    "on ({} timeout, requeue backoff 60 s doubling to 1 h)",
+                    self.cfg.pods_ready_timeout
+                )
+            } else {
+                "off (its default)".to_string()
+            },
+            self.cfg.max_gpus_per_node,
+            self.offerings.len(),
             self.cfg.batch_idle,
             self.cfg.batch_max,
             self.cfg.ice_cache_ttl,
@@ -485,11 +473,7 @@ impl Policy for KueueKarpenter {
     fn on_event(&mut self, world: &mut World, event: Event) {
         match event {
             Event::Arrival(job) => {
-                let cq = self.team_cq[world.team_of[job]];
-                let j = &world.jobs[job];
-                self.cqs[cq]
-                    .pending
-                    .insert((Reverse(j.priority), j.submit, job));
+                self.kueue.submit(world, job);
                 let c = self.cfg.admission_cycle;
                 self.ensure(world, CYCLE, c);
             }
@@ -503,10 +487,8 @@ impl Policy for KueueKarpenter {
                 self.ensure(world, DISRUPT, d);
             }
             Event::JobFinished { job, .. } => {
-                let cq = self.team_cq[world.team_of[job]];
-                self.cqs[cq].used = self.cqs[cq]
-                    .used
-                    .saturating_sub(world.jobs[job].total_gpu_millis());
+                self.kueue.release(world, job);
+                self.admitted_at.remove(&job);
                 self.place_pending(world);
                 let c = self.cfg.admission_cycle;
                 self.ensure(world, CYCLE, c);
@@ -521,13 +503,15 @@ impl Policy for KueueKarpenter {
             }
             Event::Timer(BATCH) => self.batch_timer(world),
             Event::Timer(DISRUPT) => self.disrupt(world),
+            Event::Timer(READY) => self.pods_ready_check(world),
             _ => {}
         }
     }
 
     fn counters(&self) -> Vec<(String, u64)> {
         vec![
-            ("admissions".into(), self.admissions),
+            ("admissions".into(), self.kueue.admissions),
+            ("pods_ready_evictions".into(), self.pods_ready_evictions),
             ("fleet_failures".into(), self.fleet_failures),
         ]
     }

@@ -4,6 +4,7 @@
 //! Mechanics (cluster, cloud, binder, accounting) are shared with muster.
 
 pub mod default_ca;
+pub mod kueue;
 pub mod kueue_karpenter;
 
 use muster_planner::{Offering, Pool};

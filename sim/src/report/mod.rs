@@ -1,6 +1,7 @@
 //! Outputs: the terminal table, `summary.json` and `report.html`.
 
 pub mod html;
+pub mod matrix;
 pub mod summary;
 pub mod svg;
 pub mod table;

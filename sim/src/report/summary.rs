@@ -82,6 +82,21 @@ pub struct PolicySummary {
     pub end_s: i64,
     /// Wall-clock seconds of the run.
     pub wall_s: f64,
+    /// Cost ÷ GPU-hours allocated: what one GPU-hour bought cost.
+    pub usd_per_allocated_gpu_hour: f64,
+    /// GPU-hours allocated minus GPU-hours busy.
+    pub gpu_hours_allocated_minus_busy: f64,
+    /// GPU-hours of work lost to spot interruptions (since the last checkpoint).
+    pub gpu_hours_lost_to_interruptions: f64,
+    /// GPU-hours of work lost to other evictions (preemption, node removal).
+    pub gpu_hours_lost_to_other_evictions: f64,
+    /// GPU-hours of nodes before Ready (booting).
+    pub gpu_hours_booting: f64,
+    /// GPU-hours of Ready nodes not requested by any pod, weighted by GPUs
+    /// (a 16-GPU node running one 1-GPU pod is 15 idle GPUs).
+    pub idle_gpu_hours: f64,
+    /// `idle_gpu_hours` by the GPU count of the node they sit on.
+    pub idle_gpu_hours_by_node_gpus: BTreeMap<String, f64>,
     /// Per queue (team).
     pub queues: BTreeMap<String, QueueSummary>,
     /// Policy-specific counters.
@@ -223,6 +238,26 @@ fn policy_summary(p: &Prepared, run: &PolicyRun) -> PolicySummary {
         peak_nodes: rec.peak_nodes as u64,
         end_s: end,
         wall_s: r6(run.wall_s),
+        usd_per_allocated_gpu_hour: r6(if rec.gpu_alloc_secs > 0.0 {
+            cost / (rec.gpu_alloc_secs / 3600.0)
+        } else {
+            0.0
+        }),
+        gpu_hours_allocated_minus_busy: r6((rec.gpu_alloc_secs - rec.busy_gpu_secs) / 3600.0),
+        gpu_hours_lost_to_interruptions: r6(rec.lost_interruption_gpu_secs / 3600.0),
+        gpu_hours_lost_to_other_evictions: r6((rec.wasted_gpu_secs
+            - rec.lost_interruption_gpu_secs)
+            .max(0.0)
+            / 3600.0),
+        gpu_hours_booting: r6(rec.booting_gpu_secs / 3600.0),
+        idle_gpu_hours: r6(
+            (rec.gpu_alloc_secs - rec.booting_gpu_secs - rec.bound_gpu_secs).max(0.0) / 3600.0,
+        ),
+        idle_gpu_hours_by_node_gpus: rec
+            .idle_gpu_secs_by_node_gpus
+            .iter()
+            .map(|(g, secs)| (g.to_string(), r6(secs / 3600.0)))
+            .collect(),
         queues,
         counters: run.counters.iter().cloned().collect(),
     }

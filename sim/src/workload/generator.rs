@@ -164,6 +164,7 @@ fn make(
         team: team.to_string(),
         gpu_model: model,
         priority: 0,
+        checkpoint: None,
         line: 0,
     }
 }

@@ -32,6 +32,9 @@ pub struct Job {
     pub gpu_model: Option<GpuModel>,
     /// Priority within its queue.
     pub priority: i32,
+    /// Checkpoint interval of this job, when the source gives one
+    /// (otherwise the scenario's `jobs.checkpointEvery`); `0s`: none.
+    pub checkpoint: Option<Dur>,
     /// Source line (trace) or 0 (generator).
     pub line: usize,
 }

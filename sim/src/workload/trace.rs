@@ -5,6 +5,7 @@
 //! submit time, then line).
 
 use muster_planner::{Dur, GpuModel, Time};
+use muster_provider_sim::csv_rows::records;
 
 use super::{Job, pod_gpu_millis};
 
@@ -30,19 +31,22 @@ pub enum TraceError {
 }
 
 const REQUIRED: [&str; 5] = ["submit_s", "duration_s", "gpus", "workers", "team"];
-const OPTIONAL: [&str; 2] = ["gpu_model", "priority"];
+const OPTIONAL: [&str; 3] = ["gpu_model", "priority", "checkpoint_s"];
 
 /// Parses a trace.
 pub fn parse_trace(text: &str) -> Result<Vec<Job>, TraceError> {
-    let mut lines = text.lines().enumerate();
-    let Some((_, header)) = lines.next() else {
-        return Err(TraceError::Header(format!(
-            "missing header (expected {})",
-            REQUIRED.join(",")
-        )));
+    let mut records = records(text);
+    let header = match records.next() {
+        None => {
+            return Err(TraceError::Header(format!(
+                "missing header (expected {})",
+                REQUIRED.join(",")
+            )));
+        }
+        Some(Err(bad)) => return Err(TraceError::Header(bad.message)),
+        Some(Ok(h)) => h,
     };
-    let header = header.trim_start_matches('\u{feff}');
-    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
+    let cols: Vec<&str> = header.fields.iter().map(String::as_str).collect();
     for want in REQUIRED {
         if !cols.contains(&want) {
             return Err(TraceError::Header(format!(
@@ -68,15 +72,16 @@ pub fn parse_trace(text: &str) -> Result<Vec<Job>, TraceError> {
         pos("workers").unwrap_or(0),
         pos("team").unwrap_or(0),
     );
-    let (i_model, i_prio) = (pos("gpu_model"), pos("priority"));
+    let (i_model, i_prio, i_ckpt) = (pos("gpu_model"), pos("priority"), pos("checkpoint_s"));
     let mut jobs = Vec::new();
-    for (i, raw) in lines {
-        let line = i + 1;
-        let row = raw.trim_end_matches('\r');
-        if row.trim().is_empty() {
-            continue;
-        }
-        let f: Vec<&str> = row.split(',').map(str::trim).collect();
+    for rec in records {
+        let rec = rec.map_err(|bad| TraceError::Row {
+            line: bad.line,
+            column: "*".into(),
+            message: bad.message,
+        })?;
+        let line = rec.line;
+        let f: Vec<&str> = rec.fields.iter().map(String::as_str).collect();
         let err = |column: &str, message: String| TraceError::Row {
             line,
             column: column.to_string(),
@@ -141,6 +146,10 @@ pub fn parse_trace(text: &str) -> Result<Vec<Job>, TraceError> {
                 .parse()
                 .map_err(|_| err("priority", format!("{p:?} is not an integer")))?,
         };
+        let checkpoint = match i_ckpt.map(|i| f[i]) {
+            None | Some("") => None,
+            Some(_) => Some(Dur::secs(secs(i_ckpt.unwrap_or(0), "checkpoint_s", 0)?)),
+        };
         jobs.push(Job {
             id: 0,
             submit: Time(i64::try_from(submit).map_err(|_| err("submit_s", "too large".into()))?),
@@ -151,6 +160,7 @@ pub fn parse_trace(text: &str) -> Result<Vec<Job>, TraceError> {
             team,
             gpu_model,
             priority,
+            checkpoint,
             line,
         });
     }
@@ -172,18 +182,37 @@ mod tests {
 
     #[test]
     fn parses_a_trace() {
-        let t =
-            format!("{H},gpu_model,priority\n10,60,1,1,a,,\n5,30,16,2,b,A100,3\n7,30,0.5,1,,,\n");
+        let t = format!(
+            "{H},gpu_model,priority,checkpoint_s\n10,60,1,1,a,,,\n5,30,16,2,b,A100,3,600\n7,30,0.5,1,,,,0\n"
+        );
         let jobs = parse_trace(&t).expect("parses");
         assert_eq!(jobs.len(), 3);
         assert_eq!(jobs[0].submit, Time(5));
         assert_eq!(jobs[0].pod_gpu_millis, 8000);
         assert_eq!(jobs[0].gpu_model, Some(GpuModel::new("A100")));
         assert_eq!(jobs[0].priority, 3);
+        assert_eq!(jobs[0].checkpoint, Some(Dur::secs(600)));
+        assert_eq!(jobs[1].checkpoint, Some(Dur::secs(0)));
+        assert_eq!(jobs[2].checkpoint, None);
         assert_eq!(jobs[1].team, "default");
         assert_eq!(jobs[1].pod_gpu_millis, 500);
         assert_eq!(jobs[2].line, 2);
         assert!(jobs.iter().enumerate().all(|(i, j)| j.id == i));
+    }
+
+    #[test]
+    fn quoted_fields_bom_and_crlf() {
+        let t = format!(
+            "\u{feff}{H},gpu_model\r\n1,2,1,1,\"team, one\",\"A100\"\r\n\r\n3,4,2,1,b,\r\n"
+        );
+        let jobs = parse_trace(&t).expect("parses");
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(jobs[0].team, "team, one");
+        assert_eq!(jobs[0].gpu_model, Some(GpuModel::new("A100")));
+        assert_eq!(jobs[1].line, 4, "the blank line still counts");
+        let bad = format!("{H}\r\n1,2,1,1,a\r\n\"x\",2,1,1,a\r\n");
+        let e = parse_trace(&bad).expect_err("bad submit").to_string();
+        assert!(e.starts_with("line 3: column submit_s"), "{e}");
     }
 
     #[test]
@@ -218,6 +247,10 @@ mod tests {
             ("H\n1,2,1,1", "line 2: column *: expected 5 fields, found 4"),
             ("H\n\n1,2,1,1,a,b", "line 3: column *"),
             ("H,priority\n1,2,1,1,a,high", "line 2: column priority"),
+            (
+                "H,checkpoint_s\n1,2,1,1,a,-1",
+                "line 2: column checkpoint_s",
+            ),
             ("H\n", "trace has no jobs"),
         ];
         for (text, want) in cases {

@@ -1,0 +1,177 @@
+//! Handover between Provisioning gangs of the same shape: when a gang's
+//! nodes are all Ready while an earlier gang of the same shape still waits
+//! for its own, still-booting nodes, the earlier gang takes the Ready nodes
+//! and is admitted now, and the later gang takes over the earlier gang's
+//! nodes in flight. Nothing is launched or cancelled, so nothing more is
+//! paid; the wait of the two gangs together is the same, but capacity goes
+//! to the gangs in their queue order, as a scheduler binding the oldest
+//! pending pod to the first node that frees would — which keeps the longest
+//! waits short when boot times vary.
+//!
+//! "Same shape": as many pod sets, each with the same requests, count and
+//! static constraints (selectors, tolerations), the same topology, and every
+//! node of each gang eligible for the other's pods. The later gang keeps its
+//! own deadline.
+
+use std::collections::BTreeSet;
+
+use crate::admission::{Cycle, Outcome};
+use crate::index::{ProvState, World};
+use crate::model::Assignment;
+use crate::order::within_queue_cmp;
+use crate::plan::{Admission, Launch, Release, ReleaseReason};
+
+/// Nodes a Provisioning gang holds through its assignments, sorted.
+fn held_nodes(w: &World<'_>, gi: usize) -> Option<Vec<usize>> {
+    let mut out: Vec<usize> = Vec::new();
+    for a in &w.gangs[gi].gang.assignments {
+        let ni = w.node_by_name(&a.node)?;
+        if !out.contains(&ni) {
+            out.push(ni);
+        }
+    }
+    out.sort_unstable();
+    Some(out)
+}
+
+fn same_shape(w: &mut World<'_>, a: usize, b: usize) -> bool {
+    let (ga, gb) = (w.gangs[a].gang, w.gangs[b].gang);
+    if ga.topology != gb.topology
+        || ga.pod_sets.len() != gb.pod_sets.len()
+        || ga
+            .pod_sets
+            .iter()
+            .zip(&gb.pod_sets)
+            .any(|(x, y)| x.count != y.count || x.requests != y.requests)
+    {
+        return false;
+    }
+    w.gang_sigs(a) == w.gang_sigs(b)
+}
+
+/// True when every pod set of `gi` may run on every node of `nodes`.
+fn eligible_on(w: &mut World<'_>, gi: usize, nodes: &[usize]) -> bool {
+    (0..w.gangs[gi].gang.pod_sets.len()).all(|si| {
+        let e = w.eligible_nodes(gi, si);
+        nodes.iter().all(|ni| e.get(*ni).copied().unwrap_or(false))
+    })
+}
+
+/// `from`'s assignments, with pod set names of gang `to` (same positions).
+fn renamed(w: &World<'_>, from: usize, to: usize) -> Vec<Assignment> {
+    let (gf, gt) = (w.gangs[from].gang, w.gangs[to].gang);
+    let mut out: Vec<Assignment> = gf
+        .assignments
+        .iter()
+        .filter_map(|a| {
+            let si = gf.pod_sets.iter().position(|p| p.name == a.pod_set)?;
+            Some(Assignment {
+                pod_set: gt.pod_sets.get(si)?.name.clone(),
+                index: a.index,
+                node: a.node.clone(),
+            })
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Plans every handover of this cycle; the gangs involved get their
+/// outcome (the earlier one Admitted, the later one Launched).
+pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
+    let mut waiting: Vec<usize> = (0..w.gangs.len())
+        .filter(|gi| w.gangs[*gi].prov == ProvState::Waiting)
+        .collect();
+    let mut ready: Vec<usize> = (0..w.gangs.len())
+        .filter(|gi| {
+            w.gangs[*gi].prov == ProvState::AllReady && !w.gangs[*gi].gang.assignments.is_empty()
+        })
+        .collect();
+    if waiting.is_empty() || ready.is_empty() {
+        return;
+    }
+    waiting.sort_by(|a, b| within_queue_cmp(w, *a, *b));
+    ready.sort_by(|a, b| within_queue_cmp(w, *a, *b));
+    let mut taken: BTreeSet<usize> = BTreeSet::new();
+    for early in waiting {
+        // The latest-ordered Ready gang of the same shape, after `early`.
+        let mut found = None;
+        for &late in ready.iter().rev() {
+            if taken.contains(&late) || within_queue_cmp(w, early, late).is_ge() {
+                continue;
+            }
+            if !same_shape(w, early, late) {
+                continue;
+            }
+            let (Some(early_nodes), Some(late_nodes)) = (held_nodes(w, early), held_nodes(w, late))
+            else {
+                continue;
+            };
+            if eligible_on(w, early, &late_nodes) && eligible_on(w, late, &early_nodes) {
+                found = Some((late, early_nodes, late_nodes));
+                break;
+            }
+        }
+        let Some((late, early_nodes, late_nodes)) = found else {
+            continue;
+        };
+        taken.insert(late);
+        let names = |nodes: &[usize]| -> Vec<String> {
+            nodes
+                .iter()
+                .map(|ni| w.nodes[*ni].node.name.clone())
+                .collect()
+        };
+        let (ge, gl) = (w.gangs[early].gang, w.gangs[late].gang);
+        cx.plan.releases.push(Release {
+            gang: gl.id.clone(),
+            nodes: names(&late_nodes),
+            reason: ReleaseReason::Replanned,
+            handed_to: Some(ge.id.clone()),
+            message: format!(
+                "Ready before {}'s own nodes; handed to it, earlier in queue order",
+                ge.id
+            ),
+        });
+        cx.plan.releases.push(Release {
+            gang: ge.id.clone(),
+            nodes: names(&early_nodes),
+            reason: ReleaseReason::Replanned,
+            handed_to: Some(gl.id.clone()),
+            message: format!(
+                "still booting; handed to {}, which took over this gang's Ready nodes",
+                gl.id
+            ),
+        });
+        cx.plan.admissions.push(Admission {
+            gang: ge.id.clone(),
+            assignments: renamed(w, late, early),
+        });
+        cx.plan.launches.push(Launch {
+            gang: gl.id.clone(),
+            nodes: Vec::new(),
+            reserve: names(&early_nodes),
+            assignments: renamed(w, early, late),
+            price_per_hour: crate::model::Price::ZERO,
+            message: format!(
+                "takes over the nodes in flight of {}, which was admitted on this gang's Ready nodes",
+                ge.id
+            ),
+            deadline: gl.provisioning_deadline,
+        });
+        for &ni in &late_nodes {
+            w.nodes[ni].exclusive = Some(early);
+        }
+        for &ni in &early_nodes {
+            w.nodes[ni].exclusive = Some(late);
+        }
+        cx.used_nodes
+            .insert(early, late_nodes.iter().copied().collect());
+        cx.used_nodes
+            .insert(late, early_nodes.iter().copied().collect());
+        cx.all_used
+            .extend(late_nodes.iter().chain(&early_nodes).copied());
+        cx.outcome.insert(early, Outcome::Admitted);
+        cx.outcome.insert(late, Outcome::Launched);
+    }
+}

@@ -1,0 +1,282 @@
+//! The matrix report as Markdown: the tables of `docs/benchmarks.md` and the
+//! README, rendered from a [`MatrixReport`] and written between markers
+//! (`<!-- BEGIN matrix:NAME -->` … `<!-- END matrix:NAME -->`), so the
+//! published figures are always the output of a run and a test can check
+//! that the committed pages match the committed result.
+
+use std::fmt::Write as _;
+
+use crate::matrix::{Cell, MatrixReport, Row};
+use crate::report::table::human_secs;
+
+/// Policy column titles.
+fn title(policy: &str) -> &str {
+    match policy {
+        "muster" => "muster",
+        "default-ca" => "CA (priority, least-waste)",
+        "default-ca-price" => "CA (price)",
+        "kueue-karpenter" => "Kueue + Karpenter",
+        "kueue-provreq" => "Kueue + ProvisioningRequest + CA",
+        other => other,
+    }
+}
+
+fn cell<'a>(row: &'a Row, policy: &str) -> Option<&'a Cell> {
+    row.policies
+        .iter()
+        .find(|(n, _)| n == policy)
+        .map(|(_, c)| c)
+}
+
+fn policies(r: &MatrixReport) -> Vec<String> {
+    r.rows
+        .first()
+        .map(|row| row.policies.iter().map(|(n, _)| n.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// One table of the benchmarks page: its title and how a cell is written.
+type Section = (&'static str, Box<dyn Fn(&Row, &Cell) -> String>);
+
+fn table(r: &MatrixReport, what: &str, f: impl Fn(&Row, &Cell) -> String) -> String {
+    let names = policies(r);
+    let mut out = String::new();
+    let _ = write!(out, "| {what} |");
+    for n in &names {
+        let _ = write!(out, " {} |", title(n));
+    }
+    out.push_str("\n|---|");
+    for _ in &names {
+        out.push_str("---:|");
+    }
+    out.push('\n');
+    for row in &r.rows {
+        let _ = write!(out, "| {} |", row.scenario);
+        for n in &names {
+            let v = cell(row, n).map_or_else(|| "–".to_string(), |c| f(row, c));
+            let _ = write!(out, " {v} |");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn dollars(x: f64) -> String {
+    let whole = x.round() as i64;
+    let s = whole.abs().to_string();
+    let mut grouped = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(ch);
+    }
+    format!("${grouped}")
+}
+
+/// The full tables for `docs/benchmarks.md`.
+pub fn render_benchmarks(r: &MatrixReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Workload: {} ({} jobs); {}; seed {}. Every policy on every row: {} runs on {} \
+         threads in {:.0} s of wall time.\n",
+        r.workload,
+        r.jobs_total,
+        r.offerings,
+        r.seed,
+        r.rows.iter().map(|row| row.policies.len()).sum::<usize>(),
+        r.workers,
+        r.wall_s
+    );
+    out.push_str("| scenario | conditions | lower bound |\n|---|---|---:|\n");
+    for row in &r.rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} |",
+            row.scenario,
+            row.conditions,
+            dollars(row.lower_bound_usd)
+        );
+    }
+    let sections: [Section; 8] = [
+        (
+            "cost (× lower bound)",
+            Box::new(|_, c| format!("{} ({:.2}×)", dollars(c.cost_usd), c.cost_vs_lower_bound)),
+        ),
+        (
+            "$ per allocated GPU-hour",
+            Box::new(|_, c| format!("{:.3}", c.usd_per_allocated_gpu_hour)),
+        ),
+        (
+            "GPU-hours allocated − busy",
+            Box::new(|_, c| format!("{:.0}", c.gpu_hours_allocated_minus_busy)),
+        ),
+        (
+            "idle GPU-hours (GPU-weighted; on 4+ GPU machines)",
+            Box::new(|_, c| {
+                format!(
+                    "{:.0} ({:.0})",
+                    c.idle_gpu_hours, c.idle_gpu_hours_on_4_plus_gpu_nodes
+                )
+            }),
+        ),
+        (
+            "GPU-hours lost to interruptions",
+            Box::new(|_, c| {
+                format!(
+                    "{:.0} ({} interruptions)",
+                    c.gpu_hours_lost_to_interruptions, c.interruptions
+                )
+            }),
+        ),
+        (
+            "partial-gang GPU-hours",
+            Box::new(|_, c| format!("{:.1}", c.partial_gang_gpu_hours)),
+        ),
+        (
+            "wait p50 / p95",
+            Box::new(|_, c| {
+                format!(
+                    "{} / {}",
+                    human_secs(c.wait_p50_s),
+                    human_secs(c.wait_p95_s)
+                )
+            }),
+        ),
+        (
+            "jobs completed / capacity errors",
+            Box::new(|_, c| format!("{} / {}", c.jobs_completed, c.capacity_errors)),
+        ),
+    ];
+    for (what, f) in sections.iter() {
+        out.push('\n');
+        out.push_str(&table(r, what, f));
+    }
+    out.push('\n');
+    out.push_str(&render_targets(r));
+    out
+}
+
+/// The README table: cost and p95 wait per scenario and policy.
+pub fn render_readme(r: &MatrixReport) -> String {
+    let mut out = table(r, "cost (× lower bound), wait p95", |_, c| {
+        format!(
+            "${:.0}k ({:.2}×), {}",
+            c.cost_usd / 1000.0,
+            c.cost_vs_lower_bound,
+            human_secs(c.wait_p95_s)
+        )
+    });
+    out.push('\n');
+    out.push_str(&table(r, "GPU-hours held by incomplete gangs", |_, c| {
+        format!("{:.0}", c.partial_gang_gpu_hours)
+    }));
+    out
+}
+
+/// Each target, per row: met or missed, with the figure.
+pub fn render_targets(r: &MatrixReport) -> String {
+    let mut out = String::from(
+        "| scenario | muster ≤ 1.05 × lower bound | muster ≤ every baseline | muster p95 ≤ Kueue + Karpenter | muster partial-gang GPU-hours = 0 | baselines within 1.15 × lower bound |\n|---|---|---|---|---|---|\n",
+    );
+    let mark = |ok: bool| if ok { "met" } else { "**missed**" };
+    for row in &r.rows {
+        let Some(m) = cell(row, "muster") else {
+            continue;
+        };
+        let baselines: Vec<&(String, Cell)> =
+            row.policies.iter().filter(|(n, _)| n != "muster").collect();
+        let cheapest = baselines
+            .iter()
+            .map(|(_, c)| c.cost_usd)
+            .fold(f64::INFINITY, f64::min);
+        let beat = baselines.iter().all(|(_, c)| m.cost_usd <= c.cost_usd);
+        let kk = cell(row, "kueue-karpenter");
+        let p95_ok = kk.is_none_or(|k| m.wait_p95_s <= k.wait_p95_s);
+        let over: Vec<String> = baselines
+            .iter()
+            .filter(|(_, c)| c.cost_vs_lower_bound > 1.15)
+            .map(|(n, c)| format!("{} {:.2}×", title(n), c.cost_vs_lower_bound))
+            .collect();
+        let _ = writeln!(
+            out,
+            "| {} | {} ({:.3}×) | {} ({} vs cheapest baseline {}) | {} ({} vs {}) | {} ({:.1}) | {} |",
+            row.scenario,
+            mark(m.cost_vs_lower_bound <= 1.05),
+            m.cost_vs_lower_bound,
+            mark(beat),
+            dollars(m.cost_usd),
+            dollars(cheapest),
+            mark(p95_ok),
+            human_secs(m.wait_p95_s),
+            kk.map_or_else(|| "–".to_string(), |k| human_secs(k.wait_p95_s)),
+            mark(m.partial_gang_gpu_hours == 0.0),
+            m.partial_gang_gpu_hours,
+            if over.is_empty() {
+                "met".to_string()
+            } else {
+                format!("**missed**: {}", over.join(", "))
+            },
+        );
+    }
+    out
+}
+
+/// A marked block that could not be found.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("no block `{0}` (markers <!-- BEGIN matrix:{0} --> … <!-- END matrix:{0} -->)")]
+pub struct MissingBlock(pub String);
+
+fn markers(name: &str) -> (String, String) {
+    (
+        format!("<!-- BEGIN matrix:{name} -->\n"),
+        format!("<!-- END matrix:{name} -->"),
+    )
+}
+
+/// The content of block `name` in `text`.
+pub fn read_block<'a>(text: &'a str, name: &str) -> Result<&'a str, MissingBlock> {
+    let (begin, end) = markers(name);
+    let start = text.find(&begin).ok_or_else(|| MissingBlock(name.into()))? + begin.len();
+    let stop = text[start..]
+        .find(&end)
+        .ok_or_else(|| MissingBlock(name.into()))?
+        + start;
+    Ok(&text[start..stop])
+}
+
+/// `text` with block `name` replaced by `content`.
+pub fn write_block(text: &str, name: &str, content: &str) -> Result<String, MissingBlock> {
+    let old = read_block(text, name)?;
+    let start = old.as_ptr() as usize - text.as_ptr() as usize;
+    let mut out = String::with_capacity(text.len() + content.len());
+    out.push_str(&text[..start]);
+    out.push_str(content);
+    out.push_str(&text[start + old.len()..]);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_are_replaced_between_their_markers_only() {
+        let text = "a\n<!-- BEGIN matrix:x -->\nold\n<!-- END matrix:x -->\nb\n";
+        let out = write_block(text, "x", "new\n").expect("block");
+        assert_eq!(
+            out,
+            "a\n<!-- BEGIN matrix:x -->\nnew\n<!-- END matrix:x -->\nb\n"
+        );
+        assert_eq!(read_block(&out, "x"), Ok("new\n"));
+        assert_eq!(write_block(text, "y", "z"), Err(MissingBlock("y".into())));
+    }
+
+    #[test]
+    fn dollars_group_thousands() {
+        assert_eq!(dollars(1234567.4), "$1,234,567");
+        assert_eq!(dollars(999.6), "$1,000");
+        assert_eq!(dollars(12.0), "$12");
+    }
+}

@@ -1,0 +1,136 @@
+//! The baselines behave as their upstream systems document: the expander
+//! chain picks spot first, the price expander the cheapest group, a
+//! ProvisioningRequest is atomic only where the cloud resizes atomically,
+//! and Kueue's waitForPodsReady gives back a gang that cannot start.
+
+mod common;
+
+use common::{run, scenario, temp_file};
+
+/// One gang of two 8-GPU pods; each cloud has room for one machine of the
+/// only allowed type in zone a, none elsewhere for six hours.
+fn pathology(cloud: &str, instance: &str, model: &str, extra: &str) -> String {
+    let z = |s: &str| match cloud {
+        "gcp" => format!("us-central1-{s}"),
+        _ => format!("us-east-1{s}"),
+    };
+    format!(
+        r#"
+jobs: {{gpuModels: [{model}]}}
+pools:
+- name: gpu
+  provider: {cloud}
+  requirements: {{instanceTypes: [{instance}], capacityTypes: [on-demand]}}
+cloud:
+  provider: {cloud}
+  spotInterruptionRatePerHour: 0
+  rules:
+  - match: "{instance}/{a}"
+    capacityLimit: 1
+  - match: "{instance}/{b}"
+    unavailable: [{{from: 0s, to: 6h}}]
+  - match: "{instance}/{c}"
+    unavailable: [{{from: 0s, to: 6h}}]
+{extra}"#,
+        a = z("a"),
+        b = z("b"),
+        c = z("c"),
+    )
+}
+
+const GANG: &str = "submit_s,duration_s,gpus,workers,team\n60,3600,16,2,ml\n";
+
+#[test]
+fn provisioning_requests_are_atomic_on_gcp_and_not_on_aws() {
+    let trace = temp_file("gang-pr.csv", GANG);
+    let (_, _, aws) = run(
+        scenario(&pathology("aws", "p4d.24xlarge", "A100", "")),
+        Some(trace.clone()),
+        1,
+    );
+    let (_, _, gcp) = run(
+        scenario(&pathology("gcp", "a2-highgpu-8g", "A100", "")),
+        Some(trace),
+        1,
+    );
+    let pr_aws = &aws.policies["kueue-provreq"];
+    let pr_gcp = &gcp.policies["kueue-provreq"];
+    // AWS: no atomic increase, so the machine that launched stays and half
+    // the gang waits on it for hours.
+    assert!(
+        pr_aws.partial_gang_gpu_hours > 8.0 * 4.0,
+        "{}",
+        pr_aws.partial_gang_gpu_hours
+    );
+    // GCP: all or nothing; the request is retried until both machines fit.
+    // Best-effort-atomic admits at the request, not when the nodes are
+    // Ready, so the first pod waits only for the other node's boot (less
+    // than 8 GPUs × 10 minutes), never for capacity.
+    assert!(
+        pr_gcp.partial_gang_gpu_hours < 8.0 * 10.0 / 60.0,
+        "{}",
+        pr_gcp.partial_gang_gpu_hours
+    );
+    assert!(
+        pr_gcp.wait_p50_s >= 6.0 * 3600.0 - 600.0,
+        "waits for capacity: {}",
+        pr_gcp.wait_p50_s
+    );
+    assert!(pr_gcp.counters["provisioning_requests_not_found"] > 0);
+    assert_eq!(gcp.policies["muster"].partial_gang_gpu_hours, 0.0);
+}
+
+#[test]
+fn wait_for_pods_ready_gives_back_a_gang_that_cannot_start() {
+    let trace = temp_file("gang-wfpr.csv", GANG);
+    let on = "baselines:\n  kueueKarpenter: {waitForPodsReady: true, podsReadyTimeout: 10m}\n";
+    let (_, _, off) = run(
+        scenario(&pathology("aws", "p4d.24xlarge", "A100", "")),
+        Some(trace.clone()),
+        1,
+    );
+    let (_, _, with) = run(
+        scenario(&pathology("aws", "p4d.24xlarge", "A100", on)),
+        Some(trace),
+        1,
+    );
+    let kk_off = &off.policies["kueue-karpenter"];
+    let kk_on = &with.policies["kueue-karpenter"];
+    assert_eq!(kk_off.counters["pods_ready_evictions"], 0);
+    assert!(kk_on.counters["pods_ready_evictions"] > 0);
+    assert!(
+        kk_on.partial_gang_gpu_hours < kk_off.partial_gang_gpu_hours,
+        "{} vs {}",
+        kk_on.partial_gang_gpu_hours,
+        kk_off.partial_gang_gpu_hours
+    );
+}
+
+#[test]
+fn expanders_pick_spot_first_or_the_cheapest_group() {
+    let trace = temp_file(
+        "one.csv",
+        "submit_s,duration_s,gpus,workers,team\n0,600,1,1,a\n",
+    );
+    let (_, runs, _) = run(scenario("jobs: {gpuModels: [A10G]}\n"), Some(trace), 2);
+    let launched = |name: &str| -> Vec<String> {
+        runs.iter()
+            .find(|r| r.name == name)
+            .expect("ran")
+            .counters
+            .iter()
+            .filter(|(k, v)| k.starts_with("launched_") && *v > 0)
+            .map(|(k, _)| k.trim_start_matches("launched_").to_string())
+            .collect()
+    };
+    let ca = launched("default-ca");
+    assert!(
+        !ca.is_empty() && ca.iter().all(|g| g.ends_with("-spot")),
+        "{ca:?}"
+    );
+    // The cheapest A10G machine is the g5.xlarge, spot.
+    assert_eq!(
+        launched("default-ca-price"),
+        vec!["g5.xlarge-spot".to_string()]
+    );
+}

@@ -1,0 +1,80 @@
+//! The published matrix: the generated blocks of `docs/benchmarks.md` and
+//! `README.md` are exactly what the committed `docs/benchmarks/matrix.json`
+//! renders to (drift check, without running the trace), and a matrix run
+//! gives one row per condition with every policy.
+
+use std::path::PathBuf;
+
+use muster_sim::matrix::{CONDITIONS, MatrixReport, run_matrix};
+use muster_sim::report::matrix::{read_block, render_benchmarks, render_readme};
+use muster_sim::{PolicyKind, RunConfig, Scenario};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+#[test]
+fn committed_pages_match_the_committed_matrix() {
+    let report: MatrixReport =
+        serde_json::from_str(&read("docs/benchmarks/matrix.json")).expect("matrix.json parses");
+    let bench = read("docs/benchmarks.md");
+    let readme = read("README.md");
+    assert_eq!(
+        read_block(&bench, "benchmarks").expect("block in docs/benchmarks.md"),
+        render_benchmarks(&report),
+        "docs/benchmarks.md drifted from docs/benchmarks/matrix.json: rerun \
+         `muster simulate --matrix --update-docs .` with the trace and offerings"
+    );
+    assert_eq!(
+        read_block(&readme, "readme").expect("block in README.md"),
+        render_readme(&report),
+        "README.md drifted from docs/benchmarks/matrix.json"
+    );
+    assert_eq!(report.rows.len(), CONDITIONS.len());
+}
+
+#[test]
+fn a_matrix_has_a_row_per_condition_and_every_policy() {
+    let cfg = RunConfig {
+        scenario: Scenario::parse(
+            "workload:\n  generator: {days: 1, jobsPerDay: 120, burstsPerDay: 1}\n",
+            "t.yaml",
+        )
+        .expect("scenario"),
+        trace: None,
+        offerings: None,
+        seed: Some(4),
+        policies: PolicyKind::ALL.to_vec(),
+    };
+    let run = run_matrix(&cfg, &PolicyKind::ALL, 2, &|_| {}).expect("runs");
+    assert_eq!(run.report.rows.len(), 4);
+    let gcp = &run.report.rows[1];
+    let aws = &run.report.rows[0];
+    assert_ne!(
+        aws.lower_bound_usd, gcp.lower_bound_usd,
+        "the GCP row buys from another catalog"
+    );
+    for row in &run.report.rows {
+        let names: Vec<&str> = row.policies.iter().map(|(n, _)| n.as_str()).collect();
+        let want: Vec<&str> = PolicyKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names, want, "{}", row.scenario);
+        for (n, c) in &row.policies {
+            assert_eq!(
+                c.jobs_completed,
+                run.rows[0].1.jobs.len() as u64,
+                "{}/{n}",
+                row.scenario
+            );
+        }
+    }
+    let heavy = &run.report.rows[3];
+    let base: u64 = aws.policies.iter().map(|(_, c)| c.interruptions).sum();
+    let more: u64 = heavy.policies.iter().map(|(_, c)| c.interruptions).sum();
+    assert!(more > base, "spot-heavy interrupts more: {more} vs {base}");
+    let md = render_benchmarks(&run.report);
+    assert!(md.contains("| scarcity (AWS) |") && md.contains("muster ≤ 1.05 × lower bound"));
+}
