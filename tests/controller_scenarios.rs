@@ -112,6 +112,7 @@ async fn world() -> (ApiServer, kube::Client) {
 /// The world of [`world`] on a server started with extra options.
 async fn world_with(extra: &[&str]) -> (ApiServer, kube::Client) {
     let server = ApiServer::start_with(extra);
+    // the test's own requests are exempt from the chaos mode; the controller's are not
     let client = server.client();
     support::install_crds(&client).await;
     create(&client, "NodeClass", "nodeclasses", None, json!({
@@ -231,11 +232,17 @@ async fn running_pods(client: &kube::Client, job: &str) -> Vec<Pod> {
 // ---------------------------------------------------------------- (1)
 
 async fn scenario_admit_on_existing_capacity(planner: PlanFn) {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     existing_gpu_node(&client, "gpu-0", 8).await;
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let ctl = start(&client, &cloud, planner, "c1", false);
+    let ctl = start(
+        &server.client_as("controller"),
+        &cloud,
+        planner,
+        "c1",
+        false,
+    );
     submit(&client, "small", 1, 1, true).await;
     let pods = eventually(20, "the pod to run", || {
         let client = client.clone();
@@ -360,13 +367,27 @@ async fn scenario_gang_of_four_with(planner: PlanFn, server_options: &[&str]) ->
                 .as_str()
                 .is_some_and(|p| p.starts_with("gce://"))
         );
+        let job_uid = Api::<Job>::namespaced(client.clone(), NS)
+            .get("big")
+            .await
+            .expect("job")
+            .uid();
         assert_eq!(
             pn.data["spec"]["gang"],
-            json!({"namespace": "team-a", "name": "big"})
+            json!({"namespace": "team-a", "name": "big", "uid": job_uid})
         );
         assert_eq!(pn.data["spec"]["offering"]["gpuCount"], 8);
         assert_eq!(pn.data["spec"]["offering"]["pricePerHour"], "10.000000");
-        assert_eq!(pn.data["status"]["nodeName"], pn.name_any().as_str());
+        // the Node is found by its provider id (its name is the cloud's, not the PoolNode's)
+        let node_name = pn.data["status"]["nodeName"].as_str().expect("nodeName");
+        let node = Api::<Node>::all(client.clone())
+            .get(node_name)
+            .await
+            .expect("the Node");
+        assert_eq!(
+            node.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+            pn.data["status"]["providerID"].as_str()
+        );
         assert!(
             pn.data["status"]["registeredAt"].is_string()
                 && pn.data["status"]["readyAt"].is_string()
@@ -397,7 +418,11 @@ async fn scenario_gang_of_four_with(planner: PlanFn, server_options: &[&str]) ->
         .expect("values")
         .into_iter()
         .collect();
-    let pn_names: BTreeSet<String> = pns.iter().map(|p| p.name_any()).collect();
+    let pn_names: BTreeSet<String> = pns
+        .iter()
+        .filter_map(|p| p.data["status"]["nodeName"].as_str().map(String::from))
+        .collect();
+    assert_eq!(pn_names.len(), 4);
     assert_eq!(names, pn_names);
     assert!(
         spec.tolerations
@@ -477,6 +502,7 @@ async fn s2_four_node_gang_written_first_then_launched_then_admitted() {
     );
     // status writes of pools, queues and NodeClasses included
     s2._server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 /// A NodeClass whose selector matches nothing gets `Ready=False` naming the
@@ -532,7 +558,7 @@ async fn s2_real_planner() {
 // ---------------------------------------------------------------- (3)
 
 async fn scenario_insufficient_capacity(planner: PlanFn) {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     // the pool may buy both shapes; the cheap 1-GPU shape has no capacity
     let pools: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUPool", "gpupools"));
     pools
@@ -548,7 +574,13 @@ async fn scenario_insufficient_capacity(planner: PlanFn) {
     let cloud = FakeCloud::new(Some(client.clone()));
     cloud.insufficient("fake-1gpu");
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let ctl = start(&client, &cloud, planner, "c1", false);
+    let ctl = start(
+        &server.client_as("controller"),
+        &cloud,
+        planner,
+        "c1",
+        false,
+    );
     submit(&client, "tiny", 1, 1, true).await;
     eventually(20, "the pod to run", || {
         let client = client.clone();
@@ -579,12 +611,7 @@ async fn scenario_insufficient_capacity(planner: PlanFn) {
     assert_eq!(ice.len(), 1, "{ice:?}");
     let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
     let g = gangs.get("tiny").await.expect("gang");
-    assert_eq!(
-        g.annotations()
-            .get("muster.dev/launch-attempts")
-            .map(String::as_str),
-        Some("2")
-    );
+    assert_eq!(g.data["status"]["launchAttempts"], 2);
     let text = ctl.metrics.encode();
     for line in [
         r#"muster_launches_total{pool="a100",capacity_type="on-demand",result="InsufficientCapacity"} 1"#,
@@ -607,11 +634,17 @@ async fn s3_real_planner() {
 // ---------------------------------------------------------------- (4)
 
 async fn scenario_restart(planner: PlanFn, hang: Hang) {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     let cloud = FakeCloud::new(Some(client.clone()));
     cloud.set_hang(hang);
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let first = start(&client, &cloud, planner.clone(), "c1", false);
+    let first = start(
+        &server.client_as("controller"),
+        &cloud,
+        planner.clone(),
+        "c1",
+        false,
+    );
     submit(&client, "pair", 2, 8, true).await;
     eventually(20, "both launches in flight", || {
         let n = cloud.launch_calls().len();
@@ -621,7 +654,13 @@ async fn scenario_restart(planner: PlanFn, hang: Hang) {
     assert_eq!(poolnodes(&client).await.len(), 2);
     drop(first); // killed mid-launch
     cloud.set_hang(Hang::Never);
-    let _second = start(&client, &cloud, planner, "c2", false);
+    let _second = start(
+        &server.client_as("controller"),
+        &cloud,
+        planner,
+        "c2",
+        false,
+    );
     eventually(30, "both pods running", || {
         let client = client.clone();
         async move { (running_pods(&client, "pair").await.len() == 2).then_some(()) }
@@ -761,6 +800,7 @@ async fn scenario_scale_down(disruption: serde_json::Value, reason: &str, wait: 
         .count();
     assert_eq!(removals, 2, "one {reason} Event per node");
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 #[tokio::test]
@@ -975,6 +1015,7 @@ async fn draining_evicts_gangs_whole_honours_pdbs_and_do_not_disrupt() {
     );
     // cordon, eviction and Node deletion included
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 /// Orphan collection terminates exactly the instances tagged for this
@@ -1049,6 +1090,7 @@ async fn orphan_collection_terminates_exactly_the_orphans() {
             .contains("muster_orphans_terminated_total 1")
     );
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 /// A spot interruption of a node a running gang holds: the PoolNode gets an
@@ -1149,6 +1191,7 @@ async fn spot_interruption_evicts_the_gang_and_marks_the_offering() {
         assert!(text.contains(line), "{line} in {text}");
     }
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 /// A Job in a namespace its queue's `namespaceSelector` does not select
@@ -1213,6 +1256,7 @@ async fn queue_namespace_selector_is_enforced() {
     })
     .await; // Namespaces watched included
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 // ---------------------------------------------------------------- (7)
@@ -1272,13 +1316,14 @@ async fn s7_only_the_leader_acts() {
     assert_eq!(cloud_a.launch_calls().len(), 1);
     // leader election included, every request is allowed by deploy/rbac.yaml
     server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }
 
 // ---------------------------------------------------------------- (8)
 
 #[tokio::test]
 async fn s8_malformed_pool_gets_condition_and_event_others_served() {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     create(
         &client,
         "GPUPool",
@@ -1286,7 +1331,8 @@ async fn s8_malformed_pool_gets_condition_and_event_others_served() {
         None,
         json!({
             "metadata": {"name": "broken"},
-            "spec": {"nodeClassRef": {"name": "gcp-default"}, "limits": {"maxGPUs": "lots"}}
+            // the schema allows any decimal; the planner's prices end below 10^12 dollars
+            "spec": {"nodeClassRef": {"name": "gcp-default"}, "limits": {"maxPricePerHour": "5000000000000"}}
         }),
     )
     .await;
@@ -1303,7 +1349,7 @@ async fn s8_malformed_pool_gets_condition_and_event_others_served() {
     .await;
     let cloud = FakeCloud::new(None);
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let _ctl = start(&client, &cloud, stub(), "c1", false);
+    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
     submit(&client, "ok", 1, 8, true).await;
     let pools: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUPool", "gpupools"));
     let cond = eventually(20, "Valid=False on the broken pool", || {
@@ -1370,11 +1416,11 @@ async fn s8_malformed_pool_gets_condition_and_event_others_served() {
 
 #[tokio::test]
 async fn gangs_created_and_fresh_jobs_suspended() {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     let cloud = FakeCloud::new(None);
     // no emulator: nothing creates pods, so the controller may suspend
     let _ctl = start(
-        &client,
+        &server.client_as("controller"),
         &cloud,
         Arc::new(|_: &_, _: &_, _| Default::default()),
         "c1",
@@ -1423,7 +1469,7 @@ async fn no_planning_before_caches_sync() {
     let server = ApiServer::start();
     let client = server.client();
     let cloud = FakeCloud::new(None);
-    let ctl = start(&client, &cloud, stub(), "c1", false);
+    let ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
     submit(&client, "early", 1, 1, false).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let job = Api::<Job>::namespaced(client.clone(), NS)
@@ -1458,9 +1504,9 @@ async fn no_planning_before_caches_sync() {
 
 #[tokio::test]
 async fn waiting_gangs_show_position_and_reason() {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     let cloud = FakeCloud::new(None);
-    let _ctl = start(&client, &cloud, stub(), "c1", false);
+    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
     submit(&client, "huge", 1, 16, true).await; // no offering has 16 GPUs
     let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
     let st = eventually(10, "a waiting status", || {
@@ -1475,16 +1521,20 @@ async fn waiting_gangs_show_position_and_reason() {
     .await;
     assert_eq!(st["phase"], "Queued");
     assert_eq!(st["reason"], "NoOffering");
+    assert!(
+        st["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "why it waits, in words, in status: {st}"
+    );
     assert_eq!(st["position"], 1);
     assert!(cloud.calls().is_empty());
 }
 
 #[tokio::test]
 async fn deleting_a_poolnode_terminates_its_instance_first() {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     let cloud = FakeCloud::new(None);
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let _ctl = start(&client, &cloud, stub(), "c1", false);
+    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
     submit(&client, "one", 1, 8, true).await;
     let pn = ready_poolnode(&client).await;
     let pid = pn.data["status"]["providerID"]
@@ -1511,7 +1561,7 @@ async fn deleting_a_poolnode_terminates_its_instance_first() {
 
 #[tokio::test]
 async fn pods_not_ready_in_time_evict_the_whole_gang() {
-    let (_server, client) = world().await;
+    let (server, client) = world().await;
     existing_gpu_node(&client, "gpu-0", 8).await;
     let cloud = FakeCloud::new(None);
     // no emulator: the admitted pods never run; the queue allows them 1 s
@@ -1524,7 +1574,7 @@ async fn pods_not_ready_in_time_evict_the_whole_gang() {
         )
         .await
         .expect("queue timeout");
-    let _ctl = start(&client, &cloud, stub(), "c1", false);
+    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
     submit(&client, "stuck", 2, 1, true).await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
     eventually(10, "admitted", || {
@@ -1686,4 +1736,363 @@ async fn rbac_allows_every_request_of_scenario_2() {
             eprintln!("rule not used by scenario (2): {} {r:?}", r.from);
         }
     }
+}
+
+// ---------------------------------------------------------------- the Job life cycle
+
+/// No write of any controller in this process was refused as invalid (422)
+/// by the API test server, which enforces the Job rules and every CRD's
+/// schema and CEL rules.
+fn assert_no_invalid_writes() {
+    assert_eq!(
+        muster::controller::act::invalid_writes(),
+        0,
+        "a controller write was refused as invalid (see the warnings)"
+    );
+}
+
+fn pinned_to_gang(job: &Job) -> bool {
+    job.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| p.node_selector.as_ref())
+        .is_some_and(|s| s.contains_key("muster.dev/gang"))
+}
+
+/// An admitted gang whose pods never run is evicted: its Job is suspended,
+/// `startTime` is cleared through the status subresource and the submitted
+/// template is restored, in that order; after the backoff it is admitted
+/// again (pinned while suspended, then unsuspended) and runs.
+#[tokio::test]
+async fn eviction_then_readmission() {
+    let (server, client) = world().await;
+    existing_gpu_node(&client, "gpu-0", 8).await;
+    let cloud = FakeCloud::new(None);
+    let queues: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUQueue", "gpuqueues"));
+    let set_timeout = |t: &'static str| {
+        let queues = queues.clone();
+        async move {
+            queues
+                .patch(
+                    "team-a",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"podsReadyTimeout": t}})),
+                )
+                .await
+                .expect("queue timeout");
+        }
+    };
+    set_timeout("1s").await;
+    let policy = muster_planner::Policy {
+        requeue_backoff_base: muster_planner::Dur::secs(2),
+        ..Default::default()
+    };
+    let _ctl = start_with(
+        &server.client_as("controller"),
+        &cloud,
+        stub(),
+        "c1",
+        false,
+        policy,
+    );
+    submit(&client, "again", 1, 1, true).await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    eventually(10, "admitted", || {
+        let jobs = jobs.clone();
+        async move { (jobs.get("again").await.ok()?.spec?.suspend == Some(false)).then_some(()) }
+    })
+    .await;
+    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
+    eventually(15, "evicted", || {
+        let gangs = gangs.clone();
+        async move {
+            (gangs.get("again").await.ok()?.data["status"]["phase"] == "Evicted").then_some(())
+        }
+    })
+    .await;
+    // the stop finished: suspended, startTime cleared, template restored, no marks
+    let job = eventually(10, "the stop finished", || {
+        let jobs = jobs.clone();
+        async move {
+            let j = jobs.get("again").await.ok()?;
+            let done = j.spec.as_ref()?.suspend == Some(true)
+                && j.status
+                    .as_ref()
+                    .and_then(|s| s.start_time.as_ref())
+                    .is_none()
+                && !pinned_to_gang(&j);
+            done.then_some(j)
+        }
+    })
+    .await;
+    for a in [
+        "muster.dev/stopping",
+        "muster.dev/admitted-nodes",
+        "muster.dev/original-template",
+    ] {
+        assert!(!job.annotations().contains_key(a), "{a} left on the Job");
+    }
+    let requests = server.audited("controller");
+    let status_patch = requests
+        .iter()
+        .position(|(v, g, r, _)| v == "patch" && g == "batch" && r == "jobs/status")
+        .expect("startTime cleared through jobs/status");
+    let restore = requests
+        .iter()
+        .rposition(|(v, g, r, _)| v == "update" && g == "batch" && r == "jobs")
+        .expect("template restored by an update");
+    assert!(
+        status_patch < restore,
+        "startTime is cleared before the template changes"
+    );
+    // now pods run: the gang is admitted again after its backoff and runs
+    set_timeout("60s").await;
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    eventually(30, "the pod to run again", || {
+        let client = client.clone();
+        async move { (running_pods(&client, "again").await.len() == 1).then_some(()) }
+    })
+    .await;
+    let job = jobs.get("again").await.expect("job");
+    assert!(pinned_to_gang(&job), "re-pinned");
+    assert_eq!(
+        job.annotations()
+            .get("muster.dev/admitted-nodes")
+            .map(String::as_str),
+        Some("gpu-0")
+    );
+    eventually(10, "gang Running", || {
+        let client = client.clone();
+        async move { (gang_phase(&client, "again").await.as_deref() == Some("Running")).then_some(()) }
+    })
+    .await;
+    server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
+}
+
+/// A labelled Job submitted without `suspend` runs before muster sees it:
+/// it is stopped (the Job controller deletes its pods), queued, and only
+/// then admitted — pinned, on the node the plan chose.
+#[tokio::test]
+async fn labelled_job_created_unsuspended_is_stopped_then_admitted() {
+    let (server, client) = world().await;
+    existing_gpu_node(&client, "gpu-0", 8).await;
+    let cloud = FakeCloud::new(None);
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    submit(&client, "eager", 1, 1, false).await;
+    let first = eventually(20, "the unadmitted pod to run", || {
+        let client = client.clone();
+        async move {
+            let pods = running_pods(&client, "eager").await;
+            (pods.len() == 1).then(|| pods[0].uid())?
+        }
+    })
+    .await;
+    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
+    eventually(30, "a pinned pod running in place of the first", || {
+        let client = client.clone();
+        let first = first.clone();
+        async move {
+            let running = running_pods(&client, "eager").await;
+            let pinned = running.iter().all(|p| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_selector.as_ref())
+                    .is_some_and(|s| s.contains_key("muster.dev/gang"))
+            });
+            (running.len() == 1 && pinned && running[0].uid() != Some(first)).then_some(())
+        }
+    })
+    .await;
+    let job = Api::<Job>::namespaced(client.clone(), NS)
+        .get("eager")
+        .await
+        .expect("job");
+    assert!(pinned_to_gang(&job));
+    assert_eq!(job.spec.as_ref().and_then(|s| s.suspend), Some(false));
+    let requests = server.audited("controller");
+    assert!(
+        requests
+            .iter()
+            .any(|(v, _, r, _)| v == "patch" && r == "jobs/status"),
+        "startTime cleared before the template changed"
+    );
+    eventually(10, "gang Running", || {
+        let client = client.clone();
+        async move { (gang_phase(&client, "eager").await.as_deref() == Some("Running")).then_some(()) }
+    })
+    .await;
+    server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
+}
+
+// ---------------------------------------------------------------- reservations
+
+/// The stub planner, except that `team-a/first` is never admitted and
+/// `team-a/second` never gets capacity of its own: once a node reserved for
+/// `first` is Ready while `second` waits, the node is handed over to
+/// `second`, which is admitted on it.
+fn hand_over_planner() -> PlanFn {
+    use muster_planner::plan::{Admission, Release, ReleaseReason};
+    use muster_planner::{Assignment, GangId, NodePhase, Plan};
+    Arc::new(
+        |s: &muster_planner::Snapshot, p: &muster_planner::Policy, now| {
+            let first = GangId::new("team-a/first");
+            let second = GangId::new("team-a/second");
+            let waiting = s.gangs.iter().any(|g| g.id == second && g.phase.pending());
+            let node = s
+                .nodes
+                .iter()
+                .find(|n| n.reserved_for.as_ref() == Some(&first) && n.phase == NodePhase::Ready);
+            if let (true, Some(n)) = (waiting, node) {
+                return Plan {
+                    releases: vec![Release {
+                        gang: first,
+                        nodes: vec![n.name.clone()],
+                        reason: ReleaseReason::Replanned,
+                        handed_to: Some(second.clone()),
+                        message: "handed over".into(),
+                    }],
+                    admissions: vec![Admission {
+                        gang: second,
+                        assignments: vec![Assignment {
+                            pod_set: "main".into(),
+                            index: 0,
+                            node: n.name.clone(),
+                        }],
+                    }],
+                    ..Default::default()
+                };
+            }
+            let mut plan = support::stub_planner::plan(s, p, now);
+            plan.admissions.retain(|a| a.gang != first);
+            plan.launches.retain(|l| l.gang != second);
+            plan
+        },
+    )
+}
+
+/// A reservation handed from one gang to another: the PoolNode's
+/// `spec.gang` (the one mutable field of its spec) and the node's gang label
+/// name the new gang, whose pod runs there.
+#[tokio::test]
+async fn reservation_handed_over_to_another_gang() {
+    let (server, client) = world().await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    submit(&client, "first", 1, 8, true).await;
+    submit(&client, "second", 1, 8, true).await;
+    let _ctl = start(
+        &server.client_as("controller"),
+        &cloud,
+        hand_over_planner(),
+        "c1",
+        false,
+    );
+    let pods = eventually(30, "second's pod running", || {
+        let client = client.clone();
+        async move {
+            let pods = running_pods(&client, "second").await;
+            (pods.len() == 1).then_some(pods)
+        }
+    })
+    .await;
+    let node = pods[0]
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .expect("bound");
+    let pns = poolnodes(&client).await;
+    assert_eq!(pns.len(), 1, "no capacity of its own for second");
+    let second_uid = Api::<Job>::namespaced(client.clone(), NS)
+        .get("second")
+        .await
+        .expect("job")
+        .uid();
+    assert_eq!(
+        pns[0].data["spec"]["gang"],
+        json!({"namespace": "team-a", "name": "second", "uid": second_uid})
+    );
+    let n = Api::<Node>::all(client.clone())
+        .get(&node)
+        .await
+        .expect("node");
+    assert_eq!(
+        n.labels().get("muster.dev/gang").map(String::as_str),
+        Some("team-a.second")
+    );
+    server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
+}
+
+// ---------------------------------------------------------------- identity
+
+/// A Job deleted and created again under the same name is another workload:
+/// its launches get other PoolNode names and idempotency keys (they carry
+/// the Job's UID), its reservations name the new UID, and the PoolNode of
+/// the first Job is not taken for the second's launch.
+#[tokio::test]
+async fn recreated_same_name_job_never_reuses_poolnodes_or_keys() {
+    let (server, client) = world().await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
+    submit(&client, "dup", 1, 8, true).await;
+    eventually(30, "the first Job's pod running", || {
+        let client = client.clone();
+        async move { (running_pods(&client, "dup").await.len() == 1).then_some(()) }
+    })
+    .await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    let first_uid = jobs.get("dup").await.expect("job").uid().expect("uid");
+    let first: Vec<DynamicObject> = poolnodes(&client).await;
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].data["spec"]["gang"]["uid"], first_uid.as_str());
+    let old_name = first[0].name_any();
+    let old_key = first[0].data["spec"]["idempotencyKey"].clone();
+    // deleted (its Gang and pods go with it) and created again, now with two pods
+    jobs.delete("dup", &Default::default())
+        .await
+        .expect("delete");
+    eventually(10, "the first Job gone", || {
+        let jobs = jobs.clone();
+        async move { jobs.get_opt("dup").await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+    submit(&client, "dup", 2, 8, true).await;
+    let second_uid = jobs.get("dup").await.expect("job").uid().expect("uid");
+    assert_ne!(first_uid, second_uid);
+    eventually(30, "the second Job's pods running", || {
+        let client = client.clone();
+        async move { (running_pods(&client, "dup").await.len() == 2).then_some(()) }
+    })
+    .await;
+    let all = poolnodes(&client).await;
+    let new: Vec<&DynamicObject> = all.iter().filter(|p| p.name_any() != old_name).collect();
+    assert!(!new.is_empty(), "the second Job launched capacity");
+    for p in &new {
+        assert_ne!(p.data["spec"]["idempotencyKey"], old_key, "key reused");
+        assert_eq!(p.data["spec"]["gang"]["uid"], second_uid.as_str());
+    }
+    let keys: BTreeSet<String> = cloud
+        .launch_calls()
+        .iter()
+        .map(|c| c.what.clone())
+        .collect();
+    assert_eq!(
+        keys.len(),
+        1 + new.len(),
+        "one launch per PoolNode, none repeated: {keys:?}"
+    );
+    let gang: DynamicObject = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"))
+        .get("dup")
+        .await
+        .expect("gang");
+    assert_eq!(
+        gang.owner_references()[0].uid,
+        second_uid,
+        "the Gang is the second Job's"
+    );
+    server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }

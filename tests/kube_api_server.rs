@@ -9,7 +9,6 @@ mod support;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{
@@ -138,29 +137,35 @@ async fn crud_stamping_and_error_reasons() {
 
 #[tokio::test]
 async fn status_subresource_separates_spec_and_status() {
+    use k8s_openapi::api::core::v1::Node;
     let server = ApiServer::start();
-    let api: Api<Job> = Api::namespaced(server.client(), "default");
-    let job: Job = serde_json::from_value(json!({
-        "metadata": {"name": "j"},
-        "spec": {"parallelism": 1, "template": {"spec": {"containers": [{"name": "c", "image": "x"}], "restartPolicy": "Never"}}},
-        "status": {"active": 5}
+    let api: Api<Node> = Api::all(server.client());
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": "n"},
+        "spec": {"providerID": "aws:///us-east-1a/i-1"},
+        "status": {"capacity": {"cpu": "4"}}
     }))
-    .expect("job");
+    .expect("node");
     let created = api
-        .create(&PostParams::default(), &job)
+        .create(&PostParams::default(), &node)
         .await
         .expect("create");
     assert!(created.status.is_none(), "status is dropped on create");
     // status changes through the main resource are ignored
     let after = api
         .patch(
-            "j",
+            "n",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"parallelism": 2}, "status": {"active": 3}})),
+            &Patch::Merge(
+                json!({"spec": {"unschedulable": true}, "status": {"capacity": {"cpu": "8"}}}),
+            ),
         )
         .await
         .expect("patch");
-    assert_eq!(after.spec.as_ref().and_then(|s| s.parallelism), Some(2));
+    assert_eq!(
+        after.spec.as_ref().and_then(|s| s.unschedulable),
+        Some(true)
+    );
     assert!(after.status.is_none());
     assert_eq!(
         after.metadata.generation,
@@ -170,14 +175,24 @@ async fn status_subresource_separates_spec_and_status() {
     // spec changes through /status are ignored
     let after = api
         .patch_status(
-            "j",
+            "n",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"parallelism": 9}, "status": {"active": 3}})),
+            &Patch::Merge(
+                json!({"spec": {"unschedulable": false}, "status": {"capacity": {"cpu": "8"}}}),
+            ),
         )
         .await
         .expect("patch status");
-    assert_eq!(after.spec.as_ref().and_then(|s| s.parallelism), Some(2));
-    assert_eq!(after.status.as_ref().and_then(|s| s.active), Some(3));
+    assert_eq!(
+        after.spec.as_ref().and_then(|s| s.unschedulable),
+        Some(true)
+    );
+    let cpu = after
+        .status
+        .as_ref()
+        .and_then(|s| s.capacity.as_ref())
+        .and_then(|c| c.get("cpu"));
+    assert_eq!(cpu.map(|q| q.0.as_str()), Some("8"));
     assert_eq!(
         after.metadata.generation,
         Some(2),
@@ -358,7 +373,7 @@ async fn custom_resources_and_leases() {
     );
     let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "team-a", &ar);
     let mut g = DynamicObject::new("g1", &ar).within("team-a");
-    g.data = json!({"spec": {"queue": "q"}, "status": {"phase": "Running"}});
+    g.data = json!({"spec": {"queue": "q", "podSets": [{"name": "w", "count": 1}]}, "status": {"phase": "Running"}});
     let created = gangs
         .create(&PostParams::default(), &g)
         .await
@@ -536,7 +551,15 @@ async fn eviction_honours_pod_disruption_budgets() {
         pods.get_opt("b").await.expect("get").is_some(),
         "not forced"
     );
-    // a pod that is not Ready does not count as healthy and is always evictable
+    // a pod that is not Ready does not count as healthy; under AlwaysAllow it
+    // may always go
+    pdbs.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"unhealthyPodEvictionPolicy": "AlwaysAllow"}})),
+    )
+    .await
+    .expect("always allow");
     pods.patch_status(
         "c",
         &PatchParams::default(),
@@ -547,17 +570,25 @@ async fn eviction_honours_pod_disruption_budgets() {
     pods.evict("c", &EvictParams::default())
         .await
         .expect("unhealthy pod is evictable");
-    // maxUnavailable 50% of one pod rounds up to one: b may go now
+    // the disruption controller's status decides: minAvailable 0 leaves one
+    // disruption, and b may go now
     pdbs.patch(
         "web",
         &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"minAvailable": null, "maxUnavailable": "50%"}})),
+        &Patch::Merge(json!({"spec": {"minAvailable": 0}})),
     )
     .await
     .expect("relax budget");
+    let allowed = pdbs
+        .get("web")
+        .await
+        .expect("pdb")
+        .status
+        .map(|s| s.disruptions_allowed);
+    assert_eq!(allowed, Some(1));
     pods.evict("b", &EvictParams::default())
         .await
-        .expect("allowed by maxUnavailable");
+        .expect("allowed by the budget");
     assert!(pods.get_opt("b").await.expect("get").is_none());
     // an eviction of a missing pod is 404
     let err = pods
@@ -616,4 +647,59 @@ async fn lists_page_with_limit_and_continue() {
         .list(&ListParams::default().limit(2).continue_token("not-a-token"))
         .await;
     assert!(matches!(bad, Err(kube::Error::Api(e)) if e.code == 400));
+}
+
+/// A kube-runtime reflector stays correct when watches end every second,
+/// history older than a second is compacted (410 Gone, so it re-lists) and a
+/// fifth of its requests fail or are cut (chaos); the writer, exempt from
+/// chaos, never sees an injected error.
+#[tokio::test]
+async fn reflectors_survive_watch_expiry_and_chaos() {
+    use kube_runtime::WatchStreamExt;
+    let server = ApiServer::start_with(&["--watch-window", "1", "--chaos", "0.2"]);
+    let writer_api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let chaotic: Api<ConfigMap> = Api::namespaced(server.client_as("reflector"), "default");
+    let (reader, writer) = kube_runtime::reflector::store::<ConfigMap>();
+    let stream = kube_runtime::watcher(chaotic, Default::default())
+        .default_backoff()
+        .reflect(writer);
+    let task = tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while stream.next().await.is_some() {}
+    });
+    for i in 0..12 {
+        writer_api
+            .create(&PostParams::default(), &cm(&format!("r{i}"), &[]))
+            .await
+            .expect("exempt writes never fail");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    writer_api
+        .delete("r0", &DeleteParams::default())
+        .await
+        .expect("delete");
+    support::eventually(20, "the reflector's store to match the server", || {
+        let reader = reader.clone();
+        let writer_api = writer_api.clone();
+        async move {
+            let mut want: Vec<String> = writer_api
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter_map(|c| c.metadata.name)
+                .collect();
+            let mut have: Vec<String> = reader
+                .state()
+                .iter()
+                .filter_map(|c| c.metadata.name.clone())
+                .collect();
+            want.sort();
+            have.sort();
+            (want == have && want.len() == 11).then_some(())
+        }
+    })
+    .await;
+    task.abort();
 }

@@ -152,10 +152,11 @@ async fn wait_holder(client: &kube::Client, who: &str, limit: Duration) -> Durat
     }
 }
 
+/// Submits a labelled Job, suspended as the admission webhook leaves it.
 async fn submit(client: &kube::Client, name: &str) {
     let job: Job = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "default", "labels": {"muster.dev/queue": "q"}},
-        "spec": {"parallelism": 1, "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}
+        "spec": {"parallelism": 1, "suspend": true, "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}
     }))
     .expect("job");
     Api::<Job>::namespaced(client.clone(), "default")

@@ -173,6 +173,21 @@ pub enum GangPhase {
     Unsatisfiable,
 }
 
+/// A pod of the gang and the node it goes to.
+#[derive(JsonSchema, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodAssignment {
+    /// Pod set of the pod.
+    #[schemars(length(min = 1, max = 63))]
+    pub pod_set: String,
+    /// Index of the pod in its set.
+    #[schemars(range(min = 0))]
+    pub index: i32,
+    /// Node (or PoolNode, while in flight) it goes to.
+    #[schemars(length(min = 1, max = 253))]
+    pub node: String,
+}
+
 /// Where a gang is and why.
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -184,10 +199,15 @@ pub struct GangStatus {
     /// Position in the queue while `Queued` (1 is next).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<i32>,
-    /// Why the gang waits, was evicted or cannot be satisfied, in words, e.g. "waiting for
-    /// quota: needs 32 nvidia.com/gpu, 8 free in team-a".
+    /// Why the gang waits, was evicted or cannot be satisfied: a bounded CamelCase reason,
+    /// e.g. `QuotaExhausted`, `Provisioning`, `PodsReadyTimeout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The same in words, e.g. "waiting for quota: needs 32 nvidia.com/gpu, 8 free in
+    /// team-a".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32768))]
+    pub message: Option<String>,
     /// Running pods over pods of the gang, e.g. `3/4`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[0-9]+/[0-9]+$"))]
@@ -195,6 +215,19 @@ pub struct GangStatus {
     /// Names of the nodes reserved for the gang's pods.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reserved_nodes: Vec<String>,
+    /// Where each pod goes (a Node, or a PoolNode while its machine is launched), while
+    /// the gang is `Provisioning`, `Admitted` or `Running`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assignments: Vec<PodAssignment>,
+    /// Launch sets planned for the gang so far; names and idempotency keys of new nodes
+    /// derive from it.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub launch_attempts: i32,
+    /// When the capacity being launched for the gang must be complete; after it the
+    /// launch is given up and planned again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning_deadline: Option<Time>,
     /// When the gang entered the queue (last time, after a requeue).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_at: Option<Time>,

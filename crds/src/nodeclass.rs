@@ -58,6 +58,7 @@ pub struct NodeClassSpec {
 /// Launch settings for Amazon EC2.
 #[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.imageFamily) || !self.amiSelectorTerms.exists(t, has(t.alias))").message("spec.aws.imageFamily: an alias term names the image family already; drop one of them"))]
 pub struct AwsNodeClass {
     /// AWS region the machines run in, e.g. `us-east-1`.
     #[schemars(
@@ -65,6 +66,22 @@ pub struct AwsNodeClass {
         regex(pattern = r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]+$")
     )]
     pub region: String,
+    /// The EKS cluster machines join. When set, muster reads its endpoint, CA, service CIDR,
+    /// IP family and Kubernetes version (`eks:DescribeCluster`) and writes the complete
+    /// bootstrap configuration itself; `userData` then only adds to it. Required by `alias`
+    /// AMI terms (the AMI follows the cluster's Kubernetes version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<EksCluster>,
+    /// How the image boots, and so which user data muster writes: `AL2023` (nodeadm
+    /// `NodeConfig`) or `Bottlerocket` (TOML settings). Implied by an `alias` term; `AL2023`
+    /// when neither is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_family: Option<ImageFamily>,
+    /// Maximum pods the kubelet runs; the image's own default (from the instance type's
+    /// network interfaces) when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub max_pods: Option<i32>,
     /// Which AMIs to boot. Terms are ORed; the newest matching image compatible with the
     /// instance type is used.
     #[schemars(length(min = 1, max = 30))]
@@ -111,6 +128,28 @@ pub struct AwsNodeClass {
     pub detailed_monitoring: bool,
 }
 
+/// An EKS cluster, named in the NodeClass's region.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EksCluster {
+    /// Cluster name, e.g. `my-cluster`.
+    #[schemars(
+        length(min = 1, max = 100),
+        regex(pattern = r"^[0-9A-Za-z][A-Za-z0-9\-_]*$")
+    )]
+    pub name: String,
+}
+
+/// How an EC2 image boots and reads its user data.
+#[derive(JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[schemars(transform = crate::common::drop_description)]
+pub enum ImageFamily {
+    /// Amazon Linux 2023: nodeadm reads a `NodeConfig` from MIME multi-part user data.
+    #[serde(rename = "AL2023")]
+    Al2023,
+    /// Bottlerocket: the API server reads TOML settings.
+    Bottlerocket,
+}
+
 /// One way of choosing AMIs: by `alias`, by `id`, or by `name`/`tags`/`owner`.
 #[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -118,10 +157,14 @@ pub struct AwsNodeClass {
 #[x_kube(validation = Rule::new("!has(self.alias) || !(has(self.id) || has(self.tags) || has(self.name) || has(self.owner))").message("spec.aws.amiSelectorTerms[].alias cannot be combined with id, name, owner or tags"))]
 #[x_kube(validation = Rule::new("!has(self.id) || !(has(self.tags) || has(self.name) || has(self.owner))").message("spec.aws.amiSelectorTerms[].id cannot be combined with name, owner or tags"))]
 pub struct AmiSelectorTerm {
-    /// Image family and version, e.g. `al2023@latest` or `bottlerocket@v1.20.0`; muster
-    /// resolves the GPU (NVIDIA) variant of the family.
+    /// Image family and version, e.g. `al2023@latest`, `al2023@v20250116` or
+    /// `bottlerocket@latest`; muster resolves the GPU (NVIDIA) variant of the family for the
+    /// cluster's Kubernetes version through the public SSM parameters. Needs `cluster`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64), regex(pattern = r"^[a-z0-9]+@[A-Za-z0-9._-]+$"))]
+    #[schemars(
+        length(max = 64),
+        regex(pattern = r"^(al2023|bottlerocket)@(latest|v[0-9][A-Za-z0-9._-]*)$")
+    )]
     pub alias: Option<String>,
     /// AMI ID, e.g. `ami-0123456789abcdef0`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -302,10 +345,33 @@ pub enum HttpTokens {
 #[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.zones) || self.zones.all(z, z.startsWith(self.region + '-'))").message("spec.gcp.zones: every zone must be in spec.gcp.region (e.g. us-central1-a in us-central1)"))]
+#[x_kube(validation = Rule::new("has(self.image) || has(self.cluster)").message("spec.gcp.image is required unless spec.gcp.cluster names a GKE cluster (whose node pool gives the image)").reason(Reason::FieldValueRequired))]
+#[x_kube(validation = Rule::new("!has(self.nodePool) || has(self.cluster)").message("spec.gcp.nodePool needs spec.gcp.cluster"))]
 pub struct GcpNodeClass {
     /// Project the machines are created in.
     #[schemars(regex(pattern = r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$"))]
     pub project: String,
+    /// The GKE cluster machines join. When set, machines are created from the instance
+    /// template of one of its node pools (`nodePool`, or the first running one): its boot
+    /// image, bootstrap metadata (`kube-env`), service account, network and tags, with
+    /// muster's labels and taints added to the kubelet's flags. `image`, `network`,
+    /// `subnetwork`, `serviceAccount` and `networkTags` then override the template's only
+    /// when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<GkeCluster>,
+    /// Node pool whose instance template machines copy; the first node pool in `RUNNING`
+    /// state when omitted. A CPU pool serves: accelerators come from the offering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 40),
+        regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub node_pool: Option<String>,
+    /// Which NVIDIA driver GKE installs on GPU machines of a GKE cluster, through the node
+    /// label `cloud.google.com/gke-gpu-driver-version` its driver installer reads: `default`,
+    /// `latest`, or `disabled` (no label: a GPU operator installs the driver).
+    #[serde(default)]
+    pub gpu_driver_version: GpuDriverVersion,
     /// Region the machines run in, e.g. `us-central1`.
     #[schemars(length(max = 32), regex(pattern = r"^[a-z]+-[a-z]+[0-9]+$"))]
     pub region: String,
@@ -326,9 +392,11 @@ pub struct GcpNodeClass {
     #[schemars(length(max = 1024))]
     pub subnetwork: Option<String>,
     /// Boot image or image family self link, e.g.
-    /// `projects/cos-cloud/global/images/family/cos-stable`.
+    /// `projects/cos-cloud/global/images/family/cos-stable`. Required without `cluster`; with
+    /// it, the node pool's image when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
-    pub image: String,
+    pub image: Option<String>,
     /// Service account the machines run as; the project's default compute account when
     /// omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -352,6 +420,49 @@ pub struct GcpNodeClass {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 64))]
     pub metadata: BTreeMap<String, String>,
+}
+
+/// A GKE cluster.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GkeCluster {
+    /// Project of the cluster.
+    #[schemars(regex(pattern = r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$"))]
+    pub project: String,
+    /// Region (regional cluster) or zone (zonal cluster) of the cluster, e.g. `us-central1`.
+    #[schemars(length(max = 40), regex(pattern = r"^[a-z]+-[a-z]+[0-9]+(-[a-z])?$"))]
+    pub location: String,
+    /// Cluster name.
+    #[schemars(
+        length(min = 1, max = 40),
+        regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub name: String,
+}
+
+/// Which NVIDIA driver GKE installs on a GPU node.
+#[derive(JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[schemars(transform = crate::common::drop_description)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuDriverVersion {
+    /// GKE's default driver for the node version.
+    #[default]
+    Default,
+    /// The newest driver GKE offers for the node version.
+    Latest,
+    /// No driver from GKE (a GPU operator installs it); the label is not set.
+    Disabled,
+}
+
+impl GpuDriverVersion {
+    /// The value of the `cloud.google.com/gke-gpu-driver-version` node label; none when
+    /// GKE is not to install a driver.
+    pub fn label_value(self) -> Option<&'static str> {
+        match self {
+            GpuDriverVersion::Default => Some("default"),
+            GpuDriverVersion::Latest => Some("latest"),
+            GpuDriverVersion::Disabled => None,
+        }
+    }
 }
 
 /// A GCP service account and its OAuth scopes.

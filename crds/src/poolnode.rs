@@ -1,5 +1,6 @@
 //! `PoolNode`: one machine muster launched or is launching. Written before the cloud call
-//! (its spec is immutable), its finalizer guarantees the instance is terminated.
+//! (what was bought, where, and the idempotency key are immutable; the reservation is
+//! not), its finalizer guarantees the instance is terminated.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{CustomResource, KubeSchema};
@@ -7,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    CapacityType, Condition, DNS_SUBDOMAIN_PATTERN, GPU_MODEL_PATTERN, NamespacedName, Provider,
+    CapacityType, Condition, DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, GPU_MODEL_PATTERN, Provider,
     Usd,
 };
 
@@ -74,27 +75,48 @@ use crate::common::{
         json_path = ".metadata.creationTimestamp"
     )
 )]
-#[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable: a PoolNode's spec (pool, nodeClass, offering, gang, idempotencyKey) cannot change after creation"))]
 #[serde(rename_all = "camelCase")]
 pub struct PoolNodeSpec {
-    /// Name of the `GPUPool` the machine belongs to.
+    /// Name of the `GPUPool` the machine belongs to. Immutable.
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.pool is immutable: a PoolNode stays in the pool that bought it"))]
     pub pool: String,
-    /// Name of the `NodeClass` the machine is launched with.
+    /// Name of the `NodeClass` the machine is launched with. Immutable.
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.nodeClass is immutable: the machine was launched with it"))]
     pub node_class: String,
-    /// The offering bought.
+    /// The offering bought. Immutable.
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.offering is immutable: it is what was bought"))]
     pub offering: Offering,
-    /// The gang the machine was launched for; a spare node when omitted.
+    /// The gang the machine is reserved for; a spare node when omitted. The one field that
+    /// changes: a release clears it, a hand-over names the next gang.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gang: Option<NamespacedName>,
+    pub gang: Option<GangRef>,
     /// Key that makes the launch idempotent (AWS client token, GCP instance name suffix): a
-    /// repeated launch with the same key never creates a second machine.
+    /// repeated launch with the same key never creates a second machine. Immutable.
     #[schemars(
         length(min = 1, max = 64),
         regex(pattern = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
     )]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.idempotencyKey is immutable: it names the launch"))]
     pub idempotency_key: String,
+}
+
+/// The gang a machine is reserved for.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GangRef {
+    /// Namespace of the gang.
+    #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
+    pub namespace: String,
+    /// Name of the gang (and of its Job).
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
+    pub name: String,
+    /// UID of the gang's Job: a Job deleted and created again under the same name has
+    /// another, so the reservation of the first is never taken for the second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub uid: Option<String>,
 }
 
 /// One purchasable kind of machine: instance type × zone × capacity type, at a price.
@@ -164,7 +186,7 @@ pub struct PoolNodeStatus {
     /// The gang currently holding the node; starts as `spec.gang` and changes when capacity
     /// is handed to another gang.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gang: Option<NamespacedName>,
+    pub gang: Option<GangRef>,
     /// When the cloud accepted the launch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launched_at: Option<Time>,

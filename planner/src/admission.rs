@@ -272,7 +272,8 @@ pub(crate) fn commit(
             for nn in &c.new {
                 let off = w.offerings[nn.offering];
                 let name = loop {
-                    let candidate = naming::new_node_name(gang.id.as_str(), attempt, idx);
+                    let candidate =
+                        naming::new_node_name(gang.id.as_str(), &gang.uid, attempt, idx);
                     idx += 1;
                     if w.node_by_name(&candidate).is_none() && !w.new_names.contains(&candidate) {
                         break candidate;
@@ -295,7 +296,12 @@ pub(crate) fn commit(
                 let price = off.price.unwrap_or_default();
                 nodes.push(NewNode {
                     name,
-                    idempotency_key: naming::idempotency_key(gang.id.as_str(), attempt, idx - 1),
+                    idempotency_key: naming::idempotency_key(
+                        gang.id.as_str(),
+                        &gang.uid,
+                        attempt,
+                        idx - 1,
+                    ),
                     pool: pool.name.clone(),
                     offering: off.key(),
                     price,

@@ -335,7 +335,7 @@ pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
                     pool: pool_name.clone(),
                     kind: RemovalKind::Replace {
                         with: NewNode {
-                            idempotency_key: naming::idempotency_key(&n.name, 0, 0),
+                            idempotency_key: naming::idempotency_key(&n.name, "", 0, 0),
                             name,
                             pool: pool_name.clone(),
                             offering: off.key(),

@@ -57,6 +57,21 @@ pub fn patterns(kind: &Kind, shapes: &[Resources], counts: &[u32]) -> Vec<Vec<u3
     }
     let mut out = Vec::new();
     let mut cur = vec![0u32; k];
+    if shapes.iter().all(|s| s.extended.is_empty()) {
+        // Only CPU, memory and GPU constrain: the same search on plain
+        // numbers (what `fit_count` and `saturating_sub` compute).
+        let sh: Vec<[u64; 3]> = shapes.iter().map(plain).collect();
+        rec_plain(
+            0,
+            plain(&kind.capacity),
+            kind,
+            &sh,
+            counts,
+            &mut cur,
+            &mut out,
+        );
+        return out;
+    }
     fn rec(
         i: usize,
         free: &Resources,
@@ -98,6 +113,62 @@ pub fn patterns(kind: &Kind, shapes: &[Resources], counts: &[u32]) -> Vec<Vec<u3
     out
 }
 
+/// CPU, memory and GPU of `r`.
+fn plain(r: &Resources) -> [u64; 3] {
+    [r.cpu_millis, r.memory_bytes, r.gpu_millis]
+}
+
+/// [`fit_count`] without extended resources.
+fn fit_plain(free: &[u64; 3], shape: &[u64; 3]) -> u32 {
+    let mut n = u64::MAX;
+    for (have, need) in free.iter().zip(shape) {
+        if let Some(k) = have.checked_div(*need) {
+            n = n.min(k);
+        }
+    }
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The pattern search of [`patterns`] for shapes without extended resources.
+fn rec_plain(
+    i: usize,
+    free: [u64; 3],
+    kind: &Kind,
+    shapes: &[[u64; 3]],
+    counts: &[u32],
+    cur: &mut Vec<u32>,
+    out: &mut Vec<Vec<u32>>,
+) {
+    if out.len() >= MAX_PATTERNS {
+        return;
+    }
+    if i == shapes.len() {
+        if cur.iter().all(|&c| c == 0) {
+            return;
+        }
+        let extendable = (0..shapes.len())
+            .any(|j| kind.allows[j] && cur[j] < counts[j] && fit_plain(&free, &shapes[j]) > 0);
+        if !extendable {
+            out.push(cur.clone());
+        }
+        return;
+    }
+    let max = if kind.allows[i] && counts[i] > 0 {
+        fit_plain(&free, &shapes[i]).min(counts[i])
+    } else {
+        0
+    };
+    for n in (0..=max).rev() {
+        let mut f = free;
+        for (x, need) in f.iter_mut().zip(&shapes[i]) {
+            *x = x.saturating_sub(need.saturating_mul(u64::from(n)));
+        }
+        cur[i] = n;
+        rec_plain(i + 1, f, kind, shapes, counts, cur, out);
+        cur[i] = 0;
+    }
+}
+
 /// The cheapest cover of `counts` pods of `shapes` by machines of `kinds`,
 /// or None when some pod fits no kind.
 pub fn cheapest(shapes: &[Resources], counts: &[u32], kinds: &[Kind]) -> Option<Cover> {
@@ -107,6 +178,46 @@ pub fn cheapest(shapes: &[Resources], counts: &[u32], kinds: &[Kind]) -> Option<
             machines: Vec::new(),
         });
     }
+    // Kinds with the same capacity and the same allowed shapes have the same
+    // patterns; only the cheapest of them (the first at equal price) can be
+    // chosen, so the others are dropped before the search and the indices
+    // mapped back after it.
+    let reps = representatives(kinds);
+    if reps.len() < kinds.len() {
+        let sub: Vec<Kind> = reps.iter().map(|&i| kinds[i].clone()).collect();
+        return solve(shapes, counts, &sub).map(|mut c| {
+            for (k, _) in &mut c.machines {
+                *k = reps[*k];
+            }
+            c
+        });
+    }
+    solve(shapes, counts, kinds)
+}
+
+/// Indices of the kinds that are not dominated by an equal kind (same
+/// capacity and allowed shapes) that is cheaper, or as cheap and earlier; in
+/// ascending order.
+fn representatives(kinds: &[Kind]) -> Vec<usize> {
+    let mut reps: Vec<usize> = Vec::with_capacity(kinds.len());
+    for (i, k) in kinds.iter().enumerate() {
+        match reps
+            .iter_mut()
+            .find(|r| kinds[**r].capacity == k.capacity && kinds[**r].allows == k.allows)
+        {
+            Some(r) => {
+                if k.price < kinds[*r].price {
+                    *r = i;
+                }
+            }
+            None => reps.push(i),
+        }
+    }
+    reps.sort_unstable();
+    reps
+}
+
+fn solve(shapes: &[Resources], counts: &[u32], kinds: &[Kind]) -> Option<Cover> {
     let pats: Vec<Vec<Vec<u32>>> = kinds.iter().map(|k| patterns(k, shapes, counts)).collect();
     for (j, &c) in counts.iter().enumerate() {
         if c > 0 && !pats.iter().flatten().any(|p| p[j] > 0) {

@@ -17,6 +17,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 use crate::labels;
@@ -25,6 +26,62 @@ use crate::model::{Gang, GangPhase, Node, NodePhase, Offering, PodSet, Pool, Que
 use crate::resources::Resources;
 use crate::snapshot::{Policy, Snapshot};
 use crate::time::Time;
+
+/// A hash map with a fixed, fast hash (the multiply-rotate hash of rustc's
+/// `FxHasher`): the planner's maps are keyed by small numbers and names it
+/// made itself, so no protection against chosen collisions is needed, and
+/// the work per plan stays the same from run to run. Nothing iterates these
+/// maps, so their order never reaches a plan.
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+
+/// See [`FastMap`].
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct FastHasher(u64);
+
+impl FastHasher {
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::SEED);
+    }
+}
+
+impl Hasher for FastHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// What the planner does with a Provisioning gang this cycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,9 +139,16 @@ pub(crate) struct GangInfo<'a> {
     pub reserved: Vec<usize>,
 }
 
-/// (eligibility vector, shape GPU, CPU, memory, domain) of a cached packing
-/// failure.
-pub(crate) type PackKey = (usize, u64, u64, u64, u32);
+/// (eligibility vector, shape GPU, CPU, memory, domain, excluded GPU
+/// models) of a cached packing failure.
+pub(crate) type PackKey = (usize, u64, u64, u64, u32, u64);
+
+/// Launch domains and the offerings skipped as unavailable now.
+pub(crate) type DomainSet<'a> = Rc<(Vec<crate::provisioning::Domain<'a>>, Vec<usize>)>;
+
+/// Machine kinds of a domain, with each kind's position in the domain's
+/// offerings.
+pub(crate) type KindSet = Rc<(Vec<usize>, Vec<crate::cover::Kind>)>;
 
 /// Usage of a pool, for its limits.
 #[derive(Debug, Clone, Default)]
@@ -104,12 +168,15 @@ pub(crate) struct World<'a> {
     pub nodes: Vec<NodeInfo<'a>>,
     pub gangs: Vec<GangInfo<'a>>,
     pub pool_ix: BTreeMap<&'a str, usize>,
-    pub node_ix: HashMap<&'a str, usize>,
+    pub node_ix: FastMap<&'a str, usize>,
     /// Offerings each pool may buy (ignoring availability), in offering order.
     pub pool_offerings: Vec<Vec<usize>>,
     pub pool_usage: Vec<PoolUsage>,
     /// Schedulable nodes by (free GPU millis, free CPU millis, index).
     pub free_index: BTreeSet<(u64, u64, u32)>,
+    /// The same, per zone (`node_zone`): a zone-scoped search visits only
+    /// its zone's nodes, in the order of `free_index`.
+    pub zone_index: Vec<BTreeSet<(u64, u64, u32)>>,
     /// Names given to new nodes this cycle.
     pub new_names: BTreeSet<String>,
     /// New nodes planned this cycle.
@@ -127,16 +194,26 @@ pub(crate) struct World<'a> {
     /// Bumped whenever free capacity grows (so cached failures expire).
     pub generation: u64,
     /// Smallest pod count of a shape that failed to pack, by (eligibility
-    /// vector, shape, domain), with the generation it was seen at. Free
+    /// vector, shape, domain, excluded GPU models), with the generation it
+    /// was seen at. Free
     /// capacity only shrinks between generations, so a failure stays valid.
-    pub pack_failures: std::cell::RefCell<HashMap<PackKey, (u64, u32)>>,
+    pub pack_failures: std::cell::RefCell<FastMap<PackKey, (u64, u32)>>,
     /// Cheapest covers already computed this cycle, by domain and demand.
-    pub cover_cache: HashMap<Vec<u64>, Option<crate::cover::Cover>>,
-    elig_cache: HashMap<(Option<usize>, u32), Rc<Vec<bool>>>,
+    pub cover_cache: FastMap<Vec<u64>, Option<crate::cover::Cover>>,
+    /// Launch domains by (queue, topology, excluded GPU models), see
+    /// `provisioning::build_domains`.
+    pub domain_cache: FastMap<(Option<usize>, u8, u64), DomainSet<'a>>,
+    /// Machine kinds of a domain for a list of pod-set signatures (see
+    /// `provisioning::alike_kinds`), with their offering positions.
+    pub kinds_cache: FastMap<Vec<u64>, KindSet>,
+    elig_cache: FastMap<(Option<usize>, u32), Rc<Vec<bool>>>,
+    /// Node labels (with pool and offering labels), built when a selector
+    /// first needs them.
+    node_labels: Vec<Option<BTreeMap<String, String>>>,
     /// Per signature: eligibility on new nodes, pool-major (0 unknown, 1
     /// no, 2 yes).
     new_elig_cache: Vec<Vec<u8>>,
-    sig_ids: HashMap<String, u32>,
+    sig_ids: FastMap<String, u32>,
     /// Per gang: the signature id of each pod set.
     gang_sigs: Vec<Option<Vec<u32>>>,
 }
@@ -281,7 +358,7 @@ impl<'a> World<'a> {
                 }
             })
             .collect();
-        let node_ix: HashMap<&str, usize> = nodes
+        let node_ix: FastMap<&str, usize> = nodes
             .iter()
             .enumerate()
             .map(|(i, n)| (n.node.name.as_str(), i))
@@ -298,7 +375,7 @@ impl<'a> World<'a> {
                 reserved: Vec::new(),
             })
             .collect();
-        let gang_ix: HashMap<&str, usize> = gangs
+        let gang_ix: FastMap<&str, usize> = gangs
             .iter()
             .enumerate()
             .map(|(i, g)| (g.gang.id.as_str(), i))
@@ -430,6 +507,7 @@ impl<'a> World<'a> {
             pool_offerings,
             pool_usage,
             free_index: BTreeSet::new(),
+            zone_index: Vec::new(),
             new_names: BTreeSet::new(),
             new_nodes_planned: 0,
             inflight: Vec::new(),
@@ -439,10 +517,13 @@ impl<'a> World<'a> {
             node_zone: Vec::new(),
             pgs: Vec::new(),
             node_pg: Vec::new(),
-            cover_cache: HashMap::new(),
-            elig_cache: HashMap::new(),
+            cover_cache: FastMap::default(),
+            kinds_cache: FastMap::default(),
+            domain_cache: FastMap::default(),
+            elig_cache: FastMap::default(),
+            node_labels: Vec::new(),
             new_elig_cache: Vec::new(),
-            sig_ids: HashMap::new(),
+            sig_ids: FastMap::default(),
             gang_sigs: Vec::new(),
         };
         w.gang_sigs = vec![None; w.gangs.len()];
@@ -466,6 +547,7 @@ impl<'a> World<'a> {
                     .map(|i| i as u32)
             })
             .collect();
+        w.zone_index = vec![BTreeSet::new(); w.zones.len()];
         for i in 0..w.nodes.len() {
             w.index_insert(i);
             if w.nodes[i].node.phase.in_flight() {
@@ -483,15 +565,21 @@ impl<'a> World<'a> {
     fn index_insert(&mut self, ni: usize) {
         if self.indexable(ni) {
             let f = &self.nodes[ni].free;
-            self.free_index
-                .insert((f.gpu_millis, f.cpu_millis, ni as u32));
+            let key = (f.gpu_millis, f.cpu_millis, ni as u32);
+            self.free_index.insert(key);
+            if let Some(z) = self.zone_index.get_mut(self.node_zone[ni] as usize) {
+                z.insert(key);
+            }
         }
     }
 
     fn index_remove(&mut self, ni: usize) {
         let f = &self.nodes[ni].free;
-        self.free_index
-            .remove(&(f.gpu_millis, f.cpu_millis, ni as u32));
+        let key = (f.gpu_millis, f.cpu_millis, ni as u32);
+        self.free_index.remove(&key);
+        if let Some(z) = self.zone_index.get_mut(self.node_zone[ni] as usize) {
+            z.remove(&key);
+        }
     }
 
     /// Takes `n` pods of `shape` from a node's free capacity.
@@ -559,13 +647,22 @@ impl<'a> World<'a> {
 
     /// Signature ids of every pod set of gang `gi` (cached).
     pub fn gang_sigs(&mut self, gi: usize) -> Vec<u32> {
-        if let Some(v) = &self.gang_sigs[gi] {
-            return v.clone();
+        self.gang_sig_list(gi).to_vec()
+    }
+
+    /// Signature ids of every pod set of gang `gi`, computed once.
+    fn gang_sig_list(&mut self, gi: usize) -> &[u32] {
+        if self.gang_sigs[gi].is_none() {
+            let g = self.gangs[gi].gang;
+            let v: Vec<u32> = g.pod_sets.iter().map(|ps| self.sig_of(ps)).collect();
+            self.gang_sigs[gi] = Some(v);
         }
-        let g = self.gangs[gi].gang;
-        let v: Vec<u32> = g.pod_sets.iter().map(|ps| self.sig_of(ps)).collect();
-        self.gang_sigs[gi] = Some(v.clone());
-        v
+        self.gang_sigs[gi].as_deref().unwrap_or(&[])
+    }
+
+    /// The signature id of pod set `si` of gang `gi`.
+    fn gang_sig(&mut self, gi: usize, si: usize) -> Option<u32> {
+        self.gang_sig_list(gi).get(si).copied()
     }
 
     /// Static eligibility of every node for pod set `si` of gang `gi`:
@@ -573,7 +670,7 @@ impl<'a> World<'a> {
     /// nodes are open to every queue), and the node not terminating.
     pub fn eligible_nodes(&mut self, gi: usize, si: usize) -> Rc<Vec<bool>> {
         let q = self.gangs[gi].queue;
-        let Some(&sig) = self.gang_sigs(gi).get(si) else {
+        let Some(sig) = self.gang_sig(gi, si) else {
             return Rc::new(vec![false; self.nodes.len()]);
         };
         if let Some(v) = self.elig_cache.get(&(q, sig)) {
@@ -583,42 +680,44 @@ impl<'a> World<'a> {
         let pools = self.queue_pools(q);
         let explicit = q.is_some_and(|q| !self.queues[q].pools.is_empty());
         let empty = BTreeMap::new();
-        let v: Vec<bool> = self
-            .nodes
-            .iter()
-            .map(|n| {
-                let pool_ok = match n.pool {
-                    Some(p) => !explicit || pools.contains(&p),
-                    None => true,
-                };
-                // Labels are only built when a selector needs them.
-                let lbl = if ps.node_selector.is_empty() {
-                    None
-                } else {
-                    Some(labels::node_labels(n.node, n.pool.map(|p| self.pools[p])))
-                };
-                // The pool's own taints are tolerated: muster adds those
-                // tolerations when it pins the gang (see `plan.rs`).
-                let pool_taints: &[crate::model::Taint] =
-                    n.pool.map_or(&[], |p| &self.pools[p].taints);
-                let taints_ok = n
-                    .node
-                    .taints
-                    .iter()
-                    .filter(|t| !pool_taints.contains(t))
-                    .all(|t| tolerates_all(&ps.tolerations, std::slice::from_ref(t)));
-                pool_ok
-                    && n.node.phase != NodePhase::Terminating
-                    && taints_ok
-                    && pod_set_matches(
-                        ps,
-                        lbl.as_ref().unwrap_or(&empty),
-                        &[],
-                        n.node.gpu_model.as_ref(),
-                        n.node.gpu_memory_mib,
-                    )
-            })
-            .collect();
+        if !ps.node_selector.is_empty() && self.node_labels.len() != self.nodes.len() {
+            self.node_labels = vec![None; self.nodes.len()];
+        }
+        let mut v: Vec<bool> = Vec::with_capacity(self.nodes.len());
+        for (ni, n) in self.nodes.iter().enumerate() {
+            let pool_ok = match n.pool {
+                Some(p) => !explicit || pools.contains(&p),
+                None => true,
+            };
+            // The pool's own taints are tolerated: muster adds those
+            // tolerations when it pins the gang (see `plan.rs`).
+            let pool_taints: &[crate::model::Taint] = n.pool.map_or(&[], |p| &self.pools[p].taints);
+            let taints_ok = n
+                .node
+                .taints
+                .iter()
+                .filter(|t| !pool_taints.contains(t))
+                .all(|t| tolerates_all(&ps.tolerations, std::slice::from_ref(t)));
+            if !(pool_ok && n.node.phase != NodePhase::Terminating && taints_ok) {
+                v.push(false);
+                continue;
+            }
+            // Labels are only built when a selector needs them, once per node.
+            let lbl = if ps.node_selector.is_empty() {
+                &empty
+            } else {
+                &*self.node_labels[ni].get_or_insert_with(|| {
+                    labels::node_labels(n.node, n.pool.map(|p| self.pools[p]))
+                })
+            };
+            v.push(pod_set_matches(
+                ps,
+                lbl,
+                &[],
+                n.node.gpu_model.as_ref(),
+                n.node.gpu_memory_mib,
+            ));
+        }
         let v = Rc::new(v);
         self.elig_cache.insert((q, sig), v.clone());
         v
@@ -627,7 +726,7 @@ impl<'a> World<'a> {
     /// Static eligibility of pod set `si` of gang `gi` on a new node of
     /// `pool` bought as offering `o`.
     pub fn eligible_new(&mut self, gi: usize, si: usize, pool: usize, o: usize) -> bool {
-        let Some(&sig) = self.gang_sigs(gi).get(si) else {
+        let Some(sig) = self.gang_sig(gi, si) else {
             return false;
         };
         let sig = sig as usize;

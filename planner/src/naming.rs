@@ -1,8 +1,11 @@
 //! Deterministic names for new nodes and idempotency keys for cloud calls.
 //!
-//! Names are derived from the gang id, the gang's `launch_attempts` and the
-//! node's index in the launch set, so a driver that crashes after writing
-//! some PoolNodes and plans again gets the same names and keys. Every name is
+//! Names are derived from the gang id, the identity of the workload behind it
+//! (the Kubernetes Job's UID; empty where a driver has none), the gang's
+//! `launch_attempts` and the node's index in the launch set, so a driver that
+//! crashes after writing some PoolNodes and plans again gets the same names
+//! and keys, while a workload deleted and created again under the same name
+//! never gets the names or keys of its predecessor. Every name is
 //! lower case, DNS-safe and at most 63 characters; long ids are shortened
 //! and suffixed with a stable hand-written FNV-1a hash (never
 //! `DefaultHasher`, whose output may change between Rust releases).
@@ -60,16 +63,35 @@ pub fn bounded_name(base: &str, suffix: &str) -> String {
     format!("{cut}-{hash}-{suffix}")
 }
 
-/// Name of the `index`-th new node of a gang's launch attempt `attempt`.
-pub fn new_node_name(gang: &str, attempt: u32, index: usize) -> String {
-    bounded_name(gang, &format!("a{attempt}-{index}"))
+/// Six hex digits standing for a workload's UID in names (empty for none).
+fn uid_tag(uid: &str) -> String {
+    if uid.is_empty() {
+        String::new()
+    } else {
+        format!("{:06x}-", fnv1a64(uid.as_bytes()) & 0xff_ffff)
+    }
+}
+
+/// Name of the `index`-th new node of launch attempt `attempt` of the gang
+/// `gang` whose workload has the UID `uid`.
+pub fn new_node_name(gang: &str, uid: &str, attempt: u32, index: usize) -> String {
+    bounded_name(gang, &format!("{}a{attempt}-{index}", uid_tag(uid)))
 }
 
 /// Idempotency key of the `index`-th new node of a launch attempt: stable
-/// across re-plans of the same attempt, at most 40 characters (fits AWS
+/// across re-plans of the same attempt, different for another workload of the
+/// same name (the hash covers the UID), at most 40 characters (fits AWS
 /// `ClientToken` and GCP `requestId` rules once hyphenated).
-pub fn idempotency_key(gang: &str, attempt: u32, index: usize) -> String {
-    format!("muster-{:016x}-{attempt}-{index}", fnv1a64(gang.as_bytes()))
+pub fn idempotency_key(gang: &str, uid: &str, attempt: u32, index: usize) -> String {
+    let identity = if uid.is_empty() {
+        gang.to_string()
+    } else {
+        format!("{gang}\u{0}{uid}")
+    };
+    format!(
+        "muster-{:016x}-{attempt}-{index}",
+        fnv1a64(identity.as_bytes())
+    )
 }
 
 /// Name of the node that replaces `node` during consolidation.
@@ -95,20 +117,66 @@ mod tests {
 
     #[test]
     fn names_are_dns_safe_and_bounded() {
-        assert_eq!(new_node_name("team-a/Train_1", 0, 2), "team-a-train-1-a0-2");
+        assert_eq!(
+            new_node_name("team-a/Train_1", "", 0, 2),
+            "team-a-train-1-a0-2"
+        );
         let long = format!("ns/{}", "x".repeat(200));
-        let n = new_node_name(&long, 3, 17);
+        let n = new_node_name(&long, "", 3, 17);
         assert!(n.len() <= 63, "{n}");
         assert!(n.ends_with("-a3-17"));
         assert!(
             n.bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         );
-        let other = new_node_name(&format!("ns/{}y", "x".repeat(200)), 3, 17);
+        let other = new_node_name(&format!("ns/{}y", "x".repeat(200)), "", 3, 17);
         assert_ne!(n, other);
-        assert_eq!(new_node_name("///", 0, 0), "x-a0-0");
-        assert_eq!(idempotency_key("a/b", 1, 2), idempotency_key("a/b", 1, 2));
-        assert_ne!(idempotency_key("a/b", 1, 2), idempotency_key("a/b", 2, 2));
-        assert!(idempotency_key("a/b", u32::MAX, 999).len() <= 64);
+        assert_eq!(new_node_name("///", "", 0, 0), "x-a0-0");
+        assert_eq!(
+            idempotency_key("a/b", "", 1, 2),
+            idempotency_key("a/b", "", 1, 2)
+        );
+        assert_ne!(
+            idempotency_key("a/b", "", 1, 2),
+            idempotency_key("a/b", "", 2, 2)
+        );
+        assert!(idempotency_key("a/b", "u", u32::MAX, 999).len() <= 40);
+    }
+
+    /// The same gang id with another workload UID (a Job deleted and created
+    /// again under its name): no name or key of the first is ever reused;
+    /// the same UID always gives the same ones.
+    #[test]
+    fn another_workload_of_the_same_name_gets_other_names_and_keys() {
+        let uids = [
+            "",
+            "6f1c2a9e-0d1b-4c1e-9a51-3b1e2f7c8d90",
+            "0a7e0b3c-5f4d-4f0e-8c2b-1d9e6a5b4c3d",
+        ];
+        let mut names = std::collections::BTreeSet::new();
+        let mut keys = std::collections::BTreeSet::new();
+        for uid in uids {
+            for attempt in 0..3 {
+                for index in 0..4 {
+                    let n = new_node_name("team-a/train", uid, attempt, index);
+                    assert!(
+                        n.len() <= 63 && n.ends_with(&format!("a{attempt}-{index}")),
+                        "{n}"
+                    );
+                    assert_eq!(n, new_node_name("team-a/train", uid, attempt, index));
+                    assert!(names.insert(n), "name reused");
+                    assert!(
+                        keys.insert(idempotency_key("team-a/train", uid, attempt, index)),
+                        "key reused"
+                    );
+                }
+            }
+        }
+        let long = format!("ns/{}", "x".repeat(200));
+        assert_ne!(
+            new_node_name(&long, uids[1], 0, 0),
+            new_node_name(&long, uids[2], 0, 0),
+            "the UID survives shortening"
+        );
     }
 }

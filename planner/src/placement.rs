@@ -16,7 +16,8 @@
 //! Nodes held exclusively for another gang, nodes being removed, and nodes
 //! of GPU models whose quota has no room are never used.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+use std::ops::Bound;
 use std::rc::Rc;
 
 use crate::index::{World, fit_count};
@@ -54,7 +55,20 @@ pub(crate) struct Scope<'s> {
 }
 
 impl Scope<'_> {
-    pub fn admits(&self, w: &World<'_>, ni: usize) -> bool {
+    /// The scope's zone and placement group as indices into `w.zones` and
+    /// `w.pgs` (`u32::MAX` when no node has it), so the per-node checks
+    /// compare numbers, not names.
+    pub fn ids(&self, w: &World<'_>) -> ScopeIds {
+        let id = |names: &[&str], x: &str| names.binary_search(&x).map_or(u32::MAX, |i| i as u32);
+        ScopeIds {
+            zone: self.zone.map(|z| id(&w.zones, z)),
+            placement_group: self.placement_group.map(|p| id(&w.pgs, p)),
+        }
+    }
+
+    /// True when the gang may use node `ni` within this scope (`ids` from
+    /// [`Scope::ids`]).
+    pub fn admits(&self, w: &World<'_>, ni: usize, ids: ScopeIds) -> bool {
         let n = &w.nodes[ni];
         if !w.reservation_allows(ni, self.gang) || n.removed {
             return false;
@@ -64,11 +78,11 @@ impl Scope<'_> {
         {
             return false;
         }
-        if self.zone.is_some_and(|z| n.node.zone != z) {
+        if ids.zone.is_some_and(|z| w.node_zone[ni] != z) {
             return false;
         }
-        if let Some(pg) = self.placement_group
-            && n.node.placement_group.as_deref() != Some(pg)
+        if let Some(pg) = ids.placement_group
+            && w.node_pg[ni] != Some(pg)
         {
             return false;
         }
@@ -76,9 +90,28 @@ impl Scope<'_> {
     }
 }
 
+/// The free-capacity index a search within `ids` walks: the zone's own
+/// when the scope is a zone, else the whole one (nodes outside the scope
+/// are then skipped by [`Scope::admits`]).
+fn index_for<'w>(w: &'w World<'_>, ids: ScopeIds) -> &'w BTreeSet<(u64, u64, u32)> {
+    static EMPTY: BTreeSet<(u64, u64, u32)> = BTreeSet::new();
+    match ids.zone {
+        Some(z) => w.zone_index.get(z as usize).unwrap_or(&EMPTY),
+        None => &w.free_index,
+    }
+}
+
+/// A [`Scope`]'s zone and placement group by index.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScopeIds {
+    zone: Option<u32>,
+    placement_group: Option<u32>,
+}
+
 /// Working consumption of one trial placement.
 struct Trial {
-    used: BTreeMap<usize, Resources>,
+    /// (node, resources taken on it); a gang touches few nodes.
+    used: Vec<(usize, Resources)>,
     touched: Vec<usize>,
     takes: Vec<Take>,
 }
@@ -86,16 +119,16 @@ struct Trial {
 impl Trial {
     fn new() -> Trial {
         Trial {
-            used: BTreeMap::new(),
+            used: Vec::new(),
             touched: Vec::new(),
             takes: Vec::new(),
         }
     }
 
     fn fit(&self, w: &World<'_>, ni: usize, shape: &Resources) -> u32 {
-        match self.used.get(&ni) {
+        match self.used.iter().find(|(n, _)| *n == ni) {
             None => fit_count(&w.nodes[ni].free, shape),
-            Some(u) => {
+            Some((_, u)) => {
                 let mut f = w.nodes[ni].free.clone();
                 f.saturating_sub(u);
                 fit_count(&f, shape)
@@ -107,10 +140,11 @@ impl Trial {
         if n == 0 {
             return;
         }
-        self.used
-            .entry(ni)
-            .or_default()
-            .add(&shape.times(u64::from(n)));
+        let add = shape.times(u64::from(n));
+        match self.used.iter_mut().find(|(m, _)| *m == ni) {
+            Some((_, u)) => u.add(&add),
+            None => self.used.push((ni, add)),
+        }
         if !self.touched.contains(&ni) {
             self.touched.push(ni);
         }
@@ -146,12 +180,13 @@ pub(crate) fn single_node(
     for g in groups {
         total.add(&g.shape.times(u64::from(g.count)));
     }
+    let ids = scope.ids(w);
     let ok = |ni: usize| {
-        scope.admits(w, ni)
-            && groups.iter().all(|g| g.count == 0 || g.elig[ni])
+        groups.iter().all(|g| g.count == 0 || g.elig[ni])
             && total.fits_in(&w.nodes[ni].free)
+            && scope.admits(w, ni, ids)
     };
-    w.free_index
+    index_for(w, ids)
         .range((total.gpu_millis, 0, 0)..)
         .map(|k| k.2 as usize)
         .find(|&ni| ok(ni))
@@ -170,13 +205,18 @@ pub(crate) fn pack(
     partial: bool,
 ) -> (Vec<Take>, Vec<u32>) {
     let mut t = Trial::new();
+    let ids = scope.ids(w);
+    let index = index_for(w, ids);
     let mut left: Vec<u32> = groups.iter().map(|g| g.count).collect();
     // Failures are cached only for plain scopes (no own reservations, no
-    // excluded models, no extra nodes) and the first group of a trial.
-    let cacheable = !partial
-        && extra.is_empty()
-        && scope.excluded_models.is_empty()
-        && w.gangs[scope.gang].reserved.is_empty();
+    // extra nodes; the excluded GPU models are part of the key) and the
+    // first group of a trial.
+    let cacheable = !partial && extra.is_empty() && w.gangs[scope.gang].reserved.is_empty();
+    let excluded = if scope.excluded_models.is_empty() {
+        0
+    } else {
+        crate::naming::fnv1a64(format!("{:?}", scope.excluded_models).as_bytes()) | 1
+    };
     let domain = match (scope.zone, scope.placement_group) {
         (Some(z), _) => 1 + w.zones.binary_search(&z).unwrap_or(0) as u32,
         (None, Some(p)) => 100_000 + w.pgs.binary_search(&p).unwrap_or(0) as u32,
@@ -195,6 +235,7 @@ pub(crate) fn pack(
             g.shape.cpu_millis,
             g.shape.memory_bytes,
             domain,
+            excluded,
         );
         if cacheable
             && first
@@ -206,45 +247,65 @@ pub(crate) fn pack(
             left[gi] = rem;
             return (t.takes, left);
         }
-        let usable =
-            |t: &Trial, ni: usize| g.elig[ni] && scope.admits(w, ni) && t.fit(w, ni, &g.shape) > 0;
+        let usable = |t: &Trial, ni: usize| {
+            g.elig[ni] && scope.admits(w, ni, ids) && t.fit(w, ni, &g.shape) > 0
+        };
         // 1. Nodes the gang already uses.
         for ti in 0..t.touched.len() {
             let ni = t.touched[ti];
             if rem == 0 {
                 break;
             }
-            if g.elig[ni] && scope.admits(w, ni) {
+            if g.elig[ni] && scope.admits(w, ni, ids) {
                 let k = t.fit(w, ni, &g.shape).min(rem);
                 t.take(ni, gi, &g.shape, k);
                 rem -= k;
             }
         }
         // 2. Smallest node for all that remains, else the largest node.
-        let mut skip: BTreeSet<usize> = t.touched.iter().copied().collect();
+        let mut skip: Vec<usize> = t.touched.clone();
+        let mut below: Option<(u64, u64, u32)> = None;
         while rem > 0 {
             let need = g.shape.times(u64::from(rem));
-            let best = w
-                .free_index
+            let best = index
                 .range((need.gpu_millis, 0, 0)..)
                 .map(|k| k.2 as usize)
-                .find(|&ni| !skip.contains(&ni) && usable(&t, ni) && t.fit(w, ni, &g.shape) >= rem);
+                .find(|&ni| {
+                    g.elig[ni]
+                        && !skip.contains(&ni)
+                        && usable(&t, ni)
+                        && t.fit(w, ni, &g.shape) >= rem
+                });
             if let Some(ni) = best {
                 t.take(ni, gi, &g.shape, rem);
                 rem = 0;
                 break;
             }
-            let largest = w
-                .free_index
-                .range((g.shape.gpu_millis, 0, 0)..)
+            // The walk down resumes below the node it took last: every node
+            // above was taken or refused, and stays so (the trial only uses
+            // more, `skip` only grows, the rest is fixed during a packing).
+            let lo = (g.shape.gpu_millis, 0, 0);
+            let hi = match below {
+                Some(k) => Bound::Excluded(k),
+                None => Bound::Unbounded,
+            };
+            let largest = index
+                .range((Bound::Included(lo), hi))
                 .rev()
-                .map(|k| k.2 as usize)
-                .find(|&ni| !skip.contains(&ni) && usable(&t, ni));
+                .find(|k| {
+                    let ni = k.2 as usize;
+                    g.elig[ni] && !skip.contains(&ni) && usable(&t, ni)
+                })
+                .copied();
             match largest {
-                Some(ni) => {
+                Some(key) => {
+                    below = Some(key);
+                    let ni = key.2 as usize;
                     let k = t.fit(w, ni, &g.shape).min(rem);
                     t.take(ni, gi, &g.shape, k);
-                    skip.insert(ni);
+                    if !skip.contains(&ni) {
+                        skip.push(ni);
+                    }
                     rem -= k;
                 }
                 None => break,

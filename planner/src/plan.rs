@@ -163,6 +163,16 @@ pub enum PreemptionReason {
     ReclaimWithinCohort,
 }
 
+impl PreemptionReason {
+    /// The bounded name, for conditions, Events and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PreemptionReason::WithinQueue => "WithinQueue",
+            PreemptionReason::ReclaimWithinCohort => "ReclaimWithinCohort",
+        }
+    }
+}
+
 /// Evict a whole gang.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

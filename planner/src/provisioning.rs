@@ -71,13 +71,17 @@ pub(crate) enum LaunchFail {
 /// Added to every machine's price to minimise the node count first.
 const NODE_PENALTY: u64 = 1 << 50;
 
-struct Domain<'d> {
+pub(crate) struct Domain<'d> {
     pool: usize,
     pool_rank: usize,
     ct: CapacityType,
     ct_rank: usize,
     zone: Option<&'d str>,
     offerings: Vec<usize>,
+    /// The lowest price per GPU among the domain's offerings with GPUs, as
+    /// (price, GPU millis): no set of machines holding `g` GPU millis costs
+    /// less than `g × price / millis`.
+    gpu_price: Option<(u64, u64)>,
 }
 
 /// Plans a launch for the pods of `groups` that existing capacity cannot
@@ -93,7 +97,6 @@ pub(crate) fn plan_launch(
     let q = w.gangs[gi].queue;
     let gang = w.gangs[gi].gang;
     let pools = w.queue_pools(q);
-    let now = w.now;
     // Nodes in flight this gang may use.
     let extras: Vec<usize> = w
         .inflight
@@ -117,91 +120,20 @@ pub(crate) fn plan_launch(
             .is_none_or(|m| !excluded.iter().any(|x| m.satisfies(x)))
     };
 
-    // Domains.
-    let mut domains: Vec<Domain<'_>> = Vec::new();
-    let mut skipped_all: Vec<usize> = Vec::new();
-    let mut any_static = vec![false; groups.len()];
-    let mut any_static_whole = false;
+    // Domains (the same for every gang of the queue with this topology and
+    // these excluded models: cached for the cycle).
+    let excluded_hash = naming::fnv1a64(format!("{excluded:?}").as_bytes());
+    let dkey = (q, topology as u8, excluded_hash);
+    let cached = match w.domain_cache.get(&dkey) {
+        Some(d) => d.clone(),
+        None => {
+            let d = std::rc::Rc::new(build_domains(w, &pools, topology, &model_ok));
+            w.domain_cache.insert(dkey, d.clone());
+            d
+        }
+    };
+    let (domains, skipped_all) = (&cached.0, &cached.1);
     let offerings = w.offerings.clone();
-    for (pool_rank, &p) in pools.iter().enumerate() {
-        let pool = w.pools[p];
-        let cts: Vec<CapacityType> = if pool.requirements.capacity_types.is_empty() {
-            vec![CapacityType::OnDemand]
-        } else {
-            let mut v = Vec::new();
-            for c in &pool.requirements.capacity_types {
-                if !v.contains(c) {
-                    v.push(*c);
-                }
-            }
-            v
-        };
-        let pool_offs = w.pool_offerings[p].clone();
-        for &o in &pool_offs {
-            let off = offerings[o];
-            if !model_ok(off) {
-                continue;
-            }
-            let mut all = true;
-            for (k, g) in groups.iter().enumerate() {
-                let ok = w.eligible_new(gi, g.set, p, o) && fit_count(&off.resources, &g.shape) > 0;
-                any_static[k] |= ok;
-                all &= ok;
-            }
-            if all {
-                let mut total = Resources::zero();
-                for g in groups {
-                    total.add(&g.shape.times(u64::from(g.count)));
-                }
-                any_static_whole |= total.fits_in(&off.resources);
-            }
-        }
-        for (ct_rank, ct) in cts.iter().enumerate() {
-            let mut usable = Vec::new();
-            for &o in &pool_offs {
-                let off = offerings[o];
-                if off.capacity_type != *ct || !model_ok(off) {
-                    continue;
-                }
-                if topology == Topology::SamePlacementGroup && !off.placement_groups {
-                    continue;
-                }
-                if off.usable_at(now) {
-                    usable.push(o);
-                } else if off.available && off.price.is_some() {
-                    skipped_all.push(o);
-                }
-            }
-            match topology {
-                Topology::SameZone | Topology::SamePlacementGroup => {
-                    let zones: BTreeSet<&str> =
-                        usable.iter().map(|&o| offerings[o].zone.as_str()).collect();
-                    for z in zones {
-                        domains.push(Domain {
-                            pool: p,
-                            pool_rank,
-                            ct: *ct,
-                            ct_rank,
-                            zone: Some(z),
-                            offerings: usable
-                                .iter()
-                                .copied()
-                                .filter(|&o| offerings[o].zone == z)
-                                .collect(),
-                        });
-                    }
-                }
-                _ => domains.push(Domain {
-                    pool: p,
-                    pool_rank,
-                    ct: *ct,
-                    ct_rank,
-                    zone: None,
-                    offerings: usable,
-                }),
-            }
-        }
-    }
 
     // Existing capacity first.
     let any_part = match topology {
@@ -223,11 +155,14 @@ pub(crate) fn plan_launch(
 
     let counts: Vec<u32> = groups.iter().map(|g| g.count).collect();
     let sigs = w.gang_sigs(gi);
-    let excluded_hash = naming::fnv1a64(format!("{excluded:?}").as_bytes());
+    let ext_hash: Vec<u64> = groups
+        .iter()
+        .map(|g| naming::fnv1a64(format!("{:?}", g.shape.extended).as_bytes()))
+        .collect();
     let mut best: Option<(Vec<u64>, LaunchChoice)> = None;
     let mut limit_fail: Option<LaunchFail> = None;
     let mut budget_fail: Option<LaunchFail> = None;
-    for d in &domains {
+    for d in domains {
         let (existing, left) = match topology {
             Topology::Any => any_part.clone().unwrap_or((Vec::new(), counts.clone())),
             Topology::SameZone => zone_parts
@@ -246,6 +181,22 @@ pub(crate) fn plan_launch(
         });
         if !feasible {
             continue;
+        }
+        // A domain whose cheapest conceivable cover (its GPUs at the
+        // domain's lowest price per GPU, no interruption risk) already costs
+        // more than the best launch so far cannot win: skip the search.
+        if let Some((best_key, _)) = &best
+            && let Some((p, g)) = d.gpu_price
+        {
+            let gpus: u128 = groups
+                .iter()
+                .zip(&left)
+                .map(|(gr, l)| u128::from(gr.shape.gpu_millis) * u128::from(*l))
+                .sum();
+            let lower = u64::try_from(gpus * u128::from(p) / u128::from(g)).unwrap_or(u64::MAX);
+            if spot::expected_cost(lower, &[], duration) > best_key[0] {
+                continue;
+            }
         }
         let price_of = |k: usize| {
             offerings[d.offerings[k]]
@@ -277,44 +228,53 @@ pub(crate) fn plan_launch(
                     .map(|(i, _)| i as u64),
             );
             key.push(u64::MAX);
-            for (g, l) in groups.iter().zip(&left) {
+            let prefix = key.len();
+            for (k, (g, l)) in groups.iter().zip(&left).enumerate() {
                 key.extend([
                     u64::from(sigs.get(g.set).copied().unwrap_or(0)),
                     g.shape.cpu_millis,
                     g.shape.memory_bytes,
                     g.shape.gpu_millis,
-                    naming::fnv1a64(format!("{:?}", g.shape.extended).as_bytes()),
+                    ext_hash[k],
                     u64::from(*l),
                 ]);
             }
             if let Some(c) = w.cover_cache.get(&key) {
                 return c.clone();
             }
-            let ks: Vec<Kind> = d
-                .offerings
-                .iter()
-                .zip(allowed)
-                .enumerate()
-                .map(|(k, (&o, a))| {
-                    let price = price_of(k);
-                    Kind {
-                        price: if fewest {
-                            price.saturating_add(NODE_PENALTY)
-                        } else {
-                            price
-                        },
-                        capacity: offerings[o].resources.clone(),
-                        allows: groups
-                            .iter()
-                            .map(|g| *a && w.eligible_new(gi, g.set, d.pool, o))
-                            .collect(),
+            // The machine kinds depend on the domain, the allowed offerings
+            // and the pod sets' signatures, not on the pod counts: cached.
+            let any_left = left.iter().any(|&l| l > 0);
+            let mut kkey: Vec<u64> = key[..prefix].to_vec();
+            kkey.extend(
+                groups
+                    .iter()
+                    .map(|g| u64::from(sigs.get(g.set).copied().unwrap_or(0))),
+            );
+            kkey.push(u64::from(any_left));
+            let kinds = match w.kinds_cache.get(&kkey) {
+                Some(k) => k.clone(),
+                None => {
+                    let k = std::rc::Rc::new(alike_kinds(
+                        w, gi, groups, d, allowed, fewest, any_left, &price_of,
+                    ));
+                    w.kinds_cache.insert(kkey, k.clone());
+                    k
+                }
+            };
+            let (reps, ks) = (&kinds.0, &kinds.1);
+            let back = |c: Option<Cover>| {
+                c.map(|mut c| {
+                    for (k, _) in &mut c.machines {
+                        *k = reps[*k];
                     }
+                    c
                 })
-                .collect();
+            };
             let c = if topology == Topology::SameNode {
-                real(single_machine(&shapes, &left, &ks))
+                real(back(single_machine(&shapes, &left, ks)))
             } else {
-                real(cover::cheapest(&shapes, &left, &ks))
+                real(back(cover::cheapest(&shapes, &left, ks)))
             };
             w.cover_cache.insert(key, c.clone());
             c
@@ -450,6 +410,30 @@ pub(crate) fn plan_launch(
     }
     // Unsatisfiable: some pod set fits no offering of any allowed pool and no
     // node at all (whatever its state); SameNode: no single machine holds all.
+    let mut any_static = vec![false; groups.len()];
+    let mut any_static_whole = false;
+    for &p in &pools {
+        for oi in 0..w.pool_offerings[p].len() {
+            let o = w.pool_offerings[p][oi];
+            let off = offerings[o];
+            if !model_ok(off) {
+                continue;
+            }
+            let mut all = true;
+            for (k, g) in groups.iter().enumerate() {
+                let ok = w.eligible_new(gi, g.set, p, o) && fit_count(&off.resources, &g.shape) > 0;
+                any_static[k] |= ok;
+                all &= ok;
+            }
+            if all {
+                let mut total = Resources::zero();
+                for g in groups {
+                    total.add(&g.shape.times(u64::from(g.count)));
+                }
+                any_static_whole |= total.fits_in(&off.resources);
+            }
+        }
+    }
     let node_fits = |k: usize, g: &Group| {
         let _ = k;
         w.nodes
@@ -491,6 +475,169 @@ pub(crate) fn plan_launch(
         .copied()
         .min_by_key(|&o| (offerings[o].price.map_or(u64::MAX, |p| p.0), o));
     Err(LaunchFail::NoOffering { skipped })
+}
+
+/// The machine kinds of a domain's allowed offerings for `groups`: only
+/// kinds some pod may use (all of them when no pod is left), and of kinds
+/// alike (capacity and allowed pod sets) only the cheapest, the first at
+/// equal price — no other can be chosen. Returns, in domain order, each
+/// kind's index in the domain's offerings and the kinds.
+#[allow(clippy::too_many_arguments)]
+fn alike_kinds(
+    w: &mut World<'_>,
+    gi: usize,
+    groups: &[Group],
+    d: &Domain<'_>,
+    allowed: &[bool],
+    fewest: bool,
+    any_left: bool,
+    price_of: &dyn Fn(usize) -> u64,
+) -> (Vec<usize>, Vec<Kind>) {
+    let mut reps: Vec<usize> = Vec::new();
+    let mut ks: Vec<Kind> = Vec::new();
+    for (k, (&o, a)) in d.offerings.iter().zip(allowed).enumerate() {
+        let allows: Vec<bool> = groups
+            .iter()
+            .map(|g| *a && w.eligible_new(gi, g.set, d.pool, o))
+            .collect();
+        if !allows.iter().any(|&x| x) && any_left {
+            continue;
+        }
+        let price = price_of(k);
+        let price = if fewest {
+            price.saturating_add(NODE_PENALTY)
+        } else {
+            price
+        };
+        let capacity = &w.offerings[o].resources;
+        match ks
+            .iter()
+            .position(|x| x.capacity == *capacity && x.allows == allows)
+        {
+            Some(i) => {
+                if price < ks[i].price {
+                    ks[i].price = price;
+                    reps[i] = k;
+                }
+            }
+            None => {
+                reps.push(k);
+                ks.push(Kind {
+                    price,
+                    capacity: capacity.clone(),
+                    allows,
+                });
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..ks.len()).collect();
+    order.sort_unstable_by_key(|&i| reps[i]);
+    let reps_sorted: Vec<usize> = order.iter().map(|&i| reps[i]).collect();
+    let mut slots: Vec<Option<Kind>> = ks.into_iter().map(Some).collect();
+    let ks: Vec<Kind> = order.iter().filter_map(|&i| slots[i].take()).collect();
+    (reps_sorted, ks)
+}
+
+/// The launch domains of a gang of a queue with `pools`, `topology` and
+/// offerings allowed by `model_ok`, and the offerings skipped because they
+/// are unavailable now. They depend on nothing else within a cycle, so
+/// [`plan_launch`] caches them.
+fn build_domains<'a>(
+    w: &World<'a>,
+    pools: &[usize],
+    topology: Topology,
+    model_ok: &dyn Fn(&crate::model::Offering) -> bool,
+) -> (Vec<Domain<'a>>, Vec<usize>) {
+    let now = w.now;
+    let mut domains: Vec<Domain<'a>> = Vec::new();
+    let mut skipped_all: Vec<usize> = Vec::new();
+    let offerings = &w.offerings;
+    for (pool_rank, &p) in pools.iter().enumerate() {
+        let pool = w.pools[p];
+        let cts: Vec<CapacityType> = if pool.requirements.capacity_types.is_empty() {
+            vec![CapacityType::OnDemand]
+        } else {
+            let mut v = Vec::new();
+            for c in &pool.requirements.capacity_types {
+                if !v.contains(c) {
+                    v.push(*c);
+                }
+            }
+            v
+        };
+        let pool_offs = &w.pool_offerings[p];
+        for (ct_rank, ct) in cts.iter().enumerate() {
+            let mut usable = Vec::new();
+            for &o in pool_offs {
+                let off = offerings[o];
+                if off.capacity_type != *ct || !model_ok(off) {
+                    continue;
+                }
+                if topology == Topology::SamePlacementGroup && !off.placement_groups {
+                    continue;
+                }
+                if off.usable_at(now) {
+                    usable.push(o);
+                } else if off.available && off.price.is_some() {
+                    skipped_all.push(o);
+                }
+            }
+            match topology {
+                Topology::SameZone | Topology::SamePlacementGroup => {
+                    let zones: BTreeSet<&str> =
+                        usable.iter().map(|&o| offerings[o].zone.as_str()).collect();
+                    for z in zones {
+                        domains.push(Domain {
+                            pool: p,
+                            pool_rank,
+                            ct: *ct,
+                            ct_rank,
+                            zone: Some(z),
+                            offerings: usable
+                                .iter()
+                                .copied()
+                                .filter(|&o| offerings[o].zone == z)
+                                .collect(),
+                            gpu_price: None,
+                        });
+                    }
+                }
+                _ => domains.push(Domain {
+                    pool: p,
+                    pool_rank,
+                    ct: *ct,
+                    ct_rank,
+                    zone: None,
+                    offerings: usable,
+                    gpu_price: None,
+                }),
+            }
+        }
+    }
+
+    for d in &mut domains {
+        d.gpu_price = lowest_gpu_price(offerings, &d.offerings);
+    }
+    (domains, skipped_all)
+}
+
+/// (price, GPU millis) of the offering with the lowest price per GPU among
+/// `offs` (unpriced ones at the price the cover search gives them).
+fn lowest_gpu_price(offerings: &[&crate::model::Offering], offs: &[usize]) -> Option<(u64, u64)> {
+    let mut best: Option<(u64, u64)> = None;
+    for &o in offs {
+        let g = offerings[o].resources.gpu_millis;
+        if g == 0 {
+            continue;
+        }
+        let p = offerings[o].price.map_or(u64::MAX / 4, |p| p.0);
+        if best
+            .is_none_or(|(bp, bg)| u128::from(p) * u128::from(bg) < u128::from(bp) * u128::from(g))
+        {
+            best = Some((p, g));
+        }
+    }
+    best
 }
 
 /// The cheapest single machine holding every pod (SameNode).

@@ -634,6 +634,7 @@ pub fn generate(p: &Params) -> Snapshot {
                 evictions: 0,
                 launch_attempts: 0,
                 disruptible: rng.percent(20),
+                uid: String::new(),
             }
         })
         .collect();

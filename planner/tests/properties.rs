@@ -265,6 +265,7 @@ fn build(seed: u64) -> Snapshot {
             evictions: 0,
             launch_attempts: r.below(3) as u32,
             disruptible: r.percent(40),
+            uid: String::new(),
         };
         // Try to make it hold capacity: first-fit on nodes.
         if r.percent(50) && !nodes.is_empty() {

@@ -80,7 +80,7 @@ pub struct ControllerArgs {
     /// How often each cloud's interruption notices are read.
     #[arg(long, env = "MUSTER_INTERRUPTION_POLL", default_value = "5s", value_parser = parse_duration)]
     pub interruption_poll: Duration,
-    /// AWS: endpoint override for EC2 and SQS (private endpoints, tests).
+    /// AWS: endpoint override for EC2, SQS, EKS and SSM (private endpoints, tests).
     #[cfg(feature = "aws")]
     #[arg(long, env = "MUSTER_AWS_ENDPOINT")]
     pub aws_endpoint: Option<String>,
@@ -88,7 +88,7 @@ pub struct ControllerArgs {
     #[cfg(feature = "aws")]
     #[arg(long, env = "MUSTER_AWS_INTERRUPTION_QUEUE")]
     pub aws_interruption_queue: Option<String>,
-    /// GCP: endpoint override for Compute (private endpoints, tests).
+    /// GCP: endpoint override for Compute and the GKE API (private endpoints, tests).
     #[cfg(feature = "gcp")]
     #[arg(long, env = "MUSTER_GCP_ENDPOINT")]
     pub gcp_endpoint: Option<String>,

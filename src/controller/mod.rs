@@ -12,6 +12,7 @@
 pub mod act;
 pub mod api_client;
 pub mod clouds;
+pub mod ctx;
 pub mod events;
 pub mod http;
 pub mod leader;
@@ -167,12 +168,7 @@ pub async fn run(
     let caches = observe::Caches::start(client.clone(), &config);
     // Every task below dies with this future: aborting `run` is a process kill.
     let _caches_guard = StopOnDrop(Some(caches.clone()));
-    let ctx = Arc::new(planning_loop::Ctx::new(
-        client,
-        config.clone(),
-        deps,
-        caches.clone(),
-    ));
+    let ctx = Arc::new(ctx::Ctx::new(client, config.clone(), deps, caches.clone()));
     let mut loop_task = AbortOnDrop(tokio::spawn(planning_loop::run(
         ctx.clone(),
         leadership.subscribe(),

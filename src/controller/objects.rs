@@ -3,11 +3,8 @@
 //! The controller handles every muster object as a `DynamicObject` and parses
 //! its `spec`/`status` per object, so one malformed object becomes a condition
 //! and an Event on that object instead of an error that stops a whole watch.
-//! Specs and statuses are the `muster-crds` types. The one shape of the
-//! controller's own is [`GangView`]: a Gang's status plus the planner state
-//! the CRD's status has no field for (assignments, launch attempts,
-//! provisioning deadline, message), which the controller keeps in Gang
-//! annotations until `GangStatus` carries them.
+//! Specs and statuses are the `muster-crds` types; [`GangView`] is a Gang's
+//! status with times as strings, written back as the typed `GangStatus`.
 
 use kube::core::{ApiResource, GroupVersionKind};
 use serde::{Deserialize, Serialize};
@@ -26,6 +23,9 @@ pub const PRIORITY_ANNOTATION: &str = "muster.dev/priority";
 pub const ORIGINAL_TEMPLATE_ANNOTATION: &str = "muster.dev/original-template";
 /// Annotation on Jobs: the nodes the admitted gang was pinned to (comma-separated).
 pub const ADMITTED_NODES_ANNOTATION: &str = "muster.dev/admitted-nodes";
+/// Annotation on Jobs: a stop (suspend, clear `startTime`, restore the
+/// template) was begun and is not finished; written with the suspension.
+pub const STOPPING_ANNOTATION: &str = "muster.dev/stopping";
 /// Label on nodes reserved for a gang, and node selector of its pinned pods.
 pub const GANG_LABEL: &str = "muster.dev/gang";
 /// Label on nodes launched by muster: their pool.
@@ -34,14 +34,6 @@ pub const POOL_LABEL: &str = "muster.dev/pool";
 pub const POOLNODE_LABEL: &str = "muster.dev/poolnode";
 /// Finalizer on PoolNodes: the instance is terminated before the object goes.
 pub const TERMINATE_FINALIZER: &str = "muster.dev/terminate-instance";
-/// Annotation on Gangs: where each pod goes (JSON list of pod set, index, node).
-pub const ASSIGNMENTS_ANNOTATION: &str = "muster.dev/assignments";
-/// Annotation on Gangs: launch sets planned so far.
-pub const LAUNCH_ATTEMPTS_ANNOTATION: &str = "muster.dev/launch-attempts";
-/// Annotation on Gangs: when its launched capacity must be complete (RFC 3339).
-pub const PROVISIONING_DEADLINE_ANNOTATION: &str = "muster.dev/provisioning-deadline";
-/// Annotation on Gangs: why it waits, for people.
-pub const MESSAGE_ANNOTATION: &str = "muster.dev/message";
 /// Field manager of every write the controller makes.
 pub const FIELD_MANAGER: &str = "muster-controller";
 
@@ -68,28 +60,7 @@ impl KindExt for Kind {
     }
 }
 
-/// A condition, as in `metav1.Condition`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Condition {
-    /// Condition type, e.g. `Ready`, `Valid`.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    /// Bounded machine-readable reason.
-    #[serde(default)]
-    pub reason: String,
-    /// For people.
-    #[serde(default)]
-    pub message: String,
-    /// RFC 3339.
-    #[serde(default)]
-    pub last_transition_time: String,
-    /// Generation the condition was computed from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-}
+pub use muster_crds::common::{Condition, ConditionStatus};
 
 pub use muster_crds::gang::{GangSpec, PodSet as PodSetSpec};
 
@@ -105,11 +76,10 @@ pub struct AssignmentStatus {
     pub node: String,
 }
 
-/// The controller's view of a Gang's state: its `status` (the `muster-crds`
-/// `GangStatus`) plus what the planner needs that the status has no field
-/// for, kept in annotations ([`ASSIGNMENTS_ANNOTATION`],
-/// [`LAUNCH_ATTEMPTS_ANNOTATION`], [`PROVISIONING_DEADLINE_ANNOTATION`],
-/// [`MESSAGE_ANNOTATION`]). See `translate::gang::{view_of, write_view}`.
+/// The controller's view of a Gang's `status` (the `muster-crds`
+/// `GangStatus`, times as RFC 3339 strings): read by
+/// `translate::gang::status_of`, written back as the typed status by
+/// `translate::gang::write_view`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GangView {
@@ -158,5 +128,5 @@ pub struct GangView {
 }
 
 pub use muster_crds::poolnode::{
-    Offering as OfferingSpec, PoolNodePhase, PoolNodeSpec, PoolNodeStatus,
+    GangRef, Offering as OfferingSpec, PoolNodePhase, PoolNodeSpec, PoolNodeStatus,
 };

@@ -8,102 +8,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kube::ResourceExt;
 use muster_planner::Offering;
 use tokio::sync::watch;
 
 use super::act;
-use super::events::Events;
-use super::objects::Kind;
-use super::observe::Caches;
-use super::providers::OfferingCache;
+pub use super::ctx::Ctx;
+use super::ctx::CycleProviders;
 use super::translate::{self, Observed, time};
-use super::{ControllerConfig, Deps};
-
-/// Everything a cycle needs.
-pub struct Ctx {
-    /// The API client.
-    pub client: kube::Client,
-    /// Configuration.
-    pub config: Arc<ControllerConfig>,
-    /// Providers, planner, metrics.
-    pub deps: Deps,
-    /// Watch caches.
-    pub caches: Caches,
-    /// Event publisher.
-    pub events: Events,
-    /// Listed offerings and unavailable marks.
-    pub offerings: OfferingCache,
-    /// Pod evictions in flight (drains).
-    pub evicting: Arc<act::remove::InFlight>,
-    /// When periodic housekeeping last ran.
-    pub last: std::sync::Mutex<Housekeeping>,
-    /// When each NodeClass was last resolved.
-    pub resolved: act::class_status::Resolved,
-}
-
-/// When each periodic housekeeping step last ran.
-#[derive(Debug, Default)]
-pub struct Housekeeping {
-    /// Orphan collection.
-    pub orphans: Option<Instant>,
-    /// Interruption polling.
-    pub interruptions: Option<Instant>,
-}
-
-impl Ctx {
-    /// True (and noted) when `step` last ran at least `period` ago.
-    fn due(
-        &self,
-        period: std::time::Duration,
-        step: fn(&mut Housekeeping) -> &mut Option<Instant>,
-    ) -> bool {
-        let mut h = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = step(&mut h);
-        if slot.is_some_and(|t| t.elapsed() < period) {
-            return false;
-        }
-        *slot = Some(Instant::now());
-        true
-    }
-}
-
-impl Ctx {
-    /// A context.
-    pub fn new(
-        client: kube::Client,
-        config: Arc<ControllerConfig>,
-        deps: Deps,
-        caches: Caches,
-    ) -> Ctx {
-        let events = Events::new(client.clone(), &config.identity);
-        Ctx {
-            client,
-            config,
-            deps,
-            caches,
-            events,
-            offerings: OfferingCache::default(),
-            evicting: Arc::default(),
-            last: std::sync::Mutex::default(),
-            resolved: Default::default(),
-        }
-    }
-
-    fn observed(&self) -> Observed {
-        Observed {
-            jobs: self.caches.jobs(),
-            pods: self.caches.pods(),
-            nodes: self.caches.nodes(),
-            namespaces: self.caches.namespaces(),
-            pdbs: self.caches.pdbs(),
-            objects: Kind::ALL
-                .into_iter()
-                .map(|k| (k, self.caches.objects(k)))
-                .collect(),
-        }
-    }
-}
 
 /// Runs the loop until aborted.
 pub async fn run(ctx: Arc<Ctx>, mut leader: watch::Receiver<bool>) {
@@ -170,22 +81,25 @@ pub const MAX_WAIT_DEBOUNCES: u32 = 5;
 pub async fn cycle(ctx: &Ctx) {
     let now = time::now();
     let observed = ctx.observed();
-    act::gangs::sync(ctx, &observed).await;
-    act::launch::lifecycle(ctx, &observed, now).await;
+    let providers = CycleProviders::resolve(ctx, &observed).await;
+    act::reconcile::gangs::sync(ctx, &observed).await;
+    act::reconcile::pool_nodes::lifecycle(ctx, &observed, &providers, now).await;
     if ctx.due(ctx.config.interruption_poll, |h| &mut h.interruptions) {
-        act::interruptions::poll(ctx, &observed, now).await;
+        act::reconcile::interruptions::poll(ctx, &observed, &providers, now).await;
     }
     if ctx.due(ctx.config.orphan_gc_period, |h| &mut h.orphans) {
-        act::orphans::collect(ctx, &observed, now).await;
+        act::reconcile::orphans::collect(ctx, &observed, &providers, now).await;
     }
-    let offerings = refresh_offerings(ctx, &observed).await;
-    let mut tr = translate::snapshot(&observed, &offerings, now);
+    let catalog = translate::catalog(&observed);
+    let offerings = refresh_offerings(ctx, &catalog, &providers).await;
+    let mut tr = translate::snapshot_with(&observed, &catalog, &offerings, now);
     for o in &mut tr.snapshot.offerings {
         if let Some(until) = ctx.offerings.unavailable_until(&o.key(), now) {
             o.unavailable_until = Some(until);
         }
     }
-    act::status::report_issues(ctx, &tr.issues, &observed, now).await;
+    act::reconcile::jobs::reconcile(ctx, &observed, &tr).await;
+    act::reconcile::gang_status::report_issues(ctx, &tr.issues, &observed, now).await;
     let started = Instant::now();
     let plan = (ctx.deps.planner)(&tr.snapshot, &ctx.config.policy, now);
     ctx.deps
@@ -199,30 +113,81 @@ pub async fn cycle(ctx: &Ctx) {
         waiting = plan.waiting.len(),
         "planned"
     );
-    act::launch::write(ctx, &plan.launches, &tr.snapshot).await;
-    act::admit::run(ctx, &plan.admissions, &tr.snapshot, &observed).await;
-    act::release::run(ctx, &plan.releases, &observed, &tr).await;
-    act::evict::run(ctx, &plan.preemptions, &observed).await;
-    act::remove::mark(ctx, &plan.removals, &observed, &tr).await;
-    act::remove::drain(ctx, &observed).await;
-    act::status::update(ctx, &plan, &tr.snapshot, &observed, now).await;
+    apply(ctx, &plan, &observed, &tr).await;
+    act::reconcile::gang_status::update(ctx, &plan, &tr.snapshot, &observed, now).await;
     let figures = super::report_metrics::report(&ctx.deps.metrics, &tr.snapshot, &plan, now);
-    act::pool_status::update(ctx, &tr.snapshot, &observed, &figures, now).await;
-    act::class_status::update(ctx, &observed, now).await;
+    act::reconcile::pool_status::update(ctx, &tr.snapshot, &observed, &figures, now).await;
+    act::reconcile::class_status::update(ctx, &observed, now).await;
 }
 
+/// The plan applied in the order the driver contract prescribes
+/// (`muster_planner::plan`): preemptions, releases, launches, admissions,
+/// removals (waiting gangs are written with the status afterwards).
+async fn apply(
+    ctx: &Ctx,
+    plan: &muster_planner::Plan,
+    observed: &Observed,
+    tr: &translate::Translation,
+) {
+    for step in APPLY_ORDER {
+        match step {
+            Applier::Preemptions => {
+                act::apply::preempt::run(ctx, &plan.preemptions, observed, &tr.snapshot).await;
+            }
+            Applier::Releases => {
+                act::apply::release::run(ctx, &plan.releases, observed, tr).await;
+            }
+            Applier::Launches => {
+                act::apply::launch::write(ctx, &plan.launches, &tr.snapshot).await;
+            }
+            Applier::Admissions => {
+                act::apply::admit::run(ctx, &plan.admissions, &tr.snapshot, observed).await;
+            }
+            Applier::Removals => {
+                act::apply::remove::mark(ctx, &plan.removals, observed, tr).await;
+                act::apply::remove::drain(ctx, observed).await;
+            }
+        }
+    }
+}
+
+/// One kind of plan item a driver carries out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Applier {
+    /// `Plan::preemptions`.
+    Preemptions,
+    /// `Plan::releases`.
+    Releases,
+    /// `Plan::launches`.
+    Launches,
+    /// `Plan::admissions`.
+    Admissions,
+    /// `Plan::removals` (and the drains they start).
+    Removals,
+}
+
+/// The order of the driver contract in `muster_planner::plan`.
+pub const APPLY_ORDER: [Applier; 5] = [
+    Applier::Preemptions,
+    Applier::Releases,
+    Applier::Launches,
+    Applier::Admissions,
+    Applier::Removals,
+];
+
 /// The offerings of every valid pool, listed from its cloud when stale.
-async fn refresh_offerings(ctx: &Ctx, observed: &Observed) -> BTreeMap<String, Vec<Offering>> {
-    let mut issues = Vec::new();
-    let classes = translate::pool::node_classes(observed.of(Kind::NodeClass), &mut issues);
-    let pools = translate::pool::pools(observed.of(Kind::GpuPool), &classes, &mut issues);
+async fn refresh_offerings(
+    ctx: &Ctx,
+    catalog: &translate::Catalog,
+    providers: &CycleProviders,
+) -> BTreeMap<String, Vec<Offering>> {
     let mut out = BTreeMap::new();
-    for pool in pools {
+    for pool in &catalog.pools {
         if let Some(fresh) = ctx.offerings.fresh(&pool.name, ctx.config.offerings_ttl) {
             out.insert(pool.name.clone(), fresh);
             continue;
         }
-        let listed = match act::launch::provider_for(ctx, observed, &pool.node_class).await {
+        let listed = match providers.get(&pool.node_class) {
             Ok(p) => p
                 .offerings(&pool.requirements)
                 .await
@@ -245,7 +210,6 @@ async fn refresh_offerings(ctx: &Ctx, observed: &Observed) -> BTreeMap<String, V
             }
         }
     }
-    let _ = observed.of(Kind::GpuPool).iter().map(|p| p.name_any());
     out
 }
 
@@ -256,6 +220,28 @@ mod tests {
     use tokio::sync::Notify;
 
     use super::*;
+
+    /// The appliers run in the order the planner's driver contract lists
+    /// (the numbered list in `planner/src/plan.rs`).
+    #[test]
+    fn plan_is_applied_in_the_contract_order() {
+        let contract = include_str!("../../planner/src/plan.rs");
+        let listed: Vec<&str> = contract
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("//! "))
+            .filter_map(|l| {
+                let (n, rest) = l.split_once(". **")?;
+                n.parse::<u32>().ok()?;
+                rest.split_once("**").map(|(name, _)| name)
+            })
+            .collect();
+        let ours: Vec<String> = APPLY_ORDER.iter().map(|a| format!("{a:?}")).collect();
+        assert_eq!(
+            &listed[..ours.len()],
+            ours.as_slice(),
+            "contract: {listed:?}"
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn quiet_period_waits_for_silence_and_is_capped() {

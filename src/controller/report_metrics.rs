@@ -93,7 +93,7 @@ pub fn figures(snapshot: &Snapshot, plan: &Plan, now: Time, elapsed: f64) -> Fig
     f.preemptions = plan
         .preemptions
         .iter()
-        .map(|p| format!("{:?}", p.reason))
+        .map(|p| p.reason.as_str().to_string())
         .collect();
     f
 }

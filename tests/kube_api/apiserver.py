@@ -1,79 +1,57 @@
 #!/usr/bin/env python3
-"""A small, stateful Kubernetes API test server (Python standard library only).
+"""A small, stateful Kubernetes API test server.
 
 The real `kube::Client` talks to it over plain HTTP on 127.0.0.1. It keeps the
-semantics controllers rely on close to the real API server's documented ones;
-where it simplifies, the simplification is listed here and in README.md.
+semantics controllers rely on close to the real API server's and enforces the
+upstream rules muster depends on; README.md lists every rule with its upstream
+source and what is knowingly not enforced.
 
 Run:  python3 apiserver.py [--port 0]
 It prints one line `LISTENING http://127.0.0.1:PORT` on stdout when ready and
 serves until killed (or until stdin closes, with --exit-on-stdin-eof).
 
-Semantics
-- Resources: core/v1 namespaces, nodes, pods, events, configmaps, secrets,
-  services; batch/v1 jobs; policy/v1 poddisruptionbudgets;
-  coordination.k8s.io/v1 leases; events.k8s.io/v1 events;
-  apiextensions.k8s.io/v1 customresourcedefinitions. Creating a CRD registers
-  its resource at once (served versions, scope, status subresource).
+This module holds the HTTP side, the store and the chaos mode:
+- Resources: core/v1 namespaces, nodes, pods (+ binding, eviction), events,
+  configmaps, secrets, services; batch/v1 jobs; policy/v1
+  poddisruptionbudgets; coordination.k8s.io/v1 leases; events.k8s.io/v1
+  events; apiextensions.k8s.io/v1 customresourcedefinitions. Creating a CRD
+  registers its resource at once (served versions, scope, status
+  subresource, schema).
 - Discovery: /version, /api, /api/v1, /apis, /apis/GROUP/VERSION.
 - Stamping: metadata.uid, creationTimestamp, resourceVersion (one global
   counter, as etcd's revision), generation (1 on create, +1 when anything but
   metadata and status changes). generateName is honoured.
+- Admission: defaulting, strategies and validation of Jobs (job_rules), Pods
+  (pod_rules), Nodes and Leases (node_lease_rules) and custom resources
+  (crd_schema); 422 Invalid with field causes (apierrors).
+- Stand-ins for the Job and disruption controllers and the kubelet's end of
+  graceful deletion (controllers) react to every committed write.
 - Optimistic concurrency: PUT and PATCH with metadata.resourceVersion in the
-  body must match the stored one, else 409 Conflict (reason Conflict). PUT
-  without a resourceVersion is an unconditional update.
+  body must match the stored one, else 409 Conflict. PUT without a
+  resourceVersion is an unconditional update.
 - Status subresource (where the resource has one): writes to the main
   resource ignore .status; writes to /status change only .status. Status is
   dropped on create.
-- Patches: application/merge-patch+json (RFC 7386), application/json-patch+json
-  (RFC 6902: add, remove, replace, move, copy, test),
-  application/strategic-merge-patch+json (treated as a merge patch: lists are
-  replaced, not merged by key), application/apply-patch+yaml (server-side
-  apply, simplified: fieldManager is required; the applied configuration is
-  deep-merged into the live object, maps merged key by key, lists replaced;
-  no field ownership, no conflicts, fields an earlier apply set and this one
-  omits are not removed; a missing object is created).
-- Eviction: POST pods/NAME/eviction (policy/v1 Eviction) checks every
-  PodDisruptionBudget of the pod's namespace whose selector matches it:
-  desired healthy pods from minAvailable/maxUnavailable (integers or
-  percentages, rounded up), healthy = Running and Ready; a healthy pod needs
-  one disruption to spare, an unhealthy one may always go
-  (AlwaysAllow). Refused: 429 TooManyRequests with a DisruptionBudget
-  cause; allowed: the pod is deleted.
-- Delete: an object with metadata.finalizers gets deletionTimestamp and stays
-  until an update empties its finalizers; otherwise it is removed at once
-  (pods too: there is no kubelet grace period). Preconditions (uid,
-  resourceVersion) in DeleteOptions are checked. Finalizers cannot be added to
-  an object being deleted. Removal cascades to objects whose ownerReferences
-  name the removed uid (background garbage collection, done synchronously).
-- Lists: labelSelector (equality and set-based), fieldSelector (equality and
-  inequality on any dotted path, e.g. metadata.name, spec.nodeName).
-  `limit`/`continue` page through the objects in (namespace, name) order; a
-  continue token carries the first page's revision, which every page reports
-  (pages show objects as they are when the page is read, where a real API
-  server serves them from that revision's snapshot). Without `continue` the
-  list's resourceVersion is the current revision; `resourceVersion` on a list is accepted and the latest
-  state returned (valid for the `Any`/`NotOlderThan` semantics).
-- Watch: `watch=1` with `resourceVersion` resumes after that revision; without
-  one (or "0") the current objects are sent as ADDED first. A revision older
-  than the retained history (see --history) gets an ERROR event with 410
-  Expired. BOOKMARK events are sent every --bookmark-secs when
-  allowWatchBookmarks is set. timeoutSeconds ends the stream. Selectors apply;
-  an object that stops matching is sent as DELETED, one that starts matching
-  as ADDED (like the real watch cache).
-- Errors are metav1.Status objects with the real reasons: NotFound (404),
-  AlreadyExists (409), Conflict (409), Invalid (422), BadRequest (400),
-  MethodNotAllowed (405), Expired (410).
-- Not modelled: authentication, admission webhooks, schema validation and
-  defaulting (objects are stored as sent; CRD CEL rules are not run),
-  namespace existence and namespace deletion, graceful pod deletion,
-  managedFields, protobuf, pagination.
+- Patches: merge (RFC 7386), JSON patch (RFC 6902), strategic merge treated
+  as merge (lists replaced), server-side apply simplified (fieldManager
+  required, maps merged, lists replaced, missing object created, no field
+  ownership).
+- Delete: finalizers hold an object (deletionTimestamp set) until emptied;
+  bound pods terminate gracefully; preconditions (uid, resourceVersion) are
+  checked; removal cascades to dependents named by ownerReferences.
+- Lists: labelSelector, fieldSelector, limit/continue paging.
+- Watch: resume after resourceVersion; ADDED for current objects without
+  one; 410 Expired below the retained history (--history, --watch-window);
+  BOOKMARKs; timeoutSeconds; selector changes become ADDED/DELETED.
+- Chaos (--chaos, --chaos-seed): random 409/429/500 answers and cut watches.
 """
 
 import argparse
 import base64
 import copy
 import json
+import os
+import random
 import re
 import sys
 import threading
@@ -83,30 +61,22 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import crd_schema  # noqa: E402
+import job_rules  # noqa: E402
+import node_lease_rules  # noqa: E402
+import pod_rules  # noqa: E402
+from apierrors import ApiError, invalid  # noqa: E402
+from job_rules import selector_matches  # noqa: E402
+from controllers import Controllers, now_rfc3339 as _now_delta  # noqa: E402
+
+# per-request settings the store reads (fieldValidation)
+REQUEST = threading.local()
+
 
 def now_rfc3339():
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class ApiError(Exception):
-    def __init__(self, code, reason, message, details=None):
-        super().__init__(message)
-        self.code = code
-        self.reason = reason
-        self.message = message
-        self.details = details or {}
-
-    def status(self):
-        return {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "details": self.details,
-            "code": self.code,
-        }
 
 
 class Resource:
@@ -121,6 +91,7 @@ class Resource:
         self.status = status
         self.singular = singular or kind.lower()
         self.short = short or []
+        self.crd = None  # crd_schema.CrdVersion for custom resources
 
     @property
     def api_version(self):
@@ -364,16 +335,18 @@ def json_patch(doc, ops):
 # ---------------------------------------------------------------- store
 
 class Store:
-    def __init__(self, history):
+    def __init__(self, history, watch_window=None, pod_termination_secs=0.5):
         self.cond = threading.Condition()
         self.rv = 0
         self.resources = {}  # (group, version, plural) -> Resource
         self.objects = {}  # (group, plural) -> {(ns, name): obj}
-        self.log = []  # (rv, type, storage_key, obj)
+        self.log = []  # (rv, type, storage_key, obj, monotonic time)
         self.history = history
+        self.watch_window = watch_window  # seconds of history kept; watches last no longer
         self.oldest = 0  # the oldest revision a watch may resume from
         for r in BUILTINS:
             self.register(r)
+        self.controllers = Controllers(self, pod_termination_secs)
 
     def register(self, r):
         self.resources[(r.group, r.version, r.plural)] = r
@@ -390,12 +363,21 @@ class Store:
         return str(self.rv)
 
     def _emit(self, etype, r, obj):
-        self.log.append((self.rv, etype, r.storage_key, copy.deepcopy(obj)))
-        if len(self.log) > self.history:
-            drop = len(self.log) - self.history
+        self.log.append((self.rv, etype, r.storage_key, copy.deepcopy(obj), time.monotonic()))
+        self.compact()
+        self.cond.notify_all()
+        self.controllers.on_write(r, obj)
+
+    def compact(self):
+        """Drops history beyond --history events or older than --watch-window."""
+        drop = max(0, len(self.log) - self.history)
+        if self.watch_window is not None:
+            horizon = time.monotonic() - self.watch_window
+            while drop < len(self.log) and self.log[drop][4] < horizon:
+                drop += 1
+        if drop:
             self.oldest = self.log[drop - 1][0]
             del self.log[:drop]
-        self.cond.notify_all()
 
     def _not_found(self, r, name):
         return ApiError(404, "NotFound", f'{r.plural}{"." + r.group if r.group else ""} "{name}" not found',
@@ -483,8 +465,10 @@ class Store:
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now_rfc3339()
             meta["generation"] = 1
-            meta["resourceVersion"] = self._bump()
             self._stamp_kind(r, obj)
+            obj = self._admit_create(r, obj)
+            meta = obj["metadata"]
+            meta["resourceVersion"] = self._bump()
             if r.plural == "customresourcedefinitions":
                 self._register_crd(obj)
             self.objects[r.storage_key][key] = obj
@@ -538,12 +522,14 @@ class Store:
                         raise ApiError(422, "Invalid", "finalizers cannot be added to an object that is being deleted")
             merged["metadata"].pop("managedFields", None)
             self._stamp_kind(r, merged)
+            merged = self._admit_update(r, merged, old, subresource)
             if spec_of(merged) != spec_of(old):
                 merged["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
             if strip_rv(merged) == strip_rv(old):
                 return copy.deepcopy(old), False  # no-op writes do not bump the revision
             merged["metadata"]["resourceVersion"] = self._bump()
-            if merged["metadata"].get("deletionTimestamp") and not merged["metadata"].get("finalizers"):
+            if (merged["metadata"].get("deletionTimestamp") and not merged["metadata"].get("finalizers")
+                    and not merged["metadata"].get("deletionGracePeriodSeconds")):
                 self._remove(r, key, merged)
                 return copy.deepcopy(merged), False
             if r.plural == "customresourcedefinitions":
@@ -563,10 +549,13 @@ class Store:
                 raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {obj['metadata']['uid']}")
             if pre.get("resourceVersion") and pre["resourceVersion"] != obj["metadata"]["resourceVersion"]:
                 raise ApiError(409, "Conflict", "Precondition failed: resourceVersion does not match")
+            grace = pod_rules.grace_period(obj, options) if r.storage_key == ("", "pods") else 0
+            if grace > 0:
+                return self._graceful_delete(r, key, obj, grace)
             if obj["metadata"].get("finalizers"):
-                if not obj["metadata"].get("deletionTimestamp"):
+                if not obj["metadata"].get("deletionTimestamp") or obj["metadata"].get("deletionGracePeriodSeconds"):
                     obj = copy.deepcopy(obj)
-                    obj["metadata"]["deletionTimestamp"] = now_rfc3339()
+                    obj["metadata"].setdefault("deletionTimestamp", now_rfc3339())
                     obj["metadata"]["deletionGracePeriodSeconds"] = 0
                     obj["metadata"]["resourceVersion"] = self._bump()
                     self.objects[r.storage_key][key] = obj
@@ -577,40 +566,100 @@ class Store:
             self._remove(r, key, obj)
             return self._stamp_kind(r, obj)
 
-    def evict(self, ns, name, eviction):
-        """policy/v1 Eviction of a pod, checked against PodDisruptionBudgets
-        like the real API server: for every PDB in the pod's namespace whose
-        selector matches the pod, the disruptions allowed are computed from
-        the healthy (Running, Ready or no Ready condition) matching pods and
-        `minAvailable` / `maxUnavailable` (integers or percentages); none
-        allowed is 429 TooManyRequests with a DisruptionBudget cause.
-        Otherwise the pod is deleted."""
+    def _graceful_delete(self, r, key, obj, grace):
+        """A bound pod: deletionTimestamp = now + grace; the kubelet stand-in
+        removes it later (a shorter grace period in a later delete wins)."""
+        meta = obj["metadata"]
+        current = meta.get("deletionGracePeriodSeconds")
+        if meta.get("deletionTimestamp") and current is not None and current <= grace:
+            return self._stamp_kind(r, copy.deepcopy(obj))
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["deletionTimestamp"] = _now_delta(grace)
+        obj["metadata"]["deletionGracePeriodSeconds"] = grace
+        obj["metadata"]["resourceVersion"] = self._bump()
+        self.objects[r.storage_key][key] = obj
+        self._emit("MODIFIED", r, obj)
+        self.controllers.schedule_termination(key[0], key[1], obj["metadata"]["uid"], grace)
+        return self._stamp_kind(r, copy.deepcopy(obj))
+
+    def finish_graceful_delete(self, r, ns, name):
+        """The kubelet's final delete with grace 0 (finalizers still hold it)."""
+        with self.cond:
+            obj = self.objects[r.storage_key].get((ns, name))
+            if obj is None:
+                return
+            self.delete(r, ns, name, {"gracePeriodSeconds": 0})
+
+    def bind(self, ns, name, binding):
+        """pods/binding: the scheduler's way to set spec.nodeName."""
         with self.cond:
             pods = self.find("", "v1", "pods")
             pod = self.objects[pods.storage_key].get((ns, name))
             if pod is None:
                 raise self._not_found(pods, name)
+            new = pod_rules.bind(pod, binding)
+            new["metadata"]["resourceVersion"] = self._bump()
+            self.objects[pods.storage_key][(ns, name)] = new
+            self._emit("MODIFIED", pods, new)
+        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201, "metadata": {}}
+
+    def evict(self, ns, name, eviction):
+        """policy/v1 Eviction as pkg/registry/core/pod/storage/eviction.go
+        judges it: by the status the disruption controller keeps on the one
+        PodDisruptionBudget matching the pod (more than one is a 500); a
+        pod that is Pending, finished or being deleted may always go; an
+        unready pod may go under AlwaysAllow, or under IfHealthyBudget (the
+        default) while currentHealthy >= desiredHealthy > 0; otherwise a
+        disruption must be allowed (0 is 429 TooManyRequests with a
+        DisruptionBudget cause), and the eviction spends it: the pod goes
+        into status.disruptedPods and disruptionsAllowed drops by one."""
+        with self.cond:
+            pods = self.find("", "v1", "pods")
+            pod = self.objects[pods.storage_key].get((ns, name))
+            if pod is None:
+                raise self._not_found(pods, name)
+            options = (eviction or {}).get("deleteOptions")
+            phase = (pod.get("status") or {}).get("phase")
+            if phase in ("Succeeded", "Failed", "Pending") or pod["metadata"].get("deletionTimestamp"):
+                self.delete(pods, ns, name, options)
+                return _success()
             pdbs = self.find("policy", "v1", "poddisruptionbudgets")
             labels = pod["metadata"].get("labels") or {}
-            for (pns, _), pdb in self.objects[pdbs.storage_key].items():
-                if pns != ns or not selector_matches((pdb.get("spec") or {}).get("selector"), labels):
-                    continue
-                matching = [p for (n, _), p in self.objects[pods.storage_key].items()
-                            if n == ns and selector_matches(pdb["spec"].get("selector"),
-                                                            p["metadata"].get("labels") or {})]
-                healthy = sum(1 for p in matching if pod_healthy(p))
-                desired = desired_healthy(pdb["spec"], len(matching))
-                # a healthy pod needs a disruption to spare; an unhealthy one
-                # may always go (unhealthyPodEvictionPolicy AlwaysAllow)
-                ok = healthy - desired > 0 if pod_healthy(pod) else True
-                if not ok:
-                    raise ApiError(429, "TooManyRequests",
-                                   "Cannot evict pod as it would violate the pod's disruption budget.",
-                                   {"causes": [{"reason": "DisruptionBudget",
-                                                "message": f"The disruption budget {pdb['metadata']['name']} "
-                                                           f"needs {desired} healthy pods and has {healthy} currently"}]})
-        self.delete(pods, ns, name, (eviction or {}).get("deleteOptions"))
-        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201, "metadata": {}}
+            matching = [p for (pns, _), p in self.objects[pdbs.storage_key].items()
+                        if pns == ns and selector_matches((p.get("spec") or {}).get("selector"), labels)]
+            if len(matching) > 1:
+                raise ApiError(500, "InternalError",
+                               "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")
+            if matching:
+                pdb = matching[0]
+                st = pdb.get("status") or {}
+                pname = pdb["metadata"]["name"]
+                refused = "Cannot evict pod as it would violate the pod's disruption budget."
+                if st.get("observedGeneration", 0) < pdb["metadata"].get("generation", 1):
+                    raise ApiError(429, "TooManyRequests", refused, {"causes": [{
+                        "reason": "DisruptionBudget",
+                        "message": f"The disruption budget {pname} is still being processed by the server."}]})
+                policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy") or "IfHealthyBudget"
+                ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                            for c in (pod.get("status") or {}).get("conditions") or [])
+                if not ready and (policy == "AlwaysAllow" or (
+                        st.get("currentHealthy", 0) >= st.get("desiredHealthy", 0) > 0)):
+                    self.delete(pods, ns, name, options)
+                    return _success()
+                allowed = st.get("disruptionsAllowed", 0)
+                if allowed < 0:
+                    raise ApiError(403, "Forbidden", "pdb disruptions allowed is negative")
+                if allowed == 0:
+                    raise ApiError(429, "TooManyRequests", refused, {"causes": [{
+                        "reason": "DisruptionBudget",
+                        "message": f"The disruption budget {pname} needs {st.get('desiredHealthy', 0)} healthy pods "
+                                   f"and has {st.get('currentHealthy', 0)} currently"}]})
+                new = copy.deepcopy(pdb)
+                new["status"]["disruptionsAllowed"] = allowed - 1
+                new["status"].setdefault("disruptedPods", {})[name] = now_rfc3339()
+                self.update(pdbs, ns, pname, new, "status", check_rv=False)
+            self.delete(pods, ns, name, options)
+            return _success()
 
     def _remove(self, r, key, obj):
         self.objects[r.storage_key].pop(key, None)
@@ -635,8 +684,72 @@ class Store:
             if not v.get("served", True):
                 continue
             status = "status" in ((v.get("subresources") or {}))
-            self.register(Resource(group, v.get("name"), names.get("plural"), names.get("kind"), namespaced,
-                                   status=status, singular=names.get("singular"), short=names.get("shortNames")))
+            res = Resource(group, v.get("name"), names.get("plural"), names.get("kind"), namespaced,
+                           status=status, singular=names.get("singular"), short=names.get("shortNames"))
+            schema = (v.get("schema") or {}).get("openAPIV3Schema")
+            if schema:
+                res.crd = crd_schema.CrdVersion(names.get("kind"), group, schema)
+            self.register(res)
+
+    # -- admission: defaulting, strategies and validation
+
+    def _schema(self, r):
+        """The CRD schema of a custom resource (any served version's; one
+        storage shape is assumed)."""
+        if r.crd is not None:
+            return r.crd
+        for res in self.resources.values():
+            if res.storage_key == r.storage_key and res.crd is not None:
+                return res.crd
+        return None
+
+    def _admit_create(self, r, obj):
+        name = obj["metadata"]["name"]
+        if r.storage_key == ("batch", "jobs"):
+            job_rules.default_job(obj)
+            job_rules.prepare_create(obj)
+            errs = job_rules.validate_spec(obj)
+            if errs:
+                raise invalid("Job", "batch", name, errs)
+        elif r.storage_key == ("", "pods"):
+            pod_rules.prepare_create(obj)
+        elif r.storage_key == ("coordination.k8s.io", "leases"):
+            errs = node_lease_rules.validate_lease(obj)
+            if errs:
+                raise invalid("Lease", "coordination.k8s.io", name, errs)
+        schema = self._schema(r)
+        if schema is not None:
+            obj = schema.admit(obj, None, getattr(REQUEST, "strict", False))
+            _warn_pruned(schema.pruned)
+        return obj
+
+    def _admit_update(self, r, new, old, subresource):
+        name = old["metadata"]["name"]
+        if r.storage_key == ("batch", "jobs"):
+            if subresource == "status":
+                errs = job_rules.validate_status_update(new, old)
+            else:
+                job_rules.default_job(new)
+                errs = job_rules.validate_update(new, old)
+            if errs:
+                raise invalid("Job", "batch", name, errs)
+        elif r.storage_key == ("", "pods") and subresource != "status":
+            errs = pod_rules.validate_update(new, old)
+            if errs:
+                raise invalid("Pod", "", name, errs)
+        elif r.storage_key == ("", "nodes") and subresource != "status":
+            errs = node_lease_rules.validate_node_update(new, old)
+            if errs:
+                raise invalid("Node", "", name, errs)
+        elif r.storage_key == ("coordination.k8s.io", "leases"):
+            errs = node_lease_rules.validate_lease(new)
+            if errs:
+                raise invalid("Lease", "coordination.k8s.io", name, errs)
+        schema = self._schema(r)
+        if schema is not None:
+            new = schema.admit(new, old, getattr(REQUEST, "strict", False))
+            _warn_pruned(schema.pruned)
+        return new
 
     # -- watch
 
@@ -654,6 +767,7 @@ class Store:
                         out.append({"type": "ADDED", "object": self._stamp_kind(r, copy.deepcopy(obj))})
                 cursor = self.rv
             else:
+                self.compact()
                 if since < self.oldest:
                     send({"type": "ERROR", "object": ApiError(
                         410, "Expired", f"too old resource version: {since} ({self.oldest})").status()})
@@ -668,7 +782,7 @@ class Store:
         while True:
             out = []
             with self.cond:
-                for (erv, etype, skey, obj) in self.log:
+                for (erv, etype, skey, obj, _) in self.log:
                     if erv <= cursor or skey != r.storage_key:
                         continue
                     cursor = erv
@@ -707,47 +821,14 @@ class Store:
                 return
 
 
-def selector_matches(selector, labels):
-    """A metav1.LabelSelector against a label map (an empty selector matches all)."""
-    selector = selector or {}
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in selector.get("matchExpressions") or []:
-        k, op, vals = e.get("key"), e.get("operator"), e.get("values") or []
-        if op == "In" and labels.get(k) not in vals:
-            return False
-        if op == "NotIn" and labels.get(k) in vals:
-            return False
-        if op == "Exists" and k not in labels:
-            return False
-        if op == "DoesNotExist" and k in labels:
-            return False
-    return True
+def _warn_pruned(paths):
+    """fieldValidation=Warn (the default): each dropped field is a Warning header."""
+    if paths and hasattr(REQUEST, "warnings"):
+        REQUEST.warnings.extend(f'299 - "unknown field \\"{p}\\""' for p in paths)
 
 
-def pod_healthy(pod):
-    st = pod.get("status") or {}
-    if st.get("phase") != "Running":
-        return False
-    ready = [c for c in st.get("conditions") or [] if c.get("type") == "Ready"]
-    return not ready or ready[0].get("status") == "True"
-
-
-def _int_or_percent(v, total, round_up):
-    if isinstance(v, str) and v.endswith("%"):
-        x = int(v[:-1]) * total
-        return -(-x // 100) if round_up else x // 100
-    return int(v)
-
-
-def desired_healthy(spec, expected):
-    """Healthy pods a PDB wants (the disruption controller's arithmetic)."""
-    if spec.get("maxUnavailable") is not None:
-        return expected - _int_or_percent(spec["maxUnavailable"], expected, True)
-    if spec.get("minAvailable") is not None:
-        return _int_or_percent(spec["minAvailable"], expected, True)
-    return expected
+def _success():
+    return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201, "metadata": {}}
 
 
 def spec_of(obj):
@@ -771,6 +852,8 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "muster-kube-api-test/1"
     store = None
+    chaos = None
+    log_errors = False
     bookmark_secs = 1.0
     audit = None
     audit_lock = threading.Lock()
@@ -782,6 +865,7 @@ class Handler(BaseHTTPRequestHandler):
     # -- plumbing
 
     def _body(self):
+        self.body_read = True
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             data = b""
             while True:
@@ -810,16 +894,24 @@ class Handler(BaseHTTPRequestHandler):
                     pass
             raise ApiError(400, "BadRequest", "request body is not valid JSON")
 
-    def _send(self, code, obj):
+    def _send(self, code, obj, headers=None):
         data = json.dumps(obj).encode()
         self.send_response(code)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        for w in getattr(REQUEST, "warnings", None) or []:
+            self.send_header("Warning", w)
+            if self.log_errors:
+                sys.stderr.write(f"apiserver: {self.command} {self.path} -> warning {w}\n")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
 
     def _error(self, e):
-        self._send(e.code, e.status())
+        if self.log_errors and e.code != 404:
+            sys.stderr.write(f"apiserver: {self.command} {self.path} -> {e.code} {e.reason}: {e.message}\n")
+        self._send(e.code, e.status(), e.headers)
 
     # -- routing
 
@@ -859,7 +951,7 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if not r.namespaced:
             ns = None
-        if sub == "eviction" and r.group == "" and r.plural == "pods":
+        if sub in ("eviction", "binding") and r.group == "" and r.plural == "pods":
             return ("res", r, ns, name, sub)
         if sub is not None and not (sub == "status" and r.status):
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({sub})")
@@ -922,6 +1014,8 @@ class Handler(BaseHTTPRequestHandler):
         return {k: v[-1] for k, v in q.items()}
 
     def _handle(self, method):
+        self.body_read = False
+        REQUEST.warnings = []
         try:
             route = self._route()
             if route[0] == "doc":
@@ -930,6 +1024,11 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(200, route[1])
             _, r, ns, name, sub = route
             q = self._query()
+            REQUEST.strict = q.get("fieldValidation") == "Strict"
+            REQUEST.warnings = []
+            watching = method == "GET" and name is None and q.get("watch") in ("1", "true")
+            if not watching and self.headers.get("x-muster-chaos") != "off":
+                self.chaos.maybe_fail(method)
             if method == "GET":
                 if name is None:
                     labels = parse_label_selector(q.get("labelSelector", ""))
@@ -946,6 +1045,8 @@ class Handler(BaseHTTPRequestHandler):
             if method == "POST":
                 if sub == "eviction":
                     return self._send(201, self.store.evict(ns, name, self._json_body()))
+                if sub == "binding":
+                    return self._send(201, self.store.bind(ns, name, self._json_body()))
                 if name is not None:
                     raise ApiError(405, "MethodNotAllowed", "POST on a named resource")
                 if r.namespaced and ns is None:
@@ -969,6 +1070,8 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(405, "MethodNotAllowed", f"method {method} not allowed")
         except ApiError as e:
             # drain an unread body so the connection stays usable
+            if not self.body_read:
+                self._body()
             self._error(e)
         except (BrokenPipeError, ConnectionResetError):
             pass
@@ -1018,6 +1121,13 @@ class Handler(BaseHTTPRequestHandler):
         since = q.get("resourceVersion")
         since = None if since in (None, "", "0") else int(since)
         timeout = float(q.get("timeoutSeconds") or 1800)
+        if self.store.watch_window is not None:
+            timeout = min(timeout, self.store.watch_window)
+        dropped = None
+        if self.headers.get("x-muster-chaos") != "off":
+            dropped = self.chaos.drop_watch_after()
+        if dropped is not None:
+            timeout = min(timeout, dropped)
         deadline = time.monotonic() + timeout
         bookmarks = q.get("allowWatchBookmarks") in ("1", "true")
         self.send_response(200)
@@ -1032,6 +1142,9 @@ class Handler(BaseHTTPRequestHandler):
 
         try:
             self.store.watch_from(r, ns, since, labels, fields, send, deadline, bookmarks, self.bookmark_secs)
+            if dropped is not None and time.monotonic() >= deadline:
+                self.close_connection = True  # cut without the final chunk
+                return
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, OSError):
@@ -1051,6 +1164,48 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self):
         self._handle("DELETE")
+
+
+class Chaos:
+    """Seeded random failures: a resource request fails, at `rate`, with a
+    409 Conflict (updates and patches only), a 429 TooManyRequests carrying
+    Retry-After: 1 (what the max-in-flight and priority-and-fairness filters
+    answer) or a 500 InternalError, before it touches the store; a watch is
+    cut, at `rate`, after a random 0.05-2 s. Discovery and requests with the
+    header `x-muster-chaos: off` are exempt. One generator serves all
+    threads, so the seed fixes the sequence of draws, not which request
+    gets which draw."""
+
+    def __init__(self, rate=0.0, seed=0):
+        self.rate = rate
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+
+    def maybe_fail(self, method):
+        if self.rate <= 0:
+            return
+        with self.lock:
+            if self.rng.random() >= self.rate:
+                return
+            pick = self.rng.choice(["429", "500"] + (["409"] if method in ("PUT", "PATCH") else []))
+        if pick == "409":
+            raise ApiError(409, "Conflict", "Operation cannot be fulfilled: the object has been modified; "
+                           "please apply your changes to the latest version and try again")
+        if pick == "429":
+            raise ApiError(429, "TooManyRequests", "Too many requests, please try again later.",
+                           {"retryAfterSeconds": 1}, headers={"Retry-After": "1"})
+        raise ApiError(500, "InternalError", "Internal error occurred: injected by --chaos")
+
+    def drop_watch_after(self):
+        if self.rate <= 0:
+            return None
+        with self.lock:
+            if self.rng.random() >= self.rate:
+                return None
+            return self.rng.uniform(0.05, 2.0)
+
+
+Handler.chaos = Chaos()
 
 
 class Server(ThreadingHTTPServer):
@@ -1093,10 +1248,22 @@ def main():
                     "(status kept as given); for large benchmark clusters")
     ap.add_argument("--audit-log", help="append one JSON line per resource request (client, userAgent, "
                     "verb, apiGroup, resource, subresource, namespace) to this file, in arrival order")
+    ap.add_argument("--watch-window", type=float, default=None,
+                    help="seconds of watch history kept (older resourceVersions get 410 Gone) and the longest "
+                    "a watch stays open; default: unlimited")
+    ap.add_argument("--pod-termination-secs", type=float, default=0.5,
+                    help="longest a bound pod stays Terminating after a graceful delete (the kubelet stand-in)")
+    ap.add_argument("--chaos", type=float, default=0.0,
+                    help="rate of injected 409/429/500 answers and cut watches (0..1)")
+    ap.add_argument("--chaos-seed", type=int, default=0)
+    ap.add_argument("--log-errors", action="store_true", help="every error answer but 404 on stderr")
     ap.add_argument("--exit-on-stdin-eof", action="store_true",
                     help="stop when stdin closes (the harness dies, the server follows)")
     args = ap.parse_args()
-    Handler.store = Store(args.history)
+    Handler.store = Store(args.history, args.watch_window, args.pod_termination_secs)
+    Handler.store.controllers.start()
+    Handler.chaos = Chaos(args.chaos, args.chaos_seed)
+    Handler.log_errors = args.log_errors
     Handler.bookmark_secs = args.bookmark_secs
     if args.audit_log:
         Handler.audit = open(args.audit_log, "a", encoding="utf-8")

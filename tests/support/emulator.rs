@@ -1,11 +1,13 @@
-//! A test-only stand-in for kubelet, the Job controller and kube-scheduler
-//! (like KWOK): registers a Node for every launched fake instance (first
-//! NotReady with no GPUs, then Ready with the offering's GPUs), creates the
-//! pods of unsuspended Jobs, binds pending pods to nodes honouring node
-//! selectors, required node affinity, taints and GPU capacity, and marks them
-//! Running; when started with a run time, pods succeed after it and their Job
-//! completes (`Complete` condition, `succeeded` count). Also records, at the moment it first sees each Job unsuspended,
-//! how many muster-launched nodes were Ready.
+//! A test-only stand-in for kubelet and kube-scheduler (like KWOK): registers
+//! a Node for every launched fake instance (first NotReady with no GPUs, then
+//! Ready with the offering's GPUs) under a name that is not the PoolNode's
+//! (see [`node_name`]), binds pending pods without scheduling gates to nodes
+//! through `pods/binding`, honouring node selectors, required node affinity,
+//! taints and GPU capacity, and marks bound pods Running and Ready; when
+//! started with a run time, pods succeed after it. The Job controller (pods
+//! of running Jobs, counts, completion) and the kubelet's end of graceful
+//! deletion run inside the API test server. Also records, at the moment it
+//! first sees each Job started, how many muster-launched nodes were Ready.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -13,8 +15,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Resource, ResourceExt};
 use muster_planner::Taint;
 use serde_json::json;
 
@@ -57,7 +59,9 @@ impl Machines for FakeCloud {
             // planted instances (orphans) never boot a kubelet
             .filter(|fi| !fi.request.idempotency_key.starts_with("planted-"))
             .map(|fi| Machine {
-                name: fi.request.name.clone(),
+                // the fake cloud's machines boot as EKS hosts: their Node
+                // names never equal their PoolNodes'
+                name: private_dns_name(&fi.instance.provider_id, &fi.instance.offering.zone),
                 provider_id: fi.instance.provider_id.clone(),
                 instance_type: fi.instance.offering.instance_type.clone(),
                 zone: fi.instance.offering.zone.clone(),
@@ -157,6 +161,49 @@ fn pod_gpus(pod: &Pod) -> i64 {
         .unwrap_or(0)
 }
 
+/// The name a kubelet registers for a machine, as the clouds name Nodes:
+/// AWS machines take EKS's private-DNS names (`ip-10-0-1-23.ec2.internal`,
+/// here derived from the provider id), GCE machines their instance name (the
+/// last part of `gce://PROJECT/ZONE/INSTANCE`, e.g. `muster-<key>`); a name
+/// that already is a private-DNS name (the fake cloud's) is kept. Only
+/// `spec.providerID` links a Node to its PoolNode.
+pub fn node_name(m: &Machine) -> String {
+    if m.name.ends_with(".internal") {
+        return m.name.clone();
+    }
+    if m.provider_id.starts_with("aws://") {
+        return private_dns_name(&m.provider_id, &m.zone);
+    }
+    match m.provider_id.strip_prefix("gce://") {
+        Some(rest) => rest.rsplit('/').next().unwrap_or(&m.name).to_string(),
+        None => m.name.clone(),
+    }
+}
+
+/// An EKS-style private-DNS host name, stable for a provider id:
+/// `ec2.internal` in us-east-1, `REGION.compute.internal` elsewhere.
+fn private_dns_name(provider_id: &str, zone: &str) -> String {
+    let h = provider_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let [a, b, c, ..] = h.to_le_bytes();
+    let region = zone
+        .trim_end_matches(|c: char| c.is_ascii_lowercase())
+        .trim_end_matches('-');
+    let domain = match region {
+        "us-east-1" | "" => "ec2.internal".to_string(),
+        region => format!("{region}.compute.internal"),
+    };
+    format!("ip-10-{}-{}-{}.{domain}", a % 64, b, c.max(1))
+}
+
+fn ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 async fn tick(
     client: &kube::Client,
     clouds: &[Arc<dyn Machines>],
@@ -184,39 +231,34 @@ async fn tick(
                 }
                 (None, true) => {}
                 (None, false) => {
+                    let name = node_name(&m);
                     let mut labels = m.labels.clone();
                     labels.insert("topology.kubernetes.io/zone".into(), m.zone.clone());
                     labels.insert(
                         "node.kubernetes.io/instance-type".into(),
                         m.instance_type.clone(),
                     );
+                    labels.insert("kubernetes.io/hostname".into(), name.clone());
                     let taints: Vec<_> = m
                         .taints
                         .iter()
                         .map(|t| json!({"key": t.key, "value": t.value, "effect": format!("{:?}", t.effect)}))
                         .collect();
                     let node: Node = serde_json::from_value(json!({
-                        "metadata": {"name": m.name, "labels": labels},
+                        "metadata": {"name": name, "labels": labels},
                         "spec": {"providerID": pid, "taints": taints},
                     }))
                     .expect("node");
                     nodes.create(&PostParams::default(), &node).await?;
                     nodes
-                        .patch_status(&m.name, &pp, &Patch::Merge(json!({"status": {
+                        .patch_status(&name, &pp, &Patch::Merge(json!({"status": {
                             "conditions": [{"type": "Ready", "status": "False"}],
                             "allocatable": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "0"},
                         }})))
                         .await?;
                 }
                 (Some(n), _) => {
-                    let ready = n
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|c| {
-                            c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                        });
-                    if !ready {
+                    if !ready(n) {
                         nodes
                             .patch_status(&n.name_any(), &pp, &Patch::Merge(json!({"status": {
                                 "conditions": [{"type": "Ready", "status": "True"}],
@@ -229,93 +271,45 @@ async fn tick(
             }
         }
     }
-    // Job controller: pods for unsuspended Jobs
+    // what the Job controller (in the API server) started: remember how many
+    // muster nodes were Ready when each Job first ran
     let node_list = nodes.list(&ListParams::default()).await?.items;
-    let mut pod_list = pods.list(&ListParams::default()).await?.items;
     for job in jobs.list(&ListParams::default()).await?.items {
-        let Some(spec) = job.spec.as_ref() else {
-            continue;
-        };
-        let ns = job.namespace().unwrap_or_default();
+        let started = job.status.as_ref().and_then(|s| s.start_time.as_ref());
+        let suspended = job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false);
         let name = job.name_any();
-        if spec.suspend.unwrap_or(false) {
-            // a suspended Job's active pods are deleted
-            for p in pod_list.iter().filter(|p| {
-                p.namespace().as_deref() == Some(&ns)
-                    && p.labels().get("job-name") == Some(&name)
-                    && p.metadata.deletion_timestamp.is_none()
-                    && !matches!(
-                        p.status.as_ref().and_then(|s| s.phase.as_deref()),
-                        Some("Succeeded" | "Failed")
-                    )
-            }) {
-                match Api::<Pod>::namespaced(client.clone(), &ns)
-                    .delete(&p.name_any(), &DeleteParams::default())
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            continue;
+        let mut s = seen.lock().unwrap_or_else(|e| e.into_inner());
+        if started.is_some() && !suspended && !s.unsuspended_with_ready_nodes.contains_key(&name) {
+            let ready_nodes = node_list
+                .iter()
+                .filter(|n| n.labels().contains_key("muster.dev/poolnode"))
+                .filter(|n| ready(n))
+                .count();
+            s.unsuspended_with_ready_nodes
+                .insert(name.clone(), ready_nodes);
         }
-        {
-            let mut s = seen.lock().unwrap_or_else(|e| e.into_inner());
-            if !s.unsuspended_with_ready_nodes.contains_key(&name) {
-                let ready = node_list
-                    .iter()
-                    .filter(|n| n.labels().contains_key("muster.dev/poolnode"))
-                    .filter(|n| {
-                        n.status
-                            .as_ref()
-                            .and_then(|s| s.conditions.as_ref())
-                            .is_some_and(|c| {
-                                c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                            })
-                    })
-                    .count();
-                s.unsuspended_with_ready_nodes.insert(name.clone(), ready);
-            }
-        }
-        let want = spec.parallelism.unwrap_or(1);
-        let have: BTreeSet<String> = pod_list
-            .iter()
-            .filter(|p| {
-                p.namespace().as_deref() == Some(&ns) && p.labels().get("job-name") == Some(&name)
-            })
-            .map(|p| p.name_any())
-            .collect();
-        let owner = job.controller_owner_ref(&()).expect("job uid");
-        let papi: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        for i in 0..want {
-            let pname = format!("{name}-{i}");
-            if have.contains(&pname) {
-                continue;
-            }
-            let mut pod = Pod {
-                metadata: kube::api::ObjectMeta {
-                    name: Some(pname.clone()),
-                    namespace: Some(ns.clone()),
-                    labels: Some([("job-name".to_string(), name.clone())].into()),
-                    owner_references: Some(vec![owner.clone()]),
-                    ..Default::default()
-                },
-                spec: spec.template.spec.clone(),
-                status: None,
-            };
-            pod.metadata.annotations = spec
-                .template
-                .metadata
-                .as_ref()
-                .and_then(|m| m.annotations.clone());
-            pod_list.push(papi.create(&PostParams::default(), &pod).await?);
+        let complete = job
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Complete" && c.status == "True")
+            });
+        if complete {
+            s.completed.insert(name);
         }
     }
-    // kube-scheduler + kubelet: bind pending pods, mark them Running
+    // kube-scheduler: bind pending, ungated pods through pods/binding;
+    // kubelet: run bound pods (Running and Ready)
+    let pod_list = pods.list(&ListParams::default()).await?.items;
     let mut used: BTreeMap<String, i64> = BTreeMap::new();
     for p in &pod_list {
-        if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.clone()) {
+        let terminal = matches!(
+            p.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded" | "Failed")
+        );
+        if let (Some(n), false) = (p.spec.as_ref().and_then(|s| s.node_name.clone()), terminal) {
             *used.entry(n).or_default() += pod_gpus(p);
         }
     }
@@ -323,85 +317,99 @@ async fn tick(
         let Some(spec) = p.spec.as_ref() else {
             continue;
         };
-        let ns = p.namespace().unwrap_or_default();
-        let papi: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        if spec.node_name.is_some() {
-            let phase = p.status.as_ref().and_then(|s| s.phase.clone());
-            if phase.is_none() {
-                seen.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .started
-                    .insert(format!("{ns}/{}", p.name_any()), std::time::Instant::now());
-                papi.patch_status(
-                    &p.name_any(),
-                    &pp,
-                    &Patch::Merge(json!({"status": {"phase": "Running"}})),
-                )
-                .await?;
-            }
+        if p.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let need = pod_gpus(p);
-        let fits = node_list.iter().find(|n| {
-            let ready = n
-                .status
+        let ns = p.namespace().unwrap_or_default();
+        let papi: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let node = match &spec.node_name {
+            Some(node) => Some(node.clone()),
+            None if spec
+                .scheduling_gates
                 .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            let alloc = gpus(
-                n.status
-                    .as_ref()
-                    .and_then(|s| s.allocatable.as_ref())
-                    .and_then(|a| a.get("nvidia.com/gpu")),
-            );
-            ready
-                && alloc - used.get(&n.name_any()).copied().unwrap_or(0) >= need
-                && schedulable(p, n)
-        });
-        if let Some(n) = fits {
-            *used.entry(n.name_any()).or_default() += need;
-            papi.patch(
-                &p.name_any(),
-                &pp,
-                &Patch::Merge(json!({"spec": {"nodeName": n.name_any()}})),
-            )
-            .await?;
-            papi.patch_status(
-                &p.name_any(),
-                &pp,
-                &Patch::Merge(json!({"status": {"phase": "Running"}})),
-            )
-            .await?;
+                .is_some_and(|g| !g.is_empty()) =>
+            {
+                None
+            }
+            None => {
+                let need = pod_gpus(p);
+                let fits = node_list.iter().find(|n| {
+                    let alloc = gpus(
+                        n.status
+                            .as_ref()
+                            .and_then(|s| s.allocatable.as_ref())
+                            .and_then(|a| a.get("nvidia.com/gpu")),
+                    );
+                    ready(n)
+                        && alloc - used.get(&n.name_any()).copied().unwrap_or(0) >= need
+                        && schedulable(p, n)
+                });
+                match fits {
+                    Some(n) => {
+                        *used.entry(n.name_any()).or_default() += need;
+                        let binding = json!({
+                            "apiVersion": "v1", "kind": "Binding",
+                            "metadata": {"name": p.name_any(), "namespace": ns},
+                            "target": {"apiVersion": "v1", "kind": "Node", "name": n.name_any()},
+                        });
+                        match papi
+                            .create_subresource::<_, serde_json::Value>(
+                                "binding",
+                                &p.name_any(),
+                                &PostParams::default(),
+                                &binding,
+                            )
+                            .await
+                        {
+                            Ok(_) => Some(n.name_any()),
+                            // bound meanwhile, or gone
+                            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => None,
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    None => None,
+                }
+            }
+        };
+        let pending = matches!(
+            p.status.as_ref().and_then(|s| s.phase.as_deref()),
+            None | Some("Pending")
+        );
+        if node.is_some() && pending {
             seen.lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .started
                 .insert(format!("{ns}/{}", p.name_any()), std::time::Instant::now());
+            papi.patch_status(
+                &p.name_any(),
+                &pp,
+                &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [
+                    {"type": "PodScheduled", "status": "True"},
+                    {"type": "Initialized", "status": "True"},
+                    {"type": "ContainersReady", "status": "True"},
+                    {"type": "Ready", "status": "True"},
+                ]}})),
+            )
+            .await?;
         }
     }
     Ok(())
 }
 
-/// Pods that ran for `run_for` succeed; Jobs whose pods all succeeded
-/// complete.
+/// Pods that ran for `run_for` succeed (the kubelet's part); the Job
+/// controller in the API server counts them and completes their Jobs.
 async fn complete(
     client: &kube::Client,
     seen: &Arc<Mutex<Seen>>,
     run_for: Duration,
 ) -> Result<(), kube::Error> {
     let pods: Api<Pod> = Api::all(client.clone());
-    let jobs: Api<Job> = Api::all(client.clone());
     let pp = PatchParams::default();
-    let pod_list = pods.list(&ListParams::default()).await?.items;
-    let mut succeeded: BTreeMap<(String, String), i32> = BTreeMap::new();
-    for p in &pod_list {
+    for p in pods.list(&ListParams::default()).await?.items {
         let ns = p.namespace().unwrap_or_default();
-        let job = p.labels().get("job-name").cloned().unwrap_or_default();
-        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-        if phase == Some("Succeeded") {
-            *succeeded.entry((ns, job)).or_default() += 1;
-            continue;
-        }
-        if phase != Some("Running") {
+        if p.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Running")
+            || p.metadata.deletion_timestamp.is_some()
+        {
             continue;
         }
         let started = seen
@@ -415,45 +423,15 @@ async fn complete(
                 .patch_status(
                     &p.name_any(),
                     &pp,
-                    &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+                    &Patch::Merge(json!({"status": {"phase": "Succeeded", "conditions": [
+                        {"type": "PodScheduled", "status": "True"},
+                        {"type": "Initialized", "status": "True"},
+                        {"type": "ContainersReady", "status": "False", "reason": "PodCompleted"},
+                        {"type": "Ready", "status": "False", "reason": "PodCompleted"},
+                    ]}})),
                 )
                 .await?;
-            *succeeded.entry((ns, job)).or_default() += 1;
         }
-    }
-    for job in jobs.list(&ListParams::default()).await?.items {
-        let ns = job.namespace().unwrap_or_default();
-        let name = job.name_any();
-        let want = job.spec.as_ref().and_then(|s| s.parallelism).unwrap_or(1);
-        let done = succeeded
-            .get(&(ns.clone(), name.clone()))
-            .copied()
-            .unwrap_or(0);
-        let complete = job
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Complete"));
-        if complete || done < want {
-            continue;
-        }
-        let now =
-            muster::controller::translate::time::format(muster::controller::translate::time::now());
-        Api::<Job>::namespaced(client.clone(), &ns)
-            .patch_status(
-                &name,
-                &pp,
-                &Patch::Merge(json!({"status": {
-                    "succeeded": done,
-                    "completionTime": now,
-                    "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": now}],
-                }})),
-            )
-            .await?;
-        seen.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .completed
-            .insert(name);
     }
     Ok(())
 }

@@ -34,7 +34,13 @@ impl ApiServer {
         ApiServer::start_with(&[])
     }
 
-    /// Starts a fresh server with extra command-line options.
+    /// Starts a fresh server with extra command-line options. The
+    /// environment adds options the command line does not set:
+    /// `MUSTER_API_CHAOS` (rate of injected 409/429/500 answers and cut
+    /// watches, e.g. `0.05`), `MUSTER_API_CHAOS_SEED` (default 1) and
+    /// `MUSTER_API_WATCH_WINDOW` (seconds of watch history and longest
+    /// watch, default 10; `none` for unlimited); `MUSTER_API_LOG_ERRORS=1`
+    /// prints every error answer but 404 on stderr.
     pub fn start_with(extra: &[&str]) -> ApiServer {
         let t0 = Instant::now();
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -56,6 +62,7 @@ impl ApiServer {
                 "0.5",
             ])
             .args(extra)
+            .args(env_options(extra))
             .args(if extra_has_log {
                 vec![]
             } else {
@@ -120,15 +127,22 @@ impl ApiServer {
         assert!(denied.is_empty(), "requests RBAC would deny: {denied:#?}");
     }
 
-    /// A client for it.
+    /// A client for the test's own setup, assertions and stand-ins (the
+    /// emulator): the chaos mode leaves it alone (header
+    /// `x-muster-chaos: off`), so a test stays deterministic where it must.
     pub fn client(&self) -> kube::Client {
         muster::controller::install_crypto_provider();
-        let config = kube::Config::new(self.url.parse().expect("url"));
+        let mut config = kube::Config::new(self.url.parse().expect("url"));
+        config.headers.push((
+            http::HeaderName::from_static("x-muster-chaos"),
+            http::HeaderValue::from_static("off"),
+        ));
         kube::Client::try_from(config).expect("client")
     }
 
     /// A client whose requests the server's audit log attributes to `who`
-    /// (header `x-audit-as`).
+    /// (header `x-audit-as`); the chaos mode, when on, hits it: the client
+    /// to hand to the code under test.
     pub fn client_as(&self, who: &str) -> kube::Client {
         muster::controller::install_crypto_provider();
         let mut config = kube::Config::new(self.url.parse().expect("url"));
@@ -145,6 +159,53 @@ impl Drop for ApiServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.audit_log);
+    }
+}
+
+/// Server options from the environment that `extra` does not set.
+fn env_options(extra: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut add = |flag: &str, var: &str, default: Option<&str>| {
+        if extra.contains(&flag) {
+            return;
+        }
+        let value = std::env::var(var).ok().or(default.map(str::to_string));
+        if let Some(v) = value.filter(|v| !v.is_empty() && v != "none") {
+            out.push(flag.to_string());
+            out.push(v);
+        }
+    };
+    add("--chaos", "MUSTER_API_CHAOS", None);
+    add("--chaos-seed", "MUSTER_API_CHAOS_SEED", Some("1"));
+    add("--watch-window", "MUSTER_API_WATCH_WINDOW", Some("10"));
+    if std::env::var("MUSTER_API_LOG_ERRORS").is_ok_and(|v| v == "1") {
+        out.push("--log-errors".to_string());
+    }
+    out
+}
+
+/// Runs `op` until it returns something other than a transient API error
+/// (429, 500, or a 409 Conflict), at most 20 times: test setup that must
+/// survive the chaos mode.
+pub async fn retry_transient<T, F, Fut>(mut op: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut tries = 0;
+    loop {
+        match op().await {
+            Err(kube::Error::Api(e))
+                if tries < 20
+                    && (e.code == 429
+                        || e.code == 500
+                        || (e.code == 409 && e.reason == "Conflict")) =>
+            {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => return other,
+        }
     }
 }
 
@@ -174,7 +235,8 @@ pub async fn create(
         api_version: "muster.dev/v1alpha1".into(),
         kind: kind.into(),
     });
-    api.create(&PostParams::default(), &obj)
+    let pp = PostParams::default();
+    retry_transient(|| api.create(&pp, &obj))
         .await
         .expect("create");
 }
@@ -199,13 +261,13 @@ pub async fn nodeclass_not_ready(client: &kube::Client, name: &str) -> serde_jso
     .await
 }
 
-/// Installs the five muster CRDs exactly as `muster-crds` generates them
-/// (names, plurals, scopes and subresources must match what the controller
-/// asks for; the test server does not validate schemas).
+/// Installs the five muster CRDs exactly as `muster-crds` generates them;
+/// the test server enforces their schemas and CEL rules on every write.
 pub async fn install_crds(client: &kube::Client) {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for c in muster_crds::crds() {
-        api.create(&PostParams::default(), &c)
+        let pp = PostParams::default();
+        retry_transient(|| api.create(&pp, &c))
             .await
             .expect("create CRD");
     }

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use muster_planner::model::scheduling::tolerates_all;
+use muster_planner::naming;
 use muster_planner::plan::{Admission, Launch, NewNode, WaitReason, Waiting};
 use muster_planner::{Assignment, GangPhase, NodePhase, Plan, Policy, Price, Snapshot, Time};
 
@@ -150,8 +151,8 @@ fn launch(s: &Snapshot, g: &muster_planner::Gang, now: Time) -> Option<Launch> {
         .first()
         .and_then(|p| s.pools.iter().find(|x| &x.name == p))?;
     let attempt = g.launch_attempts + 1;
-    let (ns, name) = g.id.as_str().split_once('/')?;
     let mut nodes = Vec::new();
+    let mut index = 0;
     let mut assignments = Vec::new();
     for ps in &g.pod_sets {
         let offering = s
@@ -165,10 +166,12 @@ fn launch(s: &Snapshot, g: &muster_planner::Gang, now: Time) -> Option<Launch> {
             .filter(|o| u64::from(o.gpu_count) * 1000 >= ps.requests.gpu_millis)
             .min_by_key(|o| (o.price.unwrap_or(Price(u64::MAX)), o.instance_type.clone()))?;
         for i in 0..ps.count {
-            let node = format!("{ns}-{name}-a{attempt}-{}-{i}", ps.name);
+            let node = naming::new_node_name(g.id.as_str(), &g.uid, attempt, index);
+            let key = naming::idempotency_key(g.id.as_str(), &g.uid, attempt, index);
+            index += 1;
             nodes.push(NewNode {
                 name: node.clone(),
-                idempotency_key: node.clone(),
+                idempotency_key: key,
                 pool: pool.name.clone(),
                 offering: offering.key(),
                 price: offering.price.unwrap_or_default(),

@@ -44,6 +44,17 @@ pub enum EvictReason {
     SpotInterruption,
 }
 
+impl EvictReason {
+    /// The bounded name, for conditions, Events and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvictReason::PodsReadyTimeout => "PodsReadyTimeout",
+            EvictReason::NodeLost => "NodeLost",
+            EvictReason::SpotInterruption => "SpotInterruption",
+        }
+    }
+}
+
 /// What the driver does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {

@@ -62,6 +62,19 @@ pub enum TerminateReason {
     LaunchFailed,
 }
 
+impl TerminateReason {
+    /// The bounded name, for conditions, Events and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminateReason::LaunchTimeout => "LaunchTimeout",
+            TerminateReason::RegistrationTimeout => "RegistrationTimeout",
+            TerminateReason::InitializationTimeout => "InitializationTimeout",
+            TerminateReason::InsufficientCapacity => "InsufficientCapacity",
+            TerminateReason::LaunchFailed => "LaunchFailed",
+        }
+    }
+}
+
 /// What to do with the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {

@@ -197,6 +197,12 @@ pub struct Gang {
     /// Opted in to being moved by consolidation.
     #[serde(default)]
     pub disruptible: bool,
+    /// Identity of the workload behind the gang (the Kubernetes Job's UID):
+    /// a workload deleted and created again under the same name has another,
+    /// so the names and idempotency keys of its launches differ. Empty where
+    /// a driver has none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
 }
 
 impl Gang {
@@ -219,6 +225,7 @@ impl Gang {
             evictions: 0,
             launch_attempts: 0,
             disruptible: false,
+            uid: String::new(),
         }
     }
 

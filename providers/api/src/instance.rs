@@ -96,6 +96,18 @@ pub enum InterruptionKind {
     Terminated,
 }
 
+impl InterruptionKind {
+    /// The bounded name, for conditions, Events and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InterruptionKind::SpotInterruption => "SpotInterruption",
+            InterruptionKind::RebalanceRecommendation => "RebalanceRecommendation",
+            InterruptionKind::Preempted => "Preempted",
+            InterruptionKind::Terminated => "Terminated",
+        }
+    }
+}
+
 /// An interruption notice for one instance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Interruption {

@@ -1,26 +1,37 @@
 //! What a launch carries besides the instance type: tags and user data.
 //!
 //! Tags: `muster.dev/cluster`, `muster.dev/pool`, `muster.dev/poolnode`,
-//! `muster.dev/gang` (when launched for one), `Name` (the PoolNode), then the
-//! NodeClass's and the request's own tags (muster's keys win).
+//! `muster.dev/gang` (when launched for one), `Name` (the PoolNode),
+//! `kubernetes.io/cluster/<EKS cluster>=owned` when the NodeClass names one,
+//! then the NodeClass's and the request's own tags (muster's keys win).
 //!
-//! User data: a MIME multi-part document whose first part is an AL2023
-//! `nodeadm` `NodeConfig` registering the kubelet with the pool's labels and
-//! taints, followed by the NodeClass's `userData` (which carries the
-//! cluster's name, endpoint and CA for `nodeadm`, or a script of its own).
+//! User data by image family: [`nodeadm`](crate::nodeadm) for AL2023,
+//! [`bottlerocket`](crate::bottlerocket) TOML. With the NodeClass's
+//! `cluster` set, it carries the cluster's endpoint, CA and service CIDR
+//! (from [`eks`](crate::eks)); without, the NodeClass's `userData` must.
 
 use std::collections::BTreeMap;
 
-use muster_planner::{Taint, TaintEffect};
-use muster_provider_api::{LaunchRequest, tags};
+use muster_crds::nodeclass::{AwsNodeClass, ImageFamily};
+use muster_provider_api::{LaunchRequest, ProviderError, tags};
 
-/// The tags of the instance and its volumes.
+use crate::eks::ClusterInfo;
+use crate::{alias, bottlerocket, nodeadm};
+
+/// The tags of the instance and what it creates with it; with an EKS
+/// cluster named, also `kubernetes.io/cluster/<name>=owned`, the ownership
+/// tag the AWS cloud provider and load-balancer controllers read (the
+/// NodeClass cannot set it: the key is reserved).
 pub fn launch_tags(
     request: &LaunchRequest,
     class_tags: &BTreeMap<String, String>,
+    eks_cluster: Option<&str>,
 ) -> BTreeMap<String, String> {
     let mut out: BTreeMap<String, String> = class_tags.clone();
     out.extend(request.tags.clone());
+    if let Some(name) = eks_cluster {
+        out.insert(format!("kubernetes.io/cluster/{name}"), "owned".into());
+    }
     out.insert(tags::CLUSTER.into(), request.cluster.clone());
     out.insert(tags::POOL.into(), request.pool.clone());
     out.insert(tags::POOL_NODE.into(), request.name.clone());
@@ -31,56 +42,47 @@ pub fn launch_tags(
     out
 }
 
-fn effect(e: TaintEffect) -> &'static str {
-    match e {
-        TaintEffect::NoSchedule => "NoSchedule",
-        TaintEffect::PreferNoSchedule => "PreferNoSchedule",
-        TaintEffect::NoExecute => "NoExecute",
-    }
+/// The image family of a NodeClass: the alias's, else `imageFamily`, else
+/// AL2023.
+pub fn family(class: &AwsNodeClass) -> ImageFamily {
+    class
+        .ami_selector_terms
+        .iter()
+        .find_map(|t| t.alias.as_deref().and_then(alias::parse))
+        .map(|a| a.family)
+        .or(class.image_family)
+        .unwrap_or(ImageFamily::Al2023)
 }
 
-/// The user data (not yet base64-encoded).
+/// The user data of one node (not yet base64-encoded): nodeadm MIME for
+/// AL2023, TOML settings for Bottlerocket. A `userData` that cannot be merged
+/// is a permanent error naming the field.
 pub fn user_data(
-    labels: &BTreeMap<String, String>,
-    taints: &[Taint],
-    class_user_data: Option<&str>,
-) -> String {
-    let labels = labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let taints = taints
-        .iter()
-        .map(|t| format!("{}={}:{}", t.key, t.value, effect(t.effect)))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut flags = Vec::new();
-    if !labels.is_empty() {
-        flags.push(format!("    - --node-labels={labels}"));
-    }
-    if !taints.is_empty() {
-        flags.push(format!("    - --register-with-taints={taints}"));
-    }
-    let mut out = String::from(
-        "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n--//\n\
-         Content-Type: application/node.eks.aws\n\n\
-         apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    flags:\n",
-    );
-    for f in &flags {
-        out.push_str(f);
-        out.push('\n');
-    }
-    if let Some(extra) = class_user_data.filter(|u| !u.trim().is_empty()) {
-        let kind = if extra.trim_start().starts_with("#!") {
-            "text/x-shellscript"
-        } else {
-            "application/node.eks.aws"
-        };
-        out.push_str(&format!("\n--//\nContent-Type: {kind}\n\n{extra}\n"));
-    }
-    out.push_str("\n--//--\n");
-    out
+    family: ImageFamily,
+    cluster: Option<&ClusterInfo>,
+    request: &LaunchRequest,
+    class: &AwsNodeClass,
+) -> Result<String, ProviderError> {
+    let extra = class.user_data.as_deref();
+    let out = match family {
+        ImageFamily::Al2023 => nodeadm::user_data(
+            cluster,
+            &request.labels,
+            &request.taints,
+            class.max_pods,
+            extra,
+        )
+        .map_err(|e| e.to_string()),
+        ImageFamily::Bottlerocket => bottlerocket::user_data(
+            cluster,
+            &request.labels,
+            &request.taints,
+            class.max_pods,
+            extra,
+        )
+        .map_err(|e| e.to_string()),
+    };
+    out.map_err(|message| ProviderError::Permanent { message })
 }
 
 #[cfg(test)]
@@ -111,7 +113,7 @@ mod tests {
             (tags::CLUSTER.to_string(), "spoofed".to_string()),
         ]
         .into();
-        let t = launch_tags(&req, &class);
+        let t = launch_tags(&req, &class, Some("prod-eks"));
         assert_eq!(t[tags::CLUSTER], "prod");
         assert_eq!(t[tags::POOL], "a100");
         assert_eq!(t[tags::POOL_NODE], "a100-x-0");
@@ -119,24 +121,11 @@ mod tests {
         assert_eq!(t["Name"], "a100-x-0");
         assert_eq!(t["cost-center"], "42");
         assert_eq!(t["team"], "a");
-    }
-
-    #[test]
-    fn user_data_registers_labels_and_taints() {
-        let labels: BTreeMap<String, String> = [
-            ("muster.dev/pool".to_string(), "a100".to_string()),
-            ("muster.dev/poolnode".to_string(), "a100-x-0".to_string()),
-        ]
-        .into();
-        let taints = vec![Taint {
-            key: "nvidia.com/gpu".into(),
-            value: "true".into(),
-            effect: TaintEffect::NoSchedule,
-        }];
-        let u = user_data(&labels, &taints, Some("#!/bin/bash\necho hi"));
-        assert!(u.contains("--node-labels=muster.dev/pool=a100,muster.dev/poolnode=a100-x-0"));
-        assert!(u.contains("--register-with-taints=nvidia.com/gpu=true:NoSchedule"));
-        assert!(u.contains("Content-Type: text/x-shellscript\n\n#!/bin/bash\necho hi"));
-        assert!(u.ends_with("--//--\n"));
+        assert_eq!(t["kubernetes.io/cluster/prod-eks"], "owned");
+        assert!(
+            !launch_tags(&req, &class, None)
+                .keys()
+                .any(|k| k.starts_with("kubernetes.io/"))
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! The EC2 and SQS clients: credentials from the default chain (IRSA,
+//! The EC2, SQS, EKS and SSM clients: credentials from the default chain (IRSA,
 //! instance profile, environment) unless static ones are given, the
 //! NodeClass's region, an optional endpoint override, and the SDK's standard
 //! retry mode — bounded attempts with exponential backoff and jitter for
@@ -16,7 +16,7 @@ use crate::errors::Failure;
 /// How the provider reaches AWS.
 #[derive(Debug, Clone)]
 pub struct AwsOptions {
-    /// Endpoint override for EC2 and SQS (tests, private endpoints).
+    /// Endpoint override for every service (tests, private endpoints).
     pub endpoint: Option<String>,
     /// Static credentials (access key, secret); the default chain otherwise.
     pub static_credentials: Option<(String, String)>,
@@ -43,13 +43,17 @@ impl Default for AwsOptions {
     }
 }
 
-/// EC2 and SQS clients for one region.
+/// EC2, SQS, EKS and SSM clients for one region.
 #[derive(Debug, Clone)]
 pub struct Clients {
     /// EC2.
     pub ec2: aws_sdk_ec2::Client,
     /// SQS.
     pub sqs: aws_sdk_sqs::Client,
+    /// EKS (`DescribeCluster`).
+    pub eks: aws_sdk_eks::Client,
+    /// SSM (`GetParameter`, the public AMI parameters).
+    pub ssm: aws_sdk_ssm::Client,
 }
 
 /// Builds the clients.
@@ -76,6 +80,8 @@ pub async fn connect(region: &str, options: &AwsOptions) -> Clients {
     Clients {
         ec2: aws_sdk_ec2::Client::new(&config),
         sqs: aws_sdk_sqs::Client::new(&config),
+        eks: aws_sdk_eks::Client::new(&config),
+        ssm: aws_sdk_ssm::Client::new(&config),
     }
 }
 

@@ -5,7 +5,7 @@
 //! | `InsufficientInstanceCapacity`, `InsufficientCapacity`, `InsufficientHostCapacity`, `MaxSpotInstanceCountExceeded`, `SpotMaxPriceTooLow`, `UnfulfillableCapacity`, `InsufficientCapacityOnHost` | `InsufficientCapacity { offering }` |
 //! | `VcpuLimitExceeded`, `InstanceLimitExceeded`, `InsufficientFreeAddressesInSubnet`, `MaxSpotFleetRequestCountExceeded` | `QuotaExceeded` |
 //! | `RequestLimitExceeded`, `Throttling`, `ThrottlingException`, `ServiceUnavailable`, `InternalError`, `Unavailable`, any 5xx | `Transient` |
-//! | `InvalidInstanceID.NotFound`, `InvalidAMIID.NotFound`, `InvalidSubnetID.NotFound`, `InvalidGroup.NotFound` | `NotFound` |
+//! | `InvalidInstanceID.NotFound`, `InvalidAMIID.NotFound`, `InvalidSubnetID.NotFound`, `InvalidGroup.NotFound`; EKS `ResourceNotFoundException`, SSM `ParameterNotFound` | `NotFound` |
 //! | anything else (`UnauthorizedOperation`, `InvalidParameterValue`, …) | `Permanent`, with the AWS message |
 
 use muster_planner::OfferingKey;
@@ -61,6 +61,10 @@ pub fn classify(f: &Failure, offering: Option<&OfferingKey>) -> ProviderError {
             retry_after: None,
         },
         c if c.ends_with(".NotFound") => ProviderError::NotFound { what: message },
+        // EKS DescribeCluster, SSM GetParameter
+        "ResourceNotFoundException" | "ParameterNotFound" => {
+            ProviderError::NotFound { what: message }
+        }
         _ if f.status.is_some_and(|s| s >= 500) || (code.is_empty() && f.status.is_none()) => {
             // 5xx, or no answer at all (connection, timeout)
             ProviderError::Transient {

@@ -5,7 +5,10 @@
 //! idempotency key: EC2 returns the same instance for the same token, so a
 //! launch repeated after a crash never buys a second machine. Spot goes
 //! through `InstanceMarketOptions` (one-time, terminate on interruption).
-//! IMDSv2 is required unless the NodeClass says otherwise.
+//! IMDSv2 is required unless the NodeClass says otherwise. The instance, its
+//! volumes, its network interface and (spot) its spot request are tagged in
+//! the same call, so that an IAM policy can require muster's cluster tag on
+//! every resource a launch creates.
 
 use std::collections::BTreeMap;
 
@@ -20,7 +23,7 @@ use muster_crds::nodeclass::{AwsNodeClass, HttpTokens, Toggle};
 use muster_planner::{CapacityType, OfferingKey, Provider, Time};
 use muster_provider_api::{Instance, InstanceState, LaunchRequest, ProviderError, tags};
 
-use crate::bootstrap::{launch_tags, user_data};
+use crate::bootstrap::launch_tags;
 use crate::client::failure;
 use crate::errors::classify;
 
@@ -48,6 +51,8 @@ pub struct Placement {
     pub security_groups: Vec<String>,
     /// AMI id.
     pub image: String,
+    /// User data, not yet base64-encoded.
+    pub user_data: String,
 }
 
 /// Runs one instance. Errors are typed; capacity errors name the offering.
@@ -58,7 +63,8 @@ pub async fn launch(
     request: &LaunchRequest,
 ) -> Result<Instance, ProviderError> {
     let offering = &request.offering;
-    let all_tags = launch_tags(request, &class.tags);
+    let eks = class.cluster.as_ref().map(|c| c.name.as_str());
+    let all_tags = launch_tags(request, &class.tags, eks);
     let tag_list: Vec<Tag> = all_tags
         .iter()
         .map(|(k, v)| Tag::builder().key(k).value(v).build())
@@ -69,7 +75,6 @@ pub async fn launch(
             .set_tags(Some(tag_list.clone()))
             .build()
     };
-    let ud = user_data(&request.labels, &request.taints, class.user_data.as_deref());
     let mo = &class.metadata_options;
     let metadata = InstanceMetadataOptionsRequest::builder()
         .http_tokens(match mo.http_tokens {
@@ -96,10 +101,11 @@ pub async fn launch(
         .set_security_group_ids(Some(placement.security_groups.clone()))
         .min_count(1)
         .max_count(1)
-        .user_data(base64::engine::general_purpose::STANDARD.encode(ud))
+        .user_data(base64::engine::general_purpose::STANDARD.encode(&placement.user_data))
         .metadata_options(metadata)
         .tag_specifications(spec(ResourceType::Instance))
-        .tag_specifications(spec(ResourceType::Volume));
+        .tag_specifications(spec(ResourceType::Volume))
+        .tag_specifications(spec(ResourceType::NetworkInterface));
     if !class.instance_profile.is_empty() {
         req = req.iam_instance_profile(
             IamInstanceProfileSpecification::builder()
@@ -140,6 +146,8 @@ pub async fn launch(
         );
     }
     if offering.capacity_type == CapacityType::Spot {
+        // the spot request is created (and authorized) as a resource of its own
+        req = req.tag_specifications(spec(ResourceType::SpotInstancesRequest));
         req = req.instance_market_options(
             InstanceMarketOptionsRequest::builder()
                 .market_type(MarketType::Spot)

@@ -4,28 +4,36 @@
 //!   endpoint override, bounded retries with backoff and jitter).
 //! - [`catalog`] and [`shapes`]: instance types, their zones and spot prices
 //!   → offerings; [`prices`]: the dated on-demand price table.
-//! - [`resolve`]: subnets, security groups and AMIs from selector terms.
+//! - [`resolve`]: subnets, security groups and AMIs from selector terms;
+//!   [`alias`]: AMI aliases through the public SSM parameters.
+//! - [`eks`]: the EKS cluster the nodes join (`DescribeCluster`).
 //! - [`instances`]: launch (`RunInstances` with the idempotency key as
 //!   `ClientToken`), describe, list by cluster tag, terminate; [`bootstrap`]:
-//!   tags and user data.
+//!   tags and user data by image family ([`nodeadm`] MIME for AL2023,
+//!   [`bottlerocket`] TOML).
 //! - [`queue`] and [`events`]: interruption events from SQS.
 //! - [`errors`]: EC2 error codes → typed errors.
 //! - [`provider`]: [`AwsProvider`], which ties them together.
 //!
 //! Calls per launch: one `RunInstances`. NodeClass resolution
-//! (`DescribeSubnets`, `DescribeSecurityGroups`, `DescribeImages`, one per
-//! selector term) and the catalog (`DescribeInstanceTypes`,
+//! (`DescribeSubnets`, `DescribeSecurityGroups`, `DescribeImages` one per
+//! selector term, or `GetParameter` per architecture for an alias; EKS
+//! `DescribeCluster` when the NodeClass names a cluster) and the catalog (`DescribeInstanceTypes`,
 //! `DescribeInstanceTypeOfferings`, `DescribeSpotPriceHistory`) are cached
 //! for [`AwsOptions::catalog_ttl`].
 
+pub mod alias;
 pub mod bootstrap;
+pub mod bottlerocket;
 pub mod catalog;
 pub mod client;
+pub mod eks;
 pub mod errors;
 pub mod events;
 pub mod instances;
 #[cfg(feature = "test-support")]
 pub mod moto;
+pub mod nodeadm;
 pub mod prices;
 pub mod provider;
 pub mod queue;

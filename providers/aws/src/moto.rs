@@ -137,6 +137,36 @@ impl Moto {
         }})
     }
 
+    /// Creates the EKS cluster `name` on Kubernetes `version` in the default
+    /// VPC's subnets; returns its API endpoint.
+    pub async fn eks_cluster(&self, name: &str, version: &str) -> String {
+        let c = self.clients().await;
+        let subnets = c.ec2.describe_subnets().send().await.expect("subnets");
+        let ids: Vec<String> = subnets
+            .subnets()
+            .iter()
+            .filter_map(|s| s.subnet_id().map(String::from))
+            .collect();
+        let out = c
+            .eks
+            .create_cluster()
+            .name(name)
+            .version(version)
+            .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
+            .resources_vpc_config(
+                aws_sdk_eks::types::VpcConfigRequest::builder()
+                    .set_subnet_ids(Some(ids))
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("create cluster");
+        out.cluster()
+            .and_then(|c| c.endpoint())
+            .expect("endpoint")
+            .to_string()
+    }
+
     /// A request to the control endpoint; returns the body.
     pub fn control(&self, method: &str, path: &str) -> String {
         let mut s = TcpStream::connect(&self.control).expect("control endpoint");
@@ -151,6 +181,29 @@ impl Moto {
         out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string()
     }
 
+    /// Every AWS call since the last reset, as the launcher recorded it (see
+    /// its docstring): service, action, region, account, parameters.
+    pub fn log(&self) -> Vec<serde_json::Value> {
+        serde_json::from_str(&self.control("GET", "/log")).unwrap_or_default()
+    }
+
+    /// Clears injections, counts and the call log.
+    pub fn reset(&self) {
+        self.control("POST", "/reset");
+    }
+
+    /// Publishes a public SSM parameter (`/aws/service/...`), as AWS does.
+    pub fn public_parameter(&self, name: &str, value: &str) {
+        self.control(
+            "POST",
+            &format!(
+                "/public-parameter?name={}&value={}",
+                query(name),
+                query(value)
+            ),
+        );
+    }
+
     /// `RunInstances` requests so far, retries included.
     pub fn run_instances_calls(&self) -> u64 {
         let body = self.control("GET", "/calls");
@@ -159,6 +212,18 @@ impl Moto {
             .and_then(|v| v["runInstances"].as_u64())
             .unwrap_or(0)
     }
+}
+
+/// Percent-encodes a query value.
+fn query(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 impl Drop for Moto {

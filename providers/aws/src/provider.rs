@@ -12,10 +12,11 @@ use muster_provider_api::{
 };
 
 use crate::client::{AwsOptions, Clients, connect};
+use crate::eks::{self, ClusterInfo};
 use crate::instances::{self, Placement};
 use crate::prices::PriceTable;
 use crate::shapes::{self, TypeInfo};
-use crate::{catalog, queue, resolve};
+use crate::{alias, bootstrap, catalog, queue, resolve};
 
 /// Why a provider could not be built from a NodeClass.
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +41,14 @@ pub struct AwsProvider {
     options: AwsOptions,
     prices: PriceTable,
     catalog: Mutex<Vec<Catalog>>,
-    resolution: Mutex<Option<(Instant, Resolution)>>,
+    resolution: Mutex<Option<(Instant, Resolved)>>,
+}
+
+/// What resolution found: the selectors' matches and the cluster joined.
+#[derive(Clone)]
+struct Resolved {
+    resolution: Resolution,
+    cluster: Option<ClusterInfo>,
 }
 
 impl AwsProvider {
@@ -69,7 +77,7 @@ impl AwsProvider {
         self
     }
 
-    async fn resolution(&self) -> Result<Resolution, ProviderError> {
+    async fn resolution(&self) -> Result<Resolved, ProviderError> {
         if let Some((at, r)) = self
             .resolution
             .lock()
@@ -85,18 +93,40 @@ impl AwsProvider {
         Ok(r)
     }
 
-    async fn resolve_now(&self) -> Result<Resolution, ProviderError> {
+    async fn resolve_now(&self) -> Result<Resolved, ProviderError> {
         let ec2 = &self.clients.ec2;
+        let cluster = match &self.class.cluster {
+            Some(c) => Some(eks::describe(&self.clients.eks, &c.name).await?),
+            None => None,
+        };
         let subnets = resolve::subnets(ec2, &self.class.subnet_selector_terms).await?;
         let security_groups =
             resolve::security_groups(ec2, &self.class.security_group_selector_terms).await?;
-        let images = resolve::images(ec2, &self.class.ami_selector_terms).await?;
+        let alias_term = self
+            .class
+            .ami_selector_terms
+            .iter()
+            .find_map(|t| t.alias.as_deref());
+        let images = match (alias_term, &cluster) {
+            (Some(text), Some(c)) => {
+                let a = alias::parse(text).ok_or_else(|| ProviderError::Permanent {
+                    message: format!(
+                        "spec.aws.amiSelectorTerms alias {text}: the families are al2023 and bottlerocket"
+                    ),
+                })?;
+                alias::resolve(&self.clients.ssm, &a, &c.version, text).await?
+            }
+            _ => resolve::images(ec2, &self.class.ami_selector_terms).await?,
+        };
         let zones: BTreeSet<String> = subnets.iter().map(|s| s.zone.clone()).collect();
-        Ok(Resolution {
-            subnets,
-            security_groups,
-            images,
-            zones: zones.into_iter().collect(),
+        Ok(Resolved {
+            resolution: Resolution {
+                subnets,
+                security_groups,
+                images,
+                zones: zones.into_iter().collect(),
+            },
+            cluster,
         })
     }
 
@@ -161,14 +191,14 @@ impl CloudProvider for AwsProvider {
         let r = self.resolve_now().await?;
         *self.resolution.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((Instant::now(), r.clone()));
-        Ok(r)
+        Ok(r.resolution)
     }
 
     async fn offerings(
         &self,
         requirements: &PoolRequirements,
     ) -> Result<Vec<Offering>, ProviderError> {
-        let resolution = self.resolution().await?;
+        let resolution = self.resolution().await?.resolution;
         let (types, mut zones, spot) = self
             .listed(catalog::type_patterns(requirements), now_epoch())
             .await?;
@@ -187,7 +217,8 @@ impl CloudProvider for AwsProvider {
     }
 
     async fn launch(&self, request: &LaunchRequest) -> Result<Instance, ProviderError> {
-        let r = self.resolution().await?;
+        let resolved = self.resolution().await?;
+        let r = &resolved.resolution;
         let zone = &request.offering.zone;
         let subnet =
             r.subnets
@@ -215,6 +246,12 @@ impl CloudProvider for AwsProvider {
             subnet: subnet.id.clone(),
             security_groups: r.security_groups.iter().map(|g| g.id.clone()).collect(),
             image: image.id.clone(),
+            user_data: bootstrap::user_data(
+                bootstrap::family(&self.class),
+                resolved.cluster.as_ref(),
+                request,
+                &self.class,
+            )?,
         };
         instances::launch(&self.clients.ec2, &self.class, &placement, request).await
     }

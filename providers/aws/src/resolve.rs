@@ -143,8 +143,9 @@ pub async fn images(
         if let Some(alias) = &t.alias {
             return Err(ProviderError::Permanent {
                 message: format!(
-                    "spec.aws.amiSelectorTerms[{i}].alias {alias}: aliases are resolved through SSM \
-                     public parameters, which muster does not read yet; select the AMI by id, name or tags"
+                    "spec.aws.amiSelectorTerms[{i}].alias {alias}: an alias needs spec.aws.cluster \
+                     (the image follows the cluster's Kubernetes version); name the cluster or \
+                     select the AMI by id, name or tags"
                 ),
             });
         }

@@ -15,8 +15,20 @@ real EC2 in three ways the tests need:
 
 GET /calls answers how many RunInstances requests arrived (retries
 included), so a test can tell a retried call from one that was not.
-POST /reset clears the injections and the count. An instance profile
-`muster-node` exists from the start.
+POST /reset clears the injections, the count and the call log. An instance
+profile `muster-node` holding the role `muster-node-role` exists from the
+start.
+
+GET /log answers every AWS API call since the last reset, in order, with
+what an IAM authorization of it needs: service, action, region, account,
+the request parameters (query parameters for EC2, the JSON body for SQS,
+SSM and EKS, and the path), for RunInstances the roles of the instance
+profile passed, and for TerminateInstances the tags the instances carry.
+The IAM policy test evaluates the documented policy against it.
+
+POST /public-parameter?name=<path>&value=<v> writes a public SSM parameter
+(`/aws/service/...`), which the SSM API refuses to create; AWS publishes
+them.
 """
 
 import json
@@ -25,7 +37,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+from moto.core.responses import BaseResponse
 from moto.ec2.exceptions import EC2ClientError
+from moto.utilities.utils import get_partition
 from moto.ec2.responses.instances import InstanceResponse
 from moto.server import ThreadedMotoServer
 from werkzeug.serving import WSGIRequestHandler
@@ -33,7 +47,7 @@ from werkzeug.serving import WSGIRequestHandler
 # quiet: one line per request would flood test output
 WSGIRequestHandler.log_request = lambda *args, **kwargs: None
 
-STATE = {"ice": set(), "throttle": 0, "tokens": {}, "calls": 0, "fail": None}
+STATE = {"ice": set(), "throttle": 0, "tokens": {}, "calls": 0, "fail": None, "log": []}
 LOCK = threading.Lock()
 _run_instances = InstanceResponse.run_instances
 
@@ -65,17 +79,109 @@ def run_instances(self):
 
 InstanceResponse.run_instances = run_instances
 
+_call_action = BaseResponse.call_action
+
+
+def _profile_roles(account, name):
+    from moto.iam.models import iam_backends
+
+    try:
+        profile = iam_backends[account][get_partition("us-east-1")].get_instance_profile(name)
+    except Exception:
+        return []
+    return [r.arn for r in profile.roles]
+
+
+def _instance_tags(account, region, ids):
+    from moto.ec2.models import ec2_backends
+
+    backend = ec2_backends[account][region]
+    out = {}
+    for i in ids:
+        try:
+            out[i] = {t["key"]: t["value"] for t in backend.describe_tags(filters={"resource-id": [i]})}
+        except Exception:
+            out[i] = {}
+    return out
+
+
+def call_action(self):
+    """Records the call (see the module docstring), then serves it."""
+    try:
+        action = self._get_action()
+        if self.service_name == "ec2":
+            params = {k: v for k, v in self.querystring.items()}
+        else:
+            try:
+                params = json.loads(self.body or "{}")
+            except Exception:
+                params = {}
+        entry = {
+            "service": self.service_name,
+            "action": action,
+            "region": self.region,
+            "account": self.current_account,
+            "path": self.path,
+            "params": params,
+        }
+        if action == "RunInstances":
+            name = (params.get("IamInstanceProfile.Name") or [None])[0]
+            entry["passedRoles"] = _profile_roles(self.current_account, name) if name else []
+        if action == "TerminateInstances":
+            ids = [v[0] for k, v in params.items() if k.startswith("InstanceId.")]
+            entry["resourceTags"] = _instance_tags(self.current_account, self.region, ids)
+        with LOCK:
+            STATE["log"].append(entry)
+    except Exception as e:  # the log must never break a call
+        with LOCK:
+            STATE["log"].append({"service": "?", "action": f"unrecorded: {e}"})
+    return _call_action(self)
+
+
+BaseResponse.call_action = call_action
+
+
+def public_parameter(name, value):
+    from moto.ssm.models import Parameter, ssm_backends
+    from moto.core.utils import utcnow
+
+    backend = ssm_backends[ACCOUNT]["us-east-1"]
+    versions = backend._parameters[name]
+    versions.append(
+        Parameter(
+            account_id=ACCOUNT,
+            name=name,
+            value=value,
+            parameter_type="String",
+            description=None,
+            allowed_pattern=None,
+            keyid=None,
+            last_modified_date=utcnow(),
+            version=len(versions) + 1,
+            data_type="aws:ec2:image",
+        )
+    )
+
+
+ACCOUNT = "123456789012"
+
 
 class Control(BaseHTTPRequestHandler):
     """Injection endpoint: /ice, /throttle, /reset; /calls."""
 
     def do_GET(self):
-        if urlparse(self.path).path != "/calls":
+        path = urlparse(self.path).path
+        with LOCK:
+            if path == "/calls":
+                body = json.dumps({"runInstances": STATE["calls"]})
+            elif path == "/log":
+                body = json.dumps(STATE["log"])
+            else:
+                body = None
+        if body is None:
             self.send_response(404)
             self.end_headers()
             return
-        with LOCK:
-            body = json.dumps({"runInstances": STATE["calls"]})
         self.send_response(200)
         self.end_headers()
         self.wfile.write(body.encode())
@@ -95,6 +201,9 @@ class Control(BaseHTTPRequestHandler):
                 STATE["throttle"] = 0
                 STATE["calls"] = 0
                 STATE["fail"] = None
+                STATE["log"].clear()
+            elif url.path == "/public-parameter":
+                public_parameter(query["name"][0], query["value"][0])
             else:
                 self.send_response(404)
                 self.end_headers()
@@ -115,9 +224,15 @@ def main():
     # the node role's instance profile the tests' NodeClasses name (EC2
     # checks that it exists)
     import boto3
-    boto3.client("iam", region_name="us-east-1", endpoint_url=f"http://127.0.0.1:{moto_port}",
-                 aws_access_key_id="testing", aws_secret_access_key="testing",
-                 ).create_instance_profile(InstanceProfileName="muster-node")
+    iam = boto3.client("iam", region_name="us-east-1", endpoint_url=f"http://127.0.0.1:{moto_port}",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    iam.create_instance_profile(InstanceProfileName="muster-node")
+    iam.create_role(RoleName="muster-node-role", AssumeRolePolicyDocument=json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+                       "Action": "sts:AssumeRole"}]}))
+    iam.add_role_to_instance_profile(InstanceProfileName="muster-node", RoleName="muster-node-role")
+    STATE["log"].clear()
     control = ThreadingHTTPServer(("127.0.0.1", 0), Control)
     threading.Thread(target=control.serve_forever, daemon=True).start()
     print(f"moto={moto_port} control={control.server_address[1]}", flush=True)

@@ -6,7 +6,8 @@
 //! operation's error.
 
 use google_cloud_compute_v1::client::{
-    AcceleratorTypes, Instances, MachineTypes, ZoneOperations, Zones,
+    AcceleratorTypes, InstanceGroupManagers, InstanceTemplates, Instances, MachineTypes,
+    RegionInstanceTemplates, ZoneOperations, Zones,
 };
 use muster_planner::OfferingKey;
 use muster_provider_api::ProviderError;
@@ -83,6 +84,30 @@ macro_rules! build {
             message: format!("Compute client: {e}"),
         })?
     }};
+}
+
+/// The clients that find a GKE node pool's instance template.
+#[derive(Clone, Debug)]
+pub struct GkeClients {
+    /// GKE `ClusterManager` (`nodePools.list`).
+    pub cluster_manager: google_cloud_container_v1::client::ClusterManager,
+    /// `instanceGroupManagers`.
+    pub instance_group_managers: InstanceGroupManagers,
+    /// `regionInstanceTemplates`.
+    pub region_instance_templates: RegionInstanceTemplates,
+    /// `instanceTemplates`.
+    pub instance_templates: InstanceTemplates,
+}
+
+/// Builds the GKE clients (same endpoint override and credentials; the
+/// GKE API shares Compute's host in tests).
+pub async fn connect_gke(options: &GcpOptions) -> Result<GkeClients, ProviderError> {
+    Ok(GkeClients {
+        cluster_manager: build!(google_cloud_container_v1::client::ClusterManager, options),
+        instance_group_managers: build!(InstanceGroupManagers, options),
+        region_instance_templates: build!(RegionInstanceTemplates, options),
+        instance_templates: build!(InstanceTemplates, options),
+    })
 }
 
 /// Builds the clients.

@@ -71,6 +71,21 @@ impl ComputeFake {
         out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string()
     }
 
+    /// `GET` of an API path (e.g. `/compute/v1/projects/P/zones/Z/instances/N`):
+    /// the resource as the fake holds it.
+    pub fn get(&self, path: &str) -> serde_json::Value {
+        let mut s = TcpStream::connect(&self.addr).expect("fake");
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.addr
+        )
+        .expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap_or_default()).unwrap_or_default()
+    }
+
     /// Requests so far by method and path without project, zone and names
     /// (`POST projects/zones/instances`, …).
     pub fn calls(&self) -> serde_json::Value {

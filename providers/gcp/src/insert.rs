@@ -21,6 +21,9 @@ pub enum InsertError {
         "offering instance type {0:?} is not a machine type or <machine>+<count>x<accelerator>"
     )]
     BadInstanceType(String),
+    /// Neither `spec.gcp.image` nor a GKE node pool gives a boot image.
+    #[error("spec.gcp.image is required without spec.gcp.cluster")]
+    NoImage,
 }
 
 /// The `requestId` for a launch: a UUID-shaped string derived from the
@@ -54,18 +57,12 @@ pub fn label_value(value: &str) -> String {
         .collect()
 }
 
-/// The body of `instances.insert` for `req` in the zone of its offering;
-/// `bootstrap` is the kubelet bootstrap script put in metadata.
-pub fn insert_body(
+/// The instance labels: the NodeClass's, the request's tags, then muster's
+/// ownership labels (which win).
+pub(crate) fn instance_labels(
     spec: &GcpNodeClass,
     req: &LaunchRequest,
-    bootstrap: &str,
-) -> Result<Value, InsertError> {
-    let bad = || InsertError::BadInstanceType(req.offering.instance_type.clone());
-    let (machine, attached) = parse_offering_name(&req.offering.instance_type).ok_or_else(bad)?;
-    let zone = &req.offering.zone;
-    let project = &spec.project;
-
+) -> serde_json::Map<String, Value> {
     let mut labels = serde_json::Map::new();
     for (k, v) in &spec.labels {
         labels.insert(k.clone(), json!(label_value(v)));
@@ -79,8 +76,13 @@ pub fn insert_body(
     if let Some(gang) = &req.gang {
         labels.insert(label_key(tags::GANG), json!(label_value(gang)));
     }
+    labels
+}
 
-    let scheduling = match req.offering.capacity_type {
+/// Spot (deleted when preempted) or standard scheduling; GPUs cannot live
+/// migrate, so both terminate on host maintenance.
+pub(crate) fn scheduling(capacity: CapacityType) -> Value {
+    match capacity {
         CapacityType::Spot => json!({
             "provisioningModel": "SPOT",
             "instanceTerminationAction": "DELETE",
@@ -92,7 +94,23 @@ pub fn insert_body(
             "onHostMaintenance": "TERMINATE",
             "automaticRestart": true,
         }),
-    };
+    }
+}
+
+/// The body of `instances.insert` for `req` in the zone of its offering;
+/// `bootstrap` is the kubelet bootstrap script put in metadata.
+pub fn insert_body(
+    spec: &GcpNodeClass,
+    req: &LaunchRequest,
+    bootstrap: &str,
+) -> Result<Value, InsertError> {
+    let bad = || InsertError::BadInstanceType(req.offering.instance_type.clone());
+    let (machine, attached) = parse_offering_name(&req.offering.instance_type).ok_or_else(bad)?;
+    let zone = &req.offering.zone;
+    let project = &spec.project;
+
+    let labels = instance_labels(spec, req);
+    let scheduling = scheduling(req.offering.capacity_type);
 
     let mut metadata: Vec<Value> = spec
         .metadata
@@ -125,7 +143,7 @@ pub fn insert_body(
             "boot": true,
             "autoDelete": true,
             "initializeParams": {
-                "sourceImage": spec.image,
+                "sourceImage": spec.image.as_deref().ok_or(InsertError::NoImage)?,
                 "diskSizeGb": spec.boot_disk.size_gb.to_string(),
                 "diskType": format!("zones/{zone}/diskTypes/{disk_type}"),
                 "labels": labels,
@@ -150,7 +168,7 @@ pub fn insert_body(
 }
 
 /// A resource given by name or self link, as a self link path.
-fn qualify(project: &str, collection: &str, name: &str) -> String {
+pub(crate) fn qualify(project: &str, collection: &str, name: &str) -> String {
     if name.contains('/') {
         name.to_owned()
     } else {

@@ -14,18 +14,24 @@
 //!   [`muster_provider_api::Instance`], and spot preemptions detected from it.
 //! - [`offerings`]: `machineTypes.list` / `acceleratorTypes.list` answers of
 //!   one zone turned into planner offerings, spot and on-demand.
+//! - [`gke`]: the instance template a GKE node pool runs (node pool →
+//!   instance groups → template); [`template`]: a GKE node's insert body
+//!   from it; [`kube_env`]: muster's labels and taints in GKE's kubelet flags.
 
 pub mod compute;
 pub mod errors;
 #[cfg(feature = "test-support")]
 pub mod fake;
+pub mod gke;
 pub mod insert;
 pub mod instance;
+pub mod kube_env;
 pub mod names;
 pub mod offerings;
 pub mod preemptions;
 pub mod prices;
 pub mod provider;
+pub mod template;
 
 pub use compute::GcpOptions;
 pub use provider::GcpProvider;

@@ -6,8 +6,16 @@
 //! it. Offerings list `machineTypes` and `acceleratorTypes` per zone;
 //! `list` and preemption detection use `instances.aggregatedList` filtered
 //! by the cluster label.
+//!
+//! With `spec.gcp.cluster`, machines are GKE nodes: the node pool's instance
+//! template ([`gke`](crate::gke): `nodePools.list`,
+//! `instanceGroupManagers.get`, `regionInstanceTemplates.get`, cached for
+//! [`SOURCE_TTL`]) becomes the insert body ([`template`](crate::template));
+//! a GPU machine's accelerator type comes from `machineTypes.get` when it is
+//! built in.
 
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use muster_crds::nodeclass::GcpNodeClass;
@@ -18,13 +26,17 @@ use muster_provider_api::{
 };
 use serde_json::Value;
 
-use crate::compute::{Clients, GcpOptions, connect, failure, operation_error};
+use crate::compute::{
+    Clients, GcpOptions, GkeClients, connect, connect_gke, failure, operation_error,
+};
+use crate::gke::{self, Source};
 use crate::insert::{insert_body, label_value, request_id};
 use crate::instance::parse_instance;
 use crate::names::{instance_name, parse_provider_id};
 use crate::offerings::{AcceleratorType, MachineType, ZoneContext, zone_offerings};
 use crate::preemptions::Preemptions;
 use crate::prices::PriceTable;
+use crate::template;
 
 /// One GCP NodeClass's provider.
 pub struct GcpProvider {
@@ -33,7 +45,13 @@ pub struct GcpProvider {
     clients: Clients,
     prices: PriceTable,
     preemptions: Mutex<Preemptions>,
+    gke: Option<GkeClients>,
+    source: Mutex<Option<(Instant, Source)>>,
 }
+
+/// How long a GKE node pool's instance template is reused before it is read
+/// again (GKE makes a new one on upgrades and credential rotations).
+pub const SOURCE_TTL: Duration = Duration::from_secs(600);
 
 /// The kubelet flags the node registers with (metadata `muster-bootstrap`):
 /// the pool's labels and taints.
@@ -91,11 +109,71 @@ impl GcpProvider {
                     message: format!("spec.gcp: {e}"),
                 })
             })?;
-        Ok(Self::with_clients(
-            node_class,
-            class,
-            connect(options).await?,
-        ))
+        let gke = match &class.cluster {
+            Some(_) => Some(connect_gke(options).await?),
+            None => None,
+        };
+        let mut p = Self::with_clients(node_class, class, connect(options).await?);
+        p.gke = gke;
+        Ok(p)
+    }
+
+    /// The same provider with GKE clients (tests build them with `from_stub`).
+    pub fn with_gke(mut self, gke: GkeClients) -> Self {
+        self.gke = Some(gke);
+        self
+    }
+
+    /// The GKE node pool's template machines copy, when the NodeClass names
+    /// a cluster; `fresh` reads it again.
+    async fn source(&self, fresh: bool) -> Result<Option<Source>, ProviderError> {
+        let Some(cluster) = &self.class.cluster else {
+            return Ok(None);
+        };
+        if !fresh
+            && let Some((at, s)) = self
+                .source
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+            && at.elapsed() < SOURCE_TTL
+        {
+            return Ok(Some(s.clone()));
+        }
+        let clients = self.gke.as_ref().ok_or_else(|| ProviderError::Permanent {
+            message: "spec.gcp.cluster: no GKE client was built".into(),
+        })?;
+        let s = gke::source(clients, cluster, self.class.node_pool.as_deref()).await?;
+        *self.source.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), s.clone()));
+        Ok(Some(s))
+    }
+
+    /// The GPU type of a machine: the attached one, or the machine type's
+    /// built-in accelerator (`machineTypes.get`).
+    async fn accelerator(
+        &self,
+        zone: &str,
+        offering: &str,
+    ) -> Result<Option<String>, ProviderError> {
+        let Some((machine, attached)) = crate::prices::parse_offering_name(offering) else {
+            return Ok(None);
+        };
+        if let Some((accel, _)) = attached {
+            return Ok(Some(accel.to_string()));
+        }
+        let mt = self
+            .clients
+            .machine_types
+            .get()
+            .set_project(&self.class.project)
+            .set_zone(zone)
+            .set_machine_type(machine)
+            .send()
+            .await
+            .map_err(|e| failure(&e, None))?;
+        Ok(to_value(&mt)["accelerators"][0]["guestAcceleratorType"]
+            .as_str()
+            .map(String::from))
     }
 
     /// A provider on given clients (tests build them with `from_stub`).
@@ -106,6 +184,8 @@ impl GcpProvider {
             clients,
             prices: PriceTable::default(),
             preemptions: Mutex::new(Preemptions::default()),
+            gke: None,
+            source: Mutex::new(None),
         }
     }
 
@@ -256,11 +336,20 @@ impl CloudProvider for GcpProvider {
     }
 
     async fn resolve(&self) -> Result<Resolution, ProviderError> {
+        let source = self.source(true).await?;
+        let image = self
+            .class
+            .image
+            .clone()
+            .or_else(|| source.as_ref().and_then(Source::image))
+            .ok_or_else(|| ProviderError::NotFound {
+                what: "spec.gcp.image, or a boot image in the node pool's template,".into(),
+            })?;
         Ok(Resolution {
             zones: self.zones().await?,
             images: vec![ResolvedImage {
-                id: self.class.image.clone(),
-                name: None,
+                id: image,
+                name: source.map(|s| format!("node pool {} template {}", s.pool, s.template)),
                 architecture: None,
             }],
             ..Resolution::default()
@@ -295,12 +384,20 @@ impl CloudProvider for GcpProvider {
     async fn launch(&self, request: &LaunchRequest) -> Result<Instance, ProviderError> {
         let zone = request.offering.zone.clone();
         let name = instance_name(&request.idempotency_key);
-        let bootstrap = kubelet_args(request);
-        let body = insert_body(&self.class, request, &bootstrap).map_err(|e| {
-            ProviderError::Permanent {
-                message: e.to_string(),
+        let permanent = |e: &dyn std::fmt::Display| ProviderError::Permanent {
+            message: e.to_string(),
+        };
+        let body = match self.source(false).await? {
+            Some(source) => {
+                let accel = self
+                    .accelerator(&zone, &request.offering.instance_type)
+                    .await?;
+                template::insert_body(&source.properties, &self.class, request, accel.as_deref())
+                    .map_err(|e| permanent(&e))?
             }
-        })?;
+            None => insert_body(&self.class, request, &kubelet_args(request))
+                .map_err(|e| permanent(&e))?,
+        };
         let instance: google_cloud_compute_v1::model::Instance = serde_json::from_value(body)
             .map_err(|e| ProviderError::Permanent {
                 message: format!("insert body: {e}"),

@@ -12,6 +12,16 @@ makes, for its tests. Prints `compute=<port>` on one line, then serves on
 * DELETE /compute/v1/projects/P/zones/Z/instances/NAME      (→ Operation)
 * GET  /compute/v1/projects/P/zones/Z/operations/OP
 * POST /compute/v1/projects/P/zones/Z/operations/OP/wait
+* GET  /compute/v1/projects/P/zones/Z/machineTypes/M
+* GET  /compute/v1/projects/P/zones/Z/instanceGroupManagers/NAME
+* GET  /compute/v1/projects/P/regions/R/instanceTemplates/NAME
+* GET  /compute/v1/projects/P/global/instanceTemplates/NAME
+* GET  /v1/projects/P/locations/L/clusters/C/nodePools       (the GKE API)
+
+The GKE cluster, its node pools, their instance group managers and
+instance templates are those of `gke_fixture.json` (shapes from the public
+GKE and Compute API references); an unknown cluster is 404 `NOT_FOUND`, as
+GKE answers.
 
 Like Compute: an insert with a requestId seen before returns the same
 operation; an insert of a name that exists fails with 409 `alreadyExists`;
@@ -35,7 +45,11 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+import os
+
 LOCK = threading.Lock()
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "gke_fixture.json")) as f:
+    GKE = json.load(f)
 IDS = itertools.count(1000)
 STATE = {"instances": {}, "ops": {}, "requests": {}, "stockout": set(), "quota": set(),
          "fail": None, "calls": {}}
@@ -138,10 +152,16 @@ class Handler(BaseHTTPRequestHandler):
                 STATE["fail"] = (code, left - 1) if left > 1 else None
                 reason = {400: "invalid", 403: "forbidden", 429: "rateLimitExceeded"}.get(code, "backendError")
                 return self.error(code, reason, f"injected {code}")
+        if parts[:1] == ["v1"] and method == "GET":
+            return self.gke(parts[1:])
         if parts[:2] != ["compute", "v1"] or len(parts) < 4 or parts[2] != "projects":
             return self.error(404, "notFound", f"no route {url.path}")
         project = parts[3]
         rest = parts[4:]
+        if method == "GET" and len(rest) == 4 and rest[0] == "regions" and rest[2] == "instanceTemplates":
+            return self.template(project, rest[3], f"/regions/{rest[1]}/")
+        if method == "GET" and len(rest) == 3 and rest[:2] == ["global", "instanceTemplates"]:
+            return self.template(project, rest[2], "/global/")
         if rest[:2] == ["aggregated", "instances"] and method == "GET":
             with LOCK:
                 items = {}
@@ -158,6 +178,16 @@ class Handler(BaseHTTPRequestHandler):
             return self.error(404, "notFound", f"no route {url.path}")
         zone, coll, tail = rest[1], rest[2], rest[3:]
         with LOCK:
+            if coll == "machineTypes" and method == "GET" and tail:
+                for m in MACHINES:
+                    if m["name"] == tail[0]:
+                        return self.send(200, dict(m, zone=base(project, zone)))
+                return self.error(404, "notFound", f"The resource 'projects/{project}/zones/{zone}/machineTypes/{tail[0]}' was not found")
+            if coll == "instanceGroupManagers" and method == "GET" and tail:
+                for m in GKE["instanceGroupManagers"]:
+                    if m["name"] == tail[0] and m["zone"].endswith(f"/projects/{project}/zones/{zone}"):
+                        return self.send(200, m)
+                return self.error(404, "notFound", f"The resource 'projects/{project}/zones/{zone}/instanceGroupManagers/{tail[0]}' was not found")
             if coll == "machineTypes" and method == "GET":
                 items = [dict(m, zone=base(project, zone)) for m in MACHINES]
                 return self.send(200, {"kind": "compute#machineTypeList", "items": items})
@@ -172,6 +202,22 @@ class Handler(BaseHTTPRequestHandler):
             if coll == "instances":
                 return self.instances(method, project, zone, tail, q)
         return self.error(404, "notFound", f"no route {url.path}")
+
+    def template(self, project, name, scope):
+        for t in GKE["instanceTemplates"]:
+            if t["name"] == name and f"/projects/{project}{scope}" in t["selfLink"]:
+                return self.send(200, t)
+        return self.error(404, "notFound", f"The resource 'projects/{project}{scope}instanceTemplates/{name}' was not found")
+
+    def gke(self, parts):
+        # projects/P/locations/L/clusters/C/nodePools
+        c = GKE["cluster"]
+        want = ["projects", c["project"], "locations", c["location"], "clusters", c["name"], "nodePools"]
+        if parts == want:
+            return self.send(200, {"nodePools": GKE["nodePools"]})
+        name = "/".join(parts[:6])
+        return self.send(404, {"error": {"code": 404, "message": f"Not found: {name}.",
+                                         "status": "NOT_FOUND"}})
 
     def instances(self, method, project, zone, tail, q):
         if method == "POST" and not tail:

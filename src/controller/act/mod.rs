@@ -1,23 +1,15 @@
-//! Carrying out a plan: small, idempotent steps, each safe to repeat after a
-//! crash. Every step reads the watch caches and writes with patches whose
-//! result does not depend on how often they run.
+//! Acting: small, idempotent steps, each safe to repeat after a crash.
+//! [`reconcile`] holds what runs every cycle per object from what is
+//! observed; [`apply`] the appliers of a plan's items. Every step reads one
+//! cycle's observation and writes with patches whose result does not depend
+//! on how often they run.
 
-pub mod admit;
-pub mod class_status;
-pub mod evict;
-pub mod gangs;
-pub mod interruptions;
-pub mod launch;
-pub mod orphans;
-pub mod pool_status;
-pub mod release;
-pub mod remove;
-pub mod status;
+pub mod apply;
+pub mod reconcile;
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
-use super::objects::{FIELD_MANAGER, Kind, KindExt};
-use super::planning_loop;
+use super::objects::{Condition, ConditionStatus, FIELD_MANAGER, Kind, KindExt};
 
 /// Why one write failed, in bounded categories.
 #[derive(Debug, thiserror::Error)]
@@ -39,13 +31,33 @@ pub enum ActError {
     /// An object the step needs is missing from the caches.
     #[error("missing {0}")]
     Missing(String),
+    /// A PoolNode of this name exists for another launch (another
+    /// idempotency key): it is not taken for this one.
+    #[error("PoolNode {0} exists with another idempotency key")]
+    NameTaken(String),
 }
 
 impl ActError {
-    /// Wraps a kube error with the action it interrupted.
+    /// Wraps a kube error with the action it interrupted (a 422 Invalid is
+    /// also counted: see [`invalid_writes`]).
     pub fn api(action: &'static str) -> impl FnOnce(kube::Error) -> ActError {
-        move |source| ActError::Api { action, source }
+        move |source| {
+            if matches!(&source, kube::Error::Api(s) if s.code == 422) {
+                INVALID_WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!(action, error = %source, "write refused as invalid");
+            }
+            ActError::Api { action, source }
+        }
     }
+}
+
+static INVALID_WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many writes of this process the API server refused as invalid (422:
+/// a Job rule, a CRD's schema or CEL rule): zero when every write the
+/// controller makes is one a real server accepts. Tests assert it.
+pub fn invalid_writes() -> u64 {
+    INVALID_WRITES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// True for a 404 from the API server.
@@ -110,7 +122,7 @@ pub fn gang_label_value(gang: &str) -> String {
 }
 
 /// The object's `status.conditions` (none when absent or unreadable).
-pub fn conditions(obj: &DynamicObject) -> Vec<super::objects::Condition> {
+pub fn conditions(obj: &DynamicObject) -> Vec<Condition> {
     obj.data
         .get("status")
         .and_then(|s| s.get("conditions"))
@@ -122,10 +134,7 @@ pub fn conditions(obj: &DynamicObject) -> Vec<super::objects::Condition> {
 /// The object's `status.conditions` with `cond` in place of any condition
 /// of its type; `None` when a condition of that type already says the same
 /// (status, reason, message), so nothing needs writing.
-pub fn with_condition(
-    obj: &DynamicObject,
-    cond: super::objects::Condition,
-) -> Option<Vec<super::objects::Condition>> {
+pub fn with_condition(obj: &DynamicObject, cond: Condition) -> Option<Vec<Condition>> {
     let conds = conditions(obj);
     let same = conds.iter().any(|c| {
         c.type_ == cond.type_
@@ -144,22 +153,62 @@ pub fn with_condition(
     Some(next)
 }
 
-/// Every NodeClass's provider (NodeClasses without one are skipped, with a
-/// log line: their status already says why).
-pub async fn providers(
-    ctx: &planning_loop::Ctx,
-    observed: &crate::controller::translate::Observed,
-) -> Vec<(
-    String,
-    std::sync::Arc<dyn muster_provider_api::CloudProvider>,
-)> {
-    let mut out = Vec::new();
-    for nc in observed.of(Kind::NodeClass) {
-        let name = kube::ResourceExt::name_any(nc.as_ref());
-        match launch::provider_for(ctx, observed, &name).await {
-            Ok(p) => out.push((name, p)),
-            Err(e) => tracing::debug!(node_class = %name, error = %e, "no provider"),
-        }
+/// A condition (`metav1.Condition` shape, the CRDs' type) of `type_` that
+/// holds when `ok`, with a bounded `reason`, stamped `now`.
+pub fn condition(
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: String,
+    now: muster_planner::Time,
+    generation: Option<i64>,
+) -> Condition {
+    Condition {
+        type_: type_.to_string(),
+        status: if ok {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        },
+        last_transition_time: super::translate::time::to_kube(now),
+        reason: reason.to_string(),
+        message,
+        observed_generation: generation,
     }
-    out
+}
+
+/// The merge patch of a status subresource that turns the typed status
+/// `before` into `after` (fields that went away are nulled); `None` when
+/// nothing changes.
+pub fn status_patch<T: serde::Serialize>(before: &T, after: &T) -> Option<serde_json::Value> {
+    let b = serde_json::to_value(before).ok()?;
+    let a = serde_json::to_value(after).ok()?;
+    let patch = super::translate::gang::merge_patch(&b, &a);
+    patch
+        .as_object()
+        .is_some_and(|o| !o.is_empty())
+        .then_some(patch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_invalid_writes_are_counted() {
+        let before = invalid_writes();
+        let invalid = kube::Error::Api(
+            kube::core::Status::failure("spec.template: field is immutable", "Invalid")
+                .with_code(422)
+                .boxed(),
+        );
+        let _ = ActError::api("pin Job")(invalid);
+        let conflict = kube::Error::Api(
+            kube::core::Status::failure("conflict", "Conflict")
+                .with_code(409)
+                .boxed(),
+        );
+        let _ = ActError::api("pin Job")(conflict);
+        assert_eq!(invalid_writes(), before + 1);
+    }
 }

@@ -11,10 +11,8 @@ use muster_planner::{
 
 use super::pool::spec;
 use super::{Issue, IssueReason, gang_id, time};
-use crate::controller::objects::{
-    ASSIGNMENTS_ANNOTATION, GangSpec, GangView, Kind, LAUNCH_ATTEMPTS_ANNOTATION,
-    MESSAGE_ANNOTATION, PROVISIONING_DEADLINE_ANNOTATION,
-};
+use crate::controller::objects::{AssignmentStatus, GangSpec, GangView, Kind};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time as KubeTime;
 
 /// Gangs in every phase but Finished. Unreadable ones become issues.
 pub fn gangs(objs: &[Arc<DynamicObject>], issues: &mut Vec<Issue>) -> Vec<Gang> {
@@ -29,18 +27,15 @@ pub fn gangs(objs: &[Arc<DynamicObject>], issues: &mut Vec<Issue>) -> Vec<Gang> 
     out
 }
 
-/// The controller's view of a Gang: its status plus the annotations that
-/// carry what the status has no field for. Unreadable parts read as absent.
+/// The controller's view of a Gang's status (times as RFC 3339 strings,
+/// counts unsigned). Unreadable parts read as absent.
 pub fn status_of(obj: &DynamicObject) -> GangView {
     let status = obj.data.get("status");
     let crd: muster_crds::GangStatus = status
         .cloned()
         .and_then(|s| serde_json::from_value(s).ok())
         .unwrap_or_default();
-    let ann = obj.annotations();
-    let t = |x: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
-        x.as_ref().map(|t| time::format(time::from_kube(t)))
-    };
+    let t = |x: &Option<KubeTime>| x.as_ref().map(|t| time::format(time::from_kube(t)));
     GangView {
         phase: status
             .and_then(|s| s.get("phase"))
@@ -48,20 +43,22 @@ pub fn status_of(obj: &DynamicObject) -> GangView {
             .map(String::from),
         position: crd.position.and_then(|p| u32::try_from(p).ok()),
         reason: crd.reason.clone(),
-        message: ann.get(MESSAGE_ANNOTATION).cloned(),
+        message: crd.message.clone(),
         reserved_nodes: crd.reserved_nodes.clone(),
-        assignments: ann
-            .get(ASSIGNMENTS_ANNOTATION)
-            .and_then(|a| serde_json::from_str(a).ok())
-            .unwrap_or_default(),
-        provisioning_deadline: ann.get(PROVISIONING_DEADLINE_ANNOTATION).cloned(),
+        assignments: crd
+            .assignments
+            .iter()
+            .map(|a| AssignmentStatus {
+                pod_set: a.pod_set.clone(),
+                index: u32::try_from(a.index).unwrap_or(0),
+                node: a.node.clone(),
+            })
+            .collect(),
+        provisioning_deadline: t(&crd.provisioning_deadline),
         admitted_at: t(&crd.admitted_at),
         started_at: t(&crd.started_at),
         finished_at: t(&crd.finished_at),
-        launch_attempts: ann
-            .get(LAUNCH_ATTEMPTS_ANNOTATION)
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0),
+        launch_attempts: u32::try_from(crd.launch_attempts).unwrap_or(0),
         evictions: u32::try_from(crd.evictions).unwrap_or(0),
         requeue_after: t(&crd.requeue_after),
         conditions: status
@@ -72,43 +69,116 @@ pub fn status_of(obj: &DynamicObject) -> GangView {
     }
 }
 
-/// The writes that make a Gang show `view`: a merge patch of its status (in
-/// the `muster-crds` shape; fields that went away are nulled) and one of its
-/// annotations.
-pub fn write_view(before: &GangView, view: &GangView) -> (serde_json::Value, serde_json::Value) {
-    use serde_json::{Value, json};
-    let opt = |v: &Option<String>| v.clone().map(Value::String).unwrap_or(Value::Null);
-    let mut status = json!({
-        "phase": opt(&view.phase),
-        "position": view.position.map(Value::from).unwrap_or(Value::Null),
-        "reason": opt(&view.reason),
-        "reservedNodes": view.reserved_nodes,
-        "admittedAt": opt(&view.admitted_at),
-        "startedAt": opt(&view.started_at),
-        "finishedAt": opt(&view.finished_at),
-        "evictions": view.evictions,
-        "requeueAfter": opt(&view.requeue_after),
-    });
-    if view.conditions != before.conditions {
-        status["conditions"] = json!(view.conditions);
-    }
-    let assignments = if view.assignments.is_empty() {
-        Value::Null
-    } else {
-        Value::String(serde_json::to_string(&view.assignments).unwrap_or_default())
+/// `view` as the CRD's typed `GangStatus`.
+pub fn typed_status(view: &GangView) -> muster_crds::GangStatus {
+    let t = |x: &Option<String>| {
+        x.as_deref()
+            .and_then(|s| s.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .map(KubeTime)
     };
-    let annotations = json!({
-        ASSIGNMENTS_ANNOTATION: assignments,
-        LAUNCH_ATTEMPTS_ANNOTATION: if view.launch_attempts == 0 { Value::Null } else { Value::String(view.launch_attempts.to_string()) },
-        PROVISIONING_DEADLINE_ANNOTATION: opt(&view.provisioning_deadline),
-        MESSAGE_ANNOTATION: opt(&view.message),
-    });
-    (status, annotations)
+    muster_crds::GangStatus {
+        phase: view
+            .phase
+            .as_deref()
+            .and_then(|p| serde_json::from_value(serde_json::Value::String(p.to_string())).ok())
+            .unwrap_or_default(),
+        position: view.position.and_then(|p| i32::try_from(p).ok()),
+        reason: view.reason.clone(),
+        message: view.message.clone(),
+        reserved_nodes: view.reserved_nodes.clone(),
+        assignments: view
+            .assignments
+            .iter()
+            .map(|a| muster_crds::gang::PodAssignment {
+                pod_set: a.pod_set.clone(),
+                index: i32::try_from(a.index).unwrap_or(i32::MAX),
+                node: a.node.clone(),
+            })
+            .collect(),
+        launch_attempts: i32::try_from(view.launch_attempts).unwrap_or(i32::MAX),
+        provisioning_deadline: t(&view.provisioning_deadline),
+        admitted_at: t(&view.admitted_at),
+        started_at: t(&view.started_at),
+        finished_at: t(&view.finished_at),
+        evictions: i32::try_from(view.evictions).unwrap_or(i32::MAX),
+        requeue_after: t(&view.requeue_after),
+        conditions: view.conditions.clone(),
+        ..Default::default()
+    }
+}
+
+/// The merge patch of `status` that turns `before` into `view`, built from
+/// the typed `GangStatus` of each (fields that went away are nulled, fields
+/// the view does not hold are left alone); `None` when nothing changes.
+pub fn write_view(before: &GangView, view: &GangView) -> Option<serde_json::Value> {
+    let mut b = serde_json::to_value(typed_status(before)).ok()?;
+    let a = serde_json::to_value(typed_status(view)).ok()?;
+    if before.phase.is_none() {
+        // an absent phase reads as the typed default: written out all the same
+        if let Some(o) = b.as_object_mut() {
+            o.remove("phase");
+        }
+    }
+    let patch = merge_patch(&b, &a);
+    (patch.as_object().is_some_and(|o| !o.is_empty())).then_some(patch)
+}
+
+/// The JSON merge patch (RFC 7386) from `before` to `after`.
+pub fn merge_patch(before: &serde_json::Value, after: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in a {
+                match b.get(k) {
+                    Some(old) if old == v => {}
+                    Some(old) => {
+                        out.insert(k.clone(), merge_patch(old, v));
+                    }
+                    None => {
+                        out.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            for k in b.keys() {
+                if !a.contains_key(k) {
+                    out.insert(k.clone(), Value::Null);
+                }
+            }
+            Value::Object(out)
+        }
+        _ => after.clone(),
+    }
 }
 
 /// A phase name → phase.
 pub fn phase(name: Option<&str>) -> Option<GangPhase> {
     name.and_then(|p| serde_json::from_value(serde_json::Value::String(p.to_string())).ok())
+}
+
+/// The identity of the workload behind a Gang: the UID of the Job that owns
+/// it (its controller owner), else the Gang's own UID.
+pub fn workload_uid(obj: &DynamicObject) -> String {
+    obj.owner_references()
+        .iter()
+        .find(|o| o.kind == "Job" && o.controller == Some(true))
+        .map(|o| o.uid.clone())
+        .or_else(|| obj.metadata.uid.clone())
+        .unwrap_or_default()
+}
+
+/// Gang id (`namespace/name`) → [`workload_uid`], for every Gang.
+pub fn workload_uids(
+    objs: &[std::sync::Arc<DynamicObject>],
+) -> std::collections::BTreeMap<String, String> {
+    objs.iter()
+        .map(|g| {
+            (
+                format!("{}/{}", g.namespace().unwrap_or_default(), g.name_any()),
+                workload_uid(g),
+            )
+        })
+        .collect()
 }
 
 /// One Gang object as a planner gang; `None` when Finished or being deleted.
@@ -184,6 +254,7 @@ pub fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
         evictions: st.evictions,
         launch_attempts: st.launch_attempts,
         disruptible: s.disruptible,
+        uid: workload_uid(obj),
     }))
 }
 

@@ -112,15 +112,44 @@ pub struct Translation {
     pub registered: BTreeMap<String, String>,
 }
 
-/// Builds the snapshot. `offerings` are those listed per pool.
+/// The NodeClasses and pools of one observation, translated once per cycle:
+/// the offerings are listed for these pools and the snapshot is built from
+/// them.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    /// Valid pools.
+    pub pools: Vec<muster_planner::Pool>,
+    /// NodeClasses and pools left out.
+    pub issues: Vec<Issue>,
+}
+
+/// Translates the NodeClasses and pools of `observed`.
+pub fn catalog(observed: &Observed) -> Catalog {
+    let mut issues = Vec::new();
+    let node_classes = pool::node_classes(observed.of(Kind::NodeClass), &mut issues);
+    let pools = pool::pools(observed.of(Kind::GpuPool), &node_classes, &mut issues);
+    Catalog { pools, issues }
+}
+
+/// Builds the snapshot, translating the catalog too. `offerings` are those
+/// listed per pool.
 pub fn snapshot(
     observed: &Observed,
     offerings: &BTreeMap<String, Vec<Offering>>,
     now: Time,
 ) -> Translation {
-    let mut issues = Vec::new();
-    let node_classes = pool::node_classes(observed.of(Kind::NodeClass), &mut issues);
-    let pools = pool::pools(observed.of(Kind::GpuPool), &node_classes, &mut issues);
+    snapshot_with(observed, &catalog(observed), offerings, now)
+}
+
+/// Builds the snapshot from a catalog translated before.
+pub fn snapshot_with(
+    observed: &Observed,
+    catalog: &Catalog,
+    offerings: &BTreeMap<String, Vec<Offering>>,
+    now: Time,
+) -> Translation {
+    let mut issues = catalog.issues.clone();
+    let pools = catalog.pools.clone();
     let pool_names: BTreeSet<String> = pools.iter().map(|p| p.name.clone()).collect();
     let queues = pool::queues(observed.of(Kind::GpuQueue), &mut issues);
     let mut all_offerings: Vec<Offering> = Vec::new();
@@ -163,6 +192,14 @@ pub fn snapshot(
             false
         })
         .collect();
+    // a gang whose Job still has pods but no admission (started before it
+    // was suspended, or pods of an eviction still going) gets no capacity
+    // until they are gone
+    let running_unadmitted = unadmitted_with_pods(observed);
+    let gangs: Vec<_> = gangs
+        .into_iter()
+        .filter(|g| !(g.phase.pending() && running_unadmitted.contains(g.id.as_str())))
+        .collect();
     let gang_jobs: BTreeSet<(String, String)> = gangs
         .iter()
         .filter_map(|g| {
@@ -194,6 +231,26 @@ pub fn snapshot(
         issues,
         registered: nodes.registered,
     }
+}
+
+/// Gang ids (`namespace/name`) of labelled Jobs that have pods which have
+/// not finished, or count active ones.
+pub fn unadmitted_with_pods(observed: &Observed) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = observed
+        .jobs
+        .iter()
+        .filter(|j| j.status.as_ref().and_then(|s| s.active).unwrap_or(0) > 0)
+        .map(|j| format!("{}/{}", j.namespace().unwrap_or_default(), j.name_any()))
+        .collect();
+    for p in &observed.pods {
+        if matches!(p.phase.as_deref(), Some("Succeeded") | Some("Failed")) {
+            continue;
+        }
+        if let Some((ns, name)) = node::pod_job(p) {
+            out.insert(format!("{ns}/{name}"));
+        }
+    }
+    out
 }
 
 /// The gang id (`namespace/name`) of an object.
@@ -254,10 +311,9 @@ mod tests {
             vec![dynamic(
                 Kind::Gang,
                 json!({
-                    "metadata": {"name": "g", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z",
-                        "annotations": {"muster.dev/assignments": r#"[{"podSet": "main", "index": 0, "node": "pn-1"}, {"podSet": "main", "index": 1, "node": "pn-2"}]"#}},
+                    "metadata": {"name": "g", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
                     "spec": {"queue": "q", "podSets": [{"name": "main", "count": 2, "requests": {"nvidia.com/gpu": "8", "cpu": "4"}}]},
-                    "status": {"phase": "Provisioning"}
+                    "status": {"phase": "Provisioning", "assignments": [{"podSet": "main", "index": 0, "node": "pn-1"}, {"podSet": "main", "index": 1, "node": "pn-2"}]}
                 }),
             )],
         );

@@ -53,6 +53,18 @@ pub fn poolnode_gang(s: &PoolNodeSpec) -> Option<String> {
         .map(|g| format!("{}/{}", g.namespace, g.name))
 }
 
+/// The gang a PoolNode is held for, unless the reservation names another
+/// Job of the same name (a UID other than the gang's now, in `uids`): that
+/// reservation belonged to a Job that is gone, and the node is free.
+pub fn current_reservation(s: &PoolNodeSpec, uids: &BTreeMap<String, String>) -> Option<String> {
+    let id = poolnode_gang(s)?;
+    let reserved_uid = s.gang.as_ref().and_then(|g| g.uid.as_deref());
+    match (reserved_uid, uids.get(&id)) {
+        (Some(r), Some(now)) if !now.is_empty() && r != now => None,
+        _ => Some(id),
+    }
+}
+
 /// The status of a PoolNode object (default when absent or unreadable).
 pub fn poolnode_status(obj: &kube::api::DynamicObject) -> PoolNodeStatus {
     obj.data
@@ -311,6 +323,7 @@ pub fn nodes(
     let mut out = Vec::new();
     let mut registered = BTreeMap::new();
     let mut claimed: BTreeSet<String> = BTreeSet::new();
+    let uids = super::gang::workload_uids(observed.of(Kind::Gang));
     for pn in observed.of(Kind::PoolNode) {
         let s: PoolNodeSpec = match spec(Kind::PoolNode, pn) {
             Ok(s) => s,
@@ -365,7 +378,7 @@ pub fn nodes(
             taints: Vec::new(),
             phase,
             unschedulable: false,
-            reserved_for: poolnode_gang(&s).map(GangId::new),
+            reserved_for: current_reservation(&s, &uids).map(GangId::new),
             pods: Vec::new(),
             created_at: created,
             phase_since: since,

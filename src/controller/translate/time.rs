@@ -20,6 +20,11 @@ pub fn parse(s: &str) -> Option<Time> {
     s.parse::<Timestamp>().ok().map(|t| Time(t.as_second()))
 }
 
+/// Planner time as a Kubernetes timestamp (the epoch when out of range).
+pub fn to_kube(t: Time) -> KubeTime {
+    KubeTime(Timestamp::from_second(t.0).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
 /// Planner time as an RFC 3339 string (seconds precision, UTC).
 pub fn format(t: Time) -> String {
     Timestamp::from_second(t.0)

@@ -1,30 +1,29 @@
-//! Admission: label the reserved nodes for the gang, pin the Job's pod
-//! template to them (required node affinity on the node names, a
-//! `muster.dev/gang` node selector, tolerations of the nodes' taints), keep
-//! the submitted template in an annotation, and unsuspend — template and
-//! `suspend: false` in one patch, so a crash leaves the Job either untouched
-//! or admitted. A Job already admitted to the same nodes is left alone.
+//! Admission: label the reserved nodes for the gang, then bring its Job to
+//! run on them through the Job life cycle ([`super::jobs`]): pin the pod
+//! template (required node affinity on the node names, a `muster.dev/gang`
+//! node selector, tolerations of the nodes' taints) while the Job is
+//! suspended and not started, recording the submitted template, then
+//! unsuspend in a separate write. A Job already running on the same nodes
+//! is left alone.
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
     Affinity, Node as KubeNode, NodeAffinity, NodeSelector, NodeSelectorRequirement,
     NodeSelectorTerm, PodTemplateSpec, Toleration,
 };
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
+use muster_planner::lifecycle::job::Want;
 use muster_planner::plan::Admission;
 use muster_planner::{Snapshot, TaintEffect};
 
-use super::{ActError, gang_label_value, params};
-use crate::controller::objects::{
-    ADMITTED_NODES_ANNOTATION, GANG_LABEL, ORIGINAL_TEMPLATE_ANNOTATION,
-};
-use crate::controller::planning_loop::Ctx;
+use super::super::{ActError, gang_label_value, params};
+use crate::controller::ctx::Ctx;
+use crate::controller::objects::GANG_LABEL;
 use crate::controller::translate::{Observed, gang};
 
-/// Carries out every admission. Returns how many Jobs it unsuspended.
+/// Carries out every admission. Returns how many Jobs it wrote.
 pub async fn run(
     ctx: &Ctx,
     admissions: &[Admission],
@@ -77,40 +76,9 @@ async fn admit(
             .await
             .map_err(ActError::api("label node"))?;
     }
-    let node_list = nodes.iter().cloned().collect::<Vec<_>>().join(",");
-    let suspended = job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false);
-    if !suspended && job.annotations().get(ADMITTED_NODES_ANNOTATION) == Some(&node_list) {
-        return Ok(false);
-    }
-    let template = job
-        .spec
-        .as_ref()
-        .map(|s| s.template.clone())
-        .ok_or_else(|| ActError::Missing(format!("spec of Job {}", a.gang)))?;
-    let original = match job.annotations().get(ORIGINAL_TEMPLATE_ANNOTATION) {
-        Some(o) => o.clone(),
-        None => serde_json::to_string(&template).unwrap_or_default(),
-    };
-    let taints: Vec<muster_planner::Taint> = snapshot
-        .nodes
-        .iter()
-        .filter(|n| nodes.contains(&n.name))
-        .flat_map(|n| n.taints.clone())
-        .collect();
-    let pinned = pin(template, &nodes, &label, &taints);
-    let patch = serde_json::json!({
-        "metadata": {"annotations": {
-            ORIGINAL_TEMPLATE_ANNOTATION: original,
-            ADMITTED_NODES_ANNOTATION: node_list,
-        }},
-        "spec": {"suspend": false, "template": pinned},
-    });
-    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), ns);
-    jobs.patch(name, &params(), &Patch::Merge(patch))
-        .await
-        .map_err(ActError::api("pin Job"))?;
-    let _ = gang::phase; // phase is written by the status step from the same plan
-    Ok(true)
+    let writes =
+        super::super::reconcile::jobs::drive(ctx, job, &Want::Run(nodes), snapshot).await?;
+    Ok(writes > 0)
 }
 
 /// The pod template pinned to `nodes`.
@@ -247,11 +215,14 @@ mod tests {
 
     #[test]
     fn gang_label_values_are_valid_and_stable() {
-        assert_eq!(super::super::gang_label_value("ns/g"), "ns.g");
+        assert_eq!(super::super::super::gang_label_value("ns/g"), "ns.g");
         let long = format!("ns/{}", "x".repeat(80));
-        let v = super::super::gang_label_value(&long);
+        let v = super::super::super::gang_label_value(&long);
         assert!(v.len() <= 63, "{v}");
-        assert_eq!(v, super::super::gang_label_value(&long));
-        assert_ne!(v, super::super::gang_label_value(&format!("{long}y")));
+        assert_eq!(v, super::super::super::gang_label_value(&long));
+        assert_ne!(
+            v,
+            super::super::super::gang_label_value(&format!("{long}y"))
+        );
     }
 }

@@ -12,8 +12,8 @@ use muster_planner::orphans::{Known, orphans};
 use muster_planner::{Dur, Time};
 use muster_provider_api::{ProviderError, owned_instances};
 
+use crate::controller::ctx::{Ctx, CycleProviders};
 use crate::controller::objects::Kind;
-use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::Observed;
 use crate::controller::translate::node::poolnode_status;
 
@@ -30,11 +30,16 @@ pub fn known(observed: &Observed) -> Known {
 }
 
 /// Lists, decides and terminates once. Returns the provider ids terminated.
-pub async fn collect(ctx: &Ctx, observed: &Observed, now: Time) -> Vec<String> {
+pub async fn collect(
+    ctx: &Ctx,
+    observed: &Observed,
+    providers: &CycleProviders,
+    now: Time,
+) -> Vec<String> {
     let known = known(observed);
     let grace = Dur::secs(ctx.config.orphan_grace.as_secs());
     let mut done: BTreeSet<String> = BTreeSet::new();
-    for (node_class, provider) in super::providers(ctx, observed).await {
+    for (node_class, provider) in providers.ready() {
         let owned = match owned_instances(provider.as_ref(), &ctx.config.cluster).await {
             Ok(l) => l,
             Err(e) => {

@@ -6,9 +6,9 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use muster_planner::plan::Release;
 
-use super::{ActError, api, gang_label_value, params};
+use super::super::{ActError, api, gang_label_value, params};
+use crate::controller::ctx::Ctx;
 use crate::controller::objects::{GANG_LABEL, Kind};
-use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::{Observed, Translation};
 
 /// Carries out every release. Returns how many nodes it changed.
@@ -45,8 +45,10 @@ async fn release(
                 &params(),
                 &Patch::Merge(serde_json::json!({
                     "metadata": {"labels": {GANG_LABEL: label}},
-                    "spec": {"gang": to.as_deref().and_then(|g| g.split_once('/')).map(
-                        |(namespace, name)| serde_json::json!({"namespace": namespace, "name": name})
+                    // every field named (uid null when unknown): a merge patch
+                    // keeps what it does not name
+                    "spec": {"gang": to.as_deref().and_then(|g| super::launch::gang_ref(g, &tr.snapshot)).map(
+                        |r| serde_json::json!({"namespace": r.namespace, "name": r.name, "uid": r.uid})
                     )},
                 })),
             )

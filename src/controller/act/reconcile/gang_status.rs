@@ -10,10 +10,10 @@ use kube::api::DynamicObject;
 use muster_planner::lifecycle::gang as lifecycle;
 use muster_planner::{GangPhase, Plan, Policy, Snapshot, Time, plan::WaitReason};
 
-use super::patch_status;
+use super::super::patch_status;
+use crate::controller::ctx::Ctx;
 use crate::controller::metrics::GangLabels;
 use crate::controller::objects::{AssignmentStatus, Condition, GangSpec, GangView, Kind};
-use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::node::{pod_active, pod_job};
 use crate::controller::translate::pool::spec;
 use crate::controller::translate::{Issue, Observed, gang, time};
@@ -162,7 +162,7 @@ pub fn desired(
                 counts,
             } = step(event)
             {
-                evicted(&mut st, format!("{reason:?}"), not_before, counts);
+                evicted(&mut st, reason.as_str().to_string(), not_before, counts);
                 return (st, true);
             }
         }
@@ -195,7 +195,7 @@ pub fn desired(
                 not_before,
                 counts,
             } => {
-                evicted(&mut st, format!("{reason:?}"), not_before, counts);
+                evicted(&mut st, reason.as_str().to_string(), not_before, counts);
                 return (st, true);
             }
             _ => {}
@@ -247,7 +247,7 @@ pub fn draining_nodes(observed: &Observed) -> BTreeMap<String, bool> {
         if st.phase != muster_crds::PoolNodePhase::Draining {
             continue;
         }
-        let interrupted = st.reason.as_deref() == Some(super::remove::INTERRUPTED);
+        let interrupted = st.reason.as_deref() == Some(super::super::apply::remove::INTERRUPTED);
         out.insert(pn.name_any(), interrupted);
         if let Some(n) = st.node_name {
             out.insert(n, interrupted);
@@ -280,14 +280,17 @@ pub async fn update(
         );
         if evict {
             let ns = obj.namespace().unwrap_or_default();
-            if let Err(e) = super::evict::suspend(ctx, &ns, &obj.name_any(), observed).await {
+            if let Err(e) =
+                super::super::apply::preempt::suspend(ctx, &ns, &obj.name_any(), observed, snapshot)
+                    .await
+            {
                 tracing::warn!(gang = %obj.name_any(), error = %e, "could not evict gang");
                 continue;
             }
             ctx.deps
                 .metrics
                 .evictions
-                .get_or_create(&super::super::metrics::ReasonLabels {
+                .get_or_create(&crate::controller::metrics::ReasonLabels {
                     reason: after
                         .reason
                         .clone()
@@ -304,32 +307,18 @@ pub async fn update(
         if before == after {
             continue;
         }
-        let (status, annotations) = gang::write_view(&before, &after);
-        let ns = obj.namespace();
-        // annotations first: a status that says Provisioning always finds its
-        // assignments and attempt count in place
-        let meta = super::api(&ctx.client, Kind::Gang, ns.as_deref())
-            .patch(
-                &obj.name_any(),
-                &super::params(),
-                &kube::api::Patch::Merge(
-                    serde_json::json!({"metadata": {"annotations": annotations}}),
-                ),
-            )
-            .await;
-        let result = match meta {
-            Ok(_) => {
-                patch_status(
-                    &ctx.client,
-                    Kind::Gang,
-                    ns.as_deref(),
-                    &obj.name_any(),
-                    status,
-                )
-                .await
-            }
-            Err(e) => Err(super::ActError::api("annotate Gang")(e)),
+        let Some(status) = gang::write_view(&before, &after) else {
+            continue;
         };
+        let ns = obj.namespace();
+        let result = patch_status(
+            &ctx.client,
+            Kind::Gang,
+            ns.as_deref(),
+            &obj.name_any(),
+            status,
+        )
+        .await;
         match result {
             Ok(()) => writes += 1,
             Err(e) => {
@@ -362,18 +351,26 @@ pub async fn report_issues(ctx: &Ctx, issues: &[Issue], observed: &Observed, now
             let issue = issues.iter().find(|i| {
                 i.kind == kind && i.name == obj.name_any() && i.namespace == obj.namespace()
             });
-            let conds: Vec<Condition> = super::conditions(obj);
+            let conds: Vec<Condition> = crate::controller::act::conditions(obj);
             let current = conds.iter().find(|c| c.type_ == "Valid");
-            let (status, reason, message) = match issue {
-                Some(i) => ("False", i.reason.as_str(), i.message.clone()),
+            let (ok, reason, message) = match issue {
+                Some(i) => (false, i.reason.as_str(), i.message.clone()),
                 None if matches!(kind, Kind::Gang | Kind::PoolNode) && current.is_none() => {
                     continue;
                 }
-                None => ("True", "Valid", String::new()),
+                None => (true, "Valid", String::new()),
             };
-            if current
-                .is_some_and(|c| c.status == status && c.reason == reason && c.message == message)
-            {
+            let cond = crate::controller::act::condition(
+                "Valid",
+                ok,
+                reason,
+                message.clone(),
+                now,
+                obj.metadata.generation,
+            );
+            if current.is_some_and(|c| {
+                c.status == cond.status && c.reason == reason && c.message == message
+            }) {
                 continue;
             }
             let mut next: Vec<Condition> = conds
@@ -381,14 +378,7 @@ pub async fn report_issues(ctx: &Ctx, issues: &[Issue], observed: &Observed, now
                 .filter(|c| c.type_ != "Valid")
                 .cloned()
                 .collect();
-            next.push(Condition {
-                type_: "Valid".to_string(),
-                status: status.to_string(),
-                reason: reason.to_string(),
-                message: message.clone(),
-                last_transition_time: time::format(now),
-                observed_generation: obj.metadata.generation,
-            });
+            next.push(cond);
             let ns = obj.namespace();
             if let Err(e) = patch_status(
                 &ctx.client,

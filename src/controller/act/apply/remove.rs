@@ -30,9 +30,9 @@ use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, Patch};
 use muster_crds::PoolNodePhase;
 use muster_planner::plan::{Removal, RemovalKind};
 
-use super::{ActError, api, is_not_found, params, patch_status};
+use super::super::{ActError, api, is_not_found, params, patch_status};
+use crate::controller::ctx::Ctx;
 use crate::controller::objects::{Kind, QUEUE_LABEL};
-use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::node::{pod_active, pod_job, poolnode_status};
 use crate::controller::translate::{Observed, Translation};
 
@@ -40,6 +40,8 @@ use crate::controller::translate::{Observed, Translation};
 pub const DO_NOT_DISRUPT: &str = "muster.dev/do-not-disrupt";
 /// Reason of a PoolNode drained because its cloud interrupts it.
 pub const INTERRUPTED: &str = "Interrupted";
+/// Reason of a PoolNode whose replacement failed: it serves on.
+pub const REPLACEMENT_FAILED: &str = "ReplacementFailed";
 /// Annotation on a Draining PoolNode: the PoolNode replacing it.
 pub const REPLACED_BY_ANNOTATION: &str = "muster.dev/replaced-by";
 /// How long one eviction call may take (the client retries `429` by itself;
@@ -112,14 +114,16 @@ async fn mark_one(
             .await
             .map_err(ActError::api("annotate PoolNode"))?;
     }
-    patch_status(
-        &ctx.client,
-        Kind::PoolNode,
-        None,
-        &pn.name_any(),
-        serde_json::json!({"phase": "Draining", "reason": why, "message": r.message}),
-    )
-    .await?;
+    let before = poolnode_status(pn);
+    let after = muster_crds::PoolNodeStatus {
+        phase: PoolNodePhase::Draining,
+        reason: Some(why.to_string()),
+        message: Some(r.message.clone()),
+        ..before.clone()
+    };
+    if let Some(patch) = crate::controller::act::status_patch(&before, &after) {
+        patch_status(&ctx.client, Kind::PoolNode, None, &pn.name_any(), patch).await?;
+    }
     ctx.events
         .normal(Kind::PoolNode, pn, why, r.message.clone())
         .await;
@@ -208,15 +212,16 @@ async fn drain_one(
             Some(_) => return Ok(false),
             None => {
                 // the replacement failed: the node serves on
-                patch_status(
-                    &ctx.client,
-                    Kind::PoolNode,
-                    None,
-                    &pn.name_any(),
-                    serde_json::json!({"phase": "Ready", "reason": "ReplacementFailed",
-                        "message": format!("replacement {with} failed; node kept")}),
-                )
-                .await?;
+                let before = poolnode_status(pn);
+                let after = muster_crds::PoolNodeStatus {
+                    phase: PoolNodePhase::Ready,
+                    reason: Some(REPLACEMENT_FAILED.to_string()),
+                    message: Some(format!("replacement {with} failed; node kept")),
+                    ..before.clone()
+                };
+                if let Some(patch) = crate::controller::act::status_patch(&before, &after) {
+                    patch_status(&ctx.client, Kind::PoolNode, None, &pn.name_any(), patch).await?;
+                }
                 if let Some(node) = node_name {
                     cordon(ctx, observed, node, false).await?;
                 }

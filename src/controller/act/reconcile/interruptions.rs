@@ -14,10 +14,10 @@ use muster_planner::Time;
 use muster_planner::lifecycle::interruption::{self, Notice, Step};
 use muster_provider_api::{Interruption, InterruptionKind};
 
-use super::{patch_status, with_condition};
+use super::super::{patch_status, with_condition};
+use crate::controller::ctx::{Ctx, CycleProviders};
 use crate::controller::metrics::KindLabels;
-use crate::controller::objects::{Condition, Kind, PoolNodeSpec};
-use crate::controller::planning_loop::Ctx;
+use crate::controller::objects::{Kind, PoolNodeSpec};
 use crate::controller::translate::node::{node_phase, offering_key, poolnode_status};
 use crate::controller::translate::pool::spec;
 use crate::controller::translate::{Observed, time};
@@ -34,9 +34,9 @@ pub fn notice(kind: InterruptionKind) -> Notice {
 
 /// Polls every provider once and handles what arrived. Returns how many
 /// notices named a PoolNode.
-pub async fn poll(ctx: &Ctx, observed: &Observed, now: Time) -> usize {
+pub async fn poll(ctx: &Ctx, observed: &Observed, providers: &CycleProviders, now: Time) -> usize {
     let mut handled = 0;
-    for (node_class, provider) in super::providers(ctx, observed).await {
+    for (node_class, provider) in providers.ready() {
         let notices = match provider.interruptions().await {
             Ok(n) => n,
             Err(e) => {
@@ -62,7 +62,7 @@ async fn handle(
     observed: &Observed,
     n: &Interruption,
     now: Time,
-) -> Result<bool, super::ActError> {
+) -> Result<bool, crate::controller::act::ActError> {
     let Some(pn) = observed
         .of(Kind::PoolNode)
         .iter()
@@ -70,15 +70,15 @@ async fn handle(
     else {
         return Ok(false);
     };
-    let kind = format!("{:?}", n.kind);
+    let kind = n.kind.as_str().to_string();
     ctx.deps
         .metrics
         .interruptions
         .get_or_create(&KindLabels { kind: kind.clone() })
         .inc();
     let st = poolnode_status(pn);
-    let s: PoolNodeSpec =
-        spec(Kind::PoolNode, pn).map_err(|i| super::ActError::Missing(i.message))?;
+    let s: PoolNodeSpec = spec(Kind::PoolNode, pn)
+        .map_err(|i| crate::controller::act::ActError::Missing(i.message))?;
     let offering = offering_key(&s);
     let message = format!(
         "{kind} for instance {} ({offering}) at {}",
@@ -88,22 +88,19 @@ async fn handle(
     ctx.events
         .warn(Kind::PoolNode, pn, &kind, message.clone())
         .await;
-    let mut status = serde_json::Map::new();
+    let mut status = st.clone();
     if let Some(conds) = with_condition(
         pn,
-        Condition {
-            type_: "Interrupted".into(),
-            status: "True".into(),
-            reason: kind.clone(),
-            message: message.clone(),
-            last_transition_time: time::format(now),
-            observed_generation: pn.metadata.generation,
-        },
+        crate::controller::act::condition(
+            "Interrupted",
+            true,
+            &kind,
+            message.clone(),
+            now,
+            pn.metadata.generation,
+        ),
     ) {
-        status.insert(
-            "conditions".into(),
-            serde_json::to_value(conds).unwrap_or_default(),
-        );
+        status.conditions = conds;
     }
     match interruption::on_notice(
         notice(n.kind),
@@ -117,20 +114,13 @@ async fn handle(
             if let Some((key, until)) = mark_unavailable {
                 ctx.offerings.mark_unavailable(key, until);
             }
-            status.insert("phase".into(), "Draining".into());
-            status.insert("reason".into(), super::remove::INTERRUPTED.into());
-            status.insert("message".into(), message.into());
+            status.phase = muster_crds::PoolNodePhase::Draining;
+            status.reason = Some(super::super::apply::remove::INTERRUPTED.to_string());
+            status.message = Some(message);
         }
     }
-    if !status.is_empty() {
-        patch_status(
-            &ctx.client,
-            Kind::PoolNode,
-            None,
-            &pn.name_any(),
-            serde_json::Value::Object(status),
-        )
-        .await?;
+    if let Some(patch) = crate::controller::act::status_patch(&st, &status) {
+        patch_status(&ctx.client, Kind::PoolNode, None, &pn.name_any(), patch).await?;
     }
     Ok(true)
 }

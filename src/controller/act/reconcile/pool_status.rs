@@ -9,17 +9,19 @@ use std::collections::BTreeMap;
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
+use muster_crds::common::{Quantity as CrdQuantity, Usd};
+use muster_crds::gpuqueue::ResourceUsage;
+use muster_crds::{GpuPoolStatus, GpuQueueStatus};
 use muster_planner::{NodePhase, Snapshot, Time};
-use serde_json::{Value, json};
 
-use super::{patch_status, with_condition};
+use super::super::{patch_status, status_patch, with_condition};
+use crate::controller::ctx::Ctx;
 use crate::controller::objects::{Condition, Kind};
-use crate::controller::planning_loop::Ctx;
 use crate::controller::report_metrics::Figures;
-use crate::controller::translate::{Observed, time};
+use crate::controller::translate::Observed;
 
-/// The status fields (without conditions) of every pool of the snapshot.
-pub fn pools(snapshot: &Snapshot, f: &Figures) -> BTreeMap<String, Value> {
+/// The status (without conditions) of every pool of the snapshot.
+pub fn pools(snapshot: &Snapshot, f: &Figures) -> BTreeMap<String, GpuPoolStatus> {
     let mut out = BTreeMap::new();
     for pool in &snapshot.pools {
         let nodes: Vec<_> = snapshot
@@ -31,25 +33,28 @@ pub fn pools(snapshot: &Snapshot, f: &Figures) -> BTreeMap<String, Value> {
         let gpus: u64 = nodes.iter().map(|n| n.allocatable.gpus_ceil()).sum();
         let allocated = f.pool_allocated.get(&pool.name).copied().unwrap_or(0);
         let cost = f.pool_cost.get(&pool.name).copied().unwrap_or(0.0);
+        let int = |n: u64| i32::try_from(n).unwrap_or(i32::MAX);
         out.insert(
             pool.name.clone(),
-            json!({
-                "nodes": nodes.len(),
-                "gpus": gpus,
-                "gpusAllocated": allocated,
-                "pricePerHour": format!("{cost:.6}"),
-            }),
+            GpuPoolStatus {
+                nodes: int(nodes.len() as u64),
+                gpus: int(gpus),
+                gpus_allocated: i32::try_from(allocated).unwrap_or(i32::MAX),
+                price_per_hour: Some(Usd(format!("{cost:.6}"))),
+                ..Default::default()
+            },
         );
     }
     out
 }
 
-/// The status fields (without conditions) of every queue of the snapshot.
-pub fn queues(snapshot: &Snapshot) -> BTreeMap<String, Value> {
+/// The status (without conditions) of every queue of the snapshot.
+pub fn queues(snapshot: &Snapshot) -> BTreeMap<String, GpuQueueStatus> {
+    let int = |n: u64| i32::try_from(n).unwrap_or(i32::MAX);
     muster_planner::usage::queues(snapshot)
         .into_iter()
         .map(|u| {
-            let usage: Vec<Value> = u
+            let usage: Vec<ResourceUsage> = u
                 .entries
                 .iter()
                 .map(|e| {
@@ -59,55 +64,54 @@ pub fn queues(snapshot: &Snapshot) -> BTreeMap<String, Value> {
                         }
                         r => (r.to_string(), None),
                     };
-                    json!({
-                        "name": name,
-                        "gpuModel": model,
-                        "used": e.used.to_string(),
-                        "nominal": e.nominal.to_string(),
-                        "borrowed": (e.borrowed != muster_planner::Quantity::ZERO).then(|| e.borrowed.to_string()),
-                    })
+                    ResourceUsage {
+                        name,
+                        gpu_model: model,
+                        used: CrdQuantity(e.used.to_string()),
+                        nominal: CrdQuantity(e.nominal.to_string()),
+                        borrowed: (e.borrowed != muster_planner::Quantity::ZERO)
+                            .then(|| CrdQuantity(e.borrowed.to_string())),
+                    }
                 })
                 .collect();
             (
                 u.queue,
-                json!({
-                    "pendingGangs": u.pending,
-                    "admittedGangs": u.admitted,
-                    "runningGangs": u.running,
-                    "gpusUsed": u.gpus_used.to_string(),
-                    "usage": usage,
-                }),
+                GpuQueueStatus {
+                    pending_gangs: int(u.pending as u64),
+                    admitted_gangs: int(u.admitted as u64),
+                    running_gangs: int(u.running as u64),
+                    gpus_used: Some(CrdQuantity(u.gpus_used.to_string())),
+                    usage,
+                    ..Default::default()
+                },
             )
         })
         .collect()
 }
 
-/// True when every field of `want` is already in the object's status.
-fn unchanged(obj: &DynamicObject, want: &Value) -> bool {
-    let have = obj.data.get("status").cloned().unwrap_or(Value::Null);
-    want.as_object().is_some_and(|m| {
-        m.iter().all(|(k, v)| {
-            let h = have.get(k).cloned().unwrap_or(Value::Null);
-            h == *v || (v.is_null() && h.is_null())
-        })
-    })
+/// The object's status as the CRD's typed status (default when absent or
+/// unreadable).
+fn typed<T: serde::de::DeserializeOwned + Default>(obj: &DynamicObject) -> T {
+    obj.data
+        .get("status")
+        .cloned()
+        .and_then(|s| serde_json::from_value(s).ok())
+        .unwrap_or_default()
 }
 
-async fn write(ctx: &Ctx, kind: Kind, obj: &DynamicObject, mut fields: Value, cond: Condition) {
-    let conds = with_condition(obj, cond);
-    if unchanged(obj, &fields) && conds.is_none() {
+/// Writes `after` (its conditions and generation filled in here) as the
+/// merge patch from the object's typed status; nothing when equal.
+async fn write<T: serde::Serialize>(
+    ctx: &Ctx,
+    kind: Kind,
+    obj: &DynamicObject,
+    before: &T,
+    after: &T,
+) {
+    let Some(patch) = status_patch(before, after) else {
         return;
-    }
-    if let Some(m) = fields.as_object_mut() {
-        if let Some(c) = conds {
-            m.insert(
-                "conditions".into(),
-                serde_json::to_value(c).unwrap_or_default(),
-            );
-        }
-        m.insert("observedGeneration".into(), json!(obj.metadata.generation));
-    }
-    if let Err(e) = patch_status(&ctx.client, kind, None, &obj.name_any(), fields).await {
+    };
+    if let Err(e) = patch_status(&ctx.client, kind, None, &obj.name_any(), patch).await {
         tracing::warn!(name = %obj.name_any(), error = %e, "could not write status");
     }
 }
@@ -120,14 +124,7 @@ fn condition(
     message: String,
     now: Time,
 ) -> Condition {
-    Condition {
-        type_: type_.into(),
-        status: if ok { "True" } else { "False" }.into(),
-        reason: reason.into(),
-        message,
-        last_transition_time: time::format(now),
-        observed_generation: obj.metadata.generation,
-    }
+    crate::controller::act::condition(type_, ok, reason, message, now, obj.metadata.generation)
 }
 
 /// Writes the status of every pool and queue the snapshot holds.
@@ -166,7 +163,13 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
                 now,
             )
         };
-        write(ctx, Kind::GpuPool, obj, fields.clone(), cond).await;
+        let before: GpuPoolStatus = typed(obj);
+        let after = GpuPoolStatus {
+            conditions: with_condition(obj, cond).unwrap_or_else(|| before.conditions.clone()),
+            observed_generation: obj.metadata.generation,
+            ..fields.clone()
+        };
+        write(ctx, Kind::GpuPool, obj, &before, &after).await;
     }
     let queues = queues(snapshot);
     for obj in observed.of(Kind::GpuQueue) {
@@ -189,7 +192,13 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
         } else {
             condition(obj, "Active", true, "Admitting", String::new(), now)
         };
-        write(ctx, Kind::GpuQueue, obj, fields.clone(), cond).await;
+        let before: GpuQueueStatus = typed(obj);
+        let after = GpuQueueStatus {
+            conditions: with_condition(obj, cond).unwrap_or_else(|| before.conditions.clone()),
+            observed_generation: obj.metadata.generation,
+            ..fields.clone()
+        };
+        write(ctx, Kind::GpuQueue, obj, &before, &after).await;
     }
 }
 
@@ -200,29 +209,35 @@ mod tests {
     #[test]
     fn queue_status_reports_usage_and_borrowing() {
         let input: muster_planner::PlanInput = serde_yaml::from_str(include_str!(
-            "../../../docs/examples/snapshots/cohort-reclaim.yaml"
+            "../../../../docs/examples/snapshots/cohort-reclaim.yaml"
         ))
         .expect("example");
-        let q = queues(&input.snapshot);
+        let q: BTreeMap<String, serde_json::Value> = queues(&input.snapshot)
+            .into_iter()
+            .map(|(k, v)| (k, serde_json::to_value(v).expect("json")))
+            .collect();
         assert_eq!(q["team-b"]["runningGangs"], 2);
         assert_eq!(q["team-b"]["gpusUsed"], "16");
         assert_eq!(q["team-b"]["usage"][0]["name"], "nvidia.com/gpu");
         assert_eq!(q["team-b"]["usage"][0]["used"], "16");
         assert_eq!(q["team-b"]["usage"][0]["borrowed"], "8");
         assert_eq!(q["team-a"]["pendingGangs"], 1);
-        assert_eq!(q["team-a"]["usage"][0]["borrowed"], Value::Null);
+        assert_eq!(q["team-a"]["usage"][0]["borrowed"], serde_json::Value::Null);
     }
 
     #[test]
     fn pool_status_counts_nodes_gpus_and_cost() {
         let input: muster_planner::PlanInput = serde_yaml::from_str(include_str!(
-            "../../../docs/examples/snapshots/cohort-reclaim.yaml"
+            "../../../../docs/examples/snapshots/cohort-reclaim.yaml"
         ))
         .expect("example");
         let s = &input.snapshot;
         let plan = muster_planner::Plan::default();
         let f = crate::controller::report_metrics::figures(s, &plan, input.now, 0.0);
-        let p = pools(s, &f);
+        let p: BTreeMap<String, serde_json::Value> = pools(s, &f)
+            .into_iter()
+            .map(|(k, v)| (k, serde_json::to_value(v).expect("json")))
+            .collect();
         assert_eq!(p["gpu"]["nodes"], 2);
         assert_eq!(p["gpu"]["gpus"], 16);
         assert_eq!(p["gpu"]["gpusAllocated"], 16);

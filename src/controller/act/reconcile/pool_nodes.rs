@@ -1,8 +1,6 @@
-//! Launching: intent first, then the cloud.
-//!
-//! [`write`] creates every PoolNode of a plan's launch sets (names and
-//! idempotency keys come from the plan, so writing again is a no-op).
-//! [`lifecycle`] then walks each PoolNode the caches show: `Pending` → call
+//! The PoolNode life cycle, every cycle: once a launch set is written
+//! (`apply::launch`), [`lifecycle`] walks each PoolNode the
+//! caches show: `Pending` → call
 //! the provider with the idempotency key and record the provider ID
 //! (`Launched`) → a Node with that providerID appeared (`Registered`) → the
 //! Node is Ready and its GPUs are allocatable (`Ready`). A PoolNode being
@@ -17,133 +15,67 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PostParams};
-use muster_crds::common::{
-    CapacityType as CrdCapacity, NamespacedName, Provider as CrdProvider, Usd,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch};
 use muster_planner::lifecycle::pool_node::{self, LaunchError};
-use muster_planner::plan::{Launch, NewNode};
-use muster_planner::{CapacityType, NodePhase, Provider, Snapshot, Time};
-use muster_provider_api::{CloudProvider, LaunchRequest, ProviderError};
+use muster_planner::{NodePhase, Time};
+use muster_provider_api::{LaunchRequest, ProviderError};
 
-use super::{
-    ActError, api, gang_label_value, is_already_exists, is_not_found, params, patch_status,
-};
+use super::super::{ActError, api, is_not_found, params, patch_status};
+use crate::controller::ctx::{Ctx, CycleProviders};
 use crate::controller::metrics::LaunchLabels;
 use crate::controller::objects::{
-    GANG_LABEL, Kind, KindExt, OfferingSpec, POOL_LABEL, POOLNODE_LABEL, PoolNodeSpec,
-    TERMINATE_FINALIZER,
+    Kind, POOL_LABEL, POOLNODE_LABEL, PoolNodeSpec, TERMINATE_FINALIZER,
 };
-use crate::controller::planning_loop::Ctx;
 use crate::controller::translate::node::{
     allocatable, node_phase, node_ready, offering_key, phase_since, poolnode_gang, poolnode_status,
 };
 use crate::controller::translate::pool::spec;
 use crate::controller::translate::{Observed, time};
 
-/// Writes every PoolNode of every launch set. Returns how many were created.
-pub async fn write(ctx: &Ctx, launches: &[Launch], snapshot: &Snapshot) -> usize {
-    let mut created = 0;
-    for launch in launches {
-        for n in &launch.nodes {
-            match create(ctx, n, Some(launch.gang.as_str()), snapshot).await {
-                Ok(true) => created += 1,
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(poolnode = %n.name, error = %e, "could not write PoolNode")
-                }
-            }
-        }
-    }
-    created
-}
-
-/// Writes the PoolNode of one new node, for a gang (`namespace/name`) or
-/// for none (a consolidation replacement). True when it was created, false
-/// when it already existed.
-pub async fn create(
-    ctx: &Ctx,
-    n: &NewNode,
-    gang: Option<&str>,
-    snapshot: &Snapshot,
-) -> Result<bool, ActError> {
-    let node_class = snapshot
-        .pools
-        .iter()
-        .find(|p| p.name == n.pool)
-        .map(|p| p.node_class.clone())
-        .unwrap_or_default();
-    let listed = snapshot.offerings.iter().find(|o| o.key() == n.offering);
-    let spec = PoolNodeSpec {
-        pool: n.pool.clone(),
-        node_class,
-        offering: OfferingSpec {
-            provider: match n.offering.provider {
-                Provider::Aws => CrdProvider::Aws,
-                Provider::Gcp => CrdProvider::Gcp,
-                Provider::Sim => CrdProvider::Sim,
-            },
-            region: listed.map(|o| o.region.clone()).unwrap_or_default(),
-            zone: n.offering.zone.clone(),
-            instance_type: n.offering.instance_type.clone(),
-            capacity_type: match n.offering.capacity_type {
-                CapacityType::Spot => CrdCapacity::Spot,
-                CapacityType::OnDemand => CrdCapacity::OnDemand,
-            },
-            price_per_hour: Usd(format!("{:.6}", n.price.usd())),
-            gpu_model: listed
-                .and_then(|o| o.gpu_model.as_ref())
-                .map(|m| m.as_str().to_string())
-                .unwrap_or_default(),
-            gpu_count: listed
-                .map(|o| i32::try_from(o.gpu_count).unwrap_or(i32::MAX))
-                .unwrap_or(0),
-        },
-        gang: gang
-            .and_then(|g| g.split_once('/'))
-            .map(|(ns, name)| NamespacedName {
-                namespace: ns.to_string(),
-                name: name.to_string(),
-            }),
-        idempotency_key: n.idempotency_key.clone(),
+/// True when the launch set this PoolNode belongs to is written: it is a
+/// spare (no gang), or its gang's status assigns pods to it and every node
+/// of those assignments exists (as a PoolNode or a Node). Intent before
+/// action holds for the whole set: a set with a PoolNode whose create
+/// failed is not launched in part; the next plan writes it again.
+fn set_written(observed: &Observed, s: &PoolNodeSpec, name: &str) -> bool {
+    let Some(g) = s.gang.as_ref() else {
+        return true;
     };
-    let mut obj = DynamicObject::new(&n.name, &Kind::PoolNode.api_resource());
-    obj.metadata.finalizers = Some(vec![TERMINATE_FINALIZER.to_string()]);
-    obj.metadata.labels = Some([(POOL_LABEL.to_string(), n.pool.clone())].into());
-    if let (Some(g), Some(labels)) = (gang, obj.metadata.labels.as_mut()) {
-        labels.insert(GANG_LABEL.to_string(), gang_label_value(g));
-    }
-    obj.data = serde_json::json!({ "spec": spec });
-    match api(&ctx.client, Kind::PoolNode, None)
-        .create(&PostParams::default(), &obj)
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(e) if is_already_exists(&e) => Ok(false),
-        Err(e) => Err(ActError::api("create PoolNode")(e)),
-    }
-}
-
-/// The provider of a pool, through its NodeClass.
-pub async fn provider_for(
-    ctx: &Ctx,
-    observed: &Observed,
-    node_class: &str,
-) -> Result<Arc<dyn CloudProvider>, ActError> {
-    let nc = observed
-        .of(Kind::NodeClass)
+    let Some(gang) = observed
+        .of(Kind::Gang)
         .iter()
-        .find(|o| o.name_any() == node_class)
-        .ok_or_else(|| ActError::Missing(format!("NodeClass {node_class}")))?;
-    let spec = nc.data.get("spec").cloned().unwrap_or_default();
-    Ok(ctx.deps.providers.provider(node_class, &spec).await?)
+        .find(|o| o.namespace().as_deref() == Some(g.namespace.as_str()) && o.name_any() == g.name)
+    else {
+        return false;
+    };
+    let assigned: Vec<String> = crate::controller::translate::gang::status_of(gang)
+        .assignments
+        .into_iter()
+        .map(|a| a.node)
+        .collect();
+    if !assigned.iter().any(|n| n == name) {
+        return false;
+    }
+    let exists = |n: &str| {
+        observed
+            .of(Kind::PoolNode)
+            .iter()
+            .any(|p| p.name_any() == n)
+            || observed.nodes.iter().any(|k| k.name_any() == n)
+    };
+    assigned.iter().all(|n| exists(n))
 }
 
 /// Advances every PoolNode one or more phases. Returns how many it changed.
-pub async fn lifecycle(ctx: &Ctx, observed: &Observed, now: Time) -> usize {
+pub async fn lifecycle(
+    ctx: &Ctx,
+    observed: &Observed,
+    providers: &CycleProviders,
+    now: Time,
+) -> usize {
     let mut steps = Vec::new();
     for pn in observed.of(Kind::PoolNode) {
-        steps.push(step(ctx, observed, pn.clone(), now));
+        steps.push(step(ctx, observed, providers, pn.clone(), now));
     }
     let results = futures::future::join_all(steps).await;
     let mut changed = 0;
@@ -160,6 +92,7 @@ pub async fn lifecycle(ctx: &Ctx, observed: &Observed, now: Time) -> usize {
 async fn step(
     ctx: &Ctx,
     observed: &Observed,
+    providers: &CycleProviders,
     pn: Arc<DynamicObject>,
     now: Time,
 ) -> Result<bool, ActError> {
@@ -172,7 +105,7 @@ async fn step(
         s.node_class.clone()
     };
     if pn.metadata.deletion_timestamp.is_some() {
-        return finalize(ctx, observed, &pn, &node_class, st.provider_id.as_deref()).await;
+        return finalize(ctx, providers, &pn, &node_class, st.provider_id.as_deref()).await;
     }
     let offering = offering_key(&s);
     let phase = node_phase(st.phase);
@@ -183,13 +116,18 @@ async fn step(
         .map(time::from_kube)
         .unwrap_or(now);
     let since = phase_since(&st, created);
-    let mut status = serde_json::Map::new();
+    // the status is changed as a typed value and written as the merge patch from `st`
+    let mut status = st.clone();
     let mut provider_id = st.provider_id.clone();
     let mut launch_error = None;
     let mut error_text = None;
-    // the one action of a Pending PoolNode: ask the cloud (idempotent by key)
+    // the one action of a Pending PoolNode: ask the cloud (idempotent by key),
+    // once the gang's whole launch set is written
+    if phase == NodePhase::Pending && provider_id.is_none() && !set_written(observed, &s, &name) {
+        return Ok(false);
+    }
     if phase == NodePhase::Pending && provider_id.is_none() {
-        let provider = provider_for(ctx, observed, &node_class).await?;
+        let provider = providers.get(&node_class)?;
         let (labels, taints) = pool_spec(observed, &s.pool).unwrap_or_default();
         let mut node_labels: BTreeMap<String, String> = labels;
         node_labels.insert(POOL_LABEL.to_string(), s.pool.clone());
@@ -221,8 +159,8 @@ async fn step(
             .inc();
         match result {
             Ok(instance) => {
-                status.insert("providerID".into(), instance.provider_id.clone().into());
-                status.insert("launchedAt".into(), time::format(now).into());
+                status.provider_id = Some(instance.provider_id.clone());
+                status.launched_at = Some(time::to_kube(now));
                 provider_id = Some(instance.provider_id);
             }
             Err(e) => {
@@ -254,26 +192,26 @@ async fn step(
     match pool_node::next(phase, since, &offering, seen, &ctx.config.policy, now) {
         pool_node::Step::Stay => {
             if let Some((reason, message)) = &error_text {
-                status.insert("reason".into(), (*reason).into());
-                status.insert("message".into(), message.clone().into());
+                status.reason = Some((*reason).to_string());
+                status.message = Some(message.clone());
                 ctx.events
                     .warn(Kind::PoolNode, &pn, reason, message.clone())
                     .await;
             }
         }
         pool_node::Step::Advance(next) => {
-            status.insert("phase".into(), phase_name(next).into());
+            status.phase = crd_phase(next);
             if let Some(n) = node {
                 if phase < NodePhase::Registered {
-                    status.insert("nodeName".into(), n.name_any().into());
-                    status.insert("registeredAt".into(), time::format(now).into());
+                    status.node_name = Some(n.name_any());
+                    status.registered_at = Some(time::to_kube(now));
                 }
                 if next == NodePhase::Ready {
-                    status.insert("readyAt".into(), time::format(now).into());
+                    status.ready_at = Some(time::to_kube(now));
                 }
             }
-            status.insert("reason".into(), serde_json::Value::Null);
-            status.insert("message".into(), serde_json::Value::Null);
+            status.reason = None;
+            status.message = None;
         }
         pool_node::Step::Terminate {
             reason,
@@ -282,7 +220,7 @@ async fn step(
             if let Some((key, until)) = mark_unavailable {
                 ctx.offerings.mark_unavailable(key, until);
             }
-            let reason = format!("{reason:?}");
+            let reason = reason.as_str().to_string();
             let message = error_text
                 .map(|(_, m)| m)
                 .unwrap_or_else(|| format!("{name} terminated in phase {}", phase_name(phase)));
@@ -294,16 +232,9 @@ async fn step(
                     format!("{message}; re-planning"),
                 )
                 .await;
-            if !status.is_empty() {
+            if let Some(patch) = crate::controller::act::status_patch(&st, &status) {
                 // record an instance the cloud created, so the finalizer terminates it
-                patch_status(
-                    &ctx.client,
-                    Kind::PoolNode,
-                    None,
-                    &name,
-                    serde_json::Value::Object(status),
-                )
-                .await?;
+                patch_status(&ctx.client, Kind::PoolNode, None, &name, patch).await?;
             }
             match api(&ctx.client, Kind::PoolNode, None)
                 .delete(&name, &DeleteParams::default())
@@ -321,18 +252,24 @@ async fn step(
             return Ok(true);
         }
     }
-    if status.is_empty() {
+    let Some(patch) = crate::controller::act::status_patch(&st, &status) else {
         return Ok(false);
-    }
-    patch_status(
-        &ctx.client,
-        Kind::PoolNode,
-        None,
-        &name,
-        serde_json::Value::Object(status),
-    )
-    .await?;
+    };
+    patch_status(&ctx.client, Kind::PoolNode, None, &name, patch).await?;
     Ok(true)
+}
+
+/// A planner node phase as the CRD's PoolNode phase.
+fn crd_phase(p: NodePhase) -> muster_crds::PoolNodePhase {
+    use muster_crds::PoolNodePhase as P;
+    match p {
+        NodePhase::Pending => P::Pending,
+        NodePhase::Launched => P::Launched,
+        NodePhase::Registered => P::Registered,
+        NodePhase::Ready => P::Ready,
+        NodePhase::Draining => P::Draining,
+        NodePhase::Terminating => P::Terminating,
+    }
 }
 
 fn phase_name(p: NodePhase) -> &'static str {
@@ -374,7 +311,7 @@ fn pool_spec(
 
 async fn finalize(
     ctx: &Ctx,
-    observed: &Observed,
+    providers: &CycleProviders,
     pn: &DynamicObject,
     node_class: &str,
     provider_id: Option<&str>,
@@ -384,7 +321,7 @@ async fn finalize(
         return Ok(false);
     }
     if let Some(pid) = provider_id {
-        let provider = provider_for(ctx, observed, node_class).await?;
+        let provider = providers.get(node_class)?;
         match provider.terminate(pid).await {
             Ok(()) | Err(ProviderError::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),

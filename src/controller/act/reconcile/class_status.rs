@@ -11,12 +11,16 @@ use std::time::Instant;
 use kube::ResourceExt;
 use muster_crds::common::Provider as CrdProvider;
 use muster_provider_api::{ProviderError, Resolution};
-use serde_json::json;
 
-use super::{patch_status, with_condition};
-use crate::controller::objects::{Condition, Kind};
-use crate::controller::planning_loop::Ctx;
-use crate::controller::translate::{Observed, time};
+use super::super::{patch_status, status_patch, with_condition};
+use crate::controller::ctx::Ctx;
+use crate::controller::objects::Kind;
+use crate::controller::translate::Observed;
+use muster_crds::NodeClassStatus;
+use muster_crds::nodeclass::{
+    ResolvedImage as CrdImage, ResolvedSecurityGroup as CrdSecurityGroup,
+    ResolvedSubnet as CrdSubnet,
+};
 use muster_planner::Time;
 
 /// When each NodeClass was last resolved, and at which generation.
@@ -36,26 +40,57 @@ impl Resolved {
     }
 }
 
-/// The status fields and `Ready` condition for a resolution outcome.
+/// The status a resolution outcome gives a NodeClass whose status was
+/// `before` (conditions aside), and the `Ready` condition's parts: a
+/// resolution replaces what was resolved before; a failure names the
+/// provider and keeps the last resolution.
 pub fn status(
+    before: &NodeClassStatus,
     outcome: &Result<Resolution, String>,
     provider: Option<CrdProvider>,
-) -> (serde_json::Value, bool, &'static str, String) {
+) -> (NodeClassStatus, bool, &'static str, String) {
     match outcome {
         Ok(r) => (
-            json!({
-                "provider": provider,
-                "subnets": r.subnets.iter().map(|s| json!({"id": s.id, "zone": s.zone, "zoneID": s.zone_id})).collect::<Vec<_>>(),
-                "securityGroups": r.security_groups.iter().map(|g| json!({"id": g.id, "name": g.name})).collect::<Vec<_>>(),
-                "images": r.images.iter().map(|i| json!({"id": i.id, "name": i.name, "architecture": i.architecture})).collect::<Vec<_>>(),
-                "zones": r.zones,
-            }),
+            NodeClassStatus {
+                provider,
+                subnets: r
+                    .subnets
+                    .iter()
+                    .map(|s| CrdSubnet {
+                        id: s.id.clone(),
+                        zone: s.zone.clone(),
+                        zone_id: s.zone_id.clone(),
+                    })
+                    .collect(),
+                security_groups: r
+                    .security_groups
+                    .iter()
+                    .map(|g| CrdSecurityGroup {
+                        id: g.id.clone(),
+                        name: g.name.clone(),
+                    })
+                    .collect(),
+                images: r
+                    .images
+                    .iter()
+                    .map(|i| CrdImage {
+                        id: i.id.clone(),
+                        name: i.name.clone(),
+                        architecture: i.architecture.clone(),
+                    })
+                    .collect(),
+                zones: r.zones.clone(),
+                ..before.clone()
+            },
             true,
             "Resolved",
             String::new(),
         ),
         Err(m) => (
-            json!({"provider": provider}),
+            NodeClassStatus {
+                provider,
+                ..before.clone()
+            },
             false,
             "NotResolved",
             m.clone(),
@@ -88,26 +123,29 @@ pub async fn update(ctx: &Ctx, observed: &Observed, now: Time) {
             }),
             Err(e) => Err(e.to_string()),
         };
-        let (mut fields, ok, reason, message) = status(&outcome, provider);
-        let cond = Condition {
-            type_: "Ready".into(),
-            status: if ok { "True" } else { "False" }.into(),
-            reason: reason.into(),
-            message: message.clone(),
-            last_transition_time: time::format(now),
-            observed_generation: nc.metadata.generation,
-        };
+        let before: NodeClassStatus = nc
+            .data
+            .get("status")
+            .cloned()
+            .and_then(|s| serde_json::from_value(s).ok())
+            .unwrap_or_default();
+        let (mut after, ok, reason, message) = status(&before, &outcome, provider);
+        let cond = crate::controller::act::condition(
+            "Ready",
+            ok,
+            reason,
+            message.clone(),
+            now,
+            nc.metadata.generation,
+        );
         let changed = with_condition(nc, cond);
-        if let (Some(m), Some(c)) = (fields.as_object_mut(), changed.as_ref()) {
-            m.insert(
-                "conditions".into(),
-                serde_json::to_value(c).unwrap_or_default(),
-            );
+        if let Some(c) = &changed {
+            after.conditions = c.clone();
         }
-        if let Some(m) = fields.as_object_mut() {
-            m.insert("observedGeneration".into(), json!(nc.metadata.generation));
-        }
-        if let Err(e) = patch_status(&ctx.client, Kind::NodeClass, None, &name, fields).await {
+        after.observed_generation = nc.metadata.generation;
+        if let Some(patch) = status_patch(&before, &after)
+            && let Err(e) = patch_status(&ctx.client, Kind::NodeClass, None, &name, patch).await
+        {
             tracing::warn!(node_class = %name, error = %e, "could not write status");
         }
         if !ok && changed.is_some() {
@@ -121,6 +159,17 @@ mod tests {
     use super::*;
     use muster_provider_api::ResolvedSubnet;
 
+    fn f_status() -> NodeClassStatus {
+        NodeClassStatus {
+            subnets: vec![CrdSubnet {
+                id: "subnet-1".into(),
+                zone: "us-east-1a".into(),
+                zone_id: None,
+            }],
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn resolution_becomes_status_and_condition() {
         let r = Resolution {
@@ -132,17 +181,23 @@ mod tests {
             zones: vec!["us-east-1a".into()],
             ..Resolution::default()
         };
-        let (f, ok, reason, _) = status(&Ok(r), Some(CrdProvider::Aws));
+        let (st, ok, reason, _) =
+            status(&NodeClassStatus::default(), &Ok(r), Some(CrdProvider::Aws));
         assert!(ok);
         assert_eq!(reason, "Resolved");
+        let f = serde_json::to_value(&st).expect("json");
         assert_eq!(f["subnets"][0]["id"], "subnet-1");
         assert_eq!(f["provider"], "aws");
-        let (f, ok, _, message) = status(
+        let (st, ok, _, message) = status(
+            &NodeClassStatus::default(),
             &Err("subnetSelectorTerms[0] (tag karpenter.sh/discovery=x) matched nothing".into()),
             Some(CrdProvider::Aws),
         );
         assert!(!ok);
         assert!(message.contains("subnetSelectorTerms[0]"));
-        assert!(f.get("subnets").is_none());
+        assert!(st.subnets.is_empty());
+        // a failure keeps the last resolution
+        let (kept, _, _, _) = status(&f_status(), &Err("down".into()), Some(CrdProvider::Aws));
+        assert_eq!(kept.subnets.len(), 1);
     }
 }

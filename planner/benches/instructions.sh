@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Instructions of one plan of the reference synthetic snapshots, counted by
+# callgrind (only the plan: planner/instructions/src/main.rs), as a Markdown
+# table for docs/benchmarks.md. Usage, from the repository root:
+#
+#   planner/benches/instructions.sh            # 1k, 10k, 100k pods
+#   planner/benches/instructions.sh pods=50000,gangs=5000,nodes=10000,offerings=300
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+target="${CARGO_TARGET_DIR:-target}"
+cargo build --quiet --release -p muster-planner-instructions
+bin="$target/release/plan-instructions"
+specs=("$@")
+if [ ${#specs[@]} -eq 0 ]; then
+  specs=(
+    pods=1000,gangs=100,nodes=200,offerings=300
+    pods=10000,gangs=1000,nodes=2000,offerings=300
+    pods=100000,gangs=10000,nodes=20000,offerings=300
+  )
+fi
+out="$(mktemp)"
+trap 'rm -f "$out"' EXIT
+echo "| snapshot | instructions per plan |"
+echo "|---|---:|"
+for spec in "${specs[@]}"; do
+  valgrind --tool=callgrind --toggle-collect='*measure_one_plan*' \
+    --callgrind-out-file="$out" "$bin" "$spec" >/dev/null 2>&1
+  n="$(awk '/^(totals|summary):/ {print $2; exit}' "$out")"
+  # thousands separators, whatever the locale
+  n="$(echo "$n" | sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/' -e 'ta')"
+  printf '| %s | %s |\n' "$spec" "$n"
+done

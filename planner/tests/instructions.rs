@@ -1,0 +1,154 @@
+//! The instruction count of one plan of the 10k reference snapshot
+//! (`pods=10000,gangs=1000,nodes=2000,offerings=300`) stays within 10 % of
+//! the figure committed in `planner/benches/instructions.txt`. Instructions,
+//! counted by callgrind, do not move with the load of a shared machine the
+//! way wall-clock time does.
+//!
+//! It builds `planner/instructions` (`plan-instructions`) in release mode
+//! and runs it
+//! under `valgrind --tool=callgrind`, counting only the plan. Without
+//! valgrind the check is skipped with a message (CI installs it). After a
+//! deliberate change, record the new figure:
+//!
+//! ```sh
+//! MUSTER_UPDATE_INSTRUCTIONS=1 cargo test -p muster-planner --test instructions
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const SPEC: &str = "pods=10000,gangs=1000,nodes=2000,offerings=300";
+const FILE: &str = "benches/instructions.txt";
+/// Allowed growth over the committed figure, in percent.
+const TOLERANCE_PCT: u64 = 10;
+
+fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The target directory this test was built into (`…/debug/deps/<test>`).
+fn target_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(d);
+    }
+    let exe = std::env::current_exe().expect("the test binary has a path");
+    exe.ancestors()
+        .nth(3)
+        .map(Path::to_path_buf)
+        .expect("the test binary lies in <target>/<profile>/deps")
+}
+
+fn valgrind_present() -> bool {
+    Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Builds `plan-instructions` (release) and returns its path.
+fn build_counter(target: &Path) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(manifest_dir())
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "muster-planner-instructions",
+            "--bin",
+            "plan-instructions",
+        ])
+        .env("CARGO_TARGET_DIR", target)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building plan-instructions failed");
+    target.join("release/plan-instructions")
+}
+
+/// Instructions callgrind counts in one plan of `spec`.
+fn count(counter: &Path, spec: &str) -> u64 {
+    let out_file = std::env::temp_dir().join(format!(
+        "muster-callgrind-{}-{}.out",
+        std::process::id(),
+        spec.len()
+    ));
+    let out = Command::new("valgrind")
+        .args([
+            "--tool=callgrind",
+            "--toggle-collect=*measure_one_plan*",
+            &format!("--callgrind-out-file={}", out_file.display()),
+        ])
+        .arg(counter)
+        .arg(spec)
+        .output()
+        .expect("valgrind runs");
+    assert!(
+        out.status.success(),
+        "callgrind failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&out_file).expect("callgrind wrote its output");
+    let _ = std::fs::remove_file(&out_file);
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("callgrind output has a total")
+}
+
+/// The committed figure for `spec`.
+fn committed(text: &str, spec: &str) -> Option<u64> {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .find_map(|l| {
+            let (s, n) = l.trim().rsplit_once(' ')?;
+            (s == spec).then(|| n.parse().ok()).flatten()
+        })
+}
+
+#[test]
+fn ten_k_plan_instructions_within_budget() {
+    if !valgrind_present() {
+        eprintln!(
+            "SKIPPED: valgrind is not installed, so the planner's instruction count is not checked \
+             (apt-get install valgrind)"
+        );
+        return;
+    }
+    let counter = build_counter(&target_dir());
+    let got = count(&counter, SPEC);
+    let path = manifest_dir().join(FILE);
+    let text = std::fs::read_to_string(&path).expect("the committed figure exists");
+    if std::env::var_os("MUSTER_UPDATE_INSTRUCTIONS").is_some() {
+        let updated: Vec<String> = text
+            .lines()
+            .map(|l| {
+                if l.trim().starts_with(SPEC) {
+                    format!("{SPEC} {got}")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        std::fs::write(&path, updated.join("\n") + "\n").expect("writes the figure");
+        eprintln!("recorded {got} instructions for {SPEC} in {FILE}");
+        return;
+    }
+    let want = committed(&text, SPEC).expect("the file names the 10k reference snapshot");
+    eprintln!("one plan of {SPEC}: {got} instructions (committed {want})");
+    assert!(
+        got.saturating_mul(100) <= want.saturating_mul(100 + TOLERANCE_PCT),
+        "one plan of {SPEC} costs {got} instructions, more than {TOLERANCE_PCT} % over the \
+         committed {want}; if that is deliberate: \
+         MUSTER_UPDATE_INSTRUCTIONS=1 cargo test -p muster-planner --test instructions"
+    );
+    if got.saturating_mul(100) < want.saturating_mul(100 - TOLERANCE_PCT) {
+        eprintln!(
+            "the plan is more than {TOLERANCE_PCT} % cheaper than committed; record it with \
+             MUSTER_UPDATE_INSTRUCTIONS=1 cargo test -p muster-planner --test instructions"
+        );
+    }
+}

@@ -1,0 +1,201 @@
+//! The authorizations AWS makes for each call muster sent, from the moto
+//! launcher's call log. Resource types per action follow the Service
+//! Authorization Reference ("Actions, resources, and condition keys for
+//! Amazon EC2 / Amazon EKS / AWS Systems Manager / Amazon SQS / IAM"):
+//!
+//! - EC2 `Describe*`: resource `*`.
+//! - `ec2:RunInstances`: the image, the subnet, every security group and the
+//!   key pair it names; the instance, its network interface, its volumes
+//!   and (spot) its spot instances request it creates, each with the
+//!   `aws:RequestTag/*` and `aws:TagKeys` of the tag specification for that
+//!   resource type. Every resource tagged at launch is also an
+//!   `ec2:CreateTags` authorization with `ec2:CreateAction` =
+//!   `RunInstances`. The instance profile's role is an `iam:PassRole` with
+//!   `iam:PassedToService` = `ec2.amazonaws.com`.
+//! - `ec2:TerminateInstances`: each instance, with `aws:ResourceTag/*` from
+//!   the tags it carries.
+//! - `eks:DescribeCluster`: the cluster; `ssm:GetParameter`: the parameter
+//!   (public parameters live in no account: `arn:aws:ssm:REGION::parameter/...`);
+//!   SQS actions: the queue.
+//!
+//! A call this file has no model for fails the test: every new call muster
+//! makes must be modelled, then allowed by the policy.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::policy::Request;
+
+fn first(params: &Value, key: &str) -> Option<String> {
+    match params.get(key)? {
+        Value::Array(a) => a.first()?.as_str().map(String::from),
+        Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// `Prefix.N` values of an EC2 query, in order of N.
+fn numbered(params: &Value, prefix: &str) -> Vec<String> {
+    let mut out: Vec<(u32, String)> = params
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, _)| {
+            let n = k.strip_prefix(prefix)?.strip_prefix('.')?.parse().ok()?;
+            Some((n, first(params, k)?))
+        })
+        .collect();
+    out.sort();
+    out.into_iter().map(|(_, v)| v).collect()
+}
+
+/// Tag specifications of a RunInstances query: resource type → tags.
+fn tag_specifications(params: &Value) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for n in 1.. {
+        let Some(kind) = first(params, &format!("TagSpecification.{n}.ResourceType")) else {
+            break;
+        };
+        let mut tags = BTreeMap::new();
+        for t in 1.. {
+            let Some(k) = first(params, &format!("TagSpecification.{n}.Tag.{t}.Key")) else {
+                break;
+            };
+            let v =
+                first(params, &format!("TagSpecification.{n}.Tag.{t}.Value")).unwrap_or_default();
+            tags.insert(k, v);
+        }
+        out.insert(kind, tags);
+    }
+    out
+}
+
+fn with_request_tags(mut r: Request, tags: Option<&BTreeMap<String, String>>) -> Request {
+    if let Some(tags) = tags {
+        for (k, v) in tags {
+            r = r.with(&format!("aws:RequestTag/{k}"), vec![v.clone()]);
+        }
+        r = r.with("aws:TagKeys", tags.keys().cloned().collect());
+    }
+    r
+}
+
+/// The authorizations of one logged call.
+pub fn requests(entry: &Value) -> Result<Vec<Request>, String> {
+    let service = entry["service"].as_str().unwrap_or("?");
+    let action = entry["action"].as_str().unwrap_or("?");
+    let region = entry["region"].as_str().unwrap_or("us-east-1");
+    let account = entry["account"].as_str().unwrap_or("123456789012");
+    let params = &entry["params"];
+    let ec2 = |kind: &str, id: &str| format!("arn:aws:ec2:{region}:{account}:{kind}/{id}");
+    Ok(match (service, action) {
+        ("ec2", a) if a.starts_with("Describe") => vec![Request::new(&format!("ec2:{a}"), "*")],
+        ("ec2", "RunInstances") => {
+            let run = "ec2:RunInstances";
+            let mut out = Vec::new();
+            let image = first(params, "ImageId").ok_or("RunInstances without ImageId")?;
+            out.push(Request::new(
+                run,
+                &format!("arn:aws:ec2:{region}::image/{image}"),
+            ));
+            let subnet = first(params, "SubnetId").ok_or("RunInstances without SubnetId")?;
+            out.push(Request::new(run, &ec2("subnet", &subnet)));
+            for sg in numbered(params, "SecurityGroupId") {
+                out.push(Request::new(run, &ec2("security-group", &sg)));
+            }
+            if let Some(k) = first(params, "KeyName") {
+                out.push(Request::new(run, &ec2("key-pair", &k)));
+            }
+            let specs = tag_specifications(params);
+            let mut created = vec!["instance", "network-interface", "volume"];
+            if first(params, "InstanceMarketOptions.MarketType").as_deref() == Some("spot") {
+                created.push("spot-instances-request");
+            }
+            for kind in created {
+                let arn = ec2(kind, "*");
+                out.push(with_request_tags(Request::new(run, &arn), specs.get(kind)));
+                if let Some(tags) = specs.get(kind) {
+                    out.push(
+                        with_request_tags(Request::new("ec2:CreateTags", &arn), Some(tags))
+                            .with("ec2:CreateAction", vec!["RunInstances".into()]),
+                    );
+                }
+            }
+            for kind in specs.keys() {
+                if ![
+                    "instance",
+                    "network-interface",
+                    "volume",
+                    "spot-instances-request",
+                ]
+                .contains(&kind.as_str())
+                {
+                    return Err(format!("RunInstances tags a {kind}, which is not modelled"));
+                }
+            }
+            for role in entry["passedRoles"].as_array().into_iter().flatten() {
+                let role = role.as_str().unwrap_or_default();
+                out.push(
+                    Request::new("iam:PassRole", role)
+                        .with("iam:PassedToService", vec!["ec2.amazonaws.com".into()]),
+                );
+            }
+            out
+        }
+        ("ec2", "TerminateInstances") => numbered(params, "InstanceId")
+            .into_iter()
+            .map(|id| {
+                let mut r = Request::new("ec2:TerminateInstances", &ec2("instance", &id));
+                if let Some(tags) = entry["resourceTags"][&id].as_object() {
+                    for (k, v) in tags {
+                        r = r.with(
+                            &format!("aws:ResourceTag/{k}"),
+                            vec![v.as_str().unwrap_or_default().to_string()],
+                        );
+                    }
+                }
+                r
+            })
+            .collect(),
+        ("eks", "DescribeCluster") => {
+            let name = entry["path"]
+                .as_str()
+                .and_then(|p| p.trim_end_matches('/').rsplit('/').next())
+                .ok_or("DescribeCluster without a cluster in its path")?;
+            vec![Request::new(
+                "eks:DescribeCluster",
+                &format!("arn:aws:eks:{region}:{account}:cluster/{name}"),
+            )]
+        }
+        ("ssm", "GetParameter") => {
+            let name = params["Name"].as_str().ok_or("GetParameter without Name")?;
+            let owner = if name.starts_with("/aws/") {
+                ""
+            } else {
+                account
+            };
+            vec![Request::new(
+                "ssm:GetParameter",
+                &format!("arn:aws:ssm:{region}:{owner}:parameter{name}"),
+            )]
+        }
+        ("sqs", a @ ("ReceiveMessage" | "DeleteMessage" | "DeleteMessageBatch")) => {
+            let url = params["QueueUrl"]
+                .as_str()
+                .ok_or("SQS call without QueueUrl")?;
+            let queue = url.rsplit('/').next().unwrap_or_default();
+            // DeleteMessageBatch is authorized as sqs:DeleteMessage
+            let a = if a == "DeleteMessageBatch" {
+                "DeleteMessage"
+            } else {
+                a
+            };
+            vec![Request::new(
+                &format!("sqs:{a}"),
+                &format!("arn:aws:sqs:{region}:{account}:{queue}"),
+            )]
+        }
+        (s, a) => return Err(format!("no authorization model for {s}:{a}")),
+    })
+}

@@ -1,0 +1,4 @@
+//! IAM policy evaluation for the policy test.
+
+pub mod calls;
+pub mod policy;

@@ -1,0 +1,306 @@
+//! The documented IAM policy (`docs/aws-iam-policy.json`) against every call
+//! the provider makes: a moto run records each AWS call (launcher
+//! `GET /log`), [`iam::calls`] turns it into the authorizations AWS makes
+//! for it, and [`iam::policy`] evaluates the policy on each. A call the
+//! policy would deny, or one without an authorization model, fails.
+
+mod iam;
+
+use std::collections::BTreeMap;
+
+use iam::calls::requests;
+use iam::policy::{Decision, Request, evaluate, wildcard};
+use muster_planner::{CapacityType, OfferingKey, PoolRequirements, Provider};
+use muster_provider_api::{CloudProvider, LaunchRequest};
+use muster_provider_aws::AwsProvider;
+use muster_provider_aws::moto::Moto;
+use serde_json::{Value, json};
+
+fn policy() -> Value {
+    let text = include_str!("../../../docs/aws-iam-policy.json");
+    serde_json::from_str(text).expect("the policy is JSON")
+}
+
+fn denials(policy: &Value, log: &[Value]) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in log {
+        match requests(entry) {
+            Ok(reqs) => {
+                for r in reqs {
+                    match evaluate(policy, &r) {
+                        Ok(Decision::Allow) => {}
+                        Ok(d) => out.push(format!(
+                            "{} on {}: {d:?} ({:?})",
+                            r.action, r.resource, r.context
+                        )),
+                        Err(e) => out.push(format!("{} on {}: {e}", r.action, r.resource)),
+                    }
+                }
+            }
+            Err(e) => out.push(e),
+        }
+    }
+    out
+}
+
+#[test]
+fn the_evaluator_follows_the_iam_evaluation_rules() {
+    assert!(wildcard(
+        "arn:aws:ec2:*:*:instance/*",
+        "arn:aws:ec2:us-east-1:1:instance/i-1",
+        false
+    ));
+    assert!(!wildcard(
+        "arn:aws:ec2:*:*:instance/*",
+        "arn:aws:ec2:us-east-1:1:volume/v-1",
+        false
+    ));
+    assert!(wildcard("ec2:Describe*", "EC2:describeimages", true));
+    assert!(wildcard("i-?", "i-1", false) && !wildcard("i-?", "i-12", false));
+    assert!(
+        !wildcard("Role/x", "role/x", false),
+        "resources compare case-sensitively"
+    );
+    let p = json!({"Statement": [
+        {"Sid": "A", "Effect": "Allow", "Action": "s:Do", "Resource": "*",
+         "Condition": {"StringLike": {"aws:RequestTag/team": "a*"}}},
+        {"Sid": "All", "Effect": "Allow", "Action": "s:Keys", "Resource": "*",
+         "Condition": {"ForAllValues:StringEquals": {"aws:TagKeys": ["team", "env"]}}},
+        {"Sid": "Any", "Effect": "Allow", "Action": "s:Any", "Resource": "*",
+         "Condition": {"ForAnyValue:StringEquals": {"aws:TagKeys": "team"}}},
+        {"Sid": "NoProd", "Effect": "Deny", "Action": "s:*", "Resource": "*",
+         "Condition": {"StringEquals": {"aws:RequestTag/env": "prod"}}}
+    ]});
+    let ok = |r: &Request| evaluate(&p, r).expect("evaluates");
+    let tagged = |k: &str, v: &str| {
+        Request::new("s:Do", "x").with(&format!("aws:RequestTag/{k}"), vec![v.into()])
+    };
+    assert_eq!(ok(&tagged("team", "alpha")), Decision::Allow);
+    assert_eq!(ok(&tagged("team", "beta")), Decision::ImplicitDeny);
+    // an absent key fails a single-valued operator
+    assert_eq!(ok(&Request::new("s:Do", "x")), Decision::ImplicitDeny);
+    // explicit deny wins over the allow
+    let both = tagged("team", "alpha").with("aws:RequestTag/env", vec!["prod".into()]);
+    assert_eq!(ok(&both), Decision::ExplicitDeny("NoProd".into()));
+    // ForAllValues: vacuously true without the key, false with a key outside the set
+    assert_eq!(ok(&Request::new("s:Keys", "x")), Decision::Allow);
+    let keys = |ks: &[&str]| ks.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        ok(&Request::new("s:Keys", "x").with("aws:TagKeys", keys(&["team"]))),
+        Decision::Allow
+    );
+    assert_eq!(
+        ok(&Request::new("s:Keys", "x").with("aws:TagKeys", keys(&["team", "owner"]))),
+        Decision::ImplicitDeny
+    );
+    // ForAnyValue: false without the key
+    assert_eq!(ok(&Request::new("s:Any", "x")), Decision::ImplicitDeny);
+    assert_eq!(
+        ok(&Request::new("s:Any", "x").with("aws:TagKeys", keys(&["x", "team"]))),
+        Decision::Allow
+    );
+    // condition keys compare case-insensitively
+    assert_eq!(
+        ok(&Request::new("s:Do", "x").with("AWS:REQUESTTAG/TEAM", vec!["a".into()])),
+        Decision::Allow
+    );
+    // an operator the evaluator does not know is an error, not a silent match
+    let unknown = json!({"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*",
+        "Condition": {"DateGreaterThan": {"aws:CurrentTime": "2020-01-01T00:00:00Z"}}}]});
+    assert!(evaluate(&unknown, &Request::new("s:Do", "x")).is_err());
+}
+
+/// A RunInstances call as the launcher logs it.
+fn run_instances(tagged: &[&str], spot: bool) -> Value {
+    let mut params = serde_json::Map::new();
+    let mut put = |k: &str, v: &str| {
+        params.insert(k.into(), json!([v]));
+    };
+    put("ImageId", "ami-1");
+    put("SubnetId", "subnet-1");
+    put("SecurityGroupId.1", "sg-1");
+    for (n, kind) in tagged.iter().enumerate() {
+        put(&format!("TagSpecification.{}.ResourceType", n + 1), kind);
+        put(
+            &format!("TagSpecification.{}.Tag.1.Key", n + 1),
+            "muster.dev/cluster",
+        );
+        put(&format!("TagSpecification.{}.Tag.1.Value", n + 1), "prod");
+    }
+    if spot {
+        put("InstanceMarketOptions.MarketType", "spot");
+    }
+    json!({"service": "ec2", "action": "RunInstances", "region": "us-east-1",
+           "account": "123456789012", "params": params,
+           "passedRoles": ["arn:aws:iam::123456789012:role/muster-node-role"]})
+}
+
+#[test]
+fn a_launch_that_leaves_a_created_resource_untagged_is_denied() {
+    let p = policy();
+    let all = ["instance", "volume", "network-interface"];
+    assert!(denials(&p, &[run_instances(&all, false)]).is_empty());
+    let no_eni = denials(&p, &[run_instances(&["instance", "volume"], false)]);
+    assert_eq!(no_eni.len(), 1, "{no_eni:?}");
+    assert!(no_eni[0].contains("network-interface/*"), "{no_eni:?}");
+    let spot_untagged = denials(&p, &[run_instances(&all, true)]);
+    assert_eq!(spot_untagged.len(), 1, "{spot_untagged:?}");
+    assert!(
+        spot_untagged[0].contains("spot-instances-request/*"),
+        "{spot_untagged:?}"
+    );
+    let spot = [
+        "instance",
+        "volume",
+        "network-interface",
+        "spot-instances-request",
+    ];
+    assert!(denials(&p, &[run_instances(&spot, true)]).is_empty());
+    // a role outside muster-node-* cannot be passed
+    let mut other_role = run_instances(&all, false);
+    other_role["passedRoles"] = json!(["arn:aws:iam::123456789012:role/admin"]);
+    assert_eq!(denials(&p, &[other_role]).len(), 1);
+}
+
+#[test]
+fn terminating_an_instance_without_the_cluster_tag_is_denied() {
+    let p = policy();
+    let entry = |tags: Value| {
+        json!({"service": "ec2", "action": "TerminateInstances", "region": "us-east-1",
+               "account": "123456789012", "params": {"InstanceId.1": ["i-1"]},
+               "resourceTags": {"i-1": tags}})
+    };
+    assert!(denials(&p, &[entry(json!({"muster.dev/cluster": "prod"}))]).is_empty());
+    assert_eq!(denials(&p, &[entry(json!({"team": "a"}))]).len(), 1);
+}
+
+fn launch_request(name: &str, zone: &str, capacity: CapacityType) -> LaunchRequest {
+    LaunchRequest {
+        name: name.into(),
+        idempotency_key: format!("key-{name}"),
+        offering: OfferingKey {
+            provider: Provider::Aws,
+            zone: zone.into(),
+            instance_type: "g6.xlarge".into(),
+            capacity_type: capacity,
+        },
+        pool: "l4".into(),
+        cluster: "prod".into(),
+        gang: Some("team-a/train".into()),
+        labels: [("muster.dev/pool".to_string(), "l4".to_string())].into(),
+        taints: Vec::new(),
+        tags: BTreeMap::new(),
+    }
+}
+
+#[tokio::test]
+async fn the_policy_allows_every_call_of_an_end_to_end_run() {
+    let moto = Moto::start();
+    let mut spec = moto.node_class_spec().await;
+    let ami = spec["aws"]["amiSelectorTerms"][0]["id"]
+        .as_str()
+        .expect("ami")
+        .to_string();
+    moto.eks_cluster("prod", "1.31").await;
+    for arch in ["x86_64", "arm64"] {
+        moto.public_parameter(
+            &format!("/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/{arch}/nvidia/recommended/image_id"),
+            &ami,
+        );
+    }
+    spec["aws"]["cluster"] = json!({"name": "prod"});
+    spec["aws"]["amiSelectorTerms"] = json!([{"alias": "al2023@latest"}]);
+    let c = moto.clients().await;
+    let url = c
+        .sqs
+        .create_queue()
+        .queue_name("muster-interruptions-prod")
+        .send()
+        .await
+        .expect("queue")
+        .queue_url()
+        .expect("url")
+        .to_string();
+    let mut options = moto.options();
+    options.interruption_queue = Some(url.clone());
+    moto.reset();
+
+    // everything the controller asks of a provider
+    let p = AwsProvider::new(&spec, options).await.expect("provider");
+    p.resolve().await.expect("resolve");
+    let reqs = PoolRequirements {
+        instance_types: vec!["g6.xlarge".into()],
+        capacity_types: vec![CapacityType::OnDemand, CapacityType::Spot],
+        ..PoolRequirements::default()
+    };
+    assert!(!p.offerings(&reqs).await.expect("offerings").is_empty());
+    let a = p
+        .launch(&launch_request(
+            "l4-a",
+            "us-east-1a",
+            CapacityType::OnDemand,
+        ))
+        .await
+        .expect("on-demand launch");
+    let b = p
+        .launch(&launch_request("l4-b", "us-east-1b", CapacityType::Spot))
+        .await
+        .expect("spot launch");
+    p.describe(&a.provider_id).await.expect("describe");
+    assert_eq!(p.list("prod").await.expect("list").len(), 2);
+    let mut log = moto.log();
+
+    // an interruption notice (sent by the test, not muster) ...
+    let id = b
+        .provider_id
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    c.sqs
+        .send_message()
+        .queue_url(&url)
+        .message_body(
+            json!({"detail-type": "EC2 Spot Instance Interruption Warning", "source": "aws.ec2",
+                   "detail": {"instance-id": id, "instance-action": "terminate"}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .expect("send");
+    moto.reset();
+    // ... read, then both machines terminated
+    assert_eq!(p.interruptions().await.expect("interruptions").len(), 1);
+    p.terminate(&a.provider_id).await.expect("terminate");
+    p.terminate(&b.provider_id).await.expect("terminate");
+    log.extend(moto.log());
+
+    let actions: std::collections::BTreeSet<String> = log
+        .iter()
+        .map(|e| {
+            format!(
+                "{}:{}",
+                e["service"].as_str().unwrap_or("?"),
+                e["action"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    for must in [
+        "eks:DescribeCluster",
+        "ssm:GetParameter",
+        "ec2:RunInstances",
+        "ec2:TerminateInstances",
+        "sqs:ReceiveMessage",
+    ] {
+        assert!(
+            actions.contains(must),
+            "the run made no {must} call: {actions:?}"
+        );
+    }
+    let denied = denials(&policy(), &log);
+    assert!(
+        denied.is_empty(),
+        "the policy denies:\n{}",
+        denied.join("\n")
+    );
+}

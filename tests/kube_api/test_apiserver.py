@@ -1,0 +1,579 @@
+"""The API test server's own rules, each against a running server.
+
+Run: python3 -m unittest discover -s tests/kube_api -p 'test_*.py'
+(needs cel-python, PyYAML: .ci/requirements.txt).
+"""
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CRDS = os.path.join(HERE, "..", "..", "crds", "yaml")
+
+
+class Server:
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "apiserver.py"), "--port", "0", *args],
+                                     stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        self.port = int(line.strip().rsplit(":", 1)[1])
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stdin.close()
+
+    def req(self, method, path, body=None, ctype="application/json", headers=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        data = None if body is None else json.dumps(body)
+        h = {"Content-Type": ctype, **(headers or {})}
+        conn.request(method, path, data, h)
+        resp = conn.getresponse()
+        raw = resp.read()
+        conn.close()
+        return resp.status, (json.loads(raw) if raw else None), dict(resp.getheaders())
+
+    def ok(self, method, path, body=None, ctype="application/json"):
+        code, obj, _ = self.req(method, path, body, ctype)
+        if code >= 300:
+            raise AssertionError(f"{method} {path}: {code} {obj}")
+        return obj
+
+    def status_merge(self, path, status):
+        return self.ok("PATCH", path + "/status", {"status": status}, "application/merge-patch+json")
+
+    def merge(self, path, patch):
+        return self.req("PATCH", path, patch, "application/merge-patch+json")
+
+
+JOBS = "/apis/batch/v1/namespaces/default/jobs"
+PODS = "/api/v1/namespaces/default/pods"
+PDBS = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+
+
+def job(name, suspend=False, pods=1, **template_spec):
+    spec = {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}], **template_spec}
+    return {"metadata": {"name": name}, "spec": {"parallelism": pods, "completions": pods, "suspend": suspend,
+                                                 "template": {"spec": spec}}}
+
+
+def causes(obj):
+    return [(c["field"], c["reason"]) for c in obj["details"].get("causes", [])]
+
+
+def owned_pods(srv, uid):
+    items = srv.ok("GET", PODS)["items"]
+    return [p for p in items if any(r["uid"] == uid for r in p["metadata"].get("ownerReferences") or [])]
+
+
+def wait(what, check, secs=5.0):
+    deadline = time.monotonic() + secs
+    while True:
+        v = check()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class Base(unittest.TestCase):
+    args = ["--pod-termination-secs", "0.3"]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server(*cls.args)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+
+class JobRules(Base):
+    def test_defaults_generated_selector_and_immediate_start(self):
+        created = self.srv.ok("POST", JOBS, job("run", pods=2))
+        uid = created["metadata"]["uid"]
+        spec = created["spec"]
+        self.assertEqual(spec["selector"], {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}})
+        self.assertEqual(spec["template"]["metadata"]["labels"]["batch.kubernetes.io/job-name"], "run")
+        self.assertEqual((spec["backoffLimit"], spec["completionMode"]), (6, "NonIndexed"))
+        # the Job controller ran before the create returned
+        stored = self.srv.ok("GET", JOBS + "/run")
+        self.assertTrue(stored["status"]["startTime"])
+        self.assertEqual(stored["status"]["active"], 2)
+        self.assertEqual(len(owned_pods(self.srv, uid)), 2)
+
+    def test_scheduling_directives_mutable_only_while_suspended_and_never_started(self):
+        self.srv.ok("POST", JOBS, job("dir", suspend=True))
+        j = self.srv.ok("GET", JOBS + "/dir")
+        self.assertNotIn("startTime", j.get("status") or {})
+        self.assertEqual(owned_pods(self.srv, j["metadata"]["uid"]), [])
+        # suspended, never started: nodeSelector, tolerations, labels, annotations, gates may change
+        code, _, _ = self.srv.merge(JOBS + "/dir", {"spec": {"template": {
+            "metadata": {"labels": {"x": "y"}, "annotations": {"a": "b"}},
+            "spec": {"nodeSelector": {"pool": "a"}, "tolerations": [{"key": "k", "operator": "Exists"}],
+                     "schedulingGates": [{"name": "g"}]}}}})
+        self.assertEqual(code, 200)
+        # but not the containers
+        code, err, _ = self.srv.merge(JOBS + "/dir", {"spec": {"template": {"spec": {
+            "containers": [{"name": "c", "image": "other"}]}}}})
+        self.assertEqual((code, err["reason"]), (422, "Invalid"))
+        self.assertIn(("spec.template", "FieldValueInvalid"), causes(err))
+        # unsuspend: started at once
+        self.srv.merge(JOBS + "/dir", {"spec": {"suspend": False, "template": {"spec": {"schedulingGates": None}}}})
+        started = self.srv.ok("GET", JOBS + "/dir")["status"]["startTime"]
+        # suspend again: pods go, startTime stays
+        self.assertEqual(self.srv.merge(JOBS + "/dir", {"spec": {"suspend": True}})[0], 200)
+        j = self.srv.ok("GET", JOBS + "/dir")
+        self.assertEqual(j["status"]["startTime"], started)
+        self.assertEqual(j["status"]["active"], 0)
+        self.assertTrue(any(c["type"] == "Suspended" and c["status"] == "True" for c in j["status"]["conditions"]))
+        # started before: the directives are frozen
+        code, err, _ = self.srv.merge(JOBS + "/dir", {"spec": {"template": {"spec": {"nodeSelector": {"pool": "b"}}}}})
+        self.assertEqual(code, 422)
+        self.assertIn("field is immutable", err["message"])
+        # clearing startTime through jobs/status (as Kueue does) reopens them
+        code, _, _ = self.srv.merge(JOBS + "/dir/status", {"status": {"startTime": None}})
+        self.assertEqual(code, 200)
+        code, _, _ = self.srv.merge(JOBS + "/dir", {"spec": {"template": {"spec": {"nodeSelector": {"pool": "b"}}}}})
+        self.assertEqual(code, 200)
+
+    def test_node_affinity_mutable_other_affinity_not(self):
+        self.srv.ok("POST", JOBS, job("aff", suspend=True))
+        node_aff = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "z", "operator": "In", "values": ["a"]}]}]}}}
+        self.assertEqual(self.srv.merge(JOBS + "/aff", {"spec": {"template": {"spec": {"affinity": node_aff}}}})[0], 200)
+        pod_aff = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "zone", "labelSelector": {"matchLabels": {"a": "b"}}}]}}
+        code, err, _ = self.srv.merge(JOBS + "/aff", {"spec": {"template": {"spec": {"affinity": pod_aff}}}})
+        self.assertEqual(code, 422, err)
+
+    def test_immutable_spec_fields(self):
+        self.srv.ok("POST", JOBS, job("imm", suspend=True, pods=2))
+        for patch, fld in [({"spec": {"completions": 3}}, "spec.completions"),
+                           ({"spec": {"completionMode": "Indexed"}}, "spec.completionMode"),
+                           ({"spec": {"selector": {"matchLabels": {"a": "b"}}}}, "spec.selector")]:
+            code, err, _ = self.srv.merge(JOBS + "/imm", patch)
+            self.assertEqual(code, 422, patch)
+            self.assertIn(fld, [f for f, _ in causes(err)])
+        # parallelism is mutable
+        self.assertEqual(self.srv.merge(JOBS + "/imm", {"spec": {"parallelism": 1}})[0], 200)
+
+    def test_restart_policy_and_selector_on_create(self):
+        bad = job("rp")
+        bad["spec"]["template"]["spec"]["restartPolicy"] = "Always"
+        code, err, _ = self.srv.req("POST", JOBS, bad)
+        self.assertEqual(code, 422)
+        self.assertIn(("spec.template.spec.restartPolicy", "FieldValueNotSupported"), causes(err))
+
+    def test_status_subresource_rules(self):
+        self.srv.ok("POST", JOBS, job("st"))
+        j = self.srv.ok("GET", JOBS + "/st")
+        # main-resource writes ignore status
+        j["status"]["active"] = 7
+        j["spec"]["parallelism"] = 1
+        out = self.srv.ok("PUT", JOBS + "/st", j)
+        self.assertNotEqual(out["status"]["active"], 7)
+        # /status ignores spec
+        j = self.srv.ok("GET", JOBS + "/st")
+        j["spec"]["parallelism"] = 5
+        out = self.srv.ok("PUT", JOBS + "/st/status", j)
+        self.assertEqual(out["spec"]["parallelism"], 1)
+        # startTime cannot be removed while the Job runs
+        code, err, _ = self.srv.merge(JOBS + "/st/status", {"status": {"startTime": None}})
+        self.assertEqual(code, 422)
+        self.assertIn(("status.startTime", "FieldValueRequired"), causes(err))
+        # Complete needs completionTime
+        code, err, _ = self.srv.merge(JOBS + "/st/status", {"status": {"conditions": [
+            {"type": "Complete", "status": "True"}]}})
+        self.assertEqual(code, 422)
+
+    def test_pods_succeed_job_completes(self):
+        created = self.srv.ok("POST", JOBS, job("done", pods=2))
+        for p in owned_pods(self.srv, created["metadata"]["uid"]):
+            self.srv.status_merge(PODS + "/" + p["metadata"]["name"], {"phase": "Succeeded"})
+        j = self.srv.ok("GET", JOBS + "/done")
+        types = {c["type"]: c["status"] for c in j["status"]["conditions"]}
+        self.assertEqual(types.get("Complete"), "True")
+        self.assertEqual((j["status"]["succeeded"], j["status"]["active"]), (2, 0))
+        self.assertTrue(j["status"]["completionTime"])
+
+
+class JobLifeCycle(Base):
+    def test_resume_resets_start_time_and_failures_fail_the_job(self):
+        created = self.srv.ok("POST", JOBS, job("life"))
+        first = self.srv.ok("GET", JOBS + "/life")["status"]["startTime"]
+        self.srv.merge(JOBS + "/life", {"spec": {"suspend": True}})
+        time.sleep(1.1)  # startTime has a resolution of one second
+        self.srv.merge(JOBS + "/life", {"spec": {"suspend": False}})
+        j = self.srv.ok("GET", JOBS + "/life")
+        self.assertGreater(j["status"]["startTime"], first)
+        conds = {c["type"]: c for c in j["status"]["conditions"]}
+        self.assertEqual((conds["Suspended"]["status"], conds["Suspended"]["reason"]), ("False", "JobResumed"))
+        # the suspended pods terminate; one new pod runs
+        running = [p for p in owned_pods(self.srv, created["metadata"]["uid"])
+                   if not p["metadata"].get("deletionTimestamp")]
+        self.assertEqual(len(running), 1)
+        self.srv.merge(JOBS + "/life", {"spec": {"backoffLimit": 0}})
+        self.srv.status_merge(PODS + "/" + running[0]["metadata"]["name"], {"phase": "Failed"})
+        j = self.srv.ok("GET", JOBS + "/life")
+        types = {c["type"]: c["status"] for c in j["status"]["conditions"]}
+        self.assertEqual((types.get("FailureTarget"), types.get("Failed")), ("True", "True"))
+        self.assertEqual(j["status"]["failed"], 1)
+
+    def test_terminal_conditions_and_counters_are_final(self):
+        created = self.srv.ok("POST", JOBS, job("final"))
+        for p in owned_pods(self.srv, created["metadata"]["uid"]):
+            self.srv.status_merge(PODS + "/" + p["metadata"]["name"], {"phase": "Succeeded"})
+        code, err, _ = self.srv.merge(JOBS + "/final/status", {"status": {"succeeded": 0}})
+        self.assertEqual(code, 422)
+        self.assertIn(("status.succeeded", "FieldValueInvalid"), causes(err))
+        code, err, _ = self.srv.merge(JOBS + "/final/status", {"status": {"conditions": []}})
+        self.assertEqual(code, 422)
+        self.assertIn("cannot disable the terminal Complete=True condition", err["message"])
+
+    def test_json_patch_and_apply_are_validated_too(self):
+        self.srv.ok("POST", JOBS, job("jp"))
+        code, err, _ = self.srv.req("PATCH", JOBS + "/jp", [
+            {"op": "add", "path": "/spec/template/spec/nodeSelector", "value": {"a": "b"}}],
+            "application/json-patch+json")
+        self.assertEqual(code, 422, err)
+        code, err, _ = self.srv.req("PATCH", JOBS + "/jp?fieldManager=t", {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "jp"},
+            "spec": {"template": {"spec": {"nodeSelector": {"a": "b"}}}}}, "application/apply-patch+yaml")
+        self.assertEqual(code, 422, err)
+
+
+class PodRules(Base):
+    def pod(self, name, node=None, **meta):
+        body = {"metadata": {"name": name, **meta}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+        if node:
+            body["spec"]["nodeName"] = node
+        return self.srv.ok("POST", PODS, body)
+
+    def test_created_pending(self):
+        p = self.pod("pending")
+        self.assertEqual(p["status"]["phase"], "Pending")
+
+    def test_node_name_only_through_binding(self):
+        self.pod("b")
+        code, err, _ = self.srv.merge(PODS + "/b", {"spec": {"nodeName": "n1"}})
+        self.assertEqual(code, 422)
+        self.assertIn(("spec", "FieldValueForbidden"), causes(err))
+        code, _, _ = self.srv.req("POST", PODS + "/b/binding", {
+            "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "b"}, "target": {"kind": "Node", "name": "n1"}})
+        self.assertEqual(code, 201)
+        p = self.srv.ok("GET", PODS + "/b")
+        self.assertEqual(p["spec"]["nodeName"], "n1")
+        self.assertTrue(any(c["type"] == "PodScheduled" for c in p["status"]["conditions"]))
+        code, err, _ = self.srv.req("POST", PODS + "/b/binding", {"target": {"kind": "Node", "name": "n2"}})
+        self.assertEqual((code, err["reason"]), (409, "Conflict"))
+        # the image may change
+        self.assertEqual(self.srv.merge(PODS + "/b", {"spec": {"containers": [{"name": "c", "image": "y"}]}})[0], 200)
+
+    def test_graceful_deletion(self):
+        self.pod("free")
+        self.srv.ok("DELETE", PODS + "/free")
+        self.assertEqual(self.srv.req("GET", PODS + "/free")[0], 404)  # unbound: at once
+        self.pod("bound", node="n1")
+        out = self.srv.ok("DELETE", PODS + "/bound")
+        self.assertTrue(out["metadata"]["deletionTimestamp"])
+        self.assertEqual(out["metadata"]["deletionGracePeriodSeconds"], 30)
+        self.assertEqual(self.srv.req("GET", PODS + "/bound")[0], 200)  # terminating
+        wait("the kubelet to finish", lambda: self.srv.req("GET", PODS + "/bound")[0] == 404)
+        self.pod("held", node="n1", finalizers=["x/y"])
+        self.srv.ok("DELETE", PODS + "/held", {"gracePeriodSeconds": 0})
+        time.sleep(0.4)
+        self.assertEqual(self.srv.req("GET", PODS + "/held")[0], 200)  # the finalizer holds it
+        self.srv.merge(PODS + "/held", {"metadata": {"finalizers": None}})
+        self.assertEqual(self.srv.req("GET", PODS + "/held")[0], 404)
+
+
+class Eviction(Base):
+    def ready_pod(self, name, app):
+        self.srv.ok("POST", PODS, {"metadata": {"name": name, "labels": {"app": app}},
+                                   "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "x"}]}})
+        self.srv.status_merge(PODS + "/" + name, {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+
+    def evict(self, name):
+        return self.srv.req("POST", PODS + f"/{name}/eviction",
+                            {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}})
+
+    def test_budget_status_judges_evictions(self):
+        self.ready_pod("w1", "web")
+        self.ready_pod("w2", "web")
+        self.srv.ok("POST", PDBS, {"metadata": {"name": "web"},
+                                   "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}})
+        st = self.srv.ok("GET", PDBS + "/web")["status"]
+        self.assertEqual((st["currentHealthy"], st["desiredHealthy"], st["disruptionsAllowed"]), (2, 1, 1))
+        code, _, _ = self.evict("w1")
+        self.assertEqual(code, 201)
+        st = self.srv.ok("GET", PDBS + "/web")["status"]
+        self.assertEqual(st["disruptionsAllowed"], 0)
+        code, err, _ = self.evict("w2")
+        self.assertEqual((code, err["reason"]), (429, "TooManyRequests"))
+        self.assertEqual(err["details"]["causes"][0]["reason"], "DisruptionBudget")
+
+    def test_max_unavailable_without_scale_fails_safe(self):
+        self.ready_pod("m1", "db")
+        self.srv.ok("POST", PDBS, {"metadata": {"name": "db"},
+                                   "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+        st = self.srv.ok("GET", PDBS + "/db")["status"]
+        self.assertEqual(st["disruptionsAllowed"], 0)
+        self.assertEqual(self.evict("m1")[0], 429)
+
+
+class EvictionEdges(Base):
+    def test_two_budgets_and_stale_status(self):
+        self.srv.ok("POST", PODS, {"metadata": {"name": "p", "labels": {"app": "x"}},
+                                   "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "x"}]}})
+        self.srv.status_merge(PODS + "/p", {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+        for name in ("one", "two"):
+            self.srv.ok("POST", PDBS, {"metadata": {"name": name},
+                                       "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "x"}}}})
+        code, err, _ = self.srv.req("POST", PODS + "/p/eviction", {"metadata": {"name": "p"}})
+        self.assertEqual((code, err["reason"]), (500, "InternalError"))
+        self.assertIn("more than one PodDisruptionBudget", err["message"])
+
+
+class NodesAndLeases(Base):
+    def test_provider_id_set_once(self):
+        self.srv.ok("POST", "/api/v1/nodes", {"metadata": {"name": "ip-10-0-1-23.ec2.internal"}, "spec": {}})
+        n = "/api/v1/nodes/ip-10-0-1-23.ec2.internal"
+        self.assertEqual(self.srv.merge(n, {"spec": {"providerID": "aws:///us-east-1a/i-1"}})[0], 200)
+        code, err, _ = self.srv.merge(n, {"spec": {"providerID": "aws:///us-east-1a/i-2"}})
+        self.assertEqual(code, 422)
+        self.assertIn(("spec.providerID", "FieldValueForbidden"), causes(err))
+        self.assertEqual(self.srv.merge(n, {"spec": {"unschedulable": True}})[0], 200)  # cordon
+
+    def test_lease_durations(self):
+        leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+        code, err, _ = self.srv.req("POST", leases, {"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 0}})
+        self.assertIn(("spec.leaseDurationSeconds", "FieldValueInvalid"), causes(err))
+        self.srv.ok("POST", leases, {"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 15}})
+        code, err, _ = self.srv.merge(leases + "/l", {"spec": {"leaseTransitions": -1}})
+        self.assertEqual(code, 422)
+
+
+class Concurrency(Base):
+    def test_resource_version_preconditions(self):
+        cm = self.srv.ok("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "c"}, "data": {"a": "1"}})
+        stale = cm["metadata"]["resourceVersion"]
+        self.srv.ok("PUT", "/api/v1/namespaces/default/configmaps/c", {**cm, "data": {"a": "2"}})
+        code, err, _ = self.srv.req("PUT", "/api/v1/namespaces/default/configmaps/c", {**cm, "data": {"a": "3"}})
+        self.assertEqual((code, err["reason"]), (409, "Conflict"))
+        code, _, _ = self.srv.merge("/api/v1/namespaces/default/configmaps/c",
+                                    {"metadata": {"resourceVersion": stale}, "data": {"a": "4"}})
+        self.assertEqual(code, 409)
+
+
+class WatchWindow(Base):
+    args = ["--watch-window", "0.5"]
+
+    def test_compacted_history_is_gone(self):
+        first = self.srv.ok("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "w1"}})
+        self.srv.ok("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "w2"}})
+        time.sleep(0.7)  # the event after `first` leaves the window
+        rv = first["metadata"]["resourceVersion"]
+        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=5)
+        conn.request("GET", f"/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}")
+        line = conn.getresponse().readline()
+        event = json.loads(line)
+        self.assertEqual((event["type"], event["object"]["code"]), ("ERROR", 410))
+        conn.close()
+
+    def test_watch_ends_after_the_window(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=5)
+        t0 = time.monotonic()
+        conn.request("GET", "/api/v1/namespaces/default/secrets?watch=1")
+        conn.getresponse().read()
+        self.assertLess(time.monotonic() - t0, 2.0)
+        conn.close()
+
+
+class Chaos(Base):
+    args = ["--chaos", "1.0", "--chaos-seed", "7"]
+
+    def test_every_request_fails_unless_exempt(self):
+        seen = set()
+        for _ in range(20):
+            code, err, headers = self.srv.req("GET", "/api/v1/namespaces/default/configmaps")
+            seen.add(code)
+            if code == 429:
+                self.assertEqual(headers.get("Retry-After"), "1")
+                self.assertEqual(err["reason"], "TooManyRequests")
+        self.assertEqual(seen, {429, 500})
+        self.assertEqual(self.srv.req("GET", "/apis")[0], 200)  # discovery is exempt
+        # a refused write leaves the kept-alive connection usable
+        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=5)
+        for _ in range(3):
+            conn.request("POST", "/api/v1/namespaces/default/configmaps", json.dumps({"metadata": {"name": "x"}}),
+                         {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            resp.read()
+            self.assertIn(resp.status, (429, 500))
+        conn.close()
+        code, _, _ = self.srv.req("GET", "/api/v1/namespaces/default/configmaps", headers={"x-muster-chaos": "off"})
+        self.assertEqual(code, 200)
+
+
+def load_crds(srv):
+    for f in sorted(os.listdir(CRDS)):
+        with open(os.path.join(CRDS, f), encoding="utf-8") as fh:
+            srv.ok("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(fh))
+
+
+MUSTER = "/apis/muster.dev/v1alpha1"
+
+
+class CustomResources(Base):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        load_crds(cls.srv)
+
+    def gang(self, name, pod_sets, **spec):
+        return self.srv.req("POST", MUSTER + "/namespaces/default/gangs",
+                            {"metadata": {"name": name}, "spec": {"queue": "q", "podSets": pod_sets, **spec}})
+
+    def poolnode(self, name, **spec):
+        body = {"metadata": {"name": name}, "spec": {
+            "pool": "a100", "nodeClass": "gcp", "idempotencyKey": name,
+            "offering": {"provider": "gcp", "region": "us-central1", "zone": "us-central1-a",
+                         "instanceType": "a2", "capacityType": "spot", "gpuCount": 8, "gpuModel": "A100",
+                         "pricePerHour": "1.5", **spec}}}
+        return self.srv.req("POST", MUSTER + "/poolnodes", body)
+
+    def test_types_required_enums_patterns_and_bounds(self):
+        code, err, _ = self.poolnode("types", gpuCount="eight")
+        self.assertEqual(code, 422, err)
+        self.assertIn(("spec.offering.gpuCount", "FieldValueTypeInvalid"), causes(err))
+        code, err, _ = self.poolnode("bounds", gpuCount=65)
+        self.assertIn(("spec.offering.gpuCount", "FieldValueInvalid"), causes(err))
+        code, err, _ = self.poolnode("enums", capacityType="reserved")
+        self.assertIn(("spec.offering.capacityType", "FieldValueNotSupported"), causes(err))
+        code, err, _ = self.poolnode("Bad_Key")
+        self.assertEqual(code, 422)
+        self.assertIn("spec.idempotencyKey", [f for f, _ in causes(err)])
+        code, err, _ = self.srv.req("POST", MUSTER + "/poolnodes", {"metadata": {"name": "req"}, "spec": {"pool": "a"}})
+        self.assertIn(("spec.offering", "FieldValueRequired"), causes(err))
+
+    def test_unknown_fields_pruned_or_rejected_when_strict(self):
+        code, obj, headers = self.poolnode("prune", surprise=1)
+        self.assertEqual(code, 201, obj)
+        self.assertNotIn("surprise", obj["spec"]["offering"])
+        self.assertIn('unknown field \\"spec.offering.surprise\\"', headers.get("Warning", ""))
+        code, err, _ = self.srv.req("POST", MUSTER + "/poolnodes?fieldValidation=Strict", {
+            "metadata": {"name": "strict"}, "spec": {"pool": "a", "nodeClass": "b", "idempotencyKey": "k",
+                                                      "offering": {}, "extra": True}})
+        self.assertEqual((code, err["reason"]), (400, "BadRequest"))
+
+    def test_defaults_applied(self):
+        code, obj, _ = self.gang("dflt", [{"name": "w", "count": 2}])
+        self.assertEqual(code, 201, obj)
+        with open(os.path.join(CRDS, "gang.yaml"), encoding="utf-8") as f:
+            gang = yaml.safe_load(f)
+        props = gang["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        for k, v in props.items():
+            if "default" in v:
+                self.assertEqual(obj["spec"][k], v["default"], k)
+
+    def test_cel_rules_with_field_paths(self):
+        code, err, _ = self.gang("cel", [{"name": "w", "count": 2, "minCount": 3}])
+        self.assertEqual(code, 422, err)
+        self.assertIn(("spec.podSets[0]", "FieldValueInvalid"), causes(err))
+        self.assertIn("minCount must be less than or equal to count", err["message"])
+        code, err, _ = self.gang("dup", [{"name": "w", "count": 1}, {"name": "w", "count": 1}])
+        self.assertEqual(code, 422, err)
+
+    def test_quantity_library(self):
+        q = MUSTER + "/gpuqueues"
+        code, err, _ = self.srv.req("POST", q, {"metadata": {"name": "zero"}, "spec": {"weight": "0"}})
+        self.assertEqual(code, 422, err)
+        self.assertIn("weight must be greater than 0", err["message"])
+        self.assertEqual(self.srv.req("POST", q, {"metadata": {"name": "half"}, "spec": {"weight": "500m"}})[0], 201)
+        code, err, _ = self.srv.req("POST", q, {"metadata": {"name": "lend"}, "spec": {"cohort": "c", "resources": [
+            {"name": "nvidia.com/gpu", "nominal": 4, "lendingLimit": "5"}]}})
+        self.assertEqual(code, 422, err)
+        self.assertIn("lendingLimit must be less than or equal to nominal", err["message"])
+
+    def test_transition_rules_on_update_and_patch(self):
+        code, obj, _ = self.poolnode("frozen")
+        self.assertEqual(code, 201, obj)
+        code, err, _ = self.srv.merge(MUSTER + "/poolnodes/frozen", {"spec": {"pool": "other"}})
+        self.assertEqual(code, 422)
+        self.assertIn(("spec.pool", "FieldValueInvalid"), causes(err))
+        # the reservation is the one part of spec that may change
+        code, obj, _ = self.srv.merge(MUSTER + "/poolnodes/frozen",
+                                      {"spec": {"gang": {"namespace": "a", "name": "g", "uid": "u-1"}}})
+        self.assertEqual(code, 200, obj)
+        obj = self.srv.ok("GET", MUSTER + "/poolnodes/frozen")
+        obj["spec"]["nodeClass"] = "other"
+        self.assertEqual(self.srv.req("PUT", MUSTER + "/poolnodes/frozen", obj)[0], 422)
+        # status writes leave spec alone: allowed, and the status schema applies
+        self.assertEqual(self.srv.merge(MUSTER + "/poolnodes/frozen/status", {"status": {"phase": "Launched"}})[0], 200)
+        code, err, _ = self.srv.merge(MUSTER + "/poolnodes/frozen/status", {"status": {"phase": "Bogus"}})
+        self.assertEqual(code, 422, err)
+
+    def test_status_subresource_of_custom_resources(self):
+        self.assertEqual(self.poolnode("sub")[0], 201)
+        obj = self.srv.ok("GET", MUSTER + "/poolnodes/sub")
+        obj["status"] = {"phase": "Ready"}
+        out = self.srv.ok("PUT", MUSTER + "/poolnodes/sub", obj)
+        self.assertNotEqual((out.get("status") or {}).get("phase"), "Ready")  # status ignored on the main resource
+        obj = self.srv.ok("GET", MUSTER + "/poolnodes/sub")
+        obj["metadata"]["labels"] = {"x": "y"}
+        obj["status"] = {"phase": "Launched"}
+        out = self.srv.ok("PUT", MUSTER + "/poolnodes/sub/status", obj)
+        self.assertEqual(out["status"]["phase"], "Launched")
+        self.assertNotIn("labels", out["metadata"])  # all but status ignored on /status
+
+    def test_max_length_int_or_string_and_nullable(self):
+        code, err, _ = self.poolnode("long", instanceType="x" * 65)
+        self.assertIn(("spec.offering.instanceType", "FieldValueTooLong"), causes(err))
+        code, err, _ = self.srv.req("POST", MUSTER + "/gpuqueues", {"metadata": {"name": "ios"}, "spec": {
+            "cohort": "c", "resources": [{"name": "nvidia.com/gpu", "nominal": [1]}]}})
+        self.assertEqual(code, 422, err)
+        self.assertIn(("spec.resources[0].nominal", "FieldValueTypeInvalid"), causes(err))
+        code, obj, _ = self.srv.req("POST", MUSTER + "/gpuqueues", {"metadata": {"name": "ios2"}, "spec": {
+            "cohort": "c", "resources": [{"name": "nvidia.com/gpu", "nominal": 4}, {"name": "cpu", "nominal": "10"}]}})
+        self.assertEqual(code, 201, obj)
+        code, obj, _ = self.poolnode("nul")
+        self.assertEqual(code, 201)
+        code, obj, _ = self.srv.merge(MUSTER + "/poolnodes/nul/status", {"status": {"nodeName": None}})
+        self.assertEqual(code, 200, obj)
+
+    def test_preserve_unknown_fields_and_ratcheting(self):
+        crd = {"metadata": {"name": "widgets.example.com"}, "spec": {
+            "group": "example.com", "scope": "Cluster",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                    "a": {"type": "string"}, "b": {"type": "string"},
+                    "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}}}]}}
+        made = self.srv.ok("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        w = self.srv.ok("POST", "/apis/example.com/v1/widgets", {"metadata": {"name": "w"}, "spec": {
+            "a": "long-value", "extra": {"any": {"thing": [1]}}, "dropped": 1}})
+        self.assertEqual(w["spec"]["extra"], {"any": {"thing": [1]}})  # preserved
+        self.assertNotIn("dropped", w["spec"])  # pruned
+        made["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["a"]["maxLength"] = 3
+        self.srv.ok("PUT", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com", made)
+        self.assertEqual(self.srv.merge("/apis/example.com/v1/widgets/w", {"spec": {"b": "x"}})[0], 200)
+        self.assertEqual(self.srv.merge("/apis/example.com/v1/widgets/w", {"spec": {"a": "other-long"}})[0], 422)
+
+    def test_root_rule_sees_metadata_name(self):
+        code, err, _ = self.srv.req("POST", MUSTER + "/gpuqueues", {"metadata": {"name": "q" * 64}, "spec": {}})
+        self.assertEqual(code, 422, err)
+        self.assertIn("at most 63 characters", err["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()
