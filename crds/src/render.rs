@@ -121,7 +121,7 @@ pub fn render_all() -> String {
 
 fn to_yaml(crd: &CustomResourceDefinition) -> String {
     // A CRD built from plain data (strings, numbers, maps) always serializes.
-    serde_yaml::to_string(crd).unwrap_or_else(|e| panic!("CRD serializes to YAML: {e}"))
+    serde_norway::to_string(crd).unwrap_or_else(|e| panic!("CRD serializes to YAML: {e}"))
 }
 
 /// Rewraps rustdoc-derived descriptions: lines of one paragraph are joined with spaces,

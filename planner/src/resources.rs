@@ -312,10 +312,10 @@ mod tests {
     #[test]
     fn serde_round_trip() {
         let r: Resources =
-            serde_yaml::from_str("{cpu: 500m, memory: 64Gi, nvidia.com/gpu: 8}").expect("yaml");
+            serde_norway::from_str("{cpu: 500m, memory: 64Gi, nvidia.com/gpu: 8}").expect("yaml");
         assert_eq!(r, Resources::new(500, 64 << 30, 8));
         let back: Resources =
-            serde_yaml::from_str(&serde_yaml::to_string(&r).expect("ser")).expect("de");
+            serde_norway::from_str(&serde_norway::to_string(&r).expect("ser")).expect("de");
         assert_eq!(r, back);
         assert_eq!(r.to_string(), "cpu=500m, memory=64Gi, nvidia.com/gpu=8");
     }

@@ -93,7 +93,7 @@ mod tests {
     use crate::snapshot::PlanInput;
 
     fn input() -> PlanInput {
-        serde_yaml::from_str(include_str!(
+        serde_norway::from_str(include_str!(
             "../../docs/examples/snapshots/cohort-reclaim.yaml"
         ))
         .expect("example snapshot")

@@ -333,7 +333,7 @@ fn planner_cases() {
     let mut failures = Vec::new();
     for dir in &dirs {
         let text = std::fs::read_to_string(dir.join("input.yaml")).expect("input");
-        let input: PlanInput = match serde_yaml::from_str(&text) {
+        let input: PlanInput = match serde_norway::from_str(&text) {
             Ok(i) => i,
             Err(e) => {
                 failures.push(format!("{}: bad input: {e}", dir.display()));
@@ -341,7 +341,7 @@ fn planner_cases() {
             }
         };
         let etext = std::fs::read_to_string(dir.join("expected.yaml")).expect("expected.yaml");
-        let expect: Expect = match serde_yaml::from_str(&etext) {
+        let expect: Expect = match serde_norway::from_str(&etext) {
             Ok(e) => e,
             Err(e) => {
                 failures.push(format!("{}: bad expectation: {e}", dir.display()));
@@ -353,7 +353,7 @@ fn planner_cases() {
             println!(
                 "=== {}\n{}",
                 dir.display(),
-                serde_yaml::to_string(&p).unwrap_or_default()
+                serde_norway::to_string(&p).unwrap_or_default()
             );
         }
         failures.extend(check(dir, &p, &expect));

@@ -10,7 +10,7 @@ fn doc_examples_parse_and_plan() {
         let path = e.expect("entry").path();
         if path.extension().is_some_and(|x| x == "yaml") {
             let text = std::fs::read_to_string(&path).expect("read");
-            let input: PlanInput = serde_yaml::from_str(&text)
+            let input: PlanInput = serde_norway::from_str(&text)
                 .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
             let p = plan(&input.snapshot, &input.policy, input.now);
             let decided =

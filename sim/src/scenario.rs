@@ -218,7 +218,7 @@ pub enum ScenarioError {
 impl Scenario {
     /// Parses scenario YAML; `path` names the source in errors.
     pub fn parse(text: &str, path: &str) -> Result<Scenario, ScenarioError> {
-        let de = serde_yaml::Deserializer::from_str(text);
+        let de = serde_norway::Deserializer::from_str(text);
         let s: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let field = e.path().to_string();
             let shown = field.clone();
@@ -229,7 +229,7 @@ impl Scenario {
                 } else {
                     field
                 },
-                // serde_yaml may already start its message with the path.
+                // serde_norway may already start its message with the path.
                 message: {
                     let inner = e.into_inner().to_string();
                     let prefix = format!("{shown}: ");

@@ -48,7 +48,7 @@ pub struct PlanArgs {
 
 /// Reads a `PlanInput`, naming the path of any offending field.
 pub fn parse_input(text: &str) -> Result<PlanInput, String> {
-    let de = serde_yaml::Deserializer::from_str(text);
+    let de = serde_norway::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
@@ -106,7 +106,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             serde_json::to_string_pretty(&plan).map_err(|e| CliError::failed(e.to_string()))? + "\n"
         }
         (_, Format::Yaml) => {
-            serde_yaml::to_string(&plan).map_err(|e| CliError::failed(e.to_string()))?
+            serde_norway::to_string(&plan).map_err(|e| CliError::failed(e.to_string()))?
         }
     };
     print!("{out}");

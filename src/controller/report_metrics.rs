@@ -228,7 +228,7 @@ gangs:
 
     #[test]
     fn figures_of_a_cycle() {
-        let snapshot: Snapshot = serde_yaml::from_str(SNAPSHOT).expect("snapshot");
+        let snapshot: Snapshot = serde_norway::from_str(SNAPSHOT).expect("snapshot");
         let plan = Plan {
             admissions: vec![Admission {
                 gang: GangId::new("a/q"),
@@ -258,7 +258,7 @@ gangs:
 
     #[test]
     fn report_accumulates_counters_between_cycles() {
-        let snapshot: Snapshot = serde_yaml::from_str(SNAPSHOT).expect("snapshot");
+        let snapshot: Snapshot = serde_norway::from_str(SNAPSHOT).expect("snapshot");
         let metrics = Metrics::new();
         report(&metrics, &snapshot, &Plan::default(), Time(1000));
         report(&metrics, &snapshot, &Plan::default(), Time(1360));

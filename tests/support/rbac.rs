@@ -27,7 +27,7 @@ pub struct Rule {
 struct Doc {
     kind: String,
     #[serde(default)]
-    metadata: serde_yaml::Value,
+    metadata: serde_norway::Value,
     #[serde(default)]
     rules: Vec<Rule>,
 }
@@ -41,7 +41,7 @@ pub fn path() -> std::path::PathBuf {
 pub fn rules() -> Vec<Rule> {
     let text = std::fs::read_to_string(path()).expect("deploy/rbac.yaml");
     let mut out = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
+    for doc in serde_norway::Deserializer::from_str(&text) {
         let doc = Doc::deserialize(doc).expect("an object of deploy/rbac.yaml");
         let name = doc.metadata["name"].as_str().unwrap_or("").to_string();
         let namespace = match doc.kind.as_str() {

@@ -187,9 +187,9 @@ pub fn dotted(pointer: &str) -> String {
 pub fn read_yaml_docs(path: &Path) -> Vec<Value> {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_yaml::Deserializer::from_str(&text)
+    serde_norway::Deserializer::from_str(&text)
         .map(|doc| {
-            let value: serde_yaml::Value = serde::Deserialize::deserialize(doc)
+            let value: serde_norway::Value = serde::Deserialize::deserialize(doc)
                 .unwrap_or_else(|e| panic!("parse {}: {e}", path.display()));
             serde_json::to_value(value).expect("YAML to JSON")
         })

@@ -113,7 +113,7 @@ pub fn node_config(
         "spec": spec,
     });
     // a JSON value always renders as YAML
-    serde_yaml::to_string(&doc).unwrap_or_default()
+    serde_norway::to_string(&doc).unwrap_or_default()
 }
 
 fn is_mime(s: &str) -> bool {
@@ -159,7 +159,8 @@ pub fn user_parts(user_data: &str) -> Result<Vec<Part>, UserDataError> {
     if !is_mime(user_data) {
         let content_type = if user_data.trim_start().starts_with("#!") {
             SHELL
-        } else if serde_yaml::from_str::<BTreeMap<String, serde_yaml::Value>>(user_data).is_ok() {
+        } else if serde_norway::from_str::<BTreeMap<String, serde_norway::Value>>(user_data).is_ok()
+        {
             NODE_CONFIG
         } else {
             SHELL
@@ -264,7 +265,7 @@ mod tests {
     #[test]
     fn the_node_config_carries_the_cluster_max_pods_labels_and_taints() {
         let doc = node_config(Some(&cluster()), &labels(), &taints(), Some(110));
-        let v: serde_yaml::Value = serde_yaml::from_str(&doc).expect("YAML");
+        let v: serde_norway::Value = serde_norway::from_str(&doc).expect("YAML");
         assert_eq!(v["kind"], "NodeConfig");
         assert_eq!(v["apiVersion"], "node.eks.aws/v1alpha1");
         let c = &v["spec"]["cluster"];
@@ -286,8 +287,8 @@ mod tests {
             "--register-with-taints=nvidia.com/gpu=true:NoSchedule"
         );
         // without a cluster, only the kubelet settings
-        let bare: serde_yaml::Value =
-            serde_yaml::from_str(&node_config(None, &labels(), &[], None)).expect("YAML");
+        let bare: serde_norway::Value =
+            serde_norway::from_str(&node_config(None, &labels(), &[], None)).expect("YAML");
         assert!(bare["spec"].get("cluster").is_none());
         assert!(bare["spec"]["kubelet"].get("config").is_none());
         assert_eq!(

@@ -97,7 +97,7 @@ async fn an_al2023_node_gets_the_clusters_details_and_the_aliass_image() {
     let parts = user_parts(&ud).expect("MIME");
     assert_eq!(parts.len(), 2);
     assert_eq!(parts[0].content_type, NODE_CONFIG);
-    let config: serde_yaml::Value = serde_yaml::from_str(&parts[0].content).expect("YAML");
+    let config: serde_norway::Value = serde_norway::from_str(&parts[0].content).expect("YAML");
     let cluster = &config["spec"]["cluster"];
     assert_eq!(cluster["name"], "prod");
     assert_eq!(

@@ -208,7 +208,7 @@ mod tests {
 
     #[test]
     fn queue_status_reports_usage_and_borrowing() {
-        let input: muster_planner::PlanInput = serde_yaml::from_str(include_str!(
+        let input: muster_planner::PlanInput = serde_norway::from_str(include_str!(
             "../../../../docs/examples/snapshots/cohort-reclaim.yaml"
         ))
         .expect("example");
@@ -227,7 +227,7 @@ mod tests {
 
     #[test]
     fn pool_status_counts_nodes_gpus_and_cost() {
-        let input: muster_planner::PlanInput = serde_yaml::from_str(include_str!(
+        let input: muster_planner::PlanInput = serde_norway::from_str(include_str!(
             "../../../../docs/examples/snapshots/cohort-reclaim.yaml"
         ))
         .expect("example");
