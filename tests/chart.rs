@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 use helm::{VALUES, chart, find, helm, objects, template};
-use serde_yaml::Value;
+use serde_norway::Value;
 
 #[test]
 fn lints_strictly_and_renders_with_every_values_file() {
@@ -151,7 +151,7 @@ fn kubernetes_validate(objs: &[Value], skip: &[&str], what: &str) {
             continue;
         }
         let f = dir.join(format!("{i:02}-{kind}.yaml"));
-        std::fs::write(&f, serde_yaml::to_string(o).expect("yaml")).expect("write");
+        std::fs::write(&f, serde_norway::to_string(o).expect("yaml")).expect("write");
         files.push(f);
     }
     let python = std::env::var("MUSTER_PYTHON").unwrap_or_else(|_| "python3".into());
@@ -240,7 +240,7 @@ fn rules(objs: &[Value]) -> BTreeSet<(String, String)> {
                 .cloned()
                 .unwrap_or_default()
                 .into_iter()
-                .map(move |r| (kind.clone(), serde_yaml::to_string(&r).expect("yaml")))
+                .map(move |r| (kind.clone(), serde_norway::to_string(&r).expect("yaml")))
         })
         .collect()
 }
@@ -318,7 +318,7 @@ fn alerts_and_dashboard_name_only_exported_metrics() {
         .expect("renders"),
     );
     for kind in ["PrometheusRule", "ConfigMap"] {
-        let text = serde_yaml::to_string(find(&objs, kind)).expect("yaml");
+        let text = serde_norway::to_string(find(&objs, kind)).expect("yaml");
         let names = metric_names(&text);
         assert!(names.len() >= 5, "{kind}: {names:?}");
         let unknown: Vec<_> = names.iter().filter(|n| !exported(n)).collect();
@@ -339,7 +339,7 @@ fn alerts_pass_promtool_with_a_firing_and_a_quiet_case_each() {
     let objs = objects(&template(None, &["metrics.prometheusRule.enabled=true"]).expect("renders"));
     let rule = find(&objs, "PrometheusRule");
     let dir = tempdir("alerts");
-    let groups = serde_yaml::to_string(&serde_yaml::Mapping::from_iter([(
+    let groups = serde_norway::to_string(&serde_norway::Mapping::from_iter([(
         "groups".into(),
         rule["spec"]["groups"].clone(),
     )]))

@@ -22,7 +22,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use serde_json::{Value as Json, json};
-use serde_yaml::Value;
+use serde_norway::Value;
 use support::{ApiServer, eventually};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_yaml::Value;
+use serde_norway::Value;
 
 /// The chart's folder.
 pub fn chart() -> PathBuf {
@@ -52,7 +52,7 @@ pub fn template(values: Option<&str>, set: &[&str]) -> Result<String, String> {
 
 /// The objects of a rendered manifest stream.
 pub fn objects(rendered: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(rendered)
+    serde_norway::Deserializer::from_str(rendered)
         .filter_map(|d| {
             let v = Value::deserialize(d).expect("rendered YAML");
             (!v.is_null()).then_some(v)
