@@ -15,6 +15,7 @@ pub mod clouds;
 pub mod crd_check;
 pub mod ctx;
 pub mod events;
+pub mod explain;
 pub mod leader;
 pub mod metrics;
 pub mod objects;
