@@ -275,6 +275,8 @@ pub struct Metrics {
     pub queue_dollars: Family<QueueLabels, FloatCounter>,
     /// The time of the previous metrics report (seconds), for accumulating counters.
     pub(crate) last_report: Mutex<Option<i64>>,
+    /// GPU-hours per queue over the last 24 hours, for GPUQueue status.
+    pub(crate) gpu_hours_window: Mutex<super::report_metrics::HourWindow>,
     /// Orphaned instances terminated.
     pub orphans_terminated: Counter,
     /// Interruption notices by kind.
@@ -342,6 +344,7 @@ impl Metrics {
             queue_cost,
             queue_dollars,
             last_report: Mutex::new(None),
+            gpu_hours_window: Mutex::default(),
             orphans_terminated,
             interruptions,
             cycles,

@@ -39,6 +39,42 @@ pub struct Figures {
     /// Per queue: dollars spent since the previous report (`queue_cost` ×
     /// elapsed hours).
     pub queue_dollars: BTreeMap<String, f64>,
+    /// Per queue: GPU-hours held over the last 24 hours (filled by
+    /// [`report`] from its [`HourWindow`]).
+    pub gpu_hours_24h: BTreeMap<String, f64>,
+}
+
+/// GPU-hours per queue in hourly buckets, for "the last 24 hours": what
+/// one controller instance saw since it started leading.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct HourWindow {
+    buckets: BTreeMap<String, BTreeMap<i64, f64>>,
+}
+
+impl HourWindow {
+    /// Adds `amounts` to the hour of `now` and forgets hours older than 24.
+    pub fn add(&mut self, now: Time, amounts: &BTreeMap<String, f64>) {
+        let hour = now.0.div_euclid(3600);
+        for (q, v) in amounts {
+            *self
+                .buckets
+                .entry(q.clone())
+                .or_default()
+                .entry(hour)
+                .or_default() += v;
+        }
+        for b in self.buckets.values_mut() {
+            b.retain(|h, _| *h > hour - 24);
+        }
+    }
+
+    /// The sum per queue over the current hour and the 23 before it.
+    pub fn total(&self) -> BTreeMap<String, f64> {
+        self.buckets
+            .iter()
+            .map(|(q, b)| (q.clone(), b.values().sum()))
+            .collect()
+    }
 }
 
 /// Dollars per hour per queue of the nodes its gangs hold now. A node
@@ -184,7 +220,15 @@ pub fn report(metrics: &Metrics, snapshot: &Snapshot, plan: &Plan, now: Time) ->
         *last = Some(now.0);
         elapsed as f64
     };
-    let f = figures(snapshot, plan, now, elapsed);
+    let mut f = figures(snapshot, plan, now, elapsed);
+    {
+        let mut window = metrics
+            .gpu_hours_window
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        window.add(now, &f.gpu_hours);
+        f.gpu_hours_24h = window.total();
+    }
     let pool = |p: &String| PoolLabels { pool: p.clone() };
     set_per_pool(&metrics.pool_gpus, &f.pool_gpus);
     set_per_pool(&metrics.pool_allocated_gpus, &f.pool_allocated);
@@ -448,6 +492,18 @@ gangs:
             text.contains("muster_pool_cost_dollars_per_hour{pool=\"gpu\"} 47.0"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_24_hour_window_forgets_older_hours() {
+        let mut w = HourWindow::default();
+        let one = |v: f64| BTreeMap::from([("q".to_string(), v)]);
+        w.add(Time(0), &one(2.0));
+        w.add(Time(3600 * 10), &one(3.0));
+        assert_eq!(w.total()["q"], 5.0);
+        // hour 24 is 24 hours after hour 0: hour 0 leaves the window
+        w.add(Time(3600 * 24 + 5), &one(1.0));
+        assert_eq!(w.total()["q"], 4.0);
     }
 
     #[test]
