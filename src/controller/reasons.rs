@@ -300,7 +300,7 @@ fn wait(r: WaitReason) -> ReasonDoc {
             r.as_str(),
             on,
             "Its queue is stopped.",
-            "Restart the queue (`spec.stopPolicy`).",
+            "Set the queue's `spec.stopPolicy` to `None`.",
         ),
         WaitReason::UnknownQueue => doc(
             r.as_str(),
@@ -427,8 +427,8 @@ pub fn catalog() -> Vec<ReasonDoc> {
     out.push(doc(
         "Stopped",
         "GPUQueue: `Active=False` condition",
-        "The queue is stopped: it admits nothing new.",
-        "Clear the queue's stop policy to admit again.",
+        "The queue's `spec.stopPolicy` is `Hold` or `HoldAndDrain`: it admits no new gang (and with `HoldAndDrain` evicts admitted ones).",
+        "Set `spec.stopPolicy` to `None` to admit again.",
     ));
     for c in ErrorCategory::ALL {
         out.push(launch_error(c));

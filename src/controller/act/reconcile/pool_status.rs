@@ -159,7 +159,7 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
                 "Ready",
                 false,
                 "NoOfferings",
-                "no offering of the NodeClass is known yet (see the NodeClass status)".into(),
+                "no offering of the NodeClass is known yet, so the pool cannot launch; see the NodeClass's Ready condition, and check that the pool's requirements match instance types the cloud sells".into(),
                 now,
             )
         };
@@ -186,7 +186,7 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
                 "Active",
                 false,
                 "Stopped",
-                "the queue is stopped".into(),
+                "spec.stopPolicy stops the queue: it admits no new gang; set it to None to admit again".into(),
                 now,
             )
         } else {
