@@ -137,11 +137,12 @@ async fn a_gang_over_its_queues_quota_says_so_and_when_it_starts() {
     let e = explained(&client, &cloud, "q").await;
     assert_eq!(e.decision, "wait", "{e:#?}");
     assert_eq!(e.reason.as_deref(), Some("QuotaExhausted"), "{e:#?}");
+    assert_eq!(e.state, "Queued", "{e:#?}");
     assert_eq!(e.position, Some(1), "{e:#?}");
     assert!(
         e.unblock
             .iter()
-            .any(|u| u.contains("queue team-a uses 8") && u.contains("nominal quota of 8")),
+            .any(|u| u.contains("queue team-a uses 8 nvidia.com/gpu against a nominal quota of 8")),
         "{e:#?}"
     );
     // r ends 50 minutes from now; then q fits on n1

@@ -202,7 +202,10 @@ pub fn explain(
     Some(Explanation {
         gang: gang.to_string(),
         queue: g.queue.clone(),
-        state: format!("{:?}", g.phase),
+        state: serde_json::to_value(g.phase)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default(),
         decision: decision.into(),
         position: waiting.map(|w| w.position),
         reason: waiting.map(|w| w.reason.as_str().to_string()),
@@ -227,7 +230,7 @@ pub fn unblock(snapshot: &Snapshot, queue: &str, reason: WaitReason) -> Vec<Stri
             {
                 for e in &u.entries {
                     out.push(format!(
-                        "queue {queue} uses {} of {:?} against a nominal quota of {} (borrowed {}): \
+                        "queue {queue} uses {} {} against a nominal quota of {} (borrowed {}): \
                          raise the quota or borrowing limit, or wait for its gangs to finish",
                         e.used, e.resource, e.nominal, e.borrowed
                     ));
@@ -353,7 +356,13 @@ pub fn queues(snapshot: &Snapshot) -> Vec<QueueLine> {
             let quota: Vec<String> = u
                 .entries
                 .iter()
-                .filter(|e| format!("{:?}", e.resource).to_lowercase().contains("gpu"))
+                .filter(|e| {
+                    matches!(
+                        e.resource,
+                        muster_planner::QuotaResource::Gpu
+                            | muster_planner::QuotaResource::GpuModel(_)
+                    )
+                })
                 .map(|e| e.nominal.to_string())
                 .collect();
             let price: Price = snapshot
