@@ -121,7 +121,8 @@ async fn explained(
 ) -> explain::Explanation {
     let now = time::now();
     let observed = explain::observe_once(client).await.expect("observe");
-    let tr = explain::snapshot(&observed, &FakeFactory(cloud.clone()), now).await;
+    let (tr, notes) = explain::snapshot(&observed, &FakeFactory(cloud.clone()), now).await;
+    assert!(notes.is_empty(), "{notes:?}");
     explain::explain(&tr, &Default::default(), now, &format!("{NS}/{gang}"))
         .expect("gang explained")
 }
@@ -238,7 +239,7 @@ async fn kubectl_runs_the_plugin() {
         eprintln!("kubectl not installed; skipped");
         return;
     }
-    let (server, _client) = world(json!({}), "16").await;
+    let (server, client) = world(json!({}), "16").await;
     let dir = std::env::temp_dir().join(format!("muster-plugin-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
@@ -267,6 +268,47 @@ async fn kubectl_runs_the_plugin() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v[0]["queue"], "team-a", "{v}");
     assert_eq!(v[0]["gpuQuota"], "16", "{v}");
+    // this binary has no cloud for the NodeClass: nothing can be bought for
+    // the gang, and a note says why
+    gang(&client, "g", 1, None).await;
+    let out = Command::new("kubectl")
+        .args([
+            "muster",
+            "explain",
+            "g",
+            "-n",
+            NS,
+            "--kube-url",
+            &server.url,
+            "-o",
+            "yaml",
+        ])
+        .env("PATH", &path)
+        .output()
+        .expect("kubectl muster explain -o yaml");
+    assert!(out.status.success(), "{out:?}");
+    let y: serde_json::Value = serde_yaml::from_slice(&out.stdout).expect("yaml");
+    assert_eq!(y["gang"], "default/g", "{y}");
+    assert_eq!(y["queue"], "team-a", "{y}");
+    assert_eq!(y["decision"], "wait", "{y}");
+    assert_eq!(y["reason"], "Unsatisfiable", "{y}");
+    assert!(
+        y["notes"][0]
+            .as_str()
+            .is_some_and(|n| n.starts_with("pool a100: no offerings listed, NodeClass nc: ")),
+        "{y}"
+    );
+    let out = Command::new("kubectl")
+        .args(["muster", "explain", "g", "--kube-url", &server.url])
+        .env("PATH", &path)
+        .output()
+        .expect("kubectl muster explain");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Waits:    Unsatisfiable: "), "{text}");
+    assert!(
+        text.contains("Note:     pool a100: no offerings listed"),
+        "{text}"
+    );
     let out = Command::new("kubectl")
         .args(["muster", "explain", "nothing", "--kube-url", &server.url])
         .env("PATH", &path)

@@ -66,7 +66,9 @@ async fn client(args: &ClusterArgs) -> Result<kube::Client, CliError> {
     kube::Client::try_from(config).map_err(|e| CliError::failed(format!("kube client: {e}")))
 }
 
-async fn translation(args: &ClusterArgs) -> Result<controller::translate::Translation, CliError> {
+async fn translation(
+    args: &ClusterArgs,
+) -> Result<(controller::translate::Translation, Vec<String>), CliError> {
     let client = client(args).await?;
     let observed = explain::observe_once(&client).await.map_err(|e| {
         CliError::failed(format!(
@@ -105,18 +107,19 @@ fn print<T: serde::Serialize>(
 
 /// Runs `muster explain`.
 pub fn run_explain(args: ExplainArgs) -> Result<(), CliError> {
-    let tr = runtime()?.block_on(translation(&args.cluster))?;
+    let (tr, notes) = runtime()?.block_on(translation(&args.cluster))?;
     let id = if args.name.contains('/') {
         args.name.clone()
     } else {
         format!("{}/{}", args.namespace, args.name)
     };
     let now = time::now();
-    let Some(e) = explain::explain(&tr, &Default::default(), now, &id) else {
+    let Some(mut e) = explain::explain(&tr, &Default::default(), now, &id) else {
         return Err(CliError::input(format!(
             "no gang {id}: is the Job labelled muster.dev/queue, and is the controller running?"
         )));
     };
+    e.notes = notes;
     print(args.cluster.output, &e, || text(&e))
 }
 
@@ -147,12 +150,15 @@ pub fn text(e: &explain::Explanation) -> String {
     for i in &e.issues {
         s += &format!("Problem:  {i}\n");
     }
+    for n in &e.notes {
+        s += &format!("Note:     {n}\n");
+    }
     s
 }
 
 /// Runs `muster queues`.
 pub fn run_queues(args: ClusterArgs) -> Result<(), CliError> {
-    let tr = runtime()?.block_on(translation(&args))?;
+    let (tr, _) = runtime()?.block_on(translation(&args))?;
     let lines = explain::queues(&tr.snapshot);
     print(args.output, &lines, || {
         let mut s = format!(
@@ -171,7 +177,7 @@ pub fn run_queues(args: ClusterArgs) -> Result<(), CliError> {
 
 /// Runs `muster pools`.
 pub fn run_pools(args: ClusterArgs) -> Result<(), CliError> {
-    let tr = runtime()?.block_on(translation(&args))?;
+    let (tr, _) = runtime()?.block_on(translation(&args))?;
     let lines = explain::pools(&tr.snapshot);
     print(args.output, &lines, || {
         let mut s = format!(

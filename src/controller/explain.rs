@@ -57,15 +57,17 @@ pub async fn observe_once(client: &Client) -> Result<Observed, kube::Error> {
     })
 }
 
-/// The snapshot the controller would build now: offerings are listed from
-/// each pool's NodeClass through `providers`, as a planning cycle lists them.
+/// The snapshot the controller would build now, and why a pool has no
+/// offerings where none could be listed: offerings are listed from each
+/// pool's NodeClass through `providers`, as a planning cycle lists them.
 pub async fn snapshot(
     observed: &Observed,
     providers: &dyn ProviderFactory,
     now: Time,
-) -> translate::Translation {
+) -> (translate::Translation, Vec<String>) {
     let catalog = translate::catalog(observed);
     let mut offerings: BTreeMap<String, Vec<Offering>> = BTreeMap::new();
+    let mut notes = Vec::new();
     for pool in &catalog.pools {
         let Some(nc) = observed
             .of(Kind::NodeClass)
@@ -75,19 +77,35 @@ pub async fn snapshot(
             continue;
         };
         let spec = nc.data.get("spec").cloned().unwrap_or_default();
-        let Ok(provider) = providers.provider(&pool.node_class, &spec).await else {
-            continue;
-        };
-        if let Ok(mut list) = provider.offerings(&pool.requirements).await {
-            for o in &mut list {
-                if o.node_class.is_empty() {
-                    o.node_class = pool.node_class.clone();
-                }
+        let provider = match providers.provider(&pool.node_class, &spec).await {
+            Ok(p) => p,
+            Err(e) => {
+                notes.push(format!(
+                    "pool {}: no offerings listed, NodeClass {}: {e}",
+                    pool.name, pool.node_class
+                ));
+                continue;
             }
-            offerings.insert(pool.name.clone(), list);
+        };
+        match provider.offerings(&pool.requirements).await {
+            Ok(mut list) => {
+                for o in &mut list {
+                    if o.node_class.is_empty() {
+                        o.node_class = pool.node_class.clone();
+                    }
+                }
+                offerings.insert(pool.name.clone(), list);
+            }
+            Err(e) => notes.push(format!(
+                "pool {}: offerings could not be listed: {e}",
+                pool.name
+            )),
         }
     }
-    translate::snapshot_with(observed, &catalog, &offerings, now)
+    (
+        translate::snapshot_with(observed, &catalog, &offerings, now),
+        notes,
+    )
 }
 
 /// One machine the planner would launch.
@@ -132,6 +150,9 @@ pub struct Explanation {
     pub starts_after: Option<String>,
     /// Why the object is left out of planning, when it is.
     pub issues: Vec<String>,
+    /// What this reading of the cluster could not see (pools whose
+    /// offerings could not be listed here).
+    pub notes: Vec<String>,
 }
 
 /// Explains `gang` (`namespace/name`); `None` when the snapshot has no such
@@ -166,6 +187,7 @@ pub fn explain(
             start_estimate: None,
             starts_after: None,
             issues,
+            notes: vec![],
         });
     };
     let plan = muster_planner::plan(snapshot, policy, now);
@@ -215,6 +237,7 @@ pub fn explain(
         start_estimate: estimate.as_ref().map(|(t, _)| time::format(*t)),
         starts_after: estimate.map(|(_, g)| g.to_string()),
         issues,
+        notes: vec![],
     })
 }
 
