@@ -152,7 +152,7 @@ pub fn ready_since(node: &KubeNode) -> Option<Option<Time>> {
         .and_then(|s| s.conditions.as_ref())?
         .iter()
         .find(|c| c.type_ == "Ready" && c.status == "True")?;
-    Some(c.last_transition_time.as_ref().map(|t| time::from_kube(t)))
+    Some(c.last_transition_time.as_ref().map(time::from_kube))
 }
 
 /// Requests of a running pod (sum over containers, limits standing in for
