@@ -287,7 +287,7 @@ async fn kubectl_runs_the_plugin() {
         .output()
         .expect("kubectl muster explain -o yaml");
     assert!(out.status.success(), "{out:?}");
-    let y: serde_json::Value = serde_yaml::from_slice(&out.stdout).expect("yaml");
+    let y: serde_json::Value = serde_norway::from_slice(&out.stdout).expect("yaml");
     assert_eq!(y["gang"], "default/g", "{y}");
     assert_eq!(y["queue"], "team-a", "{y}");
     assert_eq!(y["decision"], "wait", "{y}");

@@ -98,7 +98,7 @@ fn print<T: serde::Serialize>(
             serde_json::to_string_pretty(value).map_err(|e| CliError::failed(e.to_string()))? + "\n"
         }
         Output::Yaml => {
-            serde_yaml::to_string(value).map_err(|e| CliError::failed(e.to_string()))?
+            serde_norway::to_string(value).map_err(|e| CliError::failed(e.to_string()))?
         }
     };
     print!("{s}");

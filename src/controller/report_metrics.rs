@@ -456,7 +456,7 @@ gangs:
 
     #[test]
     fn a_shared_node_is_split_by_gpus_and_dollars_accrue_over_time() {
-        let snapshot: Snapshot = serde_yaml::from_str(SHARED).expect("snapshot");
+        let snapshot: Snapshot = serde_norway::from_str(SHARED).expect("snapshot");
         let cost = queue_cost(&snapshot);
         // team-a: 32 × 8/10 = 25.6; team-b: 32 × 2/10 + 10 = 16.4
         assert!((cost["team-a"] - 25.6).abs() < 1e-9, "{cost:?}");
