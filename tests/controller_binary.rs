@@ -155,3 +155,77 @@ fn bad_periods_and_lease_timings_are_refused() {
         assert!(stderr.contains(flag), "{args:?}: {stderr}");
     }
 }
+
+/// Started before the CRDs are installed, the controller says once which
+/// CRDs are missing and the command that installs them, repeats nothing
+/// while it waits, prints no `Debug` dump of the API's answer, and starts
+/// once the CRDs are there.
+#[tokio::test]
+async fn missing_crds_are_named_once_with_the_install_command() {
+    let server = ApiServer::start();
+    let client = server.client();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let log = std::env::temp_dir().join(format!("muster-nocrds-{}.log", std::process::id()));
+    let file = std::fs::File::create(&log).expect("log file");
+    let _child = Kill(
+        Command::new(env!("CARGO_BIN_EXE_muster"))
+            .args([
+                "controller",
+                "--kube-url",
+                &server.url,
+                "--no-leader-election",
+                "--metrics-addr",
+                &addr,
+                "--log-format",
+                "json",
+            ])
+            .stdout(file)
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("muster controller starts"),
+    );
+    // several discovery retries fit in this wait
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let text = std::fs::read_to_string(&log).expect("log");
+    let messages: Vec<String> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["fields"]["message"].as_str().map(str::to_string))
+        .collect();
+    let missing: Vec<&String> = messages
+        .iter()
+        .filter(|m| m.contains("custom resources"))
+        .collect();
+    assert_eq!(missing.len(), 1, "said once: {messages:#?}");
+    for crd in [
+        "nodeclasses.muster.dev",
+        "gpupools.muster.dev",
+        "gpuqueues.muster.dev",
+        "gangs.muster.dev",
+        "poolnodes.muster.dev",
+    ] {
+        assert!(missing[0].contains(crd), "{crd}: {}", missing[0]);
+    }
+    assert!(
+        missing[0].contains("`muster crds | kubectl apply -f -`"),
+        "{}",
+        missing[0]
+    );
+    assert!(
+        !text.contains("ErrorResponse") && !text.contains("Status {"),
+        "no Debug dump: {text}"
+    );
+    assert_ne!(get(&addr, "/readyz").map(|r| r.0), Some(200));
+    support::install_crds(&client).await;
+    eventually(45, "/readyz 200 once the CRDs are installed", || {
+        let addr = addr.clone();
+        async move { get(&addr, "/readyz").filter(|(c, _)| *c == 200) }
+    })
+    .await;
+    let _ = std::fs::remove_file(&log);
+}

@@ -480,6 +480,15 @@ async fn s2_four_node_gang_written_first_then_launched_then_admitted() {
     .await;
     assert_eq!(queue["gpusUsed"], "32", "{queue}");
     assert_eq!(queue["pendingGangs"], 0);
+    // the gang holds all four $10/h nodes; GPU-hours accrue from here
+    assert_eq!(queue["pricePerHour"], "40.00", "{queue}");
+    assert!(
+        queue["gpuHoursLast24h"]
+            .as_str()
+            .and_then(|h| h.parse::<f64>().ok())
+            .is_some_and(|h| (0.0..1.0).contains(&h)),
+        "{queue}"
+    );
     assert!(
         queue["conditions"].as_array().is_some_and(|c| c
             .iter()

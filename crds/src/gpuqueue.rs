@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{
     Condition, DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, Duration, GPU_MODEL_PATTERN,
-    LabelSelector, Quantity, RESOURCE_NAME_PATTERN,
+    LabelSelector, Quantity, RESOURCE_NAME_PATTERN, Usd,
 };
 
 /// Where a team's gangs wait for quota and capacity.
@@ -215,6 +215,18 @@ pub struct GpuQueueStatus {
     /// Usage of each quota entry of `spec.resources`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub usage: Vec<ResourceUsage>,
+    /// What the nodes the queue's gangs hold cost now, in US dollars per
+    /// hour (a node shared by gangs is split by the GPUs each requests on it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_hour: Option<Usd>,
+    /// GPU-hours held by the queue's admitted and running gangs over the
+    /// last 24 hours, as this controller instance saw them (e.g. `41.5`).
+    #[serde(
+        default,
+        rename = "gpuHoursLast24h",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub gpu_hours_last_24h: Option<String>,
     /// Current state: `Active` is `True` when the queue admits work.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]

@@ -44,6 +44,11 @@ pub struct Policy {
     pub registration_timeout: Dur,
     /// How long a Registered node may take to become Ready with GPUs.
     pub initialization_timeout: Dur,
+    /// How long a registered Node may be Ready without allocatable
+    /// `nvidia.com/gpu` before its PoolNode is flagged (device plugin or
+    /// driver missing); shorter than `initialization_timeout` so the warning
+    /// comes before the node is given up.
+    pub gpu_registration_timeout: Dur,
     /// How long an offering is avoided after an insufficient-capacity error.
     pub unavailable_offering_ttl: Dur,
     /// Default pods-ready timeout for queues that set none.
@@ -68,6 +73,7 @@ impl Default for Policy {
             launch_timeout: Dur::mins(5),
             registration_timeout: Dur::mins(15),
             initialization_timeout: Dur::mins(10),
+            gpu_registration_timeout: Dur::mins(5),
             unavailable_offering_ttl: Dur::mins(3),
             pods_ready_timeout: Dur::mins(10),
             requeue_backoff_base: Dur::secs(60),

@@ -77,6 +77,11 @@ pub struct ControllerArgs {
     /// terminated.
     #[arg(long, env = "MUSTER_ORPHAN_GRACE", default_value = "10m", value_parser = parse_duration)]
     pub orphan_grace: Duration,
+    /// How long a muster node may be Ready without allocatable
+    /// `nvidia.com/gpu` before its PoolNode gets the `Initialized=False`
+    /// condition and a Warning Event (device plugin, taints, driver).
+    #[arg(long, env = "MUSTER_GPU_REGISTRATION_TIMEOUT", default_value = "5m", value_parser = parse_duration)]
+    pub gpu_registration_timeout: Duration,
     /// How often each cloud's interruption notices are read.
     #[arg(long, env = "MUSTER_INTERRUPTION_POLL", default_value = "5s", value_parser = parse_duration)]
     pub interruption_poll: Duration,
@@ -316,6 +321,8 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
     config.orphan_gc_period = args.orphan_gc_period;
     config.orphan_grace = args.orphan_grace;
     config.interruption_poll = args.interruption_poll;
+    config.policy.gpu_registration_timeout =
+        muster_planner::Dur::secs(args.gpu_registration_timeout.as_secs());
     config.api_timeout = args.api_timeout;
     config.lease = lease;
     let metrics = Arc::new(Metrics::new());

@@ -3,6 +3,8 @@
 #[cfg(feature = "controller")]
 pub mod controller;
 pub mod crds;
+#[cfg(feature = "controller")]
+pub mod explain;
 pub mod plan;
 pub mod simulate;
 
@@ -29,6 +31,16 @@ pub enum Command {
     /// Run the Kubernetes controller.
     #[cfg(feature = "controller")]
     Controller(Box<controller::ControllerArgs>),
+    /// Why a gang waits: queue, position, the planner's reason, what would
+    /// unblock it, what it would launch, when it would start.
+    #[cfg(feature = "controller")]
+    Explain(explain::ExplainArgs),
+    /// One line per GPUQueue: pending, admitted, GPUs used and quota, $/h.
+    #[cfg(feature = "controller")]
+    Queues(explain::ClusterArgs),
+    /// One line per GPUPool: nodes, GPUs, GPUs allocated, $/h.
+    #[cfg(feature = "controller")]
+    Pools(explain::ClusterArgs),
 }
 
 /// A failed command: a message for people and an exit code.
@@ -72,5 +84,11 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Crds(a) => crds::run(a),
         #[cfg(feature = "controller")]
         Command::Controller(a) => controller::run(*a),
+        #[cfg(feature = "controller")]
+        Command::Explain(a) => explain::run_explain(a),
+        #[cfg(feature = "controller")]
+        Command::Queues(a) => explain::run_queues(a),
+        #[cfg(feature = "controller")]
+        Command::Pools(a) => explain::run_pools(a),
     }
 }

@@ -57,6 +57,12 @@ impl Events {
         reason: &str,
         note: String,
     ) {
+        if cfg!(debug_assertions) && !super::reasons::known(reason) {
+            tracing::error!(
+                reason,
+                "Event reason missing from src/controller/reasons.rs"
+            );
+        }
         let ev = Event {
             type_,
             reason: reason.to_string(),

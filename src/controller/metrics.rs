@@ -172,6 +172,24 @@ pub const METRICS: &[MetricDoc] = &[
         labels: &["queue"],
     },
     MetricDoc {
+        name: "gpu_hours_busy",
+        kind: MetricKind::Counter,
+        help: "GPU-hours held by gangs of the queue whose pods all run",
+        labels: &["queue"],
+    },
+    MetricDoc {
+        name: "queue_cost_dollars_per_hour",
+        kind: MetricKind::Gauge,
+        help: "Hourly price of the nodes the queue's gangs hold now; a shared node is split by the GPUs each gang requests on it",
+        labels: &["queue"],
+    },
+    MetricDoc {
+        name: "queue_cost_dollars",
+        kind: MetricKind::Counter,
+        help: "Dollars of node time the queue's gangs held (queue_cost_dollars_per_hour integrated over time)",
+        labels: &["queue"],
+    },
+    MetricDoc {
         name: "orphans_terminated",
         kind: MetricKind::Counter,
         help: "Cloud instances tagged for this cluster that no PoolNode accounts for, terminated by orphan collection",
@@ -248,8 +266,16 @@ pub struct Metrics {
     pub idle_node_seconds: Family<PoolLabels, FloatCounter>,
     /// GPU-hours of admitted gangs per queue.
     pub gpu_hours: Family<QueueLabels, FloatCounter>,
+    /// GPU-hours of running gangs per queue.
+    pub gpu_hours_busy: Family<QueueLabels, FloatCounter>,
+    /// Hourly price of the nodes each queue's gangs hold.
+    pub queue_cost: Family<QueueLabels, FloatGauge>,
+    /// Dollars per queue, accumulated.
+    pub queue_dollars: Family<QueueLabels, FloatCounter>,
     /// The time of the previous metrics report (seconds), for accumulating counters.
     pub(crate) last_report: Mutex<Option<i64>>,
+    /// GPU-hours per queue over the last 24 hours, for GPUQueue status.
+    pub(crate) gpu_hours_window: Mutex<super::report_metrics::HourWindow>,
     /// Orphaned instances terminated.
     pub orphans_terminated: Counter,
     /// Interruption notices by kind.
@@ -292,6 +318,9 @@ impl Metrics {
         let preemptions = add(r, "preemptions", Family::default());
         let idle_node_seconds = add(r, "idle_node_seconds", Family::default());
         let gpu_hours = add(r, "gpu_hours", Family::default());
+        let gpu_hours_busy = add(r, "gpu_hours_busy", Family::default());
+        let queue_cost = add(r, "queue_cost_dollars_per_hour", Family::default());
+        let queue_dollars = add(r, "queue_cost_dollars", Family::default());
         let orphans_terminated = add(r, "orphans_terminated", Counter::default());
         let interruptions = add(r, "interruptions", Family::default());
         let cycles = add(r, "planning_cycles", Counter::default());
@@ -310,7 +339,11 @@ impl Metrics {
             preemptions,
             idle_node_seconds,
             gpu_hours,
+            gpu_hours_busy,
+            queue_cost,
+            queue_dollars,
             last_report: Mutex::new(None),
+            gpu_hours_window: Mutex::default(),
             orphans_terminated,
             interruptions,
             cycles,
@@ -421,6 +454,9 @@ mod tests {
         m.preemptions.get_or_create(&r).inc();
         m.idle_node_seconds.get_or_create(&p).inc_by(2.0);
         m.gpu_hours.get_or_create(&q).inc_by(0.5);
+        m.gpu_hours_busy.get_or_create(&q).inc_by(0.5);
+        m.queue_cost.get_or_create(&q).set(1.5);
+        m.queue_dollars.get_or_create(&q).inc_by(0.75);
         m.orphans_terminated.inc();
         m.interruptions
             .get_or_create(&KindLabels {

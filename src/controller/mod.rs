@@ -12,8 +12,10 @@
 pub mod act;
 pub mod api_client;
 pub mod clouds;
+pub mod crd_check;
 pub mod ctx;
 pub mod events;
+pub mod explain;
 pub mod http;
 pub mod leader;
 pub mod metrics;
@@ -21,6 +23,7 @@ pub mod objects;
 pub mod observe;
 pub mod planning_loop;
 pub mod providers;
+pub mod reasons;
 pub mod report_metrics;
 pub mod translate;
 pub mod webhook;
@@ -165,6 +168,17 @@ pub async fn run(
         leader::start(lease_client, lease, &config.identity, leadership.clone())
     });
     let client = api_client::wrap(client, options);
+    let mut shutdown = std::pin::pin!(shutdown);
+    tokio::select! {
+        () = crd_check::wait_until_installed(&client) => {}
+        () = &mut shutdown => {
+            tracing::info!("shutting down before the CRDs were installed");
+            if let Some(election) = election {
+                election.stop().await;
+            }
+            return Ok(());
+        }
+    }
     let caches = observe::Caches::start(client.clone(), &config);
     // Every task below dies with this future: aborting `run` is a process kill.
     let _caches_guard = StopOnDrop(Some(caches.clone()));

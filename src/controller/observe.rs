@@ -252,7 +252,11 @@ where
         while let Some(event) = stream.next().await {
             match event {
                 Ok(_) => changes.notify_one(),
-                Err(e) => tracing::warn!(kind, error = %e, "watch error; retrying"),
+                Err(e) => tracing::warn!(
+                    kind,
+                    error = %super::crd_check::short_watch_error(&e),
+                    "watch error; retrying"
+                ),
             }
         }
     })

@@ -30,6 +30,107 @@ pub struct Figures {
     pub idle_node_seconds: BTreeMap<String, f64>,
     /// Per queue: GPU-hours held since the previous report.
     pub gpu_hours: BTreeMap<String, f64>,
+    /// Per queue: GPU-hours of gangs whose pods all run, since the previous
+    /// report.
+    pub gpu_hours_busy: BTreeMap<String, f64>,
+    /// Per queue: dollars per hour of the nodes its gangs hold now
+    /// (see [`queue_cost`]).
+    pub queue_cost: BTreeMap<String, f64>,
+    /// Per queue: dollars spent since the previous report (`queue_cost` ×
+    /// elapsed hours).
+    pub queue_dollars: BTreeMap<String, f64>,
+    /// Per queue: GPU-hours held over the last 24 hours (filled by
+    /// [`report`] from its [`HourWindow`]).
+    pub gpu_hours_24h: BTreeMap<String, f64>,
+}
+
+/// GPU-hours per queue in hourly buckets, for "the last 24 hours": what
+/// one controller instance saw since it started leading.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct HourWindow {
+    buckets: BTreeMap<String, BTreeMap<i64, f64>>,
+}
+
+impl HourWindow {
+    /// Adds `amounts` to the hour of `now` and forgets hours older than 24.
+    pub fn add(&mut self, now: Time, amounts: &BTreeMap<String, f64>) {
+        let hour = now.0.div_euclid(3600);
+        for (q, v) in amounts {
+            *self
+                .buckets
+                .entry(q.clone())
+                .or_default()
+                .entry(hour)
+                .or_default() += v;
+        }
+        for b in self.buckets.values_mut() {
+            b.retain(|h, _| *h > hour - 24);
+        }
+    }
+
+    /// The sum per queue over the current hour and the 23 before it.
+    pub fn total(&self) -> BTreeMap<String, f64> {
+        self.buckets
+            .iter()
+            .map(|(q, b)| (q.clone(), b.values().sum()))
+            .collect()
+    }
+}
+
+/// Dollars per hour per queue of the nodes its gangs hold now. A node
+/// (launched or in flight, not Terminating) costs its offering's price; the
+/// price is split across the gangs holding capacity on it (Provisioning,
+/// Admitted, Running) in proportion to the GPUs their pods there request
+/// (equally when none requests GPUs); a node held for a gang with no pod
+/// placed yet is that gang's. A node nobody holds is charged to no queue
+/// (it shows in the pool's cost).
+pub fn queue_cost(snapshot: &Snapshot) -> BTreeMap<String, f64> {
+    let mut out: BTreeMap<String, f64> = snapshot
+        .queues
+        .iter()
+        .map(|q| (q.name.clone(), 0.0))
+        .collect();
+    for node in &snapshot.nodes {
+        if node.phase == NodePhase::Terminating || node.pool.is_none() {
+            continue;
+        }
+        let Some(price) = node.price.map(|p| p.usd()) else {
+            continue;
+        };
+        // (queue, GPUs its gang requests on this node), per holding gang
+        let mut shares: Vec<(&str, u64)> = Vec::new();
+        for g in snapshot.gangs.iter().filter(|g| g.phase.holds_capacity()) {
+            let on_node: Vec<_> = g
+                .assignments
+                .iter()
+                .filter(|a| a.node == node.name)
+                .collect();
+            if on_node.is_empty() {
+                continue;
+            }
+            let gpus = on_node
+                .iter()
+                .map(|a| g.pod_set(&a.pod_set).map_or(0, |s| s.requests.gpus_ceil()))
+                .sum();
+            shares.push((g.queue.as_str(), gpus));
+        }
+        if shares.is_empty()
+            && let Some(holder) = node.reserved_for.as_ref()
+            && let Some(g) = snapshot.gangs.iter().find(|g| &g.id == holder)
+        {
+            shares.push((g.queue.as_str(), 0));
+        }
+        let total: u64 = shares.iter().map(|(_, gpus)| gpus).sum();
+        for (queue, gpus) in &shares {
+            let part = if total == 0 {
+                1.0 / shares.len() as f64
+            } else {
+                *gpus as f64 / total as f64
+            };
+            *out.entry((*queue).to_string()).or_default() += price * part;
+        }
+    }
+    out
 }
 
 /// The figures of one cycle; `elapsed` is the seconds since the previous
@@ -82,7 +183,17 @@ pub fn figures(snapshot: &Snapshot, plan: &Plan, now: Time, elapsed: f64) -> Fig
             }
         }
         *f.gpu_hours.entry(gang.queue.clone()).or_default() += gpus_total as f64 * elapsed / 3600.0;
+        if gang.phase == GangPhase::Running {
+            *f.gpu_hours_busy.entry(gang.queue.clone()).or_default() +=
+                gpus_total as f64 * elapsed / 3600.0;
+        }
     }
+    f.queue_cost = queue_cost(snapshot);
+    f.queue_dollars = f
+        .queue_cost
+        .iter()
+        .map(|(q, per_hour)| (q.clone(), per_hour * elapsed / 3600.0))
+        .collect();
     let gangs: BTreeMap<_, _> = snapshot.gangs.iter().map(|g| (&g.id, g)).collect();
     for adm in &plan.admissions {
         if let Some(g) = gangs.get(&adm.gang) {
@@ -109,7 +220,15 @@ pub fn report(metrics: &Metrics, snapshot: &Snapshot, plan: &Plan, now: Time) ->
         *last = Some(now.0);
         elapsed as f64
     };
-    let f = figures(snapshot, plan, now, elapsed);
+    let mut f = figures(snapshot, plan, now, elapsed);
+    {
+        let mut window = metrics
+            .gpu_hours_window
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        window.add(now, &f.gpu_hours);
+        f.gpu_hours_24h = window.total();
+    }
     let pool = |p: &String| PoolLabels { pool: p.clone() };
     set_per_pool(&metrics.pool_gpus, &f.pool_gpus);
     set_per_pool(&metrics.pool_allocated_gpus, &f.pool_allocated);
@@ -120,6 +239,25 @@ pub fn report(metrics: &Metrics, snapshot: &Snapshot, plan: &Plan, now: Time) ->
             .idle_node_seconds
             .get_or_create(&pool(p))
             .inc_by(*secs);
+    }
+    metrics.queue_cost.clear();
+    for (q, per_hour) in &f.queue_cost {
+        metrics
+            .queue_cost
+            .get_or_create(&QueueLabels { queue: q.clone() })
+            .set(*per_hour);
+    }
+    for (q, dollars) in &f.queue_dollars {
+        metrics
+            .queue_dollars
+            .get_or_create(&QueueLabels { queue: q.clone() })
+            .inc_by(*dollars);
+    }
+    for (q, hours) in &f.gpu_hours_busy {
+        metrics
+            .gpu_hours_busy
+            .get_or_create(&QueueLabels { queue: q.clone() })
+            .inc_by(*hours);
     }
     for (q, hours) in &f.gpu_hours {
         metrics
@@ -254,6 +392,118 @@ gangs:
         assert_eq!(f.gpu_hours["team-b"], 3.0);
         assert_eq!(f.admission_waits, vec![("team-a".to_string(), 600.0)]);
         assert!(f.preemptions.is_empty());
+    }
+
+    /// A hand-computed case: n1 ($32/h) is shared by a/run (team-a, 2 × 4
+    /// GPUs) and a/small (team-b, 1 × 2 GPUs) → team-a pays 8/10, team-b
+    /// 2/10; n2 ($10/h, in flight) is held for a/prov (team-b) with no pod
+    /// placed yet → all team-b's; n3 ($5/h) is held by nobody → no queue's;
+    /// n4 is Terminating → free.
+    const SHARED: &str = r#"
+queues:
+- name: team-a
+- name: team-b
+- name: team-c
+pools:
+- name: gpu
+  provider: sim
+nodes:
+- name: n1
+  pool: gpu
+  price: 32.0
+  allocatable: {cpu: 96, memory: 1152Gi, nvidia.com/gpu: 10}
+- name: n2
+  pool: gpu
+  price: 10.0
+  phase: Launched
+  allocatable: {cpu: 96, memory: 1152Gi, nvidia.com/gpu: 8}
+  reservedFor: b/prov
+- name: n3
+  pool: gpu
+  price: 5.0
+  allocatable: {cpu: 96, memory: 1152Gi, nvidia.com/gpu: 8}
+- name: n4
+  pool: gpu
+  price: 7.0
+  phase: Terminating
+  allocatable: {cpu: 96, memory: 1152Gi, nvidia.com/gpu: 8}
+  reservedFor: a/run
+gangs:
+- id: a/run
+  queue: team-a
+  arrival: 0
+  podSets:
+  - {name: w, count: 2, requests: {nvidia.com/gpu: 4}}
+  phase: Running
+  assignments:
+  - {podSet: w, index: 0, node: n1}
+  - {podSet: w, index: 1, node: n1}
+- id: b/small
+  queue: team-b
+  arrival: 0
+  podSets:
+  - {name: w, count: 1, requests: {nvidia.com/gpu: 2}}
+  phase: Admitted
+  assignments:
+  - {podSet: w, index: 0, node: n1}
+- id: b/prov
+  queue: team-b
+  arrival: 0
+  podSets:
+  - {name: w, count: 1, requests: {nvidia.com/gpu: 8}}
+  phase: Provisioning
+"#;
+
+    #[test]
+    fn a_shared_node_is_split_by_gpus_and_dollars_accrue_over_time() {
+        let snapshot: Snapshot = serde_norway::from_str(SHARED).expect("snapshot");
+        let cost = queue_cost(&snapshot);
+        // team-a: 32 × 8/10 = 25.6; team-b: 32 × 2/10 + 10 = 16.4
+        assert!((cost["team-a"] - 25.6).abs() < 1e-9, "{cost:?}");
+        assert!((cost["team-b"] - 16.4).abs() < 1e-9, "{cost:?}");
+        assert_eq!(cost["team-c"], 0.0);
+        let metrics = Metrics::new();
+        report(&metrics, &snapshot, &Plan::default(), Time(0));
+        // 45 minutes later: team-a 25.6 × 0.75 = 19.2 $, team-b 16.4 × 0.75 = 12.3 $;
+        // GPU-hours: team-a 8 × 0.75 = 6 allocated and busy, team-b 2 × 0.75 = 1.5
+        // allocated (Admitted) and none busy
+        let f = report(&metrics, &snapshot, &Plan::default(), Time(2700));
+        assert!((f.queue_dollars["team-a"] - 19.2).abs() < 1e-9, "{f:?}");
+        assert!((f.queue_dollars["team-b"] - 12.3).abs() < 1e-9, "{f:?}");
+        assert_eq!(f.gpu_hours["team-a"], 6.0);
+        assert_eq!(f.gpu_hours_busy["team-a"], 6.0);
+        assert_eq!(f.gpu_hours["team-b"], 1.5);
+        assert_eq!(f.gpu_hours_busy.get("team-b"), None);
+        let text = metrics.encode();
+        assert!(
+            text.contains("muster_queue_cost_dollars_per_hour{queue=\"team-b\"} 16.4"),
+            "{text}"
+        );
+        assert!(
+            text.contains("muster_queue_cost_dollars_total{queue=\"team-a\"} 19.2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("muster_gpu_hours_busy_total{queue=\"team-a\"} 6.0"),
+            "{text}"
+        );
+        // the pool's cost counts every node but the Terminating one: 32 + 10 + 5
+        assert!(
+            text.contains("muster_pool_cost_dollars_per_hour{pool=\"gpu\"} 47.0"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_24_hour_window_forgets_older_hours() {
+        let mut w = HourWindow::default();
+        let one = |v: f64| BTreeMap::from([("q".to_string(), v)]);
+        w.add(Time(0), &one(2.0));
+        w.add(Time(3600 * 10), &one(3.0));
+        assert_eq!(w.total()["q"], 5.0);
+        // hour 24 is 24 hours after hour 0: hour 0 leaves the window
+        w.add(Time(3600 * 24 + 5), &one(1.0));
+        assert_eq!(w.total()["q"], 4.0);
     }
 
     #[test]

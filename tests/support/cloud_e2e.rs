@@ -116,14 +116,20 @@ pub async fn run_gang(client: &kube::Client) -> Vec<DynamicObject> {
         .iter()
         .filter_map(|p| p.spec.as_ref()?.node_name.clone())
         .collect();
-    let names: BTreeSet<String> = pns.iter().filter_map(|p| p.metadata.name.clone()).collect();
+    // Nodes are named as the cloud names them, not after their PoolNode:
+    // the PoolNode's status records which Node registered for it
+    let names: BTreeSet<String> = pns
+        .iter()
+        .filter_map(|p| p.data["status"]["nodeName"].as_str().map(str::to_string))
+        .collect();
     assert_eq!(nodes, names, "one pod on each launched node");
     pns
 }
 
-/// The machine the emulated kubelet boots for a cloud instance: a Node named
-/// after its PoolNode, with the pool labels and GPU taint its bootstrap
-/// registers, and `gpus` GPUs.
+/// The machine the emulated kubelet boots for a cloud instance: the pool
+/// labels and GPU taint its bootstrap registers, and `gpus` GPUs; the
+/// emulator names its Node as the cloud names the host
+/// (`emulator::node_name`), so only `spec.providerID` links it to its PoolNode.
 pub fn machine(
     i: muster_provider_api::Instance,
     pool: String,

@@ -122,11 +122,35 @@ impl Emulator {
         clouds: Vec<Arc<dyn Machines>>,
         run_for: Option<Duration>,
     ) -> Emulator {
+        Emulator::spawn(client, clouds, run_for, DevicePlugin::Runs)
+    }
+
+    /// Starts emulating clusters whose NVIDIA device plugin never runs on
+    /// the machines (it does not tolerate their taints, or the driver is
+    /// missing): their Nodes turn Ready but never report `nvidia.com/gpu`.
+    pub fn start_without_device_plugin(
+        client: kube::Client,
+        clouds: Vec<Arc<FakeCloud>>,
+    ) -> Emulator {
+        Emulator::spawn(
+            client,
+            clouds.into_iter().map(|c| c as Arc<dyn Machines>).collect(),
+            None,
+            DevicePlugin::Never,
+        )
+    }
+
+    fn spawn(
+        client: kube::Client,
+        clouds: Vec<Arc<dyn Machines>>,
+        run_for: Option<Duration>,
+        plugin: DevicePlugin,
+    ) -> Emulator {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let s = seen.clone();
         let task = tokio::spawn(async move {
             loop {
-                let mut result = tick(&client, &clouds, &s).await;
+                let mut result = tick(&client, &clouds, &s, plugin).await;
                 if let (Ok(()), Some(run_for)) = (&result, run_for) {
                     result = complete(&client, &s, run_for).await;
                 }
@@ -204,10 +228,21 @@ fn ready(n: &Node) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// Whether the device plugin advertises a Ready machine's GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DevicePlugin {
+    /// The Node reports its offering's GPUs once Ready.
+    Runs,
+    /// The Node turns Ready with no `nvidia.com/gpu` at all (the extended
+    /// resource exists only once a device plugin registers it).
+    Never,
+}
+
 async fn tick(
     client: &kube::Client,
     clouds: &[Arc<dyn Machines>],
     seen: &Arc<Mutex<Seen>>,
+    plugin: DevicePlugin,
 ) -> Result<(), kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
     let pods: Api<Pod> = Api::all(client.clone());
@@ -259,11 +294,20 @@ async fn tick(
                 }
                 (Some(n), _) => {
                     if !ready(n) {
+                        let mut resources = json!({"cpu": "96", "memory": "1Ti"});
+                        if plugin == DevicePlugin::Runs {
+                            resources["nvidia.com/gpu"] = json!(gpu_count.to_string());
+                        }
+                        // the kubelet stamps when Ready turned True
+                        let since = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                            k8s_openapi::jiff::Timestamp::now(),
+                        );
                         nodes
                             .patch_status(&n.name_any(), &pp, &Patch::Merge(json!({"status": {
-                                "conditions": [{"type": "Ready", "status": "True"}],
-                                "capacity": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": gpu_count.to_string()},
-                                "allocatable": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": gpu_count.to_string()},
+                                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": since}],
+                                "capacity": resources.clone(),
+                                // a merge patch keeps the NotReady Node's zero unless nulled
+                                "allocatable": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": resources.get("nvidia.com/gpu")},
                             }})))
                             .await?;
                     }

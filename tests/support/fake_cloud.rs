@@ -56,6 +56,7 @@ struct State {
     hang: Option<Hang>,
     notices: Vec<Interruption>,
     unresolvable: Option<String>,
+    unavailable: BTreeMap<String, Time>,
 }
 
 /// The fake cloud.
@@ -108,6 +109,14 @@ impl FakeCloud {
     /// Makes launch calls hang.
     pub fn set_hang(&self, hang: Hang) {
         self.lock().hang = Some(hang);
+    }
+
+    /// Offerings of this instance type are listed as unavailable until
+    /// `until` (a recent capacity error the cloud reports).
+    pub fn unavailable(&self, instance_type: &str, until: Time) {
+        self.lock()
+            .unavailable
+            .insert(instance_type.to_string(), until);
     }
 
     /// Launches of this instance type fail with insufficient capacity.
@@ -231,6 +240,7 @@ impl CloudProvider for FakeCloud {
         &self,
         requirements: &PoolRequirements,
     ) -> Result<Vec<Offering>, ProviderError> {
+        let unavailable = self.lock().unavailable.clone();
         Ok(self
             .catalog
             .iter()
@@ -239,6 +249,10 @@ impl CloudProvider for FakeCloud {
                     || requirements.instance_types.contains(&o.instance_type)
             })
             .cloned()
+            .map(|mut o| {
+                o.unavailable_until = unavailable.get(&o.instance_type).copied();
+                o
+            })
             .collect())
     }
 

@@ -5,6 +5,7 @@
 pub mod cloud_e2e;
 pub mod emulator;
 pub mod fake_cloud;
+pub mod karpenter;
 pub mod prometheus;
 pub mod rbac;
 pub mod stub_planner;

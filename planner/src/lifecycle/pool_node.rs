@@ -16,9 +16,16 @@
 //!
 //! Transient errors (throttling, 5xx) are retried: the node stays until its
 //! phase times out. Timeouts count from `phaseSince`.
+//!
+//! A node that stays may still deserve a warning ([`gpu_warning`]): Ready for
+//! `gpuRegistrationTimeout` without allocatable GPUs means the device plugin
+//! never ran on it (it does not tolerate the pool's taints, or the driver is
+//! missing). The warning says so well before `initializationTimeout` gives
+//! the node up.
 
-use crate::model::{NodePhase, OfferingKey};
+use crate::model::{NodePhase, OfferingKey, Taint, TaintEffect};
 use crate::snapshot::Policy;
+use crate::time::Dur;
 use crate::time::Time;
 
 /// Kinds of launch error a provider reports.
@@ -72,6 +79,72 @@ impl TerminateReason {
             TerminateReason::InsufficientCapacity => "InsufficientCapacity",
             TerminateReason::LaunchFailed => "LaunchFailed",
         }
+    }
+}
+
+/// Why a node that stays in its phase is flagged (a condition and a Warning
+/// Event, not a step).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeWarning {
+    /// The Node is Ready but has reported no allocatable `nvidia.com/gpu`
+    /// for `gpuRegistrationTimeout`.
+    GpusNotAllocatable,
+}
+
+impl NodeWarning {
+    /// The bounded name, for conditions and Events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeWarning::GpusNotAllocatable => "GPUsNotAllocatable",
+        }
+    }
+}
+
+/// The warning, if any, for a node in `phase` whose Node has been Ready since
+/// `ready_since` (`None` when not Ready) and shows `gpus_allocatable` GPUs.
+/// Only a Registered node (Ready, yet not advanced for want of GPUs) is
+/// flagged; the timeout counts from when the Node became Ready.
+pub fn gpu_warning(
+    phase: NodePhase,
+    ready_since: Option<Time>,
+    gpus_allocatable: bool,
+    policy: &Policy,
+    now: Time,
+) -> Option<NodeWarning> {
+    let since = ready_since?;
+    (phase == NodePhase::Registered
+        && !gpus_allocatable
+        && now >= since + policy.gpu_registration_timeout)
+        .then_some(NodeWarning::GpusNotAllocatable)
+}
+
+/// What a [`NodeWarning::GpusNotAllocatable`] tells the operator to check:
+/// the device plugin (or GPU operator) must tolerate every taint of the
+/// pool, named here, and the image must carry the NVIDIA driver.
+pub fn gpu_warning_message(node: &str, taints: &[Taint], waited: Dur) -> String {
+    let named: Vec<String> = taints.iter().map(taint_text).collect();
+    let tolerate = if named.is_empty() {
+        "is scheduled on the node".to_string()
+    } else {
+        format!("tolerates the pool's taints {}", named.join(", "))
+    };
+    format!(
+        "Node {node} has been Ready for {waited} without allocatable nvidia.com/gpu: check that \
+         the NVIDIA device plugin or GPU operator DaemonSet {tolerate}, and that the NVIDIA \
+         driver is installed on the node image (or installed by the GPU operator)"
+    )
+}
+
+fn taint_text(t: &Taint) -> String {
+    let effect = match t.effect {
+        TaintEffect::NoSchedule => "NoSchedule",
+        TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+        TaintEffect::NoExecute => "NoExecute",
+    };
+    if t.value.is_empty() {
+        format!("{}:{effect}", t.key)
+    } else {
+        format!("{}={}:{effect}", t.key, t.value)
     }
 }
 
@@ -277,5 +350,58 @@ mod tests {
                 "case {i}: {phase:?} after {elapsed}s with {seen:?}"
             );
         }
+    }
+
+    #[test]
+    fn gpu_warning_table() {
+        let p = Policy::default(); // gpu registration 5m
+        let ready = Some(Time(1000));
+        use NodePhase::*;
+        // (phase, ready since, GPUs allocatable, seconds after 1000, warned)
+        let cases: Vec<(NodePhase, Option<Time>, bool, i64, bool)> = vec![
+            (Registered, ready, false, 299, false),
+            (Registered, ready, false, 300, true),
+            (Registered, ready, true, 10_000, false),
+            (Registered, None, false, 10_000, false),
+            (Launched, ready, false, 10_000, false),
+            (Ready, ready, false, 10_000, false),
+            (Draining, ready, false, 10_000, false),
+        ];
+        for (i, (phase, since, gpus, elapsed, warned)) in cases.into_iter().enumerate() {
+            let got = gpu_warning(phase, since, gpus, &p, Time(1000 + elapsed));
+            assert_eq!(
+                got,
+                warned.then_some(NodeWarning::GpusNotAllocatable),
+                "case {i}: {phase:?} ready since {since:?}, gpus {gpus}, after {elapsed}s"
+            );
+        }
+    }
+
+    #[test]
+    fn gpu_warning_message_names_every_taint() {
+        let taints = vec![
+            Taint {
+                key: "nvidia.com/gpu".into(),
+                value: "true".into(),
+                effect: TaintEffect::NoSchedule,
+            },
+            Taint {
+                key: "muster.dev/pool".into(),
+                value: String::new(),
+                effect: TaintEffect::NoExecute,
+            },
+        ];
+        let m = gpu_warning_message("ip-10-0-0-1", &taints, Dur::mins(5));
+        assert!(m.contains("Node ip-10-0-0-1 has been Ready for 5m"), "{m}");
+        assert!(
+            m.contains("nvidia.com/gpu=true:NoSchedule, muster.dev/pool:NoExecute"),
+            "{m}"
+        );
+        assert!(m.contains("device plugin") && m.contains("driver"), "{m}");
+        let untainted = gpu_warning_message("n", &[], Dur::secs(90));
+        assert!(
+            untainted.contains("is scheduled on the node"),
+            "{untainted}"
+        );
     }
 }

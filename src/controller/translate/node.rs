@@ -115,6 +115,46 @@ pub fn node_ready(node: &KubeNode) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// Karpenter's label on every Node it launched (the NodePool's name), from
+/// its NodeClaim's labels (kubernetes-sigs/karpenter `pkg/apis/v1/labels.go`).
+pub(crate) const KARPENTER_NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
+/// Karpenter's label on a Node once its NodeClaim registered it.
+pub(crate) const KARPENTER_REGISTERED_LABEL: &str = "karpenter.sh/registered";
+/// The taint a Karpenter node registers with and Karpenter removes when it
+/// registers the node.
+pub(crate) const KARPENTER_UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
+
+/// True when Karpenter manages the Node: it carries Karpenter's NodePool or
+/// registered label, its start-up taint, or an owner reference to a
+/// `karpenter.sh` NodeClaim (Karpenter's registration sets the last three:
+/// kubernetes-sigs/karpenter `pkg/controllers/nodeclaim/lifecycle/registration.go`).
+pub fn karpenter_managed(node: &KubeNode) -> bool {
+    let labels = node.labels();
+    labels.contains_key(KARPENTER_NODEPOOL_LABEL)
+        || labels.contains_key(KARPENTER_REGISTERED_LABEL)
+        || node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|ts| ts.iter().any(|t| t.key == KARPENTER_UNREGISTERED_TAINT))
+        || node.owner_references().iter().any(|o| {
+            o.kind == "NodeClaim" && o.api_version.split('/').next() == Some("karpenter.sh")
+        })
+}
+
+/// When the Node's Ready condition last turned True (its
+/// `lastTransitionTime`); `None` when the Node is not Ready, `Some(None)`
+/// when it is Ready but the kubelet wrote no time.
+pub fn ready_since(node: &KubeNode) -> Option<Option<Time>> {
+    let c = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())?
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.status == "True")?;
+    Some(c.last_transition_time.as_ref().map(time::from_kube))
+}
+
 /// Requests of a running pod (sum over containers, limits standing in for
 /// missing requests).
 pub fn pod_resources(pod: &CachedPod) -> Resources {
@@ -210,7 +250,8 @@ pub fn blocked_by_pdb(pod: &CachedPod, pdbs: &[std::sync::Arc<PodDisruptionBudge
         })
 }
 
-fn taints(node: &KubeNode) -> Vec<Taint> {
+/// The Node's taints as planner taints (unknown effects left out).
+pub(crate) fn taints(node: &KubeNode) -> Vec<Taint> {
     node.spec
         .as_ref()
         .and_then(|s| s.taints.as_ref())
@@ -411,7 +452,10 @@ pub fn nodes(
     }
     for kn in &observed.nodes {
         let name = kn.name_any();
-        if claimed.contains(&name) {
+        // Karpenter's nodes are Karpenter's: never capacity muster places
+        // gangs on (Karpenter could consolidate them away under a gang), and
+        // never muster's to consolidate or drain
+        if claimed.contains(&name) || karpenter_managed(kn) {
             continue;
         }
         let unschedulable = kn
@@ -470,5 +514,53 @@ pub fn nodes(
     Nodes {
         nodes: out,
         registered,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn karpenter_nodes_are_recognised_by_each_mark_karpenter_sets() {
+        let cases = [
+            (json!({"metadata": {"name": "n"}}), false),
+            (
+                json!({"metadata": {"name": "n", "labels": {"karpenter.sh/nodepool": "gpu"}}}),
+                true,
+            ),
+            (
+                json!({"metadata": {"name": "n", "labels": {"karpenter.sh/registered": "true"}}}),
+                true,
+            ),
+            (
+                json!({"metadata": {"name": "n"}, "spec": {"taints": [
+                    {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}
+                ]}}),
+                true,
+            ),
+            (
+                json!({"metadata": {"name": "n", "ownerReferences": [{
+                    "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": "gpu-abc", "uid": "u"
+                }]}}),
+                true,
+            ),
+            // look-alikes are not Karpenter's
+            (
+                json!({"metadata": {"name": "n", "labels": {"muster.dev/poolnode": "pn", "karpenter.sh/capacity-type": "spot"}}}),
+                false,
+            ),
+            (
+                json!({"metadata": {"name": "n", "ownerReferences": [{
+                    "apiVersion": "example.com/v1", "kind": "NodeClaim", "name": "x", "uid": "u"
+                }]}}),
+                false,
+            ),
+        ];
+        for (i, (node, want)) in cases.into_iter().enumerate() {
+            let kn: KubeNode = serde_json::from_value(node.clone()).expect("node");
+            assert_eq!(karpenter_managed(&kn), want, "case {i}: {node}");
+        }
     }
 }

@@ -70,12 +70,21 @@ impl InFlight {
 /// The reason a removal is recorded with (PoolNode status, Event).
 pub fn reason(kind: &RemovalKind) -> &'static str {
     match kind {
-        RemovalKind::Empty => "Empty",
-        RemovalKind::Underutilized => "Underutilized",
-        RemovalKind::Replace { .. } => "Replaced",
-        RemovalKind::ScaleToZero => "ScaleToZero",
+        RemovalKind::Empty => EMPTY,
+        RemovalKind::Underutilized => UNDERUTILIZED,
+        RemovalKind::Replace { .. } => REPLACED,
+        RemovalKind::ScaleToZero => SCALE_TO_ZERO,
     }
 }
+
+/// Reason of a PoolNode removed because it holds nothing.
+pub const EMPTY: &str = "Empty";
+/// Reason of a PoolNode removed because its gangs fit elsewhere.
+pub const UNDERUTILIZED: &str = "Underutilized";
+/// Reason of a PoolNode replaced by a cheaper one.
+pub const REPLACED: &str = "Replaced";
+/// Reason of a PoolNode removed when its pool scales to zero.
+pub const SCALE_TO_ZERO: &str = "ScaleToZero";
 
 /// Marks every removed node's PoolNode `Draining` (and writes replacements).
 /// Returns how many it marked.
@@ -255,7 +264,7 @@ async fn drain_one(
                     .warn(
                         Kind::PoolNode,
                         pn,
-                        "DrainBlocked",
+                        crate::controller::reasons::DRAIN_BLOCKED,
                         format!(
                             "pod {}/{} is annotated {DO_NOT_DISRUPT}; the node waits for it",
                             pod.namespace().unwrap_or_default(),
@@ -307,7 +316,7 @@ fn start_eviction(ctx: &Ctx, pn: &std::sync::Arc<DynamicObject>, pod: &CachedPod
                     .warn(
                         Kind::PoolNode,
                         &pn,
-                        "DrainBlocked",
+                        crate::controller::reasons::DRAIN_BLOCKED,
                         format!("eviction of pod {key} refused: {e}"),
                     )
                     .await;
@@ -317,7 +326,7 @@ fn start_eviction(ctx: &Ctx, pn: &std::sync::Arc<DynamicObject>, pod: &CachedPod
                     .warn(
                         Kind::PoolNode,
                         &pn,
-                        "DrainBlocked",
+                        crate::controller::reasons::DRAIN_BLOCKED,
                         format!(
                             "eviction of pod {key} still refused after {}s (PodDisruptionBudget?); retrying",
                             EVICTION_TIMEOUT.as_secs()

@@ -158,8 +158,8 @@ pub async fn reconcile(ctx: &Ctx, observed: &Observed, tr: &Translation) -> usiz
                 .publish_ref(
                     super::gangs::job_ref(j),
                     EventType::Warning,
-                    "StartedOutsideMuster",
-                    "Job ran before it was admitted; it is stopped and queued (submit it suspended)"
+                    crate::controller::reasons::STARTED_OUTSIDE_MUSTER,
+                    "the Job's pods started before muster admitted it; it is suspended and queued (submit labelled Jobs with spec.suspend: true)"
                         .to_string(),
                 )
                 .await;

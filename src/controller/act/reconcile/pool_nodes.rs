@@ -10,6 +10,9 @@
 //! (`muster_planner::lifecycle::pool_node::next`); this module only observes
 //! and writes. Termination deletes the PoolNode (its finalizer terminates any
 //! instance) and may mark the offering unavailable; the next plan sees both.
+//! A Registered node whose Node is Ready without GPUs for
+//! `gpuRegistrationTimeout` gets the `Initialized=False` condition and one
+//! Warning Event naming what to check (`pool_node::gpu_warning`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,7 +23,7 @@ use muster_planner::lifecycle::pool_node::{self, LaunchError};
 use muster_planner::{NodePhase, Time};
 use muster_provider_api::{LaunchRequest, ProviderError};
 
-use super::super::{ActError, api, is_not_found, params, patch_status};
+use super::super::{ActError, api, condition, is_not_found, params, patch_status, with_condition};
 use crate::controller::ctx::{Ctx, CycleProviders};
 use crate::controller::metrics::LaunchLabels;
 use crate::controller::objects::{
@@ -28,9 +31,13 @@ use crate::controller::objects::{
 };
 use crate::controller::translate::node::{
     allocatable, node_phase, node_ready, offering_key, phase_since, poolnode_gang, poolnode_status,
+    ready_since, taints,
 };
 use crate::controller::translate::pool::spec;
 use crate::controller::translate::{Observed, time};
+
+/// The PoolNode condition that holds once the Node's GPUs are allocatable.
+const INITIALIZED: &str = "Initialized";
 
 /// True when the launch set this PoolNode belongs to is written: it is a
 /// spare (no gang), or its gang's status assigns pods to it and every node
@@ -188,8 +195,22 @@ async fn step(
         ready_with_gpus: node.is_some_and(|n| node_ready(n) && allocatable(n).gpu_millis > 0),
         launch_error,
     };
+    let policy = &ctx.config.policy;
+    // Ready since when (the kubelet's transition time, else the phase's start)
+    let ready_at = node
+        .and_then(|n| ready_since(n))
+        .map(|t| t.unwrap_or(since));
+    let gpus = node.is_some_and(|n| allocatable(n).gpu_millis > 0);
+    let gpu_warning = pool_node::gpu_warning(phase, ready_at, gpus, policy, now).map(|w| {
+        let message = pool_node::gpu_warning_message(
+            &node.map(|n| n.name_any()).unwrap_or_default(),
+            &node.map(|n| taints(n)).unwrap_or_default(),
+            policy.gpu_registration_timeout,
+        );
+        (w, message)
+    });
     // the planner's life-cycle table decides what the observation means
-    match pool_node::next(phase, since, &offering, seen, &ctx.config.policy, now) {
+    match pool_node::next(phase, since, &offering, seen, policy, now) {
         pool_node::Step::Stay => {
             if let Some((reason, message)) = &error_text {
                 status.reason = Some((*reason).to_string());
@@ -197,6 +218,23 @@ async fn step(
                 ctx.events
                     .warn(Kind::PoolNode, &pn, reason, message.clone())
                     .await;
+            }
+            if let Some((warning, message)) = gpu_warning {
+                let cond = condition(
+                    INITIALIZED,
+                    false,
+                    warning.as_str(),
+                    message.clone(),
+                    now,
+                    None,
+                );
+                // written (and announced) once: later cycles find it in place
+                if let Some(conds) = with_condition(&pn, cond) {
+                    status.conditions = conds;
+                    ctx.events
+                        .warn(Kind::PoolNode, &pn, warning.as_str(), message)
+                        .await;
+                }
             }
         }
         pool_node::Step::Advance(next) => {
@@ -208,6 +246,11 @@ async fn step(
                 }
                 if next == NodePhase::Ready {
                     status.ready_at = Some(time::to_kube(now));
+                    let message = format!("{} has allocatable GPUs", n.name_any());
+                    let cond = condition(INITIALIZED, true, "GPUsAllocatable", message, now, None);
+                    if let Some(conds) = with_condition(&pn, cond) {
+                        status.conditions = conds;
+                    }
                 }
             }
             status.reason = None;
@@ -223,6 +266,7 @@ async fn step(
             let reason = reason.as_str().to_string();
             let message = error_text
                 .map(|(_, m)| m)
+                .or(gpu_warning.map(|(_, m)| m))
                 .unwrap_or_else(|| format!("{name} terminated in phase {}", phase_name(phase)));
             ctx.events
                 .warn(

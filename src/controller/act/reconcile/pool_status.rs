@@ -159,7 +159,7 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
                 "Ready",
                 false,
                 "NoOfferings",
-                "no offering of the NodeClass is known yet (see the NodeClass status)".into(),
+                "no offering of the NodeClass is known yet, so the pool cannot launch; see the NodeClass's Ready condition, and check that the pool's requirements match instance types the cloud sells".into(),
                 now,
             )
         };
@@ -186,16 +186,20 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
                 "Active",
                 false,
                 "Stopped",
-                "the queue is stopped".into(),
+                "spec.stopPolicy stops the queue: it admits no new gang; set it to None to admit again".into(),
                 now,
             )
         } else {
             condition(obj, "Active", true, "Admitting", String::new(), now)
         };
         let before: GpuQueueStatus = typed(obj);
+        let name = obj.name_any();
         let after = GpuQueueStatus {
             conditions: with_condition(obj, cond).unwrap_or_else(|| before.conditions.clone()),
             observed_generation: obj.metadata.generation,
+            price_per_hour: f.queue_cost.get(&name).map(|c| Usd(format!("{c:.2}"))),
+            // one decimal: the status changes at most every few minutes
+            gpu_hours_last_24h: f.gpu_hours_24h.get(&name).map(|h| format!("{h:.1}")),
             ..fields.clone()
         };
         write(ctx, Kind::GpuQueue, obj, &before, &after).await;

@@ -1,0 +1,195 @@
+//! `muster explain`, `muster queues`, `muster pools`: the cluster as the
+//! controller plans it, for people. Installed as the kubectl plugin
+//! `kubectl-muster` (a link to this binary; see docs/kubectl-plugin.md).
+
+use muster::controller::{self, explain, translate::time};
+
+use super::CliError;
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// Lines for people.
+    Text,
+    /// YAML.
+    Yaml,
+    /// JSON.
+    Json,
+}
+
+/// How to reach the cluster, and the output format.
+#[derive(Debug, clap::Args)]
+pub struct ClusterArgs {
+    /// API server URL (plain HTTP or HTTPS without auth; kubectl proxy).
+    /// Without it: --kubeconfig, then the usual kubeconfig and in-cluster
+    /// configuration.
+    #[arg(long, env = "MUSTER_KUBE_URL")]
+    pub kube_url: Option<String>,
+    /// Kubeconfig file.
+    #[arg(long)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    pub output: Output,
+}
+
+/// Arguments of `muster explain`.
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// The Job or Gang (same name), or `namespace/name`.
+    pub name: String,
+    /// Its namespace.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+async fn client(args: &ClusterArgs) -> Result<kube::Client, CliError> {
+    controller::install_crypto_provider();
+    let config = if let Some(url) = &args.kube_url {
+        let uri = url
+            .parse()
+            .map_err(|e| CliError::input(format!("--kube-url {url}: {e}")))?;
+        kube::Config::new(uri)
+    } else if let Some(path) = &args.kubeconfig {
+        let kc = kube::config::Kubeconfig::read_from(path)
+            .map_err(|e| CliError::input(format!("--kubeconfig {}: {e}", path.display())))?;
+        kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .map_err(|e| CliError::input(format!("--kubeconfig {}: {e}", path.display())))?
+    } else {
+        kube::Config::infer()
+            .await
+            .map_err(|e| CliError::input(format!("no Kubernetes configuration: {e}")))?
+    };
+    kube::Client::try_from(config).map_err(|e| CliError::failed(format!("kube client: {e}")))
+}
+
+async fn translation(
+    args: &ClusterArgs,
+) -> Result<(controller::translate::Translation, Vec<String>), CliError> {
+    let client = client(args).await?;
+    let observed = explain::observe_once(&client).await.map_err(|e| {
+        CliError::failed(format!(
+            "reading the cluster: {}",
+            controller::crd_check::short_error(&e)
+        ))
+    })?;
+    let providers = controller::clouds::Clouds::new(Default::default());
+    Ok(explain::snapshot(&observed, &providers, time::now()).await)
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failed(format!("runtime: {e}")))
+}
+
+fn print<T: serde::Serialize>(
+    output: Output,
+    value: &T,
+    text: impl FnOnce() -> String,
+) -> Result<(), CliError> {
+    let s = match output {
+        Output::Text => text(),
+        Output::Json => {
+            serde_json::to_string_pretty(value).map_err(|e| CliError::failed(e.to_string()))? + "\n"
+        }
+        Output::Yaml => {
+            serde_norway::to_string(value).map_err(|e| CliError::failed(e.to_string()))?
+        }
+    };
+    print!("{s}");
+    Ok(())
+}
+
+/// Runs `muster explain`.
+pub fn run_explain(args: ExplainArgs) -> Result<(), CliError> {
+    let (tr, notes) = runtime()?.block_on(translation(&args.cluster))?;
+    let id = if args.name.contains('/') {
+        args.name.clone()
+    } else {
+        format!("{}/{}", args.namespace, args.name)
+    };
+    let now = time::now();
+    let Some(mut e) = explain::explain(&tr, &Default::default(), now, &id) else {
+        return Err(CliError::input(format!(
+            "no gang {id}: is the Job labelled muster.dev/queue, and is the controller running?"
+        )));
+    };
+    e.notes = notes;
+    print(args.cluster.output, &e, || text(&e))
+}
+
+/// The explanation as lines for people.
+pub fn text(e: &explain::Explanation) -> String {
+    let mut s = format!(
+        "Gang:     {}\nQueue:    {}\nState:    {}\nDecision: {}\n",
+        e.gang, e.queue, e.state, e.decision
+    );
+    if let Some(p) = e.position {
+        s += &format!("Position: {p}\n");
+    }
+    if let (Some(r), Some(m)) = (&e.reason, &e.message) {
+        s += &format!("Waits:    {r}: {m}\n");
+    }
+    for u in &e.unblock {
+        s += &format!("Unblock:  {u}\n");
+    }
+    for l in &e.launches {
+        s += &format!(
+            "Launch:   {} in pool {} at ${:.3}/h\n",
+            l.offering, l.pool, l.price_per_hour
+        );
+    }
+    if let (Some(t), Some(g)) = (&e.start_estimate, &e.starts_after) {
+        s += &format!("Starts:   about {t}, when {g} ends\n");
+    }
+    for i in &e.issues {
+        s += &format!("Problem:  {i}\n");
+    }
+    for n in &e.notes {
+        s += &format!("Note:     {n}\n");
+    }
+    s
+}
+
+/// Runs `muster queues`.
+pub fn run_queues(args: ClusterArgs) -> Result<(), CliError> {
+    let (tr, _) = runtime()?.block_on(translation(&args))?;
+    let lines = explain::queues(&tr.snapshot);
+    print(args.output, &lines, || {
+        let mut s = format!(
+            "{:<20} {:>7} {:>8} {:>10} {:>10} {:>9}\n",
+            "QUEUE", "PENDING", "ADMITTED", "GPUS", "QUOTA", "$/H"
+        );
+        for l in &lines {
+            s += &format!(
+                "{:<20} {:>7} {:>8} {:>10} {:>10} {:>9.3}\n",
+                l.queue, l.pending, l.admitted, l.gpus_used, l.gpu_quota, l.price_per_hour
+            );
+        }
+        s
+    })
+}
+
+/// Runs `muster pools`.
+pub fn run_pools(args: ClusterArgs) -> Result<(), CliError> {
+    let (tr, _) = runtime()?.block_on(translation(&args))?;
+    let lines = explain::pools(&tr.snapshot);
+    print(args.output, &lines, || {
+        let mut s = format!(
+            "{:<20} {:>5} {:>5} {:>9} {:>9}\n",
+            "POOL", "NODES", "GPUS", "ALLOCATED", "$/H"
+        );
+        for l in &lines {
+            s += &format!(
+                "{:<20} {:>5} {:>5} {:>9} {:>9.3}\n",
+                l.pool, l.nodes, l.gpus, l.gpus_allocated, l.price_per_hour
+            );
+        }
+        s
+    })
+}
