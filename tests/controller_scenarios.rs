@@ -15,29 +15,17 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use muster::controller::metrics::Metrics;
-use muster::controller::{self, ControllerConfig, Deps, LeaseConfig, PlanFn};
+use muster::controller::{self, ControllerConfig, LeaseConfig, PlanFn};
 use serde_json::json;
 use support::emulator::Emulator;
-use support::fake_cloud::{FakeCloud, FakeFactory, Hang};
+use support::fake_cloud::{FakeCloud, Hang};
+use support::in_process::Running;
 use support::{ApiServer, ar, create, eventually};
 
 const NS: &str = "team-a";
 
 fn stub() -> PlanFn {
     Arc::new(support::stub_planner::plan)
-}
-
-/// A controller running in-process; aborted (like a killed process) on drop.
-struct Running {
-    task: tokio::task::JoinHandle<()>,
-    metrics: Arc<Metrics>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 fn start(
@@ -78,9 +66,7 @@ fn start_configured(
     lease: bool,
     configure: impl FnOnce(&mut ControllerConfig),
 ) -> Running {
-    let mut config = ControllerConfig::new("test-cluster", identity);
-    config.debounce = Duration::from_millis(50);
-    config.tick = Duration::from_millis(500);
+    let mut config = support::in_process::config(identity);
     configure(&mut config);
     if lease {
         config.lease = Some(LeaseConfig {
@@ -91,17 +77,7 @@ fn start_configured(
         });
         config.api_timeout = Duration::from_millis(1500);
     }
-    let metrics = Arc::new(Metrics::new());
-    let deps = Deps {
-        providers: Arc::new(FakeFactory(cloud.clone())),
-        planner,
-        metrics: metrics.clone(),
-    };
-    let client = client.clone();
-    let task = tokio::spawn(async move {
-        let _ = controller::run(client, config, deps, futures::future::pending()).await;
-    });
-    Running { task, metrics }
+    support::in_process::spawn(client, cloud, planner, config)
 }
 
 /// API server, CRDs, a NodeClass, a pool of 8×A100 nodes and a queue.

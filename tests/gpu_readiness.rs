@@ -15,30 +15,19 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use muster::controller::metrics::Metrics;
-use muster::controller::{self, ControllerConfig, Deps};
 use muster_planner::{Dur, Policy};
 use serde_json::{Value, json};
 use support::emulator::Emulator;
-use support::fake_cloud::{FakeCloud, FakeFactory};
+use support::fake_cloud::FakeCloud;
+use support::in_process::Running;
 use support::{ApiServer, ar, create, eventually};
 
 const NS: &str = "team-a";
 const REASON: &str = "GPUsNotAllocatable";
 
-/// The controller in-process; aborted on drop.
-struct Running(tokio::task::JoinHandle<()>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// Flags a GPU-less Ready node after 1 s, and gives nothing up for an hour.
 fn start(client: &kube::Client, cloud: &Arc<FakeCloud>) -> Running {
-    let mut config = ControllerConfig::new("test-cluster", "c1");
-    config.debounce = Duration::from_millis(50);
+    let mut config = support::in_process::config("c1");
     config.tick = Duration::from_millis(300);
     config.policy = Policy {
         gpu_registration_timeout: Dur::secs(1),
@@ -46,15 +35,7 @@ fn start(client: &kube::Client, cloud: &Arc<FakeCloud>) -> Running {
         provisioning_timeout: Dur::hours(1),
         ..Policy::default()
     };
-    let deps = Deps {
-        providers: Arc::new(FakeFactory(cloud.clone())),
-        planner: Arc::new(support::stub_planner::plan),
-        metrics: Arc::new(Metrics::new()),
-    };
-    let client = client.clone();
-    Running(tokio::spawn(async move {
-        let _ = controller::run(client, config, deps, futures::future::pending()).await;
-    }))
+    support::in_process::spawn(client, cloud, Arc::new(support::stub_planner::plan), config)
 }
 
 /// CRDs, a NodeClass, a pool of 8-GPU nodes tainted `nvidia.com/gpu` and

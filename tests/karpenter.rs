@@ -18,38 +18,20 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use muster::controller::metrics::Metrics;
-use muster::controller::{self, ControllerConfig, Deps};
 use serde_json::json;
 use support::emulator::Emulator;
-use support::fake_cloud::{FakeCloud, FakeFactory};
+use support::fake_cloud::FakeCloud;
+use support::in_process::Running;
 use support::karpenter::{incompatible, nodeclaims, provisionable, registered_node};
 use support::{ApiServer, create, eventually};
 
 const NS: &str = "team-a";
 const KARPENTER_NODE: &str = "ip-10-0-9-9.ec2.internal";
 
-struct Running(tokio::task::JoinHandle<()>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 fn start(client: &kube::Client, cloud: &Arc<FakeCloud>) -> Running {
-    let mut config = ControllerConfig::new("test-cluster", "c1");
-    config.debounce = Duration::from_millis(50);
+    let mut config = support::in_process::config("c1");
     config.tick = Duration::from_millis(300);
-    let deps = Deps {
-        providers: Arc::new(FakeFactory(cloud.clone())),
-        planner: Arc::new(support::stub_planner::plan),
-        metrics: Arc::new(Metrics::new()),
-    };
-    let client = client.clone();
-    Running(tokio::spawn(async move {
-        let _ = controller::run(client, config, deps, futures::future::pending()).await;
-    }))
+    support::in_process::spawn(client, cloud, Arc::new(support::stub_planner::plan), config)
 }
 
 /// A GPU NodePool as Karpenter's scheduler sees it: what its template's

@@ -5,13 +5,20 @@
 #
 #   planner/benches/instructions.sh            # 1k, 10k, 100k pods
 #   planner/benches/instructions.sh pods=50000,gangs=5000,nodes=10000,offerings=300
+#   planner/benches/instructions.sh --update-docs   # the 1k/10k/100k table, written
+#                                              # into the marked block of docs/benchmarks.md
 set -euo pipefail
+update_docs=0
+if [ "${1:-}" = "--update-docs" ]; then
+  update_docs=1
+  shift
+fi
 cd "$(dirname "$0")/../.."
 target="${CARGO_TARGET_DIR:-target}"
 cargo build --quiet --release -p muster-planner-instructions
 bin="$target/release/plan-instructions"
 specs=("$@")
-if [ ${#specs[@]} -eq 0 ]; then
+if [ ${#specs[@]} -eq 0 ] || [ "$update_docs" = 1 ]; then
   specs=(
     pods=1000,gangs=100,nodes=200,offerings=300
     pods=10000,gangs=1000,nodes=2000,offerings=300
@@ -19,7 +26,9 @@ if [ ${#specs[@]} -eq 0 ]; then
   )
 fi
 out="$(mktemp)"
-trap 'rm -f "$out"' EXIT
+table="$(mktemp)"
+trap 'rm -f "$out" "$table"' EXIT
+{
 echo "| snapshot | instructions per plan |"
 echo "|---|---:|"
 for spec in "${specs[@]}"; do
@@ -30,3 +39,17 @@ for spec in "${specs[@]}"; do
   n="$(echo "$n" | sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/' -e 'ta')"
   printf '| %s | %s |\n' "$spec" "$n"
 done
+} > "$table"
+if [ "$update_docs" = 1 ]; then
+  python3 - "$table" docs/benchmarks.md <<'PY'
+import sys
+table, doc = sys.argv[1], sys.argv[2]
+begin, end = "<!-- BEGIN instructions -->", "<!-- END instructions -->"
+text = open(doc, encoding="utf-8").read()
+head, rest = text.split(begin, 1)
+_, tail = rest.split(end, 1)
+body = open(table, encoding="utf-8").read()
+open(doc, "w", encoding="utf-8").write(head + begin + "\n" + body + end + tail)
+PY
+fi
+cat "$table"

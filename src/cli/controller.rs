@@ -182,30 +182,15 @@ fn init_logging(format: LogFormat) {
 }
 
 async fn client(args: &ControllerArgs) -> Result<kube::Client, CliError> {
-    controller::install_crypto_provider();
-    let config = if let Some(url) = &args.kube_url {
-        let uri = url
-            .parse()
-            .map_err(|e| CliError::input(format!("--kube-url {url}: {e}")))?;
-        kube::Config::new(uri)
-    } else if let Some(path) = &args.kubeconfig {
-        let kc = kube::config::Kubeconfig::read_from(path)
-            .map_err(|e| CliError::input(format!("--kubeconfig {}: {e}", path.display())))?;
-        kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .map_err(|e| CliError::input(format!("--kubeconfig {}: {e}", path.display())))?
-    } else {
-        kube::Config::infer()
-            .await
-            .map_err(|e| CliError::input(format!("no Kubernetes configuration: {e}")))?
-    };
+    let mut config =
+        super::kube_config::from_flags(args.kube_url.as_deref(), args.kubeconfig.as_deref())
+            .await?;
     // connecting and sending are bounded here; the whole request (answer
     // included, watches excepted) by the controller's own deadline, since a
     // read timeout on the connection would also cut idle watches
-    let mut config = config;
     config.connect_timeout = Some(args.api_timeout);
     config.write_timeout = Some(args.api_timeout);
-    kube::Client::try_from(config).map_err(|e| CliError::failed(format!("kube client: {e}")))
+    super::kube_config::client(config)
 }
 
 /// The leader-election settings of the flags, checked; `None` without election.

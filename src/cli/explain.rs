@@ -46,24 +46,10 @@ pub struct ExplainArgs {
 }
 
 async fn client(args: &ClusterArgs) -> Result<kube::Client, CliError> {
-    controller::install_crypto_provider();
-    let config = if let Some(url) = &args.kube_url {
-        let uri = url
-            .parse()
-            .map_err(|e| CliError::input(format!("--kube-url {url}: {e}")))?;
-        kube::Config::new(uri)
-    } else if let Some(path) = &args.kubeconfig {
-        let kc = kube::config::Kubeconfig::read_from(path)
-            .map_err(|e| CliError::input(format!("--kubeconfig {}: {e}", path.display())))?;
-        kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .map_err(|e| CliError::input(format!("--kubeconfig {}: {e}", path.display())))?
-    } else {
-        kube::Config::infer()
-            .await
-            .map_err(|e| CliError::input(format!("no Kubernetes configuration: {e}")))?
-    };
-    kube::Client::try_from(config).map_err(|e| CliError::failed(format!("kube client: {e}")))
+    let config =
+        super::kube_config::from_flags(args.kube_url.as_deref(), args.kubeconfig.as_deref())
+            .await?;
+    super::kube_config::client(config)
 }
 
 async fn translation(

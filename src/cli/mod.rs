@@ -5,6 +5,8 @@ pub mod controller;
 pub mod crds;
 #[cfg(feature = "controller")]
 pub mod explain;
+#[cfg(feature = "controller")]
+mod kube_config;
 pub mod plan;
 pub mod simulate;
 

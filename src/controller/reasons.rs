@@ -510,7 +510,7 @@ pub fn reference_markdown() -> String {
     let mut s = String::from(
         "# Events and conditions\n\n\
          <!-- generated from src/controller/reasons.rs; regenerate with \
-         MUSTER_BLESS=1 cargo test --features controller --test events_reference -->\n\n\
+         MUSTER_BLESS=1 cargo test --features controller --test references -->\n\n\
          Every reason muster writes to the cluster: Event reasons, condition \
          reasons and the `status.reason` of Gangs and PoolNodes. The message \
          next to a reason carries the figures (GPUs, quota, prices, names); \

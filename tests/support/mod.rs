@@ -5,6 +5,7 @@
 pub mod cloud_e2e;
 pub mod emulator;
 pub mod fake_cloud;
+pub mod in_process;
 pub mod karpenter;
 pub mod prometheus;
 pub mod rbac;

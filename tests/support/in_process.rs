@@ -1,0 +1,53 @@
+//! The controller run in-process against the API test server, on a fake
+//! cloud: what the scenario tests start and stop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use muster::controller::metrics::Metrics;
+use muster::controller::{self, ControllerConfig, Deps, PlanFn};
+
+use super::fake_cloud::{FakeCloud, FakeFactory};
+
+/// A controller running in-process; aborted (like a killed process) on drop.
+pub struct Running {
+    /// The controller's task.
+    pub task: tokio::task::JoinHandle<()>,
+    /// Its metrics registry.
+    pub metrics: Arc<Metrics>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The configuration the tests start from: short debounce and tick, no
+/// leader election.
+pub fn config(identity: &str) -> ControllerConfig {
+    let mut config = ControllerConfig::new("test-cluster", identity);
+    config.debounce = Duration::from_millis(50);
+    config.tick = Duration::from_millis(500);
+    config
+}
+
+/// Starts the controller with `config` on `cloud`, deciding with `planner`.
+pub fn spawn(
+    client: &kube::Client,
+    cloud: &Arc<FakeCloud>,
+    planner: PlanFn,
+    config: ControllerConfig,
+) -> Running {
+    let metrics = Arc::new(Metrics::new());
+    let deps = Deps {
+        providers: Arc::new(FakeFactory(cloud.clone())),
+        planner,
+        metrics: metrics.clone(),
+    };
+    let client = client.clone();
+    let task = tokio::spawn(async move {
+        let _ = controller::run(client, config, deps, futures::future::pending()).await;
+    });
+    Running { task, metrics }
+}
