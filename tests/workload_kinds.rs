@@ -1,0 +1,511 @@
+//! Workload kinds beyond the Job, end to end: the real `kube::Client`
+//! against the API test server with the kind's CRD and its controller's
+//! stand-in (JobSet: `tests/kube_api/jobset_controller.py`), the controller
+//! in-process with the real planner, a fake cloud, and the kubelet /
+//! kube-scheduler emulator.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use muster::controller::PlanFn;
+use muster::controller::workloads::WorkloadKind;
+use serde_json::{Value, json};
+use support::emulator::Emulator;
+use support::fake_cloud::FakeCloud;
+use support::in_process::Running;
+use support::{ApiServer, ar, create, eventually};
+
+const NS: &str = "team-a";
+
+fn planner() -> PlanFn {
+    Arc::new(
+        |s: &muster_planner::Snapshot, p: &muster_planner::Policy, t| {
+            let plan = muster_planner::plan(s, p, t);
+            if std::env::var("MUSTER_TEST_DUMP").is_ok() {
+                eprintln!("PLAN {}", serde_json::to_string(&plan).unwrap_or_default());
+            }
+            plan
+        },
+    )
+}
+
+fn jobset_ar() -> kube::core::ApiResource {
+    WorkloadKind::JobSet
+        .custom()
+        .expect("a custom kind")
+        .api_resource()
+}
+
+async fn install_jobset_crd(client: &kube::Client) {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/kube_api/crds/jobset.yaml"
+    ))
+    .expect("jobset CRD");
+    let crd: CustomResourceDefinition = serde_norway::from_str(&text).expect("CRD yaml");
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("create the JobSet CRD");
+}
+
+/// A server with muster's CRDs (and the JobSet CRD when `jobset`), one GCP
+/// NodeClass, a pool of 8-GPU nodes tainted as GPUPools are by default, and
+/// queue `team-a`.
+async fn world(jobset: bool) -> (ApiServer, kube::Client) {
+    let server = ApiServer::start();
+    let client = server.client();
+    support::install_crds(&client).await;
+    if jobset {
+        install_jobset_crd(&client).await;
+    }
+    create(&client, "NodeClass", "nodeclasses", None, json!({
+        "metadata": {"name": "gcp-default"},
+        "spec": {"gcp": {"project": "test-project", "region": "us-central1", "image": "projects/x/global/images/family/y"}}
+    }))
+    .await;
+    create(&client, "GPUPool", "gpupools", None, json!({
+        "metadata": {"name": "a100"},
+        "spec": {"nodeClassRef": {"name": "gcp-default"}, "requirements": {"instanceTypes": ["fake-8gpu"], "capacityTypes": ["on-demand"]}}
+    }))
+    .await;
+    create(&client, "GPUQueue", "gpuqueues", None, json!({
+        "metadata": {"name": "team-a"},
+        "spec": {"pools": ["a100"], "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}}}
+    }))
+    .await;
+    (server, client)
+}
+
+fn start(
+    server: &ApiServer,
+    cloud: &Arc<FakeCloud>,
+    kinds: &[WorkloadKind],
+    configure: impl FnOnce(&mut muster::controller::ControllerConfig),
+) -> Running {
+    let mut config = support::in_process::config("c1");
+    config.workload_kinds = kinds.iter().copied().collect();
+    configure(&mut config);
+    support::in_process::spawn(&server.client_as("controller"), cloud, planner(), config)
+}
+
+/// A Node of the cluster's own: CPUs only, no pool.
+async fn cpu_node(client: &kube::Client, name: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": {
+        "topology.kubernetes.io/zone": "us-central1-a", "kubernetes.io/hostname": name}}}))
+    .expect("node");
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("node");
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+            }})),
+        )
+        .await
+        .expect("node status");
+}
+
+/// A JobSet of one CPU driver and `workers` 8-GPU workers (one pod per
+/// Job), submitted suspended as the admission webhook leaves it.
+fn train(name: &str, workers: i64, suspend: bool) -> Value {
+    let rjob = |rname: &str, replicas: i64, resources: Value, tolerations: Value| {
+        json!({"name": rname, "replicas": replicas, "template": {"spec": {
+            "parallelism": 1, "completions": 1, "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never", "tolerations": tolerations, "containers": [
+                {"name": rname, "image": "trainer", "resources": resources}]}}}}})
+    };
+    json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": name, "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
+        "spec": {"suspend": suspend, "replicatedJobs": [
+            rjob("driver", 1, json!({"requests": {"cpu": "2", "memory": "4Gi"}}), json!([])),
+            rjob("workers", workers, json!({"limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "8", "memory": "64Gi"}}),
+                 json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])),
+        ]}
+    })
+}
+
+async fn submit_jobset(client: &kube::Client, body: Value) {
+    let obj: DynamicObject = serde_json::from_value(body).expect("jobset");
+    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &jobset_ar())
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect("submit JobSet");
+}
+
+async fn jobset(client: &kube::Client, name: &str) -> DynamicObject {
+    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &jobset_ar())
+        .get(name)
+        .await
+        .expect("JobSet")
+}
+
+async fn gang(client: &kube::Client, name: &str) -> Option<DynamicObject> {
+    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"))
+        .get_opt(name)
+        .await
+        .ok()?
+}
+
+async fn phase(client: &kube::Client, name: &str) -> Option<String> {
+    gang(client, name).await?.data["status"]["phase"]
+        .as_str()
+        .map(String::from)
+}
+
+/// Running pods by the replicated job of JobSet `name` → node names.
+async fn running_by_set(client: &kube::Client, name: &str) -> BTreeMap<String, Vec<String>> {
+    let pods = Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels(&format!("jobset.sigs.k8s.io/jobset-name={name}")))
+        .await
+        .expect("pods")
+        .items;
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for p in pods {
+        if p.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Running") {
+            continue;
+        }
+        let set = p
+            .labels()
+            .get("jobset.sigs.k8s.io/replicatedjob-name")
+            .cloned()
+            .unwrap_or_default();
+        let node = p.spec.and_then(|s| s.node_name).unwrap_or_default();
+        out.entry(set).or_default().push(node);
+    }
+    out
+}
+
+async fn poolnodes(client: &kube::Client) -> Vec<DynamicObject> {
+    Api::<DynamicObject>::all_with(client.clone(), &ar("PoolNode", "poolnodes"))
+        .list(&ListParams::default())
+        .await
+        .expect("poolnodes")
+        .items
+}
+
+/// The headline multi-pod-set gang: a JobSet of one CPU driver and four
+/// 8-GPU workers is one gang, admitted onto one launch set of four GPU
+/// nodes; the driver, whose requests name no GPU, runs on the cluster's CPU
+/// node and never on a GPU node; the JobSet completes and so does its Gang.
+#[tokio::test]
+async fn jobset_driver_and_gpu_workers_admitted_onto_one_launch_set_then_complete() {
+    let (server, client) = world(true).await;
+    cpu_node(&client, "cpu-0").await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let emu = Emulator::start_running_for(
+        client.clone(),
+        vec![cloud.clone() as Arc<dyn support::emulator::Machines>],
+        Some(Duration::from_secs(3)),
+    );
+    let _ctl = start(
+        &server,
+        &cloud,
+        &[WorkloadKind::Job, WorkloadKind::JobSet],
+        |_| {},
+    );
+    submit_jobset(&client, train("train", 4, true)).await;
+    let g = eventually(10, "the JobSet's Gang", || {
+        let client = client.clone();
+        async move { gang(&client, "jobset-train").await }
+    })
+    .await;
+    let sets: Vec<(String, i64)> = g.data["spec"]["podSets"]
+        .as_array()
+        .expect("pod sets")
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap_or_default().to_string(),
+                p["count"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sets,
+        [("driver".to_string(), 1), ("workers".to_string(), 4)]
+    );
+    assert_eq!(g.owner_references()[0].kind, "JobSet");
+    let running = eventually(40, "the driver and four workers running", || {
+        let client = client.clone();
+        async move {
+            let r = running_by_set(&client, "train").await;
+            (r.get("driver").map(Vec::len) == Some(1) && r.get("workers").map(Vec::len) == Some(4))
+                .then_some(r)
+        }
+    })
+    .await;
+    // one launch set: four GPU nodes, all written before the first launch
+    let launches = cloud.launch_calls();
+    assert_eq!(launches.len(), 4, "{launches:?}");
+    assert_eq!(launches[0].poolnodes_seen, Some(4));
+    let gpu_nodes: BTreeSet<String> = poolnodes(&client)
+        .await
+        .iter()
+        .filter_map(|p| p.data["status"]["nodeName"].as_str().map(String::from))
+        .collect();
+    assert_eq!(gpu_nodes.len(), 4);
+    assert_eq!(
+        running["driver"],
+        ["cpu-0"],
+        "the driver runs on the CPU node"
+    );
+    let workers: BTreeSet<String> = running["workers"].iter().cloned().collect();
+    assert_eq!(workers, gpu_nodes, "one worker per launched GPU node");
+    // pinned by node selector per pod set: the JobSet's affinity is immutable
+    let js = jobset(&client, "train").await;
+    let selector = |i: usize| {
+        js.data["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["spec"]["nodeSelector"]
+            .clone()
+    };
+    assert_eq!(
+        selector(0)["pod-set.muster.dev/driver"],
+        "team-a.jobset-train"
+    );
+    assert!(selector(0).get("pod-set.muster.dev/workers").is_none());
+    assert_eq!(
+        selector(1)["pod-set.muster.dev/workers"],
+        "team-a.jobset-train"
+    );
+    // the JobSet was unsuspended only once the launch set was Ready
+    let unsuspended_with = eventually(10, "the emulator to see the workers start", || {
+        let seen = emu.seen.lock().expect("seen").clone();
+        async move {
+            seen.unsuspended_with_ready_nodes
+                .get("train-workers-0")
+                .copied()
+        }
+    })
+    .await;
+    assert_eq!(unsuspended_with, 4);
+    // every pod succeeds: the JobSet completes, and its gang finishes
+    eventually(30, "the JobSet Completed and its Gang Finished", || {
+        let client = client.clone();
+        async move {
+            let js = jobset(&client, "train").await;
+            let done = js.data["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Completed" && c["status"] == "True")
+            });
+            (done && phase(&client, "jobset-train").await.as_deref() == Some("Finished"))
+                .then_some(())
+        }
+    })
+    .await;
+}
+
+/// Admitted, then evicted (its pods never become ready in time): the JobSet
+/// is suspended (its controller suspends the child Jobs, whose pods go) and
+/// then its templates restored; once pods can run it is admitted again and
+/// runs.
+#[tokio::test]
+async fn jobset_evicted_whole_then_readmitted() {
+    let (server, client) = world(true).await;
+    cpu_node(&client, "cpu-0").await;
+    existing_gpu_node(&client, "gpu-0", 8).await;
+    existing_gpu_node(&client, "gpu-1", 8).await;
+    let queues: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUQueue", "gpuqueues"));
+    let set_timeout = |t: &'static str| {
+        let queues = queues.clone();
+        async move {
+            queues
+                .patch(
+                    "team-a",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"podsReadyTimeout": t}})),
+                )
+                .await
+                .expect("queue timeout");
+        }
+    };
+    set_timeout("1s").await;
+    let cloud = FakeCloud::new(None);
+    // no kubelet or scheduler yet: the pods never run, and the gang is evicted
+    let _ctl = start(
+        &server,
+        &cloud,
+        &[WorkloadKind::Job, WorkloadKind::JobSet],
+        |c| {
+            c.policy.requeue_backoff_base = muster_planner::Dur::secs(2);
+        },
+    );
+    submit_jobset(&client, train("again", 2, true)).await;
+    eventually(20, "the JobSet unsuspended", || {
+        let client = client.clone();
+        async move { (jobset(&client, "again").await.data["spec"]["suspend"] == false).then_some(()) }
+    })
+    .await;
+    eventually(20, "the gang evicted", || {
+        let client = client.clone();
+        async move {
+            let g = gang(&client, "jobset-again").await;
+            if std::env::var("MUSTER_TEST_DUMP").is_ok() {
+                eprintln!(
+                    "GANG {}",
+                    g.as_ref()
+                        .map(|g| g.data["status"].to_string())
+                        .unwrap_or_default()
+                );
+            }
+            (g?.data["status"]["phase"] == "Evicted").then_some(())
+        }
+    })
+    .await;
+    let js = eventually(10, "the stop finished", || {
+        let client = client.clone();
+        async move {
+            let js = jobset(&client, "again").await;
+            let a = js.annotations();
+            (js.data["spec"]["suspend"] == true
+                && !a.contains_key("muster.dev/stopping")
+                && !a.contains_key("muster.dev/admitted-nodes"))
+            .then_some(js)
+        }
+    })
+    .await;
+    assert!(
+        js.data["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+            .get("nodeSelector")
+            .is_none(),
+        "the submitted template is back"
+    );
+    assert!(
+        !js.annotations()
+            .contains_key("muster.dev/original-template")
+    );
+    // pin (update), start (patch), stop (patch), restore (update): the
+    // templates changed only while the JobSet was suspended
+    let verbs: Vec<String> = server
+        .audited("controller")
+        .into_iter()
+        .filter(|(v, g, r, _)| {
+            g == "jobset.x-k8s.io" && r == "jobsets" && (v == "patch" || v == "update")
+        })
+        .map(|(v, ..)| v)
+        .collect();
+    assert_eq!(verbs[..3], ["update", "patch", "patch"], "{verbs:?}");
+    // the restore, retried from the object read anew when the JobSet
+    // controller's status write made it conflict
+    assert!(
+        verbs.len() > 3 && verbs[3..].iter().all(|v| v == "update"),
+        "{verbs:?}"
+    );
+    // the child Jobs were suspended by the JobSet controller
+    let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels("jobset.sigs.k8s.io/jobset-name=again"))
+        .await
+        .expect("jobs")
+        .items;
+    assert_eq!(jobs.len(), 3);
+    assert!(
+        jobs.iter()
+            .all(|j| j.spec.as_ref().and_then(|s| s.suspend) == Some(true))
+    );
+    // pods can run now: admitted again after the backoff, and running
+    set_timeout("60s").await;
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    eventually(40, "running again", || {
+        let client = client.clone();
+        async move {
+            let r = running_by_set(&client, "again").await;
+            (r.get("driver").map(Vec::len) == Some(1) && r.get("workers").map(Vec::len) == Some(2))
+                .then_some(())
+        }
+    })
+    .await;
+    let g = gang(&client, "jobset-again").await.expect("gang");
+    assert!(g.data["status"]["evictions"].as_i64().unwrap_or(0) >= 1);
+}
+
+async fn existing_gpu_node(client: &kube::Client, name: &str, gpus: u32) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": "us-central1-a"}}})).expect("node");
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("node");
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": gpus.to_string()},
+            }})),
+        )
+        .await
+        .expect("node status");
+}
+
+async fn submit_job(client: &kube::Client, name: &str, gpus: u32) {
+    let job: k8s_openapi::api::batch::v1::Job = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
+        "spec": {"parallelism": 1, "completions": 1, "suspend": true,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                "name": "train", "image": "trainer",
+                "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}, "requests": {"cpu": "4", "memory": "16Gi"}}
+            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}
+    }))
+    .expect("job");
+    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("submit job");
+}
+
+/// With the JobSet CRD absent, the kind is skipped with a condition on the
+/// queue (and one log line), no request for it is retried, and Jobs are
+/// still served.
+#[tokio::test]
+async fn jobset_kind_without_its_crd_is_skipped_and_reported() {
+    let (server, client) = world(false).await;
+    existing_gpu_node(&client, "gpu-0", 8).await;
+    let cloud = FakeCloud::new(None);
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(
+        &server,
+        &cloud,
+        &[WorkloadKind::Job, WorkloadKind::JobSet],
+        |_| {},
+    );
+    submit_job(&client, "small", 1).await;
+    eventually(20, "the Job admitted and the queue's condition", || {
+        let client = client.clone();
+        async move {
+            let q = Api::<DynamicObject>::all_with(client.clone(), &ar("GPUQueue", "gpuqueues"))
+                .get("team-a")
+                .await
+                .ok()?;
+            let cond = q.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "WorkloadKindsServed")?
+                .clone();
+            let running = phase(&client, "small").await.as_deref() == Some("Running");
+            (running && cond["status"] == "False" && cond["reason"] == "CRDNotInstalled")
+                .then_some(cond)
+        }
+    })
+    .await;
+    // no watch of the missing kind was started: no request for it at all after discovery
+    let asked: Vec<_> = server
+        .audited("controller")
+        .into_iter()
+        .filter(|(v, g, _, _)| g == "jobset.x-k8s.io" && v != "get")
+        .collect();
+    assert!(asked.is_empty(), "{asked:?}");
+}
