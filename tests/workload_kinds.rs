@@ -691,3 +691,64 @@ async fn pod_group_evicted_by_deleting_its_pods_then_readmitted() {
 fn crate_invalid_writes() -> u64 {
     muster::controller::act::invalid_writes()
 }
+
+/// An elastic Job (`muster.dev/min-count`) admitted at its least count where
+/// only that many fit: its `parallelism` is lowered to the pods admitted
+/// while it is suspended (the submitted value recorded), it runs them, and
+/// its gang counts as running with them.
+#[tokio::test]
+async fn elastic_job_admitted_at_min_count_runs_that_many() {
+    let (server, client) = world(false).await;
+    existing_gpu_node(&client, "gpu-0", 8).await;
+    existing_gpu_node(&client, "gpu-1", 8).await;
+    // the pool sells only 1-GPU machines: no launch can hold an 8-GPU pod
+    Api::<DynamicObject>::all_with(client.clone(), &ar("GPUPool", "gpupools"))
+        .patch(
+            "a100",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"requirements": {"instanceTypes": ["fake-1gpu"]}}})),
+        )
+        .await
+        .expect("pool");
+    let cloud = FakeCloud::new(None);
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(&server, &cloud, &[WorkloadKind::Job], |_| {});
+    let job: k8s_openapi::api::batch::v1::Job = serde_json::from_value(json!({
+        "metadata": {"name": "elastic", "namespace": NS, "labels": {"muster.dev/queue": "team-a"},
+            "annotations": {"muster.dev/min-count": "2"}},
+        "spec": {"parallelism": 4, "completions": 4, "suspend": true,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                "name": "train", "image": "trainer",
+                "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "4", "memory": "16Gi"}}
+            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}
+    }))
+    .expect("job");
+    let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), NS);
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("submit");
+    eventually(30, "the gang Running with two pods", || {
+        let client = client.clone();
+        async move { (phase(&client, "elastic").await.as_deref() == Some("Running")).then_some(()) }
+    })
+    .await;
+    let j = jobs.get("elastic").await.expect("job");
+    let spec = j.spec.clone().expect("spec");
+    assert_eq!((spec.parallelism, spec.completions), (Some(2), Some(4)));
+    assert_eq!(
+        j.annotations()
+            .get("muster.dev/original-parallelism")
+            .map(String::as_str),
+        Some("4")
+    );
+    let running = Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels("job-name=elastic"))
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .count();
+    assert_eq!(running, 2);
+    assert!(cloud.launch_calls().is_empty());
+}

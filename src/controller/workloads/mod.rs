@@ -225,14 +225,18 @@ impl WorkloadError {
     }
 }
 
-/// What a pin writes besides the nodes: the gang's node label value and the
-/// taints of each node (tolerated by the pod sets placed there).
+/// What a pin writes besides the nodes: the gang's node label value, the
+/// taints of each node (tolerated by the pod sets placed there), and how
+/// many pods of each pod set were admitted (fewer than submitted when the
+/// planner admitted an elastic gang at its least count).
 #[derive(Debug, Clone, Default)]
 pub struct Directives {
     /// The value of `muster.dev/gang` on the gang's nodes.
     pub gang_label: String,
     /// Taints by node name.
     pub taints: BTreeMap<String, Vec<muster_planner::Taint>>,
+    /// Pods admitted by pod set.
+    pub counts: BTreeMap<String, u32>,
 }
 
 impl Directives {

@@ -159,14 +159,20 @@ pub fn desired(
         }
     }
     if current == GangPhase::Admitted {
-        let want: u64 = spec::<GangSpec>(Kind::Gang, obj)
-            .map(|s| {
-                s.pod_sets
-                    .iter()
-                    .map(|p| u64::try_from(p.count).unwrap_or(0))
-                    .sum()
-            })
-            .unwrap_or(u64::MAX);
+        // the pods admitted (fewer than submitted for an elastic gang
+        // admitted at its least count), else the full size
+        let want: u64 = if st.assignments.is_empty() {
+            spec::<GangSpec>(Kind::Gang, obj)
+                .map(|s| {
+                    s.pod_sets
+                        .iter()
+                        .map(|p| u64::try_from(p.count).unwrap_or(0))
+                        .sum()
+                })
+                .unwrap_or(u64::MAX)
+        } else {
+            st.assignments.len() as u64
+        };
         let running = observed
             .pods
             .iter()
