@@ -361,44 +361,44 @@ pub fn find(observed: &Observed, namespace: &str, gang: &str) -> Option<Box<dyn 
                 && j.metadata.namespace.as_deref() == Some(namespace)
                 && !job::owned_by_other_kind(j)
         });
-        if let Some(w) = hit.map(|j| job::JobWorkload(j.clone())) {
-            if wanted(&w) {
-                return Some(Box::new(w));
-            }
+        if let Some(w) = hit.map(|j| job::JobWorkload(j.clone()))
+            && wanted(&w)
+        {
+            return Some(Box::new(w));
         }
     }
-    if let Some(name) = gang.strip_prefix("jobset-") {
-        if observed.kinds.contains(&WorkloadKind::JobSet) {
-            let hit = observed
-                .workload_objects(WorkloadKind::JobSet)
-                .iter()
-                .find(|o| {
-                    o.metadata.name.as_deref() == Some(name)
-                        && o.metadata.namespace.as_deref() == Some(namespace)
-                });
-            if let Some(w) = hit.map(|o| jobset::JobSetWorkload(o.clone())) {
-                if wanted(&w) {
-                    return Some(Box::new(w));
-                }
-            }
+    if let Some(name) = gang.strip_prefix("jobset-")
+        && observed.kinds.contains(&WorkloadKind::JobSet)
+    {
+        let hit = observed
+            .workload_objects(WorkloadKind::JobSet)
+            .iter()
+            .find(|o| {
+                o.metadata.name.as_deref() == Some(name)
+                    && o.metadata.namespace.as_deref() == Some(namespace)
+            });
+        if let Some(w) = hit.map(|o| jobset::JobSetWorkload(o.clone()))
+            && wanted(&w)
+        {
+            return Some(Box::new(w));
         }
     }
-    if let Some(name) = gang.strip_prefix("podgroup-") {
-        if observed.kinds.contains(&WorkloadKind::PodGroup) {
-            let pods: Vec<Arc<CachedPod>> = observed
-                .pods
-                .iter()
-                .filter(|p| {
-                    p.metadata.namespace.as_deref() == Some(namespace)
-                        && p.label(pod_group::POD_GROUP_LABEL).map(String::as_str) == Some(name)
-                })
-                .cloned()
-                .collect();
-            if let Some(g) = pod_group::groups(&pods).into_iter().next() {
-                if wanted(&g) {
-                    return Some(Box::new(g));
-                }
-            }
+    if let Some(name) = gang.strip_prefix("podgroup-")
+        && observed.kinds.contains(&WorkloadKind::PodGroup)
+    {
+        let pods: Vec<Arc<CachedPod>> = observed
+            .pods
+            .iter()
+            .filter(|p| {
+                p.metadata.namespace.as_deref() == Some(namespace)
+                    && p.label(pod_group::POD_GROUP_LABEL).map(String::as_str) == Some(name)
+            })
+            .cloned()
+            .collect();
+        if let Some(g) = pod_group::groups(&pods).into_iter().next()
+            && wanted(&g)
+        {
+            return Some(Box::new(g));
         }
     }
     None

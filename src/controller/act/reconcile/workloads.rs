@@ -206,10 +206,10 @@ pub async fn drive(
             },
             Err(e) => return Err(e),
         };
-        if step == Step::Unsuspend {
-            if let Some(uid) = current.uid() {
-                ctx.started.note(&uid);
-            }
+        if step == Step::Unsuspend
+            && let Some(uid) = current.uid()
+        {
+            ctx.started.note(&uid);
         }
         writes += 1;
     }
