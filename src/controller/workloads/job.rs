@@ -25,6 +25,19 @@ use crate::controller::objects::{
     ORIGINAL_TEMPLATE_ANNOTATION, STOPPING_ANNOTATION,
 };
 
+/// The Job kind.
+pub const INFO: super::KindInfo = super::KindInfo {
+    flag: "job",
+    rules: muster_planner::lifecycle::workload::Rules::JOB,
+    custom: None,
+    gang_prefix: "",
+    // Jobs and their status are in every install's rules
+    access: &[],
+    // a Job's pods are found by their owner reference
+    pod_owner: None,
+    adapter: None,
+};
+
 /// The name of a Job's one pod set.
 pub const POD_SET: &str = "main";
 
