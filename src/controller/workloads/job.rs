@@ -36,6 +36,7 @@ pub const INFO: super::KindInfo = super::KindInfo {
     // a Job's pods are found by their owner reference
     pod_owner: None,
     adapter: None,
+    hold: super::Hold::Suspend("/spec/suspend"),
 };
 
 /// The name of a Job's one pod set.
@@ -48,9 +49,7 @@ pub struct JobWorkload(pub Arc<Job>);
 /// True when the Job was created by another workload kind muster runs (a
 /// JobSet's child Jobs): that workload is the gang, not the Job.
 pub fn owned_by_other_kind(job: &Job) -> bool {
-    job.owner_references()
-        .iter()
-        .any(|o| o.controller == Some(true) && o.kind == super::jobset::KIND.kind)
+    super::owned_by_custom_kind(job.owner_references())
 }
 
 /// The least count of a workload from its `muster.dev/min-count`

@@ -67,6 +67,7 @@ pub const INFO: super::KindInfo = super::KindInfo {
     access: ACCESS,
     pod_owner: Some(|pod| pod.label(JOBSET_NAME_LABEL).cloned()),
     adapter: Some(|obj| Box::new(JobSetWorkload(obj))),
+    hold: super::Hold::Suspend("/spec/suspend"),
 };
 
 /// A labelled JobSet.

@@ -119,6 +119,31 @@ pub struct KindInfo {
     pub pod_owner: Option<fn(&CachedPod) -> Option<String>>,
     /// The adapter of one cached object of a custom kind.
     pub adapter: Option<fn(Object) -> Box<dyn Workload>>,
+    /// How the admission webhook holds a new object of the kind.
+    pub hold: Hold,
+}
+
+/// How a workload is held back at creation until its gang is admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// The boolean at this JSON pointer set to true (`/spec/suspend`).
+    Suspend(&'static str),
+    /// muster's scheduling gate on the pod.
+    Gate,
+}
+
+/// True when an object with these owner references was created by an
+/// object of a custom workload kind (a JobSet's child Jobs): that object
+/// is the workload, not this one.
+pub fn owned_by_custom_kind(owners: &[OwnerReference]) -> bool {
+    owners.iter().any(|o| {
+        o.controller == Some(true)
+            && WorkloadKind::ALL.iter().any(|k| {
+                k.custom().is_some_and(|c| {
+                    c.kind == o.kind && o.api_version.split('/').next() == Some(c.group)
+                })
+            })
+    })
 }
 
 impl WorkloadKind {

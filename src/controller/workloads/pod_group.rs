@@ -61,6 +61,7 @@ pub const INFO: super::KindInfo = super::KindInfo {
     pod_owner: Some(|pod| pod.label(POD_GROUP_LABEL).cloned()),
     // groups are gathered from the pods ([`groups`])
     adapter: None,
+    hold: super::Hold::Gate,
 };
 
 /// The name of a pod group's one pod set.
