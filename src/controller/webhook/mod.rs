@@ -69,42 +69,54 @@ pub struct Webhook {
 pub enum Decision {
     /// Not a workload muster manages (or not a creation): admitted unchanged.
     Ignore,
-    /// Set the boolean at `pointer` (a Job's, a JobSet's `/spec/suspend`);
-    /// `Some(queue)` also sets the queue label.
-    Suspend(&'static str, Option<String>),
+    /// Suspend it (a Job, a JobSet); `Some(queue)` also sets the queue label.
+    Suspend(Option<String>),
     /// Gate it (a Pod of a pod group); `Some(queue)` also sets the queue label.
     Gate(Option<String>),
 }
 
-/// How the object `req` creates is held, if it is a workload muster manages
-/// (the kind's [`Hold`]): a batch/v1 Job not created by another workload, an
-/// object of a custom workload kind, or a Pod that names a pod group.
-fn held_create(req: &AdmissionRequest<DynamicObject>) -> Option<Hold> {
+/// How a created object is held, if it is a workload muster manages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// `spec.suspend`.
+    Suspended,
+    /// muster's scheduling gate.
+    Gated,
+}
+
+/// How the object `req` creates is held: a batch/v1 Job (not one a JobSet
+/// created), a JobSet, or a Pod that names a pod group.
+fn held_create(req: &AdmissionRequest<DynamicObject>) -> Option<Held> {
     if req.operation != Operation::Create || req.sub_resource.is_some() {
         return None;
     }
     let k = &req.kind;
     let obj = req.object.as_ref()?;
+    let jobset = crate::controller::workloads::jobset::KIND;
     match (k.group.as_str(), k.version.as_str(), k.kind.as_str()) {
         ("batch", "v1", "Job") => {
-            let owners = obj.metadata.owner_references.as_deref().unwrap_or_default();
-            (!owned_by_custom_kind(owners)).then_some(WorkloadKind::Job.info().hold)
+            let child = obj
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && o.kind == jobset.kind);
+            (!child).then_some(Held::Suspended)
+        }
+        (g, v, kind) if g == jobset.group && v == jobset.version && kind == jobset.kind => {
+            Some(Held::Suspended)
         }
         ("", "v1", "Pod") => obj
             .metadata
             .labels
             .as_ref()
             .is_some_and(|l| l.contains_key(POD_GROUP_LABEL))
-            .then_some(WorkloadKind::PodGroup.info().hold),
-        (g, v, kind) => WorkloadKind::ALL.into_iter().find_map(|w| {
-            let c = w.custom()?;
-            (c.group == g && c.version == v && c.kind == kind).then_some(w.info().hold)
-        }),
+            .then_some(Held::Gated),
+        _ => None,
     }
 }
 
 use crate::controller::workloads::pod_group::{POD_GROUP_LABEL, SCHEDULING_GATE};
-use crate::controller::workloads::{Hold, WorkloadKind, owned_by_custom_kind};
 
 /// The queue label of an object, if set and not empty.
 fn queue_of(obj: &DynamicObject) -> Option<&str> {
@@ -133,8 +145,8 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, default_queue: Option<&str>
         }
     };
     match held {
-        Hold::Suspend(pointer) => Decision::Suspend(pointer, queue),
-        Hold::Gate => Decision::Gate(queue),
+        Held::Suspended => Decision::Suspend(queue),
+        Held::Gated => Decision::Gate(queue),
     }
 }
 
@@ -143,7 +155,7 @@ pub fn patch(obj: &DynamicObject, decision: &Decision) -> Vec<Value> {
     let mut ops = Vec::new();
     let queue = match decision {
         Decision::Ignore => return ops,
-        Decision::Suspend(_, q) | Decision::Gate(q) => q,
+        Decision::Suspend(q) | Decision::Gate(q) => q,
     };
     if let Some(q) = queue {
         if obj.metadata.labels.is_some() {
@@ -169,27 +181,11 @@ pub fn patch(obj: &DynamicObject, decision: &Decision) -> Vec<Value> {
         }
         return ops;
     }
-    if let Decision::Suspend(pointer, _) = decision {
-        // the parents the object lacks are added first; "add" replaces an
-        // existing member
-        let mut path = String::new();
-        let parts: Vec<&str> = pointer.split('/').skip(1).collect();
-        for (i, part) in parts.iter().enumerate() {
-            path.push('/');
-            path.push_str(part);
-            let last = i + 1 == parts.len();
-            if last {
-                ops.push(serde_json::json!({"op": "add", "path": path, "value": true}));
-            } else if !obj.data.pointer(&path).is_some_and(Value::is_object) {
-                // the rest of the pointer as nested objects, in one op
-                let mut value = serde_json::json!(true);
-                for p in parts[i + 1..].iter().rev() {
-                    value = serde_json::json!({ *p: value });
-                }
-                ops.push(serde_json::json!({"op": "add", "path": path, "value": value}));
-                break;
-            }
-        }
+    if obj.data.get("spec").is_some_and(Value::is_object) {
+        // "add" replaces an existing member
+        ops.push(serde_json::json!({"op": "add", "path": "/spec/suspend", "value": true}));
+    } else {
+        ops.push(serde_json::json!({"op": "add", "path": "/spec", "value": {"suspend": true}}));
     }
     ops
 }

@@ -76,19 +76,19 @@ fn decisions() {
             "labelled create",
             review("CREATE", JOB, labelled(), false),
             None,
-            Decision::Suspend("/spec/suspend", None),
+            Decision::Suspend(None),
         ),
         (
             "labelled dry run",
             review("CREATE", JOB, labelled(), true),
             None,
-            Decision::Suspend("/spec/suspend", None),
+            Decision::Suspend(None),
         ),
         (
             "labelled, namespace default ignored",
             review("CREATE", JOB, labelled(), false),
             Some("other"),
-            Decision::Suspend("/spec/suspend", None),
+            Decision::Suspend(None),
         ),
         (
             "unlabelled, no default",
@@ -100,7 +100,7 @@ fn decisions() {
             "unlabelled, default queue",
             review("CREATE", JOB, job(Some(json!({"app": "x"})), None), false),
             Some("team-a"),
-            Decision::Suspend("/spec/suspend", Some("team-a".into())),
+            Decision::Suspend(Some("team-a".into())),
         ),
         (
             "empty label is no queue",
@@ -139,7 +139,7 @@ fn decisions() {
                 false,
             ),
             None,
-            Decision::Suspend("/spec/suspend", None),
+            Decision::Suspend(None),
         ),
         (
             "a JobSet's child Job is the JobSet's",
@@ -320,33 +320,5 @@ fn pods_of_a_group_get_the_gate_once_beside_their_own() {
     assert!(
         got["spec"].get("suspend").is_none(),
         "a pod is gated, not suspended"
-    );
-}
-
-#[test]
-fn a_suspend_deeper_in_the_spec_adds_the_parents_the_object_lacks() {
-    let obj = |spec: Value| -> DynamicObject {
-        serde_json::from_value(json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "p"}, "spec": spec}))
-            .expect("object")
-    };
-    let apply = |o: &DynamicObject| {
-        let ops = patch(o, &Decision::Suspend("/spec/runPolicy/suspend", None));
-        let mut v = serde_json::to_value(o).expect("json");
-        let p: json_patch::Patch = serde_json::from_value(Value::Array(ops)).expect("patch");
-        json_patch::patch(&mut v, &p).expect("applies");
-        v
-    };
-    let got = apply(&obj(json!({"pytorchReplicaSpecs": {}})));
-    assert_eq!(got["spec"]["runPolicy"], json!({"suspend": true}));
-    assert!(
-        got["spec"]["pytorchReplicaSpecs"].is_object(),
-        "the rest is kept"
-    );
-    let got = apply(&obj(
-        json!({"runPolicy": {"cleanPodPolicy": "None", "suspend": false}}),
-    ));
-    assert_eq!(
-        got["spec"]["runPolicy"],
-        json!({"cleanPodPolicy": "None", "suspend": true})
     );
 }

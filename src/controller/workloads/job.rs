@@ -25,20 +25,6 @@ use crate::controller::objects::{
     ORIGINAL_TEMPLATE_ANNOTATION, STOPPING_ANNOTATION,
 };
 
-/// The Job kind.
-pub const INFO: super::KindInfo = super::KindInfo {
-    flag: "job",
-    rules: muster_planner::lifecycle::workload::Rules::JOB,
-    custom: None,
-    gang_prefix: "",
-    // Jobs and their status are in every install's rules
-    access: &[],
-    // a Job's pods are found by their owner reference
-    pod_owner: None,
-    adapter: None,
-    hold: super::Hold::Suspend("/spec/suspend"),
-};
-
 /// The name of a Job's one pod set.
 pub const POD_SET: &str = "main";
 
@@ -49,7 +35,9 @@ pub struct JobWorkload(pub Arc<Job>);
 /// True when the Job was created by another workload kind muster runs (a
 /// JobSet's child Jobs): that workload is the gang, not the Job.
 pub fn owned_by_other_kind(job: &Job) -> bool {
-    super::owned_by_custom_kind(job.owner_references())
+    job.owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && o.kind == super::jobset::KIND.kind)
 }
 
 /// The least count of a workload from its `muster.dev/min-count`

@@ -58,18 +58,6 @@ pub const ACCESS: &[AccessRule] = &[AccessRule {
 /// The label the JobSet controller puts on every pod of a JobSet: its name.
 pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
 
-/// The JobSet kind.
-pub const INFO: super::KindInfo = super::KindInfo {
-    flag: "jobset",
-    rules: muster_planner::lifecycle::workload::Rules::TEMPLATED,
-    custom: Some(KIND),
-    gang_prefix: "jobset-",
-    access: ACCESS,
-    pod_owner: Some(|pod| pod.label(JOBSET_NAME_LABEL).cloned()),
-    adapter: Some(|obj| Box::new(JobSetWorkload(obj))),
-    hold: super::Hold::Suspend("/spec/suspend"),
-};
-
 /// A labelled JobSet.
 #[derive(Debug, Clone)]
 pub struct JobSetWorkload(pub Arc<DynamicObject>);

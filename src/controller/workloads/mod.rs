@@ -97,55 +97,6 @@ pub struct AccessRule {
     pub verbs: &'static [&'static str],
 }
 
-/// What muster knows of a workload kind: one constant per kind, in the
-/// kind's own file, so that a kind is its file plus one `WorkloadKind`
-/// variant.
-pub struct KindInfo {
-    /// The name on the command line and in the chart's values.
-    pub flag: &'static str,
-    /// What the kind allows (see the life-cycle table).
-    pub rules: Rules,
-    /// The custom resource the kind is, if it is not built in.
-    pub custom: Option<CustomKind>,
-    /// The prefix of its Gangs' names (objects of two kinds never share a
-    /// Gang; Jobs keep their own name).
-    pub gang_prefix: &'static str,
-    /// What the controller must be allowed to do with the kind, beyond what
-    /// every install needs (Jobs and Pods are read always).
-    pub access: &'static [AccessRule],
-    /// The name of the object a pod belongs to, from the pod's labels alone
-    /// (a JobSet's pods carry its name); `None` for kinds whose pods are
-    /// found otherwise (a Job's by their owner).
-    pub pod_owner: Option<fn(&CachedPod) -> Option<String>>,
-    /// The adapter of one cached object of a custom kind.
-    pub adapter: Option<fn(Object) -> Box<dyn Workload>>,
-    /// How the admission webhook holds a new object of the kind.
-    pub hold: Hold,
-}
-
-/// How a workload is held back at creation until its gang is admitted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hold {
-    /// The boolean at this JSON pointer set to true (`/spec/suspend`).
-    Suspend(&'static str),
-    /// muster's scheduling gate on the pod.
-    Gate,
-}
-
-/// True when an object with these owner references was created by an
-/// object of a custom workload kind (a JobSet's child Jobs): that object
-/// is the workload, not this one.
-pub fn owned_by_custom_kind(owners: &[OwnerReference]) -> bool {
-    owners.iter().any(|o| {
-        o.controller == Some(true)
-            && WorkloadKind::ALL.iter().any(|k| {
-                k.custom().is_some_and(|c| {
-                    c.kind == o.kind && o.api_version.split('/').next() == Some(c.group)
-                })
-            })
-    })
-}
-
 impl WorkloadKind {
     /// Every kind, in the order the flag lists them.
     pub const ALL: [WorkloadKind; 3] = [
@@ -157,18 +108,13 @@ impl WorkloadKind {
     /// The kinds enabled when the flag is not given.
     pub const DEFAULT: [WorkloadKind; 1] = [WorkloadKind::Job];
 
-    /// The kind's entry.
-    pub fn info(self) -> &'static KindInfo {
-        match self {
-            WorkloadKind::Job => &job::INFO,
-            WorkloadKind::JobSet => &jobset::INFO,
-            WorkloadKind::PodGroup => &pod_group::INFO,
-        }
-    }
-
     /// The name on the command line and in the chart's values.
     pub fn as_str(self) -> &'static str {
-        self.info().flag
+        match self {
+            WorkloadKind::Job => "job",
+            WorkloadKind::JobSet => "jobset",
+            WorkloadKind::PodGroup => "pod-group",
+        }
     }
 
     /// The kind a flag value names.
@@ -180,23 +126,40 @@ impl WorkloadKind {
 
     /// What the kind allows (see the life-cycle table).
     pub fn rules(self) -> Rules {
-        self.info().rules
+        match self {
+            WorkloadKind::Job => Rules::JOB,
+            WorkloadKind::JobSet => Rules::TEMPLATED,
+            WorkloadKind::PodGroup => Rules::PODS,
+        }
     }
 
     /// The custom resource the kind is, if it is not built in.
     pub fn custom(self) -> Option<CustomKind> {
-        self.info().custom
+        match self {
+            WorkloadKind::Job | WorkloadKind::PodGroup => None,
+            WorkloadKind::JobSet => Some(jobset::KIND),
+        }
     }
 
-    /// The Gang of an object of this kind named `name`.
+    /// The Gang of an object of this kind named `name`: Jobs keep their own
+    /// name, other kinds are prefixed so that objects of two kinds never
+    /// share a Gang.
     pub fn gang_name(self, name: &str) -> String {
-        format!("{}{name}", self.info().gang_prefix)
+        match self {
+            WorkloadKind::Job => name.to_string(),
+            WorkloadKind::JobSet => format!("jobset-{name}"),
+            WorkloadKind::PodGroup => format!("podgroup-{name}"),
+        }
     }
 
-    /// What the controller must be allowed to do with the kind (see
-    /// [`KindInfo::access`]).
+    /// What the controller must be allowed to do with the kind, beyond what
+    /// every install needs (Jobs and Pods are read and written always).
     pub fn access(self) -> &'static [AccessRule] {
-        self.info().access
+        match self {
+            WorkloadKind::Job => &[],
+            WorkloadKind::JobSet => jobset::ACCESS,
+            WorkloadKind::PodGroup => pod_group::ACCESS,
+        }
     }
 }
 
@@ -371,12 +334,9 @@ pub fn all(observed: &Observed) -> Vec<Box<dyn Workload>> {
             out.push(Box::new(job::JobWorkload(j.clone())));
         }
     }
-    for kind in WorkloadKind::ALL {
-        let Some(adapter) = kind.info().adapter else {
-            continue;
-        };
-        if observed.kinds.contains(&kind) {
-            out.extend(observed.workload_objects(kind).iter().cloned().map(adapter));
+    if observed.kinds.contains(&WorkloadKind::JobSet) {
+        for o in observed.workload_objects(WorkloadKind::JobSet) {
+            out.push(Box::new(jobset::JobSetWorkload(o.clone())));
         }
     }
     if observed.kinds.contains(&WorkloadKind::PodGroup) {
@@ -407,28 +367,23 @@ pub fn find(observed: &Observed, namespace: &str, gang: &str) -> Option<Box<dyn 
             return Some(Box::new(w));
         }
     }
-    for kind in WorkloadKind::ALL {
-        let info = kind.info();
-        let (Some(adapter), false) = (info.adapter, info.gang_prefix.is_empty()) else {
-            continue;
-        };
-        let Some(name) = gang.strip_prefix(info.gang_prefix) else {
-            continue;
-        };
-        if !observed.kinds.contains(&kind) {
-            continue;
-        }
-        let hit = observed.workload_objects(kind).iter().find(|o| {
-            o.metadata.name.as_deref() == Some(name)
-                && o.metadata.namespace.as_deref() == Some(namespace)
-        });
-        if let Some(w) = hit.cloned().map(adapter)
-            && wanted(w.as_ref())
+    if let Some(name) = gang.strip_prefix("jobset-")
+        && observed.kinds.contains(&WorkloadKind::JobSet)
+    {
+        let hit = observed
+            .workload_objects(WorkloadKind::JobSet)
+            .iter()
+            .find(|o| {
+                o.metadata.name.as_deref() == Some(name)
+                    && o.metadata.namespace.as_deref() == Some(namespace)
+            });
+        if let Some(w) = hit.map(|o| jobset::JobSetWorkload(o.clone()))
+            && wanted(&w)
         {
-            return Some(w);
+            return Some(Box::new(w));
         }
     }
-    if let Some(name) = gang.strip_prefix(pod_group::INFO.gang_prefix)
+    if let Some(name) = gang.strip_prefix("podgroup-")
         && observed.kinds.contains(&WorkloadKind::PodGroup)
     {
         let pods: Vec<Arc<CachedPod>> = observed
@@ -450,14 +405,15 @@ pub fn find(observed: &Observed, namespace: &str, gang: &str) -> Option<Box<dyn 
 }
 
 /// The Gang (namespace, name) a pod belongs to, by its labels and owners
-/// alone: each kind's [`KindInfo::pod_owner`] first (a JobSet's pods carry
-/// the JobSet's name, a pod group's its group), else the Job that owns it.
+/// alone: a JobSet's pods carry the JobSet's name, a pod group's its group,
+/// a Job's pods are owned by the Job.
 pub fn pod_gang(pod: &CachedPod) -> Option<(String, String)> {
     let ns = pod.namespace().unwrap_or_default();
-    for kind in WorkloadKind::ALL {
-        if let Some(name) = kind.info().pod_owner.and_then(|f| f(pod)) {
-            return Some((ns, kind.gang_name(&name)));
-        }
+    if let Some(js) = pod.label(jobset::JOBSET_NAME_LABEL) {
+        return Some((ns, WorkloadKind::JobSet.gang_name(js)));
+    }
+    if let Some(g) = pod.label(pod_group::POD_GROUP_LABEL) {
+        return Some((ns, WorkloadKind::PodGroup.gang_name(g)));
     }
     pod.owner_references()
         .iter()

@@ -51,19 +51,6 @@ pub const ACCESS: &[super::AccessRule] = &[super::AccessRule {
     verbs: &["patch", "update", "delete"],
 }];
 
-/// The pod-group kind.
-pub const INFO: super::KindInfo = super::KindInfo {
-    flag: "pod-group",
-    rules: muster_planner::lifecycle::workload::Rules::PODS,
-    custom: None,
-    gang_prefix: "podgroup-",
-    access: ACCESS,
-    pod_owner: Some(|pod| pod.label(POD_GROUP_LABEL).cloned()),
-    // groups are gathered from the pods ([`groups`])
-    adapter: None,
-    hold: super::Hold::Gate,
-};
-
 /// The name of a pod group's one pod set.
 pub const POD_SET: &str = "main";
 
