@@ -10,6 +10,7 @@
 //! 4. Scale to zero, then consolidation, on what is left.
 //! 5. A `Waiting` entry, with its position in its queue, for every gang not
 //!    admitted or launched.
+//! 6. Idle GPU holders ([`crate::idle`]), but for gangs preempted above.
 
 use std::collections::BTreeMap;
 
@@ -35,7 +36,12 @@ pub(crate) fn run(s: &Snapshot, policy: &Policy, now: Time) -> Plan {
     scale_to_zero::plan(&mut w, &mut cx);
     consolidation::plan(&mut w, &mut cx);
     waiting(&w, &mut cx);
-    cx.plan
+    let mut plan = cx.plan;
+    plan.idle = crate::idle::decide(s, policy, now)
+        .into_iter()
+        .filter(|i| !plan.preemptions.iter().any(|p| p.victim == i.gang))
+        .collect();
+    plan
 }
 
 fn provisioning_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {

@@ -137,3 +137,31 @@ pub(crate) fn launch_message(w: &World<'_>, c: &LaunchChoice) -> String {
     }
     m
 }
+
+/// Why a gang is idle and what happens: "its GPUs stayed below 10 %
+/// utilisation (highest 3.5 %) for 1h, past the 30m window of queue q's
+/// idlePolicy; action Requeue: …".
+pub(crate) fn idle_message(
+    g: &Gang,
+    q: &crate::model::Queue,
+    p: &crate::model::IdlePolicy,
+    idle_for: crate::Dur,
+    peak: f64,
+    now: crate::Time,
+    not_before: Option<crate::Time>,
+) -> String {
+    let gpus = show(&QuotaResource::Gpu, g.total_requests().gpu_millis);
+    let seen = format!(
+        "its {gpus} GPU(s) stayed below {}% utilisation (highest {peak:.1}%) for {}, past the {} window of queue {}'s idlePolicy",
+        p.threshold_percent, idle_for, p.window, q.name
+    );
+    let what = match p.action {
+        crate::IdleAction::Report => "action Report: nothing is stopped; end the workload if its work is done, or set the queue's spec.idlePolicy.action to Requeue or Stop to free idle GPUs automatically".to_string(),
+        crate::IdleAction::Requeue => format!(
+            "action Requeue: evicted as a whole, its GPUs freed; it queues again in {} and restarts from its last checkpoint",
+            not_before.map_or(crate::Dur(0), |t| t.since(now))
+        ),
+        crate::IdleAction::Stop => "action Stop: evicted as a whole and not queued again; its Job stays suspended: delete it, or delete and resubmit it to run again".to_string(),
+    };
+    format!("{seen}; {what}")
+}

@@ -147,6 +147,7 @@ impl MusterPolicy {
             offerings,
             nodes: Vec::new(),
             gangs: Vec::new(),
+            gpu_utilization: Vec::new(),
         };
         let debounce = Debouncer::new(cfg.debounce);
         MusterPolicy {
