@@ -42,6 +42,8 @@ pub struct Ctx {
     /// shows the Job started but not yet its Gang admitted is not taken for
     /// a Job running without admission.
     pub started: act::reconcile::jobs::Started,
+    /// The last GPU utilisation read from Prometheus (idle detection).
+    pub gpu_usage: super::gpu_usage::Cache,
 }
 
 /// When each periodic housekeeping step last ran.
@@ -90,6 +92,7 @@ impl Ctx {
             last: std::sync::Mutex::default(),
             resolved: Default::default(),
             started: Default::default(),
+            gpu_usage: Default::default(),
         }
     }
 

@@ -7,7 +7,7 @@
 
 use muster_planner::lifecycle::gang::EvictReason;
 use muster_planner::lifecycle::pool_node::TerminateReason;
-use muster_planner::plan::{PreemptionReason, WaitReason};
+use muster_planner::plan::{IdleReason, PreemptionReason, WaitReason};
 use muster_provider_api::{ErrorCategory, InterruptionKind};
 
 use super::act::apply::remove;
@@ -359,6 +359,29 @@ fn preempt(r: PreemptionReason) -> ReasonDoc {
     }
 }
 
+fn idle(r: IdleReason) -> ReasonDoc {
+    match r {
+        IdleReason::GPUsIdle => doc(
+            r.as_str(),
+            "Gang: `GPUsIdle=True` condition and Warning Event",
+            "The gang's GPUs stayed below its queue's `idlePolicy.thresholdPercent` (the busiest GPU, from the DCGM exporter) for the whole `window`; the policy's action is `Report`, so it keeps running.",
+            "Ask the gang's owner whether its work is done; delete the Job to free the GPUs, or set the queue's `spec.idlePolicy.action` to `Requeue` or `Stop`.",
+        ),
+        IdleReason::IdleRequeued => doc(
+            r.as_str(),
+            "Gang: `GPUsIdle=True` condition, Warning Event and `status.reason` (phase Evicted)",
+            "The gang's GPUs stayed below its queue's idle threshold for the window and the policy is `Requeue`: it was evicted whole (Job suspended, pods deleted, GPUs freed) and queues again after the eviction backoff.",
+            "Nothing for the operator. The job's owner should checkpoint, and keep GPUs busy while holding them (load data before asking for GPUs).",
+        ),
+        IdleReason::IdleStopped => doc(
+            r.as_str(),
+            "Gang: `GPUsIdle=True` condition, Warning Event and `status.reason` (phase Finished)",
+            "The gang's GPUs stayed below its queue's idle threshold for the window and the policy is `Stop`: it was evicted whole and not queued again; its Job stays suspended.",
+            "Delete the Job if its work is done; to run it again, delete and resubmit it.",
+        ),
+    }
+}
+
 /// Every reason, grouped by where it appears.
 pub fn catalog() -> Vec<ReasonDoc> {
     let mut out = Vec::new();
@@ -497,6 +520,19 @@ pub fn catalog() -> Vec<ReasonDoc> {
     ] {
         out.push(preempt(r));
     }
+    for r in [
+        IdleReason::GPUsIdle,
+        IdleReason::IdleRequeued,
+        IdleReason::IdleStopped,
+    ] {
+        out.push(idle(r));
+    }
+    out.push(doc(
+        super::gpu_usage::NOT_IDLE,
+        "Gang: `GPUsIdle=False` condition",
+        "The gang had been found idle and no longer is: its GPUs are busy again, it stopped running, or no fresh utilisation data came from Prometheus.",
+        "Nothing. If `muster_gpu_utilization_up` is 0, check `--prometheus-url` and that Prometheus scrapes the DCGM exporter.",
+    ));
     out
 }
 
@@ -550,6 +586,7 @@ mod tests {
         for r in [
             STARTED_OUTSIDE_MUSTER,
             DRAIN_BLOCKED,
+            crate::controller::gpu_usage::NOT_IDLE,
             "Valid",
             "NotResolved",
         ] {

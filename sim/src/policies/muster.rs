@@ -523,6 +523,8 @@ impl MusterPolicy {
             preemptions,
             removals,
             waiting,
+            // the simulator observes no GPU utilisation, so nothing is idle
+            idle: _,
         } = plan;
         let now = world.now;
         // 1. Preemptions.
