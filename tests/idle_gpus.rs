@@ -462,3 +462,55 @@ async fn prometheus_unreachable_is_a_metric_not_a_crash_or_a_hot_loop() {
     assert_eq!(g.data["status"]["phase"], "Running");
     assert!(condition(&g, "GPUsIdle").is_none());
 }
+
+#[tokio::test]
+async fn stop_policy_evicts_the_idle_gang_and_leaves_its_job_suspended() {
+    if skip() {
+        return;
+    }
+    let server = ApiServer::start();
+    let client = world(
+        &server,
+        json!({"thresholdPercent": 10, "window": "1m", "action": "Stop"}),
+    )
+    .await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let exporter = Exporter::start(client.clone(), BTreeMap::from([("notebook", 2.0)])).await;
+    let prom = support::prometheus::Prometheus::start(exporter.addr);
+    let _ctl = start(&server.client_as("controller"), &cloud, prom.url());
+    submit(&client, "notebook").await;
+    let g = eventually(180, "the idle gang stopped", || {
+        let client = client.clone();
+        async move {
+            let g = gang(&client, "notebook").await?;
+            let stopped = g.data["status"]["reason"] == "IdleStopped";
+            (stopped && condition(&g, "GPUsIdle").is_some()).then_some(g)
+        }
+    })
+    .await;
+    assert_eq!(g.data["status"]["phase"], "Finished");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    // well past the backoff: not queued again, the Job stays suspended and
+    // its pod is gone
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let g = gang(&client, "notebook").await.expect("gang");
+    assert_eq!(g.data["status"]["phase"], "Finished");
+    assert_eq!(
+        jobs.get("notebook")
+            .await
+            .expect("job")
+            .spec
+            .and_then(|s| s.suspend),
+        Some(true)
+    );
+    let running: Vec<Pod> = Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels("job-name=notebook"))
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .collect();
+    assert!(running.is_empty(), "{running:?}");
+}
