@@ -117,6 +117,11 @@ pub async fn cycle(ctx: &Ctx) {
     apply(ctx, &plan, &observed, &tr).await;
     act::reconcile::gang_status::update(ctx, &plan, &tr.snapshot, &observed, now).await;
     super::gpu_usage::report(ctx, &plan.idle, &observed, now).await;
+    super::report_metrics::merge_from_status(
+        &ctx.deps.metrics,
+        observed.of(super::objects::Kind::GpuQueue),
+        now,
+    );
     let figures = super::report_metrics::report(&ctx.deps.metrics, &tr.snapshot, &plan, now);
     act::reconcile::pool_status::update(ctx, &tr.snapshot, &observed, &figures, now).await;
     act::reconcile::class_status::update(ctx, &observed, now).await;
