@@ -258,7 +258,7 @@ pub struct GpuQueueStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price_per_hour: Option<Usd>,
     /// GPU-hours held by the queue's admitted and running gangs over the
-    /// last 24 hours, as this controller instance saw them (e.g. `41.5`).
+    /// last 24 hours, the sum of `gpuHoursByHour` (e.g. `41.5`).
     #[serde(
         default,
         rename = "gpuHoursLast24h",
