@@ -61,22 +61,28 @@ pub(crate) fn quota_message(queue: &str, need: &str, s: &Short) -> String {
 /// Why no launch was planned.
 pub(crate) fn launch_fail_message(w: &World<'_>, need: &str, f: &LaunchFail) -> String {
     match f {
-        LaunchFail::Unsatisfiable(why) => format!("{need}; unsatisfiable: {why}"),
+        LaunchFail::Unsatisfiable(why) => format!(
+            "{need}; unsatisfiable: {why}; change the gang's requests or GPU model, or let its queue use a pool with larger machines"
+        ),
         LaunchFail::NoOffering { skipped } => {
-            let mut m = format!("{need}; no free capacity fits and no usable offering holds it");
+            let mut m = format!(
+                "{need}; no free capacity fits and no usable offering holds it (allow more instance types, zones or capacity types in the queue's pools, or wait)"
+            );
             if let Some(o) = skipped {
                 let off = w.offerings[*o];
                 match off.unavailable_until {
-                    Some(t) if t > w.now => {
-                        m.push_str(&format!("; offering {} unavailable until {t}", off.key()))
-                    }
+                    Some(t) if t > w.now => m.push_str(&format!(
+                        "; offering {} unavailable for another {} after a capacity error",
+                        off.key(),
+                        t.since(w.now)
+                    )),
                     _ => {}
                 }
             }
             m
         }
         LaunchFail::PoolLimit { pool, what } => format!(
-            "{need}; pool {} limit: launching would make {what}",
+            "{need}; pool {} limit: launching would make {what}; raise the pool's spec.limits or wait for its gangs to finish",
             w.pools[*pool].name
         ),
         LaunchFail::LaunchBudget { need: n } => format!(
@@ -129,8 +135,9 @@ pub(crate) fn launch_message(w: &World<'_>, c: &LaunchChoice) -> String {
                 .first()
                 .map(|n| w.offerings[n.offering].instance_type.as_str());
             m.push_str(&format!(
-                "; offering {} unavailable until {t}; planning {}",
+                "; offering {} unavailable for another {} after a capacity error; planning {}",
                 off.key(),
+                t.since(w.now),
                 first.unwrap_or("existing capacity")
             ));
         }
