@@ -502,6 +502,13 @@ mod tests {
                 kind: "SpotInterruption".into(),
             })
             .inc();
+        m.idle_gangs
+            .get_or_create(&IdleLabels {
+                queue: "q".into(),
+                reason: "GPUsIdle".into(),
+            })
+            .set(1);
+        m.gpu_utilization_errors.get_or_create(&r).inc();
         let text = m.encode();
         let mut registered = Vec::new();
         for line in text.lines() {

@@ -101,8 +101,8 @@ fn provider_setup(e: &ProviderSetupError) -> ReasonDoc {
         ProviderSetupError::InvalidNodeClass(_) => doc(
             e.reason(),
             on,
-            "The NodeClass spec could not be read for its cloud.",
-            "Correct the NodeClass spec as the message says.",
+            "The NodeClass spec could not be read for its cloud (a field is missing or malformed); its pools launch nothing until it is fixed.",
+            "Correct the field the message names; `kubectl explain nodeclass.spec` and docs/reference/crds.md show the schema.",
         ),
         ProviderSetupError::Unsupported(_) => doc(
             e.reason(),
@@ -179,8 +179,8 @@ fn terminate(r: TerminateReason) -> ReasonDoc {
         TerminateReason::LaunchFailed => doc(
             r.as_str(),
             on,
-            "The launch failed for good.",
-            "Read the preceding launch-error Event and fix its cause.",
+            "The cloud refused the launch for a reason a retry will not fix; the PoolNode is deleted and the gang planned again on other capacity.",
+            "Read the Warning Event before it on the same PoolNode (QuotaExceeded, NotFound or Permanent) and fix its cause in the NodeClass, the GPUPool or the cloud account.",
         ),
     }
 }
@@ -191,26 +191,26 @@ fn removals() -> [ReasonDoc; 4] {
         doc(
             remove::EMPTY,
             on,
-            "The node holds no gang and the pool keeps no idle capacity; it is drained and terminated.",
-            "Nothing. Raise the pool's idle settings to keep warm nodes.",
+            "The node held no gang for the pool's `disruption.consolidateAfter`; it is drained and terminated so it stops costing money.",
+            "Nothing. Raise the pool's `spec.disruption.consolidateAfter` to keep empty nodes warm for longer.",
         ),
         doc(
             remove::UNDERUTILIZED,
             on,
             "Its gangs fit on other nodes; it is drained to save cost (consolidation).",
-            "Nothing. Annotate pods `muster.dev/do-not-disrupt` to keep a node.",
+            "Nothing. To keep a node, annotate its pods `muster.dev/do-not-disrupt`, or set the pool's `spec.disruption.consolidation` to `WhenEmpty`.",
         ),
         doc(
             remove::REPLACED,
             on,
             "A cheaper offering can hold what it runs; a replacement is launched first, then this node drains.",
-            "Nothing. Consolidation settings of the pool control replacements.",
+            "Nothing. Set the pool's `spec.disruption.consolidation` to `WhenEmpty` to turn replacements off.",
         ),
         doc(
             remove::SCALE_TO_ZERO,
             on,
-            "The pool has had no demand for its scale-to-zero period; the node is removed.",
-            "Nothing. The next queued gang launches capacity again.",
+            "The pool had no queued or running work for its `disruption.scaleToZeroAfter`; the node is removed.",
+            "Nothing. The next queued gang launches capacity again; raise `scaleToZeroAfter` to keep nodes through short pauses.",
         ),
     ]
 }
@@ -227,20 +227,20 @@ fn interruption(k: InterruptionKind) -> ReasonDoc {
         InterruptionKind::RebalanceRecommendation => doc(
             k.as_str(),
             on,
-            "The cloud suggests moving off this spot machine; no action is forced.",
-            "Nothing.",
+            "The cloud says this spot machine is at raised risk of interruption; muster records it and keeps the node until an interruption notice comes.",
+            "Nothing. Gangs that cannot afford a restart belong on on-demand capacity (the pool's `capacityTypes`).",
         ),
         InterruptionKind::Preempted => doc(
             k.as_str(),
             on,
-            "The cloud preempted or stopped the machine; its gangs are requeued.",
-            "Nothing; see SpotInterruption.",
+            "The cloud preempted or stopped the machine (GCP spot or preemptible capacity); its gangs are evicted whole and requeued.",
+            "Nothing; checkpoint long jobs, or use on-demand capacity for gangs that cannot restart.",
         ),
         InterruptionKind::Terminated => doc(
             k.as_str(),
             on,
-            "The machine was terminated outside muster (console, another tool).",
-            "Find who terminated it; muster replaces the capacity if gangs still need it.",
+            "The machine was terminated outside muster (cloud console, another tool, the cloud itself); its gangs are requeued.",
+            "Find who terminated it (the cloud's audit log); muster launches capacity again if gangs still need it.",
         ),
     }
 }
@@ -263,7 +263,7 @@ fn wait(r: WaitReason) -> ReasonDoc {
         WaitReason::LaunchBudget => doc(
             r.as_str(),
             on,
-            "Capacity would be launched for it, but this cycle's launch budget is spent.",
+            "Capacity would be launched for it, but this cycle's budget of new nodes is spent (a limit against launching too much at once).",
             "Nothing; the next cycle launches more.",
         ),
         WaitReason::PoolLimit => doc(
@@ -299,8 +299,8 @@ fn wait(r: WaitReason) -> ReasonDoc {
         WaitReason::QueueStopped => doc(
             r.as_str(),
             on,
-            "Its queue is stopped.",
-            "Set the queue's `spec.stopPolicy` to `None`.",
+            "Its queue's `spec.stopPolicy` is `Hold` or `HoldAndDrain`, so the queue admits nothing new.",
+            "Set the queue's `spec.stopPolicy` to `None` (`kubectl patch gpuqueue NAME --type merge -p '{\"spec\":{\"stopPolicy\":\"None\"}}'`).",
         ),
         WaitReason::UnknownQueue => doc(
             r.as_str(),
@@ -311,8 +311,8 @@ fn wait(r: WaitReason) -> ReasonDoc {
         WaitReason::Preempting => doc(
             r.as_str(),
             on,
-            "Room is being made for it by preempting lower-priority gangs.",
-            "Nothing.",
+            "Room is being made for it: lower-priority gangs (or gangs running on borrowed quota) are evicted whole; it is planned again once their capacity is free.",
+            "Nothing. The message names the victims; they show phase `Evicted` with reason `WithinQueue` or `ReclaimWithinCohort`.",
         ),
     }
 }
@@ -330,7 +330,7 @@ fn evict(r: EvictReason) -> ReasonDoc {
             r.as_str(),
             on,
             "A node it ran on went away; it is evicted whole and requeued.",
-            "Nothing; the gang starts again on new capacity.",
+            "Nothing; the gang starts again on new capacity. Checkpoint long jobs so a restart loses little.",
         ),
         EvictReason::SpotInterruption => doc(
             r.as_str(),
@@ -348,13 +348,13 @@ fn preempt(r: PreemptionReason) -> ReasonDoc {
             r.as_str(),
             on,
             "A higher-priority gang of the same queue needed the room; it is requeued.",
-            "Nothing; raise its priority annotation if it must not be preempted.",
+            "Nothing. Give gangs that must not be preempted a higher priority (the `muster.dev/priority` annotation or a priority class).",
         ),
         PreemptionReason::ReclaimWithinCohort => doc(
             r.as_str(),
             on,
             "It ran on quota its queue borrowed, and the lending queue took it back; it is requeued.",
-            "Nothing; lower the queue's borrowing to avoid it.",
+            "Nothing. To avoid it, set a `borrowingLimit` on the queue's resources so its gangs stay within what it owns.",
         ),
     }
 }

@@ -387,7 +387,7 @@ pub async fn report_issues(ctx: &Ctx, issues: &[Issue], observed: &Observed, now
                 None if matches!(kind, Kind::Gang | Kind::PoolNode) && current.is_none() => {
                     continue;
                 }
-                None => (true, "Valid", String::new()),
+                None => (true, "Valid", "read and part of planning".to_string()),
             };
             let cond = crate::controller::act::condition(
                 "Valid",

@@ -190,7 +190,14 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
                 now,
             )
         } else {
-            condition(obj, "Active", true, "Admitting", String::new(), now)
+            condition(
+                obj,
+                "Active",
+                true,
+                "Admitting",
+                "the queue admits gangs (spec.stopPolicy is None)".into(),
+                now,
+            )
         };
         let before: GpuQueueStatus = typed(obj);
         let name = obj.name_any();
