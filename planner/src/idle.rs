@@ -189,15 +189,16 @@ mod tests {
             .map(|m| (m * 60, if m == 59 { f64::NAN } else { 0.0 }))
             .collect();
         type Want = Option<(i64, IdleAction, Option<i64>)>;
-        let cases: Vec<(
-            &str,
+        type Case<'a> = (
+            &'a str,
             Option<IdleAction>,
             GangPhase,
             i64,
-            &[(i64, f64)],
+            &'a [(i64, f64)],
             i64,
             Want,
-        )> = vec![
+        );
+        let cases: Vec<Case> = vec![
             (
                 "idle an hour, report",
                 Some(Report),
