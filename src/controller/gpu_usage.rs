@@ -241,15 +241,17 @@ pub async fn report(ctx: &Ctx, idle: &[IdleGang], observed: &Observed, now: Time
                 now,
                 obj.metadata.generation,
             ),
-            None if current
-                .as_ref()
-                .is_some_and(|c| c.status == muster_crds::common::ConditionStatus::True) =>
+            // an evicted or stopped gang keeps the condition that says why
+            None if running(obj)
+                && current
+                    .as_ref()
+                    .is_some_and(|c| c.status == muster_crds::common::ConditionStatus::True) =>
             {
                 super::act::condition(
                     CONDITION,
                     false,
                     NOT_IDLE,
-                    "no longer judged idle: its GPUs were busy again, it stopped running, or there is no fresh utilisation data".to_string(),
+                    "running and no longer judged idle: its GPUs were busy again, or there is no fresh utilisation data".to_string(),
                     now,
                     obj.metadata.generation,
                 )
@@ -282,6 +284,13 @@ pub async fn report(ctx: &Ctx, idle: &[IdleGang], observed: &Observed, now: Time
                 .await;
         }
     }
+}
+
+fn running(obj: &kube::api::DynamicObject) -> bool {
+    obj.data
+        .get("status")
+        .and_then(|s| s.get("phase"))
+        .is_some_and(|p| p == "Running")
 }
 
 #[cfg(test)]

@@ -219,7 +219,7 @@ pub const METRICS: &[MetricDoc] = &[
     MetricDoc {
         name: "gpu_utilization_up",
         kind: MetricKind::Gauge,
-        help: "1 when the last read of DCGM_FI_DEV_GPU_UTIL from --prometheus-url succeeded, 0 when it failed (idle detection then judges no gang)",
+        help: "1 when the last read of DCGM_FI_DEV_GPU_UTIL from --prometheus-url succeeded; 0 when it failed (no gang is then judged idle) or none was made (no --prometheus-url, or no queue with an idlePolicy)",
         labels: &[],
     },
     MetricDoc {

@@ -530,7 +530,7 @@ pub fn catalog() -> Vec<ReasonDoc> {
     out.push(doc(
         super::gpu_usage::NOT_IDLE,
         "Gang: `GPUsIdle=False` condition",
-        "The gang had been found idle and no longer is: its GPUs are busy again, it stopped running, or no fresh utilisation data came from Prometheus.",
+        "The gang had been found idle, runs, and no longer is idle: its GPUs are busy again, or no fresh utilisation data came from Prometheus.",
         "Nothing. If `muster_gpu_utilization_up` is 0, check `--prometheus-url` and that Prometheus scrapes the DCGM exporter.",
     ));
     out
