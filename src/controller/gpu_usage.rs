@@ -324,4 +324,85 @@ mod tests {
         let l = labels(&[("namespace", ""), ("pod", ""), ("Hostname", "n")]);
         assert_eq!(pod_of(&l), None);
     }
+
+    #[test]
+    fn series_go_to_the_gang_of_their_pod_busiest_gpu_first() {
+        use crate::controller::translate::cached::CachedPod;
+        use muster_planner::{Assignment, Gang, GangPhase};
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "train-0-abc", "namespace": "ns", "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1"}]}
+        }))
+        .expect("pod");
+        let observed = Observed {
+            pods: vec![std::sync::Arc::new(CachedPod::from(pod))],
+            ..Observed::default()
+        };
+        let mut holder = Gang::new(GangId::new("ns/whole-node"), "q", Time(0), Vec::new());
+        holder.phase = GangPhase::Running;
+        holder.assignments = vec![Assignment {
+            pod_set: "main".into(),
+            index: 0,
+            node: "gpu-1".into(),
+        }];
+        let snapshot = Snapshot {
+            gangs: vec![holder],
+            ..Snapshot::default()
+        };
+        let series = |l: &[(&str, &str)], values: Vec<(i64, f64)>| Series {
+            labels: labels(l),
+            values,
+        };
+        let got = by_gang(
+            &[
+                series(
+                    &[("gpu", "0"), ("namespace", "ns"), ("pod", "train-0-abc")],
+                    vec![(60, 3.0), (120, 1.0)],
+                ),
+                series(
+                    &[("gpu", "1"), ("namespace", "ns"), ("pod", "train-0-abc")],
+                    vec![(60, 40.0), (120, f64::NAN)],
+                ),
+                // no pod: the one gang holding the node named by Hostname
+                series(
+                    &[
+                        ("gpu", "0"),
+                        ("namespace", ""),
+                        ("pod", ""),
+                        ("Hostname", "gpu-1"),
+                    ],
+                    vec![(60, 0.0)],
+                ),
+                // a pod of no known Job, a node nobody holds: dropped
+                series(
+                    &[("gpu", "2"), ("namespace", "ns"), ("pod", "other")],
+                    vec![(60, 0.0)],
+                ),
+                series(&[("gpu", "3"), ("Hostname", "gpu-9")], vec![(60, 0.0)]),
+            ],
+            &observed,
+            &snapshot,
+        );
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].gang.as_str(), "ns/train");
+        assert_eq!(
+            got[0].samples[0],
+            UtilSample {
+                at: Time(60),
+                percent: 40.0
+            }
+        );
+        assert!(
+            got[0].samples[1].percent.is_nan(),
+            "not a number counts as busy"
+        );
+        assert_eq!(got[1].gang.as_str(), "ns/whole-node");
+        assert_eq!(
+            got[1].samples,
+            vec![UtilSample {
+                at: Time(60),
+                percent: 0.0
+            }]
+        );
+    }
 }
