@@ -258,6 +258,12 @@ pub async fn report(ctx: &Ctx, idle: &[IdleGang], observed: &Observed, now: Time
             }
             None => continue,
         };
+        // the message's figures grow while the gang stays idle; the
+        // transition time is when the status last changed
+        let mut cond = cond;
+        if let Some(c) = current.as_ref().filter(|c| c.status == cond.status) {
+            cond.last_transition_time = c.last_transition_time.clone();
+        }
         let newly = verdict.is_some()
             && !current.as_ref().is_some_and(|c| {
                 c.status == muster_crds::common::ConditionStatus::True && c.reason == cond.reason
