@@ -473,6 +473,7 @@ fn every_operator_flag_has_a_value() {
                 "aws.interruptionQueue=q",
                 "gcp.endpoint=http://g",
                 "namespaces={a,b}",
+                "prometheus.url=http://prometheus:9090",
             ],
         )
         .expect("renders"),

@@ -100,6 +100,44 @@ pub struct GpuQueueSpec {
     /// Stops admission: `Hold` admits nothing new; `HoldAndDrain` also evicts admitted gangs.
     #[serde(default)]
     pub stop_policy: StopPolicy,
+    /// What happens to running gangs whose GPUs stay idle (read from the DCGM exporter's
+    /// `DCGM_FI_DEV_GPU_UTIL` through the controller's `--prometheus-url`); nothing when
+    /// omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_policy: Option<IdlePolicy>,
+}
+
+/// When a running gang counts as an idle GPU holder, and what is done about it.
+#[derive(KubeSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("duration(self.window) >= duration('1m')").message("spec.idlePolicy.window must be at least 1m: a shorter window takes a pause between steps (data loading, a checkpoint) for idleness"))]
+#[x_kube(validation = Rule::new("duration(self.window) <= duration('168h')").message("spec.idlePolicy.window must be at most 168h"))]
+pub struct IdlePolicy {
+    /// A gang is idle while the busiest of its GPUs stays below this utilisation, in
+    /// percent (1–100), e.g. `5`.
+    #[schemars(range(min = 1, max = 100))]
+    pub threshold_percent: i32,
+    /// How long a gang must stay below the threshold before `action` is taken, e.g. `30m`
+    /// (at least `1m`).
+    pub window: Duration,
+    /// `Report` sets the gang's `GPUsIdle` condition and publishes an Event; `Requeue` also
+    /// evicts the gang as a whole and queues it again after the eviction backoff; `Stop`
+    /// evicts it as a whole and leaves its Job suspended, not queued again.
+    #[serde(default)]
+    pub action: IdleAction,
+}
+
+/// What is done with an idle GPU holder.
+#[derive(JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[schemars(transform = crate::common::drop_description)]
+pub enum IdleAction {
+    /// Condition and Event only.
+    #[default]
+    Report,
+    /// Evict as a whole and queue again after the backoff.
+    Requeue,
+    /// Evict as a whole; the Job stays suspended.
+    Stop,
 }
 
 fn default_weight() -> Quantity {
@@ -220,13 +258,19 @@ pub struct GpuQueueStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price_per_hour: Option<Usd>,
     /// GPU-hours held by the queue's admitted and running gangs over the
-    /// last 24 hours, as this controller instance saw them (e.g. `41.5`).
+    /// last 24 hours, the sum of `gpuHoursByHour` (e.g. `41.5`).
     #[serde(
         default,
         rename = "gpuHoursLast24h",
         skip_serializing_if = "Option::is_none"
     )]
     pub gpu_hours_last_24h: Option<String>,
+    /// GPU-hours held in each clock hour of the last 24, oldest first: what
+    /// `gpuHoursLast24h` sums. A controller that starts leading reads them back, so the
+    /// figure survives restarts and leader changes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 25))]
+    pub gpu_hours_by_hour: Vec<GpuHoursBucket>,
     /// Current state: `Active` is `True` when the queue admits work.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
@@ -234,6 +278,20 @@ pub struct GpuQueueStatus {
     /// `.metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+/// A non-negative decimal such as `7.25`.
+const DECIMAL_PATTERN: &str = r"^[0-9]+(\.[0-9]+)?$";
+
+/// GPU-hours a queue's gangs held in one clock hour.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuHoursBucket {
+    /// Start of the hour (UTC, on the hour).
+    pub hour: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    /// GPU-hours held in it, e.g. `7.25`.
+    #[schemars(regex(pattern = DECIMAL_PATTERN), length(max = 32))]
+    pub gpu_hours: String,
 }
 
 /// Usage of one quota entry.

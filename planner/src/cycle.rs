@@ -10,6 +10,7 @@
 //! 4. Scale to zero, then consolidation, on what is left.
 //! 5. A `Waiting` entry, with its position in its queue, for every gang not
 //!    admitted or launched.
+//! 6. Idle GPU holders ([`crate::idle`]), but for gangs preempted above.
 
 use std::collections::BTreeMap;
 
@@ -35,7 +36,12 @@ pub(crate) fn run(s: &Snapshot, policy: &Policy, now: Time) -> Plan {
     scale_to_zero::plan(&mut w, &mut cx);
     consolidation::plan(&mut w, &mut cx);
     waiting(&w, &mut cx);
-    cx.plan
+    let mut plan = cx.plan;
+    plan.idle = crate::idle::decide(s, policy, now)
+        .into_iter()
+        .filter(|i| !plan.preemptions.iter().any(|p| p.victim == i.gang))
+        .collect();
+    plan
 }
 
 fn provisioning_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
@@ -69,7 +75,12 @@ fn provisioning_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
                 pending.sort_unstable();
                 let deadline = g
                     .provisioning_deadline
-                    .map_or(String::new(), |d| format!("; deadline {d}"));
+                    .map_or(String::new(), |d| {
+                        format!(
+                            "; released and planned again if not all Ready by its deadline, {} from now",
+                            d.since(w.now)
+                        )
+                    });
                 cx.wait(
                     gi,
                     WaitReason::Provisioning,
@@ -85,8 +96,8 @@ fn provisioning_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
                     gi,
                     WaitReason::Provisioning,
                     format!(
-                        "capacity not Ready by its deadline {}; released, the gang queues again",
-                        g.provisioning_deadline.unwrap_or_default()
+                        "its capacity was not all Ready by its provisioning deadline ({} ago): the nodes are released and the gang queues again; if this repeats, the PoolNodes' Events say why (launch errors, nodes that never register)",
+                        w.now.since(g.provisioning_deadline.unwrap_or(w.now))
                     ),
                 );
             }
@@ -207,7 +218,10 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
             cx.wait(
                 gi,
                 WaitReason::UnknownQueue,
-                format!("queue {} does not exist", g.queue),
+                format!(
+                    "queue {} does not exist: create the GPUQueue, or set the Job's muster.dev/queue label to one that exists (kubectl get gpuqueues)",
+                    g.queue
+                ),
             );
             continue;
         };
@@ -215,7 +229,10 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
             cx.wait(
                 gi,
                 WaitReason::QueueStopped,
-                format!("queue {} is stopped", g.queue),
+                format!(
+                    "queue {} is stopped by its spec.stopPolicy: it admits nothing new until spec.stopPolicy is None",
+                    g.queue
+                ),
             );
             continue;
         }
@@ -227,7 +244,7 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
                 gi,
                 WaitReason::Backoff,
                 format!(
-                    "evicted {} time(s); queues again at {t} ({} from now)",
+                    "evicted {} time(s); queues again in {} (the backoff doubles with each eviction; the Gang's Events say why it was evicted)",
                     g.evictions,
                     t.since(now)
                 ),

@@ -14,6 +14,7 @@ mod consolidation;
 pub mod cover;
 mod cycle;
 mod handover;
+pub mod idle;
 mod index;
 pub mod labels;
 pub mod lifecycle;

@@ -44,6 +44,14 @@
 //!    `with` first; when it is Ready, drain and terminate the old node.
 //! 6. **Waiting** — write `reason`, `message` and `position` to the gang's
 //!    status (condition + Event with the bounded reason). Nothing else.
+//! 7. **Idle** — for each gang whose GPUs stayed below its queue's idle
+//!    threshold for the window: set its `GPUsIdle` condition and publish an
+//!    Event with the entry's reason; for `Requeue`, evict it as a whole like
+//!    a pods-ready timeout (re-suspend the workload, clear assignments and
+//!    reservations, phase `Evicted` with `notBefore`, `evictions` + 1); for
+//!    `Stop`, evict it the same way but do not queue it again (phase
+//!    `Finished`, the workload left suspended). A gang preempted in the same
+//!    plan is only preempted.
 //!
 //! A gang appears in at most one of admissions, launches and waiting. New
 //! node names are derived from the gang id, `launchAttempts` and an index,
@@ -54,7 +62,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Assignment, GangId, OfferingKey, Price};
+use crate::model::{Assignment, GangId, IdleAction, OfferingKey, Price};
 use crate::time::Time;
 
 /// Everything decided in one planning cycle.
@@ -73,6 +81,9 @@ pub struct Plan {
     pub removals: Vec<Removal>,
     /// Every gang that still waits, with its position and reason.
     pub waiting: Vec<Waiting>,
+    /// Running gangs whose GPUs stayed idle past their queue's window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idle: Vec<IdleGang>,
 }
 
 /// Start a gang on the nodes given.
@@ -287,5 +298,60 @@ pub struct Waiting {
     /// Bounded reason.
     pub reason: WaitReason,
     /// For people: "needs 32 A100 GPUs; queue team-a at nominal quota 16, cohort has 8 to lend".
+    pub message: String,
+}
+
+/// Bounded reasons of an idle verdict (condition reasons, Event reasons,
+/// metric labels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum IdleReason {
+    /// Idle past the window; the queue's policy only reports it.
+    GPUsIdle,
+    /// Idle past the window; evicted as a whole and queued again.
+    IdleRequeued,
+    /// Idle past the window; evicted as a whole and not queued again.
+    IdleStopped,
+}
+
+impl IdleReason {
+    /// The reason an action gives.
+    pub fn of(action: IdleAction) -> IdleReason {
+        match action {
+            IdleAction::Report => IdleReason::GPUsIdle,
+            IdleAction::Requeue => IdleReason::IdleRequeued,
+            IdleAction::Stop => IdleReason::IdleStopped,
+        }
+    }
+
+    /// The bounded name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdleReason::GPUsIdle => "GPUsIdle",
+            IdleReason::IdleRequeued => "IdleRequeued",
+            IdleReason::IdleStopped => "IdleStopped",
+        }
+    }
+}
+
+/// A running gang whose GPUs stayed idle for its queue's window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IdleGang {
+    /// The gang.
+    pub gang: GangId,
+    /// Its queue.
+    pub queue: String,
+    /// What the driver does (the queue's `idlePolicy.action`).
+    pub action: IdleAction,
+    /// Bounded reason.
+    pub reason: IdleReason,
+    /// Since when every observation of its GPUs is below the threshold.
+    pub since: Time,
+    /// The highest utilisation observed since then, in percent.
+    pub peak_percent: f64,
+    /// For `Requeue`: when it queues again (now + the eviction backoff).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<Time>,
+    /// For people: what was seen, the rule, and what happens.
     pub message: String,
 }

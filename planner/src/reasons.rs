@@ -61,22 +61,28 @@ pub(crate) fn quota_message(queue: &str, need: &str, s: &Short) -> String {
 /// Why no launch was planned.
 pub(crate) fn launch_fail_message(w: &World<'_>, need: &str, f: &LaunchFail) -> String {
     match f {
-        LaunchFail::Unsatisfiable(why) => format!("{need}; unsatisfiable: {why}"),
+        LaunchFail::Unsatisfiable(why) => format!(
+            "{need}; unsatisfiable: {why}; change the gang's requests or GPU model, or let its queue use a pool with larger machines"
+        ),
         LaunchFail::NoOffering { skipped } => {
-            let mut m = format!("{need}; no free capacity fits and no usable offering holds it");
+            let mut m = format!(
+                "{need}; no free capacity fits and no usable offering holds it (allow more instance types, zones or capacity types in the queue's pools, or wait)"
+            );
             if let Some(o) = skipped {
                 let off = w.offerings[*o];
                 match off.unavailable_until {
-                    Some(t) if t > w.now => {
-                        m.push_str(&format!("; offering {} unavailable until {t}", off.key()))
-                    }
+                    Some(t) if t > w.now => m.push_str(&format!(
+                        "; offering {} unavailable for another {} after a capacity error",
+                        off.key(),
+                        t.since(w.now)
+                    )),
                     _ => {}
                 }
             }
             m
         }
         LaunchFail::PoolLimit { pool, what } => format!(
-            "{need}; pool {} limit: launching would make {what}",
+            "{need}; pool {} limit: launching would make {what}; raise the pool's spec.limits or wait for its gangs to finish",
             w.pools[*pool].name
         ),
         LaunchFail::LaunchBudget { need: n } => format!(
@@ -129,11 +135,40 @@ pub(crate) fn launch_message(w: &World<'_>, c: &LaunchChoice) -> String {
                 .first()
                 .map(|n| w.offerings[n.offering].instance_type.as_str());
             m.push_str(&format!(
-                "; offering {} unavailable until {t}; planning {}",
+                "; offering {} unavailable for another {} after a capacity error; planning {}",
                 off.key(),
+                t.since(w.now),
                 first.unwrap_or("existing capacity")
             ));
         }
     }
     m
+}
+
+/// Why a gang is idle and what happens: "its GPUs stayed below 10 %
+/// utilisation (highest 3.5 %) for 1h, past the 30m window of queue q's
+/// idlePolicy; action Requeue: …".
+pub(crate) fn idle_message(
+    g: &Gang,
+    q: &crate::model::Queue,
+    p: &crate::model::IdlePolicy,
+    idle_for: crate::Dur,
+    peak: f64,
+    now: crate::Time,
+    not_before: Option<crate::Time>,
+) -> String {
+    let gpus = show(&QuotaResource::Gpu, g.total_requests().gpu_millis);
+    let seen = format!(
+        "its {gpus} GPU(s) stayed below {}% utilisation (highest {peak:.1}%) for {}, past the {} window of queue {}'s idlePolicy",
+        p.threshold_percent, idle_for, p.window, q.name
+    );
+    let what = match p.action {
+        crate::IdleAction::Report => "action Report: nothing is stopped; end the workload if its work is done, or set the queue's spec.idlePolicy.action to Requeue or Stop to free idle GPUs automatically".to_string(),
+        crate::IdleAction::Requeue => format!(
+            "action Requeue: evicted as a whole, its GPUs freed; it queues again in {} and restarts from its last checkpoint",
+            not_before.map_or(crate::Dur(0), |t| t.since(now))
+        ),
+        crate::IdleAction::Stop => "action Stop: evicted as a whole and not queued again; its Job stays suspended: delete it, or delete and resubmit it to run again".to_string(),
+    };
+    format!("{seen}; {what}")
 }

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Gang, Node, Offering, Pool, Queue};
+use crate::model::{Gang, GangUtilization, Node, Offering, Pool, Queue};
 use crate::time::{Dur, Time};
 
 /// Everything the planner looks at.
@@ -29,6 +29,10 @@ pub struct Snapshot {
     /// Gangs in every phase but Finished.
     #[serde(default)]
     pub gangs: Vec<Gang>,
+    /// GPU utilisation observed for running gangs (idle detection); gangs
+    /// without an entry are not judged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_utilization: Vec<GangUtilization>,
 }
 
 /// Cluster-wide knobs.
@@ -122,6 +126,8 @@ struct PlanInputDoc {
     nodes: Vec<Node>,
     #[serde(default)]
     gangs: Vec<Gang>,
+    #[serde(default)]
+    gpu_utilization: Vec<GangUtilization>,
 }
 
 impl From<PlanInputDoc> for PlanInput {
@@ -135,6 +141,7 @@ impl From<PlanInputDoc> for PlanInput {
                 offerings: d.offerings,
                 nodes: d.nodes,
                 gangs: d.gangs,
+                gpu_utilization: d.gpu_utilization,
             },
         }
     }

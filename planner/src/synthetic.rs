@@ -488,6 +488,7 @@ pub fn generate(p: &Params) -> Snapshot {
             strategy: Default::default(),
             pods_ready_timeout: None,
             stopped: false,
+            idle_policy: None,
         })
         .collect();
     // Nodes: Ready, from the on-demand catalog, partly used by other pods.
@@ -644,6 +645,7 @@ pub fn generate(p: &Params) -> Snapshot {
         offerings,
         nodes,
         gangs,
+        gpu_utilization: Vec::new(),
     }
 }
 

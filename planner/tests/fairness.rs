@@ -24,6 +24,7 @@ fn queue(name: &str, weight: f64) -> Queue {
         strategy: Default::default(),
         pods_ready_timeout: None,
         stopped: false,
+        idle_policy: None,
     }
 }
 
@@ -85,6 +86,7 @@ fn run(weights: &[(&str, f64)], steps: i64) -> BTreeMap<String, f64> {
         offerings: Vec::new(),
         nodes,
         gangs: Vec::new(),
+        gpu_utilization: Vec::new(),
     };
     let policy = Policy::default();
     let mut rng = SplitMix64::new(42);

@@ -127,6 +127,7 @@ fn snapshot(i: &Inst) -> Snapshot {
             strategy: Default::default(),
             pods_ready_timeout: None,
             stopped: false,
+            idle_policy: None,
         }],
         pools: vec![Pool {
             name: "p".into(),
@@ -143,6 +144,7 @@ fn snapshot(i: &Inst) -> Snapshot {
         offerings,
         nodes: Vec::new(),
         gangs: vec![Gang::new(GangId::new("ns/g"), "q", Time(0), sets)],
+        gpu_utilization: Vec::new(),
     }
 }
 

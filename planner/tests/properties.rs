@@ -75,6 +75,7 @@ fn build(seed: u64) -> Snapshot {
             },
             pods_ready_timeout: None,
             stopped: r.percent(5),
+            idle_policy: None,
         })
         .collect();
     let pools: Vec<Pool> = (0..1 + r.below(2))
@@ -342,6 +343,7 @@ fn build(seed: u64) -> Snapshot {
         offerings,
         nodes,
         gangs,
+        gpu_utilization: Vec::new(),
     }
 }
 

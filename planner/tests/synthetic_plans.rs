@@ -10,31 +10,31 @@ use muster_planner::{Policy, plan};
 const CASES: &[(&str, u64)] = &[
     (
         "pods=1000,gangs=100,nodes=200,offerings=300,seed=1",
-        0xf6f41b4da5462325,
+        0x186c64bc94f7cd1d,
     ),
     (
         "pods=10000,gangs=1000,nodes=2000,offerings=300,seed=1",
-        0xde71925045c44ea0,
+        0x4daf417c16c7f43d,
     ),
     (
         "pods=3000,gangs=300,nodes=100,offerings=300,seed=2",
-        0x78303f9d08a7e55e,
+        0xc928a778476f06cb,
     ),
     (
         "pods=2000,gangs=500,nodes=1500,offerings=60,seed=3",
-        0xdcdefb3d698b558d,
+        0x0a9f6ea323ffebd5,
     ),
     (
         "pods=5000,gangs=400,nodes=300,offerings=150,seed=4",
-        0xaef97bc8ef47d91d,
+        0x2febadedeb6e4124,
     ),
     (
         "pods=30000,gangs=3000,nodes=4000,offerings=300,seed=6",
-        0x1b9cbe10058abdb0,
+        0xfd01f476f51074bf,
     ),
     (
         "pods=400,gangs=120,nodes=20,offerings=30,seed=5",
-        0x7398585cd31e6f95,
+        0x03795dadd245f7ac,
     ),
 ];
 

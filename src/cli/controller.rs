@@ -89,6 +89,18 @@ pub struct ControllerArgs {
     /// How often each cloud's interruption notices are read.
     #[arg(long, env = "MUSTER_INTERRUPTION_POLL", default_value = "5s", value_parser = parse_duration)]
     pub interruption_poll: Duration,
+    /// Prometheus API holding the DCGM exporter's `DCGM_FI_DEV_GPU_UTIL`
+    /// (e.g. http://prometheus.monitoring:9090); GPUQueues' `idlePolicy`
+    /// needs it. Plain HTTP. Idle detection is off without it.
+    #[arg(long, env = "MUSTER_PROMETHEUS_URL")]
+    pub prometheus_url: Option<String>,
+    /// How often GPU utilisation is read from Prometheus (e.g. 1m).
+    #[arg(long, env = "MUSTER_PROMETHEUS_INTERVAL", default_value = "1m", value_parser = parse_duration)]
+    pub prometheus_interval: Duration,
+    /// Resolution of the utilisation read: one sample per GPU per step
+    /// (e.g. 1m; at least the exporter's scrape interval).
+    #[arg(long, env = "MUSTER_PROMETHEUS_STEP", default_value = "1m", value_parser = parse_duration)]
+    pub prometheus_step: Duration,
     /// AWS: endpoint override for EC2, SQS, EKS and SSM (private endpoints, tests).
     #[cfg(feature = "aws")]
     #[arg(long, env = "MUSTER_AWS_ENDPOINT")]
@@ -252,6 +264,8 @@ fn check_periods(args: &ControllerArgs) -> Result<(), CliError> {
         ("--orphan-gc-period", args.orphan_gc_period),
         ("--interruption-poll", args.interruption_poll),
         ("--api-timeout", args.api_timeout),
+        ("--prometheus-interval", args.prometheus_interval),
+        ("--prometheus-step", args.prometheus_step),
     ] {
         if d.is_zero() {
             return Err(CliError::input(format!("{flag} must be greater than zero")));
@@ -314,6 +328,16 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
         muster_planner::Dur::secs(args.gpu_registration_timeout.as_secs());
     config.api_timeout = args.api_timeout;
     config.workload_kinds = args.workload_kinds.0.clone();
+    config.prometheus_url = match &args.prometheus_url {
+        Some(u) => Some(
+            controller::prometheus::Endpoint::parse(u)
+                .map_err(|e| CliError::input(format!("--prometheus-url {u}: {e}")))?
+                .to_string(),
+        ),
+        None => None,
+    };
+    config.prometheus_interval = args.prometheus_interval;
+    config.prometheus_step = args.prometheus_step;
     config.lease = lease;
     let metrics = Arc::new(Metrics::new());
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)

@@ -47,6 +47,8 @@ pub struct Ctx {
     /// Enabled workload kinds whose CRD is not served (skipped; reported on
     /// every GPUQueue's `WorkloadKindsServed` condition).
     pub missing_workload_kinds: Vec<crate::controller::workloads::WorkloadKind>,
+    /// The last GPU utilisation read from Prometheus (idle detection).
+    pub gpu_usage: super::gpu_usage::Cache,
 }
 
 /// When each periodic housekeeping step last ran.
@@ -98,6 +100,7 @@ impl Ctx {
             started: Default::default(),
             workload_kinds,
             missing_workload_kinds: Vec::new(),
+            gpu_usage: Default::default(),
         }
     }
 

@@ -47,6 +47,15 @@ pub struct PoolLabels {
     pub pool: String,
 }
 
+/// Labels of the idle gangs gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IdleLabels {
+    /// GPUQueue.
+    pub queue: String,
+    /// `GPUsIdle`, `IdleRequeued` or `IdleStopped`.
+    pub reason: String,
+}
+
 /// Labels of counters by kind.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
@@ -202,6 +211,24 @@ pub const METRICS: &[MetricDoc] = &[
         labels: &["kind"],
     },
     MetricDoc {
+        name: "idle_gangs",
+        kind: MetricKind::Gauge,
+        help: "Running gangs whose GPUs stayed below their queue's idlePolicy threshold for its window, by queue and action",
+        labels: &["queue", "reason"],
+    },
+    MetricDoc {
+        name: "gpu_utilization_up",
+        kind: MetricKind::Gauge,
+        help: "1 when the last read of DCGM_FI_DEV_GPU_UTIL from --prometheus-url succeeded; 0 when it failed (no gang is then judged idle) or none was made (no --prometheus-url, or no queue with an idlePolicy)",
+        labels: &[],
+    },
+    MetricDoc {
+        name: "gpu_utilization_errors",
+        kind: MetricKind::Counter,
+        help: "Failed reads of GPU utilisation from Prometheus, by reason",
+        labels: &["reason"],
+    },
+    MetricDoc {
         name: "planning_cycles",
         kind: MetricKind::Counter,
         help: "Planning cycles run",
@@ -280,6 +307,12 @@ pub struct Metrics {
     pub orphans_terminated: Counter,
     /// Interruption notices by kind.
     pub interruptions: Family<KindLabels, Counter>,
+    /// Idle gangs by queue and reason.
+    pub idle_gangs: Family<IdleLabels, Gauge>,
+    /// Whether the last utilisation read succeeded.
+    pub gpu_utilization_up: Gauge,
+    /// Failed utilisation reads by reason.
+    pub gpu_utilization_errors: Family<ReasonLabels, Counter>,
     /// Planning cycles run.
     pub cycles: Counter,
     /// 1 while this instance holds the leader Lease.
@@ -323,6 +356,9 @@ impl Metrics {
         let queue_dollars = add(r, "queue_cost_dollars", Family::default());
         let orphans_terminated = add(r, "orphans_terminated", Counter::default());
         let interruptions = add(r, "interruptions", Family::default());
+        let idle_gangs = add(r, "idle_gangs", Family::default());
+        let gpu_utilization_up = add(r, "gpu_utilization_up", Gauge::default());
+        let gpu_utilization_errors = add(r, "gpu_utilization_errors", Family::default());
         let cycles = add(r, "planning_cycles", Counter::default());
         let leader = add(r, "leader", Gauge::default());
         Metrics {
@@ -346,6 +382,9 @@ impl Metrics {
             gpu_hours_window: Mutex::default(),
             orphans_terminated,
             interruptions,
+            idle_gangs,
+            gpu_utilization_up,
+            gpu_utilization_errors,
             cycles,
             leader,
             synced: AtomicBool::new(false),
@@ -463,6 +502,13 @@ mod tests {
                 kind: "SpotInterruption".into(),
             })
             .inc();
+        m.idle_gangs
+            .get_or_create(&IdleLabels {
+                queue: "q".into(),
+                reason: "GPUsIdle".into(),
+            })
+            .set(1);
+        m.gpu_utilization_errors.get_or_create(&r).inc();
         let text = m.encode();
         let mut registered = Vec::new();
         for line in text.lines() {

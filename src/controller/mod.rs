@@ -16,12 +16,14 @@ pub mod crd_check;
 pub mod ctx;
 pub mod events;
 pub mod explain;
+pub mod gpu_usage;
 pub mod http;
 pub mod leader;
 pub mod metrics;
 pub mod objects;
 pub mod observe;
 pub mod planning_loop;
+pub mod prometheus;
 pub mod providers;
 pub mod reasons;
 pub mod report_metrics;
@@ -85,6 +87,13 @@ pub struct ControllerConfig {
     pub api_timeout: Duration,
     /// The workload kinds run as gangs (`--workload-kinds`).
     pub workload_kinds: std::collections::BTreeSet<workloads::WorkloadKind>,
+    /// Base URL of the Prometheus API that holds the DCGM exporter's
+    /// `DCGM_FI_DEV_GPU_UTIL` (idle detection); none turns it off.
+    pub prometheus_url: Option<String>,
+    /// How often GPU utilisation is read from Prometheus.
+    pub prometheus_interval: Duration,
+    /// Resolution of the utilisation read: one sample per series per step.
+    pub prometheus_step: Duration,
 }
 
 impl ControllerConfig {
@@ -104,6 +113,9 @@ impl ControllerConfig {
             interruption_poll: Duration::from_secs(5),
             api_timeout: Duration::from_secs(4),
             workload_kinds: workloads::WorkloadKind::DEFAULT.into_iter().collect(),
+            prometheus_url: None,
+            prometheus_interval: Duration::from_secs(60),
+            prometheus_step: Duration::from_secs(60),
         }
     }
 }

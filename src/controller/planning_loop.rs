@@ -98,6 +98,7 @@ pub async fn cycle(ctx: &Ctx) {
             o.unavailable_until = Some(until);
         }
     }
+    super::gpu_usage::gather(ctx, &observed, &mut tr.snapshot, now).await;
     act::reconcile::workloads::reconcile(ctx, &observed, &tr).await;
     act::reconcile::gang_status::report_issues(ctx, &tr.issues, &observed, now).await;
     let started = Instant::now();
@@ -115,6 +116,12 @@ pub async fn cycle(ctx: &Ctx) {
     );
     apply(ctx, &plan, &observed, &tr).await;
     act::reconcile::gang_status::update(ctx, &plan, &tr.snapshot, &observed, now).await;
+    super::gpu_usage::report(ctx, &plan.idle, &observed, now).await;
+    super::report_metrics::merge_from_status(
+        &ctx.deps.metrics,
+        observed.of(super::objects::Kind::GpuQueue),
+        now,
+    );
     let figures = super::report_metrics::report(&ctx.deps.metrics, &tr.snapshot, &plan, now);
     act::reconcile::pool_status::update(ctx, &tr.snapshot, &observed, &figures, now).await;
     act::reconcile::class_status::update(ctx, &observed, now).await;

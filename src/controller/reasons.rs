@@ -7,7 +7,7 @@
 
 use muster_planner::lifecycle::gang::EvictReason;
 use muster_planner::lifecycle::pool_node::TerminateReason;
-use muster_planner::plan::{PreemptionReason, WaitReason};
+use muster_planner::plan::{IdleReason, PreemptionReason, WaitReason};
 use muster_provider_api::{ErrorCategory, InterruptionKind};
 
 use super::act::apply::remove;
@@ -107,8 +107,8 @@ fn provider_setup(e: &ProviderSetupError) -> ReasonDoc {
         ProviderSetupError::InvalidNodeClass(_) => doc(
             e.reason(),
             on,
-            "The NodeClass spec could not be read for its cloud.",
-            "Correct the NodeClass spec as the message says.",
+            "The NodeClass spec could not be read for its cloud (a field is missing or malformed); its pools launch nothing until it is fixed.",
+            "Correct the field the message names; `kubectl explain nodeclass.spec` and docs/reference/crds.md show the schema.",
         ),
         ProviderSetupError::Unsupported(_) => doc(
             e.reason(),
@@ -185,8 +185,8 @@ fn terminate(r: TerminateReason) -> ReasonDoc {
         TerminateReason::LaunchFailed => doc(
             r.as_str(),
             on,
-            "The launch failed for good.",
-            "Read the preceding launch-error Event and fix its cause.",
+            "The cloud refused the launch for a reason a retry will not fix; the PoolNode is deleted and the gang planned again on other capacity.",
+            "Read the Warning Event before it on the same PoolNode (QuotaExceeded, NotFound or Permanent) and fix its cause in the NodeClass, the GPUPool or the cloud account.",
         ),
     }
 }
@@ -197,26 +197,26 @@ fn removals() -> [ReasonDoc; 4] {
         doc(
             remove::EMPTY,
             on,
-            "The node holds no gang and the pool keeps no idle capacity; it is drained and terminated.",
-            "Nothing. Raise the pool's idle settings to keep warm nodes.",
+            "The node held no gang for the pool's `disruption.consolidateAfter`; it is drained and terminated so it stops costing money.",
+            "Nothing. Raise the pool's `spec.disruption.consolidateAfter` to keep empty nodes warm for longer.",
         ),
         doc(
             remove::UNDERUTILIZED,
             on,
             "Its gangs fit on other nodes; it is drained to save cost (consolidation).",
-            "Nothing. Annotate pods `muster.dev/do-not-disrupt` to keep a node.",
+            "Nothing. To keep a node, annotate its pods `muster.dev/do-not-disrupt`, or set the pool's `spec.disruption.consolidation` to `WhenEmpty`.",
         ),
         doc(
             remove::REPLACED,
             on,
             "A cheaper offering can hold what it runs; a replacement is launched first, then this node drains.",
-            "Nothing. Consolidation settings of the pool control replacements.",
+            "Nothing. Set the pool's `spec.disruption.consolidation` to `WhenEmpty` to turn replacements off.",
         ),
         doc(
             remove::SCALE_TO_ZERO,
             on,
-            "The pool has had no demand for its scale-to-zero period; the node is removed.",
-            "Nothing. The next queued gang launches capacity again.",
+            "The pool had no queued or running work for its `disruption.scaleToZeroAfter`; the node is removed.",
+            "Nothing. The next queued gang launches capacity again; raise `scaleToZeroAfter` to keep nodes through short pauses.",
         ),
     ]
 }
@@ -233,20 +233,20 @@ fn interruption(k: InterruptionKind) -> ReasonDoc {
         InterruptionKind::RebalanceRecommendation => doc(
             k.as_str(),
             on,
-            "The cloud suggests moving off this spot machine; no action is forced.",
-            "Nothing.",
+            "The cloud says this spot machine is at raised risk of interruption; muster records it and keeps the node until an interruption notice comes.",
+            "Nothing. Gangs that cannot afford a restart belong on on-demand capacity (the pool's `capacityTypes`).",
         ),
         InterruptionKind::Preempted => doc(
             k.as_str(),
             on,
-            "The cloud preempted or stopped the machine; its gangs are requeued.",
-            "Nothing; see SpotInterruption.",
+            "The cloud preempted or stopped the machine (GCP spot or preemptible capacity); its gangs are evicted whole and requeued.",
+            "Nothing; checkpoint long jobs, or use on-demand capacity for gangs that cannot restart.",
         ),
         InterruptionKind::Terminated => doc(
             k.as_str(),
             on,
-            "The machine was terminated outside muster (console, another tool).",
-            "Find who terminated it; muster replaces the capacity if gangs still need it.",
+            "The machine was terminated outside muster (cloud console, another tool, the cloud itself); its gangs are requeued.",
+            "Find who terminated it (the cloud's audit log); muster launches capacity again if gangs still need it.",
         ),
     }
 }
@@ -269,7 +269,7 @@ fn wait(r: WaitReason) -> ReasonDoc {
         WaitReason::LaunchBudget => doc(
             r.as_str(),
             on,
-            "Capacity would be launched for it, but this cycle's launch budget is spent.",
+            "Capacity would be launched for it, but this cycle's budget of new nodes is spent (a limit against launching too much at once).",
             "Nothing; the next cycle launches more.",
         ),
         WaitReason::PoolLimit => doc(
@@ -305,8 +305,8 @@ fn wait(r: WaitReason) -> ReasonDoc {
         WaitReason::QueueStopped => doc(
             r.as_str(),
             on,
-            "Its queue is stopped.",
-            "Set the queue's `spec.stopPolicy` to `None`.",
+            "Its queue's `spec.stopPolicy` is `Hold` or `HoldAndDrain`, so the queue admits nothing new.",
+            "Set the queue's `spec.stopPolicy` to `None` (`kubectl patch gpuqueue NAME --type merge -p '{\"spec\":{\"stopPolicy\":\"None\"}}'`).",
         ),
         WaitReason::UnknownQueue => doc(
             r.as_str(),
@@ -317,8 +317,8 @@ fn wait(r: WaitReason) -> ReasonDoc {
         WaitReason::Preempting => doc(
             r.as_str(),
             on,
-            "Room is being made for it by preempting lower-priority gangs.",
-            "Nothing.",
+            "Room is being made for it: lower-priority gangs (or gangs running on borrowed quota) are evicted whole; it is planned again once their capacity is free.",
+            "Nothing. The message names the victims; they show phase `Evicted` with reason `WithinQueue` or `ReclaimWithinCohort`.",
         ),
     }
 }
@@ -336,7 +336,7 @@ fn evict(r: EvictReason) -> ReasonDoc {
             r.as_str(),
             on,
             "A node it ran on went away; it is evicted whole and requeued.",
-            "Nothing; the gang starts again on new capacity.",
+            "Nothing; the gang starts again on new capacity. Checkpoint long jobs so a restart loses little.",
         ),
         EvictReason::SpotInterruption => doc(
             r.as_str(),
@@ -354,13 +354,36 @@ fn preempt(r: PreemptionReason) -> ReasonDoc {
             r.as_str(),
             on,
             "A higher-priority gang of the same queue needed the room; it is requeued.",
-            "Nothing; raise its priority annotation if it must not be preempted.",
+            "Nothing. Give gangs that must not be preempted a higher priority (the `muster.dev/priority` annotation or a priority class).",
         ),
         PreemptionReason::ReclaimWithinCohort => doc(
             r.as_str(),
             on,
             "It ran on quota its queue borrowed, and the lending queue took it back; it is requeued.",
-            "Nothing; lower the queue's borrowing to avoid it.",
+            "Nothing. To avoid it, set a `borrowingLimit` on the queue's resources so its gangs stay within what it owns.",
+        ),
+    }
+}
+
+fn idle(r: IdleReason) -> ReasonDoc {
+    match r {
+        IdleReason::GPUsIdle => doc(
+            r.as_str(),
+            "Gang: `GPUsIdle=True` condition and Warning Event",
+            "The gang's GPUs stayed below its queue's `idlePolicy.thresholdPercent` (the busiest GPU, from the DCGM exporter) for the whole `window`; the policy's action is `Report`, so it keeps running.",
+            "Ask the gang's owner whether its work is done; delete the Job to free the GPUs, or set the queue's `spec.idlePolicy.action` to `Requeue` or `Stop`.",
+        ),
+        IdleReason::IdleRequeued => doc(
+            r.as_str(),
+            "Gang: `GPUsIdle=True` condition, Warning Event and `status.reason` (phase Evicted)",
+            "The gang's GPUs stayed below its queue's idle threshold for the window and the policy is `Requeue`: it was evicted whole (Job suspended, pods deleted, GPUs freed) and queues again after the eviction backoff.",
+            "Nothing for the operator. The job's owner should checkpoint, and keep GPUs busy while holding them (load data before asking for GPUs).",
+        ),
+        IdleReason::IdleStopped => doc(
+            r.as_str(),
+            "Gang: `GPUsIdle=True` condition, Warning Event and `status.reason` (phase Finished)",
+            "The gang's GPUs stayed below its queue's idle threshold for the window and the policy is `Stop`: it was evicted whole and not queued again; its Job stays suspended.",
+            "Delete the Job if its work is done; to run it again, delete and resubmit it.",
         ),
     }
 }
@@ -516,6 +539,19 @@ pub fn catalog() -> Vec<ReasonDoc> {
     ] {
         out.push(preempt(r));
     }
+    for r in [
+        IdleReason::GPUsIdle,
+        IdleReason::IdleRequeued,
+        IdleReason::IdleStopped,
+    ] {
+        out.push(idle(r));
+    }
+    out.push(doc(
+        super::gpu_usage::NOT_IDLE,
+        "Gang: `GPUsIdle=False` condition",
+        "The gang had been found idle, runs, and no longer is idle: its GPUs are busy again, or no fresh utilisation data came from Prometheus.",
+        "Nothing. If `muster_gpu_utilization_up` is 0, check `--prometheus-url` and that Prometheus scrapes the DCGM exporter.",
+    ));
     out
 }
 
@@ -569,6 +605,7 @@ mod tests {
         for r in [
             STARTED_OUTSIDE_MUSTER,
             DRAIN_BLOCKED,
+            crate::controller::gpu_usage::NOT_IDLE,
             "Valid",
             "NotResolved",
         ] {

@@ -42,10 +42,15 @@ pub struct Figures {
     /// Per queue: GPU-hours held over the last 24 hours (filled by
     /// [`report`] from its [`HourWindow`]).
     pub gpu_hours_24h: BTreeMap<String, f64>,
+    /// Per queue: the hourly buckets behind `gpu_hours_24h` (start of the
+    /// hour in unix seconds, GPU-hours), oldest first.
+    pub gpu_hours_by_hour: BTreeMap<String, Vec<(i64, f64)>>,
 }
 
-/// GPU-hours per queue in hourly buckets, for "the last 24 hours": what
-/// one controller instance saw since it started leading.
+/// GPU-hours per queue in hourly buckets, for "the last 24 hours". The
+/// buckets are written to each GPUQueue's `status.gpuHoursByHour` and
+/// merged back ([`HourWindow::merge`]) every cycle, so a new leader or a
+/// restarted controller goes on from what the previous one counted.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct HourWindow {
     buckets: BTreeMap<String, BTreeMap<i64, f64>>,
@@ -66,6 +71,35 @@ impl HourWindow {
         for b in self.buckets.values_mut() {
             b.retain(|h, _| *h > hour - 24);
         }
+    }
+
+    /// Takes `hours` in the hour starting at `hour_start` (unix seconds) for
+    /// `queue` where it is more than this window holds: a bucket only grows
+    /// within its hour, so the larger count is the later one (another
+    /// leader's, or this instance's own written earlier).
+    pub fn merge(&mut self, queue: &str, hour_start: i64, hours: f64, now: Time) {
+        let hour = hour_start.div_euclid(3600);
+        if hour <= now.0.div_euclid(3600) - 24 || !hours.is_finite() || hours < 0.0 {
+            return;
+        }
+        let b = self
+            .buckets
+            .entry(queue.to_string())
+            .or_default()
+            .entry(hour)
+            .or_default();
+        if hours > *b {
+            *b = hours;
+        }
+    }
+
+    /// The buckets of every queue: (start of the hour in unix seconds,
+    /// GPU-hours), oldest first.
+    pub fn buckets(&self) -> BTreeMap<String, Vec<(i64, f64)>> {
+        self.buckets
+            .iter()
+            .map(|(q, b)| (q.clone(), b.iter().map(|(h, v)| (h * 3600, *v)).collect()))
+            .collect()
     }
 
     /// The sum per queue over the current hour and the 23 before it.
@@ -209,6 +243,40 @@ pub fn figures(snapshot: &Snapshot, plan: &Plan, now: Time, elapsed: f64) -> Fig
     f
 }
 
+/// Merges the hourly GPU-hours the GPUQueues' statuses hold
+/// (`status.gpuHoursByHour`) into the window, so the 24-hour figure
+/// survives restarts and leader changes.
+pub fn merge_from_status(
+    metrics: &Metrics,
+    queues: &[std::sync::Arc<kube::api::DynamicObject>],
+    now: Time,
+) {
+    let mut window = metrics
+        .gpu_hours_window
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    for q in queues {
+        let Some(name) = q.metadata.name.as_deref() else {
+            continue;
+        };
+        let Some(list) = q
+            .data
+            .get("status")
+            .and_then(|s| s.get("gpuHoursByHour"))
+            .and_then(|b| b.as_array())
+        else {
+            continue;
+        };
+        for b in list {
+            let hour = b["hour"].as_str().and_then(super::translate::time::parse);
+            let hours = b["gpuHours"].as_str().and_then(|v| v.parse::<f64>().ok());
+            if let (Some(hour), Some(hours)) = (hour, hours) {
+                window.merge(name, hour.0, hours, now);
+            }
+        }
+    }
+}
+
 /// Updates `metrics` after a cycle planned at `now`; returns the figures.
 pub fn report(metrics: &Metrics, snapshot: &Snapshot, plan: &Plan, now: Time) -> Figures {
     let elapsed = {
@@ -228,6 +296,7 @@ pub fn report(metrics: &Metrics, snapshot: &Snapshot, plan: &Plan, now: Time) ->
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         window.add(now, &f.gpu_hours);
         f.gpu_hours_24h = window.total();
+        f.gpu_hours_by_hour = window.buckets();
     }
     let pool = |p: &String| PoolLabels { pool: p.clone() };
     set_per_pool(&metrics.pool_gpus, &f.pool_gpus);
@@ -526,5 +595,37 @@ gangs:
             text.contains("muster_pool_cost_dollars_per_hour{pool=\"gpu\"} 74.5"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn hour_buckets_survive_a_round_trip_through_the_status() {
+        let now = Time(100 * 3600 + 1800);
+        let mut first = HourWindow::default();
+        first.add(
+            Time(97 * 3600 + 10),
+            &BTreeMap::from([("q".to_string(), 2.56)]),
+        );
+        first.add(now, &BTreeMap::from([("q".to_string(), 1.04)]));
+        // what the status holds: one decimal, rounded down
+        let status =
+            crate::controller::act::reconcile::pool_status::hour_buckets(&first.buckets()["q"]);
+        let text: Vec<&str> = status.iter().map(|b| b.gpu_hours.as_str()).collect();
+        assert_eq!(text, ["2.5", "1.0"]);
+        // a new leader: empty window, merges the status, goes on counting
+        let mut next = HourWindow::default();
+        for b in &status {
+            let t = crate::controller::translate::time::from_kube(&b.hour);
+            next.merge("q", t.0, b.gpu_hours.parse().expect("decimal"), now);
+        }
+        next.add(now, &BTreeMap::from([("q".to_string(), 0.5)]));
+        assert_eq!(next.total()["q"], 2.5 + 1.0 + 0.5);
+        // merging its own, larger counts back changes nothing; an older
+        // bucket than 24 h is dropped
+        let before = next.clone();
+        for (start, hours) in before.buckets()["q"].clone() {
+            next.merge("q", start, hours - 0.1, now);
+        }
+        next.merge("q", 70 * 3600, 9.0, now);
+        assert_eq!(next, before);
     }
 }

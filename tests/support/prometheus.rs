@@ -55,6 +55,11 @@ impl Prometheus {
         }
     }
 
+    /// The base URL of its HTTP API, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
     /// The value of the single series an instant `query` returns, if any.
     pub fn value(&self, query: &str) -> Option<f64> {
         let path = format!("/api/v1/query?query={}", encode(query));

@@ -3,6 +3,7 @@
 //! decisions live in the planning modules.
 
 pub mod gang;
+pub mod idle;
 pub mod node;
 pub mod offering;
 pub mod pool;
@@ -11,6 +12,7 @@ pub mod queue;
 pub mod scheduling;
 
 pub use gang::{Assignment, Gang, GangId, GangPhase, PodSet, Topology};
+pub use idle::{GangUtilization, IdleAction, IdlePolicy, UtilSample};
 pub use node::{Node, NodePhase, OtherPod};
 pub use offering::{CapacityType, GpuModel, Offering, OfferingKey, Provider};
 pub use pool::{ConsolidationPolicy, Disruption, Pool, PoolLimits, PoolRequirements};

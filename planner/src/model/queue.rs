@@ -149,6 +149,9 @@ pub struct Queue {
     /// Held: nothing new is admitted.
     #[serde(default)]
     pub stopped: bool,
+    /// What happens to its gangs whose GPUs stay idle; nothing when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_policy: Option<super::idle::IdlePolicy>,
 }
 
 fn one() -> f64 {

@@ -147,6 +147,7 @@ impl MusterPolicy {
             offerings,
             nodes: Vec::new(),
             gangs: Vec::new(),
+            gpu_utilization: Vec::new(),
         };
         let debounce = Debouncer::new(cfg.debounce);
         MusterPolicy {
@@ -522,6 +523,8 @@ impl MusterPolicy {
             preemptions,
             removals,
             waiting,
+            // the simulator observes no GPU utilisation, so nothing is idle
+            idle: _,
         } = plan;
         let now = world.now;
         // 1. Preemptions.

@@ -237,6 +237,7 @@ pub fn snapshot_with(
             offerings: all_offerings,
             nodes: nodes.nodes,
             gangs,
+            gpu_utilization: Vec::new(),
         },
         issues,
         registered: nodes.registered,

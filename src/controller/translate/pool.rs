@@ -322,5 +322,28 @@ fn queue(obj: &DynamicObject) -> Result<Queue, Issue> {
         },
         pods_ready_timeout: Some(dur(k, obj, "podsReadyTimeout", &s.pods_ready_timeout)?),
         stopped: s.stop_policy != StopPolicy::None,
+        idle_policy: match &s.idle_policy {
+            None => None,
+            Some(p) => Some(muster_planner::IdlePolicy {
+                threshold_percent: u32::try_from(p.threshold_percent)
+                    .ok()
+                    .filter(|t| (1..=100).contains(t))
+                    .ok_or_else(|| {
+                        invalid(
+                            k,
+                            obj,
+                            "spec.idlePolicy.thresholdPercent must be between 1 and 100".into(),
+                        )
+                    })?,
+                window: dur(k, obj, "idlePolicy.window", &p.window)?,
+                action: match p.action {
+                    muster_crds::gpuqueue::IdleAction::Report => muster_planner::IdleAction::Report,
+                    muster_crds::gpuqueue::IdleAction::Requeue => {
+                        muster_planner::IdleAction::Requeue
+                    }
+                    muster_crds::gpuqueue::IdleAction::Stop => muster_planner::IdleAction::Stop,
+                },
+            }),
+        },
     })
 }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use muster_planner::lifecycle::gang as lifecycle;
-use muster_planner::{GangPhase, Plan, Policy, Snapshot, Time, plan::WaitReason};
+use muster_planner::{GangPhase, IdleAction, Plan, Policy, Snapshot, Time, plan::WaitReason};
 
 use super::super::patch_status;
 use crate::controller::ctx::Ctx;
@@ -163,6 +163,35 @@ pub fn desired(
             } = step(event)
             {
                 evicted(&mut st, reason.as_str().to_string(), not_before, counts);
+                return (st, true);
+            }
+        }
+    }
+    // the planner found its GPUs idle past its queue's window: the queue's
+    // idle policy evicts it whole (requeued, or stopped and left suspended)
+    if current == GangPhase::Running
+        && let Some(v) = plan.idle.iter().find(|v| v.gang.as_str() == id)
+    {
+        match v.action {
+            IdleAction::Report => {}
+            IdleAction::Requeue => {
+                evicted(
+                    &mut st,
+                    v.reason.as_str().to_string(),
+                    v.not_before.unwrap_or(now),
+                    true,
+                );
+                st.message = Some(v.message.clone());
+                return (st, true);
+            }
+            IdleAction::Stop => {
+                set_phase(&mut st, GangPhase::Finished);
+                st.finished_at = Some(time::format(now));
+                st.reason = Some(v.reason.as_str().to_string());
+                st.message = Some(v.message.clone());
+                st.position = None;
+                st.assignments.clear();
+                st.reserved_nodes.clear();
                 return (st, true);
             }
         }
@@ -377,7 +406,7 @@ pub async fn report_issues(ctx: &Ctx, issues: &[Issue], observed: &Observed, now
                 None if matches!(kind, Kind::Gang | Kind::PoolNode) && current.is_none() => {
                     continue;
                 }
-                None => (true, "Valid", String::new()),
+                None => (true, "Valid", "read and part of planning".to_string()),
             };
             let cond = crate::controller::act::condition(
                 "Valid",

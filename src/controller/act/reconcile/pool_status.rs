@@ -190,7 +190,14 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
                 now,
             )
         } else {
-            condition(obj, "Active", true, "Admitting", String::new(), now)
+            condition(
+                obj,
+                "Active",
+                true,
+                "Admitting",
+                "the queue admits gangs (spec.stopPolicy is None)".into(),
+                now,
+            )
         };
         let before: GpuQueueStatus = typed(obj);
         let name = obj.name_any();
@@ -205,6 +212,11 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
             price_per_hour: f.queue_cost.get(&name).map(|c| Usd(format!("{c:.2}"))),
             // one decimal: the status changes at most every few minutes
             gpu_hours_last_24h: f.gpu_hours_24h.get(&name).map(|h| format!("{h:.1}")),
+            gpu_hours_by_hour: f
+                .gpu_hours_by_hour
+                .get(&name)
+                .map(|b| hour_buckets(b))
+                .unwrap_or_default(),
             ..fields.clone()
         };
         write(ctx, Kind::GpuQueue, obj, &before, &after).await;
@@ -266,6 +278,19 @@ fn kinds_condition(
             && c.message == cond.message
     });
     (!same).then_some(cond)
+}
+
+/// The status form of a queue's hourly buckets: one decimal, rounded
+/// down, so what a later leader reads back never exceeds what was counted
+/// (and the status changes at most every few minutes).
+pub fn hour_buckets(buckets: &[(i64, f64)]) -> Vec<muster_crds::gpuqueue::GpuHoursBucket> {
+    buckets
+        .iter()
+        .map(|&(start, hours)| muster_crds::gpuqueue::GpuHoursBucket {
+            hour: crate::controller::translate::time::to_kube(muster_planner::Time(start)),
+            gpu_hours: format!("{:.1}", (hours.max(0.0) * 10.0).floor() / 10.0),
+        })
+        .collect()
 }
 
 #[cfg(test)]
