@@ -258,6 +258,20 @@ fn rbac_is_that_of_deploy_rbac_yaml() {
         got, want,
         "the chart's RBAC (templates/rbac.yaml) and deploy/rbac.yaml disagree"
     );
+    // with the simulated cloud: those rules and deploy/rbac-sim.yaml's
+    let sim = objects(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac-sim.yaml"))
+            .expect("deploy/rbac-sim.yaml"),
+    );
+    let with_sim = objects(&template(None, &["clouds={sim}"]).expect("renders"));
+    let mut want_sim = want.clone();
+    want_sim.extend(rules(&sim));
+    assert!(want_sim.len() > want.len());
+    assert_eq!(
+        rules(&with_sim),
+        want_sim,
+        "the chart's sim-cloud RBAC and deploy/rbac-sim.yaml disagree"
+    );
     // the bindings name the chart's ServiceAccount
     let sa = find(&chart, "ServiceAccount")["metadata"]["name"].clone();
     for kind in ["ClusterRoleBinding", "RoleBinding"] {
@@ -403,6 +417,7 @@ fn every_operator_flag_has_a_value() {
                 "aws.interruptionQueue=q",
                 "gcp.endpoint=http://g",
                 "namespaces={a,b}",
+                "clouds={aws,sim}",
             ],
         )
         .expect("renders"),

@@ -25,6 +25,7 @@ pub mod planning_loop;
 pub mod providers;
 pub mod reasons;
 pub mod report_metrics;
+pub mod sim_cloud;
 pub mod translate;
 pub mod webhook;
 

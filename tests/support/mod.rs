@@ -116,7 +116,12 @@ impl ApiServer {
     /// Panics naming every request of the controller so far that
     /// `deploy/rbac.yaml` would deny.
     pub fn assert_rbac_allows_controller(&self) {
-        let rules = rbac::rules();
+        self.assert_rbac_allows_controller_by(&rbac::rules());
+    }
+
+    /// Panics naming every request of the controller so far that `rules`
+    /// would deny.
+    pub fn assert_rbac_allows_controller_by(&self, rules: &[rbac::Rule]) {
         let requests = self.audited("controller");
         assert!(!requests.is_empty(), "no controller request was audited");
         let denied: std::collections::BTreeSet<String> = requests
