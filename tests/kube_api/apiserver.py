@@ -34,7 +34,7 @@ This module holds the HTTP side, the store and the chaos mode:
   resourceVersion is an unconditional update.
 - Status subresource (where the resource has one): writes to the main
   resource ignore .status; writes to /status change only .status. Status is
-  dropped on create.
+  dropped on create, except a Node's.
 - Patches: merge (RFC 7386), JSON patch (RFC 6902), strategic merge treated
   as merge (lists replaced), server-side apply simplified (fieldManager
   required, maps merged, lists replaced, missing object created, no field
@@ -464,7 +464,8 @@ class Store:
             if key in self.objects[r.storage_key]:
                 raise ApiError(409, "AlreadyExists", f'{r.plural} "{name}" already exists',
                                {"name": name, "group": r.group, "kind": r.plural})
-            if r.status:
+            if r.status and r.storage_key != ("", "nodes"):
+                # Nodes keep a status given on create (the node strategy's PrepareForCreate)
                 obj.pop("status", None)
             for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
                 meta.pop(k, None)

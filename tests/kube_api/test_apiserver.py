@@ -355,6 +355,15 @@ class NodesAndLeases(Base):
         self.assertIn(("spec.providerID", "FieldValueForbidden"), causes(err))
         self.assertEqual(self.srv.merge(n, {"spec": {"unschedulable": True}})[0], 200)  # cordon
 
+    def test_a_node_keeps_the_status_it_is_created_with(self):
+        status = {"allocatable": {"nvidia.com/gpu": "1"}, "conditions": [{"type": "Ready", "status": "False"}]}
+        node = self.srv.ok("POST", "/api/v1/nodes", {"metadata": {"name": "sim-1"}, "status": status})
+        self.assertEqual(node["status"]["allocatable"], {"nvidia.com/gpu": "1"})
+        # other kinds with a status subresource drop it
+        pdb = self.srv.ok("POST", PDBS, {"metadata": {"name": "p"}, "spec": {"minAvailable": 1},
+                                         "status": {"currentHealthy": 5}})
+        self.assertNotEqual(pdb.get("status", {}).get("currentHealthy"), 5)
+
     def test_lease_durations(self):
         leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
         code, err, _ = self.srv.req("POST", leases, {"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 0}})
