@@ -16,7 +16,9 @@
 //! (no PoolNode, no simulated Node); every request of the controller is one
 //! the chart's RBAC allows. The kubelet and scheduler of the simulated
 //! Nodes are the emulator's (a stand-in for kwok, which plays that part in
-//! a real cluster): it binds the admitted pods and runs them for 2 s.
+//! a real cluster): it binds the admitted pods and runs them for 2 s. A
+//! second run kills the controller (SIGKILL) once the first simulated
+//! machine exists and starts it again: no second machine or PoolNode.
 
 mod helm;
 mod support;
@@ -105,8 +107,10 @@ fn snapshot(seen: &Seen) -> Vec<(u64, String, String)> {
     seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_gang_is_queued_provisioned_admitted_completed_and_scaled_to_zero() {
+/// The API test server with the chart's CRDs, namespace and webhook
+/// configuration applied (helm installs `crds/` first); the rendered
+/// objects and the address the webhook is to listen on.
+async fn setup() -> (ApiServer, kube::Client, Vec<serde_norway::Value>, String) {
     // helm template, as `e2e/run sim` installs it (a short tick for a test)
     let objs = objects(
         &template(
@@ -154,17 +158,17 @@ async fn a_gang_is_queued_provisioned_admitted_completed_and_scaled_to_zero() {
     let cfg_json = serde_json::to_value(&cfg).expect("webhook configuration");
     support::create_object(&client, "mutatingwebhookconfigurations", None, cfg_json).await;
 
-    // the controller, as the Deployment runs it
-    let controller = helm::rendered::start(&objs, &server.url, &webhook_addr, "local-e2e");
-    let container = helm::rendered::container(&objs);
-    assert!(
-        container["args"]
-            .as_sequence()
-            .expect("args")
-            .iter()
-            .any(|a| a.as_str() == Some("--cloud=sim")),
-        "the chart passes --cloud=sim"
-    );
+    (server, client, objs, webhook_addr)
+}
+
+/// The controller as the rendered Deployment runs it, once Ready.
+async fn start_controller(
+    server: &ApiServer,
+    objs: &[serde_norway::Value],
+    webhook_addr: &str,
+    tag: &str,
+) -> helm::rendered::Controller {
+    let controller = helm::rendered::start(objs, &server.url, webhook_addr, tag);
     let metrics = controller.metrics_addr.clone();
     eventually(30, "the controller Ready", || {
         let addr = metrics.clone();
@@ -172,7 +176,12 @@ async fn a_gang_is_queued_provisioned_admitted_completed_and_scaled_to_zero() {
     })
     .await;
 
-    // the examples, as e2e/run applies them
+    controller
+}
+
+/// The NodeClass, pool and queue, as e2e/run applies them; waits for the
+/// NodeClass to be Ready.
+async fn apply_examples(client: &kube::Client) {
     support::create(
         &client,
         "NodeClass",
@@ -212,6 +221,81 @@ async fn a_gang_is_queued_provisioned_admitted_completed_and_scaled_to_zero() {
         }
     })
     .await;
+}
+
+/// Submits the labelled Job and checks the webhook suspended it.
+async fn submit_job(client: &kube::Client) -> Api<Job> {
+    // the labelled Job, not suspended in its manifest: the webhook suspends it
+    let job_manifest = manifest("e2e/manifests/job.yaml");
+    assert_ne!(job_manifest["spec"]["suspend"], json!(true));
+    let job: Job = serde_json::from_value(job_manifest).expect("job");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    let created = jobs
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("the Job is admitted by the API server");
+    assert_eq!(
+        created.spec.as_ref().and_then(|s| s.suspend),
+        Some(true),
+        "the webhook suspended the labelled Job at creation"
+    );
+
+    jobs
+}
+
+/// The simulated cloud's Nodes.
+async fn sim_nodes(client: &kube::Client) -> Vec<Node> {
+    Api::<Node>::all(client.clone())
+        .list(&ListParams::default().labels("muster.dev/sim-nodeclass=sim"))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+/// Waits for the Job to complete and the pool to be back at zero nodes.
+async fn complete_and_back_to_zero(client: &kube::Client, jobs: &Api<Job>) {
+    eventually(120, "the Job complete", || {
+        let jobs = jobs.clone();
+        async move {
+            let j = jobs.get(JOB).await.ok()?;
+            j.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Complete" && c.status == "True")
+                .then_some(())
+        }
+    })
+    .await;
+    // back at zero: no PoolNode of the pool, no simulated Node
+    eventually(120, "pool e2e at zero nodes", || {
+        let client = client.clone();
+        async move {
+            let pns = Api::<DynamicObject>::all_with(client.clone(), &ar("PoolNode", "poolnodes"))
+                .list(&ListParams::default().labels("muster.dev/pool=e2e"))
+                .await
+                .ok()?;
+            (pns.items.is_empty() && sim_nodes(&client).await.is_empty()).then_some(())
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_is_queued_provisioned_admitted_completed_and_scaled_to_zero() {
+    let (server, client, objs, webhook_addr) = setup().await;
+
+    // the controller, as the Deployment runs it
+    let controller = start_controller(&server, &objs, &webhook_addr, "local-e2e").await;
+    let container = helm::rendered::container(&objs);
+    assert!(
+        container["args"]
+            .as_sequence()
+            .expect("args")
+            .iter()
+            .any(|a| a.as_str() == Some("--cloud=sim")),
+        "the chart passes --cloud=sim"
+    );
+    apply_examples(&client).await;
 
     // the Gang's phases (a Gang created without a status is Queued, the
     // phase's default), the Job's suspend flag and the pods' creation
@@ -241,56 +325,21 @@ async fn a_gang_is_queued_provisioned_admitted_completed_and_scaled_to_zero() {
     let _emulator =
         Emulator::start_running_for(client.clone(), vec![], Some(Duration::from_secs(2)));
 
-    // the labelled Job, not suspended in its manifest: the webhook suspends it
-    let job_manifest = manifest("e2e/manifests/job.yaml");
-    assert_ne!(job_manifest["spec"]["suspend"], json!(true));
-    let job: Job = serde_json::from_value(job_manifest).expect("job");
-    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
-    let created = jobs
-        .create(&PostParams::default(), &job)
-        .await
-        .expect("the Job is admitted by the API server");
-    assert_eq!(
-        created.spec.as_ref().and_then(|s| s.suspend),
-        Some(true),
-        "the webhook suspended the labelled Job at creation"
-    );
+    let jobs = submit_job(&client).await;
 
     // launched on the simulated cloud: two Nodes with a GPU each
-    let nodes: Api<Node> = Api::all(client.clone());
-    let sim_nodes = || {
-        let nodes = nodes.clone();
-        async move {
-            nodes
-                .list(&ListParams::default().labels("muster.dev/sim-nodeclass=sim"))
-                .await
-                .map(|l| l.items)
-                .unwrap_or_default()
-        }
-    };
     eventually(60, "two simulated Nodes", || async {
-        (sim_nodes().await.len() == 2).then_some(())
+        (sim_nodes(&client).await.len() == 2).then_some(())
     })
     .await;
-    for n in sim_nodes().await {
+    for n in sim_nodes(&client).await {
         let pid = n.spec.as_ref().and_then(|s| s.provider_id.clone());
         assert!(pid.is_some_and(|p| p.starts_with("sim://")), "{n:?}");
         let alloc = n.status.and_then(|s| s.allocatable).unwrap_or_default();
         assert_eq!(alloc.get("nvidia.com/gpu").map(|q| q.0.as_str()), Some("1"));
     }
 
-    eventually(120, "the Job complete", || {
-        let jobs = jobs.clone();
-        async move {
-            let j = jobs.get(JOB).await.ok()?;
-            j.status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Complete" && c.status == "True")
-                .then_some(())
-        }
-    })
-    .await;
+    complete_and_back_to_zero(&client, &jobs).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let on: BTreeSet<String> = pods
         .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={JOB}")))
@@ -301,20 +350,6 @@ async fn a_gang_is_queued_provisioned_admitted_completed_and_scaled_to_zero() {
         .filter_map(|p| p.spec.as_ref()?.node_name.clone())
         .collect();
     assert_eq!(on.len(), 2, "the gang's two pods ran on two nodes: {on:?}");
-
-    // back at zero: no PoolNode of the pool, no simulated Node
-    eventually(120, "pool e2e at zero nodes", || {
-        let client = client.clone();
-        let sim = sim_nodes();
-        async move {
-            let pns = Api::<DynamicObject>::all_with(client, &ar("PoolNode", "poolnodes"))
-                .list(&ListParams::default().labels("muster.dev/pool=e2e"))
-                .await
-                .ok()?;
-            (pns.items.is_empty() && sim.await.is_empty()).then_some(())
-        }
-    })
-    .await;
 
     pod_task.abort();
     job_task.abort();
@@ -397,4 +432,75 @@ async fn a_gang_is_queued_provisioned_admitted_completed_and_scaled_to_zero() {
     assert!(seen > 0, "no request of the controller was audited");
     assert!(denied.is_empty(), "requests RBAC would deny: {denied:#?}");
     drop(controller);
+}
+
+/// The controller killed (SIGKILL) once the simulated cloud created its
+/// first machine, and started again: the launch carries on from what the API
+/// server holds. Exactly two PoolNodes and two simulated Nodes ever exist
+/// for the gang, the Job completes and the pool is back at zero nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_mid_launch_carries_on_without_a_second_machine() {
+    let (server, client, objs, webhook_addr) = setup().await;
+    let controller = start_controller(&server, &objs, &webhook_addr, "local-e2e-kill").await;
+    apply_examples(&client).await;
+    let (node_seen, node_task) = {
+        let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+        let out = seen.clone();
+        let nodes: Api<Node> = Api::all(client.clone());
+        let task = tokio::spawn(async move {
+            let cfg = watcher::Config::default().labels("muster.dev/sim-nodeclass=sim");
+            let mut stream = watcher(nodes, cfg).boxed();
+            while let Some(ev) = stream.next().await {
+                if let Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) = ev {
+                    let name = n.metadata.name.clone().unwrap_or_default();
+                    out.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((0, name, String::new()));
+                }
+            }
+        });
+        (seen, task)
+    };
+    let poolnodes: Api<DynamicObject> = Api::all_with(client.clone(), &ar("PoolNode", "poolnodes"));
+    let (pn_seen, pn_task) = {
+        let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+        let out = seen.clone();
+        let api = poolnodes.clone();
+        let task = tokio::spawn(async move {
+            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            while let Some(ev) = stream.next().await {
+                if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = ev {
+                    let name = o.metadata.name.clone().unwrap_or_default();
+                    out.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((0, name, String::new()));
+                }
+            }
+        });
+        (seen, task)
+    };
+    let _emulator =
+        Emulator::start_running_for(client.clone(), vec![], Some(Duration::from_secs(2)));
+    let jobs = submit_job(&client).await;
+
+    eventually(60, "the first simulated Node", || async {
+        (!sim_nodes(&client).await.is_empty()).then_some(())
+    })
+    .await;
+    drop(controller); // SIGKILL
+    let _again = start_controller(&server, &objs, &webhook_addr, "local-e2e-kill-2").await;
+
+    complete_and_back_to_zero(&client, &jobs).await;
+    node_task.abort();
+    pn_task.abort();
+    let names = |seen: &Seen| -> BTreeSet<String> {
+        snapshot(seen)
+            .into_iter()
+            .map(|(_, name, _)| name)
+            .collect()
+    };
+    let nodes = names(&node_seen);
+    assert_eq!(nodes.len(), 2, "simulated Nodes ever created: {nodes:?}");
+    let pns = names(&pn_seen);
+    assert_eq!(pns.len(), 2, "PoolNodes ever written: {pns:?}");
 }
