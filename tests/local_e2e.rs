@@ -183,7 +183,7 @@ async fn start_controller(
 /// NodeClass to be Ready.
 async fn apply_examples(client: &kube::Client) {
     support::create(
-        &client,
+        client,
         "NodeClass",
         "nodeclasses",
         None,
@@ -191,7 +191,7 @@ async fn apply_examples(client: &kube::Client) {
     )
     .await;
     support::create(
-        &client,
+        client,
         "GPUPool",
         "gpupools",
         None,
@@ -199,7 +199,7 @@ async fn apply_examples(client: &kube::Client) {
     )
     .await;
     support::create(
-        &client,
+        client,
         "GPUQueue",
         "gpuqueues",
         None,
