@@ -6,11 +6,16 @@
 #   docker build -t REGISTRY/muster:TAG .
 #   docker push REGISTRY/muster:TAG
 #
+# --build-arg FEATURES=controller builds without the cloud SDKs (much faster;
+# the simulated cloud of docs/quickstart-local.md is always built in).
+#
 # docs/install.md has the multi-architecture build and the chart values.
 
 ARG RUST_VERSION=1.95
 
 FROM rust:${RUST_VERSION}-bookworm AS build
+# cargo features of the binary: the controller with both cloud providers
+ARG FEATURES=aws,gcp
 WORKDIR /src
 # aws-lc-sys (TLS of the AWS SDK) builds C code; cmake covers its fallback build
 RUN apt-get update && apt-get install -y --no-install-recommends cmake && rm -rf /var/lib/apt/lists/*
@@ -19,7 +24,7 @@ COPY . .
 # code change compiles muster's crates only
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --features aws,gcp --bin muster \
+    cargo build --release --locked --features "${FEATURES}" --bin muster \
  && install -D -m 0755 target/release/muster /out/muster
 
 FROM gcr.io/distroless/cc-debian12:nonroot

@@ -258,6 +258,20 @@ fn rbac_is_that_of_deploy_rbac_yaml() {
         got, want,
         "the chart's RBAC (templates/rbac.yaml) and deploy/rbac.yaml disagree"
     );
+    // with the simulated cloud: those rules and deploy/rbac-sim.yaml's
+    let sim = objects(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac-sim.yaml"))
+            .expect("deploy/rbac-sim.yaml"),
+    );
+    let with_sim = objects(&template(None, &["clouds={sim}"]).expect("renders"));
+    let mut want_sim = want.clone();
+    want_sim.extend(rules(&sim));
+    assert!(want_sim.len() > want.len());
+    assert_eq!(
+        rules(&with_sim),
+        want_sim,
+        "the chart's sim-cloud RBAC and deploy/rbac-sim.yaml disagree"
+    );
     // the bindings name the chart's ServiceAccount
     let sa = find(&chart, "ServiceAccount")["metadata"]["name"].clone();
     for kind in ["ClusterRoleBinding", "RoleBinding"] {
@@ -401,7 +415,54 @@ fn alerts_and_dashboard_name_only_exported_metrics() {
     let dash: serde_json::Value =
         serde_json::from_str(cm["data"]["muster.json"].as_str().expect("dashboard"))
             .expect("dashboard JSON");
-    assert!(dash["panels"].as_array().is_some_and(|p| p.len() >= 6));
+    let panels = dash["panels"].as_array().expect("panels");
+    assert!(panels.len() >= 6);
+    // dollars per hour per pool and per queue, each in its own USD panel
+    for (metric, by) in [
+        ("muster_pool_cost_dollars_per_hour", "pool"),
+        ("muster_queue_cost_dollars_per_hour", "queue"),
+    ] {
+        let panel = panels
+            .iter()
+            .find(|p| {
+                p["targets"].as_array().is_some_and(|t| {
+                    t.iter()
+                        .any(|t| t["expr"].as_str().is_some_and(|e| e.contains(metric)))
+                })
+            })
+            .unwrap_or_else(|| panic!("no dashboard panel shows {metric}"));
+        assert_eq!(
+            panel["fieldConfig"]["defaults"]["unit"], "currencyUSD",
+            "{metric}"
+        );
+        let expr = panel["targets"][0]["expr"].as_str().expect("expr");
+        assert!(
+            expr.contains(&format!("by ({by})")),
+            "{metric} per {by}: {expr}"
+        );
+        assert_eq!(panel["targets"][0]["legendFormat"], format!("{{{{{by}}}}}"));
+    }
+    // unique ids, and no two panels on the same cells of the grid
+    let mut ids = BTreeSet::new();
+    let mut cells = BTreeSet::new();
+    for p in panels {
+        assert!(
+            ids.insert(p["id"].as_u64().expect("id")),
+            "duplicate id {}",
+            p["id"]
+        );
+        let g = &p["gridPos"];
+        let n = |k: &str| g[k].as_u64().expect("gridPos");
+        for x in n("x")..n("x") + n("w") {
+            for y in n("y")..n("y") + n("h") {
+                assert!(
+                    cells.insert((x, y)),
+                    "{} overlaps another panel",
+                    p["title"]
+                );
+            }
+        }
+    }
 }
 
 #[test]
@@ -474,6 +535,7 @@ fn every_operator_flag_has_a_value() {
                 "gcp.endpoint=http://g",
                 "namespaces={a,b}",
                 "prometheus.url=http://prometheus:9090",
+                "clouds={aws,sim}",
             ],
         )
         .expect("renders"),

@@ -12,8 +12,6 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use base64::Engine;
@@ -22,26 +20,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use serde_json::{Value as Json, json};
-use serde_norway::Value;
 use support::{ApiServer, eventually};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-struct Kill(std::process::Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
 
 fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     let mut s = TcpStream::connect(addr).ok()?;
@@ -169,60 +149,31 @@ fn job(ns: &str, labels: Json) -> Json {
 
 const JOB: (&str, &str, &str, &str) = ("batch", "v1", "Job", "jobs");
 
-/// `tests/chart/admission_chain.py`: the API server's mutating admission
-/// step in front of the API test server, calling the rendered webhooks.
-struct AdmissionChain {
-    _proc: Kill,
-    url: String,
-}
-
-impl AdmissionChain {
-    fn start(upstream: &str, config: &Value, dir: &Path, https: &Https) -> AdmissionChain {
-        use std::io::BufRead;
-        let file = dir.join("webhooks.json");
-        let json = serde_json::to_string(config).expect("config as JSON");
-        std::fs::write(&file, json).expect("write config");
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/chart/admission_chain.py"
-        );
-        let mut child = Command::new("python3")
-            .arg(script)
-            .args(["--upstream", upstream, "--config"])
-            .arg(&file)
-            .arg("--url-of")
-            .arg(format!("{}=https://{}", https.server_name, https.addr))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("admission chain starts");
-        let mut line = String::new();
-        let stdout = child.stdout.take().expect("stdout");
-        std::io::BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("port");
-        let port: u16 = line.trim().parse().expect("port number");
-        AdmissionChain {
-            _proc: Kill(child),
-            url: format!("http://127.0.0.1:{port}"),
-        }
-    }
-
-    fn client(&self) -> kube::Client {
-        muster::controller::install_crypto_provider();
-        kube::Client::try_from(kube::Config::new(self.url.parse().expect("url"))).expect("client")
-    }
-}
-
 /// Runs the rendered Deployment of `values` and checks it end to end.
 async fn run_rendered(values: Option<&str>, set: &[&str], node_class: Option<Json>) {
-    let server = ApiServer::start();
+    // the certificate is Helm's here whatever the values say
+    let mut set = set.to_vec();
+    set.push("webhook.certManager.enabled=false");
+    let objs = objects(&template(values, &set).expect("renders"));
+    let container = helm::rendered::container(&objs).clone();
+    let webhook_addr = format!("127.0.0.1:{}", helm::rendered::free_port());
+    // the API test server calls the rendered webhooks, its Service reached here
+    let cfg = find(&objs, "MutatingWebhookConfiguration").clone();
+    let svc = &cfg["webhooks"][0]["clientConfig"]["service"];
+    let service = format!(
+        "{}/{}={webhook_addr}",
+        svc["namespace"].as_str().expect("service namespace"),
+        svc["name"].as_str().expect("service name")
+    );
+    let server = ApiServer::start_with(&["--webhook-service", &service]);
     let client = server.client();
     support::install_crds(&client).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for (name, labels) in [
+        ("default", json!({})),
         ("muster-system", json!({})),
         ("team-a", json!({"muster.dev/default-queue": "team-a"})),
+        ("team-b", json!({})),
     ] {
         let ns: Namespace =
             serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}))
@@ -233,84 +184,9 @@ async fn run_rendered(values: Option<&str>, set: &[&str], node_class: Option<Jso
             .expect("namespace");
     }
 
-    // the certificate is Helm's here whatever the values say
-    let mut set = set.to_vec();
-    set.push("webhook.certManager.enabled=false");
-    let objs = objects(&template(values, &set).expect("renders"));
-    let dep = find(&objs, "Deployment");
-    let pod = &dep["spec"]["template"]["spec"];
-    let container = &pod["containers"][0];
-
-    // the Secret the pod mounts, written where its volume would be
-    let dir = std::env::temp_dir().join(format!(
-        "muster-chart-binary-{}-{}",
-        std::process::id(),
-        values.unwrap_or("default").replace('/', "-")
-    ));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let secret = find(&objs, "Secret");
-    let volume = &pod["volumes"][0];
-    assert_eq!(volume["secret"]["secretName"], secret["metadata"]["name"]);
-    let mount = container["volumeMounts"][0]["mountPath"]
-        .as_str()
-        .expect("mountPath");
-    for (key, data) in secret["data"].as_mapping().expect("data") {
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(data.as_str().expect("b64"))
-            .expect("base64");
-        std::fs::write(dir.join(key.as_str().expect("key")), raw).expect("write secret file");
-    }
-
-    let metrics_addr = format!("127.0.0.1:{}", free_port());
-    let webhook_addr = format!("127.0.0.1:{}", free_port());
-    let port_of = |name: &str| -> String {
-        container["ports"]
-            .as_sequence()
-            .expect("ports")
-            .iter()
-            .find(|p| p["name"] == name)
-            .map(|p| p["containerPort"].as_u64().expect("port").to_string())
-            .expect("named port")
-    };
-    let mut args: Vec<String> = Vec::new();
-    for a in container["args"].as_sequence().expect("args") {
-        let a = a.as_str().expect("string arg");
-        let a = a
-            .replace(&format!("0.0.0.0:{}", port_of("metrics")), &metrics_addr)
-            .replace(&format!("0.0.0.0:{}", port_of("webhook")), &webhook_addr)
-            .replace(mount, dir.to_str().expect("utf-8"));
-        assert!(!a.contains("0.0.0.0"), "unmapped address in {a}");
-        args.push(a);
-    }
-    args.extend(["--kube-url".into(), server.url.clone()]);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_muster"));
-    cmd.args(&args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
-    for e in container["env"].as_sequence().expect("env") {
-        let name = e["name"].as_str().expect("env name");
-        let value = match (&e["value"], &e["valueFrom"]["fieldRef"]["fieldPath"]) {
-            (Value::String(v), _) => v.clone(),
-            (_, Value::String(p)) if p == "metadata.name" => "muster-7d9f-x2x1".to_string(),
-            other => panic!("env {name}: no test value for {other:?}"),
-        };
-        cmd.env(name, value);
-    }
-    // no cloud is reached: static credentials, no instance metadata
-    for (k, v) in [
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_EC2_METADATA_DISABLED", "true"),
-    ] {
-        cmd.env(k, v);
-    }
-    let child = Kill(
-        cmd.stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("muster controller starts"),
-    );
+    let tag = values.unwrap_or("default").replace('/', "-");
+    let child = helm::rendered::start(&objs, &server.url, &webhook_addr, &tag);
+    let (metrics_addr, child_dir) = (child.metrics_addr.clone(), child.dir.clone());
 
     // the probes as the kubelet runs them
     let probe = |p: &str| {
@@ -367,7 +243,6 @@ async fn run_rendered(values: Option<&str>, set: &[&str], node_class: Option<Jso
     }
 
     // the webhook, called as the API server would from the rendered configuration
-    let cfg = find(&objs, "MutatingWebhookConfiguration");
     let hook = &cfg["webhooks"][0]["clientConfig"];
     let ca = base64::engine::general_purpose::STANDARD
         .decode(hook["caBundle"].as_str().expect("caBundle"))
@@ -456,9 +331,11 @@ async fn run_rendered(values: Option<&str>, set: &[&str], node_class: Option<Jso
     assert!(metrics.trim_end().ends_with("# EOF"));
     assert_eq!(https.request("GET", "/readyz", b"").await.0, 200);
 
-    // Job creations through an admission step in front of the API test server
-    let chain = AdmissionChain::start(&server.url, cfg, &dir, &https);
-    let jobs = |ns: &str| Api::<Job>::namespaced(chain.client(), ns);
+    // Job creations through the API test server, which calls the rendered
+    // webhooks (tests/kube_api/admission.py)
+    let as_json: Json = serde_json::to_value(&cfg).expect("configuration as JSON");
+    support::create_object(&client, "mutatingwebhookconfigurations", None, as_json).await;
+    let jobs = |ns: &str| Api::<Job>::namespaced(server.client(), ns);
     let stored = |ns: &str| Api::<Job>::namespaced(client.clone(), ns);
     let create = |ns: &'static str, name: &'static str, labels: Json| {
         let job: Job = serde_json::from_value(json!({
@@ -522,7 +399,7 @@ async fn run_rendered(values: Option<&str>, set: &[&str], node_class: Option<Jso
     create("default", "plain-2", json!({"app": "x"}))
         .await
         .expect("an unlabelled Job needs no webhook");
-    let _ = std::fs::remove_dir_all(Path::new(&dir));
+    let _ = std::fs::remove_dir_all(&child_dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -554,6 +431,9 @@ async fn rendered_aws_deployment_runs_against_moto() {
 #[cfg(feature = "gcp")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rendered_gcp_deployment_runs_and_serves_the_webhook() {
-    let endpoint = format!("gcp.endpoint=http://127.0.0.1:{}", free_port());
+    let endpoint = format!(
+        "gcp.endpoint=http://127.0.0.1:{}",
+        helm::rendered::free_port()
+    );
     run_rendered(Some("ci/gcp-values.yaml"), &[&endpoint], None).await;
 }

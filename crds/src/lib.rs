@@ -1,7 +1,7 @@
 //! Custom resource types of muster (`muster.dev/v1alpha1`) and their generated
 //! `CustomResourceDefinition`s.
 //!
-//! - [`NodeClass`]: how to launch a machine on AWS or GCP.
+//! - [`NodeClass`]: how to launch a machine on AWS, GCP or the simulated cloud.
 //! - [`GpuPool`] (`GPUPool`): a family of GPU nodes muster may buy.
 //! - [`GpuQueue`] (`GPUQueue`): where a team's gangs wait, with quota and fair share.
 //! - [`Gang`]: all pods of one workload, admitted all at once or not at all (namespaced).

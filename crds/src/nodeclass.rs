@@ -1,5 +1,5 @@
-//! `NodeClass`: how to launch a machine on one cloud (AWS or GCP) — the launch template that
-//! `GPUPool`s refer to, like Karpenter's `EC2NodeClass`.
+//! `NodeClass`: how to launch a machine on one cloud (AWS, GCP, or muster's simulated cloud) —
+//! the launch template that `GPUPool`s refer to, like Karpenter's `EC2NodeClass`.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{Condition, Provider, Quantity};
 
-/// How muster launches machines on one cloud: exactly one of `aws` or `gcp`.
+/// How muster launches machines on one cloud: exactly one of `aws`, `gcp` or `sim`.
 // clippy mistakes the repeated `type_ = ...` inside separate `printcolumn(...)` groups for
 // duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
@@ -42,17 +42,40 @@ use crate::common::{Condition, Provider, Quantity};
         json_path = ".metadata.creationTimestamp"
     )
 )]
-#[x_kube(validation = Rule::new("has(self.aws) || has(self.gcp)").message("spec.aws or spec.gcp is required: set exactly one provider block").reason(Reason::FieldValueRequired))]
-#[x_kube(validation = Rule::new("!(has(self.aws) && has(self.gcp))").message("spec.aws and spec.gcp are mutually exclusive: set exactly one provider block"))]
-#[x_kube(validation = Rule::new("has(self.aws) == has(oldSelf.aws)").message("spec.aws/spec.gcp: the provider of a NodeClass cannot change; create a new NodeClass"))]
+#[x_kube(validation = Rule::new("has(self.aws) || has(self.gcp) || has(self.sim)").message("spec.aws, spec.gcp or spec.sim is required: set exactly one provider block").reason(Reason::FieldValueRequired))]
+#[x_kube(validation = Rule::new("(has(self.aws) ? 1 : 0) + (has(self.gcp) ? 1 : 0) + (has(self.sim) ? 1 : 0) <= 1").message("spec.aws, spec.gcp and spec.sim are mutually exclusive: set exactly one provider block"))]
+#[x_kube(validation = Rule::new("has(self.aws) == has(oldSelf.aws) && has(self.gcp) == has(oldSelf.gcp) && has(self.sim) == has(oldSelf.sim)").message("spec.aws/spec.gcp/spec.sim: the provider of a NodeClass cannot change; create a new NodeClass"))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeClassSpec {
     /// Launch settings for Amazon EC2. Mutually exclusive with `gcp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aws: Option<AwsNodeClass>,
-    /// Launch settings for Google Compute Engine. Mutually exclusive with `aws`.
+    /// Launch settings for Google Compute Engine. Mutually exclusive with `aws` and `sim`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gcp: Option<GcpNodeClass>,
+    /// muster's simulated cloud: machines are Node objects in this cluster, with no kubelet
+    /// behind them (for trying muster without a cloud account, and for tests). The controller
+    /// launches on it only when started with `--cloud sim`. Mutually exclusive with `aws` and
+    /// `gcp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim: Option<SimNodeClass>,
+}
+
+/// Settings of muster's simulated cloud. Its offerings are the built-in catalog of GPU shapes
+/// and list prices that `muster simulate` uses.
+#[derive(JsonSchema, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimNodeClass {
+    /// Only the catalog's shapes of this region: `us-east-1` (AWS shapes) or `us-central1`
+    /// (GCP shapes); both when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32), regex(pattern = r"^[a-z][a-z0-9-]*[0-9]$"))]
+    pub region: Option<String>,
+    /// Seconds from launch until a simulated node is Ready; the catalog's boot time of the
+    /// instance family (several minutes) when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 3600))]
+    pub boot_seconds: Option<i32>,
 }
 
 /// Launch settings for Amazon EC2.

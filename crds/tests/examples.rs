@@ -9,7 +9,8 @@ use muster_crds::{Gang, GpuPool, GpuQueue, Kind, NodeClass, PoolNode};
 use serde_json::Value;
 use support::{admit, kind_of, read_yaml_docs, repo_dir};
 
-const MUSTER_EXAMPLES: [&str; 6] = [
+const MUSTER_EXAMPLES: [&str; 7] = [
+    "nodeclass-sim.yaml",
     "nodeclass-aws.yaml",
     "nodeclass-gcp.yaml",
     "gpupool-a100-spot.yaml",

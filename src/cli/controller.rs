@@ -19,6 +19,28 @@ pub enum LogFormat {
     Text,
 }
 
+/// A cloud `--cloud` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CloudArg {
+    /// Amazon EC2 (NodeClasses with `spec.aws`; needs the `aws` build).
+    Aws,
+    /// Google Compute Engine (`spec.gcp`; needs the `gcp` build).
+    Gcp,
+    /// muster's simulated cloud (`spec.sim`): Node objects in this cluster,
+    /// no machines behind them.
+    Sim,
+}
+
+impl CloudArg {
+    fn name(self) -> controller::clouds::CloudName {
+        match self {
+            CloudArg::Aws => controller::clouds::CloudName::Aws,
+            CloudArg::Gcp => controller::clouds::CloudName::Gcp,
+            CloudArg::Sim => controller::clouds::CloudName::Sim,
+        }
+    }
+}
+
 /// Arguments of `muster controller`.
 #[derive(Debug, clap::Args)]
 pub struct ControllerArgs {
@@ -86,6 +108,17 @@ pub struct ControllerArgs {
     /// condition and a Warning Event (device plugin, taints, driver).
     #[arg(long, env = "MUSTER_GPU_REGISTRATION_TIMEOUT", default_value = "5m", value_parser = parse_duration)]
     pub gpu_registration_timeout: Duration,
+    /// Clouds NodeClasses may launch on (repeat or comma-separate): aws,
+    /// gcp, sim. When omitted, every real cloud built into this binary; the
+    /// simulated cloud (`sim`, Nodes with no machine behind them, for trying
+    /// muster) only when named.
+    #[arg(
+        long = "cloud",
+        env = "MUSTER_CLOUDS",
+        value_enum,
+        value_delimiter = ','
+    )]
+    pub clouds: Vec<CloudArg>,
     /// How often each cloud's interruption notices are read.
     #[arg(long, env = "MUSTER_INTERRUPTION_POLL", default_value = "5s", value_parser = parse_duration)]
     pub interruption_poll: Duration,
@@ -241,8 +274,8 @@ fn lease_config(args: &ControllerArgs) -> Result<Option<LeaseConfig>, CliError> 
 
 /// How the built-in providers reach their clouds.
 fn cloud_options(args: &ControllerArgs) -> controller::clouds::CloudOptions {
-    let _ = args;
     controller::clouds::CloudOptions {
+        enabled: (!args.clouds.is_empty()).then(|| args.clouds.iter().map(|c| c.name()).collect()),
         #[cfg(feature = "aws")]
         aws: muster_provider_aws::AwsOptions {
             endpoint: args.aws_endpoint.clone(),
@@ -348,7 +381,9 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
         tokio::spawn(task);
     }
     let deps = Deps {
-        providers: Arc::new(controller::clouds::Clouds::new(cloud_options(&args))),
+        providers: Arc::new(
+            controller::clouds::Clouds::new(cloud_options(&args)).with_client(client.clone()),
+        ),
         planner: controller::real_planner(),
         metrics,
     };

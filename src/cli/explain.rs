@@ -62,7 +62,11 @@ async fn translation(
             controller::crd_check::short_error(&e)
         ))
     })?;
-    let providers = controller::clouds::Clouds::new(Default::default());
+    // every cloud built in, the simulated one included: explain only lists
+    // offerings, it never launches
+    let options =
+        controller::clouds::CloudOptions::default().enable(&controller::clouds::CloudName::ALL);
+    let providers = controller::clouds::Clouds::new(options).with_client(client.clone());
     Ok(explain::snapshot(&observed, &providers, time::now()).await)
 }
 

@@ -27,6 +27,7 @@ pub mod prometheus;
 pub mod providers;
 pub mod reasons;
 pub mod report_metrics;
+pub mod sim_cloud;
 pub mod translate;
 pub mod webhook;
 pub mod workloads;

@@ -20,6 +20,9 @@ pub enum ProviderSetupError {
     /// This binary has no provider for that cloud.
     #[error("no provider for {0} is built into this binary")]
     Unsupported(String),
+    /// The cloud is built in but the controller was not told to launch on it.
+    #[error("the {0} cloud is not enabled in this controller: start it with --cloud {0}")]
+    Disabled(String),
 }
 
 impl ProviderSetupError {
@@ -28,6 +31,7 @@ impl ProviderSetupError {
         match self {
             ProviderSetupError::InvalidNodeClass(_) => "InvalidNodeClass",
             ProviderSetupError::Unsupported(_) => "ProviderUnsupported",
+            ProviderSetupError::Disabled(_) => "ProviderDisabled",
         }
     }
 }
@@ -55,7 +59,7 @@ impl ProviderFactory for NoClouds {
         _node_class: &str,
         spec: &serde_json::Value,
     ) -> Result<Arc<dyn CloudProvider>, ProviderSetupError> {
-        let cloud = ["aws", "gcp"]
+        let cloud = ["aws", "gcp", "sim"]
             .into_iter()
             .find(|c| spec.get(c).is_some())
             .unwrap_or("unknown");

@@ -116,6 +116,12 @@ fn provider_setup(e: &ProviderSetupError) -> ReasonDoc {
             "This controller binary was built without the NodeClass's cloud.",
             "Run an image built with that cloud's feature (`aws`, `gcp`), or use a NodeClass of a built-in cloud.",
         ),
+        ProviderSetupError::Disabled(_) => doc(
+            e.reason(),
+            on,
+            "The NodeClass's cloud is built in but not enabled: the simulated cloud (`sim`) makes Node objects with no machine behind them, so the controller launches on it only when told to.",
+            "In a cluster meant for trying muster, start the controller with `--cloud sim` (chart value `clouds: [sim]`); elsewhere use a NodeClass of a real cloud.",
+        ),
     }
 }
 
@@ -433,6 +439,7 @@ pub fn catalog() -> Vec<ReasonDoc> {
     for e in [
         ProviderSetupError::InvalidNodeClass(String::new()),
         ProviderSetupError::Unsupported(String::new()),
+        ProviderSetupError::Disabled(String::new()),
     ] {
         out.push(provider_setup(&e));
     }

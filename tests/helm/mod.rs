@@ -2,6 +2,8 @@
 //! `scripts/test`) and picks objects out of the result.
 #![allow(dead_code)]
 
+pub mod rendered;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -14,7 +14,10 @@ This module holds the HTTP side, the store and the chaos mode:
 - Resources: core/v1 namespaces, nodes, pods (+ binding, eviction), events,
   configmaps, secrets, services; batch/v1 jobs; policy/v1
   poddisruptionbudgets; coordination.k8s.io/v1 leases; events.k8s.io/v1
-  events; apiextensions.k8s.io/v1 customresourcedefinitions. Creating a CRD
+  events; apiextensions.k8s.io/v1 customresourcedefinitions;
+  admissionregistration.k8s.io/v1 mutatingwebhookconfigurations, whose
+  webhooks are called on creates (POST) and updates (PUT) of other
+  resources (admission). Creating a CRD
   registers its resource at once (served versions, scope, status
   subresource, schema).
 - Discovery: /version, /api, /api/v1, /apis, /apis/GROUP/VERSION.
@@ -31,7 +34,7 @@ This module holds the HTTP side, the store and the chaos mode:
   resourceVersion is an unconditional update.
 - Status subresource (where the resource has one): writes to the main
   resource ignore .status; writes to /status change only .status. Status is
-  dropped on create.
+  dropped on create, except a Node's.
 - Patches: merge (RFC 7386), JSON patch (RFC 6902), strategic merge treated
   as merge (lists replaced), server-side apply simplified (fieldManager
   required, maps merged, lists replaced, missing object created, no field
@@ -68,6 +71,7 @@ import job_rules  # noqa: E402
 import node_lease_rules  # noqa: E402
 import jobset_rules  # noqa: E402
 import pod_rules  # noqa: E402
+from admission import Webhooks  # noqa: E402
 from apierrors import ApiError, invalid  # noqa: E402
 from job_rules import selector_matches  # noqa: E402
 from controllers import Controllers, now_rfc3339 as _now_delta  # noqa: E402
@@ -117,6 +121,8 @@ BUILTINS = [
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
     Resource("events.k8s.io", "v1", "events", "Event", True),
     Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False, status=True),
+    Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+             "MutatingWebhookConfiguration", False),
 ]
 
 
@@ -459,7 +465,8 @@ class Store:
             if key in self.objects[r.storage_key]:
                 raise ApiError(409, "AlreadyExists", f'{r.plural} "{name}" already exists',
                                {"name": name, "group": r.group, "kind": r.plural})
-            if r.status:
+            if r.status and r.storage_key != ("", "nodes"):
+                # Nodes keep a status given on create (the node strategy's PrepareForCreate)
                 obj.pop("status", None)
             for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
                 meta.pop(k, None)
@@ -706,6 +713,8 @@ class Store:
 
     def _admit_create(self, r, obj):
         name = obj["metadata"]["name"]
+        if r.storage_key == ("", "namespaces"):
+            _label_namespace(obj)
         if r.storage_key == ("batch", "jobs"):
             job_rules.default_job(obj)
             job_rules.prepare_create(obj)
@@ -726,6 +735,8 @@ class Store:
 
     def _admit_update(self, r, new, old, subresource):
         name = old["metadata"]["name"]
+        if r.storage_key == ("", "namespaces") and subresource is None:
+            _label_namespace(new)
         if r.storage_key == ("batch", "jobs"):
             if subresource == "status":
                 errs = job_rules.validate_status_update(new, old)
@@ -826,6 +837,16 @@ class Store:
                 return
 
 
+def _label_namespace(ns):
+    """Every Namespace carries `kubernetes.io/metadata.name: NAME`
+    (pkg/apis/core/v1/defaults.go SetDefaults_Namespace)."""
+    meta = ns.setdefault("metadata", {})
+    labels = meta.get("labels")
+    if not isinstance(labels, dict):
+        labels = meta["labels"] = {}
+    labels["kubernetes.io/metadata.name"] = meta.get("name")
+
+
 def _warn_pruned(paths):
     """fieldValidation=Warn (the default): each dropped field is a Warning header."""
     if paths and hasattr(REQUEST, "warnings"):
@@ -858,6 +879,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "muster-kube-api-test/1"
     store = None
     chaos = None
+    webhooks = None
     log_errors = False
     bookmark_secs = 1.0
     audit = None
@@ -1056,11 +1078,18 @@ class Handler(BaseHTTPRequestHandler):
                     raise ApiError(405, "MethodNotAllowed", "POST on a named resource")
                 if r.namespaced and ns is None:
                     raise ApiError(404, "NotFound", "namespace required")
-                return self._send(201, self.store.create(r, ns, self._json_body()))
+                body = self._mutate(r, ns, self._json_body(), None, "CREATE", q)
+                return self._send(201, self.store.create(r, ns, body))
             if method == "PUT":
                 if name is None:
                     raise ApiError(405, "MethodNotAllowed", "PUT needs a name")
                 body = self._json_body()
+                try:
+                    current = self.store.get(r, ns or "", name)
+                except ApiError:
+                    current = None
+                if current is not None:
+                    body = self._mutate(r, ns, body, current, "UPDATE", q, sub, name)
                 obj, _ = self.store.update(r, ns or "", name, body, sub)
                 return self._send(200, obj)
             if method == "PATCH":
@@ -1080,6 +1109,20 @@ class Handler(BaseHTTPRequestHandler):
             self._error(e)
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def _mutate(self, r, ns, body, old, op, q, sub=None, name=None):
+        """The mutating admission webhooks (admission.py), outside the
+        store's lock: a webhook may call this server back."""
+        if self.webhooks is None or not isinstance(body, dict) \
+                or not self.webhooks.matching(r, ns, op, sub, body, old):
+            return body
+        body = copy.deepcopy(body)
+        meta = body.setdefault("metadata", {})
+        if isinstance(meta, dict) and r.namespaced and ns:
+            meta.setdefault("namespace", ns)
+        if r.storage_key == ("batch", "jobs") and sub is None:
+            job_rules.default_job(body)  # decoded with its defaults before admission
+        return self.webhooks.admit(r, ns, body, old, op, sub, "dryRun" in q, name)
 
     def _patch(self, r, ns, name, sub, q):
         ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
@@ -1262,11 +1305,21 @@ def main():
                     help="rate of injected 409/429/500 answers and cut watches (0..1)")
     ap.add_argument("--chaos-seed", type=int, default=0)
     ap.add_argument("--log-errors", action="store_true", help="every error answer but 404 on stderr")
+    ap.add_argument("--webhook-service", action="append", default=[], metavar="NS/NAME=HOST:PORT",
+                    help="where the Service a webhook's clientConfig names listens (127.0.0.1 only here)")
     ap.add_argument("--exit-on-stdin-eof", action="store_true",
                     help="stop when stdin closes (the harness dies, the server follows)")
     args = ap.parse_args()
     Handler.store = Store(args.history, args.watch_window, args.pod_termination_secs)
     Handler.store.controllers.start()
+    services = {}
+    for spec in args.webhook_service:
+        svc, _, addr = spec.partition("=")
+        svc_ns, _, svc_name = svc.partition("/")
+        if not (svc_ns and svc_name and addr):
+            ap.error(f"--webhook-service {spec!r}: expected NAMESPACE/NAME=HOST:PORT")
+        services[(svc_ns, svc_name)] = addr
+    Handler.webhooks = Webhooks(Handler.store, json_patch, services)
     Handler.chaos = Chaos(args.chaos, args.chaos_seed)
     Handler.log_errors = args.log_errors
     Handler.bookmark_secs = args.bookmark_secs

@@ -4,6 +4,7 @@ Run: python3 -m unittest discover -s tests/kube_api -p 'test_*.py'
 (needs cel-python, PyYAML: .ci/requirements.txt).
 """
 
+import base64
 import http.client
 import json
 import os
@@ -354,6 +355,15 @@ class NodesAndLeases(Base):
         self.assertIn(("spec.providerID", "FieldValueForbidden"), causes(err))
         self.assertEqual(self.srv.merge(n, {"spec": {"unschedulable": True}})[0], 200)  # cordon
 
+    def test_a_node_keeps_the_status_it_is_created_with(self):
+        status = {"allocatable": {"nvidia.com/gpu": "1"}, "conditions": [{"type": "Ready", "status": "False"}]}
+        node = self.srv.ok("POST", "/api/v1/nodes", {"metadata": {"name": "sim-1"}, "status": status})
+        self.assertEqual(node["status"]["allocatable"], {"nvidia.com/gpu": "1"})
+        # other kinds with a status subresource drop it
+        pdb = self.srv.ok("POST", PDBS, {"metadata": {"name": "p"}, "spec": {"minAvailable": 1},
+                                         "status": {"currentHealthy": 5}})
+        self.assertNotEqual(pdb.get("status", {}).get("currentHealthy"), 5)
+
     def test_lease_durations(self):
         leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
         code, err, _ = self.srv.req("POST", leases, {"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 0}})
@@ -573,6 +583,191 @@ class CustomResources(Base):
         code, err, _ = self.srv.req("POST", MUSTER + "/gpuqueues", {"metadata": {"name": "q" * 64}, "spec": {}})
         self.assertEqual(code, 422, err)
         self.assertIn("at most 63 characters", err["message"])
+
+
+def _certs(dirname, name):
+    """A CA and a serving certificate for NAME signed by it (openssl)."""
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=dirname)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+        "-days", "1", "-subj", "/CN=test-ca")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out", "tls.csr", "-subj", f"/CN={name}")
+    with open(os.path.join(dirname, "san.ext"), "w") as f:
+        f.write(f"subjectAltName=DNS:{name}\n")
+    run("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+        "-out", "tls.crt", "-days", "1", "-extfile", "san.ext")
+    with open(os.path.join(dirname, "ca.crt"), "rb") as f:
+        return base64.b64encode(f.read()).decode()
+
+
+class Hook:
+    """An HTTPS admission webhook: /suspend patches spec.suspend, /deny
+    refuses, /slow answers after 3 s; every review is recorded."""
+
+    def __init__(self, dirname):
+        import http.server
+        import ssl
+        import threading
+        self.reviews = []
+        hook = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                hook.reviews.append((self.path, review))
+                resp = {"uid": review["request"]["uid"], "allowed": True}
+                if self.path == "/suspend":
+                    patch = [{"op": "add", "path": "/spec/suspend", "value": True}]
+                    resp.update(patchType="JSONPatch", patch=base64.b64encode(json.dumps(patch).encode()).decode())
+                elif self.path == "/deny":
+                    resp.update(allowed=False, status={"message": "no GPUs for you"})
+                elif self.path == "/slow":
+                    time.sleep(3)
+                body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                                   "response": resp}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(os.path.join(dirname, "tls.crt"), os.path.join(dirname, "tls.key"))
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.httpd.shutdown()
+
+
+class MutatingWebhooks(unittest.TestCase):
+    """admission.py: webhooks of stored MutatingWebhookConfigurations are
+    called as kube-apiserver calls them."""
+
+    CONFIGS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+
+    @classmethod
+    def setUpClass(cls):
+        import tempfile
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.ca = _certs(cls.tmp.name, "hook.hooks.svc")
+        cls.hook = Hook(cls.tmp.name)
+        cls.srv = Server("--webhook-service", f"hooks/hook=127.0.0.1:{cls.hook.port}",
+                         "--webhook-service", "hooks/down=127.0.0.1:9")
+        for ns, labels in [("team-a", {"gpu": "yes"}), ("other", {})]:
+            cls.srv.ok("POST", "/api/v1/namespaces", {"metadata": {"name": ns, "labels": labels}})
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+        cls.hook.stop()
+        cls.tmp.cleanup()
+
+    def setUp(self):
+        self.hook.reviews.clear()
+
+    def config(self, name, path="/suspend", service="hook", **hook):
+        webhook = {
+            "name": f"{name}.muster.dev",
+            "clientConfig": {"service": {"namespace": "hooks", "name": service, "path": path},
+                             "caBundle": hook.pop("caBundle", self.ca)},
+            "rules": [{"operations": ["CREATE"], "apiGroups": ["batch"], "apiVersions": ["v1"],
+                       "resources": ["jobs"], "scope": "Namespaced"}],
+            "objectSelector": {"matchExpressions": [{"key": "muster.dev/queue", "operator": "Exists"}]},
+            "namespaceSelector": {"matchLabels": {"gpu": "yes"}},
+            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 1,
+        }
+        webhook.update(hook)
+        self.srv.ok("POST", self.CONFIGS, {"metadata": {"name": name}, "webhooks": [webhook]})
+        self.addCleanup(self.srv.req, "DELETE", f"{self.CONFIGS}/{name}")
+
+    def create(self, ns, name, labels=None, query=""):
+        body = job(name)
+        body["metadata"]["labels"] = labels or {}
+        return self.srv.req("POST", f"/apis/batch/v1/namespaces/{ns}/jobs{query}", body)
+
+    def test_a_matching_job_is_patched_and_the_review_is_v1(self):
+        self.config("suspend")
+        code, obj, _ = self.create("team-a", "labelled", {"muster.dev/queue": "a"})
+        self.assertEqual(code, 201, obj)
+        self.assertTrue(obj["spec"]["suspend"])
+        self.assertEqual(len(self.hook.reviews), 1)
+        path, review = self.hook.reviews[0]
+        self.assertEqual(path, "/suspend")
+        self.assertEqual(review["apiVersion"], "admission.k8s.io/v1")
+        req = review["request"]
+        self.assertEqual(req["operation"], "CREATE")
+        self.assertEqual(req["namespace"], "team-a")
+        self.assertEqual(req["resource"], {"group": "batch", "version": "v1", "resource": "jobs"})
+        self.assertEqual(req["kind"]["kind"], "Job")
+        self.assertFalse(req["dryRun"])
+        # the object is decoded with its defaults before admission
+        self.assertEqual(req["object"]["spec"]["backoffLimit"], 6)
+        self.assertFalse(req["object"]["spec"]["suspend"])
+
+    def test_selectors_and_rules_decide_who_is_called(self):
+        self.config("suspend")
+        code, obj, _ = self.create("team-a", "unlabelled")
+        self.assertEqual(code, 201, obj)
+        self.assertFalse(obj["spec"]["suspend"])
+        code, obj, _ = self.create("other", "elsewhere", {"muster.dev/queue": "a"})
+        self.assertEqual(code, 201, obj)
+        self.assertFalse(obj["spec"]["suspend"])
+        code, obj, _ = self.srv.req("POST", "/api/v1/namespaces/team-a/pods", {
+            "metadata": {"name": "p", "labels": {"muster.dev/queue": "a"}},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}})
+        self.assertEqual(code, 201, obj)
+        self.assertEqual(self.hook.reviews, [])
+        # a namespace that does not exist is 404 NotFound
+        code, obj, _ = self.create("nowhere", "lost", {"muster.dev/queue": "a"})
+        self.assertEqual(code, 404, obj)
+
+    def test_failure_policy_decides_what_a_failed_call_means(self):
+        self.config("down", service="down")
+        code, obj, _ = self.create("team-a", "refused", {"muster.dev/queue": "a"})
+        self.assertEqual(code, 500, obj)
+        self.assertEqual(obj["reason"], "InternalError")
+        self.assertIn('failed calling webhook "down.muster.dev"', obj["message"])
+        self.srv.req("DELETE", f"{self.CONFIGS}/down")
+        self.config("ignored", service="down", failurePolicy="Ignore")
+        code, obj, _ = self.create("team-a", "let-through", {"muster.dev/queue": "a"})
+        self.assertEqual(code, 201, obj)
+        self.assertFalse(obj["spec"]["suspend"])
+
+    def test_a_slow_webhook_times_out_and_a_foreign_ca_fails(self):
+        self.config("slow", path="/slow")
+        code, obj, _ = self.create("team-a", "slow", {"muster.dev/queue": "a"})
+        self.assertEqual(code, 500, obj)
+        self.srv.req("DELETE", f"{self.CONFIGS}/slow")
+        import tempfile
+        with tempfile.TemporaryDirectory() as other:
+            foreign = _certs(other, "hook.hooks.svc")
+        self.config("foreign", caBundle=foreign)
+        code, obj, _ = self.create("team-a", "untrusted", {"muster.dev/queue": "a"})
+        self.assertEqual(code, 500, obj)
+        self.assertIn("failed calling webhook", obj["message"])
+
+    def test_denials_and_dry_runs(self):
+        self.config("deny", path="/deny")
+        code, obj, _ = self.create("team-a", "denied", {"muster.dev/queue": "a"})
+        self.assertEqual(code, 403, obj)
+        self.assertEqual(obj["reason"], "Forbidden")
+        self.assertIn('admission webhook "deny.muster.dev" denied the request: no GPUs for you', obj["message"])
+        self.srv.req("DELETE", f"{self.CONFIGS}/deny")
+        self.config("unknown", sideEffects="Unknown")
+        code, obj, _ = self.create("team-a", "dry", {"muster.dev/queue": "a"}, "?dryRun=All")
+        self.assertEqual(code, 400, obj)
+        self.assertIn("does not support dry run", obj["message"])
+
+    def test_namespaces_carry_their_name_label(self):
+        ns = self.srv.ok("GET", "/api/v1/namespaces/other")
+        self.assertEqual(ns["metadata"]["labels"]["kubernetes.io/metadata.name"], "other")
 
 
 if __name__ == "__main__":

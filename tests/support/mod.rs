@@ -116,7 +116,12 @@ impl ApiServer {
     /// Panics naming every request of the controller so far that
     /// `deploy/rbac.yaml` would deny.
     pub fn assert_rbac_allows_controller(&self) {
-        let rules = rbac::rules();
+        self.assert_rbac_allows_controller_by(&rbac::rules());
+    }
+
+    /// Panics naming every request of the controller so far that `rules`
+    /// would deny.
+    pub fn assert_rbac_allows_controller_by(&self, rules: &[rbac::Rule]) {
         let requests = self.audited("controller");
         assert!(!requests.is_empty(), "no controller request was audited");
         let denied: std::collections::BTreeSet<String> = requests
@@ -241,6 +246,34 @@ pub async fn create(
     retry_transient(|| api.create(&pp, &obj))
         .await
         .expect("create");
+}
+
+/// Creates any object from its manifest (`apiVersion`, `kind`, metadata),
+/// `plural` naming its resource; namespaced when `ns` is given.
+pub async fn create_object(
+    client: &kube::Client,
+    plural: &str,
+    ns: Option<&str>,
+    body: serde_json::Value,
+) {
+    let api_version = body["apiVersion"].as_str().expect("apiVersion").to_string();
+    let kind = body["kind"].as_str().expect("kind").to_string();
+    let (group, version) = api_version
+        .split_once('/')
+        .unwrap_or(("", api_version.as_str()));
+    let ar = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(group, version, &kind),
+        plural,
+    );
+    let api: Api<DynamicObject> = match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    let obj: DynamicObject = serde_json::from_value(body).expect("object");
+    let pp = PostParams::default();
+    retry_transient(|| api.create(&pp, &obj))
+        .await
+        .unwrap_or_else(|e| panic!("create {kind}: {e}"));
 }
 
 /// Waits up to 30 s for `Ready=False` on a NodeClass; returns the condition.

@@ -1,4 +1,5 @@
-//! Reads `deploy/rbac.yaml` and answers whether its rules allow a request.
+//! Reads `deploy/rbac.yaml` (and, for the simulated cloud,
+//! `deploy/rbac-sim.yaml`) and answers whether its rules allow a request.
 
 use serde::Deserialize;
 
@@ -39,7 +40,20 @@ pub fn path() -> std::path::PathBuf {
 
 /// Every rule of the ClusterRoles and Roles in the manifest.
 pub fn rules() -> Vec<Rule> {
-    let text = std::fs::read_to_string(path()).expect("deploy/rbac.yaml");
+    rules_of(&path())
+}
+
+/// Every rule of `deploy/rbac.yaml` and `deploy/rbac-sim.yaml`: a
+/// controller started with `--cloud sim`.
+pub fn rules_with_sim_cloud() -> Vec<Rule> {
+    let mut out = rules();
+    out.extend(rules_of(&path().with_file_name("rbac-sim.yaml")));
+    out
+}
+
+/// Every rule of the ClusterRoles and Roles in one manifest.
+pub fn rules_of(path: &std::path::Path) -> Vec<Rule> {
+    let text = std::fs::read_to_string(path).expect("an RBAC manifest");
     let mut out = Vec::new();
     for doc in serde_norway::Deserializer::from_str(&text) {
         let doc = Doc::deserialize(doc).expect("an object of deploy/rbac.yaml");

@@ -117,7 +117,7 @@ pub fn node_classes(
                 Kind::NodeClass,
                 obj,
                 IssueReason::InvalidSpec,
-                "spec must set exactly one of aws, gcp".to_string(),
+                "spec must set exactly one of aws, gcp, sim".to_string(),
             )),
         }
     }

@@ -1,0 +1,506 @@
+//! The acceptance run's local twin: the steps of `e2e/run sim` (and of
+//! docs/quickstart-local.md) with the API test server for the cluster.
+//!
+//! The chart is rendered with the simulated cloud (`clouds={sim}`); its CRDs
+//! and its MutatingWebhookConfiguration are applied to the API test server,
+//! which calls the webhook as kube-apiserver does; the rendered Deployment's
+//! args and env start the real `muster` binary. Then the example NodeClass
+//! (`sim`), the acceptance pool and queue are applied and the labelled
+//! two-node GPU Job is submitted. Checked: the webhook stores the Job
+//! suspended, and it never has a pod before admission (watches ordered by
+//! the server's revision: every pod is created after the controller's write
+//! that unsuspends the Job, which comes after the Gang is Provisioning); two
+//! simulated Nodes with a GPU each are launched and the pods run on both;
+//! the Gang goes Queued → Provisioning → Admitted → Running → Finished; the
+//! Job completes; the pool is back at zero nodes
+//! (no PoolNode, no simulated Node); every request of the controller is one
+//! the chart's RBAC allows. The kubelet and scheduler of the simulated
+//! Nodes are the emulator's (a stand-in for kwok, which plays that part in
+//! a real cluster): it binds the admitted pods and runs them for 2 s. A
+//! second run kills the controller (SIGKILL) once the first simulated
+//! machine exists and starts it again: no second machine or PoolNode.
+
+mod helm;
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use helm::{find, objects, template};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube_runtime::watcher;
+use serde_json::{Value as Json, json};
+use support::emulator::Emulator;
+use support::{ApiServer, ar, eventually};
+
+const NS: &str = "muster-e2e";
+const JOB: &str = "gang-2x1";
+
+fn repo(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// The one document of a YAML file, as JSON.
+fn manifest(path: &str) -> Json {
+    let text = std::fs::read_to_string(repo(path)).expect("manifest");
+    let v: serde_norway::Value = serde_norway::from_str(&text).expect("YAML");
+    serde_json::to_value(v).expect("as JSON")
+}
+
+fn http_get(addr: &str, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// What a watch saw: (resourceVersion, object name, a value read from it).
+type Seen = Arc<Mutex<Vec<(u64, String, String)>>>;
+
+/// Watches one kind in the test namespace from the start and records, for
+/// every event, the object's resourceVersion (the server's one revision
+/// counter, so events of different kinds are ordered) and `read(object)`.
+fn record(
+    client: kube::Client,
+    (group, version, kind, plural): (&str, &str, &str, &str),
+    read: fn(&DynamicObject) -> String,
+) -> (Seen, tokio::task::JoinHandle<()>) {
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let out = seen.clone();
+    let ar = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(group, version, kind),
+        plural,
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client, NS, &ar);
+    let task = tokio::spawn(async move {
+        let mut stream = watcher(api, watcher::Config::default()).boxed();
+        while let Some(ev) = stream.next().await {
+            let (Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o))) = ev else {
+                continue;
+            };
+            let rv = o
+                .metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            let name = o.metadata.name.clone().unwrap_or_default();
+            out.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((rv, name, read(&o)));
+        }
+    });
+    (seen, task)
+}
+
+fn snapshot(seen: &Seen) -> Vec<(u64, String, String)> {
+    seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// The API test server with the chart's CRDs, namespace and webhook
+/// configuration applied (helm installs `crds/` first); the rendered
+/// objects and the address the webhook is to listen on.
+async fn setup() -> (ApiServer, kube::Client, Vec<serde_norway::Value>, String) {
+    // helm template, as `e2e/run sim` installs it (a short tick for a test)
+    let objs = objects(
+        &template(
+            None,
+            &[
+                "clouds={sim}",
+                "webhook.certManager.enabled=false",
+                "tick=2s",
+            ],
+        )
+        .expect("renders"),
+    );
+    let webhook_addr = format!("127.0.0.1:{}", helm::rendered::free_port());
+    let cfg = find(&objs, "MutatingWebhookConfiguration").clone();
+    let svc = &cfg["webhooks"][0]["clientConfig"]["service"];
+    let service = format!(
+        "{}/{}={webhook_addr}",
+        svc["namespace"].as_str().expect("service namespace"),
+        svc["name"].as_str().expect("service name")
+    );
+    let server = ApiServer::start_with(&["--webhook-service", &service]);
+    let client = server.client();
+
+    // the chart's CRDs (helm installs crds/ first), its namespace and webhook
+    let mut crds: Vec<_> = std::fs::read_dir(helm::chart().join("crds"))
+        .expect("chart crds")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    crds.sort();
+    for path in crds {
+        let text = std::fs::read_to_string(&path).expect("crd");
+        let v: serde_norway::Value = serde_norway::from_str(&text).expect("crd YAML");
+        let crd = serde_json::to_value(v).expect("crd JSON");
+        support::create_object(&client, "customresourcedefinitions", None, crd).await;
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in ["muster-system", NS] {
+        let ns: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("namespace");
+    }
+    let cfg_json = serde_json::to_value(&cfg).expect("webhook configuration");
+    support::create_object(&client, "mutatingwebhookconfigurations", None, cfg_json).await;
+
+    (server, client, objs, webhook_addr)
+}
+
+/// The controller as the rendered Deployment runs it, once Ready.
+async fn start_controller(
+    server: &ApiServer,
+    objs: &[serde_norway::Value],
+    webhook_addr: &str,
+    tag: &str,
+) -> helm::rendered::Controller {
+    let controller = helm::rendered::start(objs, &server.url, webhook_addr, tag);
+    let metrics = controller.metrics_addr.clone();
+    eventually(30, "the controller Ready", || {
+        let addr = metrics.clone();
+        async move { (http_get(&addr, "/readyz") == Some(200)).then_some(()) }
+    })
+    .await;
+
+    controller
+}
+
+/// The NodeClass, pool and queue, as e2e/run applies them; waits for the
+/// NodeClass to be Ready.
+async fn apply_examples(client: &kube::Client) {
+    support::create(
+        client,
+        "NodeClass",
+        "nodeclasses",
+        None,
+        manifest("docs/examples/nodeclass-sim.yaml"),
+    )
+    .await;
+    support::create(
+        client,
+        "GPUPool",
+        "gpupools",
+        None,
+        manifest("e2e/manifests/pool-sim.yaml"),
+    )
+    .await;
+    support::create(
+        client,
+        "GPUQueue",
+        "gpuqueues",
+        None,
+        manifest("e2e/manifests/queue.yaml"),
+    )
+    .await;
+    eventually(30, "NodeClass sim Ready", || {
+        let client = client.clone();
+        async move {
+            let nc = Api::<DynamicObject>::all_with(client, &ar("NodeClass", "nodeclasses"))
+                .get("sim")
+                .await
+                .ok()?;
+            nc.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                .then_some(())
+        }
+    })
+    .await;
+}
+
+/// Submits the labelled Job and checks the webhook suspended it.
+async fn submit_job(client: &kube::Client) -> Api<Job> {
+    // the labelled Job, not suspended in its manifest: the webhook suspends it
+    let job_manifest = manifest("e2e/manifests/job.yaml");
+    assert_ne!(job_manifest["spec"]["suspend"], json!(true));
+    let job: Job = serde_json::from_value(job_manifest).expect("job");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    let created = jobs
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("the Job is admitted by the API server");
+    assert_eq!(
+        created.spec.as_ref().and_then(|s| s.suspend),
+        Some(true),
+        "the webhook suspended the labelled Job at creation"
+    );
+
+    jobs
+}
+
+/// The simulated cloud's Nodes.
+async fn sim_nodes(client: &kube::Client) -> Vec<Node> {
+    Api::<Node>::all(client.clone())
+        .list(&ListParams::default().labels("muster.dev/sim-nodeclass=sim"))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+/// Waits for the Job to complete and the pool to be back at zero nodes.
+async fn complete_and_back_to_zero(client: &kube::Client, jobs: &Api<Job>) {
+    eventually(120, "the Job complete", || {
+        let jobs = jobs.clone();
+        async move {
+            let j = jobs.get(JOB).await.ok()?;
+            j.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Complete" && c.status == "True")
+                .then_some(())
+        }
+    })
+    .await;
+    // back at zero: no PoolNode of the pool, no simulated Node
+    eventually(120, "pool e2e at zero nodes", || {
+        let client = client.clone();
+        async move {
+            let pns = Api::<DynamicObject>::all_with(client.clone(), &ar("PoolNode", "poolnodes"))
+                .list(&ListParams::default().labels("muster.dev/pool=e2e"))
+                .await
+                .ok()?;
+            (pns.items.is_empty() && sim_nodes(&client).await.is_empty()).then_some(())
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_is_queued_provisioned_admitted_completed_and_scaled_to_zero() {
+    let (server, client, objs, webhook_addr) = setup().await;
+
+    // the controller, as the Deployment runs it
+    let controller = start_controller(&server, &objs, &webhook_addr, "local-e2e").await;
+    let container = helm::rendered::container(&objs);
+    assert!(
+        container["args"]
+            .as_sequence()
+            .expect("args")
+            .iter()
+            .any(|a| a.as_str() == Some("--cloud=sim")),
+        "the chart passes --cloud=sim"
+    );
+    apply_examples(&client).await;
+
+    // the Gang's phases (a Gang created without a status is Queued, the
+    // phase's default), the Job's suspend flag and the pods' creation
+    let (gang_seen, gang_task) = record(
+        client.clone(),
+        ("muster.dev", "v1alpha1", "Gang", "gangs"),
+        |o| {
+            o.data["status"]["phase"]
+                .as_str()
+                .unwrap_or("Queued")
+                .to_string()
+        },
+    );
+    let (job_seen, job_task) = record(client.clone(), ("batch", "v1", "Job", "jobs"), |o| {
+        o.data["spec"]["suspend"]
+            .as_bool()
+            .unwrap_or(false)
+            .to_string()
+    });
+    let (pod_seen, pod_task) = record(client.clone(), ("", "v1", "Pod", "pods"), |o| {
+        o.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("batch.kubernetes.io/job-name").cloned())
+            .unwrap_or_default()
+    });
+    let _emulator =
+        Emulator::start_running_for(client.clone(), vec![], Some(Duration::from_secs(2)));
+
+    let jobs = submit_job(&client).await;
+
+    // launched on the simulated cloud: two Nodes with a GPU each
+    eventually(60, "two simulated Nodes", || async {
+        (sim_nodes(&client).await.len() == 2).then_some(())
+    })
+    .await;
+    for n in sim_nodes(&client).await {
+        let pid = n.spec.as_ref().and_then(|s| s.provider_id.clone());
+        assert!(pid.is_some_and(|p| p.starts_with("sim://")), "{n:?}");
+        let alloc = n.status.and_then(|s| s.allocatable).unwrap_or_default();
+        assert_eq!(alloc.get("nvidia.com/gpu").map(|q| q.0.as_str()), Some("1"));
+    }
+
+    complete_and_back_to_zero(&client, &jobs).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let on: BTreeSet<String> = pods
+        .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={JOB}")))
+        .await
+        .expect("pods")
+        .items
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    assert_eq!(on.len(), 2, "the gang's two pods ran on two nodes: {on:?}");
+
+    pod_task.abort();
+    job_task.abort();
+    gang_task.abort();
+    // never a pod before admission: every pod of the Job was created after
+    // the write that unsuspended it, and that write came after the Gang was
+    // provisioned
+    let jobs_seen = snapshot(&job_seen);
+    let unsuspended = jobs_seen
+        .iter()
+        .find(|(_, name, suspend)| name == JOB && suspend == "false")
+        .map(|(rv, ..)| *rv)
+        .expect("the Job was unsuspended");
+    let first_pod = snapshot(&pod_seen)
+        .iter()
+        .filter(|(_, _, job)| job == JOB)
+        .map(|(rv, ..)| *rv)
+        .min()
+        .expect("the Job had pods");
+    assert!(
+        first_pod > unsuspended,
+        "a pod (rv {first_pod}) before the Job was unsuspended (rv {unsuspended}): {jobs_seen:?}"
+    );
+    let gang = snapshot(&gang_seen);
+    let provisioning = gang
+        .iter()
+        .find(|(_, name, p)| name == JOB && p == "Provisioning")
+        .map(|(rv, ..)| *rv)
+        .expect("the Gang was Provisioning");
+    assert!(
+        provisioning < unsuspended,
+        "unsuspended before provisioning: {gang:?}"
+    );
+    let mut phases: Vec<String> = Vec::new();
+    for (_, name, p) in &gang {
+        if name == JOB && phases.last() != Some(p) {
+            phases.push(p.clone());
+        }
+    }
+    let order = ["Queued", "Provisioning", "Admitted", "Running", "Finished"];
+    let mut at = 0;
+    for p in &phases {
+        match order.iter().position(|o| o == p) {
+            Some(i) if i >= at => at = i,
+            _ => panic!("Gang phases out of order or unexpected: {phases:?}"),
+        }
+    }
+    for want in order {
+        assert!(
+            phases.iter().any(|p| p == want),
+            "the Gang was never {want}: {phases:?}"
+        );
+    }
+
+    // every request of the controller is allowed by the chart's RBAC (with
+    // the simulated cloud's role): its requests name muster in User-Agent
+    let rules = support::rbac::rules_with_sim_cloud();
+    let log = std::fs::read_to_string(&server.audit_log).expect("audit log");
+    let mut denied = BTreeSet::new();
+    let mut seen = 0;
+    for line in log.lines() {
+        let e: Json = serde_json::from_str(line).expect("audit line");
+        if !e["userAgent"].as_str().unwrap_or("").starts_with("muster") {
+            continue;
+        }
+        seen += 1;
+        let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+        let resource = match s("subresource").as_str() {
+            "" => s("resource"),
+            sub => format!("{}/{sub}", s("resource")),
+        };
+        let (verb, group, ns) = (s("verb"), s("apiGroup"), s("namespace"));
+        if !rules
+            .iter()
+            .any(|r| r.allows(&verb, &group, &resource, &ns))
+        {
+            denied.insert(format!("{verb} {group}/{resource} in {ns:?}"));
+        }
+    }
+    assert!(seen > 0, "no request of the controller was audited");
+    assert!(denied.is_empty(), "requests RBAC would deny: {denied:#?}");
+    drop(controller);
+}
+
+/// The controller killed (SIGKILL) once the simulated cloud created its
+/// first machine, and started again: the launch carries on from what the API
+/// server holds. Exactly two PoolNodes and two simulated Nodes ever exist
+/// for the gang, the Job completes and the pool is back at zero nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_mid_launch_carries_on_without_a_second_machine() {
+    let (server, client, objs, webhook_addr) = setup().await;
+    let controller = start_controller(&server, &objs, &webhook_addr, "local-e2e-kill").await;
+    apply_examples(&client).await;
+    let (node_seen, node_task) = {
+        let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+        let out = seen.clone();
+        let nodes: Api<Node> = Api::all(client.clone());
+        let task = tokio::spawn(async move {
+            let cfg = watcher::Config::default().labels("muster.dev/sim-nodeclass=sim");
+            let mut stream = watcher(nodes, cfg).boxed();
+            while let Some(ev) = stream.next().await {
+                if let Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) = ev {
+                    let name = n.metadata.name.clone().unwrap_or_default();
+                    out.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((0, name, String::new()));
+                }
+            }
+        });
+        (seen, task)
+    };
+    let poolnodes: Api<DynamicObject> = Api::all_with(client.clone(), &ar("PoolNode", "poolnodes"));
+    let (pn_seen, pn_task) = {
+        let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+        let out = seen.clone();
+        let api = poolnodes.clone();
+        let task = tokio::spawn(async move {
+            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            while let Some(ev) = stream.next().await {
+                if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = ev {
+                    let name = o.metadata.name.clone().unwrap_or_default();
+                    out.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((0, name, String::new()));
+                }
+            }
+        });
+        (seen, task)
+    };
+    let _emulator =
+        Emulator::start_running_for(client.clone(), vec![], Some(Duration::from_secs(2)));
+    let jobs = submit_job(&client).await;
+
+    eventually(60, "the first simulated Node", || async {
+        (!sim_nodes(&client).await.is_empty()).then_some(())
+    })
+    .await;
+    drop(controller); // SIGKILL
+    let _again = start_controller(&server, &objs, &webhook_addr, "local-e2e-kill-2").await;
+
+    complete_and_back_to_zero(&client, &jobs).await;
+    node_task.abort();
+    pn_task.abort();
+    let names = |seen: &Seen| -> BTreeSet<String> {
+        snapshot(seen)
+            .into_iter()
+            .map(|(_, name, _)| name)
+            .collect()
+    };
+    let nodes = names(&node_seen);
+    assert_eq!(nodes.len(), 2, "simulated Nodes ever created: {nodes:?}");
+    let pns = names(&pn_seen);
+    assert_eq!(pns.len(), 2, "PoolNodes ever written: {pns:?}");
+}
