@@ -77,6 +77,9 @@ class Controllers:
         self.queue = []
         self.draining = False
         self.terminating = {}  # (ns, name, uid) -> monotonic due time
+        # stand-ins for third-party workload controllers (kinds served once their CRDs are installed)
+        import workload_controllers
+        self.workloads = {w.kind: w for w in workload_controllers.stand_ins(self)}
 
     # resources
     def _r(self, group, plural):
@@ -101,6 +104,8 @@ class Controllers:
             self.queue.append(("pdb", ns, None))
         elif key == ("policy", "poddisruptionbudgets"):
             self.queue.append(("pdb", ns, None))
+        for w in self.workloads.values():
+            self.queue.extend(w.enqueue(key, obj))
         if self.draining:
             return
         self.draining = True
@@ -115,6 +120,8 @@ class Controllers:
                 try:
                     if kind == "job":
                         self.sync_job(ns, name)
+                    elif kind in self.workloads:
+                        self.workloads[kind].sync(ns, name)
                     else:
                         self.sync_pdbs(ns)
                 except ApiError as e:
