@@ -7,8 +7,10 @@ the RayClusterStatusConditions feature gate on, its default):
   not suspended, replicas (clamped to [minReplicas, maxReplicas]) times
   numOfHosts worker pods (generateName <cluster>-<group>-worker-), each
   labelled ray.io/cluster, ray.io/node-type (head | worker), ray.io/group
-  (headgroup | the group's name) and ray.io/is-ray-node=yes, with a
-  controller ownerReference; pods named in scaleStrategy.workersToDelete
+  (headgroup | the group's name), ray.io/is-ray-node=yes, ray.io/identifier
+  and app.kubernetes.io/{name,created-by} (common/pod.go labelPod; the
+  template's labels override all but the first three), with a controller
+  ownerReference; pods named in scaleStrategy.workersToDelete
   are deleted; a pod that finished (a restartPolicy that lets it end) is
   deleted and replaced.
 - spec.suspend: RayClusterSuspending turns True; while Suspending every pod
@@ -70,6 +72,16 @@ def worker_count(group):
     lo, hi = group.get("minReplicas", 0), group.get("maxReplicas", 2147483647)
     replicas = max(lo, min(hi, replicas))
     return replicas * max(1, group.get("numOfHosts", 1))
+
+
+def pod_labels(template, cluster, node_type, group):
+    """common/pod.go labelPod: KubeRay's labels, the template's on top of
+    them, except ray.io/node-type, ray.io/group and ray.io/cluster."""
+    labels = {"ray.io/is-ray-node": "yes", "ray.io/identifier": f"{cluster}-{node_type}",
+              "app.kubernetes.io/name": "kuberay", "app.kubernetes.io/created-by": "kuberay-operator"}
+    labels.update(((template or {}).get("metadata") or {}).get("labels") or {})
+    labels.update({CLUSTER: cluster, NODE_TYPE: node_type, GROUP: group})
+    return labels
 
 
 class RayClusters(StandIn):
@@ -166,8 +178,7 @@ class RayClusters(StandIn):
         if not heads:
             head = spec.get("headGroupSpec") or {}
             self.create_pod(ns, head.get("template"), generate_name=f"{name}-head-",
-                            labels={CLUSTER: name, NODE_TYPE: "head", GROUP: "headgroup",
-                                    "ray.io/is-ray-node": "yes"}, owner_refs=ref)
+                            labels=pod_labels(head.get("template"), name, "head", "headgroup"), owner_refs=ref)
         for g in spec.get("workerGroupSpecs") or []:
             gname = g.get("groupName")
             mine = [p for p in live if (p["metadata"].get("labels") or {}).get(NODE_TYPE) == "worker"
@@ -182,8 +193,7 @@ class RayClusters(StandIn):
                 self.delete(pods_r, ns, p["metadata"]["name"])
             for _ in range(want - len(mine)):
                 self.create_pod(ns, g.get("template"), generate_name=f"{name}-{gname}-worker-",
-                                labels={CLUSTER: name, NODE_TYPE: "worker", GROUP: gname,
-                                        "ray.io/is-ray-node": "yes"}, owner_refs=ref)
+                                labels=pod_labels(g.get("template"), name, "worker", gname), owner_refs=ref)
 
 
 class RayJobs(StandIn):
