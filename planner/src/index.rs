@@ -300,9 +300,26 @@ pub(crate) fn pod_set_matches(
 /// A text that identifies a pod set's static constraints.
 pub(crate) fn pod_set_signature(ps: &PodSet) -> String {
     format!(
-        "{:?}|{:?}|{:?}|{}",
-        ps.node_selector, ps.tolerations, ps.gpu_models, ps.min_gpu_memory_mib
+        "{:?}|{:?}|{:?}|{}|{}",
+        ps.node_selector,
+        ps.tolerations,
+        ps.gpu_models,
+        ps.min_gpu_memory_mib,
+        requests_accelerator(ps)
     )
+}
+
+/// True when a pod set requests GPUs or another device (an extended
+/// resource such as a MIG profile). Only such pod sets get the pool's
+/// taints tolerated by muster's pin: a pool's taint (by default
+/// `nvidia.com/gpu=true:NoSchedule`) is there to keep other pods off, so a
+/// CPU launcher beside GPU workers goes on a GPU node only when its own
+/// tolerations say so.
+pub(crate) fn requests_accelerator(ps: &PodSet) -> bool {
+    ps.requests.gpu_millis > 0
+        || ps.requests.extended.iter().any(|(k, v)| {
+            *v > 0 && k != "ephemeral-storage" && k != "pods" && !k.starts_with("hugepages-")
+        })
 }
 
 /// Node allocatable GPUs, whole.
@@ -677,6 +694,7 @@ impl<'a> World<'a> {
             return v.clone();
         }
         let ps = &self.gangs[gi].gang.pod_sets[si];
+        let accelerated = requests_accelerator(ps);
         let pools = self.queue_pools(q);
         let explicit = q.is_some_and(|q| !self.queues[q].pools.is_empty());
         let empty = BTreeMap::new();
@@ -689,9 +707,13 @@ impl<'a> World<'a> {
                 Some(p) => !explicit || pools.contains(&p),
                 None => true,
             };
-            // The pool's own taints are tolerated: muster adds those
-            // tolerations when it pins the gang (see `plan.rs`).
-            let pool_taints: &[crate::model::Taint] = n.pool.map_or(&[], |p| &self.pools[p].taints);
+            // The pool's own taints are tolerated for pod sets that request
+            // an accelerator: muster adds those tolerations when it pins the
+            // gang (see `plan.rs`).
+            let pool_taints: &[crate::model::Taint] = match n.pool {
+                Some(p) if accelerated => &self.pools[p].taints,
+                _ => &[],
+            };
             let taints_ok = n
                 .node
                 .taints
@@ -752,8 +774,13 @@ impl<'a> World<'a> {
             labels::new_node_labels(p, off)
         };
         // A new node carries only its pool's taints, which muster tolerates
-        // for the gangs it pins there.
-        let v = pod_set_matches(ps, &lbl, &[], off.gpu_model.as_ref(), off.gpu_memory_mib);
+        // for the pod sets that request an accelerator it pins there.
+        let taints: &[crate::model::Taint] = if requests_accelerator(ps) {
+            &[]
+        } else {
+            &p.taints
+        };
+        let v = pod_set_matches(ps, &lbl, taints, off.gpu_model.as_ref(), off.gpu_memory_mib);
         if let Some(x) = self.new_elig_cache[sig].get_mut(slot) {
             *x = if v { 2 } else { 1 };
         }

@@ -34,8 +34,10 @@
 //! 4. **Admissions** — set the gang `Admitted` (`admittedAt` = now) with the
 //!    given assignments, pin every pod to its node (node selector on
 //!    `kubernetes.io/hostname`, tolerations for the taints of the node's
-//!    pool — the planner treats those as tolerated; any other taint must be
-//!    tolerated by the pods themselves) and unsuspend the workload. `reservedFor` is left as it is.
+//!    pool — the planner treats those as tolerated for pod sets that request
+//!    GPUs or another device; a pod set that requests none, and any other
+//!    taint, must be tolerated by the pods themselves) and unsuspend the
+//!    workload. `reservedFor` is left as it is.
 //! 5. **Removals** — `Empty`, `Underutilized`, `ScaleToZero`: cordon, evict
 //!    the movable pods (a disruptible gang with a pod there is evicted as a
 //!    whole and requeued without backoff), then terminate. `Replace`: launch

@@ -35,6 +35,10 @@ pub struct ControllerArgs {
     /// Namespaces to watch (repeat or comma-separate); all when omitted.
     #[arg(long = "namespace", env = "MUSTER_NAMESPACES", value_delimiter = ',')]
     pub namespaces: Vec<String>,
+    /// Workload kinds run as gangs (comma-separated): job, jobset, pod-group.
+    /// A kind whose CRD is not installed is skipped with one log line.
+    #[arg(long, env = "MUSTER_WORKLOAD_KINDS", default_value = "job", value_parser = parse_workload_kinds)]
+    pub workload_kinds: WorkloadKinds,
     /// Quiet time after a change before planning (e.g. 200ms).
     #[arg(long, env = "MUSTER_DEBOUNCE", default_value = "200ms", value_parser = parse_duration)]
     pub debounce: Duration,
@@ -309,6 +313,7 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
     config.policy.gpu_registration_timeout =
         muster_planner::Dur::secs(args.gpu_registration_timeout.as_secs());
     config.api_timeout = args.api_timeout;
+    config.workload_kinds = args.workload_kinds.0.clone();
     config.lease = lease;
     let metrics = Arc::new(Metrics::new());
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
@@ -390,4 +395,14 @@ mod tests {
             Wrapper::parse_from(argv).args
         }
     }
+}
+
+/// The kinds of `--workload-kinds`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadKinds(
+    pub std::collections::BTreeSet<muster::controller::workloads::WorkloadKind>,
+);
+
+fn parse_workload_kinds(s: &str) -> Result<WorkloadKinds, String> {
+    muster::controller::workloads::parse_kinds(s).map(WorkloadKinds)
 }

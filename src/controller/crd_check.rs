@@ -11,6 +11,7 @@ use std::time::Duration;
 use kube::Client;
 
 use super::objects::{GROUP, Kind, VERSION};
+use super::workloads::WorkloadKind;
 
 /// The command that installs the CRDs, as the message prints it.
 pub const INSTALL_COMMAND: &str = "muster crds | kubectl apply -f -";
@@ -87,6 +88,54 @@ pub async fn wait_until_installed(client: &Client) {
     }
 }
 
+/// The enabled workload kinds the API server serves, and the custom ones it
+/// does not (their CRD is not installed). Each missing kind is said once, in
+/// one line naming the CRD; it is skipped until the controller restarts —
+/// no watch is started for it, so nothing retries. A discovery that fails
+/// for another reason counts the kind as served (its watch then says why).
+pub async fn served_workload_kinds(
+    client: &Client,
+    enabled: &std::collections::BTreeSet<WorkloadKind>,
+) -> (std::collections::BTreeSet<WorkloadKind>, Vec<WorkloadKind>) {
+    let mut served = std::collections::BTreeSet::new();
+    let mut missing = Vec::new();
+    for &kind in enabled {
+        let Some(custom) = kind.custom() else {
+            served.insert(kind);
+            continue;
+        };
+        match client
+            .list_api_group_resources(&format!("{}/{}", custom.group, custom.version))
+            .await
+        {
+            Ok(list) if list.resources.iter().any(|r| r.name == custom.plural) => {
+                served.insert(kind);
+            }
+            Ok(_) => missing.push(kind),
+            Err(kube::Error::Api(s)) if s.is_not_found() => missing.push(kind),
+            Err(e) => {
+                tracing::warn!(kind = kind.as_str(), error = %short_error(&e), "could not check whether the workload kind is served; watching it anyway");
+                served.insert(kind);
+            }
+        }
+    }
+    for kind in &missing {
+        tracing::error!("{}", missing_workload_message(*kind));
+    }
+    (served, missing)
+}
+
+/// What the operator reads when an enabled workload kind's CRD is missing.
+pub fn missing_workload_message(kind: WorkloadKind) -> String {
+    let crd = kind.custom().map(|c| c.crd_name()).unwrap_or_default();
+    format!(
+        "workload kind {} is enabled but the API server does not serve {crd}: \
+         its objects are not run as gangs; install its CRD (or its controller) \
+         and restart muster, or drop it from --workload-kinds",
+        kind.as_str()
+    )
+}
+
 /// One line for a kube client error: code, reason and message of an API
 /// answer, never the `Debug` form kube's `Display` appends.
 pub fn short_error(e: &kube::Error) -> String {
@@ -119,5 +168,12 @@ mod tests {
         assert!(m.contains("gpuqueues.muster.dev, gangs.muster.dev"), "{m}");
         assert!(m.contains("`muster crds | kubectl apply -f -`"), "{m}");
         assert!(!m.contains("nodeclasses"), "{m}");
+    }
+
+    #[test]
+    fn a_missing_workload_kind_names_its_crd_and_the_flag() {
+        let m = missing_workload_message(WorkloadKind::JobSet);
+        assert!(m.contains("jobsets.jobset.x-k8s.io"), "{m}");
+        assert!(m.contains("--workload-kinds"), "{m}");
     }
 }

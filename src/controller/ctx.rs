@@ -41,7 +41,12 @@ pub struct Ctx {
     /// Jobs this process started lately (UID → when), so a watch cache that
     /// shows the Job started but not yet its Gang admitted is not taken for
     /// a Job running without admission.
-    pub started: act::reconcile::jobs::Started,
+    pub started: act::reconcile::workloads::Started,
+    /// The enabled workload kinds the API server serves.
+    pub workload_kinds: std::collections::BTreeSet<crate::controller::workloads::WorkloadKind>,
+    /// Enabled workload kinds whose CRD is not served (skipped; reported on
+    /// every GPUQueue's `WorkloadKindsServed` condition).
+    pub missing_workload_kinds: Vec<crate::controller::workloads::WorkloadKind>,
 }
 
 /// When each periodic housekeeping step last ran.
@@ -79,6 +84,7 @@ impl Ctx {
         caches: Caches,
     ) -> Ctx {
         let events = Events::new(client.clone(), &config.identity);
+        let workload_kinds = config.workload_kinds.clone();
         Ctx {
             client,
             config,
@@ -90,6 +96,8 @@ impl Ctx {
             last: std::sync::Mutex::default(),
             resolved: Default::default(),
             started: Default::default(),
+            workload_kinds,
+            missing_workload_kinds: Vec::new(),
         }
     }
 
@@ -103,6 +111,13 @@ impl Ctx {
             objects: Kind::ALL
                 .into_iter()
                 .map(|k| (k, self.caches.objects(k)))
+                .collect(),
+            kinds: self.workload_kinds.clone(),
+            workloads: self
+                .workload_kinds
+                .iter()
+                .filter(|k| k.custom().is_some())
+                .map(|&k| (k, self.caches.workloads(k)))
                 .collect(),
         }
     }

@@ -25,6 +25,7 @@ use super::objects::{Kind, KindExt};
 use super::providers::ProviderFactory;
 use super::translate::cached::{CachedPod, slim_node};
 use super::translate::{self, Observed, time};
+use super::workloads::WorkloadKind;
 
 /// Reads every object the controller watches, once.
 pub async fn observe_once(client: &Client) -> Result<Observed, kube::Error> {
@@ -47,7 +48,26 @@ pub async fn observe_once(client: &Client) -> Result<Observed, kube::Error> {
             .await?;
         objects.insert(kind, list.items.into_iter().map(Arc::new).collect());
     }
+    // the custom workload kinds the server serves (which ones the install
+    // enables is the controller's flag, not known here)
+    let mut kinds: std::collections::BTreeSet<WorkloadKind> = WorkloadKind::ALL
+        .into_iter()
+        .filter(|k| k.custom().is_none())
+        .collect();
+    let mut workloads = BTreeMap::new();
+    for kind in WorkloadKind::ALL {
+        let Some(custom) = kind.custom() else {
+            continue;
+        };
+        let api = Api::<DynamicObject>::all_with(client.clone(), &custom.api_resource());
+        if let Ok(list) = api.list(&lp).await {
+            kinds.insert(kind);
+            workloads.insert(kind, list.items.into_iter().map(Arc::new).collect());
+        }
+    }
     Ok(Observed {
+        kinds,
+        workloads,
         jobs: jobs.items.into_iter().map(Arc::new).collect(),
         pods: pods.items.into_iter().map(Arc::new).collect(),
         nodes: nodes.into_iter().map(Arc::new).collect(),

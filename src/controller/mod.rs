@@ -27,6 +27,7 @@ pub mod reasons;
 pub mod report_metrics;
 pub mod translate;
 pub mod webhook;
+pub mod workloads;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -82,6 +83,8 @@ pub struct ControllerConfig {
     /// Deadline of every API request but watches (see [`api_client`]); with
     /// leader election, shorter than lease duration − renew deadline.
     pub api_timeout: Duration,
+    /// The workload kinds run as gangs (`--workload-kinds`).
+    pub workload_kinds: std::collections::BTreeSet<workloads::WorkloadKind>,
 }
 
 impl ControllerConfig {
@@ -100,6 +103,7 @@ impl ControllerConfig {
             orphan_grace: Duration::from_secs(600),
             interruption_poll: Duration::from_secs(5),
             api_timeout: Duration::from_secs(4),
+            workload_kinds: workloads::WorkloadKind::DEFAULT.into_iter().collect(),
         }
     }
 }
@@ -179,10 +183,14 @@ pub async fn run(
             return Ok(());
         }
     }
-    let caches = observe::Caches::start(client.clone(), &config);
+    let (served, missing) = crd_check::served_workload_kinds(&client, &config.workload_kinds).await;
+    let caches = observe::Caches::start(client.clone(), &config, &served);
     // Every task below dies with this future: aborting `run` is a process kill.
     let _caches_guard = StopOnDrop(Some(caches.clone()));
-    let ctx = Arc::new(ctx::Ctx::new(client, config.clone(), deps, caches.clone()));
+    let mut ctx = ctx::Ctx::new(client, config.clone(), deps, caches.clone());
+    ctx.workload_kinds = served;
+    ctx.missing_workload_kinds = missing;
+    let ctx = Arc::new(ctx);
     let mut loop_task = AbortOnDrop(tokio::spawn(planning_loop::run(
         ctx.clone(),
         leadership.subscribe(),

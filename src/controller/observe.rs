@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 
 use super::ControllerConfig;
 use super::objects::{Kind, KindExt};
+use super::workloads::WorkloadKind;
 
 /// The watch caches and the change signal.
 #[derive(Clone)]
@@ -37,14 +38,20 @@ pub struct Caches {
     nodes: Store<Node>,
     namespaces: Store<Namespace>,
     muster: BTreeMap<Kind, Vec<Store<DynamicObject>>>,
+    workloads: BTreeMap<WorkloadKind, Vec<Store<DynamicObject>>>,
     /// Notified on every watch event (and by writers who want a re-plan).
     pub changes: Arc<Notify>,
     tasks: Arc<Vec<JoinHandle<()>>>,
 }
 
 impl Caches {
-    /// Starts every reflector.
-    pub fn start(client: Client, config: &ControllerConfig) -> Caches {
+    /// Starts every reflector: the built-in kinds, the muster kinds, and the
+    /// custom workload kinds of `workload_kinds` (enabled and served).
+    pub fn start(
+        client: Client,
+        config: &ControllerConfig,
+        workload_kinds: &std::collections::BTreeSet<WorkloadKind>,
+    ) -> Caches {
         let changes = Arc::new(Notify::new());
         let mut tasks = Vec::new();
         let scopes: Vec<Option<String>> = if config.namespaces.is_empty() {
@@ -90,7 +97,26 @@ impl Caches {
             };
             muster.insert(kind, stores);
         }
+        let mut workloads = BTreeMap::new();
+        for kind in workload_kinds {
+            let Some(custom) = kind.custom() else {
+                continue;
+            };
+            let ar = custom.api_resource();
+            let stores = scopes
+                .iter()
+                .map(|ns| {
+                    let api = match ns {
+                        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+                        None => Api::all_with(client.clone(), &ar),
+                    };
+                    dynamic(api, ar.clone(), &changes, &mut tasks)
+                })
+                .collect();
+            workloads.insert(*kind, stores);
+        }
         Caches {
+            workloads,
             jobs,
             pods,
             pdbs,
@@ -117,7 +143,7 @@ impl Caches {
         }
         ready(self.nodes.clone()).await?;
         ready(self.namespaces.clone()).await?;
-        for stores in self.muster.values() {
+        for stores in self.muster.values().chain(self.workloads.values()) {
             for st in stores {
                 ready(st.clone()).await?;
             }
@@ -155,6 +181,14 @@ impl Caches {
     /// Cached Namespaces.
     pub fn namespaces(&self) -> Vec<Arc<Namespace>> {
         self.namespaces.state()
+    }
+
+    /// Cached objects of one custom workload kind.
+    pub fn workloads(&self, kind: WorkloadKind) -> Vec<Arc<DynamicObject>> {
+        self.workloads
+            .get(&kind)
+            .map(|stores| stores.iter().flat_map(|s| s.state()).collect())
+            .unwrap_or_default()
     }
 
     /// Cached objects of one muster kind.

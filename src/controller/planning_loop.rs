@@ -98,7 +98,7 @@ pub async fn cycle(ctx: &Ctx) {
             o.unavailable_until = Some(until);
         }
     }
-    act::reconcile::jobs::reconcile(ctx, &observed, &tr).await;
+    act::reconcile::workloads::reconcile(ctx, &observed, &tr).await;
     act::reconcile::gang_status::report_issues(ctx, &tr.issues, &observed, now).await;
     let started = Instant::now();
     let plan = (ctx.deps.planner)(&tr.snapshot, &ctx.config.policy, now);

@@ -13,7 +13,7 @@ use muster_provider_api::{ErrorCategory, InterruptionKind};
 use super::act::apply::remove;
 use super::providers::ProviderSetupError;
 use super::translate::IssueReason;
-use super::translate::job::JobError;
+use super::workloads::WorkloadError;
 
 /// One reason and its explanation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,26 +47,32 @@ pub const STARTED_OUTSIDE_MUSTER: &str = "StartedOutsideMuster";
 /// A pod keeps a node from draining (Warning Event on the PoolNode).
 pub const DRAIN_BLOCKED: &str = "DrainBlocked";
 
-fn job_error(e: &JobError) -> ReasonDoc {
-    let on = "Job: Warning Event";
+fn job_error(e: &WorkloadError) -> ReasonDoc {
+    let on = "workload (Job, JobSet, first pod of a pod group): Warning Event";
     match e {
-        JobError::NoQueue => doc(
+        WorkloadError::NoQueue => doc(
             e.reason(),
             on,
-            "The Job's `muster.dev/queue` label is empty, so no Gang is made for it and it is not queued.",
+            "The workload's `muster.dev/queue` label is empty, so no Gang is made for it and it is not queued.",
             "Set the label to the name of a GPUQueue (`kubectl get gpuqueues`).",
         ),
-        JobError::BadAnnotation(..) => doc(
+        WorkloadError::BadAnnotation(..) => doc(
             e.reason(),
             on,
-            "A `muster.dev/*` annotation of the Job (min-count, gpu-model, priority) does not parse; the Job is not queued.",
-            "Fix the annotation named in the message (min-count and priority are integers, gpu-model a comma-separated list).",
+            "A `muster.dev/*` annotation of the workload (min-count, gpu-model, priority, pod-group-size) does not parse; it is not queued.",
+            "Fix the annotation named in the message (min-count, priority and pod-group-size are integers, gpu-model a comma-separated list).",
         ),
-        JobError::BadRequest(..) => doc(
+        WorkloadError::BadRequest(..) => doc(
             e.reason(),
             on,
-            "A container's resource request is not a valid quantity; the Job is not queued.",
+            "A container's resource request is not a valid quantity; the workload is not queued.",
             "Fix the request named in the message (e.g. `nvidia.com/gpu: 8`, `memory: 40Gi`).",
+        ),
+        WorkloadError::BadShape(..) => doc(
+            e.reason(),
+            on,
+            "The object does not have the shape its kind's API gives it (a JobSet without replicated jobs, for example); it is not queued.",
+            "Fix the field named in the message.",
         ),
     }
 }
@@ -363,16 +369,17 @@ fn preempt(r: PreemptionReason) -> ReasonDoc {
 pub fn catalog() -> Vec<ReasonDoc> {
     let mut out = Vec::new();
     for e in [
-        JobError::NoQueue,
-        JobError::BadAnnotation("", String::new()),
-        JobError::BadRequest(String::new(), String::new()),
+        WorkloadError::NoQueue,
+        WorkloadError::BadAnnotation("", String::new()),
+        WorkloadError::BadRequest(String::new(), String::new()),
+        WorkloadError::BadShape(String::new()),
     ] {
         out.push(job_error(&e));
     }
     out.push(doc(
         STARTED_OUTSIDE_MUSTER,
-        "Job: Warning Event",
-        "The Job's pods started before muster admitted it; it is suspended and queued.",
+        "workload: Warning Event",
+        "The workload's pods started before muster admitted it; it is suspended and queued.",
         "Submit labelled Jobs with `spec.suspend: true` (the admission webhook does this).",
     ));
     for r in [

@@ -66,6 +66,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crd_schema  # noqa: E402
 import job_rules  # noqa: E402
 import node_lease_rules  # noqa: E402
+import jobset_rules  # noqa: E402
 import pod_rules  # noqa: E402
 import workload_rules  # noqa: E402
 from apierrors import ApiError, invalid  # noqa: E402
@@ -734,6 +735,10 @@ class Store:
                 errs = job_rules.validate_update(new, old)
             if errs:
                 raise invalid("Job", "batch", name, errs)
+        elif r.storage_key == ("jobset.x-k8s.io", "jobsets") and subresource != "status":
+            errs = jobset_rules.validate_update(new, old)
+            if errs:
+                raise invalid("JobSet", "jobset.x-k8s.io", name, errs)
         elif r.storage_key == ("", "pods") and subresource != "status":
             errs = pod_rules.validate_update(new, old)
             if errs:

@@ -27,6 +27,9 @@ Upstream (kubernetes/kubernetes):
 - the kubelet ends a graceful deletion by deleting the pod with grace 0 once
   its containers stopped; here that happens after the pod's grace period,
   capped at --pod-termination-secs.
+
+The JobSet controller's stand-in (jobset_controller.py) runs here too, once
+the JobSet CRD is installed.
 """
 
 import copy
@@ -37,6 +40,7 @@ from datetime import datetime, timedelta, timezone
 
 from apierrors import ApiError
 from job_rules import selector_matches
+import jobset_controller
 
 
 def now_rfc3339(delta=0.0):
@@ -77,6 +81,7 @@ class Controllers:
         self.queue = []
         self.draining = False
         self.terminating = {}  # (ns, name, uid) -> monotonic due time
+        self.jobsets = jobset_controller.JobSetController(store, now_rfc3339)
         # stand-ins for third-party workload controllers (kinds served once their CRDs are installed)
         import workload_controllers
         self.workloads = {w.kind: w for w in workload_controllers.stand_ins(self)}
@@ -97,6 +102,11 @@ class Controllers:
         ns = meta.get("namespace", "")
         if key == ("batch", "jobs"):
             self.queue.append(("job", ns, meta.get("name")))
+            owner = self.jobsets.owner_of(obj)
+            if owner:
+                self.queue.append(("jobset", ns, owner))
+        elif key == jobset_controller.KEY:
+            self.queue.append(("jobset", ns, meta.get("name")))
         elif key == ("", "pods"):
             for ref in meta.get("ownerReferences") or []:
                 if ref.get("controller") and ref.get("kind") == "Job":
@@ -120,6 +130,8 @@ class Controllers:
                 try:
                     if kind == "job":
                         self.sync_job(ns, name)
+                    elif kind == "jobset":
+                        self.jobsets.sync(ns, name)
                     elif kind in self.workloads:
                         self.workloads[kind].sync(ns, name)
                     else:

@@ -8,8 +8,12 @@ Upstream (kubernetes/kubernetes):
 - pkg/apis/core/validation/validation.go, ValidatePodUpdate: a pod's spec
   may change only in containers[*].image, initContainers[*].image,
   activeDeadlineSeconds (set or lowered), tolerations (additions only),
-  schedulingGates (removals only) and terminationGracePeriodSeconds (-1 to
-  1); so spec.nodeName cannot be set by an update;
+  schedulingGates (removals only: gates are set at creation) and
+  terminationGracePeriodSeconds (-1 to 1), and — while the old pod has
+  scheduling gates — nodeSelector (additions only; KEP-3838, "mutable pod
+  scheduling directives") (node affinity, which may then be narrowed, is
+  not modelled and stays immutable here); so spec.nodeName cannot be set by
+  an update;
 - pkg/registry/core/pod/storage/storage.go, BindingREST / assignPod: a
   Binding to a Node sets spec.nodeName once (409 Conflict if the pod is
   already assigned or being deleted), copies the Binding's annotations and
@@ -68,6 +72,10 @@ def validate_update(new, old):
     if all(t in tol for t in otol):
         ospec["tolerations"] = spec.get("tolerations")
     gates, ogates = spec.get("schedulingGates") or [], ospec.get("schedulingGates") or []
+    if ogates:
+        sel, osel = spec.get("nodeSelector") or {}, ospec.get("nodeSelector") or {}
+        if all(sel.get(k) == v for k, v in osel.items()):
+            ospec["nodeSelector"] = spec.get("nodeSelector")
     if all(g in ogates for g in gates):
         ospec["schedulingGates"] = spec.get("schedulingGates")
     if (ospec.get("terminationGracePeriodSeconds") or 0) < 0 and spec.get("terminationGracePeriodSeconds") == 1:

@@ -1,11 +1,11 @@
 //! Pure state machines the drivers share: the life of a PoolNode
 //! ([`pool_node`]), of a gang once admitted ([`gang`]), of a gang's
-//! workload object under the API server's rules ([`job`]), and of a node its
+//! workload object under the API server's rules, whatever its kind ([`workload`]), and of a node its
 //! cloud interrupts ([`interruption`]). The controller
 //! and the simulator observe facts, call these functions, and carry out the
 //! step returned; the planner never reads a clock, and neither do these.
 
 pub mod gang;
 pub mod interruption;
-pub mod job;
 pub mod pool_node;
+pub mod workload;

@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use muster_planner::Resources;
 
-use super::job::pod_requests;
+use super::workload::pod_requests;
 
 /// Annotation of static (mirror) pods.
 pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
@@ -42,6 +42,20 @@ pub struct CachedPod {
     pub phase: Option<String>,
     /// The newest `finishedAt` of its terminated containers.
     pub finished_at: Option<KubeTime>,
+    /// While the pod carries muster's scheduling gate (a pod group's pod not
+    /// yet released): what a pin needs of its spec. `None` for every other pod.
+    pub gated: Option<Box<Gated>>,
+}
+
+/// The scheduling directives of a pod held by muster's scheduling gate.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Gated {
+    /// `spec.schedulingGates`, by name.
+    pub gates: Vec<String>,
+    /// `spec.nodeSelector`.
+    pub node_selector: BTreeMap<String, String>,
+    /// `spec.tolerations`.
+    pub tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
 }
 
 impl From<Pod> for CachedPod {
@@ -69,9 +83,28 @@ impl From<Pod> for CachedPod {
             .flatten()
             .filter_map(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.clone())
             .max_by_key(|t| t.0);
+        let gated = pod.spec.as_ref().and_then(|s| {
+            let gates: Vec<String> = s
+                .scheduling_gates
+                .iter()
+                .flatten()
+                .map(|g| g.name.clone())
+                .collect();
+            gates
+                .iter()
+                .any(|g| g == crate::controller::workloads::pod_group::SCHEDULING_GATE)
+                .then(|| {
+                    Box::new(Gated {
+                        gates,
+                        node_selector: s.node_selector.clone().unwrap_or_default(),
+                        tolerations: s.tolerations.clone().unwrap_or_default(),
+                    })
+                })
+        });
         CachedPod {
             metadata,
             labels,
+            gated,
             node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
             requests: pod
                 .spec

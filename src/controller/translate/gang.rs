@@ -156,12 +156,12 @@ pub fn phase(name: Option<&str>) -> Option<GangPhase> {
     name.and_then(|p| serde_json::from_value(serde_json::Value::String(p.to_string())).ok())
 }
 
-/// The identity of the workload behind a Gang: the UID of the Job that owns
-/// it (its controller owner), else the Gang's own UID.
+/// The identity of the workload behind a Gang: the UID of the workload that
+/// owns it (its controller owner), else the Gang's own UID.
 pub fn workload_uid(obj: &DynamicObject) -> String {
     obj.owner_references()
         .iter()
-        .find(|o| o.kind == "Job" && o.controller == Some(true))
+        .find(|o| o.controller == Some(true))
         .map(|o| o.uid.clone())
         .or_else(|| obj.metadata.uid.clone())
         .unwrap_or_default()

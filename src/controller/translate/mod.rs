@@ -8,11 +8,11 @@
 
 pub mod cached;
 pub mod gang;
-pub mod job;
 pub mod namespaces;
 pub mod node;
 pub mod pool;
 pub mod time;
+pub mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -27,6 +27,7 @@ use kube::api::DynamicObject;
 use muster_planner::{Offering, Snapshot, Time};
 
 use super::objects::Kind;
+use super::workloads::WorkloadKind;
 
 /// Bounded reasons an object could not be translated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -92,12 +93,21 @@ pub struct Observed {
     pub pdbs: Vec<Arc<PodDisruptionBudget>>,
     /// muster objects by kind.
     pub objects: BTreeMap<Kind, Vec<Arc<DynamicObject>>>,
+    /// The workload kinds enabled and served.
+    pub kinds: BTreeSet<WorkloadKind>,
+    /// Objects of the enabled custom workload kinds (JobSets, ...).
+    pub workloads: BTreeMap<WorkloadKind, Vec<Arc<DynamicObject>>>,
 }
 
 impl Observed {
     /// The cached objects of one kind.
     pub fn of(&self, kind: Kind) -> &[Arc<DynamicObject>] {
         self.objects.get(&kind).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// The cached objects of one custom workload kind.
+    pub fn workload_objects(&self, kind: WorkloadKind) -> &[Arc<DynamicObject>] {
+        self.workloads.get(&kind).map(Vec::as_slice).unwrap_or(&[])
     }
 }
 
@@ -233,20 +243,23 @@ pub fn snapshot_with(
     }
 }
 
-/// Gang ids (`namespace/name`) of labelled Jobs that have pods which have
-/// not finished, or count active ones.
+/// Gang ids (`namespace/name`) of workloads that have pods which have not
+/// finished, or whose status counts active ones.
 pub fn unadmitted_with_pods(observed: &Observed) -> BTreeSet<String> {
-    let mut out: BTreeSet<String> = observed
-        .jobs
+    let mut out: BTreeSet<String> = super::workloads::all(observed)
         .iter()
-        .filter(|j| j.status.as_ref().and_then(|s| s.active).unwrap_or(0) > 0)
-        .map(|j| format!("{}/{}", j.namespace().unwrap_or_default(), j.name_any()))
+        .filter(|w| w.counts_active())
+        .map(|w| format!("{}/{}", w.namespace(), w.gang_name()))
         .collect();
     for p in &observed.pods {
         if matches!(p.phase.as_deref(), Some("Succeeded") | Some("Failed")) {
             continue;
         }
-        if let Some((ns, name)) = node::pod_job(p) {
+        if let Some((ns, name)) = super::workloads::pod_gang(p) {
+            // a pod group's pods exist before admission, held by their gate
+            if super::workloads::pod_group::gated(p) {
+                continue;
+            }
             out.insert(format!("{ns}/{name}"));
         }
     }

@@ -166,7 +166,8 @@ pub fn pod_active(pod: &CachedPod) -> bool {
     !matches!(pod.phase.as_deref(), Some("Succeeded" | "Failed"))
 }
 
-/// The Job (namespace, name) a pod belongs to, from its owner reference.
+/// The Job (namespace, name) that owns a pod, from its owner reference (for
+/// the Gang a pod belongs to, see [`crate::controller::workloads::pod_gang`]).
 pub fn pod_job(pod: &CachedPod) -> Option<(String, String)> {
     pod.owner_references()
         .iter()
@@ -318,7 +319,7 @@ pub fn nodes(
         if !daemon && !busy.contains(node) {
             busy.insert(node.clone());
         }
-        if pod_job(pod).is_some_and(|j| gang_jobs.contains(&j)) {
+        if crate::controller::workloads::pod_gang(pod).is_some_and(|j| gang_jobs.contains(&j)) {
             continue;
         }
         if !managed.contains(node) {

@@ -1,11 +1,11 @@
 //! Eviction of a whole gang (preemption, pods-ready timeout, interruption,
-//! drain): its Job is brought back to queued through the Job life cycle
-//! ([`super::jobs`]): suspended (the Job controller then deletes its pods),
-//! `startTime` cleared through the status, the submitted template restored.
+//! drain): its workload is brought back to queued through the workload life
+//! cycle ([`crate::controller::act::reconcile::workloads`]): for a Job,
+//! suspended (the Job controller then deletes its pods), `startTime` cleared
+//! through the status, the submitted template restored.
 
-use kube::ResourceExt;
 use muster_planner::Snapshot;
-use muster_planner::lifecycle::job::Want;
+use muster_planner::lifecycle::workload::Want;
 use muster_planner::plan::Preemption;
 
 use super::super::ActError;
@@ -34,7 +34,7 @@ pub async fn run(
     n
 }
 
-/// Brings the gang's Job back to queued; true when it wrote.
+/// Brings the gang's workload back to queued; true when it wrote.
 pub async fn suspend(
     ctx: &Ctx,
     ns: &str,
@@ -42,12 +42,8 @@ pub async fn suspend(
     observed: &Observed,
     snapshot: &Snapshot,
 ) -> Result<bool, ActError> {
-    let Some(job) = observed
-        .jobs
-        .iter()
-        .find(|j| j.namespace().as_deref() == Some(ns) && j.name_any() == name)
-    else {
+    let Some(w) = crate::controller::workloads::find(observed, ns, name) else {
         return Ok(false);
     };
-    Ok(super::super::reconcile::jobs::drive(ctx, job, &Want::Queued, snapshot).await? > 0)
+    Ok(super::super::reconcile::workloads::drive(ctx, w, &Want::Queued, snapshot).await? > 0)
 }

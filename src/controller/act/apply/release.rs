@@ -1,5 +1,6 @@
 //! Releases: reserved capacity a gang gives up. The reservation goes (PoolNode
-//! `spec.gang`, the node's `muster.dev/gang` label); the machine stays until
+//! `spec.gang`, the node's `muster.dev/gang` label and its
+//! `pod-set.muster.dev/*` labels); the machine stays until
 //! the planner removes it (consolidation) or hands it to another gang.
 
 use kube::ResourceExt;
@@ -10,6 +11,7 @@ use super::super::{ActError, api, gang_label_value, params};
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{GANG_LABEL, Kind};
 use crate::controller::translate::{Observed, Translation};
+use crate::controller::workloads::template::POD_SET_LABEL_PREFIX;
 
 /// Carries out every release. Returns how many nodes it changed.
 pub async fn run(ctx: &Ctx, releases: &[Release], observed: &Observed, tr: &Translation) -> usize {
@@ -55,13 +57,22 @@ async fn release(
             .await
             .map_err(ActError::api("release PoolNode"))?;
     }
-    if observed.nodes.iter().any(|n| n.name_any() == node) {
+    if let Some(n) = observed.nodes.iter().find(|n| n.name_any() == node) {
+        // the gang's label moves (or goes); the pod-set labels of the gang
+        // that gives the node up go with it
+        let mut labels = serde_json::Map::new();
+        labels.insert(GANG_LABEL.to_string(), serde_json::json!(label));
+        for key in n.labels().keys() {
+            if key.starts_with(POD_SET_LABEL_PREFIX) {
+                labels.insert(key.clone(), serde_json::Value::Null);
+            }
+        }
         let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(ctx.client.clone());
         nodes
             .patch(
                 node,
                 &params(),
-                &Patch::Merge(serde_json::json!({"metadata": {"labels": {GANG_LABEL: label}}})),
+                &Patch::Merge(serde_json::json!({"metadata": {"labels": labels}})),
             )
             .await
             .map_err(ActError::api("release node"))?;

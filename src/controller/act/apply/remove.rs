@@ -33,8 +33,9 @@ use muster_planner::plan::{Removal, RemovalKind};
 use super::super::{ActError, api, is_not_found, params, patch_status};
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{Kind, QUEUE_LABEL};
-use crate::controller::translate::node::{pod_active, pod_job, poolnode_status};
+use crate::controller::translate::node::{pod_active, poolnode_status};
 use crate::controller::translate::{Observed, Translation};
+use crate::controller::workloads::pod_gang;
 
 /// Annotation on a pod or Node: never evict or remove it voluntarily.
 pub const DO_NOT_DISRUPT: &str = "muster.dev/do-not-disrupt";
@@ -198,7 +199,7 @@ pub fn classify(pod: &CachedPod, gang_jobs: &BTreeSet<(String, String)>) -> PodA
     if pod.annotations().contains_key(DO_NOT_DISRUPT) {
         return PodAction::Keep;
     }
-    match pod_job(pod) {
+    match pod_gang(pod) {
         Some(job) if gang_jobs.contains(&job) => PodAction::Gang(job.0, job.1),
         _ => PodAction::Evict,
     }

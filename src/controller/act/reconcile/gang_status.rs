@@ -14,9 +14,10 @@ use super::super::patch_status;
 use crate::controller::ctx::Ctx;
 use crate::controller::metrics::GangLabels;
 use crate::controller::objects::{AssignmentStatus, Condition, GangSpec, GangView, Kind};
-use crate::controller::translate::node::{pod_active, pod_job};
+use crate::controller::translate::node::pod_active;
 use crate::controller::translate::pool::spec;
 use crate::controller::translate::{Issue, Observed, gang, time};
+use crate::controller::workloads::pod_gang;
 
 fn phase_name(p: GangPhase) -> String {
     serde_json::to_value(p)
@@ -179,7 +180,7 @@ pub fn desired(
         let running = observed
             .pods
             .iter()
-            .filter(|p| pod_job(p).is_some_and(|j| j == (ns.clone(), name.clone())))
+            .filter(|p| pod_gang(p).is_some_and(|j| j == (ns.clone(), name.clone())))
             .filter(|p| pod_active(p) && p.phase.as_deref() == Some("Running"))
             .count() as u64;
         // the planner's gang life-cycle table decides: running, wait, or evict

@@ -1,20 +1,21 @@
-//! Jobs → Gangs: every Job labelled `muster.dev/queue` gets a Gang of the
-//! same name (owned by the Job, so it goes when the Job goes). Keeping the
-//! Job suspended until its gang is admitted — including a Job that started
-//! before muster saw it — is the Job life cycle's ([`super::jobs`]).
+//! Workloads → Gangs: every workload labelled `muster.dev/queue` (a Job, a
+//! JobSet, a complete pod group, ...) gets a Gang named after it (owned by
+//! it where it is one object, so it goes when the workload goes). Keeping
+//! the workload suspended until its gang is admitted — including one that
+//! started before muster saw it — is the workload life cycle's
+//! ([`super::workloads`]).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::ObjectReference;
+use kube::ResourceExt;
 use kube::api::{DynamicObject, PostParams};
-use kube::{Resource, ResourceExt};
 use kube_runtime::events::EventType;
 
 use super::super::{ActError, api, is_already_exists};
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{Kind, KindExt, QUEUE_LABEL};
-use crate::controller::translate::{Observed, job};
+use crate::controller::translate::{Observed, workload};
+use crate::controller::workloads::{self, Workload};
 
 /// Creates missing Gangs. Returns how many it created.
 pub async fn sync(ctx: &Ctx, observed: &Observed) -> usize {
@@ -29,21 +30,23 @@ pub async fn sync(ctx: &Ctx, observed: &Observed) -> usize {
         })
         .collect();
     let mut writes = 0;
-    for j in &observed.jobs {
-        if job::queue_of(j).is_none() || j.metadata.deletion_timestamp.is_some() {
+    for w in workloads::all(observed) {
+        if let Some(why) = w.incomplete() {
+            tracing::debug!(workload = %w.name(), namespace = %w.namespace(), why, "no gang yet");
             continue;
         }
-        let key = (j.namespace().unwrap_or_default(), j.name_any());
+        let key = (w.namespace(), w.gang_name());
         if let Some(g) = gangs.get(&key) {
-            // the Gang of a deleted Job of the same name (the garbage
+            // the Gang of a deleted workload of the same name (the garbage
             // collector has not got to it yet): it goes, and the next cycle
-            // creates this Job's own
+            // creates this workload's own
             let owner = g
                 .owner_references()
                 .iter()
-                .find(|o| o.kind == "Job" && o.controller == Some(true))
+                .find(|o| o.controller == Some(true))
                 .map(|o| o.uid.as_str());
-            if owner.is_some_and(|o| Some(o) != j.metadata.uid.as_deref())
+            let mine = w.gang_owner().map(|o| o.uid);
+            if owner.is_some_and(|o| Some(o) != mine.as_deref())
                 && g.metadata.deletion_timestamp.is_none()
             {
                 match delete_stale(ctx, g).await {
@@ -54,10 +57,10 @@ pub async fn sync(ctx: &Ctx, observed: &Observed) -> usize {
                 }
             }
         } else {
-            match create_gang(ctx, j).await {
+            match create_gang(ctx, w.as_ref()).await {
                 Ok(true) => writes += 1,
                 Ok(false) => {}
-                Err(e) => tracing::warn!(job = %key.1, error = %e, "could not create gang"),
+                Err(e) => tracing::warn!(gang = %key.1, error = %e, "could not create gang"),
             }
         }
     }
@@ -84,27 +87,31 @@ async fn delete_stale(ctx: &Ctx, g: &DynamicObject) -> Result<(), ActError> {
     }
 }
 
-/// A reference to a Job for Events.
-pub fn job_ref(j: &Job) -> ObjectReference {
-    j.object_ref(&())
-}
-
-async fn create_gang(ctx: &Ctx, j: &Job) -> Result<bool, ActError> {
-    let ns = j.namespace().unwrap_or_default();
-    let spec = match job::gang_spec(j) {
+async fn create_gang(ctx: &Ctx, w: &dyn Workload) -> Result<bool, ActError> {
+    let ns = w.namespace();
+    let spec = match w
+        .pod_sets()
+        .and_then(|sets| workload::gang_spec(w.meta(), &sets))
+    {
         Ok(s) => s,
         Err(e) => {
             ctx.events
-                .publish_ref(job_ref(j), EventType::Warning, e.reason(), e.to_string())
+                .publish_ref(
+                    w.object_ref(),
+                    EventType::Warning,
+                    e.reason(),
+                    e.to_string(),
+                )
                 .await;
             return Ok(false);
         }
     };
-    let Some(owner) = j.controller_owner_ref(&()) else {
-        return Err(ActError::Missing("Job uid".to_string()));
-    };
-    let mut obj = DynamicObject::new(&j.name_any(), &Kind::Gang.api_resource()).within(&ns);
-    obj.metadata.owner_references = Some(vec![owner]);
+    let mut obj = DynamicObject::new(&w.gang_name(), &Kind::Gang.api_resource()).within(&ns);
+    match w.gang_owner() {
+        Some(owner) => obj.metadata.owner_references = Some(vec![owner]),
+        None if w.kind() == workloads::WorkloadKind::PodGroup => {}
+        None => return Err(ActError::Missing(format!("uid of {}", w.name()))),
+    }
     obj.metadata.labels = Some([(QUEUE_LABEL.to_string(), spec.queue.clone())].into());
     obj.data = serde_json::json!({ "spec": spec });
     match api(&ctx.client, Kind::Gang, Some(&ns))

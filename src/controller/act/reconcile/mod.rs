@@ -1,6 +1,6 @@
 //! Per-object reconcilers, run every cycle from what is observed (not from
-//! the plan): Gangs for labelled Jobs ([`gangs`]), each Job's life cycle
-//! ([`jobs`]), each PoolNode's life cycle ([`pool_nodes`]), the clouds'
+//! the plan): Gangs for labelled workloads ([`gangs`]), each workload's
+//! life cycle ([`workloads`]), each PoolNode's life cycle ([`pool_nodes`]), the clouds'
 //! interruption notices ([`interruptions`]), orphaned instances
 //! ([`orphans`]), and status: Gangs ([`gang_status`], from the plan and
 //! what is observed), GPUPools and GPUQueues ([`pool_status`]), NodeClasses
@@ -10,7 +10,7 @@ pub mod class_status;
 pub mod gang_status;
 pub mod gangs;
 pub mod interruptions;
-pub mod jobs;
 pub mod orphans;
 pub mod pool_nodes;
 pub mod pool_status;
+pub mod workloads;

@@ -1,94 +1,60 @@
-//! A labelled `batch/v1` Job → the `spec` of its Gang: one pod set from
-//! `parallelism` and the template's requests, `minCount` from the
-//! `muster.dev/min-count` annotation.
+//! A workload behind the seam ([`crate::controller::workloads`]) → the
+//! `spec` of its Gang: one pod set per pod set of the workload, with the
+//! template's requests, node selector and tolerations; the queue label and
+//! the `muster.dev/*` annotations (priority, GPU model) of the object.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Container, PodSpec};
-use kube::ResourceExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use muster_planner::{Quantity, Resources};
 
 use crate::controller::objects::{
-    GPU_MODEL_ANNOTATION, GangSpec, MIN_COUNT_ANNOTATION, PRIORITY_ANNOTATION, PodSetSpec,
-    QUEUE_LABEL,
+    GPU_MODEL_ANNOTATION, GangSpec, PRIORITY_ANNOTATION, PodSetSpec, QUEUE_LABEL,
 };
+use crate::controller::workloads::PodSetTemplate;
+pub use crate::controller::workloads::WorkloadError;
 
-/// Why a Job cannot become a Gang.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum JobError {
-    /// The queue label is empty.
-    #[error("label {QUEUE_LABEL} is empty")]
-    NoQueue,
-    /// An annotation does not parse.
-    #[error("annotation {0}: {1}")]
-    BadAnnotation(&'static str, String),
-    /// A request quantity does not parse.
-    #[error("container {0}: {1}")]
-    BadRequest(String, String),
-}
-
-impl JobError {
-    /// Bounded reason.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            JobError::NoQueue => "NoQueue",
-            JobError::BadAnnotation(..) => "InvalidAnnotation",
-            JobError::BadRequest(..) => "InvalidRequests",
-        }
-    }
-}
-
-/// The queue a Job asks for, if it is labelled.
-pub fn queue_of(job: &Job) -> Option<&str> {
-    job.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(QUEUE_LABEL))
-        .map(String::as_str)
-}
-
-/// The Gang spec of a labelled Job.
-pub fn gang_spec(job: &Job) -> Result<GangSpec, JobError> {
-    let queue = queue_of(job).unwrap_or_default().trim().to_string();
+/// The Gang spec of a labelled workload with metadata `meta` and `pod_sets`.
+pub fn gang_spec(
+    meta: &ObjectMeta,
+    pod_sets: &[PodSetTemplate],
+) -> Result<GangSpec, WorkloadError> {
+    let empty = BTreeMap::new();
+    let labels = meta.labels.as_ref().unwrap_or(&empty);
+    let annotations = meta.annotations.as_ref().unwrap_or(&empty);
+    let queue = labels
+        .get(QUEUE_LABEL)
+        .map(|q| q.trim().to_string())
+        .unwrap_or_default();
     if queue.is_empty() {
-        return Err(JobError::NoQueue);
+        return Err(WorkloadError::NoQueue);
     }
-    let annotations = job.annotations();
-    let spec = job.spec.as_ref();
-    let count = spec
-        .and_then(|s| s.parallelism)
-        .map(|p| u32::try_from(p.max(0)).unwrap_or(0))
-        .unwrap_or(1);
-    let min_count = match annotations.get(MIN_COUNT_ANNOTATION) {
-        Some(v) => Some(
-            v.trim()
-                .parse::<u32>()
-                .map_err(|e| JobError::BadAnnotation(MIN_COUNT_ANNOTATION, e.to_string()))?,
-        ),
-        None => None,
-    };
     let priority = match annotations.get(PRIORITY_ANNOTATION) {
         Some(v) => v
             .trim()
             .parse::<i32>()
-            .map_err(|e| JobError::BadAnnotation(PRIORITY_ANNOTATION, e.to_string()))?,
+            .map_err(|e| WorkloadError::BadAnnotation(PRIORITY_ANNOTATION, e.to_string()))?,
         None => 0,
     };
-    // the Gang names one GPU model per pod set; the annotation's first entry
+    // the Gang names one GPU model per pod set; the annotation's first entry,
+    // for the pod sets that request GPUs
     let gpu_model = annotations
         .get(GPU_MODEL_ANNOTATION)
         .and_then(|v| v.split(',').map(str::trim).find(|s| !s.is_empty()))
         .map(String::from);
-    let pod = spec.and_then(|s| s.template.spec.as_ref());
-    let requests = pod.map(pod_requests).transpose()?.unwrap_or_default();
-    Ok(GangSpec {
-        queue,
-        priority,
-        pod_sets: vec![PodSetSpec {
-            name: "main".to_string(),
-            count: i32::try_from(count).unwrap_or(i32::MAX),
-            min_count: min_count.map(|m| i32::try_from(m).unwrap_or(i32::MAX)),
+    let mut sets = Vec::new();
+    for ps in pod_sets {
+        let pod = ps.template.spec.as_ref();
+        let requests = pod.map(pod_requests).transpose()?.unwrap_or_default();
+        let wants_gpus = requests
+            .get("nvidia.com/gpu")
+            .or_else(|| requests.get("amd.com/gpu"))
+            .is_some_and(|q| q.trim() != "0");
+        sets.push(PodSetSpec {
+            name: ps.name.clone(),
+            count: i32::try_from(ps.count).unwrap_or(i32::MAX),
+            min_count: ps.min_count.map(|m| i32::try_from(m).unwrap_or(i32::MAX)),
             requests: requests
                 .into_iter()
                 .map(|(k, v)| (k, muster_crds::common::Quantity(v)))
@@ -103,8 +69,17 @@ pub fn gang_spec(job: &Job) -> Result<GangSpec, JobError> {
                 .map(toleration)
                 .collect(),
             affinity: None,
-            gpu_model,
-        }],
+            gpu_model: if wants_gpus || pod_sets.len() == 1 {
+                gpu_model.clone()
+            } else {
+                None
+            },
+        });
+    }
+    Ok(GangSpec {
+        queue,
+        priority,
+        pod_sets: sets,
         topology: Default::default(),
         disruptible: false,
         expected_duration: None,
@@ -134,7 +109,7 @@ pub fn toleration(t: &k8s_openapi::api::core::v1::Toleration) -> muster_crds::co
 
 /// Effective requests of one pod: the sum over containers, or the largest
 /// init container where that is larger (as kube-scheduler computes it).
-pub fn pod_requests(pod: &PodSpec) -> Result<BTreeMap<String, String>, JobError> {
+pub fn pod_requests(pod: &PodSpec) -> Result<BTreeMap<String, String>, WorkloadError> {
     let sum = containers_sum(&pod.containers)?;
     let mut out = sum.clone();
     for c in pod.init_containers.iter().flatten() {
@@ -155,7 +130,7 @@ pub fn pod_requests(pod: &PodSpec) -> Result<BTreeMap<String, String>, JobError>
         .collect())
 }
 
-fn containers_sum(containers: &[Container]) -> Result<Resources, JobError> {
+fn containers_sum(containers: &[Container]) -> Result<Resources, WorkloadError> {
     let mut total = Resources::zero();
     for c in containers {
         let Some(res) = &c.resources else { continue };
@@ -170,11 +145,11 @@ fn containers_sum(containers: &[Container]) -> Result<Resources, JobError> {
         let mut parsed = Vec::new();
         for (k, v) in map {
             let q = Quantity::parse(v)
-                .map_err(|e| JobError::BadRequest(c.name.clone(), e.to_string()))?;
+                .map_err(|e| WorkloadError::BadRequest(c.name.clone(), e.to_string()))?;
             parsed.push((k, q));
         }
         let r = Resources::from_quantities(parsed)
-            .map_err(|e| JobError::BadRequest(c.name.clone(), e.to_string()))?;
+            .map_err(|e| WorkloadError::BadRequest(c.name.clone(), e.to_string()))?;
         total.add(&r);
     }
     Ok(total)
@@ -183,7 +158,15 @@ fn containers_sum(containers: &[Container]) -> Result<Resources, JobError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::workloads::Workload;
+    use crate::controller::workloads::job::JobWorkload;
+    use k8s_openapi::api::batch::v1::Job;
     use serde_json::json;
+
+    fn gang_of(j: Job) -> Result<GangSpec, WorkloadError> {
+        let w = JobWorkload(std::sync::Arc::new(j));
+        gang_spec(w.meta(), &w.pod_sets()?)
+    }
 
     fn job(annotations: serde_json::Value, pod: serde_json::Value) -> Job {
         serde_json::from_value(json!({
@@ -207,7 +190,7 @@ mod tests {
                 "tolerations": [{"key": "x", "operator": "Exists"}]
             }),
         );
-        let g = gang_spec(&j).expect("gang");
+        let g = gang_of(j).expect("gang");
         assert_eq!(g.queue, "team-a");
         assert_eq!(g.priority, 7);
         let ps = &g.pod_sets[0];
@@ -227,13 +210,45 @@ mod tests {
     }
 
     #[test]
+    fn the_gpu_model_goes_to_the_pod_sets_that_request_gpus() {
+        let template = |gpus: &str| {
+            PodSetTemplate {
+            name: String::new(),
+            count: 1,
+            min_count: None,
+            template: serde_json::from_value(json!({"spec": {"containers": [
+                {"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"cpu": "1"}}}
+            ]}}))
+            .expect("template"),
+        }
+        };
+        let meta: ObjectMeta = serde_json::from_value(json!({
+            "name": "js", "labels": {"muster.dev/queue": "q"}, "annotations": {"muster.dev/gpu-model": "H100"}
+        }))
+        .expect("meta");
+        let driver = PodSetTemplate {
+            name: "driver".into(),
+            ..template("0")
+        };
+        let workers = PodSetTemplate {
+            name: "workers".into(),
+            count: 4,
+            ..template("8")
+        };
+        let g = gang_spec(&meta, &[driver, workers]).expect("gang");
+        assert_eq!(g.pod_sets[0].gpu_model, None);
+        assert_eq!(g.pod_sets[1].gpu_model.as_deref(), Some("H100"));
+        assert_eq!(g.pod_sets[1].count, 4);
+    }
+
+    #[test]
     fn bad_annotations_and_quantities_are_errors() {
         let pod = json!({"containers": [{"name": "a"}]});
-        let e = gang_spec(&job(json!({"muster.dev/min-count": "many"}), pod)).expect_err("bad");
+        let e = gang_of(job(json!({"muster.dev/min-count": "many"}), pod)).expect_err("bad");
         assert_eq!(e.reason(), "InvalidAnnotation");
         let pod =
             json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]});
-        let e = gang_spec(&job(json!({}), pod)).expect_err("bad");
+        let e = gang_of(job(json!({}), pod)).expect_err("bad");
         assert_eq!(e.reason(), "InvalidRequests");
     }
 }

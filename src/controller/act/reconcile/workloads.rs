@@ -1,0 +1,208 @@
+//! The workload life cycle: brings each gang's workload (a Job, a JobSet, a
+//! pod group, ...) to what the gang's state asks (queued: suspended with the
+//! submitted templates; admitted: each pod set pinned to its nodes, and
+//! running), one write at a time, each chosen by the planner's table
+//! ([`muster_planner::lifecycle::workload`]) under the kind's rules from the
+//! object as the API server returned it. The adapters behind
+//! [`crate::controller::workloads`] carry the writes out; the sequence and
+//! the upstream rule behind each step are in `docs/controller.md` and
+//! `docs/workloads.md`.
+
+use std::collections::BTreeSet;
+
+use kube_runtime::events::EventType;
+use muster_planner::lifecycle::workload::{self as table, Pins, Step, Want};
+use muster_planner::{GangPhase, Snapshot};
+
+use super::super::{ActError, gang_label_value};
+use crate::controller::ctx::Ctx;
+use crate::controller::objects::Kind;
+use crate::controller::translate::{Observed, Translation, gang};
+use crate::controller::workloads::{self, Directives, Workload};
+
+/// The most writes one workload gets in one cycle (a stop and a start are five).
+const MAX_STEPS: usize = 6;
+
+/// How long after this process started a workload a cache that still shows
+/// its Gang unadmitted is taken to be behind, not the workload to run
+/// unadmitted.
+pub const STARTED_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Workloads this process unsuspended, by UID, with when. Only ever delays
+/// the stop of a workload found running unadmitted (the caches of workloads
+/// and Gangs are not updated together); after a restart it is empty and the
+/// observed state alone decides, which is the safe side.
+#[derive(Debug, Default)]
+pub struct Started(std::sync::Mutex<std::collections::BTreeMap<String, std::time::Instant>>);
+
+impl Started {
+    /// Notes that the workload with `uid` was unsuspended now.
+    pub fn note(&self, uid: &str) {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.retain(|_, at| at.elapsed() < STARTED_GRACE);
+        m.insert(uid.to_string(), std::time::Instant::now());
+    }
+
+    /// True when the workload with `uid` was unsuspended here within the grace.
+    pub fn lately(&self, uid: &str) -> bool {
+        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(uid).is_some_and(|at| at.elapsed() < STARTED_GRACE)
+    }
+}
+
+/// True when the workload has pods or its status counts active ones: it was
+/// started.
+fn has_pods(w: &dyn Workload, observed: &Observed) -> bool {
+    w.counts_active()
+        || workloads::live_pods(observed, w)
+            .iter()
+            .any(|p| !workloads::pod_group::gated(p))
+}
+
+/// The pins an admitted gang's assignments ask for: each pod set's nodes,
+/// PoolNode names replaced by the Nodes registered for them.
+pub fn pins_of(view: &crate::controller::objects::GangView, tr: &Translation) -> Pins {
+    let mut pins = Pins::new();
+    for a in &view.assignments {
+        pins.entry(a.pod_set.clone())
+            .or_default()
+            .insert(tr.registered.get(&a.node).unwrap_or(&a.node).clone());
+    }
+    pins
+}
+
+/// Every labelled workload towards what its Gang's state asks: admitted or
+/// running gangs keep (or get) their pins and run; every other workload is
+/// queued — a fresh one is suspended, and one found running without an
+/// admission is stopped (its owning controller deletes its pods) and
+/// queued. Returns how many writes it made.
+pub async fn reconcile(ctx: &Ctx, observed: &Observed, tr: &Translation) -> usize {
+    let mut writes = 0;
+    for w in workloads::all(observed) {
+        let ns = w.namespace();
+        let name = w.gang_name();
+        let gang_obj = observed.of(Kind::Gang).iter().find(|g| {
+            g.metadata.namespace.as_deref() == Some(ns.as_str())
+                && g.metadata.name.as_deref() == Some(name.as_str())
+        });
+        let view = gang_obj.map(|g| gang::status_of(g));
+        let phase = view
+            .as_ref()
+            .and_then(|v| gang::phase(v.phase.as_deref()))
+            .unwrap_or_default();
+        if phase == GangPhase::Finished {
+            continue;
+        }
+        let want = match (&view, phase) {
+            (Some(v), GangPhase::Admitted | GangPhase::Running) if !v.assignments.is_empty() => {
+                Want::Run(pins_of(v, tr))
+            }
+            _ => Want::Queued,
+        };
+        let o = w.observe();
+        if want == Want::Queued
+            && !o.suspended
+            && !o.stopping
+            && o.pinned.is_some()
+            && w.uid().is_some_and(|u| ctx.started.lately(&u))
+        {
+            // started here a moment ago: the Gang's cache is behind the workload's
+            continue;
+        }
+        if want == Want::Queued && !o.suspended && !o.stopping && has_pods(w.as_ref(), observed) {
+            ctx.events
+                .publish_ref(
+                    w.object_ref(),
+                    EventType::Warning,
+                    crate::controller::reasons::STARTED_OUTSIDE_MUSTER,
+                    format!(
+                        "the {}'s pods started before muster admitted it; it is suspended and queued (submit it suspended, or through muster's admission webhook)",
+                        w.object_ref().kind.unwrap_or_default()
+                    ),
+                )
+                .await;
+        }
+        match drive(ctx, w, &want, &tr.snapshot).await {
+            Ok(n) => writes += n,
+            Err(e) => {
+                tracing::warn!(workload = %name, namespace = %ns, error = %e, "workload life cycle")
+            }
+        }
+    }
+    writes
+}
+
+/// The directives of a pin: the gang's node label and the taints of the
+/// nodes in the snapshot.
+pub fn directives(gang_id: &str, snapshot: &Snapshot, pins: Option<&Pins>) -> Directives {
+    let nodes: BTreeSet<&String> = pins
+        .into_iter()
+        .flat_map(|p| p.values())
+        .flatten()
+        .collect();
+    Directives {
+        gang_label: gang_label_value(gang_id),
+        taints: snapshot
+            .nodes
+            .iter()
+            .filter(|n| nodes.contains(&n.name))
+            .map(|n| (n.name.clone(), n.taints.clone()))
+            .collect(),
+    }
+}
+
+/// Writes, one step at a time, until the workload is where `want` asks or a
+/// write fails (the next cycle goes on from what it then observes). Each
+/// step is decided from the object the previous write returned. Returns the
+/// number of writes.
+pub async fn drive(
+    ctx: &Ctx,
+    w: Box<dyn Workload>,
+    want: &Want,
+    snapshot: &Snapshot,
+) -> Result<usize, ActError> {
+    let gang_id = format!("{}/{}", w.namespace(), w.gang_name());
+    let rules = w.kind().rules();
+    let pins = match want {
+        Want::Run(p) => Some(p),
+        Want::Queued => None,
+    };
+    let dirs = directives(&gang_id, snapshot, pins);
+    let mut current = w;
+    let mut writes = 0;
+    for _ in 0..MAX_STEPS {
+        let step = table::next_step(&current.observe(), want, rules);
+        if step == Step::None {
+            break;
+        }
+        tracing::debug!(workload = %gang_id, kind = current.kind().as_str(), step = step.as_str(), "workload life cycle");
+        current = current.write(ctx, &step, &dirs).await?;
+        if step == Step::Unsuspend {
+            if let Some(uid) = current.uid() {
+                ctx.started.note(&uid);
+            }
+        }
+        writes += 1;
+    }
+    Ok(writes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn started_workloads_are_remembered_for_the_grace_only() {
+        let s = Started::default();
+        assert!(!s.lately("u1"));
+        s.note("u1");
+        assert!(s.lately("u1"));
+        assert!(!s.lately("u2"));
+        // an entry older than the grace no longer counts
+        s.0.lock().expect("lock").insert(
+            "old".into(),
+            std::time::Instant::now() - STARTED_GRACE - std::time::Duration::from_secs(1),
+        );
+        assert!(!s.lately("old"));
+    }
+}

@@ -1,0 +1,311 @@
+//! `batch/v1` Job behind the workload seam: one pod set, `main`, of
+//! `parallelism` pods (indexed or not: the completion mode changes nothing
+//! muster decides), elastic down to the `muster.dev/min-count` annotation.
+//!
+//! The writes follow the Job rules the life-cycle table states (Kubernetes
+//! `pkg/apis/batch/validation/validation.go`, `pkg/registry/batch/job/strategy.go`):
+//! the template changes only while the stored Job is suspended and has no
+//! `status.startTime`, and `startTime` is cleared through `jobs/status`.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Api, Patch, PostParams};
+use kube::{Resource, ResourceExt};
+use muster_planner::lifecycle::workload::{Observed, Step};
+
+use super::template::{self, PinStyle, decode_pins, encode_pins};
+use super::{Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind};
+use crate::controller::act::{ActError, params};
+use crate::controller::ctx::Ctx;
+use crate::controller::objects::{
+    ADMITTED_NODES_ANNOTATION, MIN_COUNT_ANNOTATION, ORIGINAL_TEMPLATE_ANNOTATION,
+    STOPPING_ANNOTATION,
+};
+
+/// The name of a Job's one pod set.
+pub const POD_SET: &str = "main";
+
+/// A labelled Job.
+#[derive(Debug, Clone)]
+pub struct JobWorkload(pub Arc<Job>);
+
+/// True when the Job was created by another workload kind muster runs (a
+/// JobSet's child Jobs): that workload is the gang, not the Job.
+pub fn owned_by_other_kind(job: &Job) -> bool {
+    job.owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && o.kind == super::jobset::KIND.kind)
+}
+
+/// The least count of a workload from its `muster.dev/min-count`
+/// annotation.
+pub fn min_count(meta: &ObjectMeta) -> Result<Option<u32>, WorkloadError> {
+    match meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(MIN_COUNT_ANNOTATION))
+    {
+        Some(v) => v
+            .trim()
+            .parse::<u32>()
+            .map(Some)
+            .map_err(|e| WorkloadError::BadAnnotation(MIN_COUNT_ANNOTATION, e.to_string())),
+        None => Ok(None),
+    }
+}
+
+/// What the table needs to know of a Job.
+pub fn observe(job: &Job) -> Observed {
+    let status = job.status.as_ref();
+    let finished = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True");
+    Observed {
+        finished,
+        suspended: job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false),
+        started: status.and_then(|s| s.start_time.as_ref()).is_some(),
+        stopping: job
+            .annotations()
+            .get(STOPPING_ANNOTATION)
+            .is_some_and(|v| v == "true"),
+        pinned: job
+            .annotations()
+            .get(ADMITTED_NODES_ANNOTATION)
+            .and_then(|v| decode_pins(v, POD_SET)),
+    }
+}
+
+/// The pod template as submitted: the recorded one while pinned, else the
+/// current one.
+pub fn submitted_template(job: &Job) -> PodTemplateSpec {
+    let current = job
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
+    job.annotations()
+        .get(ORIGINAL_TEMPLATE_ANNOTATION)
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or(current)
+}
+
+#[async_trait::async_trait]
+impl Workload for JobWorkload {
+    fn kind(&self) -> WorkloadKind {
+        WorkloadKind::Job
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+
+    fn gang_owner(&self) -> Option<OwnerReference> {
+        self.0.controller_owner_ref(&())
+    }
+
+    fn object_ref(&self) -> ObjectReference {
+        self.0.object_ref(&())
+    }
+
+    fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
+        let count = self
+            .0
+            .spec
+            .as_ref()
+            .and_then(|s| s.parallelism)
+            .map(|p| u32::try_from(p.max(0)).unwrap_or(0))
+            .unwrap_or(1);
+        Ok(vec![PodSetTemplate {
+            name: POD_SET.to_string(),
+            count,
+            min_count: min_count(&self.0.metadata)?,
+            template: submitted_template(&self.0),
+        }])
+    }
+
+    fn observe(&self) -> Observed {
+        observe(&self.0)
+    }
+
+    fn counts_active(&self) -> bool {
+        self.0.status.as_ref().and_then(|s| s.active).unwrap_or(0) > 0
+    }
+
+    async fn write(
+        &self,
+        ctx: &Ctx,
+        step: &Step,
+        directives: &Directives,
+    ) -> Result<Box<dyn Workload>, ActError> {
+        let job = &self.0;
+        let ns = job.namespace().unwrap_or_default();
+        let name = job.name_any();
+        let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+        let stored = match step {
+            Step::None => return Ok(Box::new(self.clone())),
+            Step::Suspend => jobs
+                .patch(
+                    &name,
+                    &params(),
+                    &Patch::Merge(serde_json::json!({
+                        "metadata": {"annotations": {STOPPING_ANNOTATION: "true"}},
+                        "spec": {"suspend": true},
+                    })),
+                )
+                .await
+                .map_err(ActError::api("suspend Job"))?,
+            Step::ClearStartTime => jobs
+                .patch_status(
+                    &name,
+                    &params(),
+                    &Patch::Merge(serde_json::json!({"status": {"startTime": null}})),
+                )
+                .await
+                .map_err(ActError::api("clear Job startTime"))?,
+            Step::Restore => {
+                let mut next = (**job).clone();
+                if let Some(spec) = next.spec.as_mut() {
+                    spec.template = submitted_template(job);
+                }
+                if let Some(a) = next.metadata.annotations.as_mut() {
+                    a.remove(ORIGINAL_TEMPLATE_ANNOTATION);
+                    a.remove(ADMITTED_NODES_ANNOTATION);
+                    a.remove(STOPPING_ANNOTATION);
+                }
+                // a merge patch cannot take the pins out (maps merge): the Job is
+                // replaced, guarded by its resourceVersion (409 on a concurrent change)
+                jobs.replace(&name, &PostParams::default(), &next)
+                    .await
+                    .map_err(ActError::api("restore Job template"))?
+            }
+            Step::Pin(pins) => {
+                let submitted = submitted_template(job);
+                let original = serde_json::to_string(&submitted)
+                    .map_err(|e| ActError::Missing(format!("template of Job {name}: {e}")))?;
+                let nodes = pins.values().flatten().cloned().collect();
+                let mut next = (**job).clone();
+                if let Some(spec) = next.spec.as_mut() {
+                    spec.template = template::pin(
+                        submitted,
+                        POD_SET,
+                        &nodes,
+                        &directives.gang_label,
+                        &directives.taints_of(&nodes),
+                        PinStyle::Affinity,
+                    );
+                }
+                let a = next
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default);
+                a.insert(ORIGINAL_TEMPLATE_ANNOTATION.to_string(), original);
+                a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
+                a.remove(STOPPING_ANNOTATION);
+                jobs.replace(&name, &PostParams::default(), &next)
+                    .await
+                    .map_err(ActError::api("pin Job"))?
+            }
+            Step::Unsuspend => jobs
+                .patch(
+                    &name,
+                    &params(),
+                    &Patch::Merge(serde_json::json!({"spec": {"suspend": false}})),
+                )
+                .await
+                .map_err(ActError::api("unsuspend Job"))?,
+        };
+        Ok(Box::new(JobWorkload(Arc::new(stored))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(body: serde_json::Value) -> Job {
+        serde_json::from_value(body).expect("job")
+    }
+
+    #[test]
+    fn observes_the_facts_the_table_needs() {
+        let j = job(json!({
+            "metadata": {"name": "j", "annotations": {ADMITTED_NODES_ANNOTATION: "b,a", STOPPING_ANNOTATION: "true"}},
+            "spec": {"suspend": true, "template": {}},
+            "status": {"startTime": "2026-01-01T00:00:00Z"}
+        }));
+        let o = observe(&j);
+        assert!(o.suspended && o.started && o.stopping && !o.finished);
+        assert_eq!(
+            o.pinned,
+            Some(
+                [(
+                    POD_SET.to_string(),
+                    ["a".to_string(), "b".to_string()].into()
+                )]
+                .into()
+            )
+        );
+        let done = job(json!({
+            "metadata": {"name": "j"},
+            "spec": {"template": {}},
+            "status": {"conditions": [{"type": "Complete", "status": "True"}]}
+        }));
+        let o = observe(&done);
+        assert!(o.finished && !o.suspended && !o.started && o.pinned.is_none());
+    }
+
+    #[test]
+    fn submitted_template_prefers_the_record() {
+        let j = job(json!({
+            "metadata": {"name": "j", "annotations": {ORIGINAL_TEMPLATE_ANNOTATION: "{\"metadata\":{\"labels\":{\"a\":\"1\"}}}"}},
+            "spec": {"template": {"metadata": {"labels": {"pinned": "yes"}}}}
+        }));
+        let t = submitted_template(&j);
+        assert_eq!(
+            t.metadata
+                .and_then(|m| m.labels)
+                .and_then(|l| l.get("a").cloned())
+                .as_deref(),
+            Some("1")
+        );
+    }
+
+    #[test]
+    fn one_pod_set_from_parallelism_elastic_to_min_count() {
+        let w = JobWorkload(Arc::new(job(json!({
+            "metadata": {"name": "j", "annotations": {MIN_COUNT_ANNOTATION: "2"}},
+            "spec": {"parallelism": 4, "completionMode": "Indexed", "completions": 4, "template": {}}
+        }))));
+        let sets = w.pod_sets().expect("pod sets");
+        assert_eq!(sets.len(), 1);
+        assert_eq!((sets[0].count, sets[0].min_count), (4, Some(2)));
+        let bad = JobWorkload(Arc::new(job(json!({
+            "metadata": {"name": "j", "annotations": {MIN_COUNT_ANNOTATION: "many"}},
+            "spec": {"template": {}}
+        }))));
+        assert_eq!(
+            bad.pod_sets().expect_err("bad").reason(),
+            "InvalidAnnotation"
+        );
+    }
+
+    #[test]
+    fn child_jobs_of_a_jobset_are_not_workloads_of_their_own() {
+        let child = job(json!({
+            "metadata": {"name": "js-workers-0", "ownerReferences": [
+                {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "u", "controller": true}
+            ]},
+            "spec": {"template": {}}
+        }));
+        assert!(owned_by_other_kind(&child));
+        assert!(!owned_by_other_kind(&job(
+            json!({"metadata": {"name": "j"}, "spec": {"template": {}}})
+        )));
+    }
+}

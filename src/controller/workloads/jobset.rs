@@ -1,0 +1,429 @@
+//! JobSet (`jobset.x-k8s.io/v1alpha2`) behind the workload seam: each
+//! replicated job is one pod set of the gang (`replicas` Jobs of
+//! `min(parallelism, completions)` pods), so a CPU driver and GPU workers are
+//! admitted together.
+//!
+//! The upstream rules the writes follow (kubernetes-sigs/jobset):
+//!
+//! - `pkg/webhooks/jobset_webhook.go` (`ValidateUpdate`): `spec.replicatedJobs`
+//!   is immutable, except the pod templates' labels, annotations, node
+//!   selector, tolerations and scheduling gates while the old or the new
+//!   object is suspended. Affinity is never mutable, so a JobSet is pinned
+//!   by node selector: the gang's node label and one label per pod set
+//!   ([`super::template::PinStyle::NodeSelector`]).
+//! - `pkg/controllers/jobset_controller.go`: a suspended JobSet suspends its
+//!   child Jobs (whose controller deletes their pods); on resume it merges
+//!   the templates' labels, annotations, node selector, tolerations and
+//!   scheduling gates into each child Job, clears the child's
+//!   `status.startTime` itself, then unsuspends it. The JobSet has no start
+//!   mark of its own ([`muster_planner::lifecycle::workload::Rules::TEMPLATED`]).
+//! - Finished: the `Completed` or `Failed` condition is `True`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PostParams};
+use muster_planner::lifecycle::workload::{Observed, Step};
+use serde_json::Value;
+
+use super::template::{self, PinStyle, decode_pins, encode_pins};
+use super::{
+    AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
+};
+use crate::controller::act::{ActError, params};
+use crate::controller::ctx::Ctx;
+use crate::controller::objects::{
+    ADMITTED_NODES_ANNOTATION, ORIGINAL_TEMPLATE_ANNOTATION, STOPPING_ANNOTATION,
+};
+
+/// The JobSet custom resource.
+pub const KIND: CustomKind = CustomKind {
+    group: "jobset.x-k8s.io",
+    version: "v1alpha2",
+    kind: "JobSet",
+    plural: "jobsets",
+};
+
+/// What the controller does with JobSets: read and watch them, suspend,
+/// pin and restore them.
+pub const ACCESS: &[AccessRule] = &[AccessRule {
+    group: "jobset.x-k8s.io",
+    resources: &["jobsets"],
+    verbs: &["get", "list", "watch", "update", "patch"],
+}];
+
+/// The label the JobSet controller puts on every pod of a JobSet: its name.
+pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
+
+/// A labelled JobSet.
+#[derive(Debug, Clone)]
+pub struct JobSetWorkload(pub Arc<DynamicObject>);
+
+fn replicated_jobs(obj: &DynamicObject) -> &[Value] {
+    obj.data
+        .pointer("/spec/replicatedJobs")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+fn int(v: Option<&Value>, default: i64) -> i64 {
+    v.and_then(Value::as_i64).unwrap_or(default)
+}
+
+/// The submitted pod templates by replicated job: the record while pinned,
+/// else the current ones.
+fn submitted_templates(
+    obj: &DynamicObject,
+) -> Result<BTreeMap<String, PodTemplateSpec>, WorkloadError> {
+    if let Some(rec) = obj.annotations().get(ORIGINAL_TEMPLATE_ANNOTATION) {
+        if let Ok(m) = serde_json::from_str::<BTreeMap<String, PodTemplateSpec>>(rec) {
+            return Ok(m);
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (i, rj) in replicated_jobs(obj).iter().enumerate() {
+        let name = rj.get("name").and_then(Value::as_str).ok_or_else(|| {
+            WorkloadError::BadShape(format!("spec.replicatedJobs[{i}].name is missing"))
+        })?;
+        let t = rj
+            .pointer("/template/spec/template")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let t: PodTemplateSpec = serde_json::from_value(t).map_err(|e| {
+            WorkloadError::BadShape(format!(
+                "spec.replicatedJobs[{i}].template.spec.template: {e}"
+            ))
+        })?;
+        out.insert(name.to_string(), t);
+    }
+    Ok(out)
+}
+
+/// The object with each replicated job's pod template replaced.
+fn with_templates(
+    obj: &DynamicObject,
+    templates: &BTreeMap<String, PodTemplateSpec>,
+) -> Result<DynamicObject, ActError> {
+    let mut next = obj.clone();
+    if let Some(list) = next
+        .data
+        .pointer_mut("/spec/replicatedJobs")
+        .and_then(Value::as_array_mut)
+    {
+        for rj in list {
+            let Some(name) = rj.get("name").and_then(Value::as_str).map(String::from) else {
+                continue;
+            };
+            let Some(t) = templates.get(&name) else {
+                continue;
+            };
+            let v = serde_json::to_value(t)
+                .map_err(|e| ActError::Missing(format!("template of {name}: {e}")))?;
+            if let Some(spec) = rj
+                .pointer_mut("/template/spec")
+                .and_then(Value::as_object_mut)
+            {
+                spec.insert("template".to_string(), v);
+            }
+        }
+    }
+    Ok(next)
+}
+
+#[async_trait::async_trait]
+impl Workload for JobSetWorkload {
+    fn kind(&self) -> WorkloadKind {
+        WorkloadKind::JobSet
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+
+    fn gang_owner(&self) -> Option<OwnerReference> {
+        Some(OwnerReference {
+            api_version: format!("{}/{}", KIND.group, KIND.version),
+            kind: KIND.kind.to_string(),
+            name: self.0.name_any(),
+            uid: self.0.metadata.uid.clone()?,
+            controller: Some(true),
+            block_owner_deletion: None,
+        })
+    }
+
+    fn object_ref(&self) -> ObjectReference {
+        ObjectReference {
+            api_version: Some(format!("{}/{}", KIND.group, KIND.version)),
+            kind: Some(KIND.kind.to_string()),
+            name: self.0.metadata.name.clone(),
+            namespace: self.0.metadata.namespace.clone(),
+            uid: self.0.metadata.uid.clone(),
+            resource_version: self.0.metadata.resource_version.clone(),
+            field_path: None,
+        }
+    }
+
+    fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
+        let templates = submitted_templates(&self.0)?;
+        let jobs = replicated_jobs(&self.0);
+        let single = jobs.len() == 1;
+        let mut out = Vec::new();
+        for rj in jobs {
+            let name = rj.get("name").and_then(Value::as_str).unwrap_or_default();
+            let replicas = int(rj.get("replicas"), 1).max(0);
+            let spec = rj.pointer("/template/spec");
+            let parallelism = int(spec.and_then(|s| s.get("parallelism")), 1).max(0);
+            let pods = match spec
+                .and_then(|s| s.get("completions"))
+                .and_then(Value::as_i64)
+            {
+                Some(c) => parallelism.min(c.max(0)),
+                None => parallelism,
+            };
+            out.push(PodSetTemplate {
+                name: name.to_string(),
+                count: u32::try_from(replicas.saturating_mul(pods)).unwrap_or(u32::MAX),
+                // elastic only where the JobSet is one pod set
+                min_count: if single {
+                    super::job::min_count(&self.0.metadata)?
+                } else {
+                    None
+                },
+                template: templates.get(name).cloned().unwrap_or_default(),
+            });
+        }
+        if out.is_empty() {
+            return Err(WorkloadError::BadShape(
+                "spec.replicatedJobs is empty".to_string(),
+            ));
+        }
+        Ok(out)
+    }
+
+    fn observe(&self) -> Observed {
+        let obj = &self.0;
+        let finished = obj
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                matches!(
+                    c.get("type").and_then(Value::as_str),
+                    Some("Completed" | "Failed")
+                ) && c.get("status").and_then(Value::as_str) == Some("True")
+            });
+        let sole = replicated_jobs(obj)
+            .first()
+            .and_then(|rj| rj.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        Observed {
+            finished,
+            suspended: obj
+                .data
+                .pointer("/spec/suspend")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            started: false,
+            stopping: obj
+                .annotations()
+                .get(STOPPING_ANNOTATION)
+                .is_some_and(|v| v == "true"),
+            pinned: obj
+                .annotations()
+                .get(ADMITTED_NODES_ANNOTATION)
+                .and_then(|v| decode_pins(v, &sole)),
+        }
+    }
+
+    async fn write(
+        &self,
+        ctx: &Ctx,
+        step: &Step,
+        directives: &Directives,
+    ) -> Result<Box<dyn Workload>, ActError> {
+        let obj = &self.0;
+        let ns = obj.namespace().unwrap_or_default();
+        let name = obj.name_any();
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(ctx.client.clone(), &ns, &KIND.api_resource());
+        let stored = match step {
+            // no start mark: the JobSet controller clears its child Jobs' own
+            Step::None | Step::ClearStartTime => return Ok(Box::new(self.clone())),
+            Step::Suspend => api
+                .patch(
+                    &name,
+                    &params(),
+                    &Patch::Merge(serde_json::json!({
+                        "metadata": {"annotations": {STOPPING_ANNOTATION: "true"}},
+                        "spec": {"suspend": true},
+                    })),
+                )
+                .await
+                .map_err(ActError::api("suspend JobSet"))?,
+            Step::Restore => {
+                let submitted = submitted_templates(obj)
+                    .map_err(|e| ActError::Missing(format!("templates of JobSet {name}: {e}")))?;
+                let mut next = with_templates(obj, &submitted)?;
+                if let Some(a) = next.metadata.annotations.as_mut() {
+                    a.remove(ORIGINAL_TEMPLATE_ANNOTATION);
+                    a.remove(ADMITTED_NODES_ANNOTATION);
+                    a.remove(STOPPING_ANNOTATION);
+                }
+                api.replace(&name, &PostParams::default(), &next)
+                    .await
+                    .map_err(ActError::api("restore JobSet templates"))?
+            }
+            Step::Pin(pins) => {
+                let submitted = submitted_templates(obj)
+                    .map_err(|e| ActError::Missing(format!("templates of JobSet {name}: {e}")))?;
+                let original = serde_json::to_string(&submitted)
+                    .map_err(|e| ActError::Missing(format!("templates of JobSet {name}: {e}")))?;
+                let pinned: BTreeMap<String, PodTemplateSpec> = submitted
+                    .iter()
+                    .map(|(set, t)| {
+                        let nodes = pins.get(set).cloned().unwrap_or_default();
+                        let t = template::pin(
+                            t.clone(),
+                            set,
+                            &nodes,
+                            &directives.gang_label,
+                            &directives.taints_of(&nodes),
+                            PinStyle::NodeSelector,
+                        );
+                        (set.clone(), t)
+                    })
+                    .collect();
+                let mut next = with_templates(obj, &pinned)?;
+                let a = next
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default);
+                a.insert(ORIGINAL_TEMPLATE_ANNOTATION.to_string(), original);
+                a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
+                a.remove(STOPPING_ANNOTATION);
+                api.replace(&name, &PostParams::default(), &next)
+                    .await
+                    .map_err(ActError::api("pin JobSet"))?
+            }
+            Step::Unsuspend => api
+                .patch(
+                    &name,
+                    &params(),
+                    &Patch::Merge(serde_json::json!({"spec": {"suspend": false}})),
+                )
+                .await
+                .map_err(ActError::api("unsuspend JobSet"))?,
+        };
+        Ok(Box::new(JobSetWorkload(Arc::new(stored))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn jobset(body: Value) -> JobSetWorkload {
+        JobSetWorkload(Arc::new(serde_json::from_value(body).expect("jobset")))
+    }
+
+    fn driver_and_workers() -> JobSetWorkload {
+        jobset(json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "train", "namespace": "ns", "uid": "u1", "labels": {"muster.dev/queue": "q"}},
+            "spec": {"suspend": true, "replicatedJobs": [
+                {"name": "driver", "replicas": 1, "template": {"spec": {"parallelism": 1, "completions": 1, "template": {"spec": {"containers": [
+                    {"name": "d", "resources": {"requests": {"cpu": "2"}}}]}}}}},
+                {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 2, "completions": 2, "template": {"spec": {"containers": [
+                    {"name": "w", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}}}
+            ]}
+        }))
+    }
+
+    #[test]
+    fn each_replicated_job_is_a_pod_set() {
+        let sets = driver_and_workers().pod_sets().expect("pod sets");
+        let shape: Vec<(&str, u32)> = sets.iter().map(|s| (s.name.as_str(), s.count)).collect();
+        assert_eq!(shape, [("driver", 1), ("workers", 4)]);
+        assert!(sets.iter().all(|s| s.min_count.is_none()));
+        let o = driver_and_workers().observe();
+        assert!(o.suspended && !o.started && !o.finished && o.pinned.is_none());
+        assert_eq!(driver_and_workers().gang_name(), "jobset-train");
+    }
+
+    #[test]
+    fn pinning_writes_node_selectors_and_keeps_the_submitted_templates() {
+        let js = driver_and_workers();
+        let submitted = submitted_templates(&js.0).expect("templates");
+        let pins: muster_planner::lifecycle::workload::Pins = [
+            ("driver".to_string(), ["cpu-1".to_string()].into()),
+            (
+                "workers".to_string(),
+                ["g1".to_string(), "g2".to_string()].into(),
+            ),
+        ]
+        .into();
+        let pinned: BTreeMap<String, PodTemplateSpec> = submitted
+            .iter()
+            .map(|(set, t)| {
+                let nodes = pins[set].clone();
+                (
+                    set.clone(),
+                    template::pin(
+                        t.clone(),
+                        set,
+                        &nodes,
+                        "ns.jobset-train",
+                        &[],
+                        PinStyle::NodeSelector,
+                    ),
+                )
+            })
+            .collect();
+        let mut next = with_templates(&js.0, &pinned).expect("pinned");
+        next.metadata.annotations = Some(
+            [
+                (
+                    ORIGINAL_TEMPLATE_ANNOTATION.to_string(),
+                    serde_json::to_string(&submitted).expect("json"),
+                ),
+                (ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(&pins)),
+            ]
+            .into(),
+        );
+        let w = JobSetWorkload(Arc::new(next.clone()));
+        assert_eq!(w.observe().pinned, Some(pins));
+        let driver_selector = next
+            .data
+            .pointer("/spec/replicatedJobs/0/template/spec/template/spec/nodeSelector")
+            .cloned()
+            .expect("selector");
+        assert_eq!(
+            driver_selector["pod-set.muster.dev/driver"],
+            "ns.jobset-train"
+        );
+        assert!(driver_selector.get("pod-set.muster.dev/workers").is_none());
+        // the record gives back the templates as submitted
+        assert_eq!(submitted_templates(&next).expect("record"), submitted);
+    }
+
+    #[test]
+    fn completed_or_failed_is_finished() {
+        for t in ["Completed", "Failed"] {
+            let js = jobset(json!({
+                "metadata": {"name": "x"},
+                "spec": {"replicatedJobs": [{"name": "a", "template": {"spec": {"template": {}}}}]},
+                "status": {"conditions": [{"type": t, "status": "True"}]}
+            }));
+            assert!(js.observe().finished, "{t}");
+        }
+    }
+}

@@ -1,0 +1,375 @@
+//! The workload seam: every kind of object muster runs as a gang (a
+//! `batch/v1` Job, a JobSet, a group of plain Pods, ...) behind one
+//! [`Workload`] trait, in the spirit of Kueue's `GenericJob`
+//! (`pkg/controller/jobframework/interface.go`). An adapter only reads and
+//! writes its objects; every decision stays in the planner: the gang's pod
+//! sets go into the snapshot, and the next write to the object comes from
+//! the one life-cycle table ([`muster_planner::lifecycle::workload`]) under
+//! the kind's [`Rules`].
+//!
+//! What an adapter answers:
+//!
+//! - its pod sets as submitted: name, count, least count, pod template
+//!   (requests, node selector, tolerations, affinity) — [`Workload::pod_sets`];
+//! - what the table needs to know of the object now: finished, suspended,
+//!   started, stopping, pinned — [`Workload::observe`];
+//! - which pods are its own — [`pod_gang`], by labels and owners alone, so
+//!   the translation can attribute a pod without the object at hand;
+//! - the one write a table step asks for: suspend, clear the start mark,
+//!   restore the submitted directives, pin each pod set to its nodes,
+//!   unsuspend — [`Workload::write`], with the ordering the table gives
+//!   (scheduling directives change only while suspended and not started;
+//!   a stop comes before a restore).
+//!
+//! A kind is one file here ([`job`], [`jobset`], [`pod_group`]) plus one
+//! entry in [`WorkloadKind`]. Kinds are enabled per install
+//! (`--workload-kinds`); a custom kind whose CRD the API server does not
+//! serve is skipped (see [`crate::controller::crd_check`]).
+
+pub mod job;
+pub mod jobset;
+pub mod pod_group;
+pub mod template;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use kube::core::{ApiResource, GroupVersionKind};
+use muster_planner::lifecycle::workload::{Observed as TableObserved, Rules, Step};
+
+use crate::controller::act::ActError;
+use crate::controller::ctx::Ctx;
+use crate::controller::translate::Observed;
+use crate::controller::translate::cached::CachedPod;
+
+/// A kind of workload muster can run as a gang.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WorkloadKind {
+    /// `batch/v1` Job: one pod set, indexed or not.
+    Job,
+    /// `jobset.x-k8s.io/v1alpha2` JobSet: one pod set per replicated job.
+    JobSet,
+    /// Plain Pods sharing a `muster.dev/pod-group` label, held by a
+    /// scheduling gate.
+    PodGroup,
+}
+
+/// A custom resource a workload kind is served as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CustomKind {
+    /// API group.
+    pub group: &'static str,
+    /// Version.
+    pub version: &'static str,
+    /// Kind.
+    pub kind: &'static str,
+    /// Plural resource name.
+    pub plural: &'static str,
+}
+
+impl CustomKind {
+    /// The `ApiResource` for a dynamic `Api`.
+    pub fn api_resource(&self) -> ApiResource {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(self.group, self.version, self.kind),
+            self.plural,
+        )
+    }
+
+    /// `plural.group`, as the CRD is named.
+    pub fn crd_name(&self) -> String {
+        format!("{}.{}", self.plural, self.group)
+    }
+}
+
+/// One rule of the controller's ClusterRole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessRule {
+    /// API group ("" for the core group).
+    pub group: &'static str,
+    /// Resources.
+    pub resources: &'static [&'static str],
+    /// Verbs.
+    pub verbs: &'static [&'static str],
+}
+
+impl WorkloadKind {
+    /// Every kind, in the order the flag lists them.
+    pub const ALL: [WorkloadKind; 3] = [
+        WorkloadKind::Job,
+        WorkloadKind::JobSet,
+        WorkloadKind::PodGroup,
+    ];
+
+    /// The kinds enabled when the flag is not given.
+    pub const DEFAULT: [WorkloadKind; 1] = [WorkloadKind::Job];
+
+    /// The name on the command line and in the chart's values.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Job => "job",
+            WorkloadKind::JobSet => "jobset",
+            WorkloadKind::PodGroup => "pod-group",
+        }
+    }
+
+    /// The kind a flag value names.
+    pub fn parse(s: &str) -> Option<WorkloadKind> {
+        WorkloadKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s.trim())
+    }
+
+    /// What the kind allows (see the life-cycle table).
+    pub fn rules(self) -> Rules {
+        match self {
+            WorkloadKind::Job => Rules::JOB,
+            WorkloadKind::JobSet => Rules::TEMPLATED,
+            WorkloadKind::PodGroup => Rules::PODS,
+        }
+    }
+
+    /// The custom resource the kind is, if it is not built in.
+    pub fn custom(self) -> Option<CustomKind> {
+        match self {
+            WorkloadKind::Job | WorkloadKind::PodGroup => None,
+            WorkloadKind::JobSet => Some(jobset::KIND),
+        }
+    }
+
+    /// The Gang of an object of this kind named `name`: Jobs keep their own
+    /// name, other kinds are prefixed so that objects of two kinds never
+    /// share a Gang.
+    pub fn gang_name(self, name: &str) -> String {
+        match self {
+            WorkloadKind::Job => name.to_string(),
+            WorkloadKind::JobSet => format!("jobset-{name}"),
+            WorkloadKind::PodGroup => format!("podgroup-{name}"),
+        }
+    }
+
+    /// What the controller must be allowed to do with the kind, beyond what
+    /// every install needs (Jobs and Pods are read and written always).
+    pub fn access(self) -> &'static [AccessRule] {
+        match self {
+            WorkloadKind::Job | WorkloadKind::PodGroup => &[],
+            WorkloadKind::JobSet => jobset::ACCESS,
+        }
+    }
+}
+
+/// Parses a comma-separated list of kinds (`job,jobset,pod-group`).
+pub fn parse_kinds(list: &str) -> Result<BTreeSet<WorkloadKind>, String> {
+    let mut out = BTreeSet::new();
+    for part in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match WorkloadKind::parse(part) {
+            Some(k) => {
+                out.insert(k);
+            }
+            None => {
+                return Err(format!(
+                    "unknown workload kind {part:?} (known: {})",
+                    WorkloadKind::ALL.map(WorkloadKind::as_str).join(", ")
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One pod set of a workload, as submitted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodSetTemplate {
+    /// Its name in the Gang (a Job's is `main`; a JobSet's is the replicated
+    /// job's).
+    pub name: String,
+    /// Pods at full size.
+    pub count: u32,
+    /// The least pods it may start with (elastic), if fewer than `count`.
+    pub min_count: Option<u32>,
+    /// The pod template as submitted, before any pin.
+    pub template: PodTemplateSpec,
+}
+
+/// Why a workload cannot become a Gang.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkloadError {
+    /// The queue label is empty.
+    #[error("label {} is empty", crate::controller::objects::QUEUE_LABEL)]
+    NoQueue,
+    /// An annotation does not parse.
+    #[error("annotation {0}: {1}")]
+    BadAnnotation(&'static str, String),
+    /// A request quantity does not parse.
+    #[error("container {0}: {1}")]
+    BadRequest(String, String),
+    /// The object does not have the shape its kind's API gives it.
+    #[error("{0}")]
+    BadShape(String),
+}
+
+impl WorkloadError {
+    /// Bounded reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            WorkloadError::NoQueue => "NoQueue",
+            WorkloadError::BadAnnotation(..) => "InvalidAnnotation",
+            WorkloadError::BadRequest(..) => "InvalidRequests",
+            WorkloadError::BadShape(..) => "InvalidWorkload",
+        }
+    }
+}
+
+/// What a pin writes besides the nodes: the gang's node label value and the
+/// taints of each node (tolerated by the pod sets placed there).
+#[derive(Debug, Clone, Default)]
+pub struct Directives {
+    /// The value of `muster.dev/gang` on the gang's nodes.
+    pub gang_label: String,
+    /// Taints by node name.
+    pub taints: BTreeMap<String, Vec<muster_planner::Taint>>,
+}
+
+impl Directives {
+    /// The taints of `nodes`.
+    pub fn taints_of(&self, nodes: &BTreeSet<String>) -> Vec<muster_planner::Taint> {
+        nodes
+            .iter()
+            .filter_map(|n| self.taints.get(n))
+            .flatten()
+            .cloned()
+            .collect()
+    }
+}
+
+/// One workload object (or group of objects) behind the seam.
+#[async_trait::async_trait]
+pub trait Workload: Send + Sync {
+    /// Its kind.
+    fn kind(&self) -> WorkloadKind;
+    /// Its metadata (a pod group's: the first pod's).
+    fn meta(&self) -> &ObjectMeta;
+    /// The owner reference its Gang carries, so the Gang goes with it; `None`
+    /// when the Gang has no single owner (a pod group).
+    fn gang_owner(&self) -> Option<OwnerReference>;
+    /// A reference for Events.
+    fn object_ref(&self) -> ObjectReference;
+    /// Its pod sets as submitted.
+    fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError>;
+    /// What the life-cycle table needs to know of it now.
+    fn observe(&self) -> TableObserved;
+    /// The status counts active pods (a Job's `status.active`).
+    fn counts_active(&self) -> bool {
+        false
+    }
+    /// Not yet complete enough to become a Gang (a pod group short of its
+    /// size); the reason, for the log.
+    fn incomplete(&self) -> Option<String> {
+        None
+    }
+    /// Carries out one step; returns the workload as the server stored it.
+    async fn write(
+        &self,
+        ctx: &Ctx,
+        step: &Step,
+        directives: &Directives,
+    ) -> Result<Box<dyn Workload>, ActError>;
+
+    /// Its namespace.
+    fn namespace(&self) -> String {
+        self.meta().namespace.clone().unwrap_or_default()
+    }
+    /// Its object name (a pod group's: the group's name).
+    fn name(&self) -> String {
+        self.meta().name.clone().unwrap_or_default()
+    }
+    /// Its UID, if any.
+    fn uid(&self) -> Option<String> {
+        self.meta().uid.clone()
+    }
+    /// The name of its Gang.
+    fn gang_name(&self) -> String {
+        self.kind().gang_name(&self.name())
+    }
+    /// The queue it asks for, if labelled.
+    fn queue(&self) -> Option<&str> {
+        self.meta()
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(crate::controller::objects::QUEUE_LABEL))
+            .map(String::as_str)
+    }
+    /// Being deleted.
+    fn deleting(&self) -> bool {
+        self.meta().deletion_timestamp.is_some()
+    }
+}
+
+/// Every workload of the enabled kinds that asks for a queue, not being
+/// deleted. Jobs created by another workload kind (a JobSet's child Jobs)
+/// are that workload's, not workloads of their own.
+pub fn all(observed: &Observed) -> Vec<Box<dyn Workload>> {
+    let mut out: Vec<Box<dyn Workload>> = Vec::new();
+    if observed.kinds.contains(&WorkloadKind::Job) {
+        for j in &observed.jobs {
+            if job::owned_by_other_kind(j) {
+                continue;
+            }
+            out.push(Box::new(job::JobWorkload(j.clone())));
+        }
+    }
+    if observed.kinds.contains(&WorkloadKind::JobSet) {
+        for o in observed.workload_objects(WorkloadKind::JobSet) {
+            out.push(Box::new(jobset::JobSetWorkload(o.clone())));
+        }
+    }
+    if observed.kinds.contains(&WorkloadKind::PodGroup) {
+        for g in pod_group::groups(&observed.pods) {
+            out.push(Box::new(g));
+        }
+    }
+    out.retain(|w| w.queue().is_some() && !w.deleting());
+    out
+}
+
+/// The workload whose Gang is `namespace/gang`.
+pub fn find(observed: &Observed, namespace: &str, gang: &str) -> Option<Box<dyn Workload>> {
+    all(observed)
+        .into_iter()
+        .find(|w| w.namespace() == namespace && w.gang_name() == gang)
+}
+
+/// The Gang (namespace, name) a pod belongs to, by its labels and owners
+/// alone: a JobSet's pods carry the JobSet's name, a pod group's its group,
+/// a Job's pods are owned by the Job.
+pub fn pod_gang(pod: &CachedPod) -> Option<(String, String)> {
+    let ns = pod.namespace().unwrap_or_default();
+    if let Some(js) = pod.label(jobset::JOBSET_NAME_LABEL) {
+        return Some((ns, WorkloadKind::JobSet.gang_name(js)));
+    }
+    if let Some(g) = pod.label(pod_group::POD_GROUP_LABEL) {
+        return Some((ns, WorkloadKind::PodGroup.gang_name(g)));
+    }
+    pod.owner_references()
+        .iter()
+        .find(|o| o.kind == "Job")
+        .map(|o| (ns, o.name.clone()))
+}
+
+/// The pods of a workload that have not finished.
+pub fn live_pods<'a>(observed: &'a Observed, w: &dyn Workload) -> Vec<&'a Arc<CachedPod>> {
+    let key = (w.namespace(), w.gang_name());
+    observed
+        .pods
+        .iter()
+        .filter(|p| !matches!(p.phase.as_deref(), Some("Succeeded") | Some("Failed")))
+        .filter(|p| pod_gang(p).as_ref() == Some(&key))
+        .collect()
+}
+
+/// A workload object of a custom kind as cached.
+pub type Object = Arc<DynamicObject>;

@@ -1,0 +1,441 @@
+//! Pod groups behind the workload seam: plain Pods sharing a
+//! `muster.dev/pod-group` label, the group's size in the
+//! `muster.dev/pod-group-size` annotation, each held by the
+//! `muster.dev/admission` scheduling gate the admission webhook adds when it
+//! is created. The group is one pod set, `main`, of `size` pods; it becomes
+//! a Gang once all of them exist, and is released together.
+//!
+//! The upstream rules the writes follow (Kubernetes
+//! `pkg/apis/core/validation/validation.go`, `ValidatePodUpdate` and
+//! `validatePodSchedulingGates`; KEP-3521 and KEP-3838):
+//!
+//! - scheduling gates may be set only at creation and afterwards only
+//!   removed; a pod with gates is not scheduled;
+//! - while a pod is gated its node selector may only gain entries, its
+//!   required node affinity only be narrowed, and tolerations may be added
+//!   at any time;
+//! - so a pod is pinned once (node selector on the gang's and the pod set's
+//!   node labels, tolerations of its nodes' taints) and released by
+//!   removing the gate — one update may do both, since it is checked
+//!   against the gated pod. A gate cannot come back: a released group is
+//!   stopped by deleting its pods ([`muster_planner::lifecycle::workload::Rules::PODS`]);
+//!   whoever created them creates them again, gated, and they queue anew.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, Preconditions};
+use muster_planner::lifecycle::workload::{Observed, Step};
+
+use super::template::{decode_pins, encode_pins, pod_set_label};
+use super::{Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind};
+use crate::controller::act::{ActError, is_not_found, params};
+use crate::controller::ctx::Ctx;
+use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, GANG_LABEL, QUEUE_LABEL};
+use crate::controller::translate::cached::CachedPod;
+
+/// Label on Pods: the group they belong to.
+pub const POD_GROUP_LABEL: &str = "muster.dev/pod-group";
+/// Annotation on Pods: how many pods the group has.
+pub const GROUP_SIZE_ANNOTATION: &str = "muster.dev/pod-group-size";
+/// The scheduling gate that holds a pod until its group is admitted.
+pub const SCHEDULING_GATE: &str = "muster.dev/admission";
+/// The name of a pod group's one pod set.
+pub const POD_SET: &str = "main";
+
+/// True when the pod is held by muster's scheduling gate.
+pub fn gated(pod: &CachedPod) -> bool {
+    pod.gated.is_some()
+}
+
+/// One pod group: its pods (not finished ones and finished ones alike),
+/// sorted by name.
+#[derive(Debug, Clone)]
+pub struct PodGroup {
+    meta: ObjectMeta,
+    pods: Vec<Arc<CachedPod>>,
+}
+
+/// The pod groups among `pods`, by namespace and group name.
+pub fn groups(pods: &[Arc<CachedPod>]) -> Vec<PodGroup> {
+    let mut by: BTreeMap<(String, String), Vec<Arc<CachedPod>>> = BTreeMap::new();
+    for p in pods {
+        if p.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if let Some(g) = p.label(POD_GROUP_LABEL) {
+            by.entry((p.namespace().unwrap_or_default(), g.clone()))
+                .or_default()
+                .push(p.clone());
+        }
+    }
+    by.into_iter()
+        .map(|((ns, name), mut pods)| {
+            pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+            // the group reads its queue and annotations from its first pod
+            let first = &pods[0];
+            let mut labels = BTreeMap::new();
+            if let Some(q) = first.label(QUEUE_LABEL) {
+                labels.insert(QUEUE_LABEL.to_string(), q.clone());
+            }
+            let meta = ObjectMeta {
+                name: Some(name),
+                namespace: Some(ns),
+                labels: Some(labels),
+                annotations: first.metadata.annotations.clone(),
+                ..ObjectMeta::default()
+            };
+            PodGroup { meta, pods }
+        })
+        .collect()
+}
+
+impl PodGroup {
+    fn size(&self) -> Result<u32, WorkloadError> {
+        let v = self
+            .meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(GROUP_SIZE_ANNOTATION))
+            .ok_or(WorkloadError::BadAnnotation(
+                GROUP_SIZE_ANNOTATION,
+                "missing".to_string(),
+            ))?;
+        v.trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                WorkloadError::BadAnnotation(
+                    GROUP_SIZE_ANNOTATION,
+                    format!("{v:?} is not a positive integer"),
+                )
+            })
+    }
+
+    fn live(&self) -> impl Iterator<Item = &Arc<CachedPod>> {
+        self.pods
+            .iter()
+            .filter(|p| !matches!(p.phase.as_deref(), Some("Succeeded" | "Failed")))
+    }
+}
+
+/// The merge patch that pins a gated pod (node selector entries added,
+/// tolerations appended, the pin recorded) and, with `release`, removes
+/// muster's gate.
+fn pin_patch(
+    pod: &CachedPod,
+    nodes: &std::collections::BTreeSet<String>,
+    pins_record: Option<&str>,
+    directives: &Directives,
+    release: bool,
+) -> serde_json::Value {
+    let held = pod.gated.as_deref().cloned().unwrap_or_default();
+    let mut spec = serde_json::Map::new();
+    if let Some(record) = pins_record {
+        let mut selector = held.node_selector.clone();
+        selector.insert(GANG_LABEL.to_string(), directives.gang_label.clone());
+        selector.insert(pod_set_label(POD_SET), directives.gang_label.clone());
+        spec.insert("nodeSelector".into(), serde_json::json!(selector));
+        // tolerations may only be added: the pod's own, then the nodes' taints
+        let template = PodTemplateSpec {
+            metadata: None,
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                tolerations: Some(held.tolerations.clone()),
+                ..Default::default()
+            }),
+        };
+        let pinned = super::template::pin(
+            template,
+            POD_SET,
+            nodes,
+            &directives.gang_label,
+            &directives.taints_of(nodes),
+            super::template::PinStyle::NodeSelector,
+        );
+        let tolerations = pinned.spec.and_then(|s| s.tolerations).unwrap_or_default();
+        if tolerations != held.tolerations {
+            spec.insert("tolerations".into(), serde_json::json!(tolerations));
+        }
+        let mut out = serde_json::json!({
+            "metadata": {"annotations": {ADMITTED_NODES_ANNOTATION: record}},
+        });
+        if release {
+            spec.insert("schedulingGates".into(), gates_without_muster(&held.gates));
+        }
+        out["spec"] = serde_json::Value::Object(spec);
+        return out;
+    }
+    serde_json::json!({"spec": {"schedulingGates": gates_without_muster(&held.gates)}})
+}
+
+fn gates_without_muster(gates: &[String]) -> serde_json::Value {
+    serde_json::Value::Array(
+        gates
+            .iter()
+            .filter(|g| *g != SCHEDULING_GATE)
+            .map(|g| serde_json::json!({"name": g}))
+            .collect(),
+    )
+}
+
+#[async_trait::async_trait]
+impl Workload for PodGroup {
+    fn kind(&self) -> WorkloadKind {
+        WorkloadKind::PodGroup
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+
+    fn gang_owner(&self) -> Option<OwnerReference> {
+        None
+    }
+
+    fn object_ref(&self) -> ObjectReference {
+        // Events go to the group's first pod
+        let first = &self.pods[0];
+        ObjectReference {
+            api_version: Some("v1".to_string()),
+            kind: Some("Pod".to_string()),
+            name: first.metadata.name.clone(),
+            namespace: first.metadata.namespace.clone(),
+            uid: first.metadata.uid.clone(),
+            ..ObjectReference::default()
+        }
+    }
+
+    fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
+        let size = self.size()?;
+        let first = &self.pods[0];
+        // the cache keeps a pod's effective requests and, while gated, its
+        // node selector and tolerations: enough to place it
+        let requests: BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity> =
+            first
+                .requests
+                .to_quantities()
+                .into_iter()
+                .map(|(k, q)| {
+                    (
+                        k,
+                        k8s_openapi::apimachinery::pkg::api::resource::Quantity(q.to_string()),
+                    )
+                })
+                .collect();
+        let held = first.gated.as_deref().cloned().unwrap_or_default();
+        let template: PodTemplateSpec = PodTemplateSpec {
+            metadata: None,
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                containers: vec![k8s_openapi::api::core::v1::Container {
+                    name: "pod".to_string(),
+                    resources: Some(k8s_openapi::api::core::v1::ResourceRequirements {
+                        requests: Some(requests),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                node_selector: (!held.node_selector.is_empty()).then_some(held.node_selector),
+                tolerations: (!held.tolerations.is_empty()).then_some(held.tolerations),
+                ..Default::default()
+            }),
+        };
+        Ok(vec![PodSetTemplate {
+            name: POD_SET.to_string(),
+            count: size,
+            min_count: super::job::min_count(&self.meta)?,
+            template,
+        }])
+    }
+
+    fn incomplete(&self) -> Option<String> {
+        match self.size() {
+            Ok(size) => {
+                let have = self.live().count();
+                (have < size as usize).then(|| format!("{have} of {size} pods exist"))
+            }
+            // a bad size is reported when the Gang would be made
+            Err(_) => None,
+        }
+    }
+
+    fn observe(&self) -> Observed {
+        let live: Vec<&Arc<CachedPod>> = self.live().collect();
+        let finished = live.is_empty() && !self.pods.is_empty();
+        let released = live.iter().any(|p| !gated(p));
+        // a released pod without a pin was not released by muster: the
+        // group reads as pinned nowhere, so the table stops it
+        let unpinned_release = live
+            .iter()
+            .any(|p| !gated(p) && !p.annotations().contains_key(ADMITTED_NODES_ANNOTATION));
+        let pinned = if unpinned_release {
+            Some(muster_planner::lifecycle::workload::Pins::new())
+        } else {
+            live.iter()
+                .filter_map(|p| p.annotations().get(ADMITTED_NODES_ANNOTATION).cloned())
+                .find_map(|v| decode_pins(&v, POD_SET))
+        };
+        Observed {
+            finished,
+            suspended: live.iter().any(|p| gated(p)) || !released,
+            started: released,
+            stopping: false,
+            pinned,
+        }
+    }
+
+    async fn write(
+        &self,
+        ctx: &Ctx,
+        step: &Step,
+        directives: &Directives,
+    ) -> Result<Box<dyn Workload>, ActError> {
+        let ns = self.meta.namespace.clone().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+        let mut next = self.clone();
+        match step {
+            Step::None | Step::ClearStartTime | Step::Restore => {}
+            Step::Suspend => {
+                // released pods and pods pinned before are deleted (pinned,
+                // they could only be narrowed further); gated, unpinned
+                // ones wait as they are
+                for p in self.live() {
+                    let pinned = p.annotations().contains_key(ADMITTED_NODES_ANNOTATION);
+                    if gated(p) && !pinned {
+                        continue;
+                    }
+                    let dp = DeleteParams {
+                        preconditions: p.metadata.uid.clone().map(|uid| Preconditions {
+                            uid: Some(uid),
+                            resource_version: None,
+                        }),
+                        ..Default::default()
+                    };
+                    match api.delete(&p.name_any(), &dp).await {
+                        Ok(_) => {}
+                        Err(e) if is_not_found(&e) => {}
+                        Err(e) => return Err(ActError::api("delete pod of group")(e)),
+                    }
+                }
+                next.pods.retain(|p| {
+                    gated(p) && !p.annotations().contains_key(ADMITTED_NODES_ANNOTATION)
+                        || matches!(p.phase.as_deref(), Some("Succeeded" | "Failed"))
+                });
+            }
+            Step::Pin(_) | Step::Unsuspend => {
+                let pins = match step {
+                    Step::Pin(p) => p.clone(),
+                    _ => self.observe().pinned.unwrap_or_default(),
+                };
+                let release = *step == Step::Unsuspend;
+                let record = encode_pins(&pins);
+                let nodes = pins.values().flatten().cloned().collect();
+                let mut stored = Vec::new();
+                for p in &self.pods {
+                    if !gated(p) {
+                        stored.push(p.clone());
+                        continue;
+                    }
+                    let has_record = p.annotations().contains_key(ADMITTED_NODES_ANNOTATION);
+                    let patch = pin_patch(
+                        p,
+                        &nodes,
+                        (!has_record).then_some(record.as_str()),
+                        directives,
+                        release,
+                    );
+                    if !release && has_record {
+                        stored.push(p.clone());
+                        continue;
+                    }
+                    let pod = api
+                        .patch(&p.name_any(), &params(), &Patch::Merge(patch))
+                        .await
+                        .map_err(ActError::api(if release {
+                            "release pod of group"
+                        } else {
+                            "pin pod of group"
+                        }))?;
+                    stored.push(Arc::new(CachedPod::from(pod)));
+                }
+                next.pods = stored;
+            }
+        }
+        Ok(Box::new(next))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str, gated: bool, extra: serde_json::Value) -> Arc<CachedPod> {
+        let mut body = json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": name,
+                "labels": {POD_GROUP_LABEL: "g", QUEUE_LABEL: "q"},
+                "annotations": {GROUP_SIZE_ANNOTATION: "2"}},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+                "tolerations": [{"key": "a", "operator": "Exists"}]},
+            "status": {"phase": "Pending"}
+        });
+        if gated {
+            body["spec"]["schedulingGates"] = json!([{"name": SCHEDULING_GATE}, {"name": "other"}]);
+        }
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                b.insert(k.clone(), v.clone());
+            }
+        }
+        let p: Pod = serde_json::from_value(body).expect("pod");
+        Arc::new(CachedPod::from(p))
+    }
+
+    #[test]
+    fn a_group_is_complete_at_its_size_and_held_while_gated() {
+        let one = groups(&[pod("a", true, json!({}))]);
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].incomplete().as_deref(), Some("1 of 2 pods exist"));
+        let two = groups(&[pod("b", true, json!({})), pod("a", true, json!({}))]);
+        let g = &two[0];
+        assert_eq!(g.incomplete(), None);
+        assert_eq!(g.gang_name(), "podgroup-g");
+        let sets = g.pod_sets().expect("pod sets");
+        assert_eq!(sets[0].count, 2);
+        let o = g.observe();
+        assert!(o.suspended && !o.started && o.pinned.is_none() && !o.finished);
+    }
+
+    #[test]
+    fn the_release_patch_keeps_other_gates_and_only_adds_tolerations() {
+        let p = pod("a", true, json!({}));
+        let dirs = Directives {
+            gang_label: "ns.podgroup-g".into(),
+            taints: [(
+                "n1".to_string(),
+                vec![muster_planner::Taint {
+                    key: "gpu".into(),
+                    value: "true".into(),
+                    effect: muster_planner::TaintEffect::NoSchedule,
+                }],
+            )]
+            .into(),
+        };
+        let nodes = ["n1".to_string()].into();
+        let patch = pin_patch(&p, &nodes, Some("n1"), &dirs, true);
+        assert_eq!(patch["spec"]["schedulingGates"], json!([{"name": "other"}]));
+        assert_eq!(patch["spec"]["nodeSelector"][GANG_LABEL], "ns.podgroup-g");
+        let tols = patch["spec"]["tolerations"]
+            .as_array()
+            .expect("tolerations");
+        assert_eq!(tols.len(), 2, "{tols:?}");
+        assert_eq!(tols[0]["key"], "a", "the pod's own come first");
+        assert_eq!(
+            patch["metadata"]["annotations"][ADMITTED_NODES_ANNOTATION],
+            "n1"
+        );
+    }
+}
