@@ -37,6 +37,7 @@ use super::{AccessRule, CustomKind, Directives, PodSetTemplate, Workload, Worklo
 use crate::controller::act::ActError;
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
+use crate::controller::translate::cached::CachedPod;
 
 /// The PyTorchJob custom resource.
 pub const KIND: CustomKind = CustomKind {
@@ -103,9 +104,9 @@ fn template_at(obj: &DynamicObject) -> Vec<TemplateAt> {
 }
 
 /// The gang a pod of a PyTorchJob belongs to.
-pub fn pod_gang_name(labels: &std::collections::BTreeMap<String, String>) -> Option<String> {
-    (labels.get(OPERATOR_LABEL).map(String::as_str) == Some(OPERATOR))
-        .then(|| labels.get(JOB_NAME_LABEL))
+pub fn pod_gang_name(pod: &CachedPod) -> Option<String> {
+    (pod.label(OPERATOR_LABEL).map(String::as_str) == Some(OPERATOR))
+        .then(|| pod.label(JOB_NAME_LABEL))
         .flatten()
         .map(|n| WorkloadKind::PyTorchJob.gang_name(n))
 }
@@ -249,13 +250,13 @@ mod tests {
 
     #[test]
     fn pods_attributed_by_operator_labels() {
-        let labels = [
-            (JOB_NAME_LABEL.to_string(), "bert".to_string()),
-            (OPERATOR_LABEL.to_string(), OPERATOR.to_string()),
-        ]
-        .into();
-        assert_eq!(pod_gang_name(&labels).as_deref(), Some("pytorchjob-bert"));
-        let other = [(JOB_NAME_LABEL.to_string(), "bert".to_string())].into();
-        assert_eq!(pod_gang_name(&other), None);
+        let pod = |labels: Value| {
+            let p: k8s_openapi::api::core::v1::Pod =
+                serde_json::from_value(json!({"metadata": {"name": "p", "labels": labels}})).expect("pod");
+            CachedPod::from(p)
+        };
+        let ours = pod(json!({JOB_NAME_LABEL: "bert", OPERATOR_LABEL: OPERATOR}));
+        assert_eq!(pod_gang_name(&ours).as_deref(), Some("pytorchjob-bert"));
+        assert_eq!(pod_gang_name(&pod(json!({JOB_NAME_LABEL: "bert"}))), None);
     }
 }

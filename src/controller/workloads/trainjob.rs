@@ -25,7 +25,6 @@
 //!   clears its child Jobs'); finished: the `Complete` or `Failed`
 //!   condition is `True`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
@@ -37,7 +36,10 @@ use serde_json::{Value, json};
 
 use super::template::{self, PinStyle, decode_pins, encode_pins};
 use super::templated::WORKLOAD_LABEL;
-use super::{AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind};
+use super::{
+    AccessRule, CustomKind, Directives, PodSetTemplate, Related, Workload, WorkloadError,
+    WorkloadKind,
+};
 use crate::controller::act::{ActError, params};
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
@@ -65,6 +67,18 @@ pub const RUNTIME: CustomKind = CustomKind {
     kind: "TrainingRuntime",
     plural: "trainingruntimes",
 };
+
+/// The runtimes the adapter reads: cached beside the TrainJobs.
+pub const RELATED: &[Related] = &[
+    Related {
+        kind: CLUSTER_RUNTIME,
+        namespaced: false,
+    },
+    Related {
+        kind: RUNTIME,
+        namespaced: true,
+    },
+];
 
 /// What the controller does with TrainJobs and their runtimes.
 pub const ACCESS: &[AccessRule] = &[
@@ -363,6 +377,9 @@ impl Workload for TrainJobWorkload {
                 )
                 .await
                 .map_err(ActError::api("suspend TrainJob"))?,
+            // the trainer's webhook refuses a patch change while a job of the
+            // JobSet still has active pods: the restore waits for them
+            Step::Restore if self.counts_active() => return Ok(Box::new(self.clone())),
             Step::Restore => {
                 let mut next = (**job).clone();
                 if let Some(Value::Array(list)) = next.data.pointer_mut("/spec/runtimePatches") {
@@ -438,9 +455,6 @@ impl Workload for TrainJobWorkload {
         }))
     }
 }
-
-/// The runtimes by (kind, namespace, name), for [`TrainJobWorkload`]s.
-pub type Runtimes = BTreeMap<(&'static str, String, String), Arc<DynamicObject>>;
 
 #[cfg(test)]
 mod tests {
