@@ -173,6 +173,9 @@ impl Writer<'_> {
                     .map_err(ActError::api(self.actions.suspend))?
             }
             Step::Restore => {
+                // the owning controller writes the status as it stops, so the
+                // object a suspend returned is stale: replace the latest
+                let obj = &api.get(&name).await.map_err(ActError::api(self.actions.restore))?;
                 let templates = submitted(obj, at)
                     .map_err(|e| ActError::Missing(format!("templates of {name}: {e}")))?;
                 let mut next = with_templates(obj, at, &templates)?;
@@ -189,6 +192,7 @@ impl Writer<'_> {
                     .map_err(ActError::api(self.actions.restore))?
             }
             Step::Pin(pins) => {
+                let obj = &api.get(&name).await.map_err(ActError::api(self.actions.pin))?;
                 let templates = submitted(obj, at)
                     .map_err(|e| ActError::Missing(format!("templates of {name}: {e}")))?;
                 let original = serde_json::to_string(&templates)

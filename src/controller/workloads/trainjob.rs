@@ -377,11 +377,19 @@ impl Workload for TrainJobWorkload {
                 )
                 .await
                 .map_err(ActError::api("suspend TrainJob"))?,
-            // the trainer's webhook refuses a patch change while a job of the
-            // JobSet still has active pods: the restore waits for them
-            Step::Restore if self.counts_active() => return Ok(Box::new(self.clone())),
             Step::Restore => {
-                let mut next = (**job).clone();
+                // the latest object: the trainer wrote its status as it stopped
+                let latest = api.get(&name).await.map_err(ActError::api("restore TrainJob"))?;
+                let fresh = TrainJobWorkload {
+                    job: Arc::new(latest.clone()),
+                    runtime: self.runtime.clone(),
+                };
+                // the trainer's webhook refuses a patch change while a job of
+                // the JobSet still has active pods: the restore waits for them
+                if fresh.counts_active() {
+                    return Ok(Box::new(fresh));
+                }
+                let mut next = latest;
                 if let Some(Value::Array(list)) = next.data.pointer_mut("/spec/runtimePatches") {
                     list.retain(|p| p.get("manager").and_then(Value::as_str) != Some(PATCH_MANAGER));
                 }
@@ -419,7 +427,7 @@ impl Workload for TrainJobWorkload {
                 }
                 let ours = json!({"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
                     "replicatedJobs": rjobs}}}});
-                let mut next = (**job).clone();
+                let mut next = api.get(&name).await.map_err(ActError::api("pin TrainJob"))?;
                 let spec = next
                     .data
                     .get_mut("spec")

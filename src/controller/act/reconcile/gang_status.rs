@@ -47,15 +47,19 @@ pub fn desired(
         .jobs
         .iter()
         .find(|j| j.namespace().as_deref() == Some(ns.as_str()) && j.name_any() == name);
-    let finished = job.is_some_and(|j| {
-        j.status
+    let finished = match job {
+        Some(j) => j
+            .status
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
             .is_some_and(|cs| {
                 cs.iter()
                     .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-            })
-    });
+            }),
+        // a gang of another workload kind: finished as its adapter reads it
+        None => crate::controller::workloads::find(observed, &ns, &name)
+            .is_some_and(|w| w.observe().finished),
+    };
     let assignments = |list: &[muster_planner::Assignment]| -> Vec<AssignmentStatus> {
         list.iter()
             .map(|a| AssignmentStatus {
