@@ -265,6 +265,76 @@ fn rbac_is_that_of_deploy_rbac_yaml() {
     }
 }
 
+/// The ClusterRole's rules for each enabled workload kind are exactly what
+/// the controller says the kind needs (`WorkloadKind::access`), and the
+/// webhook and the flag name the same kinds.
+#[test]
+fn workload_kinds_add_their_rules_webhooks_and_flag() {
+    use muster::controller::workloads::WorkloadKind;
+    let cluster_rules = |objs: &[Value]| -> BTreeSet<String> {
+        rules(objs)
+            .into_iter()
+            .filter(|(k, _)| k == "ClusterRole")
+            .map(|(_, r)| r)
+            .collect()
+    };
+    let base = cluster_rules(&objects(&template(None, &[]).expect("renders")));
+    let all = objects(&template(None, &["workloadKinds={job,jobset,pod-group}"]).expect("renders"));
+    let extra: BTreeSet<String> = cluster_rules(&all).difference(&base).cloned().collect();
+    let want: BTreeSet<String> = WorkloadKind::ALL
+        .iter()
+        .flat_map(|k| k.access())
+        .map(|a| {
+            let rule = serde_norway::to_value(serde_json::json!({
+                "apiGroups": [a.group],
+                "resources": a.resources,
+                "verbs": a.verbs,
+            }))
+            .expect("yaml");
+            serde_norway::to_string(&rule).expect("yaml")
+        })
+        .collect();
+    assert_eq!(
+        extra, want,
+        "the chart's workload-kind rules and WorkloadKind::access() disagree"
+    );
+    let hooks: Vec<String> = find(&all, "MutatingWebhookConfiguration")["webhooks"]
+        .as_sequence()
+        .expect("webhooks")
+        .iter()
+        .filter_map(|w| w["name"].as_str().map(String::from))
+        .collect();
+    for name in [
+        "jobs.muster.dev",
+        "jobsets.muster.dev",
+        "pod-groups.muster.dev",
+    ] {
+        assert!(hooks.iter().any(|h| h == name), "{name} in {hooks:?}");
+    }
+    let args =
+        find(&all, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    assert!(
+        args.as_sequence()
+            .expect("args")
+            .iter()
+            .any(|a| a.as_str() == Some("--workload-kinds=job,jobset,pod-group")),
+        "{args:?}"
+    );
+    // by default: Jobs only, no other kind's webhook
+    let default_hooks = find(
+        &objects(&template(None, &[]).expect("renders")),
+        "MutatingWebhookConfiguration",
+    )["webhooks"]
+        .as_sequence()
+        .map(|w| w.len())
+        .unwrap_or(0);
+    assert!(default_hooks < hooks.len());
+    assert!(
+        template(None, &["workloadKinds={job,rayjob}"]).is_err(),
+        "unknown kind accepted"
+    );
+}
+
 /// Every `muster_*` metric name in `text`.
 fn metric_names(text: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();

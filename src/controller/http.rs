@@ -60,7 +60,7 @@ pub async fn handle(app: App, req: Request<Incoming>) -> Result<Response<Body>, 
             "text/plain",
             "caches not synced\n",
         ),
-        (&Method::POST, webhook::JOB_PATH) => match &app.webhook {
+        (&Method::POST, webhook::JOB_PATH | webhook::WORKLOAD_PATH) => match &app.webhook {
             Some(hook) => {
                 let body = Limited::new(req.into_body(), MAX_BODY).collect().await;
                 match body {

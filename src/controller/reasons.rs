@@ -437,6 +437,18 @@ pub fn catalog() -> Vec<ReasonDoc> {
         "The queue's `spec.stopPolicy` is `Hold` or `HoldAndDrain`: it admits no new gang (and with `HoldAndDrain` evicts admitted ones).",
         "Set `spec.stopPolicy` to `None` to admit again.",
     ));
+    out.push(doc(
+        "CRDNotInstalled",
+        "GPUQueue: `WorkloadKindsServed=False` condition",
+        "A workload kind enabled with `--workload-kinds` (the chart's `workloadKinds`) is not served by the API server: its CRD is not installed, so its objects are not run as gangs. The controller said so once in its log at start.",
+        "Install the kind's CRD (usually with its own controller) and restart muster, or drop the kind from `--workload-kinds`.",
+    ));
+    out.push(doc(
+        "Served",
+        "GPUQueue: `WorkloadKindsServed=True` condition",
+        "Every enabled workload kind is served again.",
+        "Nothing.",
+    ));
     for c in ErrorCategory::ALL {
         out.push(launch_error(c));
     }

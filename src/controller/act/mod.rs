@@ -51,6 +51,13 @@ impl ActError {
     }
 }
 
+impl ActError {
+    /// True for a 409 Conflict: the object changed since it was read.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, ActError::Api { source: kube::Error::Api(s), .. } if s.code == 409)
+    }
+}
+
 static INVALID_WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// How many writes of this process the API server refused as invalid (422:

@@ -1,8 +1,11 @@
-//! The mutating admission webhook: every batch/v1 Job created with the
-//! `muster.dev/queue` label is made suspended, so no pod of it exists before
-//! muster admits its gang. A Job without the label in a namespace that names a
-//! default queue (a namespace label, `--default-queue-label`) gets that queue's
-//! label as well.
+//! The mutating admission webhook: every workload created with the
+//! `muster.dev/queue` label is held until muster admits its gang — a
+//! batch/v1 Job or a JobSet is made suspended, so no pod of it exists
+//! before; a Pod of a pod group (`muster.dev/pod-group`) gets muster's
+//! scheduling gate, so it is not scheduled before. A workload without the
+//! label in a namespace that names a default queue (a namespace label,
+//! `--default-queue-label`) gets that queue's label as well. A Job created
+//! by a JobSet is the JobSet's: it is left alone.
 //!
 //! The API server sends an `AdmissionReview` (admission.k8s.io/v1) and applies
 //! the JSON Patch of the answer. The webhook has no side effects, so a dry-run
@@ -19,8 +22,11 @@ use kube_core::DynamicObject;
 use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use serde_json::Value;
 
-/// The path the webhook is served on.
+/// The path the webhook is served on for Jobs.
 pub const JOB_PATH: &str = "/mutate-batch-v1-job";
+/// The path the webhook is served on for the other workload kinds (the same
+/// handler: the request names the kind).
+pub const WORKLOAD_PATH: &str = "/mutate-workload";
 
 /// How long the namespace of a possible default queue is waited for.
 const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
@@ -58,23 +64,59 @@ pub struct Webhook {
     pub default_queue_label: String,
 }
 
-/// What to do with one Job.
+/// What to do with one workload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    /// Not a Job muster manages (or not a creation): admitted unchanged.
+    /// Not a workload muster manages (or not a creation): admitted unchanged.
     Ignore,
-    /// Suspend it; `Some(queue)` also sets the queue label.
+    /// Suspend it (a Job, a JobSet); `Some(queue)` also sets the queue label.
     Suspend(Option<String>),
+    /// Gate it (a Pod of a pod group); `Some(queue)` also sets the queue label.
+    Gate(Option<String>),
 }
 
-/// Whether `req` is the creation of a batch/v1 Job.
-fn is_job_create(req: &AdmissionRequest<DynamicObject>) -> bool {
-    req.operation == Operation::Create
-        && req.kind.group == "batch"
-        && req.kind.version == "v1"
-        && req.kind.kind == "Job"
-        && req.sub_resource.is_none()
+/// How a created object is held, if it is a workload muster manages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// `spec.suspend`.
+    Suspended,
+    /// muster's scheduling gate.
+    Gated,
 }
+
+/// How the object `req` creates is held: a batch/v1 Job (not one a JobSet
+/// created), a JobSet, or a Pod that names a pod group.
+fn held_create(req: &AdmissionRequest<DynamicObject>) -> Option<Held> {
+    if req.operation != Operation::Create || req.sub_resource.is_some() {
+        return None;
+    }
+    let k = &req.kind;
+    let obj = req.object.as_ref()?;
+    let jobset = crate::controller::workloads::jobset::KIND;
+    match (k.group.as_str(), k.version.as_str(), k.kind.as_str()) {
+        ("batch", "v1", "Job") => {
+            let child = obj
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && o.kind == jobset.kind);
+            (!child).then_some(Held::Suspended)
+        }
+        (g, v, kind) if g == jobset.group && v == jobset.version && kind == jobset.kind => {
+            Some(Held::Suspended)
+        }
+        ("", "v1", "Pod") => obj
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(POD_GROUP_LABEL))
+            .then_some(Held::Gated),
+        _ => None,
+    }
+}
+
+use crate::controller::workloads::pod_group::{POD_GROUP_LABEL, SCHEDULING_GATE};
 
 /// The queue label of an object, if set and not empty.
 fn queue_of(obj: &DynamicObject) -> Option<&str> {
@@ -88,26 +130,32 @@ fn queue_of(obj: &DynamicObject) -> Option<&str> {
 
 /// The decision for a request, given the default queue of its namespace.
 pub fn decide(req: &AdmissionRequest<DynamicObject>, default_queue: Option<&str>) -> Decision {
-    if !is_job_create(req) {
+    let Some(held) = held_create(req) else {
         return Decision::Ignore;
-    }
+    };
     let Some(obj) = &req.object else {
         return Decision::Ignore;
     };
-    if queue_of(obj).is_some() {
-        return Decision::Suspend(None);
-    }
-    match default_queue.filter(|q| !q.is_empty()) {
-        Some(q) => Decision::Suspend(Some(q.to_string())),
-        None => Decision::Ignore,
+    let queue = if queue_of(obj).is_some() {
+        None
+    } else {
+        match default_queue.filter(|q| !q.is_empty()) {
+            Some(q) => Some(q.to_string()),
+            None => return Decision::Ignore,
+        }
+    };
+    match held {
+        Held::Suspended => Decision::Suspend(queue),
+        Held::Gated => Decision::Gate(queue),
     }
 }
 
 /// The JSON Patch (RFC 6902) of a decision on `obj`.
 pub fn patch(obj: &DynamicObject, decision: &Decision) -> Vec<Value> {
     let mut ops = Vec::new();
-    let Decision::Suspend(queue) = decision else {
-        return ops;
+    let queue = match decision {
+        Decision::Ignore => return ops,
+        Decision::Suspend(q) | Decision::Gate(q) => q,
     };
     if let Some(q) = queue {
         if obj.metadata.labels.is_some() {
@@ -116,6 +164,22 @@ pub fn patch(obj: &DynamicObject, decision: &Decision) -> Vec<Value> {
         } else {
             ops.push(serde_json::json!({"op": "add", "path": "/metadata/labels", "value": {QUEUE_LABEL: q}}));
         }
+    }
+    if let Decision::Gate(_) = decision {
+        let gate = serde_json::json!({"name": SCHEDULING_GATE});
+        let gates = obj
+            .data
+            .pointer("/spec/schedulingGates")
+            .and_then(Value::as_array);
+        match gates {
+            Some(g) if g.contains(&gate) => {}
+            Some(_) => ops.push(serde_json::json!({"op": "add", "path": "/spec/schedulingGates/-", "value": gate})),
+            None if obj.data.get("spec").is_some_and(Value::is_object) => {
+                ops.push(serde_json::json!({"op": "add", "path": "/spec/schedulingGates", "value": [gate]}));
+            }
+            None => ops.push(serde_json::json!({"op": "add", "path": "/spec", "value": {"schedulingGates": [gate]}})),
+        }
+        return ops;
     }
     if obj.data.get("spec").is_some_and(Value::is_object) {
         // "add" replaces an existing member
@@ -175,7 +239,7 @@ impl Webhook {
     async fn answer(&self, req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
         let resp = AdmissionResponse::from(req);
         let unlabelled = req.object.as_ref().is_some_and(|o| queue_of(o).is_none());
-        let default_queue = match (&req.namespace, is_job_create(req) && unlabelled) {
+        let default_queue = match (&req.namespace, held_create(req).is_some() && unlabelled) {
             (Some(ns), true) => match self.default_queue(ns).await {
                 Ok(q) => q,
                 Err(e) => {

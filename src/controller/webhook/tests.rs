@@ -131,6 +131,52 @@ fn decisions() {
             Decision::Ignore,
         ),
         (
+            "labelled JobSet",
+            review(
+                "CREATE",
+                ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
+                json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js", "labels": {"muster.dev/queue": "q"}}, "spec": {"replicatedJobs": []}}),
+                false,
+            ),
+            None,
+            Decision::Suspend(None),
+        ),
+        (
+            "a JobSet's child Job is the JobSet's",
+            review(
+                "CREATE",
+                JOB,
+                json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "js-w-0", "labels": {"app": "x"},
+                    "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "u", "controller": true}]},
+                    "spec": {"template": {}}}),
+                false,
+            ),
+            Some("team-a"),
+            Decision::Ignore,
+        ),
+        (
+            "pod of a pod group",
+            review(
+                "CREATE",
+                ("", "v1", "Pod", "pods"),
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"muster.dev/queue": "q", "muster.dev/pod-group": "g"}}, "spec": {}}),
+                false,
+            ),
+            None,
+            Decision::Gate(None),
+        ),
+        (
+            "pod of a pod group, default queue",
+            review(
+                "CREATE",
+                ("", "v1", "Pod", "pods"),
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"muster.dev/pod-group": "g"}}, "spec": {}}),
+                false,
+            ),
+            Some("team-a"),
+            Decision::Gate(Some("team-a".into())),
+        ),
+        (
             "other version",
             review(
                 "CREATE",
@@ -243,4 +289,36 @@ async fn review_bodies() {
     )
     .expect("json");
     assert_eq!(empty["response"]["allowed"], false);
+}
+
+#[test]
+fn pods_of_a_group_get_the_gate_once_beside_their_own() {
+    let pod = |gates: Option<Value>| {
+        let mut spec = json!({"containers": [{"name": "c", "image": "x"}]});
+        if let Some(g) = gates {
+            spec["schedulingGates"] = g;
+        }
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"muster.dev/queue": "q", "muster.dev/pod-group": "g"}}, "spec": spec})
+    };
+    let gvk = ("", "v1", "Pod", "pods");
+    let muster = json!({"name": "muster.dev/admission"});
+    let got = applied(review("CREATE", gvk, pod(None), false), None);
+    assert_eq!(got["spec"]["schedulingGates"], json!([muster.clone()]));
+    let got = applied(
+        review("CREATE", gvk, pod(Some(json!([{"name": "other"}]))), false),
+        None,
+    );
+    assert_eq!(
+        got["spec"]["schedulingGates"],
+        json!([{"name": "other"}, muster.clone()])
+    );
+    let got = applied(
+        review("CREATE", gvk, pod(Some(json!([muster.clone()]))), false),
+        None,
+    );
+    assert_eq!(got["spec"]["schedulingGates"], json!([muster]));
+    assert!(
+        got["spec"].get("suspend").is_none(),
+        "a pod is gated, not suspended"
+    );
 }

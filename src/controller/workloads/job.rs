@@ -145,6 +145,15 @@ impl Workload for JobWorkload {
         self.0.status.as_ref().and_then(|s| s.active).unwrap_or(0) > 0
     }
 
+    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &self.namespace());
+        let job = jobs
+            .get_opt(&self.0.name_any())
+            .await
+            .map_err(ActError::api("read Job"))?;
+        Ok(job.map(|j| Box::new(JobWorkload(Arc::new(j))) as Box<dyn Workload>))
+    }
+
     async fn write(
         &self,
         ctx: &Ctx,

@@ -243,6 +243,16 @@ impl Workload for JobSetWorkload {
         }
     }
 
+    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(ctx.client.clone(), &self.namespace(), &KIND.api_resource());
+        let obj = api
+            .get_opt(&self.0.name_any())
+            .await
+            .map_err(ActError::api("read JobSet"))?;
+        Ok(obj.map(|o| Box::new(JobSetWorkload(Arc::new(o))) as Box<dyn Workload>))
+    }
+
     async fn write(
         &self,
         ctx: &Ctx,

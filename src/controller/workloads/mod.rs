@@ -209,8 +209,9 @@ impl WorkloadKind {
     /// every install needs (Jobs and Pods are read and written always).
     pub fn access(self) -> &'static [AccessRule] {
         match self {
-            WorkloadKind::Job | WorkloadKind::PodGroup => &[],
+            WorkloadKind::Job => &[],
             WorkloadKind::JobSet => jobset::ACCESS,
+            WorkloadKind::PodGroup => pod_group::ACCESS,
             WorkloadKind::TrainJob => trainjob::ACCESS,
             WorkloadKind::PyTorchJob => pytorchjob::ACCESS,
             WorkloadKind::RayCluster => raycluster::ACCESS,
@@ -362,6 +363,13 @@ pub trait Workload: Send + Sync {
     /// size); the reason, for the log.
     fn incomplete(&self) -> Option<String> {
         None
+    }
+    /// The object as the server has it now, read again after a write was
+    /// refused because it changed meanwhile (its controller wrote its
+    /// status); `None` where there is nothing to read again (a pod group is
+    /// written pod by pod, without a version precondition).
+    async fn reread(&self, _ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
+        Ok(None)
     }
     /// Carries out one step; returns the workload as the server stored it.
     async fn write(

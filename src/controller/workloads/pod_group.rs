@@ -43,6 +43,14 @@ pub const POD_GROUP_LABEL: &str = "muster.dev/pod-group";
 pub const GROUP_SIZE_ANNOTATION: &str = "muster.dev/pod-group-size";
 /// The scheduling gate that holds a pod until its group is admitted.
 pub const SCHEDULING_GATE: &str = "muster.dev/admission";
+/// What the controller does with the pods of groups beyond reading them:
+/// pin and release them, and delete them to stop a group.
+pub const ACCESS: &[super::AccessRule] = &[super::AccessRule {
+    group: "",
+    resources: &["pods"],
+    verbs: &["patch", "update", "delete"],
+}];
+
 /// The name of a pod group's one pod set.
 pub const POD_SET: &str = "main";
 

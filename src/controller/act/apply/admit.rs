@@ -97,9 +97,6 @@ async fn admit(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use serde_json::json;
-
     #[test]
     fn gang_label_values_are_valid_and_stable() {
         assert_eq!(super::super::super::gang_label_value("ns/g"), "ns.g");

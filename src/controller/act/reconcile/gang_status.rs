@@ -27,13 +27,15 @@ fn phase_name(p: GangPhase) -> String {
 }
 
 /// The status a Gang should have after this plan; `draining` is
-/// [`draining_nodes`] of the same observation.
+/// [`draining_nodes`] of the same observation, `finished` the ids of gangs
+/// whose workload completed or failed for good ([`finished_gangs`]).
 pub fn desired(
     obj: &DynamicObject,
     plan: &Plan,
     snapshot: &Snapshot,
     observed: &Observed,
     draining: &BTreeMap<String, bool>,
+    finished: &BTreeSet<String>,
     now: Time,
     policy: &Policy,
 ) -> (GangView, bool) {
@@ -43,23 +45,7 @@ pub fn desired(
     let id = format!("{ns}/{name}");
     let mut st = gang::status_of(obj);
     let current = gang::phase(st.phase.as_deref()).unwrap_or_default();
-    let job = observed
-        .jobs
-        .iter()
-        .find(|j| j.namespace().as_deref() == Some(ns.as_str()) && j.name_any() == name);
-    let finished = match job {
-        Some(j) => j
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-            }),
-        // a gang of another workload kind: finished as its adapter reads it
-        None => crate::controller::workloads::find(observed, &ns, &name)
-            .is_some_and(|w| w.observe().finished),
-    };
+    let finished = finished.contains(&id);
     let assignments = |list: &[muster_planner::Assignment]| -> Vec<AssignmentStatus> {
         list.iter()
             .map(|a| AssignmentStatus {
@@ -261,6 +247,16 @@ pub fn draining_nodes(observed: &Observed) -> BTreeMap<String, bool> {
     out
 }
 
+/// Gang ids (`namespace/name`) whose workload completed or failed for good,
+/// as its adapter observes it.
+pub fn finished_gangs(observed: &Observed) -> BTreeSet<String> {
+    crate::controller::workloads::all(observed)
+        .iter()
+        .filter(|w| w.observe().finished)
+        .map(|w| format!("{}/{}", w.namespace(), w.gang_name()))
+        .collect()
+}
+
 /// Writes Gang statuses that changed and refreshes the gangs gauge.
 pub async fn update(
     ctx: &Ctx,
@@ -272,6 +268,7 @@ pub async fn update(
     let mut writes = 0;
     let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
     let draining = draining_nodes(observed);
+    let finished = finished_gangs(observed);
     for obj in observed.of(Kind::Gang) {
         let before = gang::status_of(obj);
         let (after, evict) = desired(
@@ -280,6 +277,7 @@ pub async fn update(
             snapshot,
             observed,
             &draining,
+            &finished,
             now,
             &ctx.config.policy,
         );

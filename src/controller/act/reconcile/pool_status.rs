@@ -194,8 +194,13 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
         };
         let before: GpuQueueStatus = typed(obj);
         let name = obj.name_any();
+        let mut conditions = with_condition(obj, cond).unwrap_or_else(|| before.conditions.clone());
+        if let Some(c) = kinds_condition(obj, &ctx.missing_workload_kinds, now) {
+            conditions.retain(|x| x.type_ != c.type_);
+            conditions.push(c);
+        }
         let after = GpuQueueStatus {
-            conditions: with_condition(obj, cond).unwrap_or_else(|| before.conditions.clone()),
+            conditions,
             observed_generation: obj.metadata.generation,
             price_per_hour: f.queue_cost.get(&name).map(|c| Usd(format!("{c:.2}"))),
             // one decimal: the status changes at most every few minutes
@@ -204,6 +209,63 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
         };
         write(ctx, Kind::GpuQueue, obj, &before, &after).await;
     }
+}
+
+/// The type of the GPUQueue condition that says whether every enabled
+/// workload kind is served.
+pub const WORKLOAD_KINDS_CONDITION: &str = "WorkloadKindsServed";
+
+/// `WorkloadKindsServed`: False, naming the enabled kinds whose CRD the API
+/// server does not serve (their objects are not run as gangs); True once a
+/// queue that said so sees them all served; absent on a queue that never
+/// had a missing kind to report. `None` when nothing is to be written.
+fn kinds_condition(
+    obj: &DynamicObject,
+    missing: &[crate::controller::workloads::WorkloadKind],
+    now: Time,
+) -> Option<Condition> {
+    let had = crate::controller::act::conditions(obj)
+        .iter()
+        .any(|c| c.type_ == WORKLOAD_KINDS_CONDITION);
+    let cond = if missing.is_empty() {
+        if !had {
+            return None;
+        }
+        condition(
+            obj,
+            WORKLOAD_KINDS_CONDITION,
+            true,
+            "Served",
+            String::new(),
+            now,
+        )
+    } else {
+        let crds: Vec<String> = missing
+            .iter()
+            .filter_map(|k| {
+                k.custom()
+                    .map(|c| format!("{} ({})", k.as_str(), c.crd_name()))
+            })
+            .collect();
+        condition(
+            obj,
+            WORKLOAD_KINDS_CONDITION,
+            false,
+            "CRDNotInstalled",
+            format!(
+                "enabled workload kinds whose CRD is not installed are not run as gangs: {}; install the CRD and restart muster, or drop the kind from --workload-kinds",
+                crds.join(", ")
+            ),
+            now,
+        )
+    };
+    let same = crate::controller::act::conditions(obj).iter().any(|c| {
+        c.type_ == cond.type_
+            && c.status == cond.status
+            && c.reason == cond.reason
+            && c.message == cond.message
+    });
+    (!same).then_some(cond)
 }
 
 #[cfg(test)]

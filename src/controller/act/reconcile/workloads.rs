@@ -153,8 +153,10 @@ pub fn directives(gang_id: &str, snapshot: &Snapshot, pins: Option<&Pins>) -> Di
 
 /// Writes, one step at a time, until the workload is where `want` asks or a
 /// write fails (the next cycle goes on from what it then observes). Each
-/// step is decided from the object the previous write returned. Returns the
-/// number of writes.
+/// step is decided from the object the previous write returned; a write
+/// refused with 409 Conflict (the owning controller wrote the object in
+/// between: a JobSet's status after it was suspended) is decided again
+/// from the object read anew. Returns the number of writes.
 pub async fn drive(
     ctx: &Ctx,
     w: Box<dyn Workload>,
@@ -176,7 +178,17 @@ pub async fn drive(
             break;
         }
         tracing::debug!(workload = %gang_id, kind = current.kind().as_str(), step = step.as_str(), "workload life cycle");
-        current = current.write(ctx, &step, &dirs).await?;
+        current = match current.write(ctx, &step, &dirs).await {
+            Ok(next) => next,
+            Err(e) if e.is_conflict() => match current.reread(ctx).await? {
+                Some(fresh) => {
+                    current = fresh;
+                    continue;
+                }
+                None => return Err(e),
+            },
+            Err(e) => return Err(e),
+        };
         if step == Step::Unsuspend {
             if let Some(uid) = current.uid() {
                 ctx.started.note(&uid);
