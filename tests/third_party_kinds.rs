@@ -561,17 +561,27 @@ async fn leaderworkerset_group_evicted_and_readmitted() {
     let _ctl = start(&server, &cloud, WorkloadKind::LeaderWorkerSet);
     let sets = api(&client, "leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets");
     submit(&sets, leaderworkerset("mixtral", 1)).await;
-    let before = wait_running(&client, "leaderworkerset.sigs.k8s.io/name=mixtral", 2, 40).await;
+    wait_running(&client, "leaderworkerset.sigs.k8s.io/name=mixtral", 2, 40).await;
+    let uids = |pods: Vec<Pod>| -> BTreeSet<String> { pods.iter().filter_map(|p| p.metadata.uid.clone()).collect() };
+    let pods_api = Api::<Pod>::namespaced(client.clone(), NS);
+    let lp = ListParams::default().labels("leaderworkerset.sigs.k8s.io/name=mixtral");
+    let before = uids(pods_api.list(&lp).await.expect("pods").items);
     let launches = cloud.launch_calls().len();
     terminate_a_machine(&client, &cloud).await;
     // the group's pods are deleted; the LeaderWorkerSet controller recreates
     // them gated, and muster releases them on new capacity
-    let after = eventually(60, "the group running again on other machines", || {
-        let client = client.clone();
+    let after = eventually(60, "the group recreated and running", || {
+        let pods_api = pods_api.clone();
+        let lp = lp.clone();
         let before = before.clone();
         async move {
-            let pods = running(&client, "leaderworkerset.sigs.k8s.io/name=mixtral").await;
-            (pods.len() == 2 && pods.iter().all(|p| !before.contains(p))).then_some(pods)
+            let pods = pods_api.list(&lp).await.ok()?.items;
+            let running = pods
+                .iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .filter(|p| p.metadata.uid.as_ref().is_some_and(|u| !before.contains(u)))
+                .count();
+            (running == 2).then_some(pods.len())
         }
     })
     .await;

@@ -51,11 +51,18 @@ pub const KIND: CustomKind = CustomKind {
 
 /// What the controller does with LeaderWorkerSets: read and watch them (the
 /// pods are pinned, released and deleted like a pod group's).
-pub const ACCESS: &[AccessRule] = &[AccessRule {
-    group: "leaderworkerset.x-k8s.io",
-    resources: &["leaderworkersets"],
-    verbs: &["get", "list", "watch"],
-}];
+pub const ACCESS: &[AccessRule] = &[
+    AccessRule {
+        group: "leaderworkerset.x-k8s.io",
+        resources: &["leaderworkersets"],
+        verbs: &["get", "list", "watch"],
+    },
+    AccessRule {
+        group: "",
+        resources: &["pods"],
+        verbs: &["patch", "update", "delete"],
+    },
+];
 
 /// The label naming a pod's LeaderWorkerSet.
 pub const NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
