@@ -205,6 +205,30 @@ async fn poolnode_gone(client: &kube::Client, name: &str) {
     .await;
 }
 
+/// Every request the controller made is allowed by `deploy/rbac.yaml` with
+/// the rules the chart adds for `kind` (`WorkloadKind::access`, which
+/// `tests/chart.rs` holds the chart to).
+fn assert_rbac_allows_controller(server: &ApiServer, kind: WorkloadKind) {
+    let mut rules = support::rbac::rules();
+    for a in kind.access() {
+        rules.push(support::rbac::Rule {
+            api_groups: vec![a.group.to_string()],
+            resources: a.resources.iter().map(|r| r.to_string()).collect(),
+            verbs: a.verbs.iter().map(|v| v.to_string()).collect(),
+            namespace: None,
+            from: format!("workload kind {}", kind.as_str()),
+        });
+    }
+    let requests = server.audited("controller");
+    assert!(!requests.is_empty(), "no controller request was audited");
+    let denied: BTreeSet<String> = requests
+        .iter()
+        .filter(|(verb, group, resource, ns)| !rules.iter().any(|r| r.allows(verb, group, resource, ns)))
+        .map(|(verb, group, resource, ns)| format!("{verb} {group}/{resource} in {ns:?}"))
+        .collect();
+    assert!(denied.is_empty(), "requests RBAC would deny: {denied:#?}");
+}
+
 fn assert_no_invalid_writes() {
     assert_eq!(
         muster::controller::act::invalid_writes(),
@@ -292,6 +316,7 @@ async fn pytorchjob_evicted_and_readmitted() {
     let old: BTreeSet<&String> = before.iter().map(|(_, n)| n).filter(|n| *n != "cpu-0").collect();
     assert!(after.iter().any(|(_, n)| n != "cpu-0" && !old.contains(n)), "{before:?} → {after:?}");
     wait_phase(&client, "pytorchjob-gpt", &["Running"], 20).await;
+    assert_rbac_allows_controller(&server, WorkloadKind::PyTorchJob);
     assert_no_invalid_writes();
 }
 
@@ -370,6 +395,7 @@ async fn trainjob_evicted_and_readmitted() {
     assert!(cloud.launch_calls().len() > launches, "a new machine");
     assert_placement(&after, "-node-");
     wait_phase(&client, "trainjob-vit", &["Running"], 20).await;
+    assert_rbac_allows_controller(&server, WorkloadKind::TrainJob);
     assert_no_invalid_writes();
 }
 
@@ -462,6 +488,7 @@ async fn rayjob_evicted_and_readmitted() {
     assert_placement(&after, "-gpu-worker-");
     assert!(cloud.launch_calls().len() > launches, "a new machine");
     wait_phase(&client, "rayjob-serve", &["Running"], 20).await;
+    assert_rbac_allows_controller(&server, WorkloadKind::RayJob);
     assert_no_invalid_writes();
 }
 
@@ -513,6 +540,7 @@ async fn raycluster_evicted_and_readmitted() {
     let after = wait_running(&client, "ray.io/cluster=notebook", 3, 60).await;
     assert_placement(&after, "-gpu-worker-");
     assert!(cloud.launch_calls().len() > launches, "a new machine");
+    assert_rbac_allows_controller(&server, WorkloadKind::RayCluster);
     assert_no_invalid_writes();
 }
 
@@ -587,5 +615,6 @@ async fn leaderworkerset_group_evicted_and_readmitted() {
     .await;
     assert!(cloud.launch_calls().len() > launches, "a new machine: {after:?}");
     wait_phase(&client, "lws-mixtral-0", &["Running"], 20).await;
+    assert_rbac_allows_controller(&server, WorkloadKind::LeaderWorkerSet);
     assert_no_invalid_writes();
 }
