@@ -618,3 +618,43 @@ async fn leaderworkerset_group_evicted_and_readmitted() {
     assert_rbac_allows_controller(&server, WorkloadKind::LeaderWorkerSet);
     assert_no_invalid_writes();
 }
+
+// ---------------------------------------------------------------- a kind not fully served
+
+/// TrainJob enabled with its own CRD installed but not its training
+/// runtimes': the kind is not served (its adapter could not size a single
+/// TrainJob), the queue says so, and nothing of it is watched.
+#[tokio::test]
+async fn trainjob_kind_without_its_runtime_crds_is_skipped_and_reported() {
+    let (server, client) = world(&["trainjob"]).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, None);
+    let _ctl = start(&server, &cloud, WorkloadKind::TrainJob);
+    let jobs = api(&client, "trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs");
+    submit(&jobs, trainjob("orphan")).await;
+    let cond = eventually(20, "the queue's WorkloadKindsServed condition", || {
+        let client = client.clone();
+        async move {
+            let q = Api::<DynamicObject>::all_with(client, &ar("GPUQueue", "gpuqueues"))
+                .get("team-a")
+                .await
+                .ok()?;
+            q.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "WorkloadKindsServed" && c["status"] == "False")
+                .cloned()
+        }
+    })
+    .await;
+    let message = cond["message"].as_str().unwrap_or_default();
+    assert!(message.contains("clustertrainingruntimes.trainer.kubeflow.org"), "{message}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(gang_phase(&client, "trainjob-orphan").await.is_none(), "no gang");
+    let asked: Vec<_> = server
+        .audited("controller")
+        .into_iter()
+        .filter(|(v, g, _, _)| g == "trainer.kubeflow.org" && v != "get")
+        .collect();
+    assert!(asked.is_empty(), "{asked:?}");
+}
