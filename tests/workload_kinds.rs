@@ -509,3 +509,246 @@ async fn jobset_kind_without_its_crd_is_skipped_and_reported() {
         .collect();
     assert!(asked.is_empty(), "{asked:?}");
 }
+
+/// A pod of group `group` (of `size`), held by muster's scheduling gate as
+/// the admission webhook leaves it.
+async fn submit_pod(client: &kube::Client, name: &str, group: &str, size: u32) {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NS,
+            "labels": {"muster.dev/queue": "team-a", "muster.dev/pod-group": group},
+            "annotations": {"muster.dev/pod-group-size": size.to_string()}},
+        "spec": {"restartPolicy": "Never", "schedulingGates": [{"name": "muster.dev/admission"}],
+            "containers": [{"name": "w", "image": "trainer",
+                "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "8", "memory": "64Gi"}}}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    }))
+    .expect("pod");
+    Api::<Pod>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("submit pod");
+}
+
+/// The group's pods: name → (node, phase, still gated).
+async fn group_pods(
+    client: &kube::Client,
+    group: &str,
+) -> BTreeMap<String, (String, String, bool)> {
+    Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels(&format!("muster.dev/pod-group={group}")))
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let spec = p.spec.clone().unwrap_or_default();
+            (
+                p.name_any(),
+                (
+                    spec.node_name.unwrap_or_default(),
+                    p.status.and_then(|s| s.phase).unwrap_or_default(),
+                    spec.scheduling_gates.is_some_and(|g| !g.is_empty()),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// A pod group waits gated until all its pods exist, then is admitted onto
+/// one launch set and released together; when its pods succeed its gang
+/// finishes.
+#[tokio::test]
+async fn pod_group_held_until_whole_then_released_together_then_completes() {
+    let (server, client) = world(false).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start_running_for(
+        client.clone(),
+        vec![cloud.clone() as Arc<dyn support::emulator::Machines>],
+        Some(Duration::from_secs(3)),
+    );
+    let _ctl = start(
+        &server,
+        &cloud,
+        &[WorkloadKind::Job, WorkloadKind::PodGroup],
+        |_| {},
+    );
+    submit_pod(&client, "w-0", "ring", 2).await;
+    // one of two: no gang, no launch, the pod stays gated
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(gang(&client, "podgroup-ring").await.is_none());
+    assert!(cloud.launch_calls().is_empty());
+    assert!(group_pods(&client, "ring").await["w-0"].2, "still gated");
+    submit_pod(&client, "w-1", "ring", 2).await;
+    let pods = eventually(40, "both pods running, released together", || {
+        let client = client.clone();
+        async move {
+            let pods = group_pods(&client, "ring").await;
+            (pods.len() == 2
+                && pods
+                    .values()
+                    .all(|(_, phase, gated)| phase == "Running" && !gated))
+            .then_some(pods)
+        }
+    })
+    .await;
+    let nodes: BTreeSet<String> = pods.values().map(|(n, ..)| n.clone()).collect();
+    let launched: BTreeSet<String> = poolnodes(&client)
+        .await
+        .iter()
+        .filter_map(|p| p.data["status"]["nodeName"].as_str().map(String::from))
+        .collect();
+    assert_eq!(nodes, launched, "one launch set of two nodes, one pod each");
+    assert_eq!(cloud.launch_calls()[0].poolnodes_seen, Some(2));
+    let g = gang(&client, "podgroup-ring").await.expect("gang");
+    assert_eq!(g.data["spec"]["podSets"][0]["count"], 2);
+    eventually(30, "the gang Finished", || {
+        let client = client.clone();
+        async move {
+            (phase(&client, "podgroup-ring").await.as_deref() == Some("Finished")).then_some(())
+        }
+    })
+    .await;
+}
+
+/// Admitted and released, then evicted (its pods never run in time): a
+/// released pod cannot be gated again, so the group's pods are deleted;
+/// recreated (gated, as their owner or the user submits them again) they
+/// are queued, admitted again and run.
+#[tokio::test]
+async fn pod_group_evicted_by_deleting_its_pods_then_readmitted() {
+    let (server, client) = world(false).await;
+    existing_gpu_node(&client, "gpu-0", 8).await;
+    existing_gpu_node(&client, "gpu-1", 8).await;
+    let queues: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUQueue", "gpuqueues"));
+    let set_timeout = |t: &'static str| {
+        let queues = queues.clone();
+        async move {
+            queues
+                .patch(
+                    "team-a",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"podsReadyTimeout": t}})),
+                )
+                .await
+                .expect("queue timeout");
+        }
+    };
+    set_timeout("1s").await;
+    let cloud = FakeCloud::new(None);
+    let _ctl = start(
+        &server,
+        &cloud,
+        &[WorkloadKind::Job, WorkloadKind::PodGroup],
+        |c| {
+            c.policy.requeue_backoff_base = muster_planner::Dur::secs(2);
+        },
+    );
+    submit_pod(&client, "w-0", "ring", 2).await;
+    submit_pod(&client, "w-1", "ring", 2).await;
+    eventually(20, "released", || {
+        let client = client.clone();
+        async move {
+            let pods = group_pods(&client, "ring").await;
+            (pods.len() == 2 && pods.values().all(|(_, _, gated)| !gated)).then_some(())
+        }
+    })
+    .await;
+    let pod = Api::<Pod>::namespaced(client.clone(), NS)
+        .get("w-0")
+        .await
+        .expect("pod");
+    let selector = pod.spec.and_then(|s| s.node_selector).unwrap_or_default();
+    assert_eq!(
+        selector.get("muster.dev/gang").map(String::as_str),
+        Some("team-a.podgroup-ring")
+    );
+    eventually(20, "evicted and its pods deleted", || {
+        let client = client.clone();
+        async move {
+            let evicted = phase(&client, "podgroup-ring").await.as_deref() == Some("Evicted");
+            (evicted && group_pods(&client, "ring").await.is_empty()).then_some(())
+        }
+    })
+    .await;
+    set_timeout("60s").await;
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    submit_pod(&client, "w-0", "ring", 2).await;
+    submit_pod(&client, "w-1", "ring", 2).await;
+    eventually(40, "running again", || {
+        let client = client.clone();
+        async move {
+            let pods = group_pods(&client, "ring").await;
+            (pods.len() == 2 && pods.values().all(|(_, phase, _)| phase == "Running")).then_some(())
+        }
+    })
+    .await;
+    let g = gang(&client, "podgroup-ring").await.expect("gang");
+    assert!(g.data["status"]["evictions"].as_i64().unwrap_or(0) >= 1);
+    assert_eq!(crate_invalid_writes(), 0);
+}
+
+fn crate_invalid_writes() -> u64 {
+    muster::controller::act::invalid_writes()
+}
+
+/// An elastic Job (`muster.dev/min-count`) admitted at its least count where
+/// only that many fit: its `parallelism` is lowered to the pods admitted
+/// while it is suspended (the submitted value recorded), it runs them, and
+/// its gang counts as running with them.
+#[tokio::test]
+async fn elastic_job_admitted_at_min_count_runs_that_many() {
+    let (server, client) = world(false).await;
+    existing_gpu_node(&client, "gpu-0", 8).await;
+    existing_gpu_node(&client, "gpu-1", 8).await;
+    // the pool sells only 1-GPU machines: no launch can hold an 8-GPU pod
+    Api::<DynamicObject>::all_with(client.clone(), &ar("GPUPool", "gpupools"))
+        .patch(
+            "a100",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"requirements": {"instanceTypes": ["fake-1gpu"]}}})),
+        )
+        .await
+        .expect("pool");
+    let cloud = FakeCloud::new(None);
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(&server, &cloud, &[WorkloadKind::Job], |_| {});
+    let job: k8s_openapi::api::batch::v1::Job = serde_json::from_value(json!({
+        "metadata": {"name": "elastic", "namespace": NS, "labels": {"muster.dev/queue": "team-a"},
+            "annotations": {"muster.dev/min-count": "2"}},
+        "spec": {"parallelism": 4, "completions": 4, "suspend": true,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                "name": "train", "image": "trainer",
+                "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "4", "memory": "16Gi"}}
+            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}
+    }))
+    .expect("job");
+    let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), NS);
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("submit");
+    eventually(30, "the gang Running with two pods", || {
+        let client = client.clone();
+        async move { (phase(&client, "elastic").await.as_deref() == Some("Running")).then_some(()) }
+    })
+    .await;
+    let j = jobs.get("elastic").await.expect("job");
+    let spec = j.spec.clone().expect("spec");
+    assert_eq!((spec.parallelism, spec.completions), (Some(2), Some(4)));
+    assert_eq!(
+        j.annotations()
+            .get("muster.dev/original-parallelism")
+            .map(String::as_str),
+        Some("4")
+    );
+    let running = Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels("job-name=elastic"))
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .count();
+    assert_eq!(running, 2);
+    assert!(cloud.launch_calls().is_empty());
+}

@@ -23,6 +23,10 @@ pub const PRIORITY_ANNOTATION: &str = "muster.dev/priority";
 pub const ORIGINAL_TEMPLATE_ANNOTATION: &str = "muster.dev/original-template";
 /// Annotation on Jobs: the nodes the admitted gang was pinned to (comma-separated).
 pub const ADMITTED_NODES_ANNOTATION: &str = "muster.dev/admitted-nodes";
+/// Annotation on Jobs admitted at fewer pods than submitted (elastic): the
+/// submitted `parallelism`, and `completions` where it changed in tandem
+/// (`4` or `4/4`).
+pub const ORIGINAL_PARALLELISM_ANNOTATION: &str = "muster.dev/original-parallelism";
 /// Annotation on Jobs: a stop (suspend, clear `startTime`, restore the
 /// template) was begun and is not finished; written with the suspension.
 pub const STOPPING_ANNOTATION: &str = "muster.dev/stopping";

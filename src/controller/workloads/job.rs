@@ -21,8 +21,8 @@ use super::{Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind};
 use crate::controller::act::{ActError, params};
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{
-    ADMITTED_NODES_ANNOTATION, MIN_COUNT_ANNOTATION, ORIGINAL_TEMPLATE_ANNOTATION,
-    STOPPING_ANNOTATION,
+    ADMITTED_NODES_ANNOTATION, MIN_COUNT_ANNOTATION, ORIGINAL_PARALLELISM_ANNOTATION,
+    ORIGINAL_TEMPLATE_ANNOTATION, STOPPING_ANNOTATION,
 };
 
 /// The name of a Job's one pod set.
@@ -89,6 +89,47 @@ pub fn observe(job: &Job) -> Observed {
     }
 }
 
+/// `parallelism` and `completions` as submitted: the recorded ones while
+/// admitted at fewer pods, else the current ones.
+pub fn submitted_sizes(job: &Job) -> (i32, Option<i32>) {
+    let spec = job.spec.as_ref();
+    let current = (
+        spec.and_then(|s| s.parallelism).unwrap_or(1),
+        spec.and_then(|s| s.completions),
+    );
+    let Some(rec) = job.annotations().get(ORIGINAL_PARALLELISM_ANNOTATION) else {
+        return current;
+    };
+    let mut parts = rec.split('/');
+    let p = parts.next().and_then(|p| p.trim().parse().ok());
+    let c = parts.next().and_then(|c| c.trim().parse().ok());
+    match p {
+        Some(p) => (p, c.or(current.1)),
+        None => current,
+    }
+}
+
+/// The sizes an admission of `admitted` pods asks of the Job: `parallelism`
+/// lowered to it, and an Indexed Job's `completions` with it where they
+/// were equal (the only way the Job's rules let `completions` change); the
+/// record of the submitted sizes when they changed.
+pub fn elastic_sizes(job: &Job, admitted: Option<u32>) -> (i32, Option<i32>, Option<String>) {
+    let (p, c) = submitted_sizes(job);
+    let Some(n) = admitted.and_then(|n| i32::try_from(n).ok()) else {
+        return (p, c, None);
+    };
+    if n <= 0 || n >= p {
+        return (p, c, None);
+    }
+    let indexed = job.spec.as_ref().and_then(|s| s.completion_mode.as_deref()) == Some("Indexed");
+    match c {
+        Some(c) if indexed && c == p => (n, Some(n), Some(format!("{p}/{c}"))),
+        // an Indexed Job whose completions differ keeps them; its pods run
+        // `n` at a time
+        _ => (n, c, Some(p.to_string())),
+    }
+}
+
 /// The pod template as submitted: the recorded one while pinned, else the
 /// current one.
 pub fn submitted_template(job: &Job) -> PodTemplateSpec {
@@ -122,13 +163,7 @@ impl Workload for JobWorkload {
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
-        let count = self
-            .0
-            .spec
-            .as_ref()
-            .and_then(|s| s.parallelism)
-            .map(|p| u32::try_from(p.max(0)).unwrap_or(0))
-            .unwrap_or(1);
+        let count = u32::try_from(submitted_sizes(&self.0).0.max(0)).unwrap_or(0);
         Ok(vec![PodSetTemplate {
             name: POD_SET.to_string(),
             count,
@@ -187,10 +222,14 @@ impl Workload for JobWorkload {
                 .map_err(ActError::api("clear Job startTime"))?,
             Step::Restore => {
                 let mut next = (**job).clone();
+                let (parallelism, completions) = submitted_sizes(job);
                 if let Some(spec) = next.spec.as_mut() {
                     spec.template = submitted_template(job);
+                    spec.parallelism = Some(parallelism);
+                    spec.completions = completions;
                 }
                 if let Some(a) = next.metadata.annotations.as_mut() {
+                    a.remove(ORIGINAL_PARALLELISM_ANNOTATION);
                     a.remove(ORIGINAL_TEMPLATE_ANNOTATION);
                     a.remove(ADMITTED_NODES_ANNOTATION);
                     a.remove(STOPPING_ANNOTATION);
@@ -206,8 +245,12 @@ impl Workload for JobWorkload {
                 let original = serde_json::to_string(&submitted)
                     .map_err(|e| ActError::Missing(format!("template of Job {name}: {e}")))?;
                 let nodes = pins.values().flatten().cloned().collect();
+                let (parallelism, completions, sizes) =
+                    elastic_sizes(job, directives.counts.get(POD_SET).copied());
                 let mut next = (**job).clone();
                 if let Some(spec) = next.spec.as_mut() {
+                    spec.parallelism = Some(parallelism);
+                    spec.completions = completions;
                     spec.template = template::pin(
                         submitted,
                         POD_SET,
@@ -223,6 +266,10 @@ impl Workload for JobWorkload {
                     .get_or_insert_with(Default::default);
                 a.insert(ORIGINAL_TEMPLATE_ANNOTATION.to_string(), original);
                 a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
+                match sizes {
+                    Some(rec) => a.insert(ORIGINAL_PARALLELISM_ANNOTATION.to_string(), rec),
+                    None => a.remove(ORIGINAL_PARALLELISM_ANNOTATION),
+                };
                 a.remove(STOPPING_ANNOTATION);
                 jobs.replace(&name, &PostParams::default(), &next)
                     .await
@@ -310,6 +357,42 @@ mod tests {
         assert_eq!(
             bad.pod_sets().expect_err("bad").reason(),
             "InvalidAnnotation"
+        );
+    }
+
+    #[test]
+    fn admitted_at_fewer_pods_the_job_runs_fewer_and_keeps_what_was_submitted() {
+        let j = |mode: &str, completions: i32| {
+            job(json!({
+                "metadata": {"name": "j"},
+                "spec": {"parallelism": 4, "completions": completions, "completionMode": mode, "template": {}}
+            }))
+        };
+        // not elastic: as submitted
+        assert_eq!(
+            elastic_sizes(&j("NonIndexed", 8), Some(4)),
+            (4, Some(8), None)
+        );
+        assert_eq!(elastic_sizes(&j("NonIndexed", 8), None), (4, Some(8), None));
+        // fewer pods: parallelism lowered, completions kept
+        assert_eq!(
+            elastic_sizes(&j("NonIndexed", 8), Some(2)),
+            (2, Some(8), Some("4".to_string()))
+        );
+        // Indexed with completions = parallelism: both, in tandem
+        assert_eq!(
+            elastic_sizes(&j("Indexed", 4), Some(2)),
+            (2, Some(2), Some("4/4".to_string()))
+        );
+        // the record gives back the submitted sizes, whatever the Job says now
+        let pinned = job(json!({
+            "metadata": {"name": "j", "annotations": {ORIGINAL_PARALLELISM_ANNOTATION: "4/4"}},
+            "spec": {"parallelism": 2, "completions": 2, "completionMode": "Indexed", "template": {}}
+        }));
+        assert_eq!(submitted_sizes(&pinned), (4, Some(4)));
+        assert_eq!(
+            JobWorkload(Arc::new(pinned)).pod_sets().expect("sets")[0].count,
+            4
         );
     }
 

@@ -79,10 +79,10 @@ fn int(v: Option<&Value>, default: i64) -> i64 {
 fn submitted_templates(
     obj: &DynamicObject,
 ) -> Result<BTreeMap<String, PodTemplateSpec>, WorkloadError> {
-    if let Some(rec) = obj.annotations().get(ORIGINAL_TEMPLATE_ANNOTATION) {
-        if let Ok(m) = serde_json::from_str::<BTreeMap<String, PodTemplateSpec>>(rec) {
-            return Ok(m);
-        }
+    if let Some(rec) = obj.annotations().get(ORIGINAL_TEMPLATE_ANNOTATION)
+        && let Ok(m) = serde_json::from_str::<BTreeMap<String, PodTemplateSpec>>(rec)
+    {
+        return Ok(m);
     }
     let mut out = BTreeMap::new();
     for (i, rj) in replicated_jobs(obj).iter().enumerate() {

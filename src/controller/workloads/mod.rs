@@ -317,14 +317,18 @@ impl WorkloadError {
     }
 }
 
-/// What a pin writes besides the nodes: the gang's node label value and the
-/// taints of each node (tolerated by the pod sets placed there).
+/// What a pin writes besides the nodes: the gang's node label value, the
+/// taints of each node (tolerated by the pod sets placed there), and how
+/// many pods of each pod set were admitted (fewer than submitted when the
+/// planner admitted an elastic gang at its least count).
 #[derive(Debug, Clone, Default)]
 pub struct Directives {
     /// The value of `muster.dev/gang` on the gang's nodes.
     pub gang_label: String,
     /// Taints by node name.
     pub taints: BTreeMap<String, Vec<muster_planner::Taint>>,
+    /// Pods admitted by pod set.
+    pub counts: BTreeMap<String, u32>,
 }
 
 impl Directives {
@@ -479,11 +483,60 @@ pub fn all(observed: &Observed) -> Vec<Box<dyn Workload>> {
     out
 }
 
-/// The workload whose Gang is `namespace/gang`.
+/// The workload whose Gang is `namespace/gang`, looked up by the Gang's
+/// name (a Job of that name, a JobSet or pod group its prefix names)
+/// rather than by listing every workload.
 pub fn find(observed: &Observed, namespace: &str, gang: &str) -> Option<Box<dyn Workload>> {
-    all(observed)
-        .into_iter()
-        .find(|w| w.namespace() == namespace && w.gang_name() == gang)
+    let wanted = |w: &dyn Workload| {
+        w.namespace() == namespace && w.gang_name() == gang && w.queue().is_some() && !w.deleting()
+    };
+    if observed.kinds.contains(&WorkloadKind::Job) {
+        let hit = observed.jobs.iter().find(|j| {
+            j.metadata.name.as_deref() == Some(gang)
+                && j.metadata.namespace.as_deref() == Some(namespace)
+                && !job::owned_by_other_kind(j)
+        });
+        if let Some(w) = hit.map(|j| job::JobWorkload(j.clone()))
+            && wanted(&w)
+        {
+            return Some(Box::new(w));
+        }
+    }
+    if let Some(name) = gang.strip_prefix("jobset-")
+        && observed.kinds.contains(&WorkloadKind::JobSet)
+    {
+        let hit = observed
+            .workload_objects(WorkloadKind::JobSet)
+            .iter()
+            .find(|o| {
+                o.metadata.name.as_deref() == Some(name)
+                    && o.metadata.namespace.as_deref() == Some(namespace)
+            });
+        if let Some(w) = hit.map(|o| jobset::JobSetWorkload(o.clone()))
+            && wanted(&w)
+        {
+            return Some(Box::new(w));
+        }
+    }
+    if let Some(name) = gang.strip_prefix("podgroup-")
+        && observed.kinds.contains(&WorkloadKind::PodGroup)
+    {
+        let pods: Vec<Arc<CachedPod>> = observed
+            .pods
+            .iter()
+            .filter(|p| {
+                p.metadata.namespace.as_deref() == Some(namespace)
+                    && p.label(pod_group::POD_GROUP_LABEL).map(String::as_str) == Some(name)
+            })
+            .cloned()
+            .collect();
+        if let Some(g) = pod_group::groups(&pods).into_iter().next()
+            && wanted(&g)
+        {
+            return Some(Box::new(g));
+        }
+    }
+    None
 }
 
 /// The Gang (namespace, name) a pod belongs to, by its labels and owners
@@ -529,3 +582,89 @@ pub fn live_pods<'a>(observed: &'a Observed, w: &dyn Workload) -> Vec<&'a Arc<Ca
 
 /// A workload object of a custom kind as cached.
 pub type Object = Arc<DynamicObject>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn observed() -> Observed {
+        let mut o = Observed {
+            kinds: WorkloadKind::ALL.into_iter().collect(),
+            ..Observed::default()
+        };
+        let labels = json!({"muster.dev/queue": "q"});
+        o.jobs = vec![
+            Arc::new(serde_json::from_value(json!({"metadata": {"name": "train", "namespace": "ns", "labels": labels}, "spec": {"template": {}}})).expect("job")),
+            // a JobSet's child Job: not a workload of its own
+            Arc::new(serde_json::from_value(json!({"metadata": {"name": "js-w-0", "namespace": "ns", "labels": labels,
+                "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "u", "controller": true}]},
+                "spec": {"template": {}}})).expect("job")),
+            // no queue: not muster's
+            Arc::new(serde_json::from_value(json!({"metadata": {"name": "other", "namespace": "ns"}, "spec": {"template": {}}})).expect("job")),
+        ];
+        o.workloads.insert(
+            WorkloadKind::JobSet,
+            vec![Arc::new(serde_json::from_value(json!({
+                "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                "metadata": {"name": "js", "namespace": "ns", "labels": labels},
+                "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": {}}}}]}
+            })).expect("jobset"))],
+        );
+        let pod = |name: &str| -> Arc<CachedPod> {
+            let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "ns", "labels": {"muster.dev/queue": "q", "muster.dev/pod-group": "ring"},
+                    "annotations": {"muster.dev/pod-group-size": "2"}},
+                "spec": {"containers": [], "schedulingGates": [{"name": pod_group::SCHEDULING_GATE}]}
+            }))
+            .expect("pod");
+            Arc::new(CachedPod::from(p))
+        };
+        o.pods = vec![pod("a"), pod("b")];
+        o
+    }
+
+    #[test]
+    fn every_workload_is_found_by_its_gang_and_pods_by_their_labels() {
+        let o = observed();
+        let names: Vec<(WorkloadKind, String)> =
+            all(&o).iter().map(|w| (w.kind(), w.gang_name())).collect();
+        assert_eq!(
+            names,
+            [
+                (WorkloadKind::Job, "train".to_string()),
+                (WorkloadKind::JobSet, "jobset-js".to_string()),
+                (WorkloadKind::PodGroup, "podgroup-ring".to_string()),
+            ]
+        );
+        for (kind, gang) in &names {
+            let w = find(&o, "ns", gang).expect("found");
+            assert_eq!((w.kind(), w.gang_name()), (*kind, gang.clone()));
+        }
+        assert!(find(&o, "ns", "other").is_none(), "unlabelled");
+        assert!(find(&o, "ns", "js-w-0").is_none(), "a JobSet's child");
+        assert!(find(&o, "elsewhere", "train").is_none());
+        assert_eq!(
+            pod_gang(&o.pods[0]),
+            Some(("ns".to_string(), "podgroup-ring".to_string()))
+        );
+        // a kind not enabled is not a workload
+        let mut only_jobs = o.clone();
+        only_jobs.kinds = [WorkloadKind::Job].into();
+        assert_eq!(all(&only_jobs).len(), 1);
+        assert!(find(&only_jobs, "ns", "jobset-js").is_none());
+    }
+
+    #[test]
+    fn kinds_parse_from_the_flag() {
+        assert_eq!(
+            parse_kinds("job, jobset,pod-group").expect("kinds"),
+            WorkloadKind::ALL.into_iter().collect()
+        );
+        assert!(
+            parse_kinds("job,rayjob")
+                .expect_err("unknown")
+                .contains("rayjob")
+        );
+    }
+}

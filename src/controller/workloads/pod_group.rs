@@ -444,6 +444,7 @@ mod tests {
                 }],
             )]
             .into(),
+            counts: Default::default(),
         };
         let nodes = ["n1".to_string()].into();
         let patch = pin_patch(&p, &nodes, Some("n1"), &dirs, true);

@@ -90,8 +90,11 @@ async fn admit(
             .await
             .map_err(ActError::api("label node"))?;
     }
+    let counts =
+        super::super::reconcile::workloads::counts_of(a.assignments.iter().map(|x| &x.pod_set));
     let writes =
-        super::super::reconcile::workloads::drive(ctx, w, &Want::Run(pins), snapshot).await?;
+        super::super::reconcile::workloads::drive(ctx, w, &Want::Run(pins), counts, snapshot)
+            .await?;
     Ok(writes > 0)
 }
 

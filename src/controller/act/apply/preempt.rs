@@ -45,5 +45,13 @@ pub async fn suspend(
     let Some(w) = crate::controller::workloads::find(observed, ns, name) else {
         return Ok(false);
     };
-    Ok(super::super::reconcile::workloads::drive(ctx, w, &Want::Queued, snapshot).await? > 0)
+    Ok(super::super::reconcile::workloads::drive(
+        ctx,
+        w,
+        &Want::Queued,
+        Default::default(),
+        snapshot,
+    )
+    .await?
+        > 0)
 }

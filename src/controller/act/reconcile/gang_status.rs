@@ -26,26 +26,35 @@ fn phase_name(p: GangPhase) -> String {
         .unwrap_or_default()
 }
 
-/// The status a Gang should have after this plan; `draining` is
-/// [`draining_nodes`] of the same observation, `finished` the ids of gangs
-/// whose workload completed or failed for good ([`finished_gangs`]).
+/// What the status of every Gang is decided from besides the Gang itself,
+/// gathered once per cycle from the same observation.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// Nodes going away ([`draining_nodes`]).
+    pub draining: BTreeMap<String, bool>,
+    /// Gang ids whose workload completed or failed for good
+    /// ([`finished_gangs`]).
+    pub finished: BTreeSet<String>,
+}
+
+/// The status a Gang should have after this plan, given the cycle's `facts`.
 pub fn desired(
     obj: &DynamicObject,
     plan: &Plan,
     snapshot: &Snapshot,
     observed: &Observed,
-    draining: &BTreeMap<String, bool>,
-    finished: &BTreeSet<String>,
+    facts: &Facts,
     now: Time,
     policy: &Policy,
 ) -> (GangView, bool) {
+    let draining = &facts.draining;
     let policy_timeout = policy.provisioning_timeout;
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let id = format!("{ns}/{name}");
     let mut st = gang::status_of(obj);
     let current = gang::phase(st.phase.as_deref()).unwrap_or_default();
-    let finished = finished.contains(&id);
+    let finished = facts.finished.contains(&id);
     let assignments = |list: &[muster_planner::Assignment]| -> Vec<AssignmentStatus> {
         list.iter()
             .map(|a| AssignmentStatus {
@@ -159,14 +168,20 @@ pub fn desired(
         }
     }
     if current == GangPhase::Admitted {
-        let want: u64 = spec::<GangSpec>(Kind::Gang, obj)
-            .map(|s| {
-                s.pod_sets
-                    .iter()
-                    .map(|p| u64::try_from(p.count).unwrap_or(0))
-                    .sum()
-            })
-            .unwrap_or(u64::MAX);
+        // the pods admitted (fewer than submitted for an elastic gang
+        // admitted at its least count), else the full size
+        let want: u64 = if st.assignments.is_empty() {
+            spec::<GangSpec>(Kind::Gang, obj)
+                .map(|s| {
+                    s.pod_sets
+                        .iter()
+                        .map(|p| u64::try_from(p.count).unwrap_or(0))
+                        .sum()
+                })
+                .unwrap_or(u64::MAX)
+        } else {
+            st.assignments.len() as u64
+        };
         let running = observed
             .pods
             .iter()
@@ -267,8 +282,10 @@ pub async fn update(
 ) -> usize {
     let mut writes = 0;
     let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
-    let draining = draining_nodes(observed);
-    let finished = finished_gangs(observed);
+    let facts = Facts {
+        draining: draining_nodes(observed),
+        finished: finished_gangs(observed),
+    };
     for obj in observed.of(Kind::Gang) {
         let before = gang::status_of(obj);
         let (after, evict) = desired(
@@ -276,8 +293,7 @@ pub async fn update(
             plan,
             snapshot,
             observed,
-            &draining,
-            &finished,
+            &facts,
             now,
             &ctx.config.policy,
         );

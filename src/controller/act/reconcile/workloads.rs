@@ -8,7 +8,7 @@
 //! the upstream rule behind each step are in `docs/controller.md` and
 //! `docs/workloads.md`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube_runtime::events::EventType;
 use muster_planner::lifecycle::workload::{self as table, Pins, Step, Want};
@@ -59,6 +59,15 @@ fn has_pods(w: &dyn Workload, observed: &Observed) -> bool {
             .any(|p| !workloads::pod_group::gated(p))
 }
 
+/// Pods admitted by pod set, from a gang's assignments.
+pub fn counts_of<'a>(pod_sets: impl Iterator<Item = &'a String>) -> BTreeMap<String, u32> {
+    let mut out: BTreeMap<String, u32> = BTreeMap::new();
+    for set in pod_sets {
+        *out.entry(set.clone()).or_default() += 1;
+    }
+    out
+}
+
 /// The pins an admitted gang's assignments ask for: each pod set's nodes,
 /// PoolNode names replaced by the Nodes registered for them.
 pub fn pins_of(view: &crate::controller::objects::GangView, tr: &Translation) -> Pins {
@@ -93,11 +102,12 @@ pub async fn reconcile(ctx: &Ctx, observed: &Observed, tr: &Translation) -> usiz
         if phase == GangPhase::Finished {
             continue;
         }
-        let want = match (&view, phase) {
-            (Some(v), GangPhase::Admitted | GangPhase::Running) if !v.assignments.is_empty() => {
-                Want::Run(pins_of(v, tr))
-            }
-            _ => Want::Queued,
+        let (want, counts) = match (&view, phase) {
+            (Some(v), GangPhase::Admitted | GangPhase::Running) if !v.assignments.is_empty() => (
+                Want::Run(pins_of(v, tr)),
+                counts_of(v.assignments.iter().map(|a| &a.pod_set)),
+            ),
+            _ => (Want::Queued, BTreeMap::new()),
         };
         let o = w.observe();
         if want == Want::Queued
@@ -122,7 +132,7 @@ pub async fn reconcile(ctx: &Ctx, observed: &Observed, tr: &Translation) -> usiz
                 )
                 .await;
         }
-        match drive(ctx, w, &want, &tr.snapshot).await {
+        match drive(ctx, w, &want, counts, &tr.snapshot).await {
             Ok(n) => writes += n,
             Err(e) => {
                 tracing::warn!(workload = %name, namespace = %ns, error = %e, "workload life cycle")
@@ -132,9 +142,14 @@ pub async fn reconcile(ctx: &Ctx, observed: &Observed, tr: &Translation) -> usiz
     writes
 }
 
-/// The directives of a pin: the gang's node label and the taints of the
-/// nodes in the snapshot.
-pub fn directives(gang_id: &str, snapshot: &Snapshot, pins: Option<&Pins>) -> Directives {
+/// The directives of a pin: the gang's node label, the taints of the nodes
+/// in the snapshot, and the pods admitted by pod set.
+pub fn directives(
+    gang_id: &str,
+    snapshot: &Snapshot,
+    pins: Option<&Pins>,
+    counts: BTreeMap<String, u32>,
+) -> Directives {
     let nodes: BTreeSet<&String> = pins
         .into_iter()
         .flat_map(|p| p.values())
@@ -148,6 +163,7 @@ pub fn directives(gang_id: &str, snapshot: &Snapshot, pins: Option<&Pins>) -> Di
             .filter(|n| nodes.contains(&n.name))
             .map(|n| (n.name.clone(), n.taints.clone()))
             .collect(),
+        counts,
     }
 }
 
@@ -161,6 +177,7 @@ pub async fn drive(
     ctx: &Ctx,
     w: Box<dyn Workload>,
     want: &Want,
+    counts: BTreeMap<String, u32>,
     snapshot: &Snapshot,
 ) -> Result<usize, ActError> {
     let gang_id = format!("{}/{}", w.namespace(), w.gang_name());
@@ -169,7 +186,7 @@ pub async fn drive(
         Want::Run(p) => Some(p),
         Want::Queued => None,
     };
-    let dirs = directives(&gang_id, snapshot, pins);
+    let dirs = directives(&gang_id, snapshot, pins, counts);
     let mut current = w;
     let mut writes = 0;
     for _ in 0..MAX_STEPS {
@@ -189,10 +206,10 @@ pub async fn drive(
             },
             Err(e) => return Err(e),
         };
-        if step == Step::Unsuspend {
-            if let Some(uid) = current.uid() {
-                ctx.started.note(&uid);
-            }
+        if step == Step::Unsuspend
+            && let Some(uid) = current.uid()
+        {
+            ctx.started.note(&uid);
         }
         writes += 1;
     }
