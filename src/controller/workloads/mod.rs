@@ -658,13 +658,18 @@ mod tests {
     #[test]
     fn kinds_parse_from_the_flag() {
         assert_eq!(
-            parse_kinds("job, jobset,pod-group").expect("kinds"),
+            parse_kinds("job, jobset,pod-group,trainjob,pytorchjob,raycluster,rayjob,leaderworkerset")
+                .expect("kinds"),
             WorkloadKind::ALL.into_iter().collect()
         );
+        // every kind's flag name parses back to it
+        for k in WorkloadKind::ALL {
+            assert_eq!(WorkloadKind::parse(k.as_str()), Some(k));
+        }
         assert!(
-            parse_kinds("job,rayjob")
+            parse_kinds("job,mpijob")
                 .expect_err("unknown")
-                .contains("rayjob")
+                .contains("mpijob")
         );
     }
 }

@@ -73,6 +73,7 @@ const WRITER: Writer<'static> = Writer {
         unsuspend: "unsuspend PyTorchJob",
     },
     complete: None,
+    elastic: None,
 };
 
 /// A labelled PyTorchJob.

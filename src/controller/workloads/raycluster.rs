@@ -31,7 +31,7 @@ use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::Value;
 
 use super::template::{PinStyle, decode_pins};
-use super::templated::{self, Actions, TemplateAt, Writer};
+use super::templated::{self, Actions, Elastic, ORIGINAL_SIZES_ANNOTATION, TemplateAt, Writer};
 use super::{AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind};
 use crate::controller::act::ActError;
 use crate::controller::ctx::Ctx;
@@ -69,7 +69,79 @@ const WRITER: Writer<'static> = Writer {
         unsuspend: "unsuspend RayCluster",
     },
     complete: None,
+    elastic: Some(Elastic {
+        shrink: |o, c| shrink_at(o, c, "/spec"),
+        restore: |o, r| restore_at(o, r, "/spec"),
+    }),
 };
+
+/// The elastic resize of a RayJob's cluster spec.
+pub const RAYJOB_ELASTIC: Elastic = Elastic {
+    shrink: |o, c| shrink_at(o, c, "/spec/rayClusterSpec"),
+    restore: |o, r| restore_at(o, r, "/spec/rayClusterSpec"),
+};
+
+/// The worker groups' replicas as submitted, where an elastic pin changed
+/// them (group → replicas).
+pub fn recorded_sizes(obj: &DynamicObject) -> BTreeMap<String, i64> {
+    obj.annotations()
+        .get(ORIGINAL_SIZES_ANNOTATION)
+        .and_then(|r| serde_json::from_str(r).ok())
+        .unwrap_or_default()
+}
+
+/// Sets each autoscaling worker group admitted with fewer pods than it asks
+/// for to the replicas admitted (whole hosts, at least `minReplicas`; the
+/// autoscaler then moves it between its bounds); the record of the replicas
+/// replaced.
+fn shrink_at(obj: &mut DynamicObject, counts: &BTreeMap<String, u32>, base: &str) -> Option<String> {
+    let autoscaling = obj
+        .data
+        .pointer(&format!("{base}/enableInTreeAutoscaling"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if !autoscaling {
+        return None;
+    }
+    let mut replaced = BTreeMap::new();
+    let groups = obj
+        .data
+        .pointer_mut(&format!("{base}/workerGroupSpecs"))
+        .and_then(Value::as_array_mut)?;
+    for g in groups {
+        let name = group_name(g);
+        let Some(&admitted) = counts.get(&name) else {
+            continue;
+        };
+        let hosts = int(g.get("numOfHosts"), 1).max(1);
+        let lo = int(g.get("minReplicas"), 0).max(0);
+        let replicas = int(g.get("replicas"), 0);
+        let fit = (i64::from(admitted) / hosts).max(lo);
+        if fit < replicas {
+            replaced.insert(name, replicas);
+            g["replicas"] = Value::from(fit);
+        }
+    }
+    (!replaced.is_empty()).then(|| serde_json::to_string(&replaced).unwrap_or_default())
+}
+
+/// Puts the recorded replicas back.
+fn restore_at(obj: &mut DynamicObject, record: &str, base: &str) {
+    let Ok(sizes) = serde_json::from_str::<BTreeMap<String, i64>>(record) else {
+        return;
+    };
+    if let Some(groups) = obj
+        .data
+        .pointer_mut(&format!("{base}/workerGroupSpecs"))
+        .and_then(Value::as_array_mut)
+    {
+        for g in groups {
+            if let Some(r) = sizes.get(&group_name(g)) {
+                g["replicas"] = Value::from(*r);
+            }
+        }
+    }
+}
 
 /// A labelled RayCluster.
 #[derive(Debug, Clone)]
@@ -117,10 +189,12 @@ fn group_name(g: &Value) -> String {
         .to_string()
 }
 
-/// The pod sets of a cluster spec, with the templates as submitted.
+/// The pod sets of a cluster spec, with the templates as submitted and the
+/// worker groups' replicas as submitted where an elastic pin changed them.
 pub fn pod_sets(
     cluster: &Value,
     mut templates: BTreeMap<String, k8s_openapi::api::core::v1::PodTemplateSpec>,
+    recorded: &BTreeMap<String, i64>,
 ) -> Result<Vec<PodSetTemplate>, WorkloadError> {
     let autoscaling = cluster
         .get("enableInTreeAutoscaling")
@@ -145,7 +219,11 @@ pub fn pod_sets(
         let replicas = if g.get("suspend").and_then(Value::as_bool) == Some(true) {
             0
         } else {
-            int(g.get("replicas"), 0).clamp(lo, hi)
+            recorded
+                .get(&name)
+                .copied()
+                .unwrap_or_else(|| int(g.get("replicas"), 0))
+                .clamp(lo, hi)
         };
         let count = u32::try_from(replicas.saturating_mul(hosts)).unwrap_or(u32::MAX);
         let least = u32::try_from(lo.saturating_mul(hosts)).unwrap_or(u32::MAX);
@@ -180,7 +258,7 @@ impl Workload for RayClusterWorkload {
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
         let spec = self.0.data.get("spec").cloned().unwrap_or(Value::Null);
         let templates = templated::submitted(&self.0, &template_at(&spec, "/spec"))?;
-        pod_sets(&spec, templates)
+        pod_sets(&spec, templates, &recorded_sizes(&self.0))
     }
 
     fn observe(&self) -> Observed {
@@ -260,6 +338,23 @@ mod tests {
         let sets = cluster(true).pod_sets().expect("pod sets");
         assert_eq!(sets[1].min_count, Some(4));
         assert_eq!(sets[0].min_count, None);
+    }
+
+    #[test]
+    fn an_elastic_pin_sizes_autoscaling_groups_to_the_pods_admitted_and_back() {
+        let mut obj = (*cluster(true).0).clone();
+        // 4 pods admitted of the gpu group's 8 (2 hosts each): 2 replicas
+        let rec = shrink_at(&mut obj, &[("gpu".to_string(), 4)].into(), "/spec").expect("record");
+        assert_eq!(obj.data["spec"]["workerGroupSpecs"][0]["replicas"], 2);
+        // the pod sets still read as submitted
+        obj.metadata.annotations = Some([(ORIGINAL_SIZES_ANNOTATION.to_string(), rec.clone())].into());
+        let sets = RayClusterWorkload(Arc::new(obj.clone())).pod_sets().expect("pod sets");
+        assert_eq!(sets[1].count, 8);
+        restore_at(&mut obj, &rec, "/spec");
+        assert_eq!(obj.data["spec"]["workerGroupSpecs"][0]["replicas"], 6);
+        // without the autoscaler nothing is resized
+        let mut fixed = (*cluster(false).0).clone();
+        assert_eq!(shrink_at(&mut fixed, &[("gpu".to_string(), 4)].into(), "/spec"), None);
     }
 
     #[test]

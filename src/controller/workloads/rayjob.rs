@@ -71,6 +71,7 @@ const WRITER: Writer<'static> = Writer {
         unsuspend: "unsuspend RayJob",
     },
     complete: Some(default_submitter),
+    elastic: Some(raycluster::RAYJOB_ELASTIC),
 };
 
 /// A labelled RayJob.
@@ -157,7 +158,7 @@ impl Workload for RayJobWorkload {
         let mut templates = templated::submitted(&self.0, &template_at(&self.0))?;
         default_submitter(&self.0, &mut templates);
         let submitter = templates.remove(SUBMITTER);
-        let mut sets = raycluster::pod_sets(&cluster, templates)?;
+        let mut sets = raycluster::pod_sets(&cluster, templates, &raycluster::recorded_sizes(&self.0))?;
         if let Some(template) = submitter {
             sets.push(PodSetTemplate {
                 name: SUBMITTER.to_string(),

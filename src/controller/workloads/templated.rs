@@ -128,7 +128,25 @@ pub struct Writer<'a> {
     /// submitter) before they are pinned; the record keeps them as
     /// submitted.
     pub complete: Option<fn(&DynamicObject, &mut BTreeMap<String, PodTemplateSpec>)>,
+    /// Elastic pod sets: sizes the object to the pods admitted by pod set,
+    /// returning the record of the sizes it changed (kept in
+    /// [`ORIGINAL_SIZES_ANNOTATION`]), and puts recorded sizes back.
+    pub elastic: Option<Elastic>,
 }
+
+/// How an elastic kind is resized to the pods admitted and back.
+#[derive(Debug, Clone, Copy)]
+pub struct Elastic {
+    /// Sizes `obj` to `counts` (pods admitted by pod set); the record of
+    /// the sizes it replaced, if it replaced any.
+    pub shrink: fn(&mut DynamicObject, &BTreeMap<String, u32>) -> Option<String>,
+    /// Puts the recorded sizes back.
+    pub restore: fn(&mut DynamicObject, &str),
+}
+
+/// The sizes an elastic pin replaced, as submitted (a RayCluster's worker
+/// group replicas, by group).
+pub const ORIGINAL_SIZES_ANNOTATION: &str = "muster.dev/original-sizes";
 
 /// Bounded names of an adapter's writes.
 #[derive(Debug, Clone, Copy)]
@@ -180,7 +198,11 @@ impl Writer<'_> {
                     .map_err(|e| ActError::Missing(format!("templates of {name}: {e}")))?;
                 let mut next = with_templates(obj, at, &templates)?;
                 drop_absent(&mut next, obj, at);
+                if let (Some(e), Some(rec)) = (self.elastic, obj.annotations().get(ORIGINAL_SIZES_ANNOTATION)) {
+                    (e.restore)(&mut next, rec);
+                }
                 if let Some(a) = next.metadata.annotations.as_mut() {
+                    a.remove(ORIGINAL_SIZES_ANNOTATION);
                     a.remove(ORIGINAL_TEMPLATE_ANNOTATION);
                     a.remove(ADMITTED_NODES_ANNOTATION);
                     a.remove(STOPPING_ANNOTATION);
@@ -217,10 +239,23 @@ impl Writer<'_> {
                     })
                     .collect();
                 let mut next = with_templates(obj, at, &pinned)?;
+                // sized as submitted, then to the pods admitted
+                let sizes = match (self.elastic, obj.annotations().get(ORIGINAL_SIZES_ANNOTATION)) {
+                    (Some(e), Some(rec)) => {
+                        (e.restore)(&mut next, rec);
+                        Some(e)
+                    }
+                    (e, _) => e,
+                }
+                .and_then(|e| (e.shrink)(&mut next, &directives.counts));
                 let a = next
                     .metadata
                     .annotations
                     .get_or_insert_with(Default::default);
+                match sizes {
+                    Some(rec) => a.insert(ORIGINAL_SIZES_ANNOTATION.to_string(), rec),
+                    None => a.remove(ORIGINAL_SIZES_ANNOTATION),
+                };
                 a.insert(ORIGINAL_TEMPLATE_ANNOTATION.to_string(), original);
                 a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
                 a.remove(STOPPING_ANNOTATION);
