@@ -31,7 +31,8 @@ use support::in_process::Running;
 use support::{ApiServer, ar, create, eventually};
 
 const NS: &str = "team-a";
-const GPU_TOLERATION: &str = r#"{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}"#;
+const GPU_TOLERATION: &str =
+    r#"{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}"#;
 
 fn planner() -> PlanFn {
     controller::real_planner()
@@ -77,7 +78,10 @@ async fn world(crds: &[&str]) -> (ApiServer, kube::Client) {
     let node: Node = serde_json::from_value(json!({"metadata": {"name": "cpu-0",
         "labels": {"topology.kubernetes.io/zone": "us-central1-a"}}}))
     .expect("node");
-    nodes.create(&PostParams::default(), &node).await.expect("cpu node");
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("cpu node");
     nodes
         .patch_status(
             "cpu-0",
@@ -101,17 +105,30 @@ fn start(server: &ApiServer, cloud: &Arc<FakeCloud>, kind: WorkloadKind) -> Runn
 }
 
 fn emulate(client: &kube::Client, cloud: &Arc<FakeCloud>, run_for: Option<Duration>) -> Emulator {
-    Emulator::start_running_for(client.clone(), vec![cloud.clone() as Arc<dyn Machines>], run_for)
+    Emulator::start_running_for(
+        client.clone(),
+        vec![cloud.clone() as Arc<dyn Machines>],
+        run_for,
+    )
 }
 
-fn api(client: &kube::Client, group: &str, version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+fn api(
+    client: &kube::Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
     Api::namespaced_with(client.clone(), NS, &ar)
 }
 
 async fn submit(api: &Api<DynamicObject>, body: Value) {
     let obj: DynamicObject = serde_json::from_value(body).expect("object");
-    api.create(&PostParams::default(), &obj).await.expect("submit");
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("submit");
 }
 
 async fn gang_phase(client: &kube::Client, gang: &str) -> Option<String> {
@@ -152,13 +169,22 @@ async fn running(client: &kube::Client, selector: &str) -> Vec<(String, String)>
         .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .map(|p| {
-            let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+            let node = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default();
             (p.name_any(), node)
         })
         .collect()
 }
 
-async fn wait_running(client: &kube::Client, selector: &str, n: usize, secs: u64) -> Vec<(String, String)> {
+async fn wait_running(
+    client: &kube::Client,
+    selector: &str,
+    n: usize,
+    secs: u64,
+) -> Vec<(String, String)> {
     eventually(secs, &format!("{n} running pods of {selector}"), || {
         let client = client.clone();
         async move {
@@ -223,7 +249,9 @@ fn assert_rbac_allows_controller(server: &ApiServer, kind: WorkloadKind) {
     assert!(!requests.is_empty(), "no controller request was audited");
     let denied: BTreeSet<String> = requests
         .iter()
-        .filter(|(verb, group, resource, ns)| !rules.iter().any(|r| r.allows(verb, group, resource, ns)))
+        .filter(|(verb, group, resource, ns)| {
+            !rules.iter().any(|r| r.allows(verb, group, resource, ns))
+        })
         .map(|(verb, group, resource, ns)| format!("{verb} {group}/{resource} in {ns:?}"))
         .collect();
     assert!(denied.is_empty(), "requests RBAC would deny: {denied:#?}");
@@ -284,8 +312,15 @@ async fn pytorchjob_admitted_runs_and_completes() {
     // the master's success completes the job, and the gang finishes
     wait_phase(&client, "pytorchjob-bert", &["Finished"], 30).await;
     let job = jobs.get("bert").await.expect("job");
-    let done = job.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
-    assert!(done.iter().any(|c| c["type"] == "Succeeded" && c["status"] == "True"), "{done:?}");
+    let done = job.data["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        done.iter()
+            .any(|c| c["type"] == "Succeeded" && c["status"] == "True"),
+        "{done:?}"
+    );
     assert_no_invalid_writes();
 }
 
@@ -313,8 +348,15 @@ async fn pytorchjob_evicted_and_readmitted() {
     let after = wait_running(&client, "training.kubeflow.org/job-name=gpt", 3, 60).await;
     assert!(cloud.launch_calls().len() > launches, "a new machine");
     assert_placement(&after, "-worker-");
-    let old: BTreeSet<&String> = before.iter().map(|(_, n)| n).filter(|n| *n != "cpu-0").collect();
-    assert!(after.iter().any(|(_, n)| n != "cpu-0" && !old.contains(n)), "{before:?} → {after:?}");
+    let old: BTreeSet<&String> = before
+        .iter()
+        .map(|(_, n)| n)
+        .filter(|n| *n != "cpu-0")
+        .collect();
+    assert!(
+        after.iter().any(|(_, n)| n != "cpu-0" && !old.contains(n)),
+        "{before:?} → {after:?}"
+    );
     wait_phase(&client, "pytorchjob-gpt", &["Running"], 20).await;
     assert_rbac_allows_controller(&server, WorkloadKind::PyTorchJob);
     assert_no_invalid_writes();
@@ -342,7 +384,9 @@ async fn torch_runtime(client: &kube::Client) {
         ]}}}
     }))
     .expect("runtime");
-    api.create(&PostParams::default(), &obj).await.expect("runtime");
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("runtime");
 }
 
 fn trainjob(name: &str) -> Value {
@@ -363,13 +407,27 @@ async fn trainjob_admitted_runs_and_completes() {
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = emulate(&client, &cloud, Some(Duration::from_secs(3)));
     let _ctl = start(&server, &cloud, WorkloadKind::TrainJob);
-    let jobs = api(&client, "trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs");
+    let jobs = api(
+        &client,
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        "TrainJob",
+        "trainjobs",
+    );
     submit(&jobs, trainjob("llm")).await;
     let pods = wait_running(&client, "jobset.sigs.k8s.io/jobset-name=llm", 3, 40).await;
     assert_placement(&pods, "-node-");
     let job = jobs.get("llm").await.expect("trainjob");
-    let patches = job.data["spec"]["runtimePatches"].as_array().cloned().unwrap_or_default();
-    assert!(patches.iter().any(|p| p["manager"] == "muster.dev/controller"), "{patches:?}");
+    let patches = job.data["spec"]["runtimePatches"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        patches
+            .iter()
+            .any(|p| p["manager"] == "muster.dev/controller"),
+        "{patches:?}"
+    );
     wait_phase(&client, "trainjob-llm", &["Finished"], 30).await;
     assert_no_invalid_writes();
 }
@@ -381,7 +439,13 @@ async fn trainjob_evicted_and_readmitted() {
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = emulate(&client, &cloud, None);
     let _ctl = start(&server, &cloud, WorkloadKind::TrainJob);
-    let jobs = api(&client, "trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs");
+    let jobs = api(
+        &client,
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        "TrainJob",
+        "trainjobs",
+    );
     submit(&jobs, trainjob("vit")).await;
     wait_running(&client, "jobset.sigs.k8s.io/jobset-name=vit", 3, 40).await;
     let launches = cloud.launch_calls().len();
@@ -470,8 +534,9 @@ async fn rayjob_evicted_and_readmitted() {
         let first = first.clone();
         async move {
             let j = jobs.get("serve").await.ok()?;
-            (j.data["status"]["jobDeploymentStatus"] == "Suspended" || j.data["status"]["rayClusterName"] != first.as_str())
-                .then_some(())
+            (j.data["status"]["jobDeploymentStatus"] == "Suspended"
+                || j.data["status"]["rayClusterName"] != first.as_str())
+            .then_some(())
         }
     })
     .await;
@@ -479,7 +544,9 @@ async fn rayjob_evicted_and_readmitted() {
         let jobs = jobs.clone();
         let first = first.clone();
         async move {
-            let n = jobs.get("serve").await.ok()?.data["status"]["rayClusterName"].as_str()?.to_string();
+            let n = jobs.get("serve").await.ok()?.data["status"]["rayClusterName"]
+                .as_str()?
+                .to_string();
             (!n.is_empty() && n != first).then_some(n)
         }
     })
@@ -515,8 +582,15 @@ async fn raycluster_admitted_runs_and_ends_when_deleted() {
     assert_placement(&pods, "-gpu-worker-");
     wait_phase(&client, "raycluster-lab", &["Running"], 20).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(running(&client, "ray.io/cluster=lab").await.len(), 3, "still running");
-    clusters.delete("lab", &DeleteParams::default()).await.expect("delete");
+    assert_eq!(
+        running(&client, "ray.io/cluster=lab").await.len(),
+        3,
+        "still running"
+    );
+    clusters
+        .delete("lab", &DeleteParams::default())
+        .await
+        .expect("delete");
     gang_gone(&client, "raycluster-lab").await;
     assert_no_invalid_writes();
 }
@@ -534,7 +608,9 @@ async fn raycluster_evicted_and_readmitted() {
     terminate_a_machine(&client, &cloud).await;
     eventually(20, "the RayCluster suspended", || {
         let clusters = clusters.clone();
-        async move { (clusters.get("notebook").await.ok()?.data["spec"]["suspend"] == true).then_some(()) }
+        async move {
+            (clusters.get("notebook").await.ok()?.data["spec"]["suspend"] == true).then_some(())
+        }
     })
     .await;
     let after = wait_running(&client, "ray.io/cluster=notebook", 3, 60).await;
@@ -549,8 +625,10 @@ async fn raycluster_evicted_and_readmitted() {
 /// A LeaderWorkerSet as the admission webhook leaves it: muster's
 /// scheduling gate on both templates.
 fn leaderworkerset(name: &str, replicas: u32) -> Value {
-    let gated = |c: Value| json!({"spec": {"containers": [c], "tolerations": [toleration()],
-                                           "schedulingGates": [{"name": "muster.dev/admission"}]}});
+    let gated = |c: Value| {
+        json!({"spec": {"containers": [c], "tolerations": [toleration()],
+                                           "schedulingGates": [{"name": "muster.dev/admission"}]}})
+    };
     json!({
         "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
         "metadata": {"name": name, "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
@@ -566,7 +644,13 @@ async fn leaderworkerset_groups_admitted_run_and_end_when_deleted() {
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = emulate(&client, &cloud, Some(Duration::from_secs(1)));
     let _ctl = start(&server, &cloud, WorkloadKind::LeaderWorkerSet);
-    let sets = api(&client, "leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets");
+    let sets = api(
+        &client,
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "LeaderWorkerSet",
+        "leaderworkersets",
+    );
     submit(&sets, leaderworkerset("llama", 2)).await;
     // each group is its own gang, released whole
     let pods = wait_running(&client, "leaderworkerset.sigs.k8s.io/name=llama", 4, 40).await;
@@ -574,7 +658,9 @@ async fn leaderworkerset_groups_admitted_run_and_end_when_deleted() {
     for g in ["lws-llama-0", "lws-llama-1"] {
         wait_phase(&client, g, &["Running"], 20).await;
     }
-    sets.delete("llama", &DeleteParams::default()).await.expect("delete");
+    sets.delete("llama", &DeleteParams::default())
+        .await
+        .expect("delete");
     for g in ["lws-llama-0", "lws-llama-1"] {
         gang_gone(&client, g).await;
     }
@@ -587,10 +673,18 @@ async fn leaderworkerset_group_evicted_and_readmitted() {
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = emulate(&client, &cloud, None);
     let _ctl = start(&server, &cloud, WorkloadKind::LeaderWorkerSet);
-    let sets = api(&client, "leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets");
+    let sets = api(
+        &client,
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "LeaderWorkerSet",
+        "leaderworkersets",
+    );
     submit(&sets, leaderworkerset("mixtral", 1)).await;
     wait_running(&client, "leaderworkerset.sigs.k8s.io/name=mixtral", 2, 40).await;
-    let uids = |pods: Vec<Pod>| -> BTreeSet<String> { pods.iter().filter_map(|p| p.metadata.uid.clone()).collect() };
+    let uids = |pods: Vec<Pod>| -> BTreeSet<String> {
+        pods.iter().filter_map(|p| p.metadata.uid.clone()).collect()
+    };
     let pods_api = Api::<Pod>::namespaced(client.clone(), NS);
     let lp = ListParams::default().labels("leaderworkerset.sigs.k8s.io/name=mixtral");
     let before = uids(pods_api.list(&lp).await.expect("pods").items);
@@ -613,7 +707,10 @@ async fn leaderworkerset_group_evicted_and_readmitted() {
         }
     })
     .await;
-    assert!(cloud.launch_calls().len() > launches, "a new machine: {after:?}");
+    assert!(
+        cloud.launch_calls().len() > launches,
+        "a new machine: {after:?}"
+    );
     wait_phase(&client, "lws-mixtral-0", &["Running"], 20).await;
     assert_rbac_allows_controller(&server, WorkloadKind::LeaderWorkerSet);
     assert_no_invalid_writes();
@@ -630,7 +727,13 @@ async fn trainjob_kind_without_its_runtime_crds_is_skipped_and_reported() {
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = emulate(&client, &cloud, None);
     let _ctl = start(&server, &cloud, WorkloadKind::TrainJob);
-    let jobs = api(&client, "trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs");
+    let jobs = api(
+        &client,
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        "TrainJob",
+        "trainjobs",
+    );
     submit(&jobs, trainjob("orphan")).await;
     let cond = eventually(20, "the queue's WorkloadKindsServed condition", || {
         let client = client.clone();
@@ -648,9 +751,15 @@ async fn trainjob_kind_without_its_runtime_crds_is_skipped_and_reported() {
     })
     .await;
     let message = cond["message"].as_str().unwrap_or_default();
-    assert!(message.contains("clustertrainingruntimes.trainer.kubeflow.org"), "{message}");
+    assert!(
+        message.contains("clustertrainingruntimes.trainer.kubeflow.org"),
+        "{message}"
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(gang_phase(&client, "trainjob-orphan").await.is_none(), "no gang");
+    assert!(
+        gang_phase(&client, "trainjob-orphan").await.is_none(),
+        "no gang"
+    );
     let asked: Vec<_> = server
         .audited("controller")
         .into_iter()

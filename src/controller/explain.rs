@@ -69,7 +69,10 @@ pub async fn observe_once(client: &Client) -> Result<Observed, kube::Error> {
     for r in WorkloadKind::ALL.iter().flat_map(|k| k.related()) {
         let api = Api::<DynamicObject>::all_with(client.clone(), &r.kind.api_resource());
         if let Ok(list) = api.list(&lp).await {
-            related.insert(r.kind.crd_name(), list.items.into_iter().map(Arc::new).collect());
+            related.insert(
+                r.kind.crd_name(),
+                list.items.into_iter().map(Arc::new).collect(),
+            );
         }
     }
     Ok(Observed {

@@ -14,7 +14,10 @@ use super::retry_transient;
 pub async fn install(client: &kube::Client, files: &[&str]) {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for f in files {
-        let path = format!("{}/tests/kube_api/crds/{f}.yaml", env!("CARGO_MANIFEST_DIR"));
+        let path = format!(
+            "{}/tests/kube_api/crds/{f}.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        );
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let crd: CustomResourceDefinition =
             serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));

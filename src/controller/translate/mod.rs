@@ -114,7 +114,10 @@ impl Observed {
     }
 
     /// The cached objects of a related custom resource.
-    pub fn related_objects(&self, kind: crate::controller::workloads::CustomKind) -> &[Arc<DynamicObject>] {
+    pub fn related_objects(
+        &self,
+        kind: crate::controller::workloads::CustomKind,
+    ) -> &[Arc<DynamicObject>] {
         self.related
             .get(&kind.crd_name())
             .map(Vec::as_slice)

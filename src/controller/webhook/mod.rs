@@ -244,8 +244,14 @@ fn gate_ops(obj: &DynamicObject, spec: &str) -> Vec<Value> {
         .and_then(Value::as_array)
     {
         Some(g) if g.contains(&gate) => vec![],
-        Some(_) => vec![serde_json::json!({"op": "add", "path": format!("{spec}/schedulingGates/-"), "value": gate})],
-        None => vec![add_at(obj, &format!("{spec}/schedulingGates"), serde_json::json!([gate]))],
+        Some(_) => vec![
+            serde_json::json!({"op": "add", "path": format!("{spec}/schedulingGates/-"), "value": gate}),
+        ],
+        None => vec![add_at(
+            obj,
+            &format!("{spec}/schedulingGates"),
+            serde_json::json!([gate]),
+        )],
     }
 }
 

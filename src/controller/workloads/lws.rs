@@ -35,7 +35,9 @@ use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::Value;
 
 use super::pod_group::{GROUP_SIZE_ANNOTATION, PodGroup};
-use super::{AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind};
+use super::{
+    AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
+};
 use crate::controller::act::ActError;
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::QUEUE_LABEL;
@@ -175,7 +177,12 @@ impl Workload for LwsGroup {
             .map(|(k, q)| (k, Quantity(q.to_string())))
             .collect();
         for s in &mut sets {
-            if let Some(c) = s.template.spec.as_mut().and_then(|sp| sp.containers.first_mut()) {
+            if let Some(c) = s
+                .template
+                .spec
+                .as_mut()
+                .and_then(|sp| sp.containers.first_mut())
+            {
                 c.resources.get_or_insert_with(Default::default).requests = Some(requests.clone());
             }
         }

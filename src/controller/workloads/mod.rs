@@ -466,7 +466,11 @@ pub fn all(observed: &Observed) -> Vec<Box<dyn Workload>> {
     if observed.kinds.contains(&WorkloadKind::RayJob) {
         for o in observed.workload_objects(WorkloadKind::RayJob) {
             // a RayJob on an existing cluster runs on that cluster's gang
-            if o.data.pointer("/spec/clusterSelector").and_then(serde_json::Value::as_object).is_some_and(|m| !m.is_empty()) {
+            if o.data
+                .pointer("/spec/clusterSelector")
+                .and_then(serde_json::Value::as_object)
+                .is_some_and(|m| !m.is_empty())
+            {
                 continue;
             }
             out.push(Box::new(rayjob::RayJobWorkload(o.clone())));
@@ -658,8 +662,10 @@ mod tests {
     #[test]
     fn kinds_parse_from_the_flag() {
         assert_eq!(
-            parse_kinds("job, jobset,pod-group,trainjob,pytorchjob,raycluster,rayjob,leaderworkerset")
-                .expect("kinds"),
+            parse_kinds(
+                "job, jobset,pod-group,trainjob,pytorchjob,raycluster,rayjob,leaderworkerset"
+            )
+            .expect("kinds"),
             WorkloadKind::ALL.into_iter().collect()
         );
         // every kind's flag name parses back to it

@@ -31,9 +31,11 @@ use kube::api::DynamicObject;
 use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::Value;
 
-use super::templated::{self, Actions, TemplateAt, Writer};
 use super::template::{PinStyle, decode_pins};
-use super::{AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind};
+use super::templated::{self, Actions, TemplateAt, Writer};
+use super::{
+    AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
+};
 use crate::controller::act::ActError;
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
@@ -149,7 +151,11 @@ impl Workload for PyTorchJobWorkload {
         let mut templates = templated::submitted(&self.0, &at)?;
         let mut out = Vec::new();
         for (rtype, spec) in replica_specs(&self.0) {
-            let replicas = spec.get("replicas").and_then(Value::as_i64).unwrap_or(1).max(0);
+            let replicas = spec
+                .get("replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1)
+                .max(0);
             let name = rtype.to_lowercase();
             out.push(PodSetTemplate {
                 count: u32::try_from(replicas).unwrap_or(u32::MAX),
@@ -199,7 +205,10 @@ impl Workload for PyTorchJobWorkload {
     ) -> Result<Box<dyn Workload>, ActError> {
         let at = template_at(&self.0);
         Ok(
-            match WRITER.write(ctx, &self.0, &at, step, directives, None).await? {
+            match WRITER
+                .write(ctx, &self.0, &at, step, directives, None)
+                .await?
+            {
                 Some(stored) => Box::new(PyTorchJobWorkload(Arc::new(stored))),
                 None => Box::new(self.clone()),
             },
@@ -253,7 +262,8 @@ mod tests {
     fn pods_attributed_by_operator_labels() {
         let pod = |labels: Value| {
             let p: k8s_openapi::api::core::v1::Pod =
-                serde_json::from_value(json!({"metadata": {"name": "p", "labels": labels}})).expect("pod");
+                serde_json::from_value(json!({"metadata": {"name": "p", "labels": labels}}))
+                    .expect("pod");
             CachedPod::from(p)
         };
         let ours = pod(json!({JOB_NAME_LABEL: "bert", OPERATOR_LABEL: OPERATOR}));

@@ -32,7 +32,9 @@ use serde_json::Value;
 
 use super::template::{PinStyle, decode_pins};
 use super::templated::{self, Actions, Elastic, ORIGINAL_SIZES_ANNOTATION, TemplateAt, Writer};
-use super::{AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind};
+use super::{
+    AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
+};
 use crate::controller::act::ActError;
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
@@ -94,7 +96,11 @@ pub fn recorded_sizes(obj: &DynamicObject) -> BTreeMap<String, i64> {
 /// for to the replicas admitted (whole hosts, at least `minReplicas`; the
 /// autoscaler then moves it between its bounds); the record of the replicas
 /// replaced.
-fn shrink_at(obj: &mut DynamicObject, counts: &BTreeMap<String, u32>, base: &str) -> Option<String> {
+fn shrink_at(
+    obj: &mut DynamicObject,
+    counts: &BTreeMap<String, u32>,
+    base: &str,
+) -> Option<String> {
     let autoscaling = obj
         .data
         .pointer(&format!("{base}/enableInTreeAutoscaling"))
@@ -291,7 +297,10 @@ impl Workload for RayClusterWorkload {
         let spec = self.0.data.get("spec").cloned().unwrap_or(Value::Null);
         let at = template_at(&spec, "/spec");
         Ok(
-            match WRITER.write(ctx, &self.0, &at, step, directives, None).await? {
+            match WRITER
+                .write(ctx, &self.0, &at, step, directives, None)
+                .await?
+            {
                 Some(stored) => Box::new(RayClusterWorkload(Arc::new(stored))),
                 None => Box::new(self.clone()),
             },
@@ -325,10 +334,15 @@ mod tests {
     #[test]
     fn head_and_worker_groups_are_pod_sets() {
         let sets = cluster(false).pod_sets().expect("pod sets");
-        let shape: Vec<(&str, u32, Option<u32>)> =
-            sets.iter().map(|s| (s.name.as_str(), s.count, s.min_count)).collect();
+        let shape: Vec<(&str, u32, Option<u32>)> = sets
+            .iter()
+            .map(|s| (s.name.as_str(), s.count, s.min_count))
+            .collect();
         // replicas clamped to maxReplicas, times the hosts; a suspended group runs none
-        assert_eq!(shape, [("head", 1, None), ("gpu", 8, None), ("cpu", 0, None)]);
+        assert_eq!(
+            shape,
+            [("head", 1, None), ("gpu", 8, None), ("cpu", 0, None)]
+        );
         assert_eq!(cluster(false).gang_name(), "raycluster-rc");
         assert!(cluster(false).observe().suspended);
     }
@@ -347,14 +361,20 @@ mod tests {
         let rec = shrink_at(&mut obj, &[("gpu".to_string(), 4)].into(), "/spec").expect("record");
         assert_eq!(obj.data["spec"]["workerGroupSpecs"][0]["replicas"], 2);
         // the pod sets still read as submitted
-        obj.metadata.annotations = Some([(ORIGINAL_SIZES_ANNOTATION.to_string(), rec.clone())].into());
-        let sets = RayClusterWorkload(Arc::new(obj.clone())).pod_sets().expect("pod sets");
+        obj.metadata.annotations =
+            Some([(ORIGINAL_SIZES_ANNOTATION.to_string(), rec.clone())].into());
+        let sets = RayClusterWorkload(Arc::new(obj.clone()))
+            .pod_sets()
+            .expect("pod sets");
         assert_eq!(sets[1].count, 8);
         restore_at(&mut obj, &rec, "/spec");
         assert_eq!(obj.data["spec"]["workerGroupSpecs"][0]["replicas"], 6);
         // without the autoscaler nothing is resized
         let mut fixed = (*cluster(false).0).clone();
-        assert_eq!(shrink_at(&mut fixed, &[("gpu".to_string(), 4)].into(), "/spec"), None);
+        assert_eq!(
+            shrink_at(&mut fixed, &[("gpu".to_string(), 4)].into(), "/spec"),
+            None
+        );
     }
 
     #[test]

@@ -36,7 +36,9 @@ use serde_json::{Value, json};
 use super::raycluster::{self, HEAD};
 use super::template::{PinStyle, decode_pins};
 use super::templated::{self, Actions, TemplateAt, Writer};
-use super::{AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind};
+use super::{
+    AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
+};
 use crate::controller::act::ActError;
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
@@ -158,7 +160,8 @@ impl Workload for RayJobWorkload {
         let mut templates = templated::submitted(&self.0, &template_at(&self.0))?;
         default_submitter(&self.0, &mut templates);
         let submitter = templates.remove(SUBMITTER);
-        let mut sets = raycluster::pod_sets(&cluster, templates, &raycluster::recorded_sizes(&self.0))?;
+        let mut sets =
+            raycluster::pod_sets(&cluster, templates, &raycluster::recorded_sizes(&self.0))?;
         if let Some(template) = submitter {
             sets.push(PodSetTemplate {
                 name: SUBMITTER.to_string(),
@@ -244,7 +247,10 @@ mod tests {
         let shape: Vec<(&str, u32)> = sets.iter().map(|s| (s.name.as_str(), s.count)).collect();
         assert_eq!(shape, [("head", 1), ("gpu", 2), ("submitter", 1)]);
         let c = &sets[2].template.spec.as_ref().expect("spec").containers[0];
-        assert_eq!((c.name.as_str(), c.image.as_deref()), ("ray-job-submitter", Some("ray:2")));
+        assert_eq!(
+            (c.name.as_str(), c.image.as_deref()),
+            ("ray-job-submitter", Some("ray:2"))
+        );
         // no submitter pod outside K8sJobMode
         let sets = rayjob(Some("HTTPMode")).pod_sets().expect("pod sets");
         assert_eq!(sets.len(), 2);
@@ -253,10 +259,19 @@ mod tests {
 
     #[test]
     fn complete_or_failed_is_finished() {
-        for (status, finished) in [("Complete", true), ("Failed", true), ("Running", false), ("Suspended", false)] {
+        for (status, finished) in [
+            ("Complete", true),
+            ("Failed", true),
+            ("Running", false),
+            ("Suspended", false),
+        ] {
             let mut obj = (*rayjob(None).0).clone();
             obj.data["status"] = json!({"jobDeploymentStatus": status});
-            assert_eq!(RayJobWorkload(Arc::new(obj)).observe().finished, finished, "{status}");
+            assert_eq!(
+                RayJobWorkload(Arc::new(obj)).observe().finished,
+                finished,
+                "{status}"
+            );
         }
     }
 }

@@ -51,10 +51,10 @@ pub fn submitted(
     obj: &DynamicObject,
     at: &[TemplateAt],
 ) -> Result<BTreeMap<String, PodTemplateSpec>, WorkloadError> {
-    if let Some(rec) = obj.annotations().get(ORIGINAL_TEMPLATE_ANNOTATION) {
-        if let Ok(m) = serde_json::from_str::<BTreeMap<String, PodTemplateSpec>>(rec) {
-            return Ok(m);
-        }
+    if let Some(rec) = obj.annotations().get(ORIGINAL_TEMPLATE_ANNOTATION)
+        && let Ok(m) = serde_json::from_str::<BTreeMap<String, PodTemplateSpec>>(rec)
+    {
+        return Ok(m);
     }
     let mut out = BTreeMap::new();
     for a in at {
@@ -83,7 +83,11 @@ fn set_at(root: &mut Value, pointer: &str, value: Value) -> Result<(), ActError>
                 .ok()
                 .and_then(|i| v.get_mut(i))
                 .ok_or_else(|| ActError::Missing(format!("{pointer}: no element {p}")))?,
-            _ => return Err(ActError::Missing(format!("{pointer}: {p} is not an object"))),
+            _ => {
+                return Err(ActError::Missing(format!(
+                    "{pointer}: {p} is not an object"
+                )));
+            }
         };
     }
     match cur {
@@ -127,12 +131,15 @@ pub struct Writer<'a> {
     /// Fills in the templates the controller would default (a RayJob's
     /// submitter) before they are pinned; the record keeps them as
     /// submitted.
-    pub complete: Option<fn(&DynamicObject, &mut BTreeMap<String, PodTemplateSpec>)>,
+    pub complete: Option<Complete>,
     /// Elastic pod sets: sizes the object to the pods admitted by pod set,
     /// returning the record of the sizes it changed (kept in
     /// [`ORIGINAL_SIZES_ANNOTATION`]), and puts recorded sizes back.
     pub elastic: Option<Elastic>,
 }
+
+/// Fills in defaulted templates before a pin (see [`Writer::complete`]).
+pub type Complete = fn(&DynamicObject, &mut BTreeMap<String, PodTemplateSpec>);
 
 /// How an elastic kind is resized to the pods admitted and back.
 #[derive(Debug, Clone, Copy)]
@@ -193,12 +200,18 @@ impl Writer<'_> {
             Step::Restore => {
                 // the owning controller writes the status as it stops, so the
                 // object a suspend returned is stale: replace the latest
-                let obj = &api.get(&name).await.map_err(ActError::api(self.actions.restore))?;
+                let obj = &api
+                    .get(&name)
+                    .await
+                    .map_err(ActError::api(self.actions.restore))?;
                 let templates = submitted(obj, at)
                     .map_err(|e| ActError::Missing(format!("templates of {name}: {e}")))?;
                 let mut next = with_templates(obj, at, &templates)?;
                 drop_absent(&mut next, obj, at);
-                if let (Some(e), Some(rec)) = (self.elastic, obj.annotations().get(ORIGINAL_SIZES_ANNOTATION)) {
+                if let (Some(e), Some(rec)) = (
+                    self.elastic,
+                    obj.annotations().get(ORIGINAL_SIZES_ANNOTATION),
+                ) {
                     (e.restore)(&mut next, rec);
                 }
                 if let Some(a) = next.metadata.annotations.as_mut() {
@@ -214,7 +227,10 @@ impl Writer<'_> {
                     .map_err(ActError::api(self.actions.restore))?
             }
             Step::Pin(pins) => {
-                let obj = &api.get(&name).await.map_err(ActError::api(self.actions.pin))?;
+                let obj = &api
+                    .get(&name)
+                    .await
+                    .map_err(ActError::api(self.actions.pin))?;
                 let templates = submitted(obj, at)
                     .map_err(|e| ActError::Missing(format!("templates of {name}: {e}")))?;
                 let original = serde_json::to_string(&templates)
@@ -240,7 +256,10 @@ impl Writer<'_> {
                     .collect();
                 let mut next = with_templates(obj, at, &pinned)?;
                 // sized as submitted, then to the pods admitted
-                let sizes = match (self.elastic, obj.annotations().get(ORIGINAL_SIZES_ANNOTATION)) {
+                let sizes = match (
+                    self.elastic,
+                    obj.annotations().get(ORIGINAL_SIZES_ANNOTATION),
+                ) {
                     (Some(e), Some(rec)) => {
                         (e.restore)(&mut next, rec);
                         Some(e)
@@ -309,10 +328,10 @@ fn drop_absent(next: &mut DynamicObject, obj: &DynamicObject, at: &[TemplateAt])
         if !empty {
             continue;
         }
-        if let Some((parent, key)) = a.pointer.rsplit_once('/') {
-            if let Some(Value::Object(m)) = next.data.pointer_mut(parent) {
-                m.remove(key);
-            }
+        if let Some((parent, key)) = a.pointer.rsplit_once('/')
+            && let Some(Value::Object(m)) = next.data.pointer_mut(parent)
+        {
+            m.remove(key);
         }
     }
 }
@@ -340,21 +359,41 @@ mod tests {
             "spec": {"groups": [{"template": {"spec": {"nodeSelector": {"a": "1"}}}}]}
         }));
         let at = [
-            TemplateAt { pod_set: "g".into(), pointer: "/spec/groups/0/template".into() },
-            TemplateAt { pod_set: "opt".into(), pointer: "/spec/optional".into() },
+            TemplateAt {
+                pod_set: "g".into(),
+                pointer: "/spec/groups/0/template".into(),
+            },
+            TemplateAt {
+                pod_set: "opt".into(),
+                pointer: "/spec/optional".into(),
+            },
         ];
         let t = submitted(&o, &at).expect("templates");
         assert_eq!(t["opt"], PodTemplateSpec::default());
-        let sel = t["g"].spec.as_ref().and_then(|s| s.node_selector.clone()).expect("selector");
+        let sel = t["g"]
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_selector.clone())
+            .expect("selector");
         assert_eq!(sel["a"], "1");
         let mut changed = t.clone();
-        changed.get_mut("g").and_then(|t| t.spec.as_mut()).expect("spec").node_selector =
-            Some([("b".to_string(), "2".to_string())].into());
+        changed
+            .get_mut("g")
+            .and_then(|t| t.spec.as_mut())
+            .expect("spec")
+            .node_selector = Some([("b".to_string(), "2".to_string())].into());
         let next = with_templates(&o, &at, &changed).expect("replaced");
-        assert_eq!(next.data.pointer("/spec/groups/0/template/spec/nodeSelector/b"), Some(&json!("2")));
+        assert_eq!(
+            next.data
+                .pointer("/spec/groups/0/template/spec/nodeSelector/b"),
+            Some(&json!("2"))
+        );
         assert!(next.data.pointer("/spec/optional").is_some());
         // a missing array element is an error, not a silent skip
-        let bad = [TemplateAt { pod_set: "g".into(), pointer: "/spec/groups/3/template".into() }];
+        let bad = [TemplateAt {
+            pod_set: "g".into(),
+            pointer: "/spec/groups/3/template".into(),
+        }];
         assert!(with_templates(&o, &bad, &changed).is_err());
     }
 }

@@ -204,27 +204,40 @@ impl TrainJobWorkload {
                 .and_then(Value::as_str)
                 .ok_or_else(|| WorkloadError::BadShape("a replicated job has no name".to_string()))?
                 .to_string();
-            let replicas = rj.get("replicas").and_then(Value::as_i64).unwrap_or(1).max(0);
+            let replicas = rj
+                .get("replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1)
+                .max(0);
             let jspec = rj.pointer("/template/spec").cloned().unwrap_or(Value::Null);
             let mut pod = jspec.get("template").cloned().unwrap_or(json!({}));
             let is_trainer = rj
-                .pointer(&format!("/template/metadata/labels/{}", ANCESTOR_LABEL.replace('/', "~1")))
+                .pointer(&format!(
+                    "/template/metadata/labels/{}",
+                    ANCESTOR_LABEL.replace('/', "~1")
+                ))
                 .and_then(Value::as_str)
                 == Some("trainer");
             let per_job = if is_trainer && ml.is_some() {
-                let from_ml = ml.and_then(|m| m.get("numNodes")).and_then(Value::as_i64).unwrap_or(1);
-                if let Some(res) = trainer.and_then(|t| t.get("resourcesPerNode")) {
-                    if let Some(Value::Array(cs)) = pod.pointer_mut("/spec/containers") {
-                        for c in cs.iter_mut().filter(|c| c.get("name").and_then(Value::as_str) == Some("node")) {
-                            for part in ["requests", "limits"] {
-                                if let Some(Value::Object(add)) = res.get(part) {
-                                    let dst = &mut c["resources"][part];
-                                    if !dst.is_object() {
-                                        *dst = json!({});
-                                    }
-                                    if let Value::Object(d) = dst {
-                                        d.extend(add.clone());
-                                    }
+                let from_ml = ml
+                    .and_then(|m| m.get("numNodes"))
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1);
+                if let Some(res) = trainer.and_then(|t| t.get("resourcesPerNode"))
+                    && let Some(Value::Array(cs)) = pod.pointer_mut("/spec/containers")
+                {
+                    for c in cs
+                        .iter_mut()
+                        .filter(|c| c.get("name").and_then(Value::as_str) == Some("node"))
+                    {
+                        for part in ["requests", "limits"] {
+                            if let Some(Value::Object(add)) = res.get(part) {
+                                let dst = &mut c["resources"][part];
+                                if !dst.is_object() {
+                                    *dst = json!({});
+                                }
+                                if let Value::Object(d) = dst {
+                                    d.extend(add.clone());
                                 }
                             }
                         }
@@ -235,7 +248,10 @@ impl TrainJobWorkload {
                     .and_then(Value::as_i64)
                     .unwrap_or(from_ml)
             } else {
-                let p = jspec.get("parallelism").and_then(Value::as_i64).unwrap_or(1);
+                let p = jspec
+                    .get("parallelism")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1);
                 jspec
                     .get("completions")
                     .and_then(Value::as_i64)
@@ -316,8 +332,10 @@ impl Workload for TrainJobWorkload {
             .into_iter()
             .flatten()
             .any(|c| {
-                matches!(c.get("type").and_then(Value::as_str), Some("Complete" | "Failed"))
-                    && c.get("status").and_then(Value::as_str) == Some("True")
+                matches!(
+                    c.get("type").and_then(Value::as_str),
+                    Some("Complete" | "Failed")
+                ) && c.get("status").and_then(Value::as_str) == Some("True")
             });
         let first = self
             .replicated_jobs()
@@ -379,7 +397,10 @@ impl Workload for TrainJobWorkload {
                 .map_err(ActError::api("suspend TrainJob"))?,
             Step::Restore => {
                 // the latest object: the trainer wrote its status as it stopped
-                let latest = api.get(&name).await.map_err(ActError::api("restore TrainJob"))?;
+                let latest = api
+                    .get(&name)
+                    .await
+                    .map_err(ActError::api("restore TrainJob"))?;
                 let fresh = TrainJobWorkload {
                     job: Arc::new(latest.clone()),
                     runtime: self.runtime.clone(),
@@ -391,7 +412,9 @@ impl Workload for TrainJobWorkload {
                 }
                 let mut next = latest;
                 if let Some(Value::Array(list)) = next.data.pointer_mut("/spec/runtimePatches") {
-                    list.retain(|p| p.get("manager").and_then(Value::as_str) != Some(PATCH_MANAGER));
+                    list.retain(|p| {
+                        p.get("manager").and_then(Value::as_str) != Some(PATCH_MANAGER)
+                    });
                 }
                 if let Some(a) = next.metadata.annotations.as_mut() {
                     a.remove(ADMITTED_NODES_ANNOTATION);
@@ -427,7 +450,10 @@ impl Workload for TrainJobWorkload {
                 }
                 let ours = json!({"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
                     "replicatedJobs": rjobs}}}});
-                let mut next = api.get(&name).await.map_err(ActError::api("pin TrainJob"))?;
+                let mut next = api
+                    .get(&name)
+                    .await
+                    .map_err(ActError::api("pin TrainJob"))?;
                 let spec = next
                     .data
                     .get_mut("spec")
@@ -435,7 +461,9 @@ impl Workload for TrainJobWorkload {
                     .ok_or_else(|| ActError::Missing(format!("TrainJob {name} has no spec")))?;
                 let list = spec.entry("runtimePatches").or_insert_with(|| json!([]));
                 if let Value::Array(list) = list {
-                    list.retain(|p| p.get("manager").and_then(Value::as_str) != Some(PATCH_MANAGER));
+                    list.retain(|p| {
+                        p.get("manager").and_then(Value::as_str) != Some(PATCH_MANAGER)
+                    });
                     list.push(ours);
                 }
                 let a = next
@@ -479,17 +507,21 @@ mod tests {
             s.extend(e);
         }
         TrainJobWorkload {
-            job: obj(json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            job: obj(
+                json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
                 "metadata": {"name": "llm", "namespace": "ns", "uid": "u1", "labels": {"muster.dev/queue": "q"}},
-                "spec": spec})),
-            runtime: Some(obj(json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+                "spec": spec}),
+            ),
+            runtime: Some(obj(
+                json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
                 "metadata": {"name": "torch"},
                 "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [
                     {"name": "dataset-initializer", "template": {"spec": {"template": {"spec": {"containers": [
                         {"name": "dataset-initializer", "resources": {"requests": {"cpu": "2"}}}]}}}}},
                     {"name": "node", "template": {"metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},
                         "spec": {"template": {"spec": {"containers": [{"name": "node"}]}}}}}
-                ]}}}}))),
+                ]}}}}),
+            )),
         }
     }
 
@@ -516,7 +548,12 @@ mod tests {
                 {"name": "node", "template": {"spec": {"template": {"spec": {"nodeSelector": {"muster.dev/gang": "x"}}}}}}]}}}}
         ]}));
         let sets = w.pod_sets().expect("pod sets");
-        let sel = sets[1].template.spec.as_ref().and_then(|s| s.node_selector.clone()).expect("selector");
+        let sel = sets[1]
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_selector.clone())
+            .expect("selector");
         assert_eq!(sel.get("zone").map(String::as_str), Some("a"));
         assert!(!sel.contains_key("muster.dev/gang"));
     }
