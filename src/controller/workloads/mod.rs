@@ -540,6 +540,21 @@ pub fn find(observed: &Observed, namespace: &str, gang: &str) -> Option<Box<dyn 
             return Some(Box::new(g));
         }
     }
+    // the other kinds: by their gang name's prefix, from every workload of
+    // the kinds that name gangs so
+    let others = [
+        WorkloadKind::TrainJob,
+        WorkloadKind::PyTorchJob,
+        WorkloadKind::RayCluster,
+        WorkloadKind::RayJob,
+        WorkloadKind::LeaderWorkerSet,
+    ];
+    if others
+        .iter()
+        .any(|k| observed.kinds.contains(k) && gang.starts_with(&k.gang_name("")))
+    {
+        return all(observed).into_iter().find(|w| wanted(w.as_ref()));
+    }
     None
 }
 

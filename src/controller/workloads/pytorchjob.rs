@@ -197,6 +197,11 @@ impl Workload for PyTorchJobWorkload {
         }
     }
 
+    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let obj = templated::read_again(ctx, KIND, &self.0, "read PyTorchJob").await?;
+        Ok(obj.map(|o| Box::new(PyTorchJobWorkload(Arc::new(o))) as Box<dyn Workload>))
+    }
+
     async fn write(
         &self,
         ctx: &Ctx,

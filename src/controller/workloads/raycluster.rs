@@ -288,6 +288,11 @@ impl Workload for RayClusterWorkload {
         }
     }
 
+    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let obj = templated::read_again(ctx, KIND, &self.0, "read RayCluster").await?;
+        Ok(obj.map(|o| Box::new(RayClusterWorkload(Arc::new(o))) as Box<dyn Workload>))
+    }
+
     async fn write(
         &self,
         ctx: &Ctx,

@@ -199,6 +199,11 @@ impl Workload for RayJobWorkload {
         }
     }
 
+    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let obj = templated::read_again(ctx, KIND, &self.0, "read RayJob").await?;
+        Ok(obj.map(|o| Box::new(RayJobWorkload(Arc::new(o))) as Box<dyn Workload>))
+    }
+
     async fn write(
         &self,
         ctx: &Ctx,

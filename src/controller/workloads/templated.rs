@@ -117,6 +117,24 @@ pub fn with_templates(
     Ok(next)
 }
 
+/// The object as stored now (`None`: deleted), for a step refused with 409
+/// Conflict.
+pub async fn read_again(
+    ctx: &Ctx,
+    kind: CustomKind,
+    obj: &DynamicObject,
+    action: &'static str,
+) -> Result<Option<DynamicObject>, ActError> {
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        &obj.namespace().unwrap_or_default(),
+        &kind.api_resource(),
+    );
+    api.get_opt(&obj.name_any())
+        .await
+        .map_err(ActError::api(action))
+}
+
 /// How a kind is written.
 #[derive(Debug, Clone, Copy)]
 pub struct Writer<'a> {

@@ -371,6 +371,16 @@ impl Workload for TrainJobWorkload {
             .any(|s| s.get("active").and_then(Value::as_i64).unwrap_or(0) > 0)
     }
 
+    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let obj = super::templated::read_again(ctx, KIND, &self.job, "read TrainJob").await?;
+        Ok(obj.map(|o| {
+            Box::new(TrainJobWorkload {
+                job: Arc::new(o),
+                runtime: self.runtime.clone(),
+            }) as Box<dyn Workload>
+        }))
+    }
+
     async fn write(
         &self,
         ctx: &Ctx,
