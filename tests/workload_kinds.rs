@@ -752,3 +752,46 @@ async fn elastic_job_admitted_at_min_count_runs_that_many() {
     assert_eq!(running, 2);
     assert!(cloud.launch_calls().is_empty());
 }
+
+/// The other side of the headline: a driver whose requests name a GPU (and
+/// that tolerates the GPU taint, as GPU pods do) is placed on a GPU node —
+/// here a fifth one of the launch set, the workers filling the other four.
+#[tokio::test]
+async fn jobset_driver_that_requests_a_gpu_runs_on_a_gpu_node() {
+    let (server, client) = world(true).await;
+    cpu_node(&client, "cpu-0").await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(
+        &server,
+        &cloud,
+        &[WorkloadKind::Job, WorkloadKind::JobSet],
+        |_| {},
+    );
+    let mut body = train("gpudriver", 4, true);
+    let driver = &mut body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"];
+    driver["containers"][0]["resources"] =
+        json!({"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "2"}});
+    driver["tolerations"] =
+        json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]);
+    submit_jobset(&client, body).await;
+    let running = eventually(40, "the driver and four workers running", || {
+        let client = client.clone();
+        async move {
+            let r = running_by_set(&client, "gpudriver").await;
+            (r.get("driver").map(Vec::len) == Some(1) && r.get("workers").map(Vec::len) == Some(4))
+                .then_some(r)
+        }
+    })
+    .await;
+    let gpu_nodes: BTreeSet<String> = poolnodes(&client)
+        .await
+        .iter()
+        .filter_map(|p| p.data["status"]["nodeName"].as_str().map(String::from))
+        .collect();
+    assert!(
+        gpu_nodes.contains(&running["driver"][0]),
+        "the driver on a GPU node: {running:?}, {gpu_nodes:?}"
+    );
+    assert_ne!(running["driver"][0], "cpu-0");
+}
