@@ -293,7 +293,13 @@ fn workload_kinds_add_their_rules_webhooks_and_flag() {
             .collect()
     };
     let base = cluster_rules(&objects(&template(None, &[]).expect("renders")));
-    let all = objects(&template(None, &["workloadKinds={job,jobset,pod-group}"]).expect("renders"));
+    let all = objects(
+        &template(
+            None,
+            &["workloadKinds={job,jobset,pod-group,trainjob,pytorchjob,raycluster,rayjob,leaderworkerset}"],
+        )
+        .expect("renders"),
+    );
     let extra: BTreeSet<String> = cluster_rules(&all).difference(&base).cloned().collect();
     let want: BTreeSet<String> = WorkloadKind::ALL
         .iter()
@@ -322,6 +328,11 @@ fn workload_kinds_add_their_rules_webhooks_and_flag() {
         "jobs.muster.dev",
         "jobsets.muster.dev",
         "pod-groups.muster.dev",
+        "trainjobs.muster.dev",
+        "pytorchjobs.muster.dev",
+        "rayclusters.muster.dev",
+        "rayjobs.muster.dev",
+        "leaderworkersets.muster.dev",
     ] {
         assert!(hooks.iter().any(|h| h == name), "{name} in {hooks:?}");
     }
@@ -331,7 +342,8 @@ fn workload_kinds_add_their_rules_webhooks_and_flag() {
         args.as_sequence()
             .expect("args")
             .iter()
-            .any(|a| a.as_str() == Some("--workload-kinds=job,jobset,pod-group")),
+            .any(|a| a.as_str()
+                == Some("--workload-kinds=job,jobset,pod-group,trainjob,pytorchjob,raycluster,rayjob,leaderworkerset")),
         "{args:?}"
     );
     // by default: Jobs only, no other kind's webhook
@@ -344,7 +356,7 @@ fn workload_kinds_add_their_rules_webhooks_and_flag() {
         .unwrap_or(0);
     assert!(default_hooks < hooks.len());
     assert!(
-        template(None, &["workloadKinds={job,rayjob}"]).is_err(),
+        template(None, &["workloadKinds={job,mpijob}"]).is_err(),
         "unknown kind accepted"
     );
 }

@@ -57,8 +57,9 @@ pub struct ControllerArgs {
     /// Namespaces to watch (repeat or comma-separate); all when omitted.
     #[arg(long = "namespace", env = "MUSTER_NAMESPACES", value_delimiter = ',')]
     pub namespaces: Vec<String>,
-    /// Workload kinds run as gangs (comma-separated): job, jobset, pod-group.
-    /// A kind whose CRD is not installed is skipped with one log line.
+    /// Workload kinds run as gangs (comma-separated): job, jobset, pod-group,
+    /// trainjob, pytorchjob, raycluster, rayjob, leaderworkerset. A kind
+    /// whose CRD is not installed is skipped with one log line.
     #[arg(long, env = "MUSTER_WORKLOAD_KINDS", default_value = "job", value_parser = parse_workload_kinds)]
     pub workload_kinds: WorkloadKinds,
     /// Quiet time after a change before planning (e.g. 200ms).

@@ -104,19 +104,25 @@ pub async fn served_workload_kinds(
             served.insert(kind);
             continue;
         };
-        match client
-            .list_api_group_resources(&format!("{}/{}", custom.group, custom.version))
-            .await
-        {
-            Ok(list) if list.resources.iter().any(|r| r.name == custom.plural) => {
-                served.insert(kind);
+        // the kind's own resource and those its adapter reads must all be served
+        let mut all_served = true;
+        for c in std::iter::once(custom).chain(kind.related().iter().map(|r| r.kind)) {
+            match client
+                .list_api_group_resources(&format!("{}/{}", c.group, c.version))
+                .await
+            {
+                Ok(list) if list.resources.iter().any(|r| r.name == c.plural) => {}
+                Ok(_) => all_served = false,
+                Err(kube::Error::Api(s)) if s.is_not_found() => all_served = false,
+                Err(e) => {
+                    tracing::warn!(kind = kind.as_str(), error = %short_error(&e), "could not check whether the workload kind is served; watching it anyway");
+                }
             }
-            Ok(_) => missing.push(kind),
-            Err(kube::Error::Api(s)) if s.is_not_found() => missing.push(kind),
-            Err(e) => {
-                tracing::warn!(kind = kind.as_str(), error = %short_error(&e), "could not check whether the workload kind is served; watching it anyway");
-                served.insert(kind);
-            }
+        }
+        if all_served {
+            served.insert(kind);
+        } else {
+            missing.push(kind);
         }
     }
     for kind in &missing {
@@ -127,7 +133,13 @@ pub async fn served_workload_kinds(
 
 /// What the operator reads when an enabled workload kind's CRD is missing.
 pub fn missing_workload_message(kind: WorkloadKind) -> String {
-    let crd = kind.custom().map(|c| c.crd_name()).unwrap_or_default();
+    let crd = kind
+        .custom()
+        .into_iter()
+        .chain(kind.related().iter().map(|r| r.kind))
+        .map(|c| c.crd_name())
+        .collect::<Vec<_>>()
+        .join(", ");
     format!(
         "workload kind {} is enabled but the API server does not serve {crd}: \
          its objects are not run as gangs; install its CRD (or its controller) \

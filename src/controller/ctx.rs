@@ -122,6 +122,7 @@ impl Ctx {
                 .filter(|k| k.custom().is_some())
                 .map(|&k| (k, self.caches.workloads(k)))
                 .collect(),
+            related: self.caches.related(),
         }
     }
 }

@@ -65,9 +65,20 @@ pub async fn observe_once(client: &Client) -> Result<Observed, kube::Error> {
             workloads.insert(kind, list.items.into_iter().map(Arc::new).collect());
         }
     }
+    let mut related = BTreeMap::new();
+    for r in WorkloadKind::ALL.iter().flat_map(|k| k.related()) {
+        let api = Api::<DynamicObject>::all_with(client.clone(), &r.kind.api_resource());
+        if let Ok(list) = api.list(&lp).await {
+            related.insert(
+                r.kind.crd_name(),
+                list.items.into_iter().map(Arc::new).collect(),
+            );
+        }
+    }
     Ok(Observed {
         kinds,
         workloads,
+        related,
         jobs: jobs.items.into_iter().map(Arc::new).collect(),
         pods: pods.items.into_iter().map(Arc::new).collect(),
         nodes: nodes.into_iter().map(Arc::new).collect(),

@@ -39,6 +39,7 @@ pub struct Caches {
     namespaces: Store<Namespace>,
     muster: BTreeMap<Kind, Vec<Store<DynamicObject>>>,
     workloads: BTreeMap<WorkloadKind, Vec<Store<DynamicObject>>>,
+    related: BTreeMap<String, Vec<Store<DynamicObject>>>,
     /// Notified on every watch event (and by writers who want a re-plan).
     pub changes: Arc<Notify>,
     tasks: Arc<Vec<JoinHandle<()>>>,
@@ -115,8 +116,33 @@ impl Caches {
                 .collect();
             workloads.insert(*kind, stores);
         }
+        let mut related = BTreeMap::new();
+        for r in workload_kinds.iter().flat_map(|k| k.related()) {
+            let ar = r.kind.api_resource();
+            let stores = if r.namespaced {
+                scopes
+                    .iter()
+                    .map(|ns| {
+                        let api = match ns {
+                            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+                            None => Api::all_with(client.clone(), &ar),
+                        };
+                        dynamic(api, ar.clone(), &changes, &mut tasks)
+                    })
+                    .collect()
+            } else {
+                vec![dynamic(
+                    Api::all_with(client.clone(), &ar),
+                    ar.clone(),
+                    &changes,
+                    &mut tasks,
+                )]
+            };
+            related.insert(r.kind.crd_name(), stores);
+        }
         Caches {
             workloads,
+            related,
             jobs,
             pods,
             pdbs,
@@ -143,7 +169,12 @@ impl Caches {
         }
         ready(self.nodes.clone()).await?;
         ready(self.namespaces.clone()).await?;
-        for stores in self.muster.values().chain(self.workloads.values()) {
+        for stores in self
+            .muster
+            .values()
+            .chain(self.workloads.values())
+            .chain(self.related.values())
+        {
             for st in stores {
                 ready(st.clone()).await?;
             }
@@ -181,6 +212,14 @@ impl Caches {
     /// Cached Namespaces.
     pub fn namespaces(&self) -> Vec<Arc<Namespace>> {
         self.namespaces.state()
+    }
+
+    /// Cached objects the adapters read besides their kinds' own, by CRD name.
+    pub fn related(&self) -> BTreeMap<String, Vec<Arc<DynamicObject>>> {
+        self.related
+            .iter()
+            .map(|(k, stores)| (k.clone(), stores.iter().flat_map(|s| s.state()).collect()))
+            .collect()
     }
 
     /// Cached objects of one custom workload kind.

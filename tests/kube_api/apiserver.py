@@ -72,6 +72,7 @@ import node_lease_rules  # noqa: E402
 import jobset_rules  # noqa: E402
 import pod_rules  # noqa: E402
 from admission import Webhooks  # noqa: E402
+import workload_rules  # noqa: E402
 from apierrors import ApiError, invalid  # noqa: E402
 from job_rules import selector_matches  # noqa: E402
 from controllers import Controllers, now_rfc3339 as _now_delta  # noqa: E402
@@ -731,7 +732,7 @@ class Store:
         if schema is not None:
             obj = schema.admit(obj, None, getattr(REQUEST, "strict", False))
             _warn_pruned(schema.pruned)
-        return obj
+        return workload_rules.admit(self, r.storage_key, obj, None, None)
 
     def _admit_update(self, r, new, old, subresource):
         name = old["metadata"]["name"]
@@ -765,7 +766,7 @@ class Store:
         if schema is not None:
             new = schema.admit(new, old, getattr(REQUEST, "strict", False))
             _warn_pruned(schema.pruned)
-        return new
+        return workload_rules.admit(self, r.storage_key, new, old, subresource)
 
     # -- watch
 

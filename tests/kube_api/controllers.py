@@ -82,6 +82,9 @@ class Controllers:
         self.draining = False
         self.terminating = {}  # (ns, name, uid) -> monotonic due time
         self.jobsets = jobset_controller.JobSetController(store, now_rfc3339)
+        # stand-ins for third-party workload controllers (kinds served once their CRDs are installed)
+        import workload_controllers
+        self.workloads = {w.kind: w for w in workload_controllers.stand_ins(self)}
 
     # resources
     def _r(self, group, plural):
@@ -111,6 +114,8 @@ class Controllers:
             self.queue.append(("pdb", ns, None))
         elif key == ("policy", "poddisruptionbudgets"):
             self.queue.append(("pdb", ns, None))
+        for w in self.workloads.values():
+            self.queue.extend(w.enqueue(key, obj))
         if self.draining:
             return
         self.draining = True
@@ -127,6 +132,8 @@ class Controllers:
                         self.sync_job(ns, name)
                     elif kind == "jobset":
                         self.jobsets.sync(ns, name)
+                    elif kind in self.workloads:
+                        self.workloads[kind].sync(ns, name)
                     else:
                         self.sync_pdbs(ns)
                 except ApiError as e:

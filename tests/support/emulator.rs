@@ -441,7 +441,10 @@ async fn tick(
 }
 
 /// Pods that ran for `run_for` succeed (the kubelet's part); the Job
-/// controller in the API server counts them and completes their Jobs.
+/// controller in the API server counts them and completes their Jobs. A pod
+/// whose restartPolicy is Always (the default: Ray heads and workers,
+/// LeaderWorkerSet groups) never succeeds, as the kubelet restarts its
+/// containers (the pod lifecycle of kubernetes.io/docs, Pod phase).
 async fn complete(
     client: &kube::Client,
     seen: &Arc<Mutex<Seen>>,
@@ -451,8 +454,14 @@ async fn complete(
     let pp = PatchParams::default();
     for p in pods.list(&ListParams::default()).await?.items {
         let ns = p.namespace().unwrap_or_default();
+        let restarts_forever = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.restart_policy.as_deref())
+            .is_none_or(|r| r == "Always");
         if p.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Running")
             || p.metadata.deletion_timestamp.is_some()
+            || restarts_forever
         {
             continue;
         }

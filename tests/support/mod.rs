@@ -10,6 +10,7 @@ pub mod karpenter;
 pub mod prometheus;
 pub mod rbac;
 pub mod stub_planner;
+pub mod workload_crds;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};

@@ -97,6 +97,9 @@ pub struct Observed {
     pub kinds: BTreeSet<WorkloadKind>,
     /// Objects of the enabled custom workload kinds (JobSets, ...).
     pub workloads: BTreeMap<WorkloadKind, Vec<Arc<DynamicObject>>>,
+    /// Objects the adapters of enabled kinds read besides their own (a
+    /// TrainJob's training runtimes), by CRD name.
+    pub related: BTreeMap<String, Vec<Arc<DynamicObject>>>,
 }
 
 impl Observed {
@@ -108,6 +111,17 @@ impl Observed {
     /// The cached objects of one custom workload kind.
     pub fn workload_objects(&self, kind: WorkloadKind) -> &[Arc<DynamicObject>] {
         self.workloads.get(&kind).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// The cached objects of a related custom resource.
+    pub fn related_objects(
+        &self,
+        kind: crate::controller::workloads::CustomKind,
+    ) -> &[Arc<DynamicObject>] {
+        self.related
+            .get(&kind.crd_name())
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
     }
 }
 

@@ -2,10 +2,16 @@
 //! `muster.dev/queue` label is held until muster admits its gang — a
 //! batch/v1 Job or a JobSet is made suspended, so no pod of it exists
 //! before; a Pod of a pod group (`muster.dev/pod-group`) gets muster's
-//! scheduling gate, so it is not scheduled before. A workload without the
+//! scheduling gate, so it is not scheduled before; a TrainJob, RayCluster or
+//! RayJob gets `spec.suspend`, a PyTorchJob `spec.runPolicy.suspend`, and a
+//! LeaderWorkerSet's leader and worker templates get the gate (so every pod
+//! of every group is created gated). A RayJob that would not delete its
+//! cluster when done (`shutdownAfterJobFinishes` false) is refused: KubeRay
+//! does not suspend it (as Kueue's webhook refuses it). A workload without the
 //! label in a namespace that names a default queue (a namespace label,
 //! `--default-queue-label`) gets that queue's label as well. A Job created
-//! by a JobSet is the JobSet's: it is left alone.
+//! by a JobSet, a TrainJob or a RayJob, and a RayCluster a RayJob creates,
+//! are that workload's: they are left alone.
 //!
 //! The API server sends an `AdmissionReview` (admission.k8s.io/v1) and applies
 //! the JSON Patch of the answer. The webhook has no side effects, so a dry-run
@@ -73,6 +79,14 @@ pub enum Decision {
     Suspend(Option<String>),
     /// Gate it (a Pod of a pod group); `Some(queue)` also sets the queue label.
     Gate(Option<String>),
+    /// Set the suspend flag at this pointer (a PyTorchJob's
+    /// `/spec/runPolicy/suspend`); `Some(queue)` also sets the queue label.
+    SuspendAt(&'static str, Option<String>),
+    /// Gate the pod templates at these pointers (a LeaderWorkerSet's);
+    /// `Some(queue)` also sets the queue label.
+    GateTemplates(&'static [&'static str], Option<String>),
+    /// Refuse the creation, with this message.
+    Deny(&'static str),
 }
 
 /// How a created object is held, if it is a workload muster manages.
@@ -82,6 +96,31 @@ enum Held {
     Suspended,
     /// muster's scheduling gate.
     Gated,
+    /// A suspend flag elsewhere than `spec.suspend` (JSON pointer).
+    SuspendedAt(&'static str),
+    /// muster's scheduling gate in the pod templates at these pointers (to
+    /// their `spec`), those present.
+    TemplatesGated(&'static [&'static str]),
+    /// Refused, with the reason.
+    Refused(&'static str),
+}
+
+/// The templates of a LeaderWorkerSet that get the gate.
+const LWS_TEMPLATE_SPECS: &[&str] = &[
+    "/spec/leaderWorkerTemplate/leaderTemplate/spec",
+    "/spec/leaderWorkerTemplate/workerTemplate/spec",
+];
+
+/// What a RayJob without `shutdownAfterJobFinishes` is refused with.
+pub const RAYJOB_NEEDS_SHUTDOWN: &str = "muster: a queued RayJob must set spec.shutdownAfterJobFinishes: KubeRay suspends (and muster stops) only RayJobs that delete their cluster when done";
+
+/// True when the controller of `obj` is of one of `kinds`.
+fn controlled_by(obj: &DynamicObject, kinds: &[&str]) -> bool {
+    obj.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && kinds.contains(&o.kind.as_str()))
 }
 
 /// How the object `req` creates is held: a batch/v1 Job (not one a JobSet
@@ -95,13 +134,34 @@ fn held_create(req: &AdmissionRequest<DynamicObject>) -> Option<Held> {
     let jobset = crate::controller::workloads::jobset::KIND;
     match (k.group.as_str(), k.version.as_str(), k.kind.as_str()) {
         ("batch", "v1", "Job") => {
-            let child = obj
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.controller == Some(true) && o.kind == jobset.kind);
+            let child = controlled_by(obj, &[jobset.kind, "TrainJob", "RayJob"]);
             (!child).then_some(Held::Suspended)
+        }
+        ("trainer.kubeflow.org", "v1alpha1", "TrainJob") => Some(Held::Suspended),
+        ("kubeflow.org", "v1", "PyTorchJob") => Some(Held::SuspendedAt("/spec/runPolicy/suspend")),
+        ("ray.io", "v1", "RayCluster") => {
+            (!controlled_by(obj, &["RayJob"])).then_some(Held::Suspended)
+        }
+        ("ray.io", "v1", "RayJob") => {
+            let selector = obj
+                .data
+                .pointer("/spec/clusterSelector")
+                .and_then(Value::as_object)
+                .is_some_and(|m| !m.is_empty());
+            let shutdown = obj
+                .data
+                .pointer("/spec/shutdownAfterJobFinishes")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            match (selector, shutdown) {
+                // on an existing cluster: that cluster's gang, not one of its own
+                (true, _) => None,
+                (false, false) => Some(Held::Refused(RAYJOB_NEEDS_SHUTDOWN)),
+                (false, true) => Some(Held::Suspended),
+            }
+        }
+        ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet") => {
+            Some(Held::TemplatesGated(LWS_TEMPLATE_SPECS))
         }
         (g, v, kind) if g == jobset.group && v == jobset.version && kind == jobset.kind => {
             Some(Held::Suspended)
@@ -147,6 +207,51 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, default_queue: Option<&str>
     match held {
         Held::Suspended => Decision::Suspend(queue),
         Held::Gated => Decision::Gate(queue),
+        Held::SuspendedAt(p) => Decision::SuspendAt(p, queue),
+        Held::TemplatesGated(ps) => Decision::GateTemplates(ps, queue),
+        Held::Refused(why) => Decision::Deny(why),
+    }
+}
+
+/// The JSON Patch operation that sets `value` at `pointer`, adding the
+/// objects on the way that `obj` does not have ("add" replaces a member).
+fn add_at(obj: &DynamicObject, pointer: &str, value: Value) -> Value {
+    let parts: Vec<&str> = pointer.split('/').filter(|p| !p.is_empty()).collect();
+    // the deepest object on the way that exists
+    let mut depth = 0;
+    while depth < parts.len() - 1 {
+        let prefix = format!("/{}", parts[..=depth].join("/"));
+        if !obj.data.pointer(&prefix).is_some_and(Value::is_object) {
+            break;
+        }
+        depth += 1;
+    }
+    let nested = parts[depth + 1..].iter().rev().fold(value, |inner, key| {
+        let mut m = serde_json::Map::new();
+        m.insert((*key).to_string(), inner);
+        Value::Object(m)
+    });
+    serde_json::json!({"op": "add", "path": format!("/{}", parts[..=depth].join("/")), "value": nested})
+}
+
+/// The operations that add muster's gate to the pod spec at `spec` (a
+/// pointer), keeping the gates already there.
+fn gate_ops(obj: &DynamicObject, spec: &str) -> Vec<Value> {
+    let gate = serde_json::json!({"name": SCHEDULING_GATE});
+    match obj
+        .data
+        .pointer(&format!("{spec}/schedulingGates"))
+        .and_then(Value::as_array)
+    {
+        Some(g) if g.contains(&gate) => vec![],
+        Some(_) => vec![
+            serde_json::json!({"op": "add", "path": format!("{spec}/schedulingGates/-"), "value": gate}),
+        ],
+        None => vec![add_at(
+            obj,
+            &format!("{spec}/schedulingGates"),
+            serde_json::json!([gate]),
+        )],
     }
 }
 
@@ -154,8 +259,11 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, default_queue: Option<&str>
 pub fn patch(obj: &DynamicObject, decision: &Decision) -> Vec<Value> {
     let mut ops = Vec::new();
     let queue = match decision {
-        Decision::Ignore => return ops,
-        Decision::Suspend(q) | Decision::Gate(q) => q,
+        Decision::Ignore | Decision::Deny(_) => return ops,
+        Decision::Suspend(q)
+        | Decision::Gate(q)
+        | Decision::SuspendAt(_, q)
+        | Decision::GateTemplates(_, q) => q,
     };
     if let Some(q) = queue {
         if obj.metadata.labels.is_some() {
@@ -164,6 +272,20 @@ pub fn patch(obj: &DynamicObject, decision: &Decision) -> Vec<Value> {
         } else {
             ops.push(serde_json::json!({"op": "add", "path": "/metadata/labels", "value": {QUEUE_LABEL: q}}));
         }
+    }
+    if let Decision::SuspendAt(pointer, _) = decision {
+        ops.push(add_at(obj, pointer, Value::Bool(true)));
+        return ops;
+    }
+    if let Decision::GateTemplates(specs, _) = decision {
+        for spec in *specs {
+            // a template the object has (a LeaderWorkerSet's leader template is optional)
+            let template = spec.trim_end_matches("/spec");
+            if obj.data.pointer(template).is_some_and(Value::is_object) {
+                ops.extend(gate_ops(obj, spec));
+            }
+        }
+        return ops;
     }
     if let Decision::Gate(_) = decision {
         let gate = serde_json::json!({"name": SCHEDULING_GATE});
@@ -250,6 +372,9 @@ impl Webhook {
             _ => None,
         };
         let decision = decide(req, default_queue.as_deref());
+        if let Decision::Deny(why) = decision {
+            return resp.deny(why);
+        }
         let Some(obj) = &req.object else {
             return resp;
         };
@@ -269,3 +394,6 @@ impl Webhook {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod third_party_tests;

@@ -33,11 +33,18 @@ pub const POD_SET: &str = "main";
 pub struct JobWorkload(pub Arc<Job>);
 
 /// True when the Job was created by another workload kind muster runs (a
-/// JobSet's child Jobs): that workload is the gang, not the Job.
+/// JobSet's or TrainJob's child Jobs, a RayJob's submitter): that workload
+/// is the gang, not the Job.
 pub fn owned_by_other_kind(job: &Job) -> bool {
-    job.owner_references()
-        .iter()
-        .any(|o| o.controller == Some(true) && o.kind == super::jobset::KIND.kind)
+    job.owner_references().iter().any(|o| {
+        o.controller == Some(true)
+            && [
+                super::jobset::KIND.kind,
+                super::trainjob::KIND.kind,
+                super::rayjob::KIND.kind,
+            ]
+            .contains(&o.kind.as_str())
+    })
 }
 
 /// The least count of a workload from its `muster.dev/min-count`

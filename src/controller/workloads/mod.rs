@@ -21,15 +21,23 @@
 //!   (scheduling directives change only while suspended and not started;
 //!   a stop comes before a restore).
 //!
-//! A kind is one file here ([`job`], [`jobset`], [`pod_group`]) plus one
-//! entry in [`WorkloadKind`]. Kinds are enabled per install
+//! A kind is one file here ([`job`], [`jobset`], [`pod_group`],
+//! [`trainjob`], [`pytorchjob`], [`raycluster`], [`rayjob`], [`lws`]) plus
+//! one entry in [`WorkloadKind`]; the kinds that keep pod templates in their
+//! own spec share [`templated`]. Kinds are enabled per install
 //! (`--workload-kinds`); a custom kind whose CRD the API server does not
 //! serve is skipped (see [`crate::controller::crd_check`]).
 
 pub mod job;
 pub mod jobset;
+pub mod lws;
 pub mod pod_group;
+pub mod pytorchjob;
+pub mod raycluster;
+pub mod rayjob;
 pub mod template;
+pub mod templated;
+pub mod trainjob;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -56,6 +64,18 @@ pub enum WorkloadKind {
     /// Plain Pods sharing a `muster.dev/pod-group` label, held by a
     /// scheduling gate.
     PodGroup,
+    /// Kubeflow `trainer.kubeflow.org/v1alpha1` TrainJob: one pod set per
+    /// replicated job of its training runtime.
+    TrainJob,
+    /// Kubeflow `kubeflow.org/v1` PyTorchJob: master and workers.
+    PyTorchJob,
+    /// KubeRay `ray.io/v1` RayCluster: head and worker groups.
+    RayCluster,
+    /// KubeRay `ray.io/v1` RayJob: its cluster's groups and the submitter.
+    RayJob,
+    /// `leaderworkerset.x-k8s.io/v1` LeaderWorkerSet: each group of a leader
+    /// and its workers is a gang, held by scheduling gates like a pod group.
+    LeaderWorkerSet,
 }
 
 /// A custom resource a workload kind is served as.
@@ -99,10 +119,15 @@ pub struct AccessRule {
 
 impl WorkloadKind {
     /// Every kind, in the order the flag lists them.
-    pub const ALL: [WorkloadKind; 3] = [
+    pub const ALL: [WorkloadKind; 8] = [
         WorkloadKind::Job,
         WorkloadKind::JobSet,
         WorkloadKind::PodGroup,
+        WorkloadKind::TrainJob,
+        WorkloadKind::PyTorchJob,
+        WorkloadKind::RayCluster,
+        WorkloadKind::RayJob,
+        WorkloadKind::LeaderWorkerSet,
     ];
 
     /// The kinds enabled when the flag is not given.
@@ -114,6 +139,11 @@ impl WorkloadKind {
             WorkloadKind::Job => "job",
             WorkloadKind::JobSet => "jobset",
             WorkloadKind::PodGroup => "pod-group",
+            WorkloadKind::TrainJob => "trainjob",
+            WorkloadKind::PyTorchJob => "pytorchjob",
+            WorkloadKind::RayCluster => "raycluster",
+            WorkloadKind::RayJob => "rayjob",
+            WorkloadKind::LeaderWorkerSet => "leaderworkerset",
         }
     }
 
@@ -128,8 +158,12 @@ impl WorkloadKind {
     pub fn rules(self) -> Rules {
         match self {
             WorkloadKind::Job => Rules::JOB,
-            WorkloadKind::JobSet => Rules::TEMPLATED,
-            WorkloadKind::PodGroup => Rules::PODS,
+            WorkloadKind::JobSet
+            | WorkloadKind::TrainJob
+            | WorkloadKind::PyTorchJob
+            | WorkloadKind::RayCluster
+            | WorkloadKind::RayJob => Rules::TEMPLATED,
+            WorkloadKind::PodGroup | WorkloadKind::LeaderWorkerSet => Rules::PODS,
         }
     }
 
@@ -138,6 +172,20 @@ impl WorkloadKind {
         match self {
             WorkloadKind::Job | WorkloadKind::PodGroup => None,
             WorkloadKind::JobSet => Some(jobset::KIND),
+            WorkloadKind::TrainJob => Some(trainjob::KIND),
+            WorkloadKind::PyTorchJob => Some(pytorchjob::KIND),
+            WorkloadKind::RayCluster => Some(raycluster::KIND),
+            WorkloadKind::RayJob => Some(rayjob::KIND),
+            WorkloadKind::LeaderWorkerSet => Some(lws::KIND),
+        }
+    }
+
+    /// Other custom resources the kind's adapter reads (a TrainJob's
+    /// training runtimes), cached beside its own.
+    pub fn related(self) -> &'static [Related] {
+        match self {
+            WorkloadKind::TrainJob => trainjob::RELATED,
+            _ => &[],
         }
     }
 
@@ -149,6 +197,11 @@ impl WorkloadKind {
             WorkloadKind::Job => name.to_string(),
             WorkloadKind::JobSet => format!("jobset-{name}"),
             WorkloadKind::PodGroup => format!("podgroup-{name}"),
+            WorkloadKind::TrainJob => format!("trainjob-{name}"),
+            WorkloadKind::PyTorchJob => format!("pytorchjob-{name}"),
+            WorkloadKind::RayCluster => format!("raycluster-{name}"),
+            WorkloadKind::RayJob => format!("rayjob-{name}"),
+            WorkloadKind::LeaderWorkerSet => format!("lws-{name}"),
         }
     }
 
@@ -159,7 +212,46 @@ impl WorkloadKind {
             WorkloadKind::Job => &[],
             WorkloadKind::JobSet => jobset::ACCESS,
             WorkloadKind::PodGroup => pod_group::ACCESS,
+            WorkloadKind::TrainJob => trainjob::ACCESS,
+            WorkloadKind::PyTorchJob => pytorchjob::ACCESS,
+            WorkloadKind::RayCluster => raycluster::ACCESS,
+            WorkloadKind::RayJob => rayjob::ACCESS,
+            WorkloadKind::LeaderWorkerSet => lws::ACCESS,
         }
+    }
+}
+
+/// A custom resource an adapter reads beside its kind's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Related {
+    /// The resource.
+    pub kind: CustomKind,
+    /// Namespaced (else cluster-scoped: watched cluster-wide).
+    pub namespaced: bool,
+}
+
+/// The owner reference a Gang carries for a custom-kind object.
+pub fn custom_owner(kind: CustomKind, obj: &DynamicObject) -> Option<OwnerReference> {
+    Some(OwnerReference {
+        api_version: format!("{}/{}", kind.group, kind.version),
+        kind: kind.kind.to_string(),
+        name: obj.name_any(),
+        uid: obj.metadata.uid.clone()?,
+        controller: Some(true),
+        block_owner_deletion: None,
+    })
+}
+
+/// A reference to a custom-kind object, for Events.
+pub fn custom_object_ref(kind: CustomKind, obj: &DynamicObject) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(format!("{}/{}", kind.group, kind.version)),
+        kind: Some(kind.kind.to_string()),
+        name: obj.metadata.name.clone(),
+        namespace: obj.metadata.namespace.clone(),
+        uid: obj.metadata.uid.clone(),
+        resource_version: obj.metadata.resource_version.clone(),
+        field_path: None,
     }
 }
 
@@ -344,6 +436,53 @@ pub fn all(observed: &Observed) -> Vec<Box<dyn Workload>> {
             out.push(Box::new(g));
         }
     }
+    if observed.kinds.contains(&WorkloadKind::TrainJob) {
+        for o in observed.workload_objects(WorkloadKind::TrainJob) {
+            let (kind, ns, name) = trainjob::runtime_ref(o);
+            let runtime = observed
+                .related_objects(kind)
+                .iter()
+                .find(|r| r.namespace().unwrap_or_default() == ns && r.name_any() == name)
+                .cloned();
+            out.push(Box::new(trainjob::TrainJobWorkload {
+                job: o.clone(),
+                runtime,
+            }));
+        }
+    }
+    if observed.kinds.contains(&WorkloadKind::PyTorchJob) {
+        for o in observed.workload_objects(WorkloadKind::PyTorchJob) {
+            out.push(Box::new(pytorchjob::PyTorchJobWorkload(o.clone())));
+        }
+    }
+    if observed.kinds.contains(&WorkloadKind::RayCluster) {
+        for o in observed.workload_objects(WorkloadKind::RayCluster) {
+            if raycluster::owned_by_rayjob(o) {
+                continue;
+            }
+            out.push(Box::new(raycluster::RayClusterWorkload(o.clone())));
+        }
+    }
+    if observed.kinds.contains(&WorkloadKind::RayJob) {
+        for o in observed.workload_objects(WorkloadKind::RayJob) {
+            // a RayJob on an existing cluster runs on that cluster's gang
+            if o.data
+                .pointer("/spec/clusterSelector")
+                .and_then(serde_json::Value::as_object)
+                .is_some_and(|m| !m.is_empty())
+            {
+                continue;
+            }
+            out.push(Box::new(rayjob::RayJobWorkload(o.clone())));
+        }
+    }
+    if observed.kinds.contains(&WorkloadKind::LeaderWorkerSet) {
+        for o in observed.workload_objects(WorkloadKind::LeaderWorkerSet) {
+            for g in lws::groups(o, &observed.pods) {
+                out.push(Box::new(g));
+            }
+        }
+    }
     out.retain(|w| w.queue().is_some() && !w.deleting());
     out
 }
@@ -401,6 +540,21 @@ pub fn find(observed: &Observed, namespace: &str, gang: &str) -> Option<Box<dyn 
             return Some(Box::new(g));
         }
     }
+    // the other kinds: by their gang name's prefix, from every workload of
+    // the kinds that name gangs so
+    let others = [
+        WorkloadKind::TrainJob,
+        WorkloadKind::PyTorchJob,
+        WorkloadKind::RayCluster,
+        WorkloadKind::RayJob,
+        WorkloadKind::LeaderWorkerSet,
+    ];
+    if others
+        .iter()
+        .any(|k| observed.kinds.contains(k) && gang.starts_with(&k.gang_name("")))
+    {
+        return all(observed).into_iter().find(|w| wanted(w.as_ref()));
+    }
     None
 }
 
@@ -409,6 +563,19 @@ pub fn find(observed: &Observed, namespace: &str, gang: &str) -> Option<Box<dyn 
 /// a Job's pods are owned by the Job.
 pub fn pod_gang(pod: &CachedPod) -> Option<(String, String)> {
     let ns = pod.namespace().unwrap_or_default();
+    // kinds whose pods carry no label naming their object are labelled by the pin
+    if let Some(g) = pod.label(templated::WORKLOAD_LABEL) {
+        return Some((ns, g.clone()));
+    }
+    if let Some(g) = lws::pod_gang_name(pod) {
+        return Some((ns, g));
+    }
+    if let Some(g) = pytorchjob::pod_gang_name(pod) {
+        return Some((ns, g));
+    }
+    if let Some(c) = pod.label(raycluster::CLUSTER_LABEL) {
+        return Some((ns, WorkloadKind::RayCluster.gang_name(c)));
+    }
     if let Some(js) = pod.label(jobset::JOBSET_NAME_LABEL) {
         return Some((ns, WorkloadKind::JobSet.gang_name(js)));
     }
@@ -510,13 +677,20 @@ mod tests {
     #[test]
     fn kinds_parse_from_the_flag() {
         assert_eq!(
-            parse_kinds("job, jobset,pod-group").expect("kinds"),
+            parse_kinds(
+                "job, jobset,pod-group,trainjob,pytorchjob,raycluster,rayjob,leaderworkerset"
+            )
+            .expect("kinds"),
             WorkloadKind::ALL.into_iter().collect()
         );
+        // every kind's flag name parses back to it
+        for k in WorkloadKind::ALL {
+            assert_eq!(WorkloadKind::parse(k.as_str()), Some(k));
+        }
         assert!(
-            parse_kinds("job,rayjob")
+            parse_kinds("job,mpijob")
                 .expect_err("unknown")
-                .contains("rayjob")
+                .contains("mpijob")
         );
     }
 }

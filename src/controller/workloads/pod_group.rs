@@ -102,6 +102,19 @@ pub fn groups(pods: &[Arc<CachedPod>]) -> Vec<PodGroup> {
 }
 
 impl PodGroup {
+    /// A group of `pods` (sorted here) described by `meta`: its name,
+    /// namespace, queue label and the size annotation. For kinds whose
+    /// groups are not marked by [`POD_GROUP_LABEL`] (a LeaderWorkerSet's).
+    pub(crate) fn new(meta: ObjectMeta, mut pods: Vec<Arc<CachedPod>>) -> PodGroup {
+        pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        PodGroup { meta, pods }
+    }
+
+    /// Its pods.
+    pub(crate) fn pods(&self) -> &[Arc<CachedPod>] {
+        &self.pods
+    }
+
     fn size(&self) -> Result<u32, WorkloadError> {
         let v = self
             .meta

@@ -255,8 +255,14 @@ fn kinds_condition(
         let crds: Vec<String> = missing
             .iter()
             .filter_map(|k| {
-                k.custom()
-                    .map(|c| format!("{} ({})", k.as_str(), c.crd_name()))
+                k.custom().map(|c| {
+                    // with the CRDs its adapter reads besides (a TrainJob's runtimes)
+                    let crds: Vec<String> = std::iter::once(c)
+                        .chain(k.related().iter().map(|r| r.kind))
+                        .map(|c| c.crd_name())
+                        .collect();
+                    format!("{} ({})", k.as_str(), crds.join(", "))
+                })
             })
             .collect();
         condition(

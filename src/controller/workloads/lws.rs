@@ -1,0 +1,268 @@
+//! LeaderWorkerSet (`leaderworkerset.x-k8s.io/v1`) behind the workload seam:
+//! each group (a leader and `size - 1` workers) is a gang of its own, held
+//! and released like a pod group ([`super::pod_group`]): the admission
+//! webhook adds muster's scheduling gate to the leader and worker templates
+//! when the LeaderWorkerSet is created, so every pod the LeaderWorkerSet
+//! controller creates waits gated until its group is admitted, then the
+//! group's pods are pinned and released together. This is Kueue's
+//! integration too (`pkg/controller/jobs/leaderworkerset`: one pod-group
+//! workload per group, pods held by a scheduling gate).
+//!
+//! The upstream rules the writes follow (kubernetes-sigs/lws):
+//!
+//! - `api/leaderworkerset/v1/leaderworkerset_types.go`: group `g` of set
+//!   `name` is the pods labelled `leaderworkerset.sigs.k8s.io/name: name`
+//!   and `leaderworkerset.sigs.k8s.io/group-index: g`, `size` pods in all;
+//! - a LeaderWorkerSet has no suspend; a stopped group's pods are deleted
+//!   (the table's rules for pods), and with the default restart policy
+//!   (RecreateGroupOnPodRestart, `pkg/controllers/pod_controller.go`) the
+//!   controller recreates the whole group from the templates, gated again;
+//! - the gang ends when the LeaderWorkerSet is deleted or scaled below the
+//!   group (its pods go).
+//!
+//! The group's one pod set (`main`, `size` pods) asks of every pod what its
+//! most demanding pod asks (a leader template may differ from the workers').
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use muster_planner::lifecycle::workload::{Observed, Step};
+use serde_json::Value;
+
+use super::pod_group::{GROUP_SIZE_ANNOTATION, PodGroup};
+use super::{
+    AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
+};
+use crate::controller::act::ActError;
+use crate::controller::ctx::Ctx;
+use crate::controller::objects::QUEUE_LABEL;
+use crate::controller::translate::cached::CachedPod;
+
+/// The LeaderWorkerSet custom resource.
+pub const KIND: CustomKind = CustomKind {
+    group: "leaderworkerset.x-k8s.io",
+    version: "v1",
+    kind: "LeaderWorkerSet",
+    plural: "leaderworkersets",
+};
+
+/// What the controller does with LeaderWorkerSets: read and watch them (the
+/// pods are pinned, released and deleted like a pod group's).
+pub const ACCESS: &[AccessRule] = &[
+    AccessRule {
+        group: "leaderworkerset.x-k8s.io",
+        resources: &["leaderworkersets"],
+        verbs: &["get", "list", "watch"],
+    },
+    AccessRule {
+        group: "",
+        resources: &["pods"],
+        verbs: &["patch", "update", "delete"],
+    },
+];
+
+/// The label naming a pod's LeaderWorkerSet.
+pub const NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
+/// The label naming a pod's group.
+pub const GROUP_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/group-index";
+
+/// The gang of group `g` of LeaderWorkerSet `name`.
+pub fn group_name(name: &str, g: &str) -> String {
+    format!("{name}-{g}")
+}
+
+/// The gang a pod of a LeaderWorkerSet belongs to.
+pub fn pod_gang_name(pod: &CachedPod) -> Option<String> {
+    let name = pod.label(NAME_LABEL)?;
+    let g = pod.label(GROUP_INDEX_LABEL)?;
+    Some(WorkloadKind::LeaderWorkerSet.gang_name(&group_name(name, g)))
+}
+
+/// One group of a LeaderWorkerSet.
+#[derive(Debug, Clone)]
+pub struct LwsGroup {
+    lws: Arc<DynamicObject>,
+    group: PodGroup,
+}
+
+/// The groups of `lws` that have pods, each a pod group of `size` pods
+/// queued where the LeaderWorkerSet's label says.
+pub fn groups(lws: &Arc<DynamicObject>, pods: &[Arc<CachedPod>]) -> Vec<LwsGroup> {
+    let ns = lws.namespace().unwrap_or_default();
+    let name = lws.name_any();
+    let size = lws
+        .data
+        .pointer("/spec/leaderWorkerTemplate/size")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let mut by: BTreeMap<String, Vec<Arc<CachedPod>>> = BTreeMap::new();
+    for p in pods {
+        if p.metadata.deletion_timestamp.is_some()
+            || p.namespace().unwrap_or_default() != ns
+            || p.label(NAME_LABEL) != Some(&name)
+        {
+            continue;
+        }
+        if let Some(g) = p.label(GROUP_INDEX_LABEL) {
+            by.entry(g.clone()).or_default().push(p.clone());
+        }
+    }
+    by.into_iter()
+        .map(|(g, pods)| {
+            let mut labels = BTreeMap::new();
+            if let Some(q) = lws.labels().get(QUEUE_LABEL) {
+                labels.insert(QUEUE_LABEL.to_string(), q.clone());
+            }
+            let meta = ObjectMeta {
+                name: Some(group_name(&name, &g)),
+                namespace: Some(ns.clone()),
+                labels: Some(labels),
+                annotations: Some([(GROUP_SIZE_ANNOTATION.to_string(), size.to_string())].into()),
+                uid: lws.metadata.uid.clone(),
+                ..ObjectMeta::default()
+            };
+            LwsGroup {
+                lws: lws.clone(),
+                group: PodGroup::new(meta, pods),
+            }
+        })
+        .collect()
+}
+
+/// The requests that cover every pod of the group: the larger where one
+/// pod's fit in the other's, else both added (a safe over-estimate).
+fn covering_requests(pods: &[Arc<CachedPod>]) -> muster_planner::Resources {
+    let mut r = muster_planner::Resources::zero();
+    for p in pods {
+        if p.requests.fits_in(&r) {
+            continue;
+        }
+        if r.fits_in(&p.requests) {
+            r = p.requests.clone();
+        } else {
+            r.add(&p.requests);
+        }
+    }
+    r
+}
+
+#[async_trait::async_trait]
+impl Workload for LwsGroup {
+    fn kind(&self) -> WorkloadKind {
+        WorkloadKind::LeaderWorkerSet
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        self.group.meta()
+    }
+
+    fn gang_owner(&self) -> Option<OwnerReference> {
+        super::custom_owner(KIND, &self.lws)
+    }
+
+    fn object_ref(&self) -> ObjectReference {
+        super::custom_object_ref(KIND, &self.lws)
+    }
+
+    fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
+        let mut sets = self.group.pod_sets()?;
+        let requests: BTreeMap<String, Quantity> = covering_requests(self.group.pods())
+            .to_quantities()
+            .into_iter()
+            .map(|(k, q)| (k, Quantity(q.to_string())))
+            .collect();
+        for s in &mut sets {
+            if let Some(c) = s
+                .template
+                .spec
+                .as_mut()
+                .and_then(|sp| sp.containers.first_mut())
+            {
+                c.resources.get_or_insert_with(Default::default).requests = Some(requests.clone());
+            }
+        }
+        Ok(sets)
+    }
+
+    fn observe(&self) -> Observed {
+        self.group.observe()
+    }
+
+    fn incomplete(&self) -> Option<String> {
+        self.group.incomplete()
+    }
+
+    async fn write(
+        &self,
+        ctx: &Ctx,
+        step: &Step,
+        directives: &Directives,
+    ) -> Result<Box<dyn Workload>, ActError> {
+        // the group's pods are pinned, released and deleted as a pod
+        // group's; what comes back is that group as stored (the same rules,
+        // so the next step is decided alike)
+        self.group.write(ctx, step, directives).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    fn pod(name: &str, g: &str, gpus: &str) -> Arc<CachedPod> {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": name,
+                "labels": {NAME_LABEL: "infer", GROUP_INDEX_LABEL: g}},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": gpus}}}],
+                "schedulingGates": [{"name": super::super::pod_group::SCHEDULING_GATE}]},
+            "status": {"phase": "Pending"}
+        }))
+        .expect("pod");
+        Arc::new(CachedPod::from(p))
+    }
+
+    fn lws() -> Arc<DynamicObject> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                "metadata": {"name": "infer", "namespace": "ns", "uid": "u1", "labels": {QUEUE_LABEL: "q"}},
+                "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 3}}
+            }))
+            .expect("lws"),
+        )
+    }
+
+    #[test]
+    fn each_group_is_a_gang_of_size_pods() {
+        let pods = [
+            pod("infer-0", "0", "0"),
+            pod("infer-0-1", "0", "8"),
+            pod("infer-0-2", "0", "8"),
+            pod("infer-1", "1", "0"),
+        ];
+        let gs = groups(&lws(), &pods);
+        assert_eq!(gs.len(), 2);
+        assert_eq!(gs[0].gang_name(), "lws-infer-0");
+        assert_eq!(gs[0].queue(), Some("q"));
+        assert_eq!(gs[0].incomplete(), None);
+        assert_eq!(gs[1].incomplete().as_deref(), Some("1 of 3 pods exist"));
+        let sets = gs[0].pod_sets().expect("pod sets");
+        assert_eq!(sets[0].count, 3);
+        // the CPU leader and the GPU workers: every pod asks for the most
+        let req = sets[0].template.spec.as_ref().expect("spec").containers[0]
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.clone())
+            .expect("requests");
+        assert_eq!(req.get("nvidia.com/gpu").map(|q| q.0.as_str()), Some("8"));
+        assert!(gs[0].observe().suspended);
+        assert_eq!(pod_gang_name(&pods[1]).as_deref(), Some("lws-infer-0"));
+    }
+}

@@ -1,0 +1,278 @@
+//! Kubeflow PyTorchJob (`kubeflow.org/v1`) behind the workload seam: each
+//! replica type is one pod set (`master`: 1 pod, `worker`: its replicas), so
+//! a CPU master and GPU workers are admitted together.
+//!
+//! The upstream rules the writes follow (kubeflow/training-operator,
+//! release 1.9):
+//!
+//! - `pkg/controller.v1/common/job.go` (`ReconcileJobs`): while
+//!   `spec.runPolicy.suspend` is true every pod of the job is deleted; when
+//!   it is lifted the controller creates the pods from the replica specs'
+//!   templates as they are then, and resets `status.startTime`;
+//! - `pkg/webhooks/pytorch/pytorchjob_webhook.go`: no rule on template
+//!   changes, so a PyTorchJob keeps no start mark
+//!   ([`muster_planner::lifecycle::workload::Rules::TEMPLATED`]) and is pinned
+//!   by required node affinity on the node names, like a Job
+//!   ([`super::template::PinStyle::Affinity`]);
+//! - finished: the `Succeeded` or `Failed` condition is `True`;
+//! - its pods carry `training.kubeflow.org/job-name` and
+//!   `training.kubeflow.org/operator-name: pytorchjob-controller`
+//!   (`pkg/controller.v1/common/util.go`).
+//!
+//! `elasticPolicy` is not elasticity muster can use: the operator always
+//! creates `replicas` workers, so the worker pod set is of that size.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use muster_planner::lifecycle::workload::{Observed, Step};
+use serde_json::Value;
+
+use super::template::{PinStyle, decode_pins};
+use super::templated::{self, Actions, TemplateAt, Writer};
+use super::{
+    AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
+};
+use crate::controller::act::ActError;
+use crate::controller::ctx::Ctx;
+use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
+use crate::controller::translate::cached::CachedPod;
+
+/// The PyTorchJob custom resource.
+pub const KIND: CustomKind = CustomKind {
+    group: "kubeflow.org",
+    version: "v1",
+    kind: "PyTorchJob",
+    plural: "pytorchjobs",
+};
+
+/// What the controller does with PyTorchJobs: read and watch them, suspend,
+/// pin and restore them.
+pub const ACCESS: &[AccessRule] = &[AccessRule {
+    group: "kubeflow.org",
+    resources: &["pytorchjobs"],
+    verbs: &["get", "list", "watch", "update", "patch"],
+}];
+
+/// The label the operator puts on every pod of a job: its name.
+pub const JOB_NAME_LABEL: &str = "training.kubeflow.org/job-name";
+/// The label naming the operator that made the pod.
+pub const OPERATOR_LABEL: &str = "training.kubeflow.org/operator-name";
+/// This kind's operator name.
+pub const OPERATOR: &str = "pytorchjob-controller";
+
+const WRITER: Writer<'static> = Writer {
+    kind: KIND,
+    suspend: "/spec/runPolicy/suspend",
+    style: PinStyle::Affinity,
+    actions: Actions {
+        suspend: "suspend PyTorchJob",
+        restore: "restore PyTorchJob templates",
+        pin: "pin PyTorchJob",
+        unsuspend: "unsuspend PyTorchJob",
+    },
+    complete: None,
+    elastic: None,
+};
+
+/// A labelled PyTorchJob.
+#[derive(Debug, Clone)]
+pub struct PyTorchJobWorkload(pub Arc<DynamicObject>);
+
+/// The replica types, master first, with their specs.
+fn replica_specs(obj: &DynamicObject) -> Vec<(String, &Value)> {
+    let mut out: Vec<(String, &Value)> = obj
+        .data
+        .pointer("/spec/pytorchReplicaSpecs")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v))
+        .collect();
+    out.sort_by_key(|(k, _)| (k != "Master", k.clone()));
+    out
+}
+
+fn template_at(obj: &DynamicObject) -> Vec<TemplateAt> {
+    replica_specs(obj)
+        .into_iter()
+        .map(|(rtype, _)| TemplateAt {
+            pod_set: rtype.to_lowercase(),
+            pointer: format!("/spec/pytorchReplicaSpecs/{rtype}/template"),
+        })
+        .collect()
+}
+
+/// The gang a pod of a PyTorchJob belongs to.
+pub fn pod_gang_name(pod: &CachedPod) -> Option<String> {
+    (pod.label(OPERATOR_LABEL).map(String::as_str) == Some(OPERATOR))
+        .then(|| pod.label(JOB_NAME_LABEL))
+        .flatten()
+        .map(|n| WorkloadKind::PyTorchJob.gang_name(n))
+}
+
+fn condition_true(obj: &DynamicObject, types: &[&str]) -> bool {
+    obj.data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| types.contains(&t))
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+}
+
+#[async_trait::async_trait]
+impl Workload for PyTorchJobWorkload {
+    fn kind(&self) -> WorkloadKind {
+        WorkloadKind::PyTorchJob
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+
+    fn gang_owner(&self) -> Option<OwnerReference> {
+        super::custom_owner(KIND, &self.0)
+    }
+
+    fn object_ref(&self) -> ObjectReference {
+        super::custom_object_ref(KIND, &self.0)
+    }
+
+    fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
+        let at = template_at(&self.0);
+        let mut templates = templated::submitted(&self.0, &at)?;
+        let mut out = Vec::new();
+        for (rtype, spec) in replica_specs(&self.0) {
+            let replicas = spec
+                .get("replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1)
+                .max(0);
+            let name = rtype.to_lowercase();
+            out.push(PodSetTemplate {
+                count: u32::try_from(replicas).unwrap_or(u32::MAX),
+                min_count: None,
+                template: templates.remove(&name).unwrap_or_default(),
+                name,
+            });
+        }
+        if out.is_empty() {
+            return Err(WorkloadError::BadShape(
+                "spec.pytorchReplicaSpecs is empty".to_string(),
+            ));
+        }
+        Ok(out)
+    }
+
+    fn observe(&self) -> Observed {
+        let obj = &self.0;
+        let first = template_at(obj)
+            .first()
+            .map(|a| a.pod_set.clone())
+            .unwrap_or_default();
+        Observed {
+            finished: condition_true(obj, &["Succeeded", "Failed"]),
+            suspended: obj
+                .data
+                .pointer("/spec/runPolicy/suspend")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            started: false,
+            stopping: obj
+                .annotations()
+                .get(STOPPING_ANNOTATION)
+                .is_some_and(|v| v == "true"),
+            pinned: obj
+                .annotations()
+                .get(ADMITTED_NODES_ANNOTATION)
+                .and_then(|v| decode_pins(v, &first)),
+        }
+    }
+
+    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let obj = templated::read_again(ctx, KIND, &self.0, "read PyTorchJob").await?;
+        Ok(obj.map(|o| Box::new(PyTorchJobWorkload(Arc::new(o))) as Box<dyn Workload>))
+    }
+
+    async fn write(
+        &self,
+        ctx: &Ctx,
+        step: &Step,
+        directives: &Directives,
+    ) -> Result<Box<dyn Workload>, ActError> {
+        let at = template_at(&self.0);
+        Ok(
+            match WRITER
+                .write(ctx, &self.0, &at, step, directives, None)
+                .await?
+            {
+                Some(stored) => Box::new(PyTorchJobWorkload(Arc::new(stored))),
+                None => Box::new(self.clone()),
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pytorchjob() -> PyTorchJobWorkload {
+        PyTorchJobWorkload(Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                "metadata": {"name": "bert", "namespace": "ns", "uid": "u1", "labels": {"muster.dev/queue": "q"}},
+                "spec": {"runPolicy": {"suspend": true}, "pytorchReplicaSpecs": {
+                    "Worker": {"replicas": 4, "template": {"spec": {"containers": [
+                        {"name": "pytorch", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}},
+                    "Master": {"replicas": 1, "template": {"spec": {"containers": [
+                        {"name": "pytorch", "resources": {"requests": {"cpu": "4"}}}]}}}
+                }},
+                "status": {"conditions": [{"type": "Suspended", "status": "True"}]}
+            }))
+            .expect("pytorchjob"),
+        ))
+    }
+
+    #[test]
+    fn master_and_workers_are_pod_sets() {
+        let w = pytorchjob();
+        let sets = w.pod_sets().expect("pod sets");
+        let shape: Vec<(&str, u32)> = sets.iter().map(|s| (s.name.as_str(), s.count)).collect();
+        assert_eq!(shape, [("master", 1), ("worker", 4)]);
+        let o = w.observe();
+        assert!(o.suspended && !o.started && !o.finished && o.pinned.is_none());
+        assert_eq!(w.gang_name(), "pytorchjob-bert");
+    }
+
+    #[test]
+    fn succeeded_or_failed_is_finished() {
+        for t in ["Succeeded", "Failed"] {
+            let mut obj = (*pytorchjob().0).clone();
+            obj.data["status"] = json!({"conditions": [{"type": t, "status": "True"}]});
+            assert!(PyTorchJobWorkload(Arc::new(obj)).observe().finished, "{t}");
+        }
+    }
+
+    #[test]
+    fn pods_attributed_by_operator_labels() {
+        let pod = |labels: Value| {
+            let p: k8s_openapi::api::core::v1::Pod =
+                serde_json::from_value(json!({"metadata": {"name": "p", "labels": labels}}))
+                    .expect("pod");
+            CachedPod::from(p)
+        };
+        let ours = pod(json!({JOB_NAME_LABEL: "bert", OPERATOR_LABEL: OPERATOR}));
+        assert_eq!(pod_gang_name(&ours).as_deref(), Some("pytorchjob-bert"));
+        assert_eq!(pod_gang_name(&pod(json!({JOB_NAME_LABEL: "bert"}))), None);
+    }
+}

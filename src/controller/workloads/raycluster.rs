@@ -1,0 +1,399 @@
+//! KubeRay RayCluster (`ray.io/v1`) behind the workload seam: the head group
+//! is one pod set (`head`, one pod) and each worker group one more (named
+//! after the group, `replicas` clamped to `[minReplicas, maxReplicas]` times
+//! `numOfHosts` pods). With `enableInTreeAutoscaling` the Ray autoscaler
+//! moves a group's replicas between its bounds, so the group is elastic down
+//! to `minReplicas × numOfHosts`.
+//!
+//! The upstream rules the writes follow (ray-project/kuberay
+//! `ray-operator/controllers/ray/raycluster_controller.go`):
+//!
+//! - `spec.suspend`: the cluster turns `RayClusterSuspending`, every pod is
+//!   deleted (atomically: whatever the flag says meanwhile), then
+//!   `RayClusterSuspended`; lifting it creates the pods again from the
+//!   group templates as they are then;
+//! - no webhook rule on template changes (`pkg/webhooks/v1/raycluster_webhook.go`
+//!   checks names only), so a RayCluster keeps no start mark and is pinned by
+//!   required node affinity ([`super::template::PinStyle::Affinity`]);
+//! - a RayCluster never finishes: its gang ends when it is deleted;
+//! - its pods carry `ray.io/cluster: <name>` (`common/pod.go`, `labelPod`).
+//!
+//! A RayCluster a RayJob created is that RayJob's (see [`super::rayjob`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use muster_planner::lifecycle::workload::{Observed, Step};
+use serde_json::Value;
+
+use super::template::{PinStyle, decode_pins};
+use super::templated::{self, Actions, Elastic, ORIGINAL_SIZES_ANNOTATION, TemplateAt, Writer};
+use super::{
+    AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
+};
+use crate::controller::act::ActError;
+use crate::controller::ctx::Ctx;
+use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
+
+/// The RayCluster custom resource.
+pub const KIND: CustomKind = CustomKind {
+    group: "ray.io",
+    version: "v1",
+    kind: "RayCluster",
+    plural: "rayclusters",
+};
+
+/// What the controller does with RayClusters: read and watch them, suspend,
+/// pin and restore them.
+pub const ACCESS: &[AccessRule] = &[AccessRule {
+    group: "ray.io",
+    resources: &["rayclusters"],
+    verbs: &["get", "list", "watch", "update", "patch"],
+}];
+
+/// The label KubeRay puts on every pod of a cluster: its name.
+pub const CLUSTER_LABEL: &str = "ray.io/cluster";
+/// The head group's pod set.
+pub const HEAD: &str = "head";
+
+const WRITER: Writer<'static> = Writer {
+    kind: KIND,
+    suspend: "/spec/suspend",
+    style: PinStyle::Affinity,
+    actions: Actions {
+        suspend: "suspend RayCluster",
+        restore: "restore RayCluster templates",
+        pin: "pin RayCluster",
+        unsuspend: "unsuspend RayCluster",
+    },
+    complete: None,
+    elastic: Some(Elastic {
+        shrink: |o, c| shrink_at(o, c, "/spec"),
+        restore: |o, r| restore_at(o, r, "/spec"),
+    }),
+};
+
+/// The elastic resize of a RayJob's cluster spec.
+pub const RAYJOB_ELASTIC: Elastic = Elastic {
+    shrink: |o, c| shrink_at(o, c, "/spec/rayClusterSpec"),
+    restore: |o, r| restore_at(o, r, "/spec/rayClusterSpec"),
+};
+
+/// The worker groups' replicas as submitted, where an elastic pin changed
+/// them (group → replicas).
+pub fn recorded_sizes(obj: &DynamicObject) -> BTreeMap<String, i64> {
+    obj.annotations()
+        .get(ORIGINAL_SIZES_ANNOTATION)
+        .and_then(|r| serde_json::from_str(r).ok())
+        .unwrap_or_default()
+}
+
+/// Sets each autoscaling worker group admitted with fewer pods than it asks
+/// for to the replicas admitted (whole hosts, at least `minReplicas`; the
+/// autoscaler then moves it between its bounds); the record of the replicas
+/// replaced.
+fn shrink_at(
+    obj: &mut DynamicObject,
+    counts: &BTreeMap<String, u32>,
+    base: &str,
+) -> Option<String> {
+    let autoscaling = obj
+        .data
+        .pointer(&format!("{base}/enableInTreeAutoscaling"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if !autoscaling {
+        return None;
+    }
+    let mut replaced = BTreeMap::new();
+    let groups = obj
+        .data
+        .pointer_mut(&format!("{base}/workerGroupSpecs"))
+        .and_then(Value::as_array_mut)?;
+    for g in groups {
+        let name = group_name(g);
+        let Some(&admitted) = counts.get(&name) else {
+            continue;
+        };
+        let hosts = int(g.get("numOfHosts"), 1).max(1);
+        let lo = int(g.get("minReplicas"), 0).max(0);
+        let replicas = int(g.get("replicas"), 0);
+        let fit = (i64::from(admitted) / hosts).max(lo);
+        if fit < replicas {
+            replaced.insert(name, replicas);
+            g["replicas"] = Value::from(fit);
+        }
+    }
+    (!replaced.is_empty()).then(|| serde_json::to_string(&replaced).unwrap_or_default())
+}
+
+/// Puts the recorded replicas back.
+fn restore_at(obj: &mut DynamicObject, record: &str, base: &str) {
+    let Ok(sizes) = serde_json::from_str::<BTreeMap<String, i64>>(record) else {
+        return;
+    };
+    if let Some(groups) = obj
+        .data
+        .pointer_mut(&format!("{base}/workerGroupSpecs"))
+        .and_then(Value::as_array_mut)
+    {
+        for g in groups {
+            if let Some(r) = sizes.get(&group_name(g)) {
+                g["replicas"] = Value::from(*r);
+            }
+        }
+    }
+}
+
+/// A labelled RayCluster.
+#[derive(Debug, Clone)]
+pub struct RayClusterWorkload(pub Arc<DynamicObject>);
+
+/// True when a RayJob made the cluster: the RayJob is the gang.
+pub fn owned_by_rayjob(obj: &DynamicObject) -> bool {
+    obj.owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && o.kind == "RayJob")
+}
+
+fn int(v: Option<&Value>, default: i64) -> i64 {
+    v.and_then(Value::as_i64).unwrap_or(default)
+}
+
+/// Where the templates of a cluster spec at `base` are
+/// (`/spec` for a RayCluster, `/spec/rayClusterSpec` for a RayJob).
+pub fn template_at(cluster: &Value, base: &str) -> Vec<TemplateAt> {
+    let mut at = vec![TemplateAt {
+        pod_set: HEAD.to_string(),
+        pointer: format!("{base}/headGroupSpec/template"),
+    }];
+    for (i, g) in groups(cluster).iter().enumerate() {
+        at.push(TemplateAt {
+            pod_set: group_name(g),
+            pointer: format!("{base}/workerGroupSpecs/{i}/template"),
+        });
+    }
+    at
+}
+
+fn groups(cluster: &Value) -> &[Value] {
+    cluster
+        .get("workerGroupSpecs")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+fn group_name(g: &Value) -> String {
+    g.get("groupName")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The pod sets of a cluster spec, with the templates as submitted and the
+/// worker groups' replicas as submitted where an elastic pin changed them.
+pub fn pod_sets(
+    cluster: &Value,
+    mut templates: BTreeMap<String, k8s_openapi::api::core::v1::PodTemplateSpec>,
+    recorded: &BTreeMap<String, i64>,
+) -> Result<Vec<PodSetTemplate>, WorkloadError> {
+    let autoscaling = cluster
+        .get("enableInTreeAutoscaling")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let mut out = vec![PodSetTemplate {
+        name: HEAD.to_string(),
+        count: 1,
+        min_count: None,
+        template: templates.remove(HEAD).unwrap_or_default(),
+    }];
+    for g in groups(cluster) {
+        let name = group_name(g);
+        if name.is_empty() || name == HEAD {
+            return Err(WorkloadError::BadShape(format!(
+                "worker group name {name:?} is empty or names the head"
+            )));
+        }
+        let hosts = int(g.get("numOfHosts"), 1).max(1);
+        let lo = int(g.get("minReplicas"), 0).max(0);
+        let hi = int(g.get("maxReplicas"), i64::from(i32::MAX)).max(lo);
+        let replicas = if g.get("suspend").and_then(Value::as_bool) == Some(true) {
+            0
+        } else {
+            recorded
+                .get(&name)
+                .copied()
+                .unwrap_or_else(|| int(g.get("replicas"), 0))
+                .clamp(lo, hi)
+        };
+        let count = u32::try_from(replicas.saturating_mul(hosts)).unwrap_or(u32::MAX);
+        let least = u32::try_from(lo.saturating_mul(hosts)).unwrap_or(u32::MAX);
+        out.push(PodSetTemplate {
+            count,
+            min_count: (autoscaling && least < count).then_some(least),
+            template: templates.remove(&name).unwrap_or_default(),
+            name,
+        });
+    }
+    Ok(out)
+}
+
+#[async_trait::async_trait]
+impl Workload for RayClusterWorkload {
+    fn kind(&self) -> WorkloadKind {
+        WorkloadKind::RayCluster
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+
+    fn gang_owner(&self) -> Option<OwnerReference> {
+        super::custom_owner(KIND, &self.0)
+    }
+
+    fn object_ref(&self) -> ObjectReference {
+        super::custom_object_ref(KIND, &self.0)
+    }
+
+    fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
+        let spec = self.0.data.get("spec").cloned().unwrap_or(Value::Null);
+        let templates = templated::submitted(&self.0, &template_at(&spec, "/spec"))?;
+        pod_sets(&spec, templates, &recorded_sizes(&self.0))
+    }
+
+    fn observe(&self) -> Observed {
+        let obj = &self.0;
+        Observed {
+            finished: false,
+            suspended: obj
+                .data
+                .pointer("/spec/suspend")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            started: false,
+            stopping: obj
+                .annotations()
+                .get(STOPPING_ANNOTATION)
+                .is_some_and(|v| v == "true"),
+            pinned: obj
+                .annotations()
+                .get(ADMITTED_NODES_ANNOTATION)
+                .and_then(|v| decode_pins(v, HEAD)),
+        }
+    }
+
+    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let obj = templated::read_again(ctx, KIND, &self.0, "read RayCluster").await?;
+        Ok(obj.map(|o| Box::new(RayClusterWorkload(Arc::new(o))) as Box<dyn Workload>))
+    }
+
+    async fn write(
+        &self,
+        ctx: &Ctx,
+        step: &Step,
+        directives: &Directives,
+    ) -> Result<Box<dyn Workload>, ActError> {
+        let spec = self.0.data.get("spec").cloned().unwrap_or(Value::Null);
+        let at = template_at(&spec, "/spec");
+        Ok(
+            match WRITER
+                .write(ctx, &self.0, &at, step, directives, None)
+                .await?
+            {
+                Some(stored) => Box::new(RayClusterWorkload(Arc::new(stored))),
+                None => Box::new(self.clone()),
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cluster(autoscaling: bool) -> RayClusterWorkload {
+        RayClusterWorkload(Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "ray.io/v1", "kind": "RayCluster",
+                "metadata": {"name": "rc", "namespace": "ns", "uid": "u1", "labels": {"muster.dev/queue": "q"}},
+                "spec": {"suspend": true, "enableInTreeAutoscaling": autoscaling,
+                    "headGroupSpec": {"template": {"spec": {"containers": [{"name": "head"}]}}},
+                    "workerGroupSpecs": [
+                        {"groupName": "gpu", "replicas": 6, "minReplicas": 2, "maxReplicas": 4, "numOfHosts": 2,
+                         "template": {"spec": {"containers": [{"name": "w"}]}}},
+                        {"groupName": "cpu", "replicas": 1, "minReplicas": 0, "maxReplicas": 1, "suspend": true,
+                         "template": {"spec": {"containers": [{"name": "c"}]}}}
+                    ]}
+            }))
+            .expect("raycluster"),
+        ))
+    }
+
+    #[test]
+    fn head_and_worker_groups_are_pod_sets() {
+        let sets = cluster(false).pod_sets().expect("pod sets");
+        let shape: Vec<(&str, u32, Option<u32>)> = sets
+            .iter()
+            .map(|s| (s.name.as_str(), s.count, s.min_count))
+            .collect();
+        // replicas clamped to maxReplicas, times the hosts; a suspended group runs none
+        assert_eq!(
+            shape,
+            [("head", 1, None), ("gpu", 8, None), ("cpu", 0, None)]
+        );
+        assert_eq!(cluster(false).gang_name(), "raycluster-rc");
+        assert!(cluster(false).observe().suspended);
+    }
+
+    #[test]
+    fn autoscaling_groups_are_elastic_to_min_replicas() {
+        let sets = cluster(true).pod_sets().expect("pod sets");
+        assert_eq!(sets[1].min_count, Some(4));
+        assert_eq!(sets[0].min_count, None);
+    }
+
+    #[test]
+    fn an_elastic_pin_sizes_autoscaling_groups_to_the_pods_admitted_and_back() {
+        let mut obj = (*cluster(true).0).clone();
+        // 4 pods admitted of the gpu group's 8 (2 hosts each): 2 replicas
+        let rec = shrink_at(&mut obj, &[("gpu".to_string(), 4)].into(), "/spec").expect("record");
+        assert_eq!(obj.data["spec"]["workerGroupSpecs"][0]["replicas"], 2);
+        // the pod sets still read as submitted
+        obj.metadata.annotations =
+            Some([(ORIGINAL_SIZES_ANNOTATION.to_string(), rec.clone())].into());
+        let sets = RayClusterWorkload(Arc::new(obj.clone()))
+            .pod_sets()
+            .expect("pod sets");
+        assert_eq!(sets[1].count, 8);
+        restore_at(&mut obj, &rec, "/spec");
+        assert_eq!(obj.data["spec"]["workerGroupSpecs"][0]["replicas"], 6);
+        // without the autoscaler nothing is resized
+        let mut fixed = (*cluster(false).0).clone();
+        assert_eq!(
+            shrink_at(&mut fixed, &[("gpu".to_string(), 4)].into(), "/spec"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_rayjob_cluster_is_the_rayjobs() {
+        let mut obj = (*cluster(false).0).clone();
+        obj.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "ray.io/v1".into(),
+            kind: "RayJob".into(),
+            name: "job".into(),
+            uid: "u2".into(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        }]);
+        assert!(owned_by_rayjob(&obj));
+        assert!(!owned_by_rayjob(&cluster(false).0));
+    }
+}

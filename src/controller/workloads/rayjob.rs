@@ -1,0 +1,282 @@
+//! KubeRay RayJob (`ray.io/v1`) behind the workload seam: the pod sets of its
+//! `rayClusterSpec` (head and worker groups, see [`super::raycluster`]) and,
+//! in `K8sJobMode` (the default), the submitter (`submitter`, one pod: the
+//! `submitterPodTemplate`, or the one KubeRay builds without it).
+//!
+//! The upstream rules the writes follow (ray-project/kuberay
+//! `ray-operator/controllers/ray/rayjob_controller.go` and
+//! `utils/validation.go`):
+//!
+//! - `spec.suspend` moves an Initializing or Running job to Suspending, which
+//!   deletes its RayCluster and submitter Job and ends Suspended; lifting it
+//!   goes back to New, which creates a new RayCluster from `rayClusterSpec`
+//!   as it is then, and the submitter from `submitterPodTemplate`;
+//! - suspending needs `shutdownAfterJobFinishes` (else the job turns
+//!   ValidationFailed), which the admission webhook therefore requires of a
+//!   queued RayJob, as Kueue's does;
+//! - no rule on template changes: no start mark; pinned by required node
+//!   affinity; the submitter's default template is written into
+//!   `submitterPodTemplate` by the pin (as Kueue's `RunWithPodSetsInfo`
+//!   does) and taken out again by the restore;
+//! - finished: `jobDeploymentStatus` Complete or Failed;
+//! - the cluster's pods carry `ray.io/cluster` with the generated cluster
+//!   name only, so the pin labels every template with
+//!   [`super::templated::WORKLOAD_LABEL`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use muster_planner::lifecycle::workload::{Observed, Step};
+use serde_json::{Value, json};
+
+use super::raycluster::{self, HEAD};
+use super::template::{PinStyle, decode_pins};
+use super::templated::{self, Actions, TemplateAt, Writer};
+use super::{
+    AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
+};
+use crate::controller::act::ActError;
+use crate::controller::ctx::Ctx;
+use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
+
+/// The RayJob custom resource.
+pub const KIND: CustomKind = CustomKind {
+    group: "ray.io",
+    version: "v1",
+    kind: "RayJob",
+    plural: "rayjobs",
+};
+
+/// What the controller does with RayJobs: read and watch them, suspend, pin
+/// and restore them.
+pub const ACCESS: &[AccessRule] = &[AccessRule {
+    group: "ray.io",
+    resources: &["rayjobs"],
+    verbs: &["get", "list", "watch", "update", "patch"],
+}];
+
+/// The submitter's pod set.
+pub const SUBMITTER: &str = "submitter";
+
+const WRITER: Writer<'static> = Writer {
+    kind: KIND,
+    suspend: "/spec/suspend",
+    style: PinStyle::Affinity,
+    actions: Actions {
+        suspend: "suspend RayJob",
+        restore: "restore RayJob templates",
+        pin: "pin RayJob",
+        unsuspend: "unsuspend RayJob",
+    },
+    complete: Some(default_submitter),
+    elastic: Some(raycluster::RAYJOB_ELASTIC),
+};
+
+/// A labelled RayJob.
+#[derive(Debug, Clone)]
+pub struct RayJobWorkload(pub Arc<DynamicObject>);
+
+fn k8s_job_mode(obj: &DynamicObject) -> bool {
+    obj.data
+        .pointer("/spec/submissionMode")
+        .and_then(Value::as_str)
+        .is_none_or(|m| m == "K8sJobMode")
+}
+
+fn cluster_spec(obj: &DynamicObject) -> Value {
+    obj.data
+        .pointer("/spec/rayClusterSpec")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+fn template_at(obj: &DynamicObject) -> Vec<TemplateAt> {
+    let mut at = raycluster::template_at(&cluster_spec(obj), "/spec/rayClusterSpec");
+    if k8s_job_mode(obj) {
+        at.push(TemplateAt {
+            pod_set: SUBMITTER.to_string(),
+            pointer: "/spec/submitterPodTemplate".to_string(),
+        });
+    }
+    at
+}
+
+/// The submitter KubeRay builds when `submitterPodTemplate` is unset: a
+/// `ray-job-submitter` container with the head's image, requests of 500m
+/// CPU and 200Mi (limits 1 CPU, 1Gi), restartPolicy Never
+/// (`common/job.go`, `GetSubmitterTemplate`).
+fn default_submitter(obj: &DynamicObject, templates: &mut BTreeMap<String, PodTemplateSpec>) {
+    let Some(t) = templates.get_mut(SUBMITTER) else {
+        return;
+    };
+    if t.spec.is_some() {
+        return;
+    }
+    let image = obj
+        .data
+        .pointer("/spec/rayClusterSpec/headGroupSpec/template/spec/containers/0/image")
+        .cloned()
+        .unwrap_or(Value::Null);
+    if let Ok(d) = serde_json::from_value(json!({"spec": {
+        "restartPolicy": "Never",
+        "containers": [{"name": "ray-job-submitter", "image": image, "resources": {
+            "requests": {"cpu": "500m", "memory": "200Mi"},
+            "limits": {"cpu": "1", "memory": "1Gi"}}}]
+    }})) {
+        *t = d;
+    }
+}
+
+#[async_trait::async_trait]
+impl Workload for RayJobWorkload {
+    fn kind(&self) -> WorkloadKind {
+        WorkloadKind::RayJob
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+
+    fn gang_owner(&self) -> Option<OwnerReference> {
+        super::custom_owner(KIND, &self.0)
+    }
+
+    fn object_ref(&self) -> ObjectReference {
+        super::custom_object_ref(KIND, &self.0)
+    }
+
+    fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
+        let cluster = cluster_spec(&self.0);
+        if cluster.is_null() {
+            return Err(WorkloadError::BadShape(
+                "spec.rayClusterSpec is missing (a RayJob on an existing cluster is not queued)"
+                    .to_string(),
+            ));
+        }
+        let mut templates = templated::submitted(&self.0, &template_at(&self.0))?;
+        default_submitter(&self.0, &mut templates);
+        let submitter = templates.remove(SUBMITTER);
+        let mut sets =
+            raycluster::pod_sets(&cluster, templates, &raycluster::recorded_sizes(&self.0))?;
+        if let Some(template) = submitter {
+            sets.push(PodSetTemplate {
+                name: SUBMITTER.to_string(),
+                count: 1,
+                min_count: None,
+                template,
+            });
+        }
+        Ok(sets)
+    }
+
+    fn observe(&self) -> Observed {
+        let obj = &self.0;
+        let deployment = obj
+            .data
+            .pointer("/status/jobDeploymentStatus")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        Observed {
+            finished: matches!(deployment, "Complete" | "Failed"),
+            suspended: obj
+                .data
+                .pointer("/spec/suspend")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            started: false,
+            stopping: obj
+                .annotations()
+                .get(STOPPING_ANNOTATION)
+                .is_some_and(|v| v == "true"),
+            pinned: obj
+                .annotations()
+                .get(ADMITTED_NODES_ANNOTATION)
+                .and_then(|v| decode_pins(v, HEAD)),
+        }
+    }
+
+    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let obj = templated::read_again(ctx, KIND, &self.0, "read RayJob").await?;
+        Ok(obj.map(|o| Box::new(RayJobWorkload(Arc::new(o))) as Box<dyn Workload>))
+    }
+
+    async fn write(
+        &self,
+        ctx: &Ctx,
+        step: &Step,
+        directives: &Directives,
+    ) -> Result<Box<dyn Workload>, ActError> {
+        let at = template_at(&self.0);
+        let gang = self.gang_name();
+        Ok(
+            match WRITER
+                .write(ctx, &self.0, &at, step, directives, Some(&gang))
+                .await?
+            {
+                Some(stored) => Box::new(RayJobWorkload(Arc::new(stored))),
+                None => Box::new(self.clone()),
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rayjob(mode: Option<&str>) -> RayJobWorkload {
+        let mut spec = json!({"suspend": true, "shutdownAfterJobFinishes": true, "rayClusterSpec": {
+            "headGroupSpec": {"template": {"spec": {"containers": [{"name": "head", "image": "ray:2"}]}}},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "minReplicas": 2, "maxReplicas": 2,
+                                  "template": {"spec": {"containers": [{"name": "w"}]}}}]}});
+        if let Some(m) = mode {
+            spec["submissionMode"] = json!(m);
+        }
+        RayJobWorkload(Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "ray.io/v1", "kind": "RayJob",
+                "metadata": {"name": "rj", "namespace": "ns", "uid": "u1", "labels": {"muster.dev/queue": "q"}},
+                "spec": spec,
+            }))
+            .expect("rayjob"),
+        ))
+    }
+
+    #[test]
+    fn cluster_groups_and_the_default_submitter_are_pod_sets() {
+        let sets = rayjob(None).pod_sets().expect("pod sets");
+        let shape: Vec<(&str, u32)> = sets.iter().map(|s| (s.name.as_str(), s.count)).collect();
+        assert_eq!(shape, [("head", 1), ("gpu", 2), ("submitter", 1)]);
+        let c = &sets[2].template.spec.as_ref().expect("spec").containers[0];
+        assert_eq!(
+            (c.name.as_str(), c.image.as_deref()),
+            ("ray-job-submitter", Some("ray:2"))
+        );
+        // no submitter pod outside K8sJobMode
+        let sets = rayjob(Some("HTTPMode")).pod_sets().expect("pod sets");
+        assert_eq!(sets.len(), 2);
+        assert_eq!(rayjob(None).gang_name(), "rayjob-rj");
+    }
+
+    #[test]
+    fn complete_or_failed_is_finished() {
+        for (status, finished) in [
+            ("Complete", true),
+            ("Failed", true),
+            ("Running", false),
+            ("Suspended", false),
+        ] {
+            let mut obj = (*rayjob(None).0).clone();
+            obj.data["status"] = json!({"jobDeploymentStatus": status});
+            assert_eq!(
+                RayJobWorkload(Arc::new(obj)).observe().finished,
+                finished,
+                "{status}"
+            );
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! What the adapters of custom kinds that hold their pod templates in their
+//! own spec share (PyTorchJob, RayCluster, RayJob): where each pod set's
+//! template sits (a JSON pointer), the templates as submitted (the
+//! `muster.dev/original-template` record while pinned, else the current
+//! ones), the object with templates replaced, and the one write of each
+//! table step. The kinds differ only in where the templates and the suspend
+//! flag are, so an adapter is a list of [`TemplateAt`] and a suspend pointer.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PostParams};
+use muster_planner::lifecycle::workload::Step;
+use serde_json::{Map, Value, json};
+
+use super::template::{self, PinStyle, encode_pins};
+use super::{CustomKind, Directives, WorkloadError};
+use crate::controller::act::{ActError, params};
+use crate::controller::ctx::Ctx;
+use crate::controller::objects::{
+    ADMITTED_NODES_ANNOTATION, ORIGINAL_TEMPLATE_ANNOTATION, STOPPING_ANNOTATION,
+};
+
+/// Where one pod set's pod template is in the object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateAt {
+    /// The pod set's name.
+    pub pod_set: String,
+    /// JSON pointer to its `PodTemplateSpec` (`/spec/.../template`).
+    pub pointer: String,
+}
+
+/// A JSON merge patch that sets the value at `pointer` (`/spec/suspend`).
+pub fn merge_patch_at(pointer: &str, value: Value) -> Value {
+    pointer
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .rev()
+        .fold(value, |inner, key| {
+            let mut m = Map::new();
+            m.insert(key.to_string(), inner);
+            Value::Object(m)
+        })
+}
+
+/// The templates as submitted: the record while pinned, else the current
+/// ones (a missing template is an empty one: an adapter may point at an
+/// optional field, such as a RayJob's submitter template).
+pub fn submitted(
+    obj: &DynamicObject,
+    at: &[TemplateAt],
+) -> Result<BTreeMap<String, PodTemplateSpec>, WorkloadError> {
+    if let Some(rec) = obj.annotations().get(ORIGINAL_TEMPLATE_ANNOTATION)
+        && let Ok(m) = serde_json::from_str::<BTreeMap<String, PodTemplateSpec>>(rec)
+    {
+        return Ok(m);
+    }
+    let mut out = BTreeMap::new();
+    for a in at {
+        let t = match obj.data.pointer(&a.pointer) {
+            None | Some(Value::Null) => PodTemplateSpec::default(),
+            Some(v) => serde_json::from_value(v.clone())
+                .map_err(|e| WorkloadError::BadShape(format!("{}: {e}", a.pointer)))?,
+        };
+        out.insert(a.pod_set.clone(), t);
+    }
+    Ok(out)
+}
+
+/// Sets `value` at `pointer`, creating the objects on the way.
+fn set_at(root: &mut Value, pointer: &str, value: Value) -> Result<(), ActError> {
+    let parts: Vec<&str> = pointer.split('/').filter(|p| !p.is_empty()).collect();
+    let Some((last, path)) = parts.split_last() else {
+        return Err(ActError::Missing(format!("empty pointer {pointer:?}")));
+    };
+    let mut cur = root;
+    for p in path {
+        cur = match cur {
+            Value::Object(m) => m.entry(p.to_string()).or_insert_with(|| json!({})),
+            Value::Array(v) => p
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| v.get_mut(i))
+                .ok_or_else(|| ActError::Missing(format!("{pointer}: no element {p}")))?,
+            _ => {
+                return Err(ActError::Missing(format!(
+                    "{pointer}: {p} is not an object"
+                )));
+            }
+        };
+    }
+    match cur {
+        Value::Object(m) => {
+            m.insert(last.to_string(), value);
+            Ok(())
+        }
+        _ => Err(ActError::Missing(format!("{pointer}: not an object"))),
+    }
+}
+
+/// The object with each pod set's template replaced by `templates`'.
+pub fn with_templates(
+    obj: &DynamicObject,
+    at: &[TemplateAt],
+    templates: &BTreeMap<String, PodTemplateSpec>,
+) -> Result<DynamicObject, ActError> {
+    let mut next = obj.clone();
+    for a in at {
+        let Some(t) = templates.get(&a.pod_set) else {
+            continue;
+        };
+        let v = serde_json::to_value(t)
+            .map_err(|e| ActError::Missing(format!("template of {}: {e}", a.pod_set)))?;
+        set_at(&mut next.data, &a.pointer, v)?;
+    }
+    Ok(next)
+}
+
+/// The object as stored now (`None`: deleted), for a step refused with 409
+/// Conflict.
+pub async fn read_again(
+    ctx: &Ctx,
+    kind: CustomKind,
+    obj: &DynamicObject,
+    action: &'static str,
+) -> Result<Option<DynamicObject>, ActError> {
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        &obj.namespace().unwrap_or_default(),
+        &kind.api_resource(),
+    );
+    api.get_opt(&obj.name_any())
+        .await
+        .map_err(ActError::api(action))
+}
+
+/// How a kind is written.
+#[derive(Debug, Clone, Copy)]
+pub struct Writer<'a> {
+    /// The kind.
+    pub kind: CustomKind,
+    /// JSON pointer to the suspend flag (`/spec/suspend`).
+    pub suspend: &'a str,
+    /// How pins are written into the templates.
+    pub style: PinStyle,
+    /// Bounded names of the writes, for errors and metrics.
+    pub actions: Actions,
+    /// Fills in the templates the controller would default (a RayJob's
+    /// submitter) before they are pinned; the record keeps them as
+    /// submitted.
+    pub complete: Option<Complete>,
+    /// Elastic pod sets: sizes the object to the pods admitted by pod set,
+    /// returning the record of the sizes it changed (kept in
+    /// [`ORIGINAL_SIZES_ANNOTATION`]), and puts recorded sizes back.
+    pub elastic: Option<Elastic>,
+}
+
+/// Fills in defaulted templates before a pin (see [`Writer::complete`]).
+pub type Complete = fn(&DynamicObject, &mut BTreeMap<String, PodTemplateSpec>);
+
+/// How an elastic kind is resized to the pods admitted and back.
+#[derive(Debug, Clone, Copy)]
+pub struct Elastic {
+    /// Sizes `obj` to `counts` (pods admitted by pod set); the record of
+    /// the sizes it replaced, if it replaced any.
+    pub shrink: fn(&mut DynamicObject, &BTreeMap<String, u32>) -> Option<String>,
+    /// Puts the recorded sizes back.
+    pub restore: fn(&mut DynamicObject, &str),
+}
+
+/// The sizes an elastic pin replaced, as submitted (a RayCluster's worker
+/// group replicas, by group).
+pub const ORIGINAL_SIZES_ANNOTATION: &str = "muster.dev/original-sizes";
+
+/// Bounded names of an adapter's writes.
+#[derive(Debug, Clone, Copy)]
+pub struct Actions {
+    /// Suspending.
+    pub suspend: &'static str,
+    /// Restoring the submitted templates.
+    pub restore: &'static str,
+    /// Pinning.
+    pub pin: &'static str,
+    /// Unsuspending.
+    pub unsuspend: &'static str,
+}
+
+impl Writer<'_> {
+    /// Carries out `step` on `obj` whose pod sets' templates are at `at`;
+    /// returns the object as stored, or `None` when the step writes nothing
+    /// for such a kind (it has no start mark of its own). With `workload`,
+    /// pinned templates also carry the [`WORKLOAD_LABEL`] with that value
+    /// (the gang's name), for kinds whose pods cannot be told apart by the
+    /// labels their controller gives them.
+    pub async fn write(
+        &self,
+        ctx: &Ctx,
+        obj: &DynamicObject,
+        at: &[TemplateAt],
+        step: &Step,
+        directives: &Directives,
+        workload: Option<&str>,
+    ) -> Result<Option<DynamicObject>, ActError> {
+        let ns = obj.namespace().unwrap_or_default();
+        let name = obj.name_any();
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(ctx.client.clone(), &ns, &self.kind.api_resource());
+        let stored = match step {
+            Step::None | Step::ClearStartTime => return Ok(None),
+            Step::Suspend => {
+                let mut patch = merge_patch_at(self.suspend, Value::Bool(true));
+                patch["metadata"] = json!({"annotations": {STOPPING_ANNOTATION: "true"}});
+                api.patch(&name, &params(), &Patch::Merge(patch))
+                    .await
+                    .map_err(ActError::api(self.actions.suspend))?
+            }
+            Step::Restore => {
+                // the owning controller writes the status as it stops, so the
+                // object a suspend returned is stale: replace the latest
+                let obj = &api
+                    .get(&name)
+                    .await
+                    .map_err(ActError::api(self.actions.restore))?;
+                let templates = submitted(obj, at)
+                    .map_err(|e| ActError::Missing(format!("templates of {name}: {e}")))?;
+                let mut next = with_templates(obj, at, &templates)?;
+                drop_absent(&mut next, obj, at);
+                if let (Some(e), Some(rec)) = (
+                    self.elastic,
+                    obj.annotations().get(ORIGINAL_SIZES_ANNOTATION),
+                ) {
+                    (e.restore)(&mut next, rec);
+                }
+                if let Some(a) = next.metadata.annotations.as_mut() {
+                    a.remove(ORIGINAL_SIZES_ANNOTATION);
+                    a.remove(ORIGINAL_TEMPLATE_ANNOTATION);
+                    a.remove(ADMITTED_NODES_ANNOTATION);
+                    a.remove(STOPPING_ANNOTATION);
+                }
+                // a merge patch cannot take pins out (maps merge): replaced,
+                // guarded by the resourceVersion
+                api.replace(&name, &PostParams::default(), &next)
+                    .await
+                    .map_err(ActError::api(self.actions.restore))?
+            }
+            Step::Pin(pins) => {
+                let obj = &api
+                    .get(&name)
+                    .await
+                    .map_err(ActError::api(self.actions.pin))?;
+                let templates = submitted(obj, at)
+                    .map_err(|e| ActError::Missing(format!("templates of {name}: {e}")))?;
+                let original = serde_json::to_string(&templates)
+                    .map_err(|e| ActError::Missing(format!("templates of {name}: {e}")))?;
+                let mut templates = templates;
+                if let Some(complete) = self.complete {
+                    complete(obj, &mut templates);
+                }
+                let pinned: BTreeMap<String, PodTemplateSpec> = templates
+                    .iter()
+                    .map(|(set, t)| {
+                        let nodes = pins.get(set).cloned().unwrap_or_default();
+                        let t = template::pin(
+                            t.clone(),
+                            set,
+                            &nodes,
+                            &directives.gang_label,
+                            &directives.taints_of(&nodes),
+                            self.style,
+                        );
+                        (set.clone(), label(t, workload))
+                    })
+                    .collect();
+                let mut next = with_templates(obj, at, &pinned)?;
+                // sized as submitted, then to the pods admitted
+                let sizes = match (
+                    self.elastic,
+                    obj.annotations().get(ORIGINAL_SIZES_ANNOTATION),
+                ) {
+                    (Some(e), Some(rec)) => {
+                        (e.restore)(&mut next, rec);
+                        Some(e)
+                    }
+                    (e, _) => e,
+                }
+                .and_then(|e| (e.shrink)(&mut next, &directives.counts));
+                let a = next
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default);
+                match sizes {
+                    Some(rec) => a.insert(ORIGINAL_SIZES_ANNOTATION.to_string(), rec),
+                    None => a.remove(ORIGINAL_SIZES_ANNOTATION),
+                };
+                a.insert(ORIGINAL_TEMPLATE_ANNOTATION.to_string(), original);
+                a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
+                a.remove(STOPPING_ANNOTATION);
+                api.replace(&name, &PostParams::default(), &next)
+                    .await
+                    .map_err(ActError::api(self.actions.pin))?
+            }
+            Step::Unsuspend => api
+                .patch(
+                    &name,
+                    &params(),
+                    &Patch::Merge(merge_patch_at(self.suspend, Value::Bool(false))),
+                )
+                .await
+                .map_err(ActError::api(self.actions.unsuspend))?,
+        };
+        Ok(Some(stored))
+    }
+}
+
+/// The pod label that names the gang of a workload's pods, written by the
+/// pin of kinds whose controllers give their pods no label naming the
+/// object (a RayJob's cluster, a TrainJob's JobSet).
+pub const WORKLOAD_LABEL: &str = "muster.dev/workload";
+
+fn label(mut t: PodTemplateSpec, workload: Option<&str>) -> PodTemplateSpec {
+    if let Some(w) = workload {
+        t.metadata
+            .get_or_insert_with(Default::default)
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(WORKLOAD_LABEL.to_string(), w.to_string());
+    }
+    t
+}
+
+/// A template the submitted object did not have (an optional one the pin
+/// filled in) is taken out again, so a restore gives back the object as
+/// submitted.
+fn drop_absent(next: &mut DynamicObject, obj: &DynamicObject, at: &[TemplateAt]) {
+    let Some(rec) = obj.annotations().get(ORIGINAL_TEMPLATE_ANNOTATION) else {
+        return;
+    };
+    let Ok(rec) = serde_json::from_str::<BTreeMap<String, Value>>(rec) else {
+        return;
+    };
+    for a in at {
+        let empty = rec
+            .get(&a.pod_set)
+            .is_none_or(|v| v.as_object().is_none_or(Map::is_empty));
+        if !empty {
+            continue;
+        }
+        if let Some((parent, key)) = a.pointer.rsplit_once('/')
+            && let Some(Value::Object(m)) = next.data.pointer_mut(parent)
+        {
+            m.remove(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(body: Value) -> DynamicObject {
+        serde_json::from_value(body).expect("object")
+    }
+
+    #[test]
+    fn merge_patch_nests_the_pointer() {
+        assert_eq!(
+            merge_patch_at("/spec/runPolicy/suspend", Value::Bool(true)),
+            json!({"spec": {"runPolicy": {"suspend": true}}})
+        );
+    }
+
+    #[test]
+    fn templates_read_and_replaced_at_their_pointers() {
+        let o = obj(json!({
+            "apiVersion": "x/v1", "kind": "X", "metadata": {"name": "a"},
+            "spec": {"groups": [{"template": {"spec": {"nodeSelector": {"a": "1"}}}}]}
+        }));
+        let at = [
+            TemplateAt {
+                pod_set: "g".into(),
+                pointer: "/spec/groups/0/template".into(),
+            },
+            TemplateAt {
+                pod_set: "opt".into(),
+                pointer: "/spec/optional".into(),
+            },
+        ];
+        let t = submitted(&o, &at).expect("templates");
+        assert_eq!(t["opt"], PodTemplateSpec::default());
+        let sel = t["g"]
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_selector.clone())
+            .expect("selector");
+        assert_eq!(sel["a"], "1");
+        let mut changed = t.clone();
+        changed
+            .get_mut("g")
+            .and_then(|t| t.spec.as_mut())
+            .expect("spec")
+            .node_selector = Some([("b".to_string(), "2".to_string())].into());
+        let next = with_templates(&o, &at, &changed).expect("replaced");
+        assert_eq!(
+            next.data
+                .pointer("/spec/groups/0/template/spec/nodeSelector/b"),
+            Some(&json!("2"))
+        );
+        assert!(next.data.pointer("/spec/optional").is_some());
+        // a missing array element is an error, not a silent skip
+        let bad = [TemplateAt {
+            pod_set: "g".into(),
+            pointer: "/spec/groups/3/template".into(),
+        }];
+        assert!(with_templates(&o, &bad, &changed).is_err());
+    }
+}

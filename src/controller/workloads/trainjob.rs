@@ -1,0 +1,581 @@
+//! Kubeflow TrainJob (`trainer.kubeflow.org/v1alpha1`) behind the workload
+//! seam: the pods come from the training runtime it references (a
+//! ClusterTrainingRuntime, or a TrainingRuntime in its namespace), one pod
+//! set per replicated job of the runtime's JobSet template.
+//!
+//! The upstream rules (kubeflow/trainer):
+//!
+//! - `pkg/runtime/core/trainingruntime.go` and `plugins/torch/torch.go`:
+//!   the replicated job whose template carries
+//!   `trainer.kubeflow.org/trainjob-ancestor-step: trainer` runs
+//!   `spec.trainer.numNodes` pods (else `mlPolicy.numNodes`, else 1), and
+//!   its `node` container gets `spec.trainer.resourcesPerNode`; every other
+//!   replicated job runs `replicas × min(parallelism, completions)` pods;
+//!   `spec.runtimePatches` are strategic-merge patches of the JobSet spec,
+//!   one per manager;
+//! - `pkg/runtime/framework/plugins/jobset/jobset.go`: the runtime patches
+//!   may change only while the TrainJob is suspended before or after the
+//!   write and none of its JobSet's jobs has active pods, so the pin is a
+//!   runtime patch of muster's own (manager `muster.dev/controller`: node
+//!   selector, tolerations and the [`super::templated::WORKLOAD_LABEL`] of
+//!   each replicated job's pods, which the JobSet controller carries into
+//!   its child Jobs on resume), the restore takes it out, and a stopped
+//!   TrainJob counts as active until its jobs' pods are gone;
+//! - the TrainJob keeps no start mark of its own (the JobSet controller
+//!   clears its child Jobs'); finished: the `Complete` or `Failed`
+//!   condition is `True`.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PostParams};
+use muster_planner::lifecycle::workload::{Observed, Step};
+use serde_json::{Value, json};
+
+use super::template::{self, PinStyle, decode_pins, encode_pins};
+use super::templated::WORKLOAD_LABEL;
+use super::{
+    AccessRule, CustomKind, Directives, PodSetTemplate, Related, Workload, WorkloadError,
+    WorkloadKind,
+};
+use crate::controller::act::{ActError, params};
+use crate::controller::ctx::Ctx;
+use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
+
+/// The TrainJob custom resource.
+pub const KIND: CustomKind = CustomKind {
+    group: "trainer.kubeflow.org",
+    version: "v1alpha1",
+    kind: "TrainJob",
+    plural: "trainjobs",
+};
+
+/// The cluster-wide training runtimes TrainJobs reference.
+pub const CLUSTER_RUNTIME: CustomKind = CustomKind {
+    group: "trainer.kubeflow.org",
+    version: "v1alpha1",
+    kind: "ClusterTrainingRuntime",
+    plural: "clustertrainingruntimes",
+};
+
+/// The namespaced training runtimes.
+pub const RUNTIME: CustomKind = CustomKind {
+    group: "trainer.kubeflow.org",
+    version: "v1alpha1",
+    kind: "TrainingRuntime",
+    plural: "trainingruntimes",
+};
+
+/// The runtimes the adapter reads: cached beside the TrainJobs.
+pub const RELATED: &[Related] = &[
+    Related {
+        kind: CLUSTER_RUNTIME,
+        namespaced: false,
+    },
+    Related {
+        kind: RUNTIME,
+        namespaced: true,
+    },
+];
+
+/// What the controller does with TrainJobs and their runtimes.
+pub const ACCESS: &[AccessRule] = &[
+    AccessRule {
+        group: "trainer.kubeflow.org",
+        resources: &["trainjobs"],
+        verbs: &["get", "list", "watch", "update", "patch"],
+    },
+    AccessRule {
+        group: "trainer.kubeflow.org",
+        resources: &["clustertrainingruntimes", "trainingruntimes"],
+        verbs: &["get", "list", "watch"],
+    },
+];
+
+/// The manager of muster's runtime patch.
+pub const PATCH_MANAGER: &str = "muster.dev/controller";
+/// The label marking the replicated job that runs the trainer.
+pub const ANCESTOR_LABEL: &str = "trainer.kubeflow.org/trainjob-ancestor-step";
+
+/// A labelled TrainJob and the runtime it references (if it exists).
+#[derive(Debug, Clone)]
+pub struct TrainJobWorkload {
+    /// The TrainJob.
+    pub job: Arc<DynamicObject>,
+    /// Its training runtime, as cached.
+    pub runtime: Option<Arc<DynamicObject>>,
+}
+
+/// The runtime `job` references among the cached ones: (kind, namespace or
+/// "", name).
+pub fn runtime_ref(job: &DynamicObject) -> (CustomKind, String, String) {
+    let r = job.data.pointer("/spec/runtimeRef");
+    let name = r
+        .and_then(|r| r.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    match r.and_then(|r| r.get("kind")).and_then(Value::as_str) {
+        Some("TrainingRuntime") => (RUNTIME, job.namespace().unwrap_or_default(), name),
+        _ => (CLUSTER_RUNTIME, String::new(), name),
+    }
+}
+
+fn patches(job: &DynamicObject) -> &[Value] {
+    job.data
+        .pointer("/spec/runtimePatches")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+/// Merges a PodTemplatePatch into a template: labels, annotations and node
+/// selectors merge; scheduling gates merge by name; other fields replace.
+fn merge_pod_patch(t: &mut Value, patch: &Value) {
+    for k in ["labels", "annotations"] {
+        if let Some(Value::Object(add)) = patch.pointer(&format!("/metadata/{k}")) {
+            let dst = &mut t["metadata"][k];
+            if !dst.is_object() {
+                *dst = json!({});
+            }
+            if let Value::Object(d) = dst {
+                d.extend(add.clone());
+            }
+        }
+    }
+    let Some(Value::Object(spec)) = patch.get("spec") else {
+        return;
+    };
+    if !t["spec"].is_object() {
+        t["spec"] = json!({});
+    }
+    for (k, v) in spec {
+        match (k.as_str(), v) {
+            ("nodeSelector", Value::Object(add)) => {
+                let dst = &mut t["spec"]["nodeSelector"];
+                if !dst.is_object() {
+                    *dst = json!({});
+                }
+                if let Value::Object(d) = dst {
+                    d.extend(add.clone());
+                }
+            }
+            ("schedulingGates", Value::Array(add)) => {
+                let dst = &mut t["spec"]["schedulingGates"];
+                if !dst.is_array() {
+                    *dst = json!([]);
+                }
+                if let Value::Array(d) = dst {
+                    for g in add {
+                        if !d.iter().any(|x| x.get("name") == g.get("name")) {
+                            d.push(g.clone());
+                        }
+                    }
+                }
+            }
+            (_, Value::Null) => {}
+            _ => t["spec"][k] = v.clone(),
+        }
+    }
+}
+
+impl TrainJobWorkload {
+    /// The replicated jobs' (name, pods, pod template) as the trainer builds
+    /// them, without muster's own patch.
+    fn replicated_jobs(&self) -> Result<Vec<(String, i64, Value)>, WorkloadError> {
+        let runtime = self.runtime.as_ref().ok_or_else(|| {
+            let (k, _, name) = runtime_ref(&self.job);
+            WorkloadError::BadShape(format!("{} {name:?} not found", k.kind))
+        })?;
+        let spec = runtime.data.get("spec").cloned().unwrap_or(Value::Null);
+        let ml = spec.get("mlPolicy");
+        let trainer = self.job.data.pointer("/spec/trainer");
+        let jobs = spec
+            .pointer("/template/spec/replicatedJobs")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        for rj in &jobs {
+            let name = rj
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| WorkloadError::BadShape("a replicated job has no name".to_string()))?
+                .to_string();
+            let replicas = rj
+                .get("replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1)
+                .max(0);
+            let jspec = rj.pointer("/template/spec").cloned().unwrap_or(Value::Null);
+            let mut pod = jspec.get("template").cloned().unwrap_or(json!({}));
+            let is_trainer = rj
+                .pointer(&format!(
+                    "/template/metadata/labels/{}",
+                    ANCESTOR_LABEL.replace('/', "~1")
+                ))
+                .and_then(Value::as_str)
+                == Some("trainer");
+            let per_job = if is_trainer && ml.is_some() {
+                let from_ml = ml
+                    .and_then(|m| m.get("numNodes"))
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1);
+                if let Some(res) = trainer.and_then(|t| t.get("resourcesPerNode"))
+                    && let Some(Value::Array(cs)) = pod.pointer_mut("/spec/containers")
+                {
+                    for c in cs
+                        .iter_mut()
+                        .filter(|c| c.get("name").and_then(Value::as_str) == Some("node"))
+                    {
+                        for part in ["requests", "limits"] {
+                            if let Some(Value::Object(add)) = res.get(part) {
+                                let dst = &mut c["resources"][part];
+                                if !dst.is_object() {
+                                    *dst = json!({});
+                                }
+                                if let Value::Object(d) = dst {
+                                    d.extend(add.clone());
+                                }
+                            }
+                        }
+                    }
+                }
+                trainer
+                    .and_then(|t| t.get("numNodes"))
+                    .and_then(Value::as_i64)
+                    .unwrap_or(from_ml)
+            } else {
+                let p = jspec
+                    .get("parallelism")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1);
+                jspec
+                    .get("completions")
+                    .and_then(Value::as_i64)
+                    .map_or(p, |c| p.min(c))
+            };
+            out.push((name, replicas.saturating_mul(per_job.max(0)), pod));
+        }
+        // the other managers' patches, in order
+        for p in patches(&self.job) {
+            if p.get("manager").and_then(Value::as_str) == Some(PATCH_MANAGER) {
+                continue;
+            }
+            for rp in p
+                .pointer("/trainingRuntimeSpec/template/spec/replicatedJobs")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let Some(pod_patch) = rp.pointer("/template/spec/template") else {
+                    continue;
+                };
+                if let Some((_, _, pod)) = out
+                    .iter_mut()
+                    .find(|(n, _, _)| Some(n.as_str()) == rp.get("name").and_then(Value::as_str))
+                {
+                    merge_pod_patch(pod, pod_patch);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait::async_trait]
+impl Workload for TrainJobWorkload {
+    fn kind(&self) -> WorkloadKind {
+        WorkloadKind::TrainJob
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.job.metadata
+    }
+
+    fn gang_owner(&self) -> Option<OwnerReference> {
+        super::custom_owner(KIND, &self.job)
+    }
+
+    fn object_ref(&self) -> ObjectReference {
+        super::custom_object_ref(KIND, &self.job)
+    }
+
+    fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
+        let mut out = Vec::new();
+        for (name, pods, template) in self.replicated_jobs()? {
+            let template: PodTemplateSpec = serde_json::from_value(template)
+                .map_err(|e| WorkloadError::BadShape(format!("replicated job {name}: {e}")))?;
+            out.push(PodSetTemplate {
+                count: u32::try_from(pods).unwrap_or(u32::MAX),
+                min_count: None,
+                template,
+                name,
+            });
+        }
+        if out.is_empty() {
+            return Err(WorkloadError::BadShape(
+                "the training runtime has no replicated jobs".to_string(),
+            ));
+        }
+        Ok(out)
+    }
+
+    fn observe(&self) -> Observed {
+        let job = &self.job;
+        let finished = job
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                matches!(
+                    c.get("type").and_then(Value::as_str),
+                    Some("Complete" | "Failed")
+                ) && c.get("status").and_then(Value::as_str) == Some("True")
+            });
+        let first = self
+            .replicated_jobs()
+            .ok()
+            .and_then(|j| j.first().map(|(n, _, _)| n.clone()))
+            .unwrap_or_default();
+        Observed {
+            finished,
+            suspended: job
+                .data
+                .pointer("/spec/suspend")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            started: false,
+            stopping: job
+                .annotations()
+                .get(STOPPING_ANNOTATION)
+                .is_some_and(|v| v == "true"),
+            pinned: job
+                .annotations()
+                .get(ADMITTED_NODES_ANNOTATION)
+                .and_then(|v| decode_pins(v, &first)),
+        }
+    }
+
+    fn counts_active(&self) -> bool {
+        self.job
+            .data
+            .pointer("/status/jobsStatus")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|s| s.get("active").and_then(Value::as_i64).unwrap_or(0) > 0)
+    }
+
+    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let obj = super::templated::read_again(ctx, KIND, &self.job, "read TrainJob").await?;
+        Ok(obj.map(|o| {
+            Box::new(TrainJobWorkload {
+                job: Arc::new(o),
+                runtime: self.runtime.clone(),
+            }) as Box<dyn Workload>
+        }))
+    }
+
+    async fn write(
+        &self,
+        ctx: &Ctx,
+        step: &Step,
+        directives: &Directives,
+    ) -> Result<Box<dyn Workload>, ActError> {
+        let job = &self.job;
+        let ns = job.namespace().unwrap_or_default();
+        let name = job.name_any();
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(ctx.client.clone(), &ns, &KIND.api_resource());
+        let stored = match step {
+            Step::None | Step::ClearStartTime => return Ok(Box::new(self.clone())),
+            Step::Suspend => api
+                .patch(
+                    &name,
+                    &params(),
+                    &Patch::Merge(json!({
+                        "metadata": {"annotations": {STOPPING_ANNOTATION: "true"}},
+                        "spec": {"suspend": true},
+                    })),
+                )
+                .await
+                .map_err(ActError::api("suspend TrainJob"))?,
+            Step::Restore => {
+                // the latest object: the trainer wrote its status as it stopped
+                let latest = api
+                    .get(&name)
+                    .await
+                    .map_err(ActError::api("restore TrainJob"))?;
+                let fresh = TrainJobWorkload {
+                    job: Arc::new(latest.clone()),
+                    runtime: self.runtime.clone(),
+                };
+                // the trainer's webhook refuses a patch change while a job of
+                // the JobSet still has active pods: the restore waits for them
+                if fresh.counts_active() {
+                    return Ok(Box::new(fresh));
+                }
+                let mut next = latest;
+                if let Some(Value::Array(list)) = next.data.pointer_mut("/spec/runtimePatches") {
+                    list.retain(|p| {
+                        p.get("manager").and_then(Value::as_str) != Some(PATCH_MANAGER)
+                    });
+                }
+                if let Some(a) = next.metadata.annotations.as_mut() {
+                    a.remove(ADMITTED_NODES_ANNOTATION);
+                    a.remove(STOPPING_ANNOTATION);
+                }
+                api.replace(&name, &PostParams::default(), &next)
+                    .await
+                    .map_err(ActError::api("restore TrainJob"))?
+            }
+            Step::Pin(pins) => {
+                let gang = self.gang_name();
+                let mut rjobs = Vec::new();
+                for (set, _, pod) in self
+                    .replicated_jobs()
+                    .map_err(|e| ActError::Missing(format!("TrainJob {name}: {e}")))?
+                {
+                    let submitted: PodTemplateSpec = serde_json::from_value(pod)
+                        .map_err(|e| ActError::Missing(format!("TrainJob {name}: {e}")))?;
+                    let nodes = pins.get(&set).cloned().unwrap_or_default();
+                    let pinned = template::pin(
+                        submitted,
+                        &set,
+                        &nodes,
+                        &directives.gang_label,
+                        &directives.taints_of(&nodes),
+                        PinStyle::NodeSelector,
+                    );
+                    let spec = pinned.spec.unwrap_or_default();
+                    rjobs.push(json!({"name": set, "template": {"spec": {"template": {
+                        "metadata": {"labels": {WORKLOAD_LABEL: gang}},
+                        "spec": {"nodeSelector": spec.node_selector, "tolerations": spec.tolerations},
+                    }}}}));
+                }
+                let ours = json!({"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
+                    "replicatedJobs": rjobs}}}});
+                let mut next = api
+                    .get(&name)
+                    .await
+                    .map_err(ActError::api("pin TrainJob"))?;
+                let spec = next
+                    .data
+                    .get_mut("spec")
+                    .and_then(Value::as_object_mut)
+                    .ok_or_else(|| ActError::Missing(format!("TrainJob {name} has no spec")))?;
+                let list = spec.entry("runtimePatches").or_insert_with(|| json!([]));
+                if let Value::Array(list) = list {
+                    list.retain(|p| {
+                        p.get("manager").and_then(Value::as_str) != Some(PATCH_MANAGER)
+                    });
+                    list.push(ours);
+                }
+                let a = next
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default);
+                a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
+                a.remove(STOPPING_ANNOTATION);
+                api.replace(&name, &PostParams::default(), &next)
+                    .await
+                    .map_err(ActError::api("pin TrainJob"))?
+            }
+            Step::Unsuspend => api
+                .patch(
+                    &name,
+                    &params(),
+                    &Patch::Merge(json!({"spec": {"suspend": false}})),
+                )
+                .await
+                .map_err(ActError::api("unsuspend TrainJob"))?,
+        };
+        Ok(Box::new(TrainJobWorkload {
+            job: Arc::new(stored),
+            runtime: self.runtime.clone(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(v: Value) -> Arc<DynamicObject> {
+        Arc::new(serde_json::from_value(v).expect("object"))
+    }
+
+    fn trainjob(extra: Value) -> TrainJobWorkload {
+        let mut spec = json!({"runtimeRef": {"name": "torch"}, "suspend": true,
+            "trainer": {"numNodes": 4, "resourcesPerNode": {"limits": {"nvidia.com/gpu": "8"}}}});
+        if let (Value::Object(s), Value::Object(e)) = (&mut spec, extra) {
+            s.extend(e);
+        }
+        TrainJobWorkload {
+            job: obj(
+                json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                "metadata": {"name": "llm", "namespace": "ns", "uid": "u1", "labels": {"muster.dev/queue": "q"}},
+                "spec": spec}),
+            ),
+            runtime: Some(obj(
+                json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+                "metadata": {"name": "torch"},
+                "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [
+                    {"name": "dataset-initializer", "template": {"spec": {"template": {"spec": {"containers": [
+                        {"name": "dataset-initializer", "resources": {"requests": {"cpu": "2"}}}]}}}}},
+                    {"name": "node", "template": {"metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},
+                        "spec": {"template": {"spec": {"containers": [{"name": "node"}]}}}}}
+                ]}}}}),
+            )),
+        }
+    }
+
+    #[test]
+    fn runtime_jobs_are_pod_sets_sized_by_the_trainer() {
+        let sets = trainjob(json!({})).pod_sets().expect("pod sets");
+        let shape: Vec<(&str, u32)> = sets.iter().map(|s| (s.name.as_str(), s.count)).collect();
+        assert_eq!(shape, [("dataset-initializer", 1), ("node", 4)]);
+        let limits = sets[1].template.spec.as_ref().expect("spec").containers[0]
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.clone())
+            .expect("limits");
+        assert_eq!(limits["nvidia.com/gpu"].0, "8");
+        assert_eq!(trainjob(json!({})).gang_name(), "trainjob-llm");
+    }
+
+    #[test]
+    fn other_managers_patches_apply_but_not_musters_own() {
+        let w = trainjob(json!({"runtimePatches": [
+            {"manager": "team", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+                {"name": "node", "template": {"spec": {"template": {"spec": {"nodeSelector": {"zone": "a"}}}}}}]}}}},
+            {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+                {"name": "node", "template": {"spec": {"template": {"spec": {"nodeSelector": {"muster.dev/gang": "x"}}}}}}]}}}}
+        ]}));
+        let sets = w.pod_sets().expect("pod sets");
+        let sel = sets[1]
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_selector.clone())
+            .expect("selector");
+        assert_eq!(sel.get("zone").map(String::as_str), Some("a"));
+        assert!(!sel.contains_key("muster.dev/gang"));
+    }
+
+    #[test]
+    fn missing_runtime_is_a_shape_error_and_active_jobs_count() {
+        let mut w = trainjob(json!({}));
+        w.runtime = None;
+        assert!(matches!(w.pod_sets(), Err(WorkloadError::BadShape(_))));
+        let mut job = (*w.job).clone();
+        job.data["status"] = json!({"jobsStatus": [{"name": "node", "active": 1}]});
+        w.job = Arc::new(job);
+        assert!(w.counts_active());
+    }
+}

@@ -1,0 +1,29 @@
+//! The CRDs of third-party workload kinds (TrainJob and its runtimes,
+//! PyTorchJob, RayCluster, RayJob, LeaderWorkerSet), as the API test server
+//! keeps them in `tests/kube_api/crds`: minimal structural schemas written
+//! from the upstream API types. Creating one starts the server's stand-in
+//! for that kind's controller.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+
+use super::retry_transient;
+
+/// Installs the CRDs of `files` (`tests/kube_api/crds/<file>.yaml`, e.g.
+/// `"rayjob"`).
+pub async fn install(client: &kube::Client, files: &[&str]) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for f in files {
+        let path = format!(
+            "{}/tests/kube_api/crds/{f}.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let crd: CustomResourceDefinition =
+            serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let pp = PostParams::default();
+        retry_transient(|| api.create(&pp, &crd))
+            .await
+            .expect("create CRD");
+    }
+}

@@ -1,0 +1,769 @@
+//! The third-party workload kinds end to end: TrainJob, PyTorchJob,
+//! RayCluster, RayJob and LeaderWorkerSet, each with its CRD installed in the
+//! API test server and the server's stand-in for its controller
+//! (`tests/kube_api/kubeflow_controllers.py`, `ray_controllers.py`,
+//! `lws_controller.py`), the controller in-process with only that kind
+//! enabled, a fake cloud and the kubelet/scheduler emulator.
+//!
+//! For every kind: admitted → runs → completes (or, for the kinds that never
+//! finish, is deleted) and the gang ends; and admitted → evicted (its GPU
+//! machine terminated outside muster) → stopped as a whole → re-admitted on
+//! new capacity → runs again. The CPU pod sets (a PyTorchJob master, a
+//! TrainJob launcher, a Ray head and submitter) run on the cluster's CPU
+//! node, the GPU ones on the nodes muster launched.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use muster::controller::workloads::WorkloadKind;
+use muster::controller::{self, PlanFn};
+use serde_json::{Value, json};
+use support::emulator::{Emulator, Machines};
+use support::fake_cloud::FakeCloud;
+use support::in_process::Running;
+use support::{ApiServer, ar, create, eventually};
+
+const NS: &str = "team-a";
+const GPU_TOLERATION: &str =
+    r#"{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}"#;
+
+fn planner() -> PlanFn {
+    controller::real_planner()
+}
+
+fn gpu_container(name: &str) -> Value {
+    json!({"name": name, "image": "img", "resources": {
+        "limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "4", "memory": "16Gi"}}})
+}
+
+fn cpu_container(name: &str) -> Value {
+    json!({"name": name, "image": "img", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}})
+}
+
+fn toleration() -> Value {
+    serde_json::from_str(GPU_TOLERATION).expect("toleration")
+}
+
+/// API server with muster's CRDs and `crds` of the workload kinds, a
+/// NodeClass, a pool of 8×A100 machines, a queue, and a CPU node (16 CPUs,
+/// no taint) that existed before muster.
+async fn world(crds: &[&str]) -> (ApiServer, kube::Client) {
+    let server = ApiServer::start();
+    let client = server.client();
+    support::install_crds(&client).await;
+    support::workload_crds::install(&client, crds).await;
+    create(&client, "NodeClass", "nodeclasses", None, json!({
+        "metadata": {"name": "gcp-default"},
+        "spec": {"gcp": {"project": "test-project", "region": "us-central1", "image": "projects/x/global/images/family/y"}}
+    }))
+    .await;
+    create(&client, "GPUPool", "gpupools", None, json!({
+        "metadata": {"name": "a100"},
+        "spec": {"nodeClassRef": {"name": "gcp-default"}, "requirements": {"instanceTypes": ["fake-8gpu"], "capacityTypes": ["on-demand"]}}
+    }))
+    .await;
+    create(&client, "GPUQueue", "gpuqueues", None, json!({
+        "metadata": {"name": "team-a"},
+        "spec": {"pools": ["a100"], "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}}}
+    }))
+    .await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "cpu-0",
+        "labels": {"topology.kubernetes.io/zone": "us-central1-a"}}}))
+    .expect("node");
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("cpu node");
+    nodes
+        .patch_status(
+            "cpu-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+            }})),
+        )
+        .await
+        .expect("cpu node status");
+    (server, client)
+}
+
+/// The controller with only `kind` enabled, interruptions read often.
+fn start(server: &ApiServer, cloud: &Arc<FakeCloud>, kind: WorkloadKind) -> Running {
+    let mut config = support::in_process::config("c1");
+    config.workload_kinds = BTreeSet::from([kind]);
+    config.interruption_poll = Duration::from_millis(200);
+    support::in_process::spawn(&server.client_as("controller"), cloud, planner(), config)
+}
+
+fn emulate(client: &kube::Client, cloud: &Arc<FakeCloud>, run_for: Option<Duration>) -> Emulator {
+    Emulator::start_running_for(
+        client.clone(),
+        vec![cloud.clone() as Arc<dyn Machines>],
+        run_for,
+    )
+}
+
+fn api(
+    client: &kube::Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    Api::namespaced_with(client.clone(), NS, &ar)
+}
+
+async fn submit(api: &Api<DynamicObject>, body: Value) {
+    let obj: DynamicObject = serde_json::from_value(body).expect("object");
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("submit");
+}
+
+async fn gang_phase(client: &kube::Client, gang: &str) -> Option<String> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
+    let g = api.get_opt(gang).await.ok()??;
+    g.data["status"]["phase"].as_str().map(String::from)
+}
+
+async fn wait_phase(client: &kube::Client, gang: &str, phases: &[&str], secs: u64) -> String {
+    let what = format!("gang {gang} in {phases:?}");
+    eventually(secs, &what, || {
+        let client = client.clone();
+        async move {
+            let p = gang_phase(&client, gang).await?;
+            phases.contains(&p.as_str()).then_some(p)
+        }
+    })
+    .await
+}
+
+async fn gang_gone(client: &kube::Client, gang: &str) {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
+    eventually(20, &format!("gang {gang} deleted"), || {
+        let api = api.clone();
+        async move { api.get_opt(gang).await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+}
+
+/// Running pods matching `selector`, with their nodes.
+async fn running(client: &kube::Client, selector: &str) -> Vec<(String, String)> {
+    Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels(selector))
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let node = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default();
+            (p.name_any(), node)
+        })
+        .collect()
+}
+
+async fn wait_running(
+    client: &kube::Client,
+    selector: &str,
+    n: usize,
+    secs: u64,
+) -> Vec<(String, String)> {
+    eventually(secs, &format!("{n} running pods of {selector}"), || {
+        let client = client.clone();
+        async move {
+            let pods = running(&client, selector).await;
+            (pods.len() == n).then_some(pods)
+        }
+    })
+    .await
+}
+
+/// The provider id of a Ready PoolNode.
+async fn a_ready_machine(client: &kube::Client) -> (String, String) {
+    eventually(20, "a Ready PoolNode", || {
+        let client = client.clone();
+        async move {
+            Api::<DynamicObject>::all_with(client, &ar("PoolNode", "poolnodes"))
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|p| p.data["status"]["phase"] == "Ready")
+                .and_then(|p| {
+                    let pid = p.data["status"]["providerID"].as_str()?.to_string();
+                    Some((p.name_any(), pid))
+                })
+        }
+    })
+    .await
+}
+
+async fn poolnode_gone(client: &kube::Client, name: &str) {
+    eventually(30, "the interrupted PoolNode gone", || {
+        let client = client.clone();
+        let name = name.to_string();
+        async move {
+            let list = Api::<DynamicObject>::all_with(client, &ar("PoolNode", "poolnodes"))
+                .list(&ListParams::default())
+                .await
+                .ok()?;
+            (!list.items.iter().any(|p| p.name_any() == name)).then_some(())
+        }
+    })
+    .await;
+}
+
+/// Every request the controller made is allowed by `deploy/rbac.yaml` with
+/// the rules the chart adds for `kind` (`WorkloadKind::access`, which
+/// `tests/chart.rs` holds the chart to).
+fn assert_rbac_allows_controller(server: &ApiServer, kind: WorkloadKind) {
+    let mut rules = support::rbac::rules();
+    for a in kind.access() {
+        rules.push(support::rbac::Rule {
+            api_groups: vec![a.group.to_string()],
+            resources: a.resources.iter().map(|r| r.to_string()).collect(),
+            verbs: a.verbs.iter().map(|v| v.to_string()).collect(),
+            namespace: None,
+            from: format!("workload kind {}", kind.as_str()),
+        });
+    }
+    let requests = server.audited("controller");
+    assert!(!requests.is_empty(), "no controller request was audited");
+    let denied: BTreeSet<String> = requests
+        .iter()
+        .filter(|(verb, group, resource, ns)| {
+            !rules.iter().any(|r| r.allows(verb, group, resource, ns))
+        })
+        .map(|(verb, group, resource, ns)| format!("{verb} {group}/{resource} in {ns:?}"))
+        .collect();
+    assert!(denied.is_empty(), "requests RBAC would deny: {denied:#?}");
+}
+
+fn assert_no_invalid_writes() {
+    assert_eq!(
+        muster::controller::act::invalid_writes(),
+        0,
+        "a controller write was refused as invalid (see the warnings)"
+    );
+}
+
+/// The GPU pods (named with `gpu`) run on muster's machines, the CPU ones
+/// on the CPU node.
+fn assert_placement(pods: &[(String, String)], gpu: &str) {
+    for (pod, node) in pods {
+        assert_eq!(node == "cpu-0", !pod.contains(gpu), "pod {pod} on {node}");
+    }
+}
+
+/// Terminates the machine of one of the gang's GPU pods outside muster,
+/// waits for the gang to be evicted and its machine gone.
+async fn terminate_a_machine(client: &kube::Client, cloud: &Arc<FakeCloud>) {
+    let (pn, pid) = a_ready_machine(client).await;
+    cloud.interrupt(&pid, muster_provider_api::InterruptionKind::Terminated);
+    poolnode_gone(client, &pn).await;
+}
+
+// ---------------------------------------------------------------- PyTorchJob
+
+fn pytorchjob(name: &str) -> Value {
+    json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
+        "spec": {"runPolicy": {"suspend": true}, "pytorchReplicaSpecs": {
+            "Master": {"replicas": 1, "restartPolicy": "OnFailure",
+                       "template": {"spec": {"containers": [cpu_container("pytorch")]}}},
+            "Worker": {"replicas": 2, "restartPolicy": "OnFailure",
+                       "template": {"spec": {"containers": [gpu_container("pytorch")], "tolerations": [toleration()]}}}
+        }}
+    })
+}
+
+#[tokio::test]
+async fn pytorchjob_admitted_runs_and_completes() {
+    let (server, client) = world(&["pytorchjob"]).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, Some(Duration::from_secs(3)));
+    let _ctl = start(&server, &cloud, WorkloadKind::PyTorchJob);
+    let jobs = api(&client, "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs");
+    submit(&jobs, pytorchjob("bert")).await;
+    let pods = wait_running(&client, "training.kubeflow.org/job-name=bert", 3, 40).await;
+    assert_placement(&pods, "-worker-");
+    let job = jobs.get("bert").await.expect("job");
+    assert_eq!(job.data["spec"]["runPolicy"]["suspend"], false);
+    assert!(job.annotations().contains_key("muster.dev/admitted-nodes"));
+    // the master's success completes the job, and the gang finishes
+    wait_phase(&client, "pytorchjob-bert", &["Finished"], 30).await;
+    let job = jobs.get("bert").await.expect("job");
+    let done = job.data["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        done.iter()
+            .any(|c| c["type"] == "Succeeded" && c["status"] == "True"),
+        "{done:?}"
+    );
+    assert_no_invalid_writes();
+}
+
+#[tokio::test]
+async fn pytorchjob_evicted_and_readmitted() {
+    let (server, client) = world(&["pytorchjob"]).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, None);
+    let _ctl = start(&server, &cloud, WorkloadKind::PyTorchJob);
+    let jobs = api(&client, "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs");
+    submit(&jobs, pytorchjob("gpt")).await;
+    let before = wait_running(&client, "training.kubeflow.org/job-name=gpt", 3, 40).await;
+    let launches = cloud.launch_calls().len();
+    terminate_a_machine(&client, &cloud).await;
+    // stopped as a whole: suspended, every pod deleted by the operator
+    eventually(20, "the PyTorchJob suspended", || {
+        let jobs = jobs.clone();
+        async move {
+            let j = jobs.get("gpt").await.ok()?;
+            (j.data["spec"]["runPolicy"]["suspend"] == true).then_some(())
+        }
+    })
+    .await;
+    // re-admitted on new capacity
+    let after = wait_running(&client, "training.kubeflow.org/job-name=gpt", 3, 60).await;
+    assert!(cloud.launch_calls().len() > launches, "a new machine");
+    assert_placement(&after, "-worker-");
+    let old: BTreeSet<&String> = before
+        .iter()
+        .map(|(_, n)| n)
+        .filter(|n| *n != "cpu-0")
+        .collect();
+    assert!(
+        after.iter().any(|(_, n)| n != "cpu-0" && !old.contains(n)),
+        "{before:?} → {after:?}"
+    );
+    wait_phase(&client, "pytorchjob-gpt", &["Running"], 20).await;
+    assert_rbac_allows_controller(&server, WorkloadKind::PyTorchJob);
+    assert_no_invalid_writes();
+}
+
+// ---------------------------------------------------------------- TrainJob
+
+async fn torch_runtime(client: &kube::Client) {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime"),
+        "clustertrainingruntimes",
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "torch-distributed"},
+        "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [
+            {"name": "launcher", "template": {"spec": {"template": {"spec": {
+                "restartPolicy": "Never", "containers": [cpu_container("launcher")]}}}}},
+            {"name": "node", "template": {
+                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                "spec": {"template": {"spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "node", "image": "img", "resources": {"requests": {"cpu": "4", "memory": "16Gi"}}}],
+                    "tolerations": [toleration()]}}}}}
+        ]}}}
+    }))
+    .expect("runtime");
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("runtime");
+}
+
+fn trainjob(name: &str) -> Value {
+    json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "suspend": true,
+                 "trainer": {"numNodes": 2, "resourcesPerNode": {"limits": {"nvidia.com/gpu": "8"}}}}
+    })
+}
+
+const TRAINJOB_CRDS: &[&str] = &["trainjob", "clustertrainingruntime", "trainingruntime"];
+
+#[tokio::test]
+async fn trainjob_admitted_runs_and_completes() {
+    let (server, client) = world(TRAINJOB_CRDS).await;
+    torch_runtime(&client).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, Some(Duration::from_secs(3)));
+    let _ctl = start(&server, &cloud, WorkloadKind::TrainJob);
+    let jobs = api(
+        &client,
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        "TrainJob",
+        "trainjobs",
+    );
+    submit(&jobs, trainjob("llm")).await;
+    let pods = wait_running(&client, "jobset.sigs.k8s.io/jobset-name=llm", 3, 40).await;
+    assert_placement(&pods, "-node-");
+    let job = jobs.get("llm").await.expect("trainjob");
+    let patches = job.data["spec"]["runtimePatches"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        patches
+            .iter()
+            .any(|p| p["manager"] == "muster.dev/controller"),
+        "{patches:?}"
+    );
+    wait_phase(&client, "trainjob-llm", &["Finished"], 30).await;
+    assert_no_invalid_writes();
+}
+
+#[tokio::test]
+async fn trainjob_evicted_and_readmitted() {
+    let (server, client) = world(TRAINJOB_CRDS).await;
+    torch_runtime(&client).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, None);
+    let _ctl = start(&server, &cloud, WorkloadKind::TrainJob);
+    let jobs = api(
+        &client,
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        "TrainJob",
+        "trainjobs",
+    );
+    submit(&jobs, trainjob("vit")).await;
+    wait_running(&client, "jobset.sigs.k8s.io/jobset-name=vit", 3, 40).await;
+    let launches = cloud.launch_calls().len();
+    terminate_a_machine(&client, &cloud).await;
+    eventually(20, "the TrainJob suspended", || {
+        let jobs = jobs.clone();
+        async move { (jobs.get("vit").await.ok()?.data["spec"]["suspend"] == true).then_some(()) }
+    })
+    .await;
+    let after = wait_running(&client, "jobset.sigs.k8s.io/jobset-name=vit", 3, 60).await;
+    assert!(cloud.launch_calls().len() > launches, "a new machine");
+    assert_placement(&after, "-node-");
+    wait_phase(&client, "trainjob-vit", &["Running"], 20).await;
+    assert_rbac_allows_controller(&server, WorkloadKind::TrainJob);
+    assert_no_invalid_writes();
+}
+
+// ---------------------------------------------------------------- RayJob and RayCluster
+
+fn ray_cluster_spec() -> Value {
+    json!({
+        "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [cpu_container("ray-head")]}}},
+        "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "minReplicas": 2, "maxReplicas": 2, "rayStartParams": {},
+            "template": {"spec": {"containers": [gpu_container("ray-worker")], "tolerations": [toleration()]}}}]
+    })
+}
+
+fn rayjob(name: &str) -> Value {
+    json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": name, "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
+        "spec": {"entrypoint": "python train.py", "suspend": true, "shutdownAfterJobFinishes": true,
+                 "rayClusterSpec": ray_cluster_spec()}
+    })
+}
+
+async fn rayjob_cluster(jobs: &Api<DynamicObject>, name: &str) -> String {
+    eventually(30, "the RayJob's cluster", || {
+        let jobs = jobs.clone();
+        async move {
+            jobs.get(name).await.ok()?.data["status"]["rayClusterName"]
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn rayjob_admitted_runs_and_completes() {
+    let (server, client) = world(&["rayjob", "raycluster"]).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, Some(Duration::from_secs(3)));
+    let _ctl = start(&server, &cloud, WorkloadKind::RayJob);
+    let jobs = api(&client, "ray.io", "v1", "RayJob", "rayjobs");
+    submit(&jobs, rayjob("tune")).await;
+    let cluster = rayjob_cluster(&jobs, "tune").await;
+    let pods = wait_running(&client, &format!("ray.io/cluster={cluster}"), 3, 40).await;
+    assert_placement(&pods, "-gpu-worker-");
+    // every pod of the job, the submitter's too, carries the gang's label
+    let labelled = wait_running(&client, "muster.dev/workload=rayjob-tune", 4, 20).await;
+    assert_placement(&labelled, "-gpu-worker-");
+    // the submitter succeeds: the job completes, the cluster is shut down, the gang finishes
+    wait_phase(&client, "rayjob-tune", &["Finished"], 40).await;
+    let job = jobs.get("tune").await.expect("rayjob");
+    assert_eq!(job.data["status"]["jobDeploymentStatus"], "Complete");
+    assert_no_invalid_writes();
+}
+
+#[tokio::test]
+async fn rayjob_evicted_and_readmitted() {
+    let (server, client) = world(&["rayjob", "raycluster"]).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, None);
+    let _ctl = start(&server, &cloud, WorkloadKind::RayJob);
+    let jobs = api(&client, "ray.io", "v1", "RayJob", "rayjobs");
+    submit(&jobs, rayjob("serve")).await;
+    let first = rayjob_cluster(&jobs, "serve").await;
+    wait_running(&client, &format!("ray.io/cluster={first}"), 3, 40).await;
+    let launches = cloud.launch_calls().len();
+    terminate_a_machine(&client, &cloud).await;
+    // KubeRay deletes the cluster of a suspended job; a new one comes with the re-admission
+    eventually(30, "the RayJob Suspended", || {
+        let jobs = jobs.clone();
+        let first = first.clone();
+        async move {
+            let j = jobs.get("serve").await.ok()?;
+            (j.data["status"]["jobDeploymentStatus"] == "Suspended"
+                || j.data["status"]["rayClusterName"] != first.as_str())
+            .then_some(())
+        }
+    })
+    .await;
+    let second = eventually(60, "a new cluster", || {
+        let jobs = jobs.clone();
+        let first = first.clone();
+        async move {
+            let n = jobs.get("serve").await.ok()?.data["status"]["rayClusterName"]
+                .as_str()?
+                .to_string();
+            (!n.is_empty() && n != first).then_some(n)
+        }
+    })
+    .await;
+    let after = wait_running(&client, &format!("ray.io/cluster={second}"), 3, 60).await;
+    assert_placement(&after, "-gpu-worker-");
+    assert!(cloud.launch_calls().len() > launches, "a new machine");
+    wait_phase(&client, "rayjob-serve", &["Running"], 20).await;
+    assert_rbac_allows_controller(&server, WorkloadKind::RayJob);
+    assert_no_invalid_writes();
+}
+
+fn raycluster(name: &str) -> Value {
+    let mut spec = ray_cluster_spec();
+    spec["suspend"] = json!(true);
+    json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": name, "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
+        "spec": spec
+    })
+}
+
+#[tokio::test]
+async fn raycluster_admitted_runs_and_ends_when_deleted() {
+    let (server, client) = world(&["raycluster"]).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    // Ray pods restart forever: they never succeed, whatever the run time
+    let _emu = emulate(&client, &cloud, Some(Duration::from_secs(1)));
+    let _ctl = start(&server, &cloud, WorkloadKind::RayCluster);
+    let clusters = api(&client, "ray.io", "v1", "RayCluster", "rayclusters");
+    submit(&clusters, raycluster("lab")).await;
+    let pods = wait_running(&client, "ray.io/cluster=lab", 3, 40).await;
+    assert_placement(&pods, "-gpu-worker-");
+    wait_phase(&client, "raycluster-lab", &["Running"], 20).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        running(&client, "ray.io/cluster=lab").await.len(),
+        3,
+        "still running"
+    );
+    clusters
+        .delete("lab", &DeleteParams::default())
+        .await
+        .expect("delete");
+    gang_gone(&client, "raycluster-lab").await;
+    assert_no_invalid_writes();
+}
+
+#[tokio::test]
+async fn raycluster_evicted_and_readmitted() {
+    let (server, client) = world(&["raycluster"]).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, None);
+    let _ctl = start(&server, &cloud, WorkloadKind::RayCluster);
+    let clusters = api(&client, "ray.io", "v1", "RayCluster", "rayclusters");
+    submit(&clusters, raycluster("notebook")).await;
+    wait_running(&client, "ray.io/cluster=notebook", 3, 40).await;
+    let launches = cloud.launch_calls().len();
+    terminate_a_machine(&client, &cloud).await;
+    eventually(20, "the RayCluster suspended", || {
+        let clusters = clusters.clone();
+        async move {
+            (clusters.get("notebook").await.ok()?.data["spec"]["suspend"] == true).then_some(())
+        }
+    })
+    .await;
+    let after = wait_running(&client, "ray.io/cluster=notebook", 3, 60).await;
+    assert_placement(&after, "-gpu-worker-");
+    assert!(cloud.launch_calls().len() > launches, "a new machine");
+    assert_rbac_allows_controller(&server, WorkloadKind::RayCluster);
+    assert_no_invalid_writes();
+}
+
+// ---------------------------------------------------------------- LeaderWorkerSet
+
+/// A LeaderWorkerSet as the admission webhook leaves it: muster's
+/// scheduling gate on both templates.
+fn leaderworkerset(name: &str, replicas: u32) -> Value {
+    let gated = |c: Value| {
+        json!({"spec": {"containers": [c], "tolerations": [toleration()],
+                                           "schedulingGates": [{"name": "muster.dev/admission"}]}})
+    };
+    json!({
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": 2,
+            "leaderTemplate": gated(gpu_container("leader")),
+            "workerTemplate": gated(gpu_container("worker"))}}
+    })
+}
+
+#[tokio::test]
+async fn leaderworkerset_groups_admitted_run_and_end_when_deleted() {
+    let (server, client) = world(&["leaderworkerset"]).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, Some(Duration::from_secs(1)));
+    let _ctl = start(&server, &cloud, WorkloadKind::LeaderWorkerSet);
+    let sets = api(
+        &client,
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "LeaderWorkerSet",
+        "leaderworkersets",
+    );
+    submit(&sets, leaderworkerset("llama", 2)).await;
+    // each group is its own gang, released whole
+    let pods = wait_running(&client, "leaderworkerset.sigs.k8s.io/name=llama", 4, 40).await;
+    assert!(pods.iter().all(|(_, n)| n != "cpu-0"), "{pods:?}");
+    for g in ["lws-llama-0", "lws-llama-1"] {
+        wait_phase(&client, g, &["Running"], 20).await;
+    }
+    sets.delete("llama", &DeleteParams::default())
+        .await
+        .expect("delete");
+    for g in ["lws-llama-0", "lws-llama-1"] {
+        gang_gone(&client, g).await;
+    }
+    assert_no_invalid_writes();
+}
+
+#[tokio::test]
+async fn leaderworkerset_group_evicted_and_readmitted() {
+    let (server, client) = world(&["leaderworkerset"]).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, None);
+    let _ctl = start(&server, &cloud, WorkloadKind::LeaderWorkerSet);
+    let sets = api(
+        &client,
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "LeaderWorkerSet",
+        "leaderworkersets",
+    );
+    submit(&sets, leaderworkerset("mixtral", 1)).await;
+    wait_running(&client, "leaderworkerset.sigs.k8s.io/name=mixtral", 2, 40).await;
+    let uids = |pods: Vec<Pod>| -> BTreeSet<String> {
+        pods.iter().filter_map(|p| p.metadata.uid.clone()).collect()
+    };
+    let pods_api = Api::<Pod>::namespaced(client.clone(), NS);
+    let lp = ListParams::default().labels("leaderworkerset.sigs.k8s.io/name=mixtral");
+    let before = uids(pods_api.list(&lp).await.expect("pods").items);
+    let launches = cloud.launch_calls().len();
+    terminate_a_machine(&client, &cloud).await;
+    // the group's pods are deleted; the LeaderWorkerSet controller recreates
+    // them gated, and muster releases them on new capacity
+    let after = eventually(60, "the group recreated and running", || {
+        let pods_api = pods_api.clone();
+        let lp = lp.clone();
+        let before = before.clone();
+        async move {
+            let pods = pods_api.list(&lp).await.ok()?.items;
+            let running = pods
+                .iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .filter(|p| p.metadata.uid.as_ref().is_some_and(|u| !before.contains(u)))
+                .count();
+            (running == 2).then_some(pods.len())
+        }
+    })
+    .await;
+    assert!(
+        cloud.launch_calls().len() > launches,
+        "a new machine: {after:?}"
+    );
+    wait_phase(&client, "lws-mixtral-0", &["Running"], 20).await;
+    assert_rbac_allows_controller(&server, WorkloadKind::LeaderWorkerSet);
+    assert_no_invalid_writes();
+}
+
+// ---------------------------------------------------------------- a kind not fully served
+
+/// TrainJob enabled with its own CRD installed but not its training
+/// runtimes': the kind is not served (its adapter could not size a single
+/// TrainJob), the queue says so, and nothing of it is watched.
+#[tokio::test]
+async fn trainjob_kind_without_its_runtime_crds_is_skipped_and_reported() {
+    let (server, client) = world(&["trainjob"]).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, None);
+    let _ctl = start(&server, &cloud, WorkloadKind::TrainJob);
+    let jobs = api(
+        &client,
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        "TrainJob",
+        "trainjobs",
+    );
+    submit(&jobs, trainjob("orphan")).await;
+    let cond = eventually(20, "the queue's WorkloadKindsServed condition", || {
+        let client = client.clone();
+        async move {
+            let q = Api::<DynamicObject>::all_with(client, &ar("GPUQueue", "gpuqueues"))
+                .get("team-a")
+                .await
+                .ok()?;
+            q.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "WorkloadKindsServed" && c["status"] == "False")
+                .cloned()
+        }
+    })
+    .await;
+    let message = cond["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("clustertrainingruntimes.trainer.kubeflow.org"),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        gang_phase(&client, "trainjob-orphan").await.is_none(),
+        "no gang"
+    );
+    let asked: Vec<_> = server
+        .audited("controller")
+        .into_iter()
+        .filter(|(v, g, _, _)| g == "trainer.kubeflow.org" && v != "get")
+        .collect();
+    assert!(asked.is_empty(), "{asked:?}");
+}
