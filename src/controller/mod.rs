@@ -11,6 +11,7 @@
 
 pub mod act;
 pub mod api_client;
+pub mod cloud_work;
 pub mod clouds;
 pub mod crd_check;
 pub mod ctx;
@@ -82,6 +83,9 @@ pub struct ControllerConfig {
     /// Deadline of every API request but watches (see [`api_client`]); with
     /// leader election, shorter than lease duration − renew deadline.
     pub api_timeout: Duration,
+    /// Most cloud calls at once per NodeClass (launches, terminations,
+    /// listings); they run off the planning path ([`cloud_work`]).
+    pub cloud_concurrency: usize,
 }
 
 impl ControllerConfig {
@@ -100,6 +104,7 @@ impl ControllerConfig {
             orphan_grace: Duration::from_secs(600),
             interruption_poll: Duration::from_secs(5),
             api_timeout: Duration::from_secs(4),
+            cloud_concurrency: 32,
         }
     }
 }
@@ -190,6 +195,7 @@ pub async fn run(
     shutdown.await;
     tracing::info!("shutting down");
     loop_task.stop().await;
+    ctx.cloud.abort_all();
     if let Some(election) = election {
         election.stop().await;
     }
