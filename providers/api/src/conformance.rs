@@ -22,6 +22,17 @@
 //! exactly the cluster's machines; terminating twice, or terminating a
 //! machine that is gone, is success; an unknown id is `NotFound`; an
 //! interruption notice names the instance and arrives once.
+//!
+//! Where the clouds say so: EC2's `RunInstances` returns the instance an
+//! earlier call with the same `ClientToken` made ("Ensuring idempotency",
+//! EC2 API Reference), and `TerminateInstances` is idempotent, each call
+//! succeeding, with terminated instances visible for about an hour (EC2 API
+//! Reference, `TerminateInstances`; hence "live" below leaves shutting-down
+//! and terminated machines out); Compute Engine's `instances.insert` with
+//! the same `requestId` is the same operation (Compute API reference,
+//! `instances.insert`). Karpenter asks the same of its cloud providers
+//! (`kubernetes-sigs/karpenter`, `pkg/cloudprovider/types.go`: `Create`,
+//! `Delete` of a gone machine answering not-found, `Get`, `List`).
 
 use std::future::Future;
 use std::pin::Pin;
