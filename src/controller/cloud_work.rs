@@ -1,6 +1,7 @@
 //! Cloud calls off the planning path. A planning cycle never waits for a
 //! cloud: it asks [`CloudWork`] for the outcome of a job (launch one
-//! PoolNode's machine, terminate one, list a pool's offerings), and gets
+//! PoolNode's machine, terminate one, list a pool's offerings, read a
+//! cloud's interruption notices, collect its orphans), and gets
 //! either the outcome of a job that finished since, or [`Progress::Waiting`]
 //! while the job runs in the background (started on the first ask). A
 //! finished job notifies the planning loop, whose next cycle takes the
@@ -32,6 +33,10 @@ pub enum Job {
     Terminate(String),
     /// List the offerings of this pool.
     Offerings(String),
+    /// Read the interruption notices of this NodeClass's cloud.
+    Interruptions(String),
+    /// Collect the orphans of this NodeClass's cloud.
+    Orphans(String),
 }
 
 impl Job {
@@ -39,7 +44,7 @@ impl Job {
     fn pool_node(&self) -> Option<&str> {
         match self {
             Job::Launch(n) | Job::Terminate(n) => Some(n),
-            Job::Offerings(_) => None,
+            Job::Offerings(_) | Job::Interruptions(_) | Job::Orphans(_) => None,
         }
     }
 }
@@ -157,6 +162,15 @@ impl CloudWork {
         lock(&self.slots).insert(job, Slot::Settled);
     }
 
+    /// Forgets a finished or settled `job` (one still running is kept), so
+    /// the next [`CloudWork::poll`] starts it again.
+    pub fn forget(&self, job: &Job) {
+        let mut slots = lock(&self.slots);
+        if !matches!(slots.get(job), Some(Slot::Running)) {
+            slots.remove(job);
+        }
+    }
+
     /// True while `job` runs.
     pub fn running(&self, job: &Job) -> bool {
         matches!(lock(&self.slots).get(job), Some(Slot::Running))
@@ -241,6 +255,13 @@ mod tests {
             work.poll(job.clone(), "nc", always, || async { 9u32 }),
             Progress::Waiting
         ));
+        // forgotten: asked again, it starts again
+        work.forget(&job);
+        assert!(matches!(
+            work.poll(job.clone(), "nc", always, || async { 10u32 }),
+            Progress::Waiting
+        ));
+        assert!(work.running(&job));
         work.retain_pool_nodes(|n| n != "pn-1");
         assert_eq!(work.in_flight(), 0);
         assert!(!work.running(&job));

@@ -234,13 +234,13 @@ fn refresh_offerings(
                         }
                     }
                 };
-                // the outcome is in the cache; a failure is retried next cycle
-                let _ = ctx.cloud.poll(
-                    Job::Offerings(pool.name.clone()),
-                    &pool.node_class,
-                    |listed: &bool| *listed,
-                    list,
-                );
+                // the outcome is in the cache (a finished listing's own
+                // outcome says nothing more): stale means list again
+                let job = Job::Offerings(pool.name.clone());
+                ctx.cloud.forget(&job);
+                let _ = ctx
+                    .cloud
+                    .poll(job, &pool.node_class, |listed: &bool| *listed, list);
             }
             Err(e) => tracing::warn!(pool = %pool.name, error = %e, "could not list offerings"),
         }
