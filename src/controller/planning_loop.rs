@@ -88,9 +88,15 @@ pub const MAX_WAIT_DEBOUNCES: u32 = 5;
 /// One planning cycle.
 pub async fn cycle(ctx: &Ctx) {
     let now = time::now();
-    let observed = ctx.observed();
+    let mut observed = ctx.observed();
     let providers = CycleProviders::resolve(ctx, &observed).await;
-    act::reconcile::gangs::sync(ctx, &observed).await;
+    let created = act::reconcile::gangs::sync(ctx, &observed).await;
+    // planned in this cycle, as the caches will show them
+    observed
+        .objects
+        .entry(Kind::Gang)
+        .or_default()
+        .extend(created.into_iter().map(Arc::new));
     ctx.cloud.retain_pool_nodes(|name| {
         observed
             .of(Kind::PoolNode)

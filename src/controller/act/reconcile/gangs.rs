@@ -16,8 +16,11 @@ use crate::controller::ctx::Ctx;
 use crate::controller::objects::{Kind, KindExt, QUEUE_LABEL};
 use crate::controller::translate::{Observed, job};
 
-/// Creates missing Gangs. Returns how many it created.
-pub async fn sync(ctx: &Ctx, observed: &Observed) -> usize {
+/// Creates missing Gangs (and deletes those of a Job gone and created
+/// again). Returns the Gangs it created, as the API server stored them, so
+/// the cycle that created them plans them too instead of waiting for the
+/// watch to bring them back.
+pub async fn sync(ctx: &Ctx, observed: &Observed) -> Vec<DynamicObject> {
     let gangs: BTreeMap<(String, String), &DynamicObject> = observed
         .of(Kind::Gang)
         .iter()
@@ -28,7 +31,7 @@ pub async fn sync(ctx: &Ctx, observed: &Observed) -> usize {
             )
         })
         .collect();
-    let mut writes = 0;
+    let mut created = Vec::new();
     for j in &observed.jobs {
         if job::queue_of(j).is_none() || j.metadata.deletion_timestamp.is_some() {
             continue;
@@ -47,7 +50,7 @@ pub async fn sync(ctx: &Ctx, observed: &Observed) -> usize {
                 && g.metadata.deletion_timestamp.is_none()
             {
                 match delete_stale(ctx, g).await {
-                    Ok(()) => writes += 1,
+                    Ok(()) => {}
                     Err(e) => {
                         tracing::warn!(gang = %key.1, error = %e, "could not delete stale gang")
                     }
@@ -55,13 +58,13 @@ pub async fn sync(ctx: &Ctx, observed: &Observed) -> usize {
             }
         } else {
             match create_gang(ctx, j).await {
-                Ok(true) => writes += 1,
-                Ok(false) => {}
+                Ok(Some(gang)) => created.push(gang),
+                Ok(None) => {}
                 Err(e) => tracing::warn!(job = %key.1, error = %e, "could not create gang"),
             }
         }
     }
-    writes
+    created
 }
 
 /// Deletes a Gang, on the condition that it is still the object seen (its UID).
@@ -89,7 +92,7 @@ pub fn job_ref(j: &Job) -> ObjectReference {
     j.object_ref(&())
 }
 
-async fn create_gang(ctx: &Ctx, j: &Job) -> Result<bool, ActError> {
+async fn create_gang(ctx: &Ctx, j: &Job) -> Result<Option<DynamicObject>, ActError> {
     let ns = j.namespace().unwrap_or_default();
     let spec = match job::gang_spec(j) {
         Ok(s) => s,
@@ -97,7 +100,7 @@ async fn create_gang(ctx: &Ctx, j: &Job) -> Result<bool, ActError> {
             ctx.events
                 .publish_ref(job_ref(j), EventType::Warning, e.reason(), e.to_string())
                 .await;
-            return Ok(false);
+            return Ok(None);
         }
     };
     let Some(owner) = j.controller_owner_ref(&()) else {
@@ -111,8 +114,8 @@ async fn create_gang(ctx: &Ctx, j: &Job) -> Result<bool, ActError> {
         .create(&PostParams::default(), &obj)
         .await
     {
-        Ok(_) => Ok(true),
-        Err(e) if is_already_exists(&e) => Ok(false),
+        Ok(stored) => Ok(Some(stored)),
+        Err(e) if is_already_exists(&e) => Ok(None),
         Err(e) => Err(ActError::api("create Gang")(e)),
     }
 }
