@@ -1,10 +1,12 @@
 //! Event-to-plan latency while the cloud is slow: the controller in-process
 //! against the API test server, on the tests' fake cloud whose launches
 //! answer after 30 s. One Job of 50 eight-GPU pods makes 50 launches; while
-//! all 50 are in the cloud, 40 one-GPU Jobs are submitted half a second
-//! apart, and for each the time from the API server's answer to its create
-//! to the first plan whose snapshot holds its gang is measured (the Gang is
-//! created by the controller from the Job, so this spans two cycles).
+//! all 50 are in the cloud, 50 one-GPU Jobs are submitted 500 ms apart
+//! (they fit 13 Ready eight-GPU Nodes added once the launches are out, so
+//! no probe adds a launch), and for each the time from the API server's answer to its
+//! create to the first plan whose snapshot holds its gang is measured (the
+//! controller creates the Gang from the Job and plans it in the same
+//! cycle).
 //!
 //! ```sh
 //! cargo bench --features controller --bench event_to_plan              # prints the figures
@@ -25,7 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use muster::controller::PlanFn;
 use serde_json::json;
 use support::fake_cloud::FakeCloud;
@@ -33,7 +36,7 @@ use support::{ApiServer, create};
 
 const NS: &str = "team-a";
 const LAUNCHES: usize = 50;
-const PROBES: usize = 40;
+const PROBES: usize = 50;
 const CLOUD_DELAY: Duration = Duration::from_secs(30);
 
 #[tokio::main]
@@ -41,9 +44,14 @@ async fn main() {
     let update_docs = std::env::args().any(|a| a == "--update-docs");
     let row = run().await;
     let table = format!(
-        "| launches in flight | cloud answers after | probes | event-to-plan p50 | p99 | max |\n\
-         |---:|---:|---:|---:|---:|---:|\n\
-         | {} | {} s | {} | {} ms | {} ms | {} ms |\n",
+        "| build | launches in flight | cloud answers after | probes | event-to-plan p50 | p99 | max |\n\
+         |---|---:|---:|---:|---:|---:|---:|\n\
+         | {} | {} | {} s | {} | {} ms | {} ms | {} ms |\n",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
         row.in_flight,
         CLOUD_DELAY.as_secs(),
         row.latencies.len(),
@@ -109,6 +117,10 @@ async fn run() -> Row {
         async move { (n >= LAUNCHES).then_some(()) }
     })
     .await;
+    // capacity for the probes, once the 50 launches are in the cloud
+    for i in 0..13 {
+        ready_node(&client, &format!("gpu-{i:02}")).await;
+    }
     let started = Instant::now();
     let mut submitted = BTreeMap::new();
     let mut in_flight = usize::MAX;
@@ -161,6 +173,27 @@ async fn world(client: &kube::Client) {
         "spec": {"pools": ["a100"], "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}}}
     }))
     .await;
+}
+
+/// A Ready Node with 8 allocatable GPUs that muster did not launch.
+async fn ready_node(client: &kube::Client, name: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": "us-central1-a"}}})).expect("node");
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("node");
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"},
+            }})),
+        )
+        .await
+        .expect("node status");
 }
 
 /// A suspended Job of `pods` pods of `gpus` GPUs each, queued in `team-a`.
