@@ -477,7 +477,7 @@ async fn s2_four_node_gang_written_first_then_launched_then_admitted() {
             .filter(|s| s["conditions"].is_array())
     })
     .await;
-    assert_eq!(class["zones"], json!(["zone-a"]), "{class}");
+    assert_eq!(class["zones"], json!(["us-central1-a"]), "{class}");
     assert_eq!(class["provider"], "gcp");
     assert!(
         class["conditions"].as_array().is_some_and(|c| c
@@ -675,6 +675,56 @@ async fn s4_restart_after_cloud_created_before_recorded() {
 #[tokio::test]
 async fn s4_real_planner() {
     scenario_restart(controller::real_planner(), Hang::AfterCreate).await;
+}
+
+/// Cloud calls run off the planning path: while every launch of one gang
+/// hangs in the cloud, another gang is still planned and admitted on
+/// existing capacity.
+async fn scenario_planning_goes_on_while_launches_hang(planner: PlanFn) {
+    let (server, client) = world().await;
+    let cloud = FakeCloud::new(None);
+    cloud.set_hang(Hang::BeforeCreate);
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(
+        &server.client_as("controller"),
+        &cloud,
+        planner,
+        "c1",
+        false,
+    );
+    submit(&client, "big", 2, 8, true).await;
+    eventually(20, "both launches in the cloud", || {
+        let n = cloud.launch_calls().len();
+        async move { (n >= 2).then_some(()) }
+    })
+    .await;
+    existing_gpu_node(&client, "gpu-0", 8).await;
+    submit(&client, "small", 1, 1, true).await;
+    eventually(20, "the small Job running while the launches hang", || {
+        let client = client.clone();
+        async move { (running_pods(&client, "small").await.len() == 1).then_some(()) }
+    })
+    .await;
+    assert!(cloud.instances().is_empty(), "the launches still hang");
+    assert_eq!(
+        gang_phase(&client, "big").await.as_deref(),
+        Some("Provisioning")
+    );
+    assert_eq!(
+        cloud.launch_calls().len(),
+        2,
+        "a hanging launch is not asked again"
+    );
+}
+
+#[tokio::test]
+async fn planning_goes_on_while_launches_hang() {
+    scenario_planning_goes_on_while_launches_hang(stub()).await;
+}
+
+#[tokio::test]
+async fn planning_goes_on_while_launches_hang_real_planner() {
+    scenario_planning_goes_on_while_launches_hang(controller::real_planner()).await;
 }
 
 // ---------------------------------------------------------------- (5)

@@ -13,6 +13,7 @@ pub mod apply;
 mod consolidation;
 pub mod cover;
 mod cycle;
+pub mod fixtures;
 mod handover;
 pub mod idle;
 mod index;

@@ -12,13 +12,12 @@
 use std::collections::BTreeMap;
 
 use crate::Price;
+use crate::fixtures::{gang, gpu_quota, node, offering, pod_set, pool, queue};
 use crate::model::pool::default_taints;
 use crate::model::{
-    CapacityType, Gang, GangId, GangPhase, GpuModel, Node, NodePhase, Offering, OtherPod, PodSet,
-    Pool, PoolLimits, PoolRequirements, Provider, Queue, Quota, QuotaResource, Toleration,
+    CapacityType, GpuModel, Offering, OfferingKey, OtherPod, Pool, Provider, Queue, Toleration,
     TolerationOperator, Topology,
 };
-use crate::quantity::Quantity;
 use crate::resources::Resources;
 use crate::snapshot::Snapshot;
 use crate::time::{Dur, Time};
@@ -376,34 +375,28 @@ const ZONES: &[&str] = &[
 ];
 const GIB: u64 = 1 << 30;
 
-fn offering(t: &Shape, zone: &str, ct: CapacityType, rng: &mut SplitMix64) -> Offering {
+fn shape_offering(t: &Shape, zone: &str, ct: CapacityType, rng: &mut SplitMix64) -> Offering {
     let factor = if ct == CapacityType::Spot {
         0.35 + rng.below(30) as f64 / 100.0
     } else {
         1.0
     };
-    Offering {
-        provider: Provider::Sim,
-        node_class: String::new(),
-        region: "us-east-1".into(),
-        zone: zone.into(),
-        instance_type: t.name.into(),
-        capacity_type: ct,
-        price: Price::from_usd(t.usd * factor),
-        gpu_model: Some(GpuModel::new(t.model)),
-        gpu_count: t.gpus,
-        gpu_memory_mib: t.mem_mib,
-        resources: Resources::new(t.cpu * 1000, t.mem_gib * GIB, t.gpus),
-        available: true,
-        unavailable_until: None,
-        interruption_rate_per_hour: if ct == CapacityType::Spot {
+    offering(t.name, zone)
+        .region("us-east-1")
+        .capacity_type(ct)
+        .price(Price::from_usd(t.usd * factor))
+        .gpu_model(GpuModel::new(t.model))
+        .gpu_count(t.gpus)
+        .gpu_memory_mib(t.mem_mib)
+        .resources(Resources::new(t.cpu * 1000, t.mem_gib * GIB, t.gpus))
+        .interruption_rate_per_hour(if ct == CapacityType::Spot {
             0.02 + rng.below(8) as f64 / 100.0
         } else {
             0.0
-        },
-        placement_groups: t.gpus == 8,
-        boot_secs: 120 + rng.below(180),
-    }
+        })
+        .placement_groups(t.gpus == 8)
+        .boot_secs(120 + rng.below(180))
+        .build()
 }
 
 fn pool_of(model: &str) -> &'static str {
@@ -434,7 +427,7 @@ pub fn generate(p: &Params) -> Snapshot {
     let mut k = 0usize;
     while offerings.len() < p.offerings as usize && !all.is_empty() {
         let (t, z, ct) = all[k % all.len()];
-        let mut o = offering(t, z, ct, &mut rng);
+        let mut o = shape_offering(t, z, ct, &mut rng);
         if k >= all.len() {
             o.node_class = format!("class-{}", k / all.len());
         }
@@ -447,48 +440,30 @@ pub fn generate(p: &Params) -> Snapshot {
     let pools: Vec<Pool> = ["training", "inference", "batch"]
         .iter()
         .enumerate()
-        .map(|(i, name)| Pool {
-            name: (*name).into(),
-            node_class: String::new(),
-            provider: Provider::Sim,
-            weight: i as i32,
-            requirements: PoolRequirements {
-                gpu_models: TYPES
-                    .iter()
-                    .filter(|t| pool_of(t.model) == *name)
-                    .map(|t| GpuModel::new(t.model))
-                    .collect(),
-                capacity_types: vec![CapacityType::Spot, CapacityType::OnDemand],
-                ..Default::default()
-            },
-            limits: PoolLimits {
-                max_nodes: Some(u64::from(p.nodes) + 5_000),
-                ..Default::default()
-            },
-            disruption: Default::default(),
-            labels: BTreeMap::from([("muster.dev/tier".to_string(), (*name).to_string())]),
-            taints: default_taints(),
-            provisioning_timeout: None,
+        .map(|(i, name)| {
+            pool(*name)
+                .weight(i as i32)
+                .gpu_models(
+                    TYPES
+                        .iter()
+                        .filter(|t| pool_of(t.model) == *name)
+                        .map(|t| GpuModel::new(t.model))
+                        .collect(),
+                )
+                .capacity_types(vec![CapacityType::Spot, CapacityType::OnDemand])
+                .max_nodes(u64::from(p.nodes) + 5_000)
+                .label("muster.dev/tier", *name)
+                .build()
         })
         .collect();
     let queues: Vec<Queue> = (0..8)
-        .map(|i| Queue {
-            name: format!("team-{i}"),
-            cohort: Some(format!("cohort-{}", i % 2)),
-            weight: 1.0 + (i % 3) as f64,
-            quotas: vec![Quota {
-                resource: QuotaResource::Gpu,
-                nominal: Quantity::from_units(i64::from(p.nodes.max(1)) * 2),
-                borrowing_limit: None,
-                lending_limit: None,
-            }],
-            preemption: Default::default(),
-            reclaim: Default::default(),
-            pools: vec!["training".into(), "inference".into(), "batch".into()],
-            strategy: Default::default(),
-            pods_ready_timeout: None,
-            stopped: false,
-            idle_policy: None,
+        .map(|i| {
+            queue(format!("team-{i}"))
+                .cohort(format!("cohort-{}", i % 2))
+                .weight(1.0 + (i % 3) as f64)
+                .quota(gpu_quota(i64::from(p.nodes.max(1)) * 2))
+                .pools(vec!["training".into(), "inference".into(), "batch".into()])
+                .build()
         })
         .collect();
     // Nodes: Ready, from the on-demand catalog, partly used by other pods.
@@ -508,39 +483,31 @@ pub fn generate(p: &Params) -> Snapshot {
         } else {
             Vec::new()
         };
-        nodes.push(Node {
-            name: format!("node-{i:05}"),
-            pool: Some(pool_of(t.model).into()),
-            offering: Some(crate::model::OfferingKey {
-                provider: Provider::Sim,
-                zone: z.into(),
-                instance_type: t.name.into(),
-                capacity_type: CapacityType::OnDemand,
-            }),
-            provider: Some(Provider::Sim),
-            zone: z.into(),
-            placement_group: (t.gpus == 8 && rng.percent(30))
-                .then(|| format!("pg-{}", rng.below(20))),
-            capacity_type: Some(CapacityType::OnDemand),
-            price: Price::from_usd(t.usd),
-            gpu_model: Some(GpuModel::new(t.model)),
-            gpu_memory_mib: t.mem_mib,
-            allocatable: alloc,
-            labels: BTreeMap::new(),
-            taints: default_taints(),
-            phase: NodePhase::Ready,
-            unschedulable: false,
-            reserved_for: None,
-            empty_since: if pods.is_empty() {
-                Some(Time(999_000))
-            } else {
-                None
-            },
-            pods,
-            created_at: Time(0),
-            phase_since: Time(0),
-            do_not_disrupt: false,
-        });
+        let empty = pods.is_empty();
+        nodes.push(
+            node(format!("node-{i:05}"))
+                .pool(pool_of(t.model))
+                .offering(OfferingKey {
+                    provider: Provider::Sim,
+                    zone: z.into(),
+                    instance_type: t.name.into(),
+                    capacity_type: CapacityType::OnDemand,
+                })
+                .provider(Provider::Sim)
+                .zone(z)
+                .placement_group(
+                    (t.gpus == 8 && rng.percent(30)).then(|| format!("pg-{}", rng.below(20))),
+                )
+                .capacity_type(CapacityType::OnDemand)
+                .price(Price::from_usd(t.usd))
+                .gpu_model(GpuModel::new(t.model))
+                .gpu_memory_mib(t.mem_mib)
+                .allocatable(alloc)
+                .taints(default_taints())
+                .empty_since(empty.then_some(Time(999_000)))
+                .pods(pods)
+                .build(),
+        );
     }
     // Gangs with exactly `pods` pods.
     let mut sizes = vec![1u32; p.gangs as usize];
@@ -596,47 +563,31 @@ pub fn generate(p: &Params) -> Snapshot {
             };
             let mut pod_sets = Vec::new();
             if n > 2 && rng.percent(30) {
-                pod_sets.push(PodSet {
-                    name: "launcher".into(),
-                    count: 1,
-                    min_count: None,
-                    requests: Resources::new(2000, 8 * GIB, 0),
-                    node_selector: BTreeMap::new(),
-                    tolerations: tol.clone(),
-                    gpu_models: Vec::new(),
-                    min_gpu_memory_mib: 0,
-                });
+                pod_sets.push(
+                    pod_set("launcher", 1, Resources::new(2000, 8 * GIB, 0))
+                        .tolerations(tol.clone())
+                        .build(),
+                );
             }
             let workers = n - pod_sets.len() as u32;
-            pod_sets.push(PodSet {
-                name: "worker".into(),
-                count: workers,
-                min_count: (workers > 4 && rng.percent(20)).then_some(workers / 2),
-                requests,
-                node_selector: BTreeMap::new(),
-                tolerations: tol.clone(),
-                gpu_models: models,
-                min_gpu_memory_mib: 0,
-            });
-            Gang {
-                id: GangId(format!("ns-{}/job-{gi:06}", gi % 8)),
-                queue: format!("team-{}", rng.below(8)),
-                priority: rng.below(4) as i32,
-                arrival: Time(rng.below(1_000_000) as i64),
-                pod_sets,
-                topology,
-                phase: GangPhase::Queued,
-                assignments: Vec::new(),
-                provisioning_deadline: None,
-                admitted_at: None,
-                started_at: None,
-                expected_duration: Some(Dur::mins(10 + rng.below(600))),
-                not_before: None,
-                evictions: 0,
-                launch_attempts: 0,
-                disruptible: rng.percent(20),
-                uid: String::new(),
-            }
+            pod_sets.push(
+                pod_set("worker", workers, requests)
+                    .min_count((workers > 4 && rng.percent(20)).then_some(workers / 2))
+                    .tolerations(tol.clone())
+                    .gpu_models(models)
+                    .build(),
+            );
+            gang(
+                format!("ns-{}/job-{gi:06}", gi % 8),
+                format!("team-{}", rng.below(8)),
+            )
+            .priority(rng.below(4) as i32)
+            .arrival(Time(rng.below(1_000_000) as i64))
+            .pod_sets(pod_sets)
+            .topology(topology)
+            .expected_duration(Dur::mins(10 + rng.below(600)))
+            .disruptible(rng.percent(20))
+            .build()
         })
         .collect();
     Snapshot {
@@ -655,6 +606,7 @@ pub const NOW: Time = Time(1_000_000);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Gang;
 
     #[test]
     fn exact_sizes_and_reproducible() {

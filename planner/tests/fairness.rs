@@ -6,83 +6,53 @@
 use std::collections::BTreeMap;
 
 use muster_planner::apply::apply;
+use muster_planner::fixtures::{self, node, pod_set, pool, queue};
 use muster_planner::model::*;
 use muster_planner::resources::Resources;
 use muster_planner::snapshot::{Policy, Snapshot};
 use muster_planner::synthetic::SplitMix64;
 use muster_planner::{Dur, Time, plan};
 
-fn queue(name: &str, weight: f64) -> Queue {
-    Queue {
-        name: name.into(),
-        cohort: None,
-        weight,
-        quotas: Vec::new(),
-        preemption: Default::default(),
-        reclaim: Default::default(),
-        pools: vec!["p".into()],
-        strategy: Default::default(),
-        pods_ready_timeout: None,
-        stopped: false,
-        idle_policy: None,
-    }
-}
-
 fn gang(id: String, q: &str, arrival: i64, gpus: u32) -> Gang {
-    let pods = PodSet::new("w", 1, Resources::new(1000, 1 << 30, gpus));
-    Gang::new(GangId(id), q, Time(arrival), vec![pods])
+    fixtures::gang(id, q)
+        .arrival(Time(arrival))
+        .pod_set(pod_set("w", 1, Resources::new(1000, 1 << 30, gpus)))
+        .build()
 }
 
 /// Runs the harness; returns GPU-seconds used per queue.
 fn run(weights: &[(&str, f64)], steps: i64) -> BTreeMap<String, f64> {
     let nodes: Vec<Node> = (0..6)
-        .map(|i| Node {
-            name: format!("n{i}"),
-            pool: Some("p".into()),
-            offering: None,
-            provider: Some(Provider::Sim),
-            zone: "z".into(),
-            placement_group: None,
-            capacity_type: Some(CapacityType::OnDemand),
-            price: Some(Price(32_000_000)),
-            gpu_model: Some(GpuModel::new("A100")),
-            gpu_memory_mib: 40960,
-            allocatable: Resources::new(96_000, 1 << 40, 8),
-            labels: Default::default(),
-            taints: Vec::new(),
-            phase: NodePhase::Ready,
-            unschedulable: false,
-            reserved_for: None,
-            pods: Vec::new(),
-            created_at: Time(0),
-            phase_since: Time(0),
-            empty_since: None,
-            do_not_disrupt: true,
+        .map(|i| {
+            node(format!("n{i}"))
+                .pool("p")
+                .provider(Provider::Sim)
+                .zone("z")
+                .capacity_type(CapacityType::OnDemand)
+                .price(Price(32_000_000))
+                .gpu_model(GpuModel::new("A100"))
+                .gpu_memory_mib(40960)
+                .allocatable(Resources::new(96_000, 1 << 40, 8))
+                .do_not_disrupt(true)
+                .build()
         })
         .collect();
     let mut s = Snapshot {
-        queues: weights.iter().map(|(n, w)| queue(n, *w)).collect(),
-        pools: vec![Pool {
-            name: "p".into(),
-            node_class: String::new(),
-            provider: Provider::Sim,
-            weight: 0,
-            requirements: Default::default(),
-            limits: PoolLimits {
-                max_nodes: Some(6),
-                ..Default::default()
-            },
-            disruption: Disruption {
-                consolidation: ConsolidationPolicy::WhenEmpty,
-                consolidate_after: Dur::hours(1000),
-                scale_to_zero_after: Dur::hours(1000),
-                max_disrupted_nodes: Some(0),
-                max_disrupted_percent: 0,
-            },
-            labels: Default::default(),
-            taints: Vec::new(),
-            provisioning_timeout: None,
-        }],
+        queues: weights
+            .iter()
+            .map(|(n, w)| queue(*n).weight(*w).pool("p").build())
+            .collect(),
+        pools: vec![
+            pool("p")
+                .max_nodes(6)
+                .consolidation(ConsolidationPolicy::WhenEmpty)
+                .consolidate_after(Dur::hours(1000))
+                .scale_to_zero_after(Dur::hours(1000))
+                .max_disrupted_nodes(0)
+                .max_disrupted_percent(0)
+                .taints(Vec::new())
+                .build(),
+        ],
         offerings: Vec::new(),
         nodes,
         gangs: Vec::new(),

@@ -2,6 +2,7 @@
 //! (≤ 6 pods, ≤ 5 offerings): every way of putting the pods on machines
 //! bought from the offerings is tried.
 
+use muster_planner::fixtures::{gang, offering, pod_set, pool, queue};
 use muster_planner::model::*;
 use muster_planner::resources::Resources;
 use muster_planner::snapshot::{Policy, Snapshot};
@@ -82,23 +83,14 @@ fn snapshot(i: &Inst) -> Snapshot {
         .offerings
         .iter()
         .enumerate()
-        .map(|(k, &(c, g, p))| Offering {
-            provider: Provider::Sim,
-            node_class: String::new(),
-            region: String::new(),
-            zone: "z".into(),
-            instance_type: format!("t{k}"),
-            capacity_type: CapacityType::OnDemand,
-            price: Some(Price(p)),
-            gpu_model: (g > 0).then(|| GpuModel::new("A100")),
-            gpu_count: g,
-            gpu_memory_mib: 40960,
-            resources: Resources::new(c, 1 << 40, g),
-            available: true,
-            unavailable_until: None,
-            interruption_rate_per_hour: 0.0,
-            placement_groups: false,
-            boot_secs: 0,
+        .map(|(k, &(c, g, p))| {
+            offering(format!("t{k}"), "z")
+                .price(Price(p))
+                .gpu_model((g > 0).then(|| GpuModel::new("A100")))
+                .gpu_count(g)
+                .gpu_memory_mib(40960)
+                .resources(Resources::new(c, 1 << 40, g))
+                .build()
         })
         .collect();
     // Pods of equal shape form one pod set.
@@ -112,38 +104,15 @@ fn snapshot(i: &Inst) -> Snapshot {
         };
         match sets.iter_mut().find(|s| s.requests == r) {
             Some(s) => s.count += 1,
-            None => sets.push(PodSet::new(format!("s{}", sets.len()), 1, r)),
+            None => sets.push(pod_set(format!("s{}", sets.len()), 1, r).build()),
         }
     }
     Snapshot {
-        queues: vec![Queue {
-            name: "q".into(),
-            cohort: None,
-            weight: 1.0,
-            quotas: Vec::new(),
-            preemption: Default::default(),
-            reclaim: Default::default(),
-            pools: vec!["p".into()],
-            strategy: Default::default(),
-            pods_ready_timeout: None,
-            stopped: false,
-            idle_policy: None,
-        }],
-        pools: vec![Pool {
-            name: "p".into(),
-            node_class: String::new(),
-            provider: Provider::Sim,
-            weight: 0,
-            requirements: Default::default(),
-            limits: Default::default(),
-            disruption: Default::default(),
-            labels: Default::default(),
-            taints: Vec::new(),
-            provisioning_timeout: None,
-        }],
+        queues: vec![queue("q").pool("p").build()],
+        pools: vec![pool("p").taints(Vec::new()).build()],
         offerings,
         nodes: Vec::new(),
-        gangs: vec![Gang::new(GangId::new("ns/g"), "q", Time(0), sets)],
+        gangs: vec![gang("ns/g", "q").pod_sets(sets).build()],
         gpu_utilization: Vec::new(),
     }
 }

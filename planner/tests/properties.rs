@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use muster_planner::fixtures::{gang, gpu_quota, node, offering, pod_set, pool, queue};
 use muster_planner::model::*;
 use muster_planner::plan::{Plan, RemovalKind};
 use muster_planner::resources::Resources;
@@ -32,85 +33,76 @@ fn build(seed: u64) -> Snapshot {
     let nq = 1 + r.below(3) as usize;
     let cohort = r.percent(50);
     let queues: Vec<Queue> = (0..nq)
-        .map(|i| Queue {
-            name: format!("q{i}"),
-            cohort: cohort.then(|| "c".to_string()),
-            weight: 1.0 + r.below(3) as f64,
-            quotas: if r.percent(70) {
-                vec![Quota {
-                    resource: QuotaResource::Gpu,
-                    nominal: Quantity::from_units(r.below(24) as i64),
-                    borrowing_limit: r
-                        .percent(40)
-                        .then(|| Quantity::from_units(r.below(8) as i64)),
-                    lending_limit: r
-                        .percent(40)
-                        .then(|| Quantity::from_units(r.below(8) as i64)),
-                }]
-            } else {
-                Vec::new()
-            },
-            preemption: if r.percent(50) {
-                PreemptionPolicy::LowerPriority
-            } else {
-                PreemptionPolicy::Never
-            },
-            reclaim: *pick(
-                &mut r,
-                &[
-                    ReclaimPolicy::Never,
-                    ReclaimPolicy::LowerPriority,
-                    ReclaimPolicy::Any,
-                ],
-            ),
-            pools: if r.percent(30) {
-                vec!["p0".into()]
-            } else {
-                Vec::new()
-            },
-            strategy: if r.percent(50) {
-                QueueingStrategy::StrictFifo
-            } else {
-                QueueingStrategy::BestEffortFifo
-            },
-            pods_ready_timeout: None,
-            stopped: r.percent(5),
-            idle_policy: None,
+        .map(|i| {
+            queue(format!("q{i}"))
+                .cohort(cohort.then_some("c"))
+                .weight(1.0 + r.below(3) as f64)
+                .quotas(if r.percent(70) {
+                    vec![
+                        gpu_quota(r.below(24) as i64)
+                            .borrowing_limit(
+                                r.percent(40)
+                                    .then(|| Quantity::from_units(r.below(8) as i64)),
+                            )
+                            .lending_limit(
+                                r.percent(40)
+                                    .then(|| Quantity::from_units(r.below(8) as i64)),
+                            )
+                            .build(),
+                    ]
+                } else {
+                    Vec::new()
+                })
+                .preemption(if r.percent(50) {
+                    PreemptionPolicy::LowerPriority
+                } else {
+                    PreemptionPolicy::Never
+                })
+                .reclaim(*pick(
+                    &mut r,
+                    &[
+                        ReclaimPolicy::Never,
+                        ReclaimPolicy::LowerPriority,
+                        ReclaimPolicy::Any,
+                    ],
+                ))
+                .pools(if r.percent(30) {
+                    vec!["p0".into()]
+                } else {
+                    Vec::new()
+                })
+                .strategy(if r.percent(50) {
+                    QueueingStrategy::StrictFifo
+                } else {
+                    QueueingStrategy::BestEffortFifo
+                })
+                .stopped(r.percent(5))
+                .build()
         })
         .collect();
     let pools: Vec<Pool> = (0..1 + r.below(2))
-        .map(|i| Pool {
-            name: format!("p{i}"),
-            node_class: String::new(),
-            provider: Provider::Sim,
-            weight: r.below(3) as i32,
-            requirements: PoolRequirements {
-                capacity_types: if r.percent(50) {
+        .map(|i| {
+            pool(format!("p{i}"))
+                .weight(r.below(3) as i32)
+                .capacity_types(if r.percent(50) {
                     vec![CapacityType::Spot, CapacityType::OnDemand]
                 } else {
                     Vec::new()
-                },
-                ..Default::default()
-            },
-            limits: PoolLimits {
-                max_gpus: r.percent(40).then(|| r.below(40)),
-                max_nodes: r.percent(40).then(|| r.below(8)),
-                max_price_per_hour: r.percent(20).then(|| Price(r.below(100) * 1_000_000)),
-            },
-            disruption: Disruption {
-                consolidation: if r.percent(50) {
+                })
+                .max_gpus(r.percent(40).then(|| r.below(40)))
+                .max_nodes(r.percent(40).then(|| r.below(8)))
+                .max_price_per_hour(r.percent(20).then(|| Price(r.below(100) * 1_000_000)))
+                .consolidation(if r.percent(50) {
                     ConsolidationPolicy::WhenEmpty
                 } else {
                     ConsolidationPolicy::WhenUnderutilized
-                },
-                consolidate_after: Dur(r.below(600)),
-                scale_to_zero_after: Dur(r.below(2000)),
-                max_disrupted_nodes: r.percent(50).then(|| r.below(3)),
-                max_disrupted_percent: r.below(101) as u32,
-            },
-            labels: BTreeMap::new(),
-            taints: Vec::new(),
-            provisioning_timeout: None,
+                })
+                .consolidate_after(Dur(r.below(600)))
+                .scale_to_zero_after(Dur(r.below(2000)))
+                .max_disrupted_nodes(r.percent(50).then(|| r.below(3)))
+                .max_disrupted_percent(r.below(101) as u32)
+                .taints(Vec::new())
+                .build()
         })
         .collect();
     let mut offerings = Vec::new();
@@ -128,26 +120,24 @@ fn build(seed: u64) -> Snapshot {
         {
             continue;
         }
-        offerings.push(Offering {
-            provider: Provider::Sim,
-            node_class: String::new(),
-            region: String::new(),
-            zone: zone.into(),
-            instance_type: t.into(),
-            capacity_type: ct,
-            price: Some(Price(if ct == CapacityType::Spot { p / 3 } else { p })),
-            gpu_model: (!m.is_empty()).then(|| GpuModel::new(m)),
-            gpu_count: g,
-            gpu_memory_mib: 24_000,
-            resources: Resources::new(c, 1 << 40, g),
-            available: r.percent(90),
-            unavailable_until: r
-                .percent(20)
-                .then(|| Time(NOW.0 + r.below(200) as i64 - 100)),
-            interruption_rate_per_hour: if ct == CapacityType::Spot { 0.1 } else { 0.0 },
-            placement_groups: r.percent(50),
-            boot_secs: 60,
-        });
+        offerings.push(
+            offering(t, zone)
+                .capacity_type(ct)
+                .price(Price(if ct == CapacityType::Spot { p / 3 } else { p }))
+                .gpu_model((!m.is_empty()).then(|| GpuModel::new(m)))
+                .gpu_count(g)
+                .gpu_memory_mib(24_000)
+                .resources(Resources::new(c, 1 << 40, g))
+                .available(r.percent(90))
+                .unavailable_until(
+                    r.percent(20)
+                        .then(|| Time(NOW.0 + r.below(200) as i64 - 100)),
+                )
+                .interruption_rate_per_hour(if ct == CapacityType::Spot { 0.1 } else { 0.0 })
+                .placement_groups(r.percent(50))
+                .boot_secs(60)
+                .build(),
+        );
     }
     let mut nodes = Vec::new();
     let mut free: Vec<Resources> = Vec::new();
@@ -178,38 +168,34 @@ fn build(seed: u64) -> Snapshot {
             });
         }
         free.push(f);
-        nodes.push(Node {
-            name: format!("n{i}"),
-            pool: if r.percent(85) {
-                Some(format!("p{}", r.below(pools.len() as u64)))
-            } else {
-                None
-            },
-            offering: Some(OfferingKey {
-                provider: Provider::Sim,
-                zone: zone.into(),
-                instance_type: t.into(),
-                capacity_type: CapacityType::OnDemand,
-            }),
-            provider: Some(Provider::Sim),
-            zone: zone.into(),
-            placement_group: r.percent(30).then(|| "pg".to_string()),
-            capacity_type: Some(CapacityType::OnDemand),
-            price: Some(Price(p)),
-            gpu_model: (!m.is_empty()).then(|| GpuModel::new(m)),
-            gpu_memory_mib: 24_000,
-            allocatable: alloc,
-            labels: BTreeMap::new(),
-            taints: Vec::new(),
-            phase,
-            unschedulable: false,
-            reserved_for: None,
-            pods,
-            created_at: Time(0),
-            phase_since: Time(r.below(10_000) as i64),
-            empty_since: r.percent(50).then(|| Time(r.below(10_000) as i64)),
-            do_not_disrupt: r.percent(10),
-        });
+        nodes.push(
+            node(format!("n{i}"))
+                .pool(if r.percent(85) {
+                    Some(format!("p{}", r.below(pools.len() as u64)))
+                } else {
+                    None
+                })
+                .offering(OfferingKey {
+                    provider: Provider::Sim,
+                    zone: zone.into(),
+                    instance_type: t.into(),
+                    capacity_type: CapacityType::OnDemand,
+                })
+                .provider(Provider::Sim)
+                .zone(zone)
+                .placement_group(r.percent(30).then_some("pg"))
+                .capacity_type(CapacityType::OnDemand)
+                .price(Price(p))
+                .gpu_model((!m.is_empty()).then(|| GpuModel::new(m)))
+                .gpu_memory_mib(24_000)
+                .allocatable(alloc)
+                .phase(phase)
+                .pods(pods)
+                .phase_since(Time(r.below(10_000) as i64))
+                .empty_since(r.percent(50).then(|| Time(r.below(10_000) as i64)))
+                .do_not_disrupt(r.percent(10))
+                .build(),
+        );
     }
     let mut gangs = Vec::new();
     for i in 0..r.below(9) {
@@ -219,25 +205,23 @@ fn build(seed: u64) -> Snapshot {
         for s in 0..nsets {
             let count = 1 + r.below(4) as u32;
             let gpu = *pick(&mut r, &[0u64, 500, 1000, 2000, 4000, 8000]);
-            sets.push(PodSet {
-                name: format!("s{s}"),
-                count,
-                min_count: r.percent(20).then(|| 1 + r.below(u64::from(count)) as u32),
-                requests: Resources {
-                    cpu_millis: 1000 + r.below(4) * 1000,
-                    memory_bytes: 1 << 30,
-                    gpu_millis: gpu,
-                    extended: BTreeMap::new(),
-                },
-                node_selector: BTreeMap::new(),
-                tolerations: Vec::new(),
-                gpu_models: if r.percent(20) {
-                    vec![GpuModel::new("A10G")]
-                } else {
-                    Vec::new()
-                },
-                min_gpu_memory_mib: 0,
-            });
+            let min_count = r.percent(20).then(|| 1 + r.below(u64::from(count)) as u32);
+            let requests = Resources {
+                cpu_millis: 1000 + r.below(4) * 1000,
+                memory_bytes: 1 << 30,
+                gpu_millis: gpu,
+                extended: BTreeMap::new(),
+            };
+            sets.push(
+                pod_set(format!("s{s}"), count, requests)
+                    .min_count(min_count)
+                    .gpu_models(if r.percent(20) {
+                        vec![GpuModel::new("A10G")]
+                    } else {
+                        Vec::new()
+                    })
+                    .build(),
+            );
         }
         let topology = *pick(
             &mut r,
@@ -249,25 +233,14 @@ fn build(seed: u64) -> Snapshot {
                 Topology::SamePlacementGroup,
             ],
         );
-        let mut g = Gang {
-            id: GangId(format!("ns/g{i}")),
-            queue: q,
-            priority: r.below(3) as i32,
-            arrival: Time(r.below(1000) as i64),
-            pod_sets: sets,
-            topology,
-            phase: GangPhase::Queued,
-            assignments: Vec::new(),
-            provisioning_deadline: None,
-            admitted_at: None,
-            started_at: None,
-            expected_duration: None,
-            not_before: None,
-            evictions: 0,
-            launch_attempts: r.below(3) as u32,
-            disruptible: r.percent(40),
-            uid: String::new(),
-        };
+        let mut g = gang(format!("ns/g{i}"), q)
+            .priority(r.below(3) as i32)
+            .arrival(Time(r.below(1000) as i64))
+            .pod_sets(sets)
+            .topology(topology)
+            .launch_attempts(r.below(3) as u32)
+            .disruptible(r.percent(40))
+            .build();
         // Try to make it hold capacity: first-fit on nodes.
         if r.percent(50) && !nodes.is_empty() {
             let mut trial = free.clone();

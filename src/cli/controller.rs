@@ -135,6 +135,10 @@ pub struct ControllerArgs {
     /// (e.g. 1m; at least the exporter's scrape interval).
     #[arg(long, env = "MUSTER_PROMETHEUS_STEP", default_value = "1m", value_parser = parse_duration)]
     pub prometheus_step: Duration,
+    /// Most cloud calls (launches, terminations, offerings listings) at
+    /// once per NodeClass; they run off the planning path.
+    #[arg(long, env = "MUSTER_CLOUD_CONCURRENCY", default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
+    pub cloud_concurrency: u16,
     /// AWS: endpoint override for EC2, SQS, EKS and SSM (private endpoints, tests).
     #[cfg(feature = "aws")]
     #[arg(long, env = "MUSTER_AWS_ENDPOINT")]
@@ -358,6 +362,7 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
     config.orphan_gc_period = args.orphan_gc_period;
     config.orphan_grace = args.orphan_grace;
     config.interruption_poll = args.interruption_poll;
+    config.cloud_concurrency = usize::from(args.cloud_concurrency);
     config.policy.gpu_registration_timeout =
         muster_planner::Dur::secs(args.gpu_registration_timeout.as_secs());
     config.api_timeout = args.api_timeout;

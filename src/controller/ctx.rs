@@ -11,6 +11,7 @@ use kube::ResourceExt;
 use muster_provider_api::CloudProvider;
 
 use super::act::{self, ActError};
+use super::cloud_work::CloudWork;
 use super::events::Events;
 use super::objects::Kind;
 use super::observe::Caches;
@@ -31,7 +32,9 @@ pub struct Ctx {
     /// Event publisher.
     pub events: Events,
     /// Listed offerings and unavailable marks.
-    pub offerings: OfferingCache,
+    pub offerings: Arc<OfferingCache>,
+    /// Cloud calls running off the planning path.
+    pub cloud: CloudWork,
     /// Pod evictions in flight (drains).
     pub evicting: Arc<act::apply::remove::InFlight>,
     /// When periodic housekeeping last ran.
@@ -87,13 +90,15 @@ impl Ctx {
     ) -> Ctx {
         let events = Events::new(client.clone(), &config.identity);
         let workload_kinds = config.workload_kinds.clone();
+        let cloud = CloudWork::new(config.cloud_concurrency, caches.changes.clone());
         Ctx {
             client,
             config,
             deps,
             caches,
             events,
-            offerings: OfferingCache::default(),
+            offerings: Arc::default(),
+            cloud,
             evicting: Arc::default(),
             last: std::sync::Mutex::default(),
             resolved: Default::default(),

@@ -11,6 +11,7 @@
 
 pub mod act;
 pub mod api_client;
+pub mod cloud_work;
 pub mod clouds;
 pub mod crd_check;
 pub mod ctx;
@@ -95,6 +96,9 @@ pub struct ControllerConfig {
     pub prometheus_interval: Duration,
     /// Resolution of the utilisation read: one sample per series per step.
     pub prometheus_step: Duration,
+    /// Most cloud calls at once per NodeClass (launches, terminations,
+    /// listings); they run off the planning path ([`cloud_work`]).
+    pub cloud_concurrency: usize,
 }
 
 impl ControllerConfig {
@@ -117,6 +121,7 @@ impl ControllerConfig {
             prometheus_url: None,
             prometheus_interval: Duration::from_secs(60),
             prometheus_step: Duration::from_secs(60),
+            cloud_concurrency: 32,
         }
     }
 }
@@ -211,6 +216,7 @@ pub async fn run(
     shutdown.await;
     tracing::info!("shutting down");
     loop_task.stop().await;
+    ctx.cloud.abort_all();
     if let Some(election) = election {
         election.stop().await;
     }

@@ -11,9 +11,13 @@ use std::time::Instant;
 use muster_planner::Offering;
 use tokio::sync::watch;
 
+use kube::ResourceExt;
+
 use super::act;
+use super::cloud_work::Job;
 pub use super::ctx::Ctx;
 use super::ctx::CycleProviders;
+use super::objects::Kind;
 use super::translate::{self, Observed, time};
 
 /// Runs the loop until aborted.
@@ -53,6 +57,10 @@ pub async fn run(ctx: Arc<Ctx>, mut leader: watch::Receiver<bool>) {
         {
             tracing::warn!("leadership lost: planning cycle cancelled");
         }
+        if !*leader.borrow() {
+            // the cloud work of a leader goes with its leadership
+            ctx.cloud.abort_all();
+        }
     }
 }
 
@@ -80,9 +88,21 @@ pub const MAX_WAIT_DEBOUNCES: u32 = 5;
 /// One planning cycle.
 pub async fn cycle(ctx: &Ctx) {
     let now = time::now();
-    let observed = ctx.observed();
+    let mut observed = ctx.observed();
     let providers = CycleProviders::resolve(ctx, &observed).await;
-    act::reconcile::gangs::sync(ctx, &observed).await;
+    let created = act::reconcile::gangs::sync(ctx, &observed).await;
+    // planned in this cycle, as the caches will show them
+    observed
+        .objects
+        .entry(Kind::Gang)
+        .or_default()
+        .extend(created.into_iter().map(Arc::new));
+    ctx.cloud.retain_pool_nodes(|name| {
+        observed
+            .of(Kind::PoolNode)
+            .iter()
+            .any(|p| p.name_any() == name)
+    });
     act::reconcile::pool_nodes::lifecycle(ctx, &observed, &providers, now).await;
     if ctx.due(ctx.config.interruption_poll, |h| &mut h.interruptions) {
         act::reconcile::interruptions::poll(ctx, &observed, &providers, now).await;
@@ -91,7 +111,13 @@ pub async fn cycle(ctx: &Ctx) {
         act::reconcile::orphans::collect(ctx, &observed, &providers, now).await;
     }
     let catalog = translate::catalog(&observed);
-    let offerings = refresh_offerings(ctx, &catalog, &providers).await;
+    let Some(offerings) = refresh_offerings(ctx, &catalog, &providers) else {
+        // a pool was never listed and its first listing runs: planning
+        // without its offerings would take its gangs for unsatisfiable and
+        // its nodes for unwanted; the listing wakes the loop when done
+        tracing::debug!("waiting for the first listing of offerings");
+        return;
+    };
     let mut tr = translate::snapshot_with(&observed, &catalog, &offerings, now);
     for o in &mut tr.snapshot.offerings {
         if let Some(until) = ctx.offerings.unavailable_until(&o.key(), now) {
@@ -182,42 +208,63 @@ pub const APPLY_ORDER: [Applier; 5] = [
     Applier::Removals,
 ];
 
-/// The offerings of every valid pool, listed from its cloud when stale.
-async fn refresh_offerings(
+/// The offerings of every valid pool as last listed. A pool whose listing
+/// is older than the TTL (or missing) gets a listing started off the
+/// planning path; the cycle goes on with what it has, and the finished
+/// listing wakes the loop. `None` while a pool's first listing runs.
+fn refresh_offerings(
     ctx: &Ctx,
     catalog: &translate::Catalog,
     providers: &CycleProviders,
-) -> BTreeMap<String, Vec<Offering>> {
+) -> Option<BTreeMap<String, Vec<Offering>>> {
     let mut out = BTreeMap::new();
+    let mut first_pending = false;
     for pool in &catalog.pools {
         if let Some(fresh) = ctx.offerings.fresh(&pool.name, ctx.config.offerings_ttl) {
             out.insert(pool.name.clone(), fresh);
             continue;
         }
-        let listed = match providers.get(&pool.node_class) {
-            Ok(p) => p
-                .offerings(&pool.requirements)
-                .await
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        match listed {
-            Ok(mut list) => {
-                for o in &mut list {
-                    if o.node_class.is_empty() {
-                        o.node_class = pool.node_class.clone();
+        match providers.get(&pool.node_class) {
+            Ok(provider) => {
+                let cache = ctx.offerings.clone();
+                let (name, node_class) = (pool.name.clone(), pool.node_class.clone());
+                let requirements = pool.requirements.clone();
+                let list = move || async move {
+                    match provider.offerings(&requirements).await {
+                        Ok(mut list) => {
+                            for o in &mut list {
+                                if o.node_class.is_empty() {
+                                    o.node_class = node_class.clone();
+                                }
+                            }
+                            cache.store(&name, list);
+                            true
+                        }
+                        Err(e) => {
+                            tracing::warn!(pool = %name, error = %e, "could not list offerings");
+                            cache.failed(&name);
+                            false
+                        }
                     }
-                }
-                ctx.offerings.store(&pool.name, list.clone());
-                out.insert(pool.name.clone(), list);
+                };
+                // the outcome is in the cache (a finished listing's own
+                // outcome says nothing more): stale means list again
+                let job = Job::Offerings(pool.name.clone());
+                ctx.cloud.forget(&job);
+                let _ = ctx
+                    .cloud
+                    .poll(job, &pool.node_class, |listed: &bool| *listed, list);
             }
-            Err(e) => {
-                tracing::warn!(pool = %pool.name, error = %e, "could not list offerings");
-                out.insert(pool.name.clone(), ctx.offerings.last(&pool.name));
-            }
+            Err(e) => tracing::warn!(pool = %pool.name, error = %e, "could not list offerings"),
         }
+        first_pending |= !ctx.offerings.attempted(&pool.name)
+            && ctx.cloud.running(&Job::Offerings(pool.name.clone()));
+        out.insert(
+            pool.name.clone(),
+            ctx.offerings.listed(&pool.name).unwrap_or_default(),
+        );
     }
-    out
+    (!first_pending).then_some(out)
 }
 
 #[cfg(test)]

@@ -72,6 +72,7 @@ impl ProviderFactory for NoClouds {
 #[derive(Default)]
 pub struct OfferingCache {
     listed: Mutex<BTreeMap<String, (Instant, Vec<Offering>)>>,
+    failed: Mutex<std::collections::BTreeSet<String>>,
     unavailable: Mutex<BTreeMap<OfferingKey, Time>>,
 }
 
@@ -85,10 +86,23 @@ impl OfferingCache {
             .map(|(_, o)| o.clone())
     }
 
-    /// The pool's last listed offerings, however old.
-    pub fn last(&self, pool: &str) -> Vec<Offering> {
+    /// The pool's last listed offerings, however old; `None` before its
+    /// first listing.
+    pub fn listed(&self, pool: &str) -> Option<Vec<Offering>> {
         let listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
-        listed.get(pool).map(|(_, o)| o.clone()).unwrap_or_default()
+        listed.get(pool).map(|(_, o)| o.clone())
+    }
+
+    /// Records that listing the pool's offerings failed.
+    pub fn failed(&self, pool: &str) {
+        let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        failed.insert(pool.to_string());
+    }
+
+    /// True once a listing of the pool finished, listed or failed.
+    pub fn attempted(&self, pool: &str) -> bool {
+        let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        failed.contains(pool) || self.listed(pool).is_some()
     }
 
     /// Records a listing.

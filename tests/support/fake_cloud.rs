@@ -1,9 +1,13 @@
-//! A tiny in-process cloud implementing `CloudProvider`: idempotent by key,
-//! injectable insufficient-capacity errors, optional hangs to simulate a
-//! controller killed mid-launch, and a log of every call (with how many
-//! PoolNodes existed in the API at the time of each launch call).
+//! The controller tests' cloud: the simulated cloud of `muster-provider-sim`
+//! (idempotent by key, tagged by cluster, injectable capacity shortages and
+//! interruptions: what the provider conformance suite checks of every
+//! provider) with test controls layered on top: an optional delay before
+//! every launch answers (a slow cloud), hangs to simulate a controller
+//! killed mid-launch, a failing `resolve`, offerings listed as unavailable,
+//! and a log of every call (with how many PoolNodes existed in the API at
+//! the time of each launch call).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -11,11 +15,14 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use muster::controller::{ProviderFactory, ProviderSetupError};
 use muster_planner::{
-    CapacityType, GpuModel, Offering, PoolRequirements, Price, Provider, Resources, Time,
+    CapacityType, Dur, GpuModel, Offering, PoolRequirements, Price, Provider, Resources, Time,
 };
 use muster_provider_api::{
     CloudProvider, Instance, InstanceState, Interruption, LaunchRequest, ProviderError, Resolution,
 };
+use muster_provider_sim::behaviour::{BootRange, CloudBehaviour, OfferingRule};
+use muster_provider_sim::cloud::SimCloud;
+use muster_provider_sim::provider::SimProvider;
 
 /// When a launch call hangs (never returns), to simulate a crash mid-call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,18 +57,22 @@ pub struct FakeInstance {
 
 #[derive(Default)]
 struct State {
-    instances: BTreeMap<String, FakeInstance>,
+    /// What each launch asked for, by idempotency key, with the instance's id.
+    launched: BTreeMap<String, (LaunchRequest, String)>,
     calls: Vec<Call>,
-    ice: BTreeSet<String>,
     hang: Option<Hang>,
-    notices: Vec<Interruption>,
     unresolvable: Option<String>,
     unavailable: BTreeMap<String, Time>,
+    launch_delay: Option<std::time::Duration>,
 }
 
-/// The fake cloud.
+/// The fake cloud: the simulated cloud (`muster_provider_sim::SimProvider`,
+/// on the wall clock, machines booting in a second) with a call log, hangs,
+/// a launch delay and injected failures on top.
 pub struct FakeCloud {
+    sim: SimProvider,
     state: Mutex<State>,
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
     catalog: Vec<Offering>,
     client: Option<kube::Client>,
 }
@@ -92,11 +103,47 @@ pub fn catalog() -> Vec<Offering> {
     ]
 }
 
+/// GCE's provider ids (`gce://PROJECT/ZONE/NAME`), as the emulator's Nodes carry.
+fn gce_provider_id(request: &LaunchRequest) -> String {
+    format!(
+        "gce://test-project/{}/{}",
+        request.offering.zone, request.name
+    )
+}
+
+/// The simulated cloud never waits: its futures are ready at once.
+fn ready<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    match f
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => panic!("a simulated cloud call was not ready"),
+    }
+}
+
 impl FakeCloud {
     /// A cloud; with a client it records how many PoolNodes exist at each launch.
     pub fn new(client: Option<kube::Client>) -> Arc<FakeCloud> {
+        // machines boot in a second of the wall clock the cloud keeps
+        let behaviour = CloudBehaviour {
+            rules: vec![OfferingRule {
+                pattern: "*".into(),
+                boot: Some(BootRange {
+                    min: Dur::secs(1),
+                    max: Dur::secs(1),
+                }),
+                ..OfferingRule::default()
+            }],
+            ..CloudBehaviour::default()
+        };
+        let cloud = SimCloud::new(catalog(), &behaviour, 1).expect("the fake catalog");
+        let sim = SimProvider::new(cloud).with_provider_ids(gce_provider_id);
         Arc::new(FakeCloud {
+            sim,
             state: Mutex::new(State::default()),
+            in_flight: Arc::default(),
             catalog: catalog(),
             client,
         })
@@ -106,9 +153,25 @@ impl FakeCloud {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Moves the simulated cloud's clock to the wall clock (never back).
+    fn tick(&self) {
+        self.sim.set_now(muster::controller::translate::time::now());
+    }
+
     /// Makes launch calls hang.
     pub fn set_hang(&self, hang: Hang) {
         self.lock().hang = Some(hang);
+    }
+
+    /// Makes every launch call take `delay` before the cloud answers (a
+    /// slow cloud, such as a GCP insert waiting on its zone operation).
+    pub fn set_launch_delay(&self, delay: std::time::Duration) {
+        self.lock().launch_delay = Some(delay);
+    }
+
+    /// Launch calls that have been made and not answered yet.
+    pub fn launches_in_flight(&self) -> usize {
+        self.in_flight.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Offerings of this instance type are listed as unavailable until
@@ -121,7 +184,13 @@ impl FakeCloud {
 
     /// Launches of this instance type fail with insufficient capacity.
     pub fn insufficient(&self, instance_type: &str) {
-        self.lock().ice.insert(instance_type.to_string());
+        for o in self
+            .catalog
+            .iter()
+            .filter(|o| o.instance_type == instance_type)
+        {
+            self.sim.exhaust(o.key());
+        }
     }
 
     /// Creates an instance for `cluster` as if launched for a PoolNode
@@ -129,12 +198,10 @@ impl FakeCloud {
     /// by that name exists). Its machine never registers a Node. Returns its
     /// provider id.
     pub fn plant(&self, name: &str, cluster: &str, launched_at: Time) -> String {
-        let offering = self.catalog[0].key();
-        let provider_id = format!("gce://test-project/{}/{name}", offering.zone);
         let request = LaunchRequest {
             name: name.into(),
             idempotency_key: format!("planted-{name}"),
-            offering: offering.clone(),
+            offering: self.catalog[0].key(),
             pool: "a100".into(),
             cluster: cluster.into(),
             gang: None,
@@ -142,19 +209,16 @@ impl FakeCloud {
             taints: Vec::new(),
             tags: BTreeMap::new(),
         };
-        let instance = Instance {
-            provider_id: provider_id.clone(),
-            offering,
-            state: InstanceState::Running,
-            launched_at,
-            pool_node: Some(name.into()),
-            tags: BTreeMap::new(),
-        };
-        self.lock().instances.insert(
+        // launched then, booted since
+        self.sim.set_now(launched_at);
+        let instance = ready(self.sim.launch(&request)).expect("a planted launch");
+        self.sim.set_now(launched_at + Dur::secs(2));
+        self.tick();
+        self.lock().launched.insert(
             request.idempotency_key.clone(),
-            FakeInstance { instance, request },
+            (request, instance.provider_id.clone()),
         );
-        provider_id
+        instance.provider_id
     }
 
     /// Makes `resolve` fail: the named selector matches nothing.
@@ -164,20 +228,13 @@ impl FakeCloud {
 
     /// Queues an interruption notice (returned once by `interruptions`).
     pub fn interrupt(&self, provider_id: &str, kind: muster_provider_api::InterruptionKind) {
-        self.lock().notices.push(Interruption {
-            provider_id: provider_id.into(),
-            kind,
-            at: Time(0),
-        });
+        self.sim.interrupt(provider_id, kind);
     }
 
     /// The state of the instance with this provider id.
     pub fn state(&self, provider_id: &str) -> Option<InstanceState> {
-        self.lock()
-            .instances
-            .values()
-            .find(|i| i.instance.provider_id == provider_id)
-            .map(|i| i.instance.state)
+        self.tick();
+        ready(self.sim.describe(provider_id)).ok().map(|i| i.state)
     }
 
     /// Every call so far.
@@ -195,7 +252,15 @@ impl FakeCloud {
 
     /// Instances ever created (terminated ones included).
     pub fn instances(&self) -> Vec<FakeInstance> {
-        self.lock().instances.values().cloned().collect()
+        self.tick();
+        let launched = self.lock().launched.clone();
+        launched
+            .into_values()
+            .filter_map(|(request, provider_id)| {
+                let instance = ready(self.sim.describe(&provider_id)).ok()?;
+                Some(FakeInstance { instance, request })
+            })
+            .collect()
     }
 
     /// The offering of an instance type.
@@ -230,10 +295,7 @@ impl CloudProvider for FakeCloud {
         if let Some(what) = self.lock().unresolvable.clone() {
             return Err(ProviderError::NotFound { what });
         }
-        Ok(Resolution {
-            zones: vec!["zone-a".into()],
-            ..Resolution::default()
-        })
+        self.sim.resolve().await
     }
 
     async fn offerings(
@@ -241,66 +303,39 @@ impl CloudProvider for FakeCloud {
         requirements: &PoolRequirements,
     ) -> Result<Vec<Offering>, ProviderError> {
         let unavailable = self.lock().unavailable.clone();
-        Ok(self
-            .catalog
-            .iter()
-            .filter(|o| {
-                requirements.instance_types.is_empty()
-                    || requirements.instance_types.contains(&o.instance_type)
-            })
-            .cloned()
-            .map(|mut o| {
-                o.unavailable_until = unavailable.get(&o.instance_type).copied();
-                o
-            })
-            .collect())
+        let mut list = self.sim.offerings(requirements).await?;
+        for o in &mut list {
+            o.unavailable_until = unavailable.get(&o.instance_type).copied();
+        }
+        Ok(list)
     }
 
     async fn launch(&self, request: &LaunchRequest) -> Result<Instance, ProviderError> {
+        let _in_flight = InFlight::start(&self.in_flight);
         let seen = self.poolnodes().await;
-        let hang = {
+        let (hang, delay) = {
             let mut st = self.lock();
             st.calls.push(Call {
                 op: "launch",
                 what: request.idempotency_key.clone(),
                 poolnodes_seen: seen,
             });
-            st.hang.unwrap_or(Hang::Never)
+            (st.hang.unwrap_or(Hang::Never), st.launch_delay)
         };
         if hang == Hang::BeforeCreate {
             futures::future::pending::<()>().await;
         }
-        let result = {
-            let mut st = self.lock();
-            if let Some(existing) = st.instances.get(&request.idempotency_key) {
-                Ok(existing.instance.clone())
-            } else if st.ice.contains(&request.offering.instance_type) {
-                Err(ProviderError::InsufficientCapacity {
-                    offering: request.offering.clone(),
-                    message: "ZONE_RESOURCE_POOL_EXHAUSTED".into(),
-                })
-            } else {
-                let instance = Instance {
-                    provider_id: format!(
-                        "gce://test-project/{}/{}",
-                        request.offering.zone, request.name
-                    ),
-                    offering: request.offering.clone(),
-                    state: InstanceState::Running,
-                    launched_at: Time(0),
-                    pool_node: Some(request.name.clone()),
-                    tags: request.tags.clone(),
-                };
-                st.instances.insert(
-                    request.idempotency_key.clone(),
-                    FakeInstance {
-                        instance: instance.clone(),
-                        request: request.clone(),
-                    },
-                );
-                Ok(instance)
-            }
-        };
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
+        self.tick();
+        let result = self.sim.launch(request).await;
+        if let Ok(instance) = &result {
+            self.lock().launched.insert(
+                request.idempotency_key.clone(),
+                (request.clone(), instance.provider_id.clone()),
+            );
+        }
         if hang == Hang::AfterCreate {
             futures::future::pending::<()>().await;
         }
@@ -308,45 +343,43 @@ impl CloudProvider for FakeCloud {
     }
 
     async fn describe(&self, provider_id: &str) -> Result<Instance, ProviderError> {
-        self.lock()
-            .instances
-            .values()
-            .find(|i| i.instance.provider_id == provider_id)
-            .map(|i| i.instance.clone())
-            .ok_or_else(|| ProviderError::NotFound {
-                what: provider_id.into(),
-            })
+        self.tick();
+        self.sim.describe(provider_id).await
     }
 
     async fn terminate(&self, provider_id: &str) -> Result<(), ProviderError> {
-        let mut st = self.lock();
-        st.calls.push(Call {
+        self.lock().calls.push(Call {
             op: "terminate",
             what: provider_id.into(),
             poolnodes_seen: None,
         });
-        for i in st.instances.values_mut() {
-            if i.instance.provider_id == provider_id {
-                i.instance.state = InstanceState::Terminated;
-            }
-        }
-        Ok(())
+        self.sim.terminate(provider_id).await
     }
 
     async fn list(&self, cluster: &str) -> Result<Vec<Instance>, ProviderError> {
-        Ok(self
-            .lock()
-            .instances
-            .values()
-            .filter(|i| {
-                i.request.cluster == cluster && i.instance.state != InstanceState::Terminated
-            })
-            .map(|i| i.instance.clone())
-            .collect())
+        self.tick();
+        self.sim.list(cluster).await
     }
 
     async fn interruptions(&self) -> Result<Vec<Interruption>, ProviderError> {
-        Ok(std::mem::take(&mut self.lock().notices))
+        self.tick();
+        self.sim.interruptions().await
+    }
+}
+
+/// Counts a launch call in flight until it is answered or dropped.
+struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+
+impl InFlight {
+    fn start(n: &Arc<std::sync::atomic::AtomicUsize>) -> InFlight {
+        n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        InFlight(n.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

@@ -11,6 +11,8 @@
 //! This crate knows the planner's domain types and nothing of any cloud SDK,
 //! Kubernetes or async runtime.
 
+#[cfg(feature = "test-support")]
+pub mod conformance;
 mod error;
 mod instance;
 mod owned;

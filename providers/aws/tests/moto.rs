@@ -140,29 +140,24 @@ async fn a_gang_of_four_is_launched_tagged_listed_and_terminated() {
         assert_eq!(i.tags["cost-center"], "42");
         assert_eq!(i.offering.instance_type, "p4d.24xlarge");
     }
-    assert!(p.list("other-cluster").await.expect("list").is_empty());
-    // terminate is idempotent
+    // (listing by cluster, terminating twice and unknown ids are the
+    // conformance suite's); a terminated instance reads back as such
     p.terminate(&pids[0]).await.expect("terminate");
-    p.terminate(&pids[0]).await.expect("terminate again");
-    assert_eq!(p.list("prod").await.expect("list").len(), 3);
     let gone = p.describe(&pids[0]).await.expect("describe");
     assert_eq!(gone.state, InstanceState::Terminated);
-    // an id EC2 never saw is gone as well
-    p.terminate("aws:///us-east-1a/i-0000000000000dead")
-        .await
-        .expect("unknown instance");
 }
 
 #[tokio::test]
-async fn insufficient_capacity_names_the_offering() {
+async fn capacity_errors_carry_ec2_s_words_and_a_whole_type_can_be_short() {
+    // (naming the offering and leaving nothing behind are the conformance
+    // suite's)
     let moto = Moto::start();
     let spec = world(&moto).await;
     let p = provider(&moto, &spec).await;
     moto.control("POST", "/ice?offering=p4d.24xlarge@us-east-1a");
     let asked = key("p4d.24xlarge", "us-east-1a", CapacityType::Spot);
     match p.launch(&request("n-0", "k-0", asked.clone())).await {
-        Err(ProviderError::InsufficientCapacity { offering, message }) => {
-            assert_eq!(offering, asked);
+        Err(ProviderError::InsufficientCapacity { message, .. }) => {
             assert!(
                 message.contains("InsufficientInstanceCapacity"),
                 "{message}"
@@ -193,28 +188,6 @@ async fn insufficient_capacity_names_the_offering() {
             "{r:?}"
         );
     }
-    assert_eq!(
-        p.list("prod").await.expect("list").len(),
-        1,
-        "nothing partial stays"
-    );
-}
-
-#[tokio::test]
-async fn the_same_idempotency_key_returns_the_same_instance() {
-    // real EC2 honours ClientToken; moto does not, so the launcher makes it
-    let moto = Moto::start();
-    let spec = world(&moto).await;
-    let p = provider(&moto, &spec).await;
-    let r = request(
-        "n-0",
-        "same-key",
-        key("g6.xlarge", "us-east-1b", CapacityType::OnDemand),
-    );
-    let a = p.launch(&r).await.expect("first");
-    let b = p.launch(&r).await.expect("again, as after a crash");
-    assert_eq!(a.provider_id, b.provider_id);
-    assert_eq!(p.list("prod").await.expect("list").len(), 1);
 }
 
 #[tokio::test]

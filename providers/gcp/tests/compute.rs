@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use muster_planner::orphans::{Known, orphans};
 use muster_planner::{CapacityType, Dur, GpuModel, OfferingKey, PoolRequirements, Provider, Time};
 use muster_provider_api::{
-    CloudProvider, InterruptionKind, LaunchRequest, ProviderError, label_key, owned_instances, tags,
+    CloudProvider, LaunchRequest, ProviderError, label_key, owned_instances, tags,
 };
 use muster_provider_gcp::GcpProvider;
 use muster_provider_gcp::fake::ComputeFake;
@@ -153,7 +153,6 @@ async fn a_three_node_spot_gang_is_launched_labelled_and_listed() {
             "{i:?}"
         );
     }
-    assert!(p.list("elsewhere").await.expect("list").is_empty());
     // the fake keeps what was sent: spot scheduling that deletes on preemption
     let one = p.describe(&pids[0]).await.expect("describe");
     assert_eq!(one.offering.instance_type, "a2-highgpu-8g");
@@ -174,10 +173,8 @@ async fn an_instance_with_the_same_name_is_adopted_not_duplicated() {
         key("g2-standard-4", "us-central1-b", CapacityType::OnDemand),
     );
     let a = p.launch(&r).await.expect("first");
-    // the same request id returns the same operation
-    let again = p.launch(&r).await.expect("same request id");
-    assert_eq!(again.provider_id, a.provider_id);
-    // after GCE forgot the request id, the taken name is adopted
+    // (the same request id again is the conformance suite's); after GCE
+    // forgot the request id, the taken name is adopted
     fake.control("POST", "forget");
     let other = GcpProvider::new("gcp-default", &spec(), &fake.options())
         .await
@@ -188,31 +185,9 @@ async fn an_instance_with_the_same_name_is_adopted_not_duplicated() {
 }
 
 #[tokio::test]
-async fn stockouts_name_zone_and_type_and_quota_is_typed() {
+async fn quota_errors_are_typed_and_leave_nothing() {
     let fake = ComputeFake::start();
     let p = provider(&fake).await;
-    fake.control(
-        "POST",
-        "stockout?zone=us-central1-a&machineType=a3-highgpu-8g",
-    );
-    let asked = key("a3-highgpu-8g", "us-central1-a", CapacityType::Spot);
-    match p.launch(&request("n-0", "k-0", asked.clone())).await {
-        Err(ProviderError::InsufficientCapacity { offering, message }) => {
-            assert_eq!(offering, asked);
-            assert!(
-                message.contains("does not have enough resources"),
-                "{message}"
-            );
-        }
-        other => panic!("{other:?}"),
-    }
-    p.launch(&request(
-        "n-1",
-        "k-1",
-        key("a3-highgpu-8g", "us-central1-b", CapacityType::Spot),
-    ))
-    .await
-    .expect("the other zone");
     fake.control("POST", "quota?machineType=a2-highgpu-8g");
     let r = p
         .launch(&request(
@@ -225,9 +200,8 @@ async fn stockouts_name_zone_and_type_and_quota_is_typed() {
         matches!(r, Err(ProviderError::QuotaExceeded { .. })),
         "{r:?}"
     );
-    assert_eq!(
-        p.list("prod").await.expect("list").len(),
-        1,
+    assert!(
+        p.list("prod").await.expect("list").is_empty(),
         "nothing partial stays"
     );
 }
@@ -252,49 +226,6 @@ async fn failed_answers_are_typed() {
     fake.control("POST", "fail?code=503&n=1000");
     let r = p.list("prod").await;
     assert!(matches!(r, Err(ProviderError::Transient { .. })), "{r:?}");
-}
-
-#[tokio::test]
-async fn delete_is_idempotent_and_preemptions_are_reported_once() {
-    let fake = ComputeFake::start();
-    let p = provider(&fake).await;
-    let a = p
-        .launch(&request(
-            "pn-a",
-            "k-a",
-            key("g2-standard-4", "us-central1-a", CapacityType::Spot),
-        ))
-        .await
-        .expect("launch");
-    let b = p
-        .launch(&request(
-            "pn-b",
-            "k-b",
-            key("g2-standard-4", "us-central1-a", CapacityType::Spot),
-        ))
-        .await
-        .expect("launch");
-    assert!(p.interruptions().await.expect("poll").is_empty());
-    let name = a.provider_id.rsplit('/').next().expect("name").to_string();
-    fake.control("POST", &format!("preempt?name={name}"));
-    let got = p.interruptions().await.expect("poll");
-    assert_eq!(got.len(), 1, "{got:?}");
-    assert_eq!(got[0].provider_id, a.provider_id);
-    assert_eq!(got[0].kind, InterruptionKind::Preempted);
-    assert!(
-        p.interruptions().await.expect("poll").is_empty(),
-        "reported once"
-    );
-    p.terminate(&b.provider_id).await.expect("delete");
-    p.terminate(&b.provider_id).await.expect("delete again");
-    let left: Vec<String> = p
-        .list("prod")
-        .await
-        .expect("list")
-        .into_iter()
-        .map(|i| i.provider_id)
-        .collect();
-    assert_eq!(left, std::slice::from_ref(&a.provider_id));
 }
 
 #[tokio::test]

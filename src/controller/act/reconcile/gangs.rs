@@ -17,8 +17,11 @@ use crate::controller::objects::{Kind, KindExt, QUEUE_LABEL};
 use crate::controller::translate::{Observed, workload};
 use crate::controller::workloads::{self, Workload};
 
-/// Creates missing Gangs. Returns how many it created.
-pub async fn sync(ctx: &Ctx, observed: &Observed) -> usize {
+/// Creates missing Gangs (and deletes those of a Job gone and created
+/// again). Returns the Gangs it created, as the API server stored them, so
+/// the cycle that created them plans them too instead of waiting for the
+/// watch to bring them back.
+pub async fn sync(ctx: &Ctx, observed: &Observed) -> Vec<DynamicObject> {
     let gangs: BTreeMap<(String, String), &DynamicObject> = observed
         .of(Kind::Gang)
         .iter()
@@ -29,7 +32,7 @@ pub async fn sync(ctx: &Ctx, observed: &Observed) -> usize {
             )
         })
         .collect();
-    let mut writes = 0;
+    let mut created = Vec::new();
     for w in workloads::all(observed) {
         if let Some(why) = w.incomplete() {
             tracing::debug!(workload = %w.name(), namespace = %w.namespace(), why, "no gang yet");
@@ -50,7 +53,7 @@ pub async fn sync(ctx: &Ctx, observed: &Observed) -> usize {
                 && g.metadata.deletion_timestamp.is_none()
             {
                 match delete_stale(ctx, g).await {
-                    Ok(()) => writes += 1,
+                    Ok(()) => {}
                     Err(e) => {
                         tracing::warn!(gang = %key.1, error = %e, "could not delete stale gang")
                     }
@@ -58,13 +61,13 @@ pub async fn sync(ctx: &Ctx, observed: &Observed) -> usize {
             }
         } else {
             match create_gang(ctx, w.as_ref()).await {
-                Ok(true) => writes += 1,
-                Ok(false) => {}
+                Ok(Some(gang)) => created.push(gang),
+                Ok(None) => {}
                 Err(e) => tracing::warn!(gang = %key.1, error = %e, "could not create gang"),
             }
         }
     }
-    writes
+    created
 }
 
 /// Deletes a Gang, on the condition that it is still the object seen (its UID).
@@ -87,7 +90,7 @@ async fn delete_stale(ctx: &Ctx, g: &DynamicObject) -> Result<(), ActError> {
     }
 }
 
-async fn create_gang(ctx: &Ctx, w: &dyn Workload) -> Result<bool, ActError> {
+async fn create_gang(ctx: &Ctx, w: &dyn Workload) -> Result<Option<DynamicObject>, ActError> {
     let ns = w.namespace();
     let spec = match w
         .pod_sets()
@@ -103,7 +106,7 @@ async fn create_gang(ctx: &Ctx, w: &dyn Workload) -> Result<bool, ActError> {
                     e.to_string(),
                 )
                 .await;
-            return Ok(false);
+            return Ok(None);
         }
     };
     let mut obj = DynamicObject::new(&w.gang_name(), &Kind::Gang.api_resource()).within(&ns);
@@ -118,8 +121,8 @@ async fn create_gang(ctx: &Ctx, w: &dyn Workload) -> Result<bool, ActError> {
         .create(&PostParams::default(), &obj)
         .await
     {
-        Ok(_) => Ok(true),
-        Err(e) if is_already_exists(&e) => Ok(false),
+        Ok(stored) => Ok(Some(stored)),
+        Err(e) if is_already_exists(&e) => Ok(None),
         Err(e) => Err(ActError::api("create Gang")(e)),
     }
 }

@@ -9,12 +9,15 @@
 //! marked unavailable so the re-plan goes elsewhere. Notices naming no
 //! PoolNode are ignored.
 
+use std::sync::Arc;
+
 use kube::ResourceExt;
 use muster_planner::Time;
 use muster_planner::lifecycle::interruption::{self, Notice, Step};
-use muster_provider_api::{Interruption, InterruptionKind};
+use muster_provider_api::{CloudProvider, Interruption, InterruptionKind, ProviderError};
 
 use super::super::{patch_status, with_condition};
+use crate::controller::cloud_work::{Job, Progress};
 use crate::controller::ctx::{Ctx, CycleProviders};
 use crate::controller::metrics::KindLabels;
 use crate::controller::objects::{Kind, PoolNodeSpec};
@@ -32,12 +35,32 @@ pub fn notice(kind: InterruptionKind) -> Notice {
     }
 }
 
-/// Polls every provider once and handles what arrived. Returns how many
-/// notices named a PoolNode.
+/// Handles the notices every provider delivered since the last call and
+/// starts the next read (off the planning path: a read that has not
+/// answered yet is handled by a later cycle). Returns how many notices
+/// named a PoolNode.
 pub async fn poll(ctx: &Ctx, observed: &Observed, providers: &CycleProviders, now: Time) -> usize {
     let mut handled = 0;
     for (node_class, provider) in providers.ready() {
-        let notices = match provider.interruptions().await {
+        let job = Job::Interruptions(node_class.to_string());
+        let read = |provider: Arc<dyn CloudProvider>| {
+            move || async move { provider.interruptions().await }
+        };
+        let never = |_: &Result<Vec<Interruption>, ProviderError>| false;
+        let outcome = match ctx
+            .cloud
+            .poll(job.clone(), node_class, never, read(provider.clone()))
+        {
+            Progress::Waiting => continue,
+            Progress::Done(outcome) => {
+                // the next read starts at once; this one's notices are handled now
+                let _ = ctx
+                    .cloud
+                    .poll(job, node_class, never, read(provider.clone()));
+                outcome
+            }
+        };
+        let notices = match outcome {
             Ok(n) => n,
             Err(e) => {
                 tracing::warn!(node_class = %node_class, error = %e, "could not read interruptions");

@@ -21,9 +21,10 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch};
 use muster_planner::lifecycle::pool_node::{self, LaunchError};
 use muster_planner::{NodePhase, Time};
-use muster_provider_api::{LaunchRequest, ProviderError};
+use muster_provider_api::{Instance, LaunchRequest, ProviderError};
 
 use super::super::{ActError, api, condition, is_not_found, params, patch_status, with_condition};
+use crate::controller::cloud_work::{Job, Progress};
 use crate::controller::ctx::{Ctx, CycleProviders};
 use crate::controller::metrics::LaunchLabels;
 use crate::controller::objects::{
@@ -150,36 +151,57 @@ async fn step(
             taints,
             tags: BTreeMap::new(),
         };
-        let result = provider.launch(&req).await;
-        let category = match &result {
-            Ok(_) => "Launched".to_string(),
-            Err(e) => e.category().as_str().to_string(),
+        let client = ctx.client.clone();
+        let metrics = ctx.deps.metrics.clone();
+        let labels = |result: &str| LaunchLabels {
+            pool: s.pool.clone(),
+            capacity_type: offering.capacity_type.as_str().to_string(),
+            result: result.to_string(),
         };
-        ctx.deps
-            .metrics
-            .launches
-            .get_or_create(&LaunchLabels {
-                pool: s.pool.clone(),
-                capacity_type: offering.capacity_type.as_str().to_string(),
-                result: category,
-            })
-            .inc();
-        match result {
-            Ok(instance) => {
-                status.provider_id = Some(instance.provider_id.clone());
-                status.launched_at = Some(time::to_kube(now));
-                provider_id = Some(instance.provider_id);
-            }
-            Err(e) => {
-                launch_error = Some(match &e {
-                    ProviderError::InsufficientCapacity { .. } => LaunchError::InsufficientCapacity,
-                    ProviderError::QuotaExceeded { .. } => LaunchError::QuotaExceeded,
-                    ProviderError::Permanent { .. } => LaunchError::InvalidRequest,
-                    ProviderError::Transient { .. } | ProviderError::NotFound { .. } => {
-                        LaunchError::Transient
-                    }
-                });
-                error_text = Some((e.category().as_str(), e.to_string()));
+        let (launched, failed) = (labels("Launched"), labels(""));
+        let launch = move || async move {
+            let result = provider.launch(&req).await;
+            let labels = match &result {
+                Ok(instance) => {
+                    record_instance(&client, &req.name, &instance.provider_id).await;
+                    launched
+                }
+                Err(e) => LaunchLabels {
+                    result: e.category().as_str().to_string(),
+                    ..failed
+                },
+            };
+            metrics.launches.get_or_create(&labels).inc();
+            result
+        };
+        // the call runs off the planning path; its outcome comes back in a
+        // later cycle (the loop is woken for it)
+        if let Progress::Done(result) = ctx.cloud.poll(
+            Job::Launch(name.clone()),
+            &node_class,
+            wakes_the_loop,
+            launch,
+        ) {
+            match result {
+                Ok(instance) => {
+                    status.provider_id = Some(instance.provider_id.clone());
+                    status.launched_at = Some(time::to_kube(now));
+                    provider_id = Some(instance.provider_id);
+                    ctx.cloud.settle(Job::Launch(name.clone()));
+                }
+                Err(e) => {
+                    launch_error = Some(match &e {
+                        ProviderError::InsufficientCapacity { .. } => {
+                            LaunchError::InsufficientCapacity
+                        }
+                        ProviderError::QuotaExceeded { .. } => LaunchError::QuotaExceeded,
+                        ProviderError::Permanent { .. } => LaunchError::InvalidRequest,
+                        ProviderError::Transient { .. } | ProviderError::NotFound { .. } => {
+                            LaunchError::Transient
+                        }
+                    });
+                    error_text = Some((e.category().as_str(), e.to_string()));
+                }
             }
         }
     }
@@ -303,6 +325,32 @@ async fn step(
     Ok(true)
 }
 
+/// Whether a launch's outcome wakes the planning loop: an instance, or an
+/// error the life-cycle table acts on, does; a transient failure waits for
+/// the next regular cycle, so a failing cloud is not asked in a tight loop.
+fn wakes_the_loop(result: &Result<Instance, ProviderError>) -> bool {
+    !matches!(
+        result,
+        Err(ProviderError::Transient { .. } | ProviderError::NotFound { .. })
+    )
+}
+
+/// Records the instance a launch returned in the PoolNode's status at once,
+/// so a crash before the next cycle leaves its provider ID written (the
+/// next cycle writes the same value with the phase). A PoolNode deleted
+/// meanwhile is left alone: orphan collection finds the instance.
+async fn record_instance(client: &kube::Client, name: &str, provider_id: &str) {
+    let status = serde_json::json!({
+        "providerID": provider_id,
+        "launchedAt": time::to_kube(time::now()),
+    });
+    match patch_status(client, Kind::PoolNode, None, name, status).await {
+        Ok(()) => {}
+        Err(ActError::Api { source, .. }) if is_not_found(&source) => {}
+        Err(e) => tracing::warn!(poolnode = %name, error = %e, "could not record the instance"),
+    }
+}
+
 /// A planner node phase as the CRD's PoolNode phase.
 fn crd_phase(p: NodePhase) -> muster_crds::PoolNodePhase {
     use muster_crds::PoolNodePhase as P;
@@ -356,7 +404,7 @@ fn pool_spec(
 async fn finalize(
     ctx: &Ctx,
     providers: &CycleProviders,
-    pn: &DynamicObject,
+    pn: &Arc<DynamicObject>,
     node_class: &str,
     provider_id: Option<&str>,
 ) -> Result<bool, ActError> {
@@ -364,28 +412,63 @@ async fn finalize(
     if !has_finalizer {
         return Ok(false);
     }
-    if let Some(pid) = provider_id {
-        let provider = providers.get(node_class)?;
+    let Some(pid) = provider_id else {
+        // no machine: the PoolNode goes now
+        finalize_with(&ctx.client, None, pn).await?;
+        return Ok(true);
+    };
+    let provider = providers.get(node_class)?;
+    let job = Job::Terminate(pn.name_any());
+    let client = ctx.client.clone();
+    let (pn2, pid2) = (pn.clone(), pid.to_string());
+    let terminate = move || async move {
+        finalize_with(&client, Some((provider.as_ref(), pid2.as_str())), &pn2).await
+    };
+    match ctx
+        .cloud
+        .poll(job.clone(), node_class, Result::is_ok, terminate)
+    {
+        Progress::Waiting => Ok(false),
+        Progress::Done(Ok(())) => {
+            // done: not again while the caches still show the PoolNode
+            ctx.cloud.settle(job);
+            Ok(true)
+        }
+        Progress::Done(Err(e)) => Err(e),
+    }
+}
+
+/// Terminates the machine (when there is one; gone already is success),
+/// deletes its Node as the cloud's node controller would, and removes the
+/// finalizer. Runs off the planning path when it calls the cloud.
+async fn finalize_with(
+    client: &kube::Client,
+    machine: Option<(&dyn muster_provider_api::CloudProvider, &str)>,
+    pn: &DynamicObject,
+) -> Result<(), ActError> {
+    if let Some((provider, pid)) = machine {
         match provider.terminate(pid).await {
             Ok(()) | Err(ProviderError::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         }
     }
-    // the machine is gone: so is its Node (as the cloud's node controller would)
     if let Some(node) = poolnode_status(pn).node_name {
-        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(ctx.client.clone());
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
         match nodes.delete(&node, &DeleteParams::default()).await {
             Ok(_) => {}
             Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(ActError::api("delete Node")(e)),
         }
     }
-    remove_finalizer(ctx, pn).await?;
-    Ok(true)
+    remove_finalizer_with(client, pn).await
 }
 
 /// Removes muster's finalizer (guarded by the object's resourceVersion).
 pub async fn remove_finalizer(ctx: &Ctx, pn: &DynamicObject) -> Result<(), ActError> {
+    remove_finalizer_with(&ctx.client, pn).await
+}
+
+async fn remove_finalizer_with(client: &kube::Client, pn: &DynamicObject) -> Result<(), ActError> {
     let rest: Vec<String> = pn
         .finalizers()
         .iter()
@@ -395,7 +478,7 @@ pub async fn remove_finalizer(ctx: &Ctx, pn: &DynamicObject) -> Result<(), ActEr
     let patch = serde_json::json!({
         "metadata": {"finalizers": rest, "resourceVersion": pn.resource_version()}
     });
-    match api(&ctx.client, Kind::PoolNode, None)
+    match api(client, Kind::PoolNode, None)
         .patch(&pn.name_any(), &params(), &Patch::Merge(patch))
         .await
     {
