@@ -14,6 +14,7 @@ mod consolidation;
 pub mod cover;
 mod cycle;
 mod handover;
+pub mod incremental;
 mod index;
 pub mod labels;
 pub mod lifecycle;
@@ -36,6 +37,7 @@ pub mod synthetic;
 pub mod time;
 pub mod usage;
 
+pub use incremental::Planner;
 pub use model::*;
 pub use plan::Plan;
 pub use quantity::{Quantity, QuantityError};
