@@ -19,7 +19,7 @@ use crate::quota::{QuotaBook, Short};
 use crate::reasons;
 
 /// What a successful try decided.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Decision {
     Admit(Vec<Take>),
     Launch(LaunchChoice),
@@ -35,7 +35,7 @@ pub(crate) struct Attempt {
 }
 
 /// Why a try failed.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Fail {
     Quota {
         short: Short,
@@ -220,15 +220,16 @@ pub(crate) enum Made {
     Launch(Launch),
 }
 
-/// Applies a successful try: working state, quota, plan items.
+/// Applies a successful try: working state, quota, plan items. True when
+/// every new node got the first name derived for it (none was taken).
 pub(crate) fn commit(
     w: &mut World<'_>,
     book: &mut QuotaBook,
     cx: &mut Cycle,
     gi: usize,
     a: &Attempt,
-) {
-    commit_inner(w, book, cx, gi, a, None);
+) -> bool {
+    commit_inner(w, book, cx, gi, a, None)
 }
 
 /// Applies a try an earlier cycle committed from the same state: the same
@@ -242,8 +243,8 @@ pub(crate) fn commit_again(
     gi: usize,
     a: &Attempt,
     made: Made,
-) {
-    commit_inner(w, book, cx, gi, a, Some(made));
+) -> bool {
+    commit_inner(w, book, cx, gi, a, Some(made))
 }
 
 fn commit_inner(
@@ -253,8 +254,9 @@ fn commit_inner(
     gi: usize,
     a: &Attempt,
     made: Option<Made>,
-) {
+) -> bool {
     let gang = w.gangs[gi].gang;
+    let mut names_clean = true;
     let q = w.gangs[gi].queue;
     let made = match (&a.decision, made) {
         (Decision::Admit(_), Some(m @ Made::Admission(_))) => Some(m),
@@ -339,6 +341,7 @@ fn commit_inner(
                             break candidate;
                         }
                     };
+                    names_clean &= idx == i + 1;
                     w.new_names.insert(name.clone());
                     for (k, &n) in nn.pods.iter().enumerate() {
                         let g = &a.groups[k];
@@ -417,6 +420,7 @@ fn commit_inner(
     }
     cx.all_used.extend(used.iter().copied());
     cx.used_nodes.insert(gi, used);
+    names_clean
 }
 
 /// The gang id of a node's release source, for messages.

@@ -12,21 +12,21 @@
 //!    admitted or launched.
 //!
 //! Step 2 can be traced: every try of the fair-share loop is recorded with
-//! the gang it was for ([`Step`]), and a later cycle may be given that trace
-//! to take the tries of its first steps from it instead of computing them
-//! again (see [`crate::incremental`] for when that is allowed).
+//! the gang it was for, and a later cycle may be given that trace to take
+//! tries over from it instead of computing them again (`replay.rs`; see
+//! [`crate::incremental`] for when that is allowed).
 
 use std::collections::BTreeMap;
 
 use crate::admission::{
-    Attempt, Cycle, Decision, Fail, Made, Outcome, commit, commit_again, fail_message,
-    released_label, try_gang,
+    Cycle, Decision, Outcome, commit, commit_again, fail_message, released_label, try_gang,
 };
 use crate::index::{ProvState, ReleasedFrom, World};
-use crate::model::{Assignment, GangId, GangPhase, QueueingStrategy, QuotaResource};
+use crate::model::{Assignment, GangPhase, QueueingStrategy, QuotaResource};
 use crate::order::{Blocker, Cursor, pick, within_queue_cmp};
 use crate::plan::{Admission, Plan, Preemption, Release, ReleaseReason, WaitReason, Waiting};
 use crate::quota::QuotaBook;
+use crate::replay::{Replay, Trace};
 use crate::snapshot::{Policy, Snapshot};
 use crate::time::Time;
 use crate::{consolidation, preemption, scale_to_zero};
@@ -35,91 +35,6 @@ use crate::{consolidation, preemption, scale_to_zero};
 pub(crate) fn run(s: &Snapshot, policy: &Policy, now: Time) -> Plan {
     let mut trace = Trace::default();
     run_traced(s, policy, now, &mut trace)
-}
-
-/// One try of the fair-share loop: the gang and what its try returned.
-#[derive(Debug, Clone)]
-pub(crate) struct Step {
-    pub gang: GangId,
-    pub tried: Tried,
-    /// The plan item its commit made: an index into the plan's admissions
-    /// (`Ok`) or launches (`Err`).
-    pub made: Option<Result<usize, usize>>,
-}
-
-/// A try's result in a form that outlives the cycle (no per-cycle
-/// eligibility vectors: the commit and the FIFO checks after a try never
-/// read them).
-#[derive(Debug, Clone)]
-pub(crate) enum Tried {
-    Fit {
-        /// (pod set, shape, count) of every group.
-        groups: Vec<(usize, crate::resources::Resources, u32)>,
-        decision: Decision,
-        generic: BTreeMap<QuotaResource, u64>,
-    },
-    Fail(Fail, Vec<u32>),
-}
-
-impl Tried {
-    fn from_result(r: &Result<Attempt, (Fail, Vec<u32>)>) -> Tried {
-        match r {
-            Ok(a) => Tried::Fit {
-                groups: a
-                    .groups
-                    .iter()
-                    .map(|g| (g.set, g.shape.clone(), g.count))
-                    .collect(),
-                decision: a.decision.clone(),
-                generic: a.generic.clone(),
-            },
-            Err((f, c)) => Tried::Fail(f.clone(), c.clone()),
-        }
-    }
-
-    fn to_result(&self) -> Result<Attempt, (Fail, Vec<u32>)> {
-        match self {
-            Tried::Fit {
-                groups,
-                decision,
-                generic,
-            } => Ok(Attempt {
-                groups: groups
-                    .iter()
-                    .map(|(set, shape, count)| crate::placement::Group {
-                        set: *set,
-                        shape: shape.clone(),
-                        count: *count,
-                        elig: std::rc::Rc::default(),
-                    })
-                    .collect(),
-                decision: decision.clone(),
-                generic: generic.clone(),
-            }),
-            Tried::Fail(f, c) => Err((f.clone(), c.clone())),
-        }
-    }
-}
-
-/// The tries of one cycle's fair-share loop, and those of an earlier cycle
-/// to take over.
-#[derive(Debug, Default)]
-pub(crate) struct Trace {
-    /// Record the tries of this cycle in `steps`.
-    pub record: bool,
-    /// This cycle's tries, in loop order.
-    pub steps: Vec<Step>,
-    /// An earlier cycle's tries. Its first steps are taken over while the
-    /// loop picks the same gangs in the same order and none of them is in
-    /// `changed`; the first difference ends the take-over for the cycle.
-    pub earlier: Vec<Step>,
-    /// The earlier cycle's plan, whose items the taken-over commits reuse
-    /// (moved out of it).
-    pub earlier_plan: Plan,
-    /// Gangs whose content differs from the earlier cycle's.
-    pub changed: std::collections::BTreeSet<GangId>,
-    /// How many tries were taken over.
-    pub reused: usize,
 }
 
 /// Runs one cycle, taking tries over from `trace.earlier` where allowed and
@@ -301,9 +216,6 @@ fn blocker_for(
 }
 
 fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, trace: &mut Trace) {
-    let earlier = std::mem::take(&mut trace.earlier);
-    let mut earlier = earlier.into_iter();
-    let mut taking_over = true;
     let now = w.now;
     let mut per_queue: Vec<Vec<usize>> = vec![Vec::new(); w.queues.len()];
     for gi in 0..w.gangs.len() {
@@ -358,52 +270,25 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, trace:
             }
         })
         .collect();
+    let mut replay = Replay::new(trace, w, book);
     while let Some(q) = pick(w, book, &cursors) {
         let gi = cursors[q].gangs[cursors[q].pos];
         cursors[q].pos += 1;
-        let mut taken = None;
-        if taking_over {
-            match earlier.next() {
-                Some(step)
-                    if step.gang == w.gangs[gi].gang.id && !trace.changed.contains(&step.gang) =>
-                {
-                    trace.reused += 1;
-                    taken = Some(step);
-                }
-                _ => taking_over = false,
-            }
-        }
-        let mut made = None;
-        let tried = match taken {
-            Some(mut step) => {
-                made = step
-                    .made
-                    .take()
-                    .and_then(|at| take_made(&mut trace.earlier_plan, at));
-                let t = step.tried.to_result();
-                if trace.record {
-                    trace.steps.push(step);
-                }
-                t
-            }
-            None => {
-                let t = try_gang(w, book, gi, false);
-                if trace.record {
-                    trace.steps.push(Step {
-                        gang: w.gangs[gi].gang.id.clone(),
-                        tried: Tried::from_result(&t),
-                        made: None,
-                    });
-                }
-                t
-            }
+        let mut turn = replay.turn(trace, w, book, gi);
+        let tried = match turn.tried() {
+            Some(t) => t,
+            None => try_gang(w, book, gi, false),
         };
-        match tried {
+        replay.tried(&mut turn, w, book, gi, &tried);
+        let mut committed = false;
+        let mut names_clean = true;
+        let mut unused = turn.made.take();
+        match &tried {
             Ok(a) => {
                 let blocked_by = cursors[q]
                     .blockers
                     .iter()
-                    .find(|b| b.delayed_by(w, &a))
+                    .find(|b| b.delayed_by(w, a))
                     .map(|b| b.gang);
                 if let Some(h) = blocked_by {
                     cx.wait(
@@ -415,21 +300,19 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, trace:
                         ),
                     );
                 } else {
-                    match made {
-                        Some(m) => commit_again(w, book, cx, gi, &a, m),
-                        None => commit(w, book, cx, gi, &a),
-                    }
-                    if let Some(step) = trace.steps.last_mut().filter(|_| trace.record) {
-                        step.made = match &a.decision {
-                            Decision::Admit(_) => Some(Ok(cx.plan.admissions.len() - 1)),
-                            Decision::Launch(_) => Some(Err(cx.plan.launches.len() - 1)),
-                        };
-                    }
+                    names_clean = match unused.take() {
+                        Some(m) => {
+                            commit_again(w, book, cx, gi, a, m);
+                            turn.names_clean()
+                        }
+                        None => commit(w, book, cx, gi, a),
+                    };
+                    committed = true;
                 }
             }
             Err((fail, counts)) => {
                 let mut reason = fail.reason();
-                let mut message = fail_message(w, gi, &fail, &counts);
+                let mut message = fail_message(w, gi, fail, counts);
                 if reason != WaitReason::Unsatisfiable
                     && let Some(victims) = preemption::choose(w, book, cx, gi)
                 {
@@ -472,6 +355,18 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, trace:
                 }
             }
         }
+        replay.done(
+            trace,
+            w,
+            cx,
+            gi,
+            q,
+            turn,
+            &tried,
+            committed,
+            names_clean,
+            unused,
+        );
     }
     for c in &cursors {
         if let Some(h) = c.strict_blocked {
@@ -487,29 +382,6 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, trace:
                 );
             }
         }
-    }
-}
-
-/// Moves a plan item out of an earlier plan (leaving an empty one).
-fn take_made(plan: &mut Plan, at: Result<usize, usize>) -> Option<Made> {
-    match at {
-        Ok(i) => plan.admissions.get_mut(i).map(|a| {
-            Made::Admission(Admission {
-                gang: GangId(std::mem::take(&mut a.gang.0)),
-                assignments: std::mem::take(&mut a.assignments),
-            })
-        }),
-        Err(i) => plan.launches.get_mut(i).map(|l| {
-            Made::Launch(crate::plan::Launch {
-                gang: GangId(std::mem::take(&mut l.gang.0)),
-                nodes: std::mem::take(&mut l.nodes),
-                reserve: std::mem::take(&mut l.reserve),
-                assignments: std::mem::take(&mut l.assignments),
-                price_per_hour: l.price_per_hour,
-                message: std::mem::take(&mut l.message),
-                deadline: l.deadline,
-            })
-        }),
     }
 }
 

@@ -17,11 +17,15 @@
 //! node reserved for them, which add nothing to the state before the loop —
 //! and the time decides the same, the loop starts from the same state. It
 //! then picks the same gangs in the same order, with the same tries, until
-//! it picks a gang that changed or a different gang than last time (a new
-//! gang at the head of its queue can change which queue goes next). Up to
-//! that step the [`Planner`] takes the earlier tries over; from it on, every
-//! try is computed. Everything else in a cycle (commits, releases,
-//! consolidation, waiting messages) runs as in [`crate::plan()`].
+//! it picks a gang that changed: up to there the earlier tries and plan
+//! items are taken over as they are. From there on the state may differ,
+//! but only where the commits that went differently touched it; an earlier
+//! try is still taken over when it reads none of that, or reads it with the
+//! same answer, and every other try is computed (the rules are in
+//! `replay.rs`). When the loop picks a different gang than last time (the
+//! order changed), every remaining try is computed. Everything else in a
+//! cycle (releases, consolidation, waiting messages) runs as in
+//! [`crate::plan()`].
 //!
 //! Any other change (nodes, queues, pools, offerings, the policy, gangs
 //! that hold or reserve capacity, a deadline or an offering's
@@ -30,15 +34,16 @@
 //! `planner/tests/incremental.rs` checks that over random change
 //! sequences.
 //!
-//! How much this saves depends on where the change enters the loop: a gang
-//! that arrives last in a queue whose other gangs all went early saves
-//! nearly every try; one that goes first saves none.
+//! How much this saves depends on where the change enters the loop and on
+//! how many later decisions it really changes: docs/benchmarks.md has the
+//! figures of one arrival in each queue of the 10k reference snapshot.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::cycle::{Step, Trace, run_traced};
+use crate::cycle::run_traced;
 use crate::model::{Gang, GangId, GangPhase, Node};
 use crate::plan::Plan;
+use crate::replay::{Step, Trace};
 use crate::snapshot::{Policy, Snapshot};
 use crate::time::Time;
 
@@ -71,6 +76,26 @@ pub struct ReplanStats {
     pub reused: usize,
     /// Tries in the loop, taken over or computed.
     pub steps: usize,
+}
+
+/// True when two lists hold the same items, in any order (the order of a
+/// snapshot's lists does not matter to a plan).
+fn same_items<'a, T: PartialEq, K: Ord>(a: &'a [T], b: &'a [T], key: impl Fn(&'a T) -> K) -> bool {
+    if a == b {
+        return true;
+    }
+    if a.len() != b.len() {
+        return false;
+    }
+    let sorted = |v: &'a [T]| {
+        let mut r: Vec<(K, &'a T)> = v.iter().map(|x| (key(x), x)).collect();
+        r.sort_by(|x, y| x.0.cmp(&y.0));
+        r
+    };
+    let (x, y) = (sorted(a), sorted(b));
+    // Items with equal keys are compared in the order given; a difference
+    // there only costs a plan from scratch.
+    x.iter().zip(&y).all(|(p, q)| p.0 == q.0 && p.1 == q.1)
 }
 
 /// A pending gang that adds nothing to the state before the fair-share
@@ -225,10 +250,10 @@ impl Planner {
     pub fn replace(&mut self, snapshot: Snapshot) {
         let old = std::mem::replace(&mut self.snapshot, snapshot);
         let s = &self.snapshot;
-        if old.queues != s.queues
-            || old.pools != s.pools
-            || old.offerings != s.offerings
-            || old.nodes != s.nodes
+        if !same_items(&old.queues, &s.queues, |q| &q.name)
+            || !same_items(&old.pools, &s.pools, |p| &p.name)
+            || !same_items(&old.offerings, &s.offerings, |o| o.key())
+            || !same_items(&old.nodes, &s.nodes, |n| &n.name)
         {
             self.rebuild = true;
         }

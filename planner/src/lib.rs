@@ -29,6 +29,7 @@ mod provisioning;
 pub mod quantity;
 mod quota;
 mod reasons;
+mod replay;
 pub mod resources;
 mod scale_to_zero;
 pub mod snapshot;

@@ -44,7 +44,7 @@ impl Entry {
 }
 
 /// Why a gang does not fit its quota.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Short {
     pub resource: QuotaResource,
     pub need: u64,

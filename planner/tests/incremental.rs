@@ -135,7 +135,15 @@ fn check_sequence(seed: u64, steps: u32, whole: bool) -> Result<(), TestCaseErro
         max_new_nodes_per_cycle: r.percent(20).then_some(3),
         ..Policy::default()
     };
-    let mut planner = Planner::new(synthetic::generate(&p), policy.clone(), synthetic::NOW);
+    let mut s = synthetic::generate(&p);
+    // Tight pool limits half the time, so launches meet them.
+    if r.percent(50) {
+        for pool in &mut s.pools {
+            pool.limits.max_nodes = Some(u64::from(p.nodes) / 3 + r.below(4));
+            pool.limits.max_gpus = r.percent(50).then(|| 8 + r.below(40));
+        }
+    }
+    let mut planner = Planner::new(s, policy.clone(), synthetic::NOW);
     for step in 0..steps {
         let got = planner.plan().clone();
         let want = plan(planner.snapshot(), &policy, planner.now());
