@@ -5,7 +5,8 @@
 #
 #   planner/benches/instructions.sh            # 1k, 10k, 100k pods
 #   planner/benches/instructions.sh pods=50000,gangs=5000,nodes=10000,offerings=300
-#   planner/benches/instructions.sh --update-docs   # the 1k/10k/100k table, written
+#   planner/benches/instructions.sh --update-docs   # the 1k/10k/100k table and the
+#                                              # re-plans after one arrival (10k), written
 #                                              # into the marked block of docs/benchmarks.md
 set -euo pipefail
 update_docs=0
@@ -39,6 +40,24 @@ for spec in "${specs[@]}"; do
   n="$(echo "$n" | sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/' -e 'ta')"
   printf '| %s | %s |\n' "$spec" "$n"
 done
+if [ "$update_docs" = 1 ]; then
+  # Re-planning with a Planner (planner/src/incremental.rs): after a plan of
+  # the 10k snapshot, one gang arrives in queue team-Q; the change and the
+  # next plan are counted (the program checks the plan equals a full plan).
+  ref=pods=10000,gangs=1000,nodes=2000,offerings=300
+  echo
+  echo "Incremental, \`$ref\`: one gang arrives (\`synthetic::arrival\`), then the next plan:"
+  echo
+  echo "| the gang arrives in queue | instructions (change + plan) | tries taken over |"
+  echo "|---|---:|---:|"
+  for q in 0 1 2 3 4 5 6 7; do
+    reused="$(valgrind --tool=callgrind --toggle-collect='*measure_one_replan*' \
+      --callgrind-out-file="$out" "$bin" "$ref" "arrive=$q" 2>/dev/null | sed -n 's/^tries taken over: //p')"
+    n="$(awk '/^(totals|summary):/ {print $2; exit}' "$out")"
+    n="$(echo "$n" | sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/' -e 'ta')"
+    printf '| team-%s | %s | %s |\n' "$q" "$n" "$reused"
+  done
+fi
 } > "$table"
 if [ "$update_docs" = 1 ]; then
   python3 - "$table" docs/benchmarks.md <<'PY'

@@ -19,7 +19,7 @@ use crate::quota::{QuotaBook, Short};
 use crate::reasons;
 
 /// What a successful try decided.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Decision {
     Admit(Vec<Take>),
     Launch(LaunchChoice),
@@ -35,7 +35,7 @@ pub(crate) struct Attempt {
 }
 
 /// Why a try failed.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Fail {
     Quota {
         short: Short,
@@ -213,16 +213,59 @@ pub(crate) fn fail_message(w: &World<'_>, gi: usize, fail: &Fail, counts: &[u32]
     }
 }
 
-/// Applies a successful try: working state, quota, plan items.
+/// A plan item an earlier cycle's commit of the same try made.
+#[derive(Debug)]
+pub(crate) enum Made {
+    Admission(Admission),
+    Launch(Launch),
+}
+
+/// Applies a successful try: working state, quota, plan items. True when
+/// every new node got the first name derived for it (none was taken).
 pub(crate) fn commit(
     w: &mut World<'_>,
     book: &mut QuotaBook,
     cx: &mut Cycle,
     gi: usize,
     a: &Attempt,
-) {
+) -> bool {
+    commit_inner(w, book, cx, gi, a, None)
+}
+
+/// Applies a try an earlier cycle committed from the same state: the same
+/// working state and quota changes as [`commit`], with the plan item that
+/// commit made (its node names, assignments and message are the same; the
+/// launch deadline is taken from this cycle's time).
+pub(crate) fn commit_again(
+    w: &mut World<'_>,
+    book: &mut QuotaBook,
+    cx: &mut Cycle,
+    gi: usize,
+    a: &Attempt,
+    made: Made,
+) -> bool {
+    commit_inner(w, book, cx, gi, a, Some(made))
+}
+
+fn commit_inner(
+    w: &mut World<'_>,
+    book: &mut QuotaBook,
+    cx: &mut Cycle,
+    gi: usize,
+    a: &Attempt,
+    made: Option<Made>,
+) -> bool {
     let gang = w.gangs[gi].gang;
+    let mut names_clean = true;
     let q = w.gangs[gi].queue;
+    let made = match (&a.decision, made) {
+        (Decision::Admit(_), Some(m @ Made::Admission(_))) => Some(m),
+        (Decision::Launch(c), Some(Made::Launch(l))) if l.nodes.len() == c.new.len() => {
+            Some(Made::Launch(l))
+        }
+        _ => None,
+    };
+    let fresh = made.is_none();
     let mut next_index = vec![0u32; gang.pod_sets.len()];
     let mut assignments = Vec::new();
     let mut model_pods = Vec::new();
@@ -233,14 +276,16 @@ pub(crate) fn commit(
     };
     for t in existing {
         let g = &a.groups[t.group];
-        let ps = &gang.pod_sets[g.set];
-        for _ in 0..t.n {
-            assignments.push(Assignment {
-                pod_set: ps.name.clone(),
-                index: next_index[g.set],
-                node: w.nodes[t.node].node.name.clone(),
-            });
-            next_index[g.set] += 1;
+        if fresh {
+            let ps = &gang.pod_sets[g.set];
+            for _ in 0..t.n {
+                assignments.push(Assignment {
+                    pod_set: ps.name.clone(),
+                    index: next_index[g.set],
+                    node: w.nodes[t.node].node.name.clone(),
+                });
+                next_index[g.set] += 1;
+            }
         }
         w.take(t.node, &g.shape, t.n);
         if !w.nodes[t.node].gangs.contains(&gi) {
@@ -252,16 +297,26 @@ pub(crate) fn commit(
             cx.handed.insert(t.node, gi);
         }
     }
-    match &a.decision {
-        Decision::Admit(_) => {
-            assignments.sort();
-            cx.plan.admissions.push(Admission {
-                gang: gang.id.clone(),
-                assignments,
-            });
+    match (&a.decision, made) {
+        (Decision::Admit(_), made) => {
+            let admission = match made {
+                Some(Made::Admission(m)) => m,
+                _ => {
+                    assignments.sort();
+                    Admission {
+                        gang: gang.id.clone(),
+                        assignments,
+                    }
+                }
+            };
+            cx.plan.admissions.push(admission);
             cx.outcome.insert(gi, Outcome::Admitted);
         }
-        Decision::Launch(c) => {
+        (Decision::Launch(c), made) => {
+            let mut made = match made {
+                Some(Made::Launch(l)) if l.nodes.len() == c.new.len() => Some(l),
+                _ => None,
+            };
             let attempt = gang.launch_attempts;
             let pool = w.pools[c.pool];
             let pg = c
@@ -269,44 +324,53 @@ pub(crate) fn commit(
                 .then(|| naming::placement_group_name(gang.id.as_str(), attempt));
             let mut nodes = Vec::new();
             let mut idx = 0usize;
-            for nn in &c.new {
+            for (i, nn) in c.new.iter().enumerate() {
                 let off = w.offerings[nn.offering];
-                let name = loop {
-                    let candidate =
-                        naming::new_node_name(gang.id.as_str(), &gang.uid, attempt, idx);
-                    idx += 1;
-                    if w.node_by_name(&candidate).is_none() && !w.new_names.contains(&candidate) {
-                        break candidate;
+                if let Some(l) = &made {
+                    w.new_names.insert(l.nodes[i].name.clone());
+                    for (k, &n) in nn.pods.iter().enumerate() {
+                        model_pods.push((a.groups[k].shape.clone(), n, off.gpu_model.clone()));
                     }
-                };
-                w.new_names.insert(name.clone());
-                for (k, &n) in nn.pods.iter().enumerate() {
-                    let g = &a.groups[k];
-                    let ps = &gang.pod_sets[g.set];
-                    for _ in 0..n {
-                        assignments.push(Assignment {
-                            pod_set: ps.name.clone(),
-                            index: next_index[g.set],
-                            node: name.clone(),
-                        });
-                        next_index[g.set] += 1;
+                } else {
+                    let name = loop {
+                        let candidate =
+                            naming::new_node_name(gang.id.as_str(), &gang.uid, attempt, idx);
+                        idx += 1;
+                        if w.node_by_name(&candidate).is_none() && !w.new_names.contains(&candidate)
+                        {
+                            break candidate;
+                        }
+                    };
+                    names_clean &= idx == i + 1;
+                    w.new_names.insert(name.clone());
+                    for (k, &n) in nn.pods.iter().enumerate() {
+                        let g = &a.groups[k];
+                        let ps = &gang.pod_sets[g.set];
+                        for _ in 0..n {
+                            assignments.push(Assignment {
+                                pod_set: ps.name.clone(),
+                                index: next_index[g.set],
+                                node: name.clone(),
+                            });
+                            next_index[g.set] += 1;
+                        }
+                        model_pods.push((g.shape.clone(), n, off.gpu_model.clone()));
                     }
-                    model_pods.push((g.shape.clone(), n, off.gpu_model.clone()));
+                    nodes.push(NewNode {
+                        name,
+                        idempotency_key: naming::idempotency_key(
+                            gang.id.as_str(),
+                            &gang.uid,
+                            attempt,
+                            idx - 1,
+                        ),
+                        pool: pool.name.clone(),
+                        offering: off.key(),
+                        price: off.price.unwrap_or_default(),
+                        placement_group: pg.clone(),
+                    });
                 }
                 let price = off.price.unwrap_or_default();
-                nodes.push(NewNode {
-                    name,
-                    idempotency_key: naming::idempotency_key(
-                        gang.id.as_str(),
-                        &gang.uid,
-                        attempt,
-                        idx - 1,
-                    ),
-                    pool: pool.name.clone(),
-                    offering: off.key(),
-                    price,
-                    placement_group: pg.clone(),
-                });
                 let u = &mut w.pool_usage[c.pool];
                 u.nodes += 1;
                 u.gpus += u64::from(off.gpu_count);
@@ -318,24 +382,35 @@ pub(crate) fn commit(
                 let n = &w.nodes[ni];
                 let mine = n.node.reserved_for.as_ref() == Some(&gang.id);
                 if n.node.reserved_for.is_none() || mine || n.released_from.is_some() {
-                    reserve.push(n.node.name.clone());
+                    if made.is_none() {
+                        reserve.push(n.node.name.clone());
+                    }
                     w.nodes[ni].exclusive = Some(gi);
                 }
             }
-            reserve.sort();
-            assignments.sort();
             let timeout = pool
                 .provisioning_timeout
                 .unwrap_or(w.policy.provisioning_timeout);
-            cx.plan.launches.push(Launch {
-                gang: gang.id.clone(),
-                price_per_hour: crate::Price(c.price),
-                message: reasons::launch_message(w, c),
-                nodes,
-                reserve,
-                assignments,
-                deadline: Some(w.now + timeout),
-            });
+            let launch = match made.take() {
+                Some(mut l) => {
+                    l.deadline = Some(w.now + timeout);
+                    l
+                }
+                None => {
+                    reserve.sort();
+                    assignments.sort();
+                    Launch {
+                        gang: gang.id.clone(),
+                        price_per_hour: crate::Price(c.price),
+                        message: reasons::launch_message(w, c),
+                        nodes,
+                        reserve,
+                        assignments,
+                        deadline: Some(w.now + timeout),
+                    }
+                }
+            };
+            cx.plan.launches.push(launch);
             cx.outcome.insert(gi, Outcome::Launched);
         }
     }
@@ -345,6 +420,7 @@ pub(crate) fn commit(
     }
     cx.all_used.extend(used.iter().copied());
     cx.used_nodes.insert(gi, used);
+    names_clean
 }
 
 /// The gang id of a node's release source, for messages.

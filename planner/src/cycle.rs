@@ -11,27 +11,47 @@
 //! 5. A `Waiting` entry, with its position in its queue, for every gang not
 //!    admitted or launched.
 //! 6. Idle GPU holders ([`crate::idle`]), but for gangs preempted above.
+//!
+//! Step 2 can be traced: every try of the fair-share loop is recorded with
+//! the gang it was for, and a later cycle may be given that trace to take
+//! tries over from it instead of computing them again (`replay.rs`; see
+//! [`crate::incremental`] for when that is allowed).
 
 use std::collections::BTreeMap;
 
-use crate::admission::{Cycle, Decision, Outcome, commit, fail_message, released_label, try_gang};
+use crate::admission::{
+    Cycle, Decision, Outcome, commit, commit_again, fail_message, released_label, try_gang,
+};
 use crate::index::{ProvState, ReleasedFrom, World};
 use crate::model::{Assignment, GangPhase, QueueingStrategy, QuotaResource};
 use crate::order::{Blocker, Cursor, pick, within_queue_cmp};
 use crate::plan::{Admission, Plan, Preemption, Release, ReleaseReason, WaitReason, Waiting};
 use crate::quota::QuotaBook;
+use crate::replay::{Replay, Trace};
 use crate::snapshot::{Policy, Snapshot};
 use crate::time::Time;
 use crate::{consolidation, preemption, scale_to_zero};
 
 /// Runs one cycle.
 pub(crate) fn run(s: &Snapshot, policy: &Policy, now: Time) -> Plan {
+    let mut trace = Trace::default();
+    run_traced(s, policy, now, &mut trace)
+}
+
+/// Runs one cycle, taking tries over from `trace.earlier` where allowed and
+/// recording this cycle's tries when `trace.record` is set.
+///
+/// Taking a try over is exact when the working state before the loop is
+/// the same as in the earlier cycle: the state before step `t` is then the
+/// same too (the same gangs were committed before it the same way), and a
+/// try is a function of that state and of its gang.
+pub(crate) fn run_traced(s: &Snapshot, policy: &Policy, now: Time, trace: &mut Trace) -> Plan {
     let mut w = World::build(s, policy, now);
     let mut book = QuotaBook::build(&w);
     let mut cx = Cycle::default();
 
     provisioning_gangs(&mut w, &mut book, &mut cx);
-    pending_gangs(&mut w, &mut book, &mut cx);
+    pending_gangs(&mut w, &mut book, &mut cx, trace);
     releases(&w, &mut cx);
     scale_to_zero::plan(&mut w, &mut cx);
     consolidation::plan(&mut w, &mut cx);
@@ -206,7 +226,7 @@ fn blocker_for(
     }
 }
 
-fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
+fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, trace: &mut Trace) {
     let now = w.now;
     let mut per_queue: Vec<Vec<usize>> = vec![Vec::new(); w.queues.len()];
     for gi in 0..w.gangs.len() {
@@ -267,15 +287,25 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
             }
         })
         .collect();
+    let mut replay = Replay::new(trace, w, book);
     while let Some(q) = pick(w, book, &cursors) {
         let gi = cursors[q].gangs[cursors[q].pos];
         cursors[q].pos += 1;
-        match try_gang(w, book, gi, false) {
+        let mut turn = replay.turn(trace, w, book, gi);
+        let tried = match turn.tried() {
+            Some(t) => t,
+            None => try_gang(w, book, gi, false),
+        };
+        replay.tried(&mut turn, w, book, gi, &tried);
+        let mut committed = false;
+        let mut names_clean = true;
+        let mut unused = turn.made.take();
+        match &tried {
             Ok(a) => {
                 let blocked_by = cursors[q]
                     .blockers
                     .iter()
-                    .find(|b| b.delayed_by(w, &a))
+                    .find(|b| b.delayed_by(w, a))
                     .map(|b| b.gang);
                 if let Some(h) = blocked_by {
                     cx.wait(
@@ -287,12 +317,19 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
                         ),
                     );
                 } else {
-                    commit(w, book, cx, gi, &a);
+                    names_clean = match unused.take() {
+                        Some(m) => {
+                            commit_again(w, book, cx, gi, a, m);
+                            turn.names_clean()
+                        }
+                        None => commit(w, book, cx, gi, a),
+                    };
+                    committed = true;
                 }
             }
             Err((fail, counts)) => {
                 let mut reason = fail.reason();
-                let mut message = fail_message(w, gi, &fail, &counts);
+                let mut message = fail_message(w, gi, fail, counts);
                 if reason != WaitReason::Unsatisfiable
                     && let Some(victims) = preemption::choose(w, book, cx, gi)
                 {
@@ -335,6 +372,18 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
                 }
             }
         }
+        replay.done(
+            trace,
+            w,
+            cx,
+            gi,
+            q,
+            turn,
+            &tried,
+            committed,
+            names_clean,
+            unused,
+        );
     }
     for c in &cursors {
         if let Some(h) = c.strict_blocked {

@@ -34,6 +34,9 @@ use crate::time::Time;
 /// maps, so their order never reaches a plan.
 pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
+/// A hash set with the hash of [`FastMap`]; nothing iterates these sets.
+pub(crate) type FastSet<K> = std::collections::HashSet<K, BuildHasherDefault<FastHasher>>;
+
 /// See [`FastMap`].
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct FastHasher(u64);
@@ -178,7 +181,7 @@ pub(crate) struct World<'a> {
     /// its zone's nodes, in the order of `free_index`.
     pub zone_index: Vec<BTreeSet<(u64, u64, u32)>>,
     /// Names given to new nodes this cycle.
-    pub new_names: BTreeSet<String>,
+    pub new_names: FastSet<String>,
     /// New nodes planned this cycle.
     pub new_nodes_planned: u32,
     /// Nodes in flight (Pending, Launched, Registered), by index.
@@ -525,7 +528,7 @@ impl<'a> World<'a> {
             pool_usage,
             free_index: BTreeSet::new(),
             zone_index: Vec::new(),
-            new_names: BTreeSet::new(),
+            new_names: FastSet::default(),
             new_nodes_planned: 0,
             inflight: Vec::new(),
             generation: 0,

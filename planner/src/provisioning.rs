@@ -35,14 +35,14 @@ use crate::spot;
 use crate::time::Dur;
 
 /// A new node to buy and the pods (per group) it will hold.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct NewPlanned {
     pub offering: usize,
     pub pods: Vec<u32>,
 }
 
 /// The chosen launch for a gang.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct LaunchChoice {
     pub existing: Vec<Take>,
     pub new: Vec<NewPlanned>,
@@ -56,7 +56,7 @@ pub(crate) struct LaunchChoice {
 }
 
 /// Why no launch was planned.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum LaunchFail {
     /// Nothing any allowed pool can buy (or any node) ever holds it.
     Unsatisfiable(String),

@@ -44,7 +44,7 @@ impl Entry {
 }
 
 /// Why a gang does not fit its quota.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Short {
     pub resource: QuotaResource,
     pub need: u64,
@@ -66,6 +66,9 @@ pub(crate) struct QuotaBook {
     pub tracked: Vec<Vec<QuotaResource>>,
     pub totals: Vec<BTreeMap<QuotaResource, u64>>,
     pub weight: Vec<f64>,
+    /// `weighted_share` of every queue, kept up to date by `add` and `sub`
+    /// (a queue's share depends on its own usage only).
+    shares: Vec<f64>,
 }
 
 /// Amount of resource `r` in `req`, for pods on a node of `model`.
@@ -186,7 +189,11 @@ impl QuotaBook {
             tracked,
             totals,
             weight,
+            shares: vec![0.0; nq],
         };
+        for q in 0..nq {
+            book.shares[q] = book.compute_share(q);
+        }
         for g in &w.gangs {
             let (Some(q), true) = (g.queue, g.holds) else {
                 continue;
@@ -237,6 +244,7 @@ impl QuotaBook {
             let e = self.usage[q].entry(r.clone()).or_insert(0);
             *e = e.saturating_add(*v);
         }
+        self.shares[q] = self.compute_share(q);
     }
 
     /// Removes usage from a queue.
@@ -245,6 +253,7 @@ impl QuotaBook {
             let e = self.usage[q].entry(r.clone()).or_insert(0);
             *e = e.saturating_sub(*v);
         }
+        self.shares[q] = self.compute_share(q);
     }
 
     /// Usage of `r` by queue `q`.
@@ -374,6 +383,10 @@ impl QuotaBook {
 
     /// Dominant-resource share of queue `q` divided by its weight.
     pub fn weighted_share(&self, q: usize) -> f64 {
+        self.shares[q]
+    }
+
+    fn compute_share(&self, q: usize) -> f64 {
         let mut share: f64 = 0.0;
         for (r, total) in &self.totals[q] {
             if *total > 0 {

@@ -42,7 +42,7 @@ use muster_planner::{Plan, Policy, Snapshot, Time};
 pub use leader::{LeaseConfig, TimingError};
 pub use providers::{ProviderFactory, ProviderSetupError};
 
-/// The planning function: `muster_planner::plan` in production; tests may
+/// The planning function: [`real_planner`] in production; tests may
 /// substitute a scripted planner to exercise the driver alone.
 pub type PlanFn = Arc<dyn Fn(&Snapshot, &Policy, Time) -> Plan + Send + Sync>;
 
@@ -54,9 +54,46 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// The real planner.
+/// The real planner: a [`muster_planner::Planner`] kept from cycle to
+/// cycle. Each cycle's snapshot is compared with the one before, and only
+/// what the changes can reach is planned again; the plan is the full plan
+/// of the snapshot (`muster_planner::plan`) either way.
+///
+/// It starts from the first snapshot of the process (a restart or a new
+/// leader in another process starts afresh), again when the time goes
+/// backwards or a plan panicked, and the comparison itself plans from
+/// scratch whenever anything but pending gangs changed — nodes, queues,
+/// pools, offerings, the policy, running or provisioning gangs — which
+/// covers a leader that takes over from another process's writes.
 pub fn real_planner() -> PlanFn {
-    Arc::new(muster_planner::plan)
+    let kept: std::sync::Mutex<Option<muster_planner::Planner>> = std::sync::Mutex::new(None);
+    Arc::new(move |s: &Snapshot, policy: &Policy, now: Time| {
+        let mut kept = match kept.lock() {
+            Ok(g) => g,
+            Err(poisoned) => {
+                let mut g = poisoned.into_inner();
+                *g = None;
+                g
+            }
+        };
+        match kept.as_mut() {
+            Some(p) if p.now() <= now => {
+                p.set_policy(policy.clone());
+                p.set_now(now);
+                p.replace(s.clone());
+            }
+            _ => *kept = Some(muster_planner::Planner::new(s.clone(), policy.clone(), now)),
+        }
+        match kept.as_mut() {
+            Some(p) => {
+                let plan = p.plan().clone();
+                let st = p.stats();
+                tracing::debug!(reused = st.reused, tries = st.steps, "planned");
+                plan
+            }
+            None => muster_planner::plan(s, policy, now),
+        }
+    })
 }
 
 /// Everything the controller is configured with.

@@ -1,0 +1,225 @@
+//! A [`Planner`] that plans again from changes gives exactly the plan of a
+//! full [`plan`] of the same snapshot, policy and time — over random
+//! sequences of changes (gangs arriving, leaving, changing priority or
+//! phase, being evicted with a backoff; nodes cordoned, removed, reserved;
+//! offerings made unavailable; time advancing), applied one by one or as a
+//! whole new snapshot — and it does take earlier tries over when only a
+//! pending gang arrives.
+
+use muster_planner::model::*;
+use muster_planner::snapshot::Policy;
+use muster_planner::synthetic::{self, Params, SplitMix64};
+use muster_planner::{Planner, Time, plan};
+use proptest::prelude::*;
+
+fn small(seed: u64, r: &mut SplitMix64) -> Params {
+    let gangs = 4 + r.below(30) as u32;
+    Params {
+        pods: gangs * (1 + r.below(6) as u32),
+        gangs,
+        nodes: 2 + r.below(25) as u32,
+        offerings: 40 + r.below(80) as u32,
+        seed,
+    }
+}
+
+/// One random change, applied to the planner (one by one, or as a whole
+/// new snapshot when `whole`).
+fn change(planner: &mut Planner, r: &mut SplitMix64, p: &Params, step: u32, whole: bool) {
+    let mut s = planner.snapshot().clone();
+    let mut now = planner.now();
+    let pick = |r: &mut SplitMix64, n: usize| r.below(n as u64) as usize;
+    match r.below(12) {
+        // A gang arrives (the most common change).
+        0..=3 => {
+            let mut g = synthetic::arrival(p, r.below(8) as u32);
+            g.id = GangId(format!("ns-new/job-{step}"));
+            g.priority = r.below(4) as i32;
+            g.arrival = Time(now.0 - r.below(3) as i64 * 500_000);
+            s.gangs.push(g);
+        }
+        // A gang leaves (finished or deleted).
+        4 if !s.gangs.is_empty() => {
+            let i = pick(r, s.gangs.len());
+            s.gangs.remove(i);
+        }
+        // A gang's priority changes.
+        5 if !s.gangs.is_empty() => {
+            let i = pick(r, s.gangs.len());
+            s.gangs[i].priority = r.below(5) as i32;
+        }
+        // A gang is evicted with a backoff.
+        6 if !s.gangs.is_empty() => {
+            let i = pick(r, s.gangs.len());
+            s.gangs[i].phase = GangPhase::Evicted;
+            s.gangs[i].evictions += 1;
+            s.gangs[i].not_before = Some(Time(now.0 + 1 + r.below(120) as i64));
+        }
+        // A gang starts on a node (holds capacity).
+        7 if !s.gangs.is_empty() && !s.nodes.is_empty() => {
+            let i = pick(r, s.gangs.len());
+            let node = s.nodes[pick(r, s.nodes.len())].name.clone();
+            let g = &mut s.gangs[i];
+            g.phase = GangPhase::Running;
+            g.assignments = g
+                .pod_sets
+                .iter()
+                .flat_map(|ps| {
+                    let node = node.clone();
+                    (0..ps.count).map(move |index| Assignment {
+                        pod_set: ps.name.clone(),
+                        index,
+                        node: node.clone(),
+                    })
+                })
+                .collect();
+        }
+        // A node is cordoned, removed, or reserved for a gang.
+        8 if !s.nodes.is_empty() => {
+            let i = pick(r, s.nodes.len());
+            match r.below(3) {
+                0 => s.nodes[i].unschedulable = !s.nodes[i].unschedulable,
+                1 => {
+                    s.nodes.remove(i);
+                }
+                _ => {
+                    s.nodes[i].reserved_for = s
+                        .gangs
+                        .get(pick(r, s.gangs.len().max(1)))
+                        .map(|g| g.id.clone());
+                }
+            }
+        }
+        // An offering runs out of capacity for a while.
+        9 if !s.offerings.is_empty() => {
+            let i = pick(r, s.offerings.len());
+            s.offerings[i].unavailable_until = Some(Time(now.0 + 1 + r.below(200) as i64));
+        }
+        // Time passes (backoffs and unavailability may end).
+        10 => now = Time(now.0 + r.below(150) as i64),
+        // Nothing at all.
+        _ => {}
+    }
+    planner.set_now(now);
+    if whole {
+        planner.replace(s);
+        return;
+    }
+    // The same change, applied item by item.
+    let before = planner.snapshot().clone();
+    for g in &before.gangs {
+        if !s.gangs.iter().any(|x| x.id == g.id) {
+            planner.remove_gang(&g.id);
+        }
+    }
+    for g in &s.gangs {
+        planner.upsert_gang(g.clone());
+    }
+    for n in &before.nodes {
+        if !s.nodes.iter().any(|x| x.name == n.name) {
+            planner.remove_node(&n.name);
+        }
+    }
+    for n in &s.nodes {
+        planner.upsert_node(n.clone());
+    }
+    if s.offerings != before.offerings {
+        planner.replace(s);
+    }
+}
+
+fn check_sequence(seed: u64, steps: u32, whole: bool) -> Result<(), TestCaseError> {
+    let mut r = SplitMix64::new(seed);
+    let p = small(seed, &mut r);
+    let policy = Policy {
+        max_new_nodes_per_cycle: r.percent(20).then_some(3),
+        ..Policy::default()
+    };
+    let mut s = synthetic::generate(&p);
+    // Tight pool limits half the time, so launches meet them.
+    if r.percent(50) {
+        for pool in &mut s.pools {
+            pool.limits.max_nodes = Some(u64::from(p.nodes) / 3 + r.below(4));
+            pool.limits.max_gpus = r.percent(50).then(|| 8 + r.below(40));
+        }
+    }
+    let mut planner = Planner::new(s, policy.clone(), synthetic::NOW);
+    for step in 0..steps {
+        let got = planner.plan().clone();
+        let want = plan(planner.snapshot(), &policy, planner.now());
+        prop_assert_eq!(
+            &got,
+            &want,
+            "re-plan differs from the full plan at step {}",
+            step
+        );
+        change(&mut planner, &mut r, &p, step, whole);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(150))]
+    #[test]
+    fn replans_equal_full_plans_change_by_change(seed in any::<u64>()) {
+        check_sequence(seed, 12, false)?;
+    }
+
+    #[test]
+    fn replans_equal_full_plans_snapshot_by_snapshot(seed in any::<u64>()) {
+        check_sequence(seed, 12, true)?;
+    }
+}
+
+/// Tries are taken over when a gang arrives late in the fair-share order,
+/// none when the snapshot changed in a way that needs a plan from scratch,
+/// and the plans stay equal to full plans.
+#[test]
+fn an_arrival_reuses_the_tries_before_it() {
+    let p = Params {
+        pods: 600,
+        gangs: 60,
+        nodes: 40,
+        offerings: 300,
+        seed: 3,
+    };
+    let policy = Policy::default();
+    let mut planner = Planner::new(synthetic::generate(&p), policy.clone(), synthetic::NOW);
+    planner.plan();
+    let first = planner.stats();
+    assert_eq!(first.reused, 0, "the first plan is made from scratch");
+    assert!(first.steps >= 60);
+
+    // Every queue in turn: the gang arrives last in it.
+    let mut best = 0;
+    for q in 0..8 {
+        let mut g = synthetic::arrival(&p, q);
+        g.priority = -1;
+        planner.upsert_gang(g);
+        let got = planner.plan().clone();
+        assert_eq!(
+            got,
+            plan(planner.snapshot(), &policy, planner.now()),
+            "queue {q}"
+        );
+        best = best.max(planner.stats().reused);
+    }
+    assert!(
+        best * 10 >= first.steps * 9,
+        "some arrival reuses at least 90 % of the tries ({best} of {})",
+        first.steps
+    );
+
+    // A node change plans from scratch.
+    let mut n = planner.snapshot().nodes[0].clone();
+    n.unschedulable = !n.unschedulable;
+    planner.upsert_node(n);
+    planner.plan();
+    assert_eq!(planner.stats().reused, 0);
+
+    // Nothing changed, time moved within what it decides: every try reused.
+    planner.set_now(Time(synthetic::NOW.0 + 1));
+    planner.plan();
+    let s = planner.stats();
+    assert_eq!(s.reused, s.steps);
+}
