@@ -97,6 +97,11 @@ pub struct ControllerArgs {
     #[cfg(feature = "gcp")]
     #[arg(long, env = "MUSTER_GCP_ENDPOINT")]
     pub gcp_endpoint: Option<String>,
+    /// GCP: send no credentials, for an endpoint that takes none (a local
+    /// Compute test double); needs --gcp-endpoint.
+    #[cfg(feature = "gcp")]
+    #[arg(long, env = "MUSTER_GCP_ANONYMOUS", requires = "gcp_endpoint")]
+    pub gcp_anonymous: bool,
     /// Address of the admission webhook (HTTPS; it also serves /metrics,
     /// /healthz and /readyz). Off unless set; needs --webhook-cert and
     /// --webhook-key.
@@ -236,6 +241,7 @@ fn cloud_options(args: &ControllerArgs) -> controller::clouds::CloudOptions {
         #[cfg(feature = "gcp")]
         gcp: muster_provider_gcp::GcpOptions {
             endpoint: args.gcp_endpoint.clone(),
+            anonymous: args.gcp_anonymous,
             ..Default::default()
         },
     }

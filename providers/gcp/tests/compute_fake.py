@@ -34,7 +34,8 @@ forgotten, as GCE forgets them after a while), POST /fake/preempt?name=N (a spot
 is stopped by GCE: status TERMINATED, lastStopTimestamp set), POST
 /fake/fail?code=N&n=K (the next K requests answer HTTP N), GET /fake/calls
 (requests by method and path without project, zone and names, e.g.
-`POST projects/zones/instances`).
+`POST projects/zones/instances`), GET /fake/created (every instance ever
+created, deleted ones included, in order: name, zone, labels).
 """
 
 import itertools
@@ -52,7 +53,7 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "gke_fixture.
     GKE = json.load(f)
 IDS = itertools.count(1000)
 STATE = {"instances": {}, "ops": {}, "requests": {}, "stockout": set(), "quota": set(),
-         "fail": None, "calls": {}}
+         "fail": None, "calls": {}, "created": []}
 
 GIB = 1024
 
@@ -244,6 +245,7 @@ class Handler(BaseHTTPRequestHandler):
                             zone=base(project, zone), selfLink=target,
                             creationTimestamp=now(), machineType=f"{base(project, zone)}/machineTypes/{mt}")
                 STATE["instances"][(project, zone, name)] = inst
+                STATE["created"].append({"name": name, "zone": zone, "labels": body.get("labels", {})})
                 op = operation(project, zone, "insert", target)
             if req:
                 STATE["requests"][req] = op
@@ -283,6 +285,8 @@ class Handler(BaseHTTPRequestHandler):
                 STATE["requests"].clear()
             elif what == "calls":
                 return self.send(200, STATE["calls"])
+            elif what == "created":
+                return self.send(200, STATE["created"])
             else:
                 return self.error(404, "notFound", "no such control")
             return self.send(200, {"ok": True})
