@@ -49,6 +49,11 @@ const MAX_GPUS: u32 = 32;
 /// How long a gang may be partly running before it counts (a gang's pods
 /// are bound and started one by one).
 const PARTIAL_GRACE: Duration = Duration::from_secs(10);
+/// How long a kill waits for its window to open before it falls anyway.
+const WINDOW_WAIT: Duration = Duration::from_secs(3);
+/// How long no Job may complete while some are not, before those count as
+/// stuck.
+const STALL: Duration = Duration::from_secs(90);
 /// One orphan-collection period of the controllers (`--orphan-gc-period`
 /// 2 s, `--orphan-grace` 3 s), with slack.
 const ORPHAN_PERIOD: Duration = Duration::from_secs(8);
@@ -67,7 +72,7 @@ fn inserts(world: &World) -> usize {
         .unwrap_or(0) as usize
 }
 
-/// Samples partial gangs every 250 ms until `stop`.
+/// Samples partial gangs every 500 ms until `stop`.
 fn watch_partial(
     client: kube::Client,
     stop: Arc<std::sync::atomic::AtomicBool>,
@@ -82,19 +87,21 @@ fn watch_partial(
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             mine.sample(&client, PARTIAL_GRACE).await;
             *p.lock().unwrap_or_else(|e| e.into_inner()) = mine.found.clone();
-            tokio::time::sleep(Duration::from_millis(250)).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
         }
     });
     (partial, task)
 }
 
-/// Waits (up to `limit`) for every Job to complete, then one orphan period;
-/// fills in the end-state figures.
-async fn settle(world: &World, names: &BTreeSet<String>, limit: Duration, s: &mut Summary) {
+/// Waits for every Job to complete while they make progress (a Job that
+/// does not complete while none other does for `stall` is stuck), then one
+/// orphan period; fills in the end-state figures.
+async fn settle(world: &World, names: &BTreeSet<String>, stall: Duration, s: &mut Summary) {
     let jobs: Api<Job> = Api::namespaced(world.client.clone(), NAMESPACE);
-    let deadline = Instant::now() + limit;
     let mut last = Vec::new();
-    while Instant::now() < deadline {
+    let mut done_before = 0;
+    let mut progress = Instant::now();
+    while progress.elapsed() < stall {
         last = jobs
             .list(&ListParams::default())
             .await
@@ -103,6 +110,10 @@ async fn settle(world: &World, names: &BTreeSet<String>, limit: Duration, s: &mu
         let done = last.iter().filter(|j| complete(j)).count();
         if done == names.len() {
             break;
+        }
+        if done > done_before {
+            done_before = done;
+            progress = Instant::now();
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -198,8 +209,8 @@ async fn one_controller_survives_sigkills_at_every_step() {
         cluster: CLUSTER.to_string(),
         election: None,
     };
-    // arrivals spread over the kills (about 2.5 s each)
-    let arrival = Duration::from_millis(kills.max(24) * 2500);
+    // arrivals spread over the kills (about 2 s each)
+    let arrival = Duration::from_millis(kills.max(30) * 2000);
     let gangs = soak::workload::gangs(n_gangs, arrival, seed);
     let names: BTreeSet<String> = gangs.iter().map(|g| g.name.clone()).collect();
     let mut s = Summary {
@@ -215,13 +226,12 @@ async fn one_controller_survives_sigkills_at_every_step() {
     let mut rng = Rng::new(seed);
     let mut ctl = Controller::start(&flags, "soak-0", &dir);
     for k in 1..=kills {
-        tokio::time::sleep(rng.millis(300, 2000)).await;
+        tokio::time::sleep(rng.millis(200, 1500)).await;
         let w = rng.weighted(&Window::WEIGHTED);
         let mut tail = AuditTail::at_end(world.server.audit_log.clone());
         let count = || inserts(&world);
         let opened =
-            soak::trigger::wait_for(w, &ctl.identity, &mut tail, &count, Duration::from_secs(4))
-                .await;
+            soak::trigger::wait_for(w, &ctl.identity, &mut tail, &count, WINDOW_WAIT).await;
         tokio::time::sleep(jitter(&mut rng, w)).await;
         if ctl.exited().is_some() {
             s.unexpected_exits += 1;
@@ -236,7 +246,7 @@ async fn one_controller_survives_sigkills_at_every_step() {
         ctl = Controller::start(&flags, &format!("soak-{k}"), &dir);
     }
     submitting.await.expect("workload submitted");
-    settle(&world, &names, Duration::from_secs(240), &mut s).await;
+    settle(&world, &names, STALL, &mut s).await;
     if ctl.exited().is_some() {
         s.unexpected_exits += 1;
     }
@@ -379,7 +389,7 @@ async fn killing_the_leader_moves_leadership_and_no_follower_writes() {
         let mut tail = AuditTail::at_end(world.server.audit_log.clone());
         let count = || inserts(&world);
         let opened =
-            soak::trigger::wait_for(w, &leader, &mut tail, &count, Duration::from_secs(4)).await;
+            soak::trigger::wait_for(w, &leader, &mut tail, &count, WINDOW_WAIT).await;
         tokio::time::sleep(jitter(&mut rng, w)).await;
         let i = live
             .iter()
@@ -409,7 +419,7 @@ async fn killing_the_leader_moves_leadership_and_no_follower_writes() {
         s.takeovers.push(killed_at.elapsed().as_secs_f64());
     }
     submitting.await.expect("workload submitted");
-    settle(&world, &names, Duration::from_secs(240), &mut s).await;
+    settle(&world, &names, STALL, &mut s).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = watcher.await;
     let _ = lease_watch.await;

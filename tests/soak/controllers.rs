@@ -18,7 +18,7 @@ pub struct Flags {
     pub election: Option<(u64, u64, u64, u64)>,
 }
 
-/// One running process.
+/// One running process; its log (stdout and stderr) in `DIR/IDENTITY.log`.
 pub struct Controller {
     /// Identity (unique per process).
     pub identity: String,
@@ -34,7 +34,8 @@ impl Controller {
             .expect("addr")
             .port();
         let log = dir.join(format!("{identity}.log"));
-        let stderr = std::fs::File::create(&log).expect("log file");
+        let out = std::fs::File::create(&log).expect("log file");
+        let err = out.try_clone().expect("log file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_muster"));
         cmd.args([
             "controller",
@@ -81,8 +82,8 @@ impl Controller {
         }
         let child = cmd
             .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(stderr))
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
             .spawn()
             .expect("muster controller starts");
         Controller {
