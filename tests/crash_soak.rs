@@ -12,7 +12,7 @@
 //!
 //! Short form in `cargo test`; the full form and the figures of
 //! docs/reliability.md come from `scripts/soak`. Knobs (environment):
-//! `MUSTER_SOAK_KILLS` (default 50), `MUSTER_SOAK_GANGS` (200),
+//! `MUSTER_SOAK_KILLS` (default 50), `MUSTER_SOAK_GANGS` (100),
 //! `MUSTER_SOAK_LEADER_KILLS` (8), `MUSTER_SOAK_SEED` (1),
 //! `MUSTER_SOAK_REPORT` (file the summaries are appended to).
 
@@ -198,7 +198,7 @@ fn jitter(rng: &mut Rng, w: Window) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_controller_survives_sigkills_at_every_step() {
     let kills = env("MUSTER_SOAK_KILLS", 50);
-    let n_gangs = env("MUSTER_SOAK_GANGS", 200) as usize;
+    let n_gangs = env("MUSTER_SOAK_GANGS", 100) as usize;
     let seed = env("MUSTER_SOAK_SEED", 1);
     let t0 = Instant::now();
     let world = soak::world::start(RUN_FOR, MAX_GPUS, &["--pod-termination-secs", "0.2"]).await;
@@ -388,8 +388,7 @@ async fn killing_the_leader_moves_leadership_and_no_follower_writes() {
         let w = rng.weighted(&Window::WEIGHTED);
         let mut tail = AuditTail::at_end(world.server.audit_log.clone());
         let count = || inserts(&world);
-        let opened =
-            soak::trigger::wait_for(w, &leader, &mut tail, &count, WINDOW_WAIT).await;
+        let opened = soak::trigger::wait_for(w, &leader, &mut tail, &count, WINDOW_WAIT).await;
         tokio::time::sleep(jitter(&mut rng, w)).await;
         let i = live
             .iter()
