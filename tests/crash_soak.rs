@@ -201,13 +201,15 @@ async fn one_controller_survives_sigkills_at_every_step() {
     let n_gangs = env("MUSTER_SOAK_GANGS", 100) as usize;
     let seed = env("MUSTER_SOAK_SEED", 1);
     let t0 = Instant::now();
-    let world = soak::world::start(RUN_FOR, MAX_GPUS, &["--pod-termination-secs", "0.2"]).await;
+    let world =
+        soak::world::start(RUN_FOR, MAX_GPUS, "15m", &["--pod-termination-secs", "0.2"]).await;
     let dir = log_dir("one");
     let flags = Flags {
         kube_url: world.server.url.clone(),
         gcp_endpoint: world.fake.endpoint.clone(),
         cluster: CLUSTER.to_string(),
         election: None,
+        extra: Vec::new(),
     };
     // arrivals spread over the kills (about 2 s each)
     let arrival = Duration::from_millis(kills.max(30) * 2000);
@@ -280,11 +282,14 @@ async fn holder(client: &kube::Client) -> Option<String> {
         .holder_identity
 }
 
+/// Readings of the Lease holder: `(epoch secs, holder)`.
+type LeaseReadings = Arc<Mutex<Vec<(f64, String)>>>;
+
 /// Records the Lease holder every 50 ms until `stop`: `(epoch secs, holder)`.
 fn watch_lease(
     client: kube::Client,
     stop: Arc<std::sync::atomic::AtomicBool>,
-) -> (Arc<Mutex<Vec<(f64, String)>>>, tokio::task::JoinHandle<()>) {
+) -> (LeaseReadings, tokio::task::JoinHandle<()>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
     let task = tokio::spawn(async move {
@@ -345,7 +350,8 @@ async fn killing_the_leader_moves_leadership_and_no_follower_writes() {
     let n_gangs = env("MUSTER_SOAK_GANGS", 200).min(kills * 10).max(40) as usize;
     let seed = env("MUSTER_SOAK_SEED", 1) + 1000;
     let t0 = Instant::now();
-    let world = soak::world::start(RUN_FOR, MAX_GPUS, &["--pod-termination-secs", "0.2"]).await;
+    let world =
+        soak::world::start(RUN_FOR, MAX_GPUS, "15m", &["--pod-termination-secs", "0.2"]).await;
     let dir = log_dir("two");
     // lease 6 s, renew deadline 4 s, retry 1 s, API timeout 1.5 s
     let flags = Flags {
@@ -353,6 +359,7 @@ async fn killing_the_leader_moves_leadership_and_no_follower_writes() {
         gcp_endpoint: world.fake.endpoint.clone(),
         cluster: CLUSTER.to_string(),
         election: Some((6, 4, 1, 1500)),
+        extra: Vec::new(),
     };
     let arrival = Duration::from_secs(kills * 8);
     let gangs = soak::workload::gangs(n_gangs, arrival, seed);

@@ -82,6 +82,10 @@ pub struct ControllerArgs {
     /// condition and a Warning Event (device plugin, taints, driver).
     #[arg(long, env = "MUSTER_GPU_REGISTRATION_TIMEOUT", default_value = "5m", value_parser = parse_duration)]
     pub gpu_registration_timeout: Duration,
+    /// How long an offering that failed with a capacity error (stockout,
+    /// quota) is planned as unavailable before it is tried again.
+    #[arg(long, env = "MUSTER_UNAVAILABLE_OFFERING_TTL", default_value = "3m", value_parser = parse_duration)]
+    pub unavailable_offering_ttl: Duration,
     /// How often each cloud's interruption notices are read.
     #[arg(long, env = "MUSTER_INTERRUPTION_POLL", default_value = "5s", value_parser = parse_duration)]
     pub interruption_poll: Duration,
@@ -314,6 +318,8 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
     config.interruption_poll = args.interruption_poll;
     config.policy.gpu_registration_timeout =
         muster_planner::Dur::secs(args.gpu_registration_timeout.as_secs());
+    config.policy.unavailable_offering_ttl =
+        muster_planner::Dur::secs(args.unavailable_offering_ttl.as_secs());
     config.api_timeout = args.api_timeout;
     config.lease = lease;
     let metrics = Arc::new(Metrics::new());

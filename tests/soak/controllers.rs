@@ -16,6 +16,8 @@ pub struct Flags {
     /// With leader election (lease, renew deadline, retry period, API
     /// timeout, in whole seconds for the first three); `None`: one replica.
     pub election: Option<(u64, u64, u64, u64)>,
+    /// More flags.
+    pub extra: Vec<String>,
 }
 
 /// One running process; its log (stdout and stderr) in `DIR/IDENTITY.log`.
@@ -80,6 +82,7 @@ impl Controller {
                 ]);
             }
         }
+        cmd.args(&flags.extra);
         let child = cmd
             .env("RUST_LOG", "info")
             .stdout(Stdio::from(out))

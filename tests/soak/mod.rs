@@ -2,6 +2,8 @@
 //! kubelet), the controller processes, the kill windows, the workload and
 //! its checks, and the summary.
 
+#![allow(dead_code)]
+
 pub mod controllers;
 pub mod summary;
 pub mod trigger;

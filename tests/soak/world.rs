@@ -33,17 +33,51 @@ pub fn node_class() -> Value {
     }})
 }
 
-/// The emulated kubelet boots every instance the double runs for the cluster.
-pub struct FakeMachines(pub Arc<GcpProvider>);
+/// The emulated kubelet boots every instance the double runs for the
+/// cluster, but those `hidden` names: while `hiding` is on, one new instance
+/// in four never registers a Node (a machine that never joins).
+pub struct FakeMachines {
+    cloud: Arc<GcpProvider>,
+    /// Whether new instances may be hidden now.
+    pub hiding: Arc<std::sync::atomic::AtomicBool>,
+    hidden: std::sync::Mutex<std::collections::BTreeMap<String, bool>>,
+}
+
+impl FakeMachines {
+    /// Every instance boots until `hiding` is set.
+    pub fn new(cloud: Arc<GcpProvider>) -> FakeMachines {
+        FakeMachines {
+            cloud,
+            hiding: Arc::default(),
+            hidden: Default::default(),
+        }
+    }
+
+    /// Instances that never registered.
+    pub fn hidden(&self) -> usize {
+        self.hidden
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|h| **h)
+            .count()
+    }
+}
 
 #[async_trait::async_trait]
 impl Machines for FakeMachines {
     async fn machines(&self) -> Vec<Machine> {
-        self.0
-            .list(CLUSTER)
-            .await
-            .unwrap_or_default()
+        let hiding = self.hiding.load(std::sync::atomic::Ordering::Relaxed);
+        let instances = self.cloud.list(CLUSTER).await.unwrap_or_default();
+        let mut hidden = self.hidden.lock().unwrap_or_else(|e| e.into_inner());
+        instances
             .into_iter()
+            .filter(|i| {
+                let n = hidden.len();
+                !*hidden
+                    .entry(i.provider_id.clone())
+                    .or_insert_with(|| hiding && n % 4 == 3)
+            })
             .map(|i| {
                 let gpus = u32::from(i.offering.instance_type == MACHINE);
                 let pool = i
@@ -67,12 +101,20 @@ pub struct World {
     pub client: kube::Client,
     /// The cloud as the test reads it.
     pub cloud: Arc<GcpProvider>,
+    /// What the emulated kubelet boots.
+    pub machines: Arc<FakeMachines>,
     /// The kubelet and scheduler stand-in (runs until dropped).
     pub _emulator: Emulator,
 }
 
-/// Builds the world; pods run `run_for`, the pool holds at most `max_gpus`.
-pub async fn start(run_for: Duration, max_gpus: u32, server_args: &[&str]) -> World {
+/// Builds the world; pods run `run_for`, the pool holds at most `max_gpus`
+/// and gives a gang's machines `provisioning_timeout` to become Ready.
+pub async fn start(
+    run_for: Duration,
+    max_gpus: u32,
+    provisioning_timeout: &str,
+    server_args: &[&str],
+) -> World {
     let fake = ComputeFake::start();
     let server = ApiServer::start_with(server_args);
     let client = server.client();
@@ -96,7 +138,8 @@ pub async fn start(run_for: Duration, max_gpus: u32, server_args: &[&str]) -> Wo
                 "nodeClassRef": {"name": "gcp-default"},
                 "requirements": {"instanceTypes": [MACHINE], "capacityTypes": ["on-demand"]},
                 "limits": {"maxGPUs": max_gpus},
-                "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1s"}
+                "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1s"},
+                "provisioningTimeout": provisioning_timeout
             }
         }),
     )
@@ -117,9 +160,10 @@ pub async fn start(run_for: Duration, max_gpus: u32, server_args: &[&str]) -> Wo
             .await
             .expect("provider"),
     );
+    let machines = Arc::new(FakeMachines::new(cloud.clone()));
     let emulator = Emulator::start_running_for(
         client.clone(),
-        vec![Arc::new(FakeMachines(cloud.clone()))],
+        vec![machines.clone() as Arc<dyn Machines>],
         Some(run_for),
     );
     World {
@@ -127,6 +171,7 @@ pub async fn start(run_for: Duration, max_gpus: u32, server_args: &[&str]) -> Wo
         server,
         client,
         cloud,
+        machines,
         _emulator: emulator,
     }
 }

@@ -29,7 +29,7 @@ a deleted instance is gone (404). Capacity and quota errors arrive in the
 operation's `error`, as they do for GCE's asynchronous inserts.
 
 Control (same port, under /fake/): POST /fake/stockout?zone=Z&machineType=M,
-POST /fake/quota?machineType=M, POST /fake/forget (request ids are
+POST /fake/quota?machineType=M, POST /fake/restock (both lifted), POST /fake/forget (request ids are
 forgotten, as GCE forgets them after a while), POST /fake/preempt?name=N (a spot instance
 is stopped by GCE: status TERMINATED, lastStopTimestamp set), POST
 /fake/fail?code=N&n=K (the next K requests answer HTTP N), GET /fake/calls
@@ -281,6 +281,9 @@ class Handler(BaseHTTPRequestHandler):
                     if n == q.get("name"):
                         inst["status"] = "TERMINATED"
                         inst["lastStopTimestamp"] = now()
+            elif what == "restock":
+                STATE["stockout"].clear()
+                STATE["quota"].clear()
             elif what == "forget":
                 STATE["requests"].clear()
             elif what == "calls":
