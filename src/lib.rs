@@ -4,3 +4,5 @@
 
 #[cfg(feature = "controller")]
 pub mod controller;
+
+pub mod plan_input;

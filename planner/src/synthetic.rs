@@ -603,7 +603,7 @@ pub fn generate(p: &Params) -> Snapshot {
 /// A gang arriving at [`NOW`] in queue `team-{queue}` of the snapshot of
 /// `p`: the first gang the generator makes with the next seed (pods of
 /// that snapshot's average size), under a name of its own.
-pub fn arrival(p: &Params, queue: u32) -> Gang {
+pub fn arrival(p: &Params, queue: u32) -> crate::Gang {
     let per_gang = p.pods.checked_div(p.gangs).unwrap_or(1).max(1);
     let one = generate(&Params {
         pods: per_gang,
@@ -612,26 +612,12 @@ pub fn arrival(p: &Params, queue: u32) -> Gang {
         offerings: 0,
         seed: p.seed.wrapping_add(1),
     });
-    let mut g = one.gangs.into_iter().next().unwrap_or_else(|| Gang {
-        id: GangId(String::new()),
-        queue: String::new(),
-        priority: 0,
-        arrival: NOW,
-        pod_sets: Vec::new(),
-        topology: Topology::Any,
-        phase: GangPhase::Queued,
-        assignments: Vec::new(),
-        provisioning_deadline: None,
-        admitted_at: None,
-        started_at: None,
-        expected_duration: None,
-        not_before: None,
-        evictions: 0,
-        launch_attempts: 0,
-        disruptible: false,
-        uid: String::new(),
-    });
-    g.id = GangId(format!("ns-arrival/job-{queue:06}"));
+    let mut g = one
+        .gangs
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| gang(String::new(), "").arrival(NOW).build());
+    g.id = crate::GangId(format!("ns-arrival/job-{queue:06}"));
     g.queue = format!("team-{queue}");
     g.arrival = NOW;
     g

@@ -120,6 +120,10 @@ pub struct ControllerArgs {
         value_delimiter = ','
     )]
     pub clouds: Vec<CloudArg>,
+    /// How long an offering that failed with a capacity error (stockout,
+    /// quota) is planned as unavailable before it is tried again.
+    #[arg(long, env = "MUSTER_UNAVAILABLE_OFFERING_TTL", default_value = "3m", value_parser = parse_duration)]
+    pub unavailable_offering_ttl: Duration,
     /// How often each cloud's interruption notices are read.
     #[arg(long, env = "MUSTER_INTERRUPTION_POLL", default_value = "5s", value_parser = parse_duration)]
     pub interruption_poll: Duration,
@@ -151,6 +155,11 @@ pub struct ControllerArgs {
     #[cfg(feature = "gcp")]
     #[arg(long, env = "MUSTER_GCP_ENDPOINT")]
     pub gcp_endpoint: Option<String>,
+    /// GCP: send no credentials, for an endpoint that takes none (a local
+    /// Compute test double); needs --gcp-endpoint.
+    #[cfg(feature = "gcp")]
+    #[arg(long, env = "MUSTER_GCP_ANONYMOUS", requires = "gcp_endpoint")]
+    pub gcp_anonymous: bool,
     /// Address of the admission webhook (HTTPS; it also serves /metrics,
     /// /healthz and /readyz). Off unless set; needs --webhook-cert and
     /// --webhook-key.
@@ -290,6 +299,7 @@ fn cloud_options(args: &ControllerArgs) -> controller::clouds::CloudOptions {
         #[cfg(feature = "gcp")]
         gcp: muster_provider_gcp::GcpOptions {
             endpoint: args.gcp_endpoint.clone(),
+            anonymous: args.gcp_anonymous,
             ..Default::default()
         },
     }
@@ -365,6 +375,8 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
     config.cloud_concurrency = usize::from(args.cloud_concurrency);
     config.policy.gpu_registration_timeout =
         muster_planner::Dur::secs(args.gpu_registration_timeout.as_secs());
+    config.policy.unavailable_offering_ttl =
+        muster_planner::Dur::secs(args.unavailable_offering_ttl.as_secs());
     config.api_timeout = args.api_timeout;
     config.workload_kinds = args.workload_kinds.0.clone();
     config.prometheus_url = match &args.prometheus_url {

@@ -9,6 +9,8 @@ use muster_planner::plan::{Plan, RemovalKind};
 use muster_planner::synthetic::{self, Params};
 use muster_planner::{PlanInput, Policy};
 
+use muster::plan_input::parse as parse_input;
+
 use super::CliError;
 
 /// Output formats.
@@ -44,20 +46,6 @@ pub struct PlanArgs {
     /// Plan this many times and report timings (`plan_ms p50=… p99=…`).
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
-}
-
-/// Reads a `PlanInput`, naming the path of any offending field.
-pub fn parse_input(text: &str) -> Result<PlanInput, String> {
-    let de = serde_norway::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if path.is_empty() || path == "." {
-            format!("{inner}")
-        } else {
-            format!("{path}: {inner}")
-        }
-    })
 }
 
 /// Runs `muster plan`.

@@ -997,7 +997,7 @@ class Handler(BaseHTTPRequestHandler):
             verb = "delete" if name is not None else "deletecollection"
         else:
             verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
-        line = json.dumps({"client": self.headers.get("x-audit-as", ""),
+        line = json.dumps({"ts": time.time(), "client": self.headers.get("x-audit-as", ""),
                            "userAgent": self.headers.get("User-Agent", ""),
                            "verb": verb, "apiGroup": group, "resource": plural,
                            "subresource": sub or "", "namespace": ns or ""})

@@ -85,6 +85,7 @@ class Controllers:
         # stand-ins for third-party workload controllers (kinds served once their CRDs are installed)
         import workload_controllers
         self.workloads = {w.kind: w for w in workload_controllers.stand_ins(self)}
+        self.finished = {}  # Job uid -> {"Succeeded": pod uids, "Failed": pod uids} counted
 
     # resources
     def _r(self, group, plural):
@@ -159,8 +160,15 @@ class Controllers:
         status = copy.deepcopy(job.get("status") or {})
         conds = status.setdefault("conditions", [])
         active = [p for p in owned if not pod_terminal(p) and not p["metadata"].get("deletionTimestamp")]
-        succeeded = sum(1 for p in owned if (p.get("status") or {}).get("phase") == "Succeeded")
-        failed = sum(1 for p in owned if (p.get("status") or {}).get("phase") == "Failed")
+        # a finished pod stays counted once it is gone (evicted, deleted with
+        # its node): the real controller counts it before it lets the pod go
+        # (pod-tracking finalizers), so the counters never fall
+        counted = self.finished.setdefault(uid, {"Succeeded": set(), "Failed": set()})
+        for p in owned:
+            phase = (p.get("status") or {}).get("phase")
+            if phase in counted:
+                counted[phase].add(p["metadata"]["uid"])
+        succeeded, failed = len(counted["Succeeded"]), len(counted["Failed"])
         finished = cond_true(job, "Complete") or cond_true(job, "Failed")
         if not finished and not spec.get("suspend"):
             completions = spec.get("completions")

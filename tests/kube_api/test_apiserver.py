@@ -241,6 +241,22 @@ class JobLifeCycle(Base):
         self.assertEqual(code, 422)
         self.assertIn("cannot disable the terminal Complete=True condition", err["message"])
 
+    def test_finished_pods_stay_counted_once_deleted(self):
+        created = self.srv.ok("POST", JOBS, job("counted", pods=2))
+        pods = owned_pods(self.srv, created["metadata"]["uid"])
+        self.srv.status_merge(PODS + "/" + pods[0]["metadata"]["name"], {"phase": "Succeeded"})
+        self.srv.ok("DELETE", PODS + "/" + pods[0]["metadata"]["name"])
+        j = self.srv.ok("GET", JOBS + "/counted")
+        self.assertEqual(j["status"]["succeeded"], 1)
+        # no pod is made again for the completion already counted
+        live = [p for p in owned_pods(self.srv, created["metadata"]["uid"])
+                if not p["metadata"].get("deletionTimestamp")]
+        self.assertEqual(len(live), 1)
+        self.srv.status_merge(PODS + "/" + live[0]["metadata"]["name"], {"phase": "Succeeded"})
+        j = self.srv.ok("GET", JOBS + "/counted")
+        types = {c["type"]: c["status"] for c in j["status"]["conditions"]}
+        self.assertEqual((types.get("Complete"), j["status"]["succeeded"]), ("True", 2))
+
     def test_json_patch_and_apply_are_validated_too(self):
         self.srv.ok("POST", JOBS, job("jp"))
         code, err, _ = self.srv.req("PATCH", JOBS + "/jp", [

@@ -11,9 +11,9 @@ use google_cloud_compute_v1::client::{
 };
 use muster_planner::OfferingKey;
 use muster_provider_api::ProviderError;
-use serde_json::Value;
 
-use crate::errors::classify;
+pub use crate::errors::operation_error;
+use crate::errors::{classify, error_body};
 
 /// How the provider reaches Compute.
 #[derive(Debug, Clone)]
@@ -127,19 +127,11 @@ pub fn failure(
     offering: Option<&OfferingKey>,
 ) -> ProviderError {
     let status = e.http_status_code();
-    let body: Option<Value> = e
-        .http_payload()
-        .and_then(|p| serde_json::from_slice(p).ok());
-    let reason = body
-        .as_ref()
-        .and_then(|b| b["error"]["errors"][0]["reason"].as_str())
-        .map(String::from)
+    let (reason, message) = e.http_payload().map(|p| error_body(p)).unwrap_or_default();
+    let reason = reason
         .or_else(|| e.status().map(|s| format!("{:?}", s.code)))
         .unwrap_or_default();
-    let message = body
-        .as_ref()
-        .and_then(|b| b["error"]["message"].as_str())
-        .map(String::from)
+    let message = message
         .or_else(|| e.status().map(|s| s.message.clone()))
         .unwrap_or_else(|| e.to_string());
     match status {
@@ -156,12 +148,4 @@ pub fn failure(
         }
         _ => classify(status, &reason, &message, offering),
     }
-}
-
-/// The error of a finished operation, if it failed.
-pub fn operation_error(op: &Value, offering: Option<&OfferingKey>) -> Option<ProviderError> {
-    let e = &op["error"]["errors"][0];
-    let code = e["code"].as_str()?;
-    let message = e["message"].as_str().unwrap_or(code);
-    Some(classify(None, code, message, offering))
 }

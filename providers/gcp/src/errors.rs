@@ -8,6 +8,7 @@
 
 use muster_planner::OfferingKey;
 use muster_provider_api::ProviderError;
+use serde_json::Value;
 
 /// Operation error codes and HTTP reasons that mean "no capacity for this
 /// machine type in this zone now" (stockouts).
@@ -77,6 +78,28 @@ pub fn classify(
         },
         _ => ProviderError::Permanent { message },
     }
+}
+
+/// The reason and message of an HTTP error body
+/// (`{"error": {"message": ..., "errors": [{"reason": ...}]}}`), each `None`
+/// when the body does not carry it.
+pub fn error_body(payload: &[u8]) -> (Option<String>, Option<String>) {
+    let Ok(body) = serde_json::from_slice::<Value>(payload) else {
+        return (None, None);
+    };
+    let reason = body["error"]["errors"][0]["reason"]
+        .as_str()
+        .map(String::from);
+    let message = body["error"]["message"].as_str().map(String::from);
+    (reason, message)
+}
+
+/// The error of a finished operation, if it failed.
+pub fn operation_error(op: &Value, offering: Option<&OfferingKey>) -> Option<ProviderError> {
+    let e = &op["error"]["errors"][0];
+    let code = e["code"].as_str()?;
+    let message = e["message"].as_str().unwrap_or(code);
+    Some(classify(None, code, message, offering))
 }
 
 #[cfg(test)]

@@ -29,12 +29,13 @@ a deleted instance is gone (404). Capacity and quota errors arrive in the
 operation's `error`, as they do for GCE's asynchronous inserts.
 
 Control (same port, under /fake/): POST /fake/stockout?zone=Z&machineType=M,
-POST /fake/quota?machineType=M, POST /fake/forget (request ids are
+POST /fake/quota?machineType=M, POST /fake/restock (both lifted), POST /fake/forget (request ids are
 forgotten, as GCE forgets them after a while), POST /fake/preempt?name=N (a spot instance
 is stopped by GCE: status TERMINATED, lastStopTimestamp set), POST
 /fake/fail?code=N&n=K (the next K requests answer HTTP N), GET /fake/calls
 (requests by method and path without project, zone and names, e.g.
-`POST projects/zones/instances`).
+`POST projects/zones/instances`), GET /fake/created (every instance ever
+created, deleted ones included, in order: name, zone, labels).
 """
 
 import itertools
@@ -52,7 +53,7 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "gke_fixture.
     GKE = json.load(f)
 IDS = itertools.count(1000)
 STATE = {"instances": {}, "ops": {}, "requests": {}, "stockout": set(), "quota": set(),
-         "fail": None, "calls": {}}
+         "fail": None, "calls": {}, "created": []}
 
 GIB = 1024
 
@@ -244,6 +245,7 @@ class Handler(BaseHTTPRequestHandler):
                             zone=base(project, zone), selfLink=target,
                             creationTimestamp=now(), machineType=f"{base(project, zone)}/machineTypes/{mt}")
                 STATE["instances"][(project, zone, name)] = inst
+                STATE["created"].append({"name": name, "zone": zone, "labels": body.get("labels", {})})
                 op = operation(project, zone, "insert", target)
             if req:
                 STATE["requests"][req] = op
@@ -279,10 +281,15 @@ class Handler(BaseHTTPRequestHandler):
                     if n == q.get("name"):
                         inst["status"] = "TERMINATED"
                         inst["lastStopTimestamp"] = now()
+            elif what == "restock":
+                STATE["stockout"].clear()
+                STATE["quota"].clear()
             elif what == "forget":
                 STATE["requests"].clear()
             elif what == "calls":
                 return self.send(200, STATE["calls"])
+            elif what == "created":
+                return self.send(200, STATE["created"])
             else:
                 return self.error(404, "notFound", "no such control")
             return self.send(200, {"ok": True})

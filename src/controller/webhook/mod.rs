@@ -345,50 +345,86 @@ impl Webhook {
 
     /// Answers one AdmissionReview body with an AdmissionReview body.
     pub async fn review(&self, body: &[u8]) -> Result<Vec<u8>, WebhookError> {
-        let review: AdmissionReview<DynamicObject> =
-            serde_json::from_slice(body).map_err(|_| WebhookError::Malformed)?;
-        let req: AdmissionRequest<DynamicObject> = match review.try_into() {
+        let req = match read_review(body)? {
             Ok(req) => req,
-            Err(_) => {
-                return encode(AdmissionResponse::invalid(
-                    "the AdmissionReview has no request",
-                ));
-            }
+            Err(answer) => return Ok(answer),
         };
-        encode(self.answer(&req).await)
-    }
-
-    async fn answer(&self, req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
-        let resp = AdmissionResponse::from(req);
-        let unlabelled = req.object.as_ref().is_some_and(|o| queue_of(o).is_none());
-        let default_queue = match (&req.namespace, held_create(req).is_some() && unlabelled) {
+        let default_queue = match (&req.namespace, needs_default_queue(&req)) {
             (Some(ns), true) => match self.default_queue(ns).await {
                 Ok(q) => q,
                 Err(e) => {
                     tracing::warn!(namespace = %ns, error = %e, "webhook: namespace not read");
-                    return resp.deny("muster: the namespace's default queue could not be read");
+                    return encode(
+                        AdmissionResponse::from(&req)
+                            .deny("muster: the namespace's default queue could not be read"),
+                    );
                 }
             },
             _ => None,
         };
-        let decision = decide(req, default_queue.as_deref());
-        if let Decision::Deny(why) = decision {
-            return resp.deny(why);
-        }
-        let Some(obj) = &req.object else {
-            return resp;
-        };
-        let ops = patch(obj, &decision);
-        if ops.is_empty() {
-            return resp;
-        }
-        match serde_json::from_value::<json_patch::Patch>(Value::Array(ops)) {
-            Ok(p) => match resp.clone().with_patch(p) {
-                Ok(r) => r,
-                Err(_) => resp.deny("muster: the patch could not be encoded"),
-            },
+        encode(answer(&req, default_queue.as_deref()))
+    }
+}
+
+/// Reads one AdmissionReview body: the request, or (`Ok(Err(..))`) the
+/// finished answer to a review without one. Only `admission.k8s.io/v1`
+/// `AdmissionReview` is read (the version the chart registers): the answer
+/// repeats the request's apiVersion and kind, and the API server refuses an
+/// answer of any other (kubernetes/kubernetes,
+/// `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/request/admissionreview.go`,
+/// VerifyAdmissionResponse).
+pub fn read_review(
+    body: &[u8],
+) -> Result<Result<AdmissionRequest<DynamicObject>, Vec<u8>>, WebhookError> {
+    let review: AdmissionReview<DynamicObject> =
+        serde_json::from_slice(body).map_err(|_| WebhookError::Malformed)?;
+    if review.types.api_version != "admission.k8s.io/v1" || review.types.kind != "AdmissionReview" {
+        return Err(WebhookError::Malformed);
+    }
+    match review.try_into() {
+        Ok(req) => Ok(Ok(req)),
+        Err(_) => encode(AdmissionResponse::invalid(
+            "the AdmissionReview has no request",
+        ))
+        .map(Err),
+    }
+}
+
+/// Whether the answer to `req` depends on its namespace's default queue:
+/// the creation of a workload muster holds, without the queue label.
+pub fn needs_default_queue(req: &AdmissionRequest<DynamicObject>) -> bool {
+    let unlabelled = req.object.as_ref().is_some_and(|o| queue_of(o).is_none());
+    held_create(req).is_some() && unlabelled
+}
+
+/// The answer to `req`, given the default queue of its namespace, as the
+/// AdmissionReview body sent back.
+pub fn respond(
+    req: &AdmissionRequest<DynamicObject>,
+    default_queue: Option<&str>,
+) -> Result<Vec<u8>, WebhookError> {
+    encode(answer(req, default_queue))
+}
+
+fn answer(req: &AdmissionRequest<DynamicObject>, default_queue: Option<&str>) -> AdmissionResponse {
+    let resp = AdmissionResponse::from(req);
+    let decision = decide(req, default_queue);
+    if let Decision::Deny(why) = decision {
+        return resp.deny(why);
+    }
+    let Some(obj) = &req.object else {
+        return resp;
+    };
+    let ops = patch(obj, &decision);
+    if ops.is_empty() {
+        return resp;
+    }
+    match serde_json::from_value::<json_patch::Patch>(Value::Array(ops)) {
+        Ok(p) => match resp.clone().with_patch(p) {
+            Ok(r) => r,
             Err(_) => resp.deny("muster: the patch could not be encoded"),
-        }
+        },
+        Err(_) => resp.deny("muster: the patch could not be encoded"),
     }
 }
 

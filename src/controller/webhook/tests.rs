@@ -322,3 +322,41 @@ fn pods_of_a_group_get_the_gate_once_beside_their_own() {
         "a pod is gated, not suspended"
     );
 }
+
+/// Found by fuzzing (tests/fuzz_inputs.rs): a body of another kind or
+/// version was answered with that kind and version, an answer the API
+/// server refuses. Such a body is now malformed.
+#[tokio::test]
+async fn only_admission_v1_reviews_are_answered() {
+    let hook = Webhook {
+        namespaces: None,
+        default_queue_label: "muster.dev/default-queue".into(),
+    };
+    let labelled = job(Some(json!({"muster.dev/queue": "q"})), None);
+    for (api_version, kind) in [
+        ("admission.k8s.io/v1", ""),
+        ("admission.k8s.io/v1", "P1D"),
+        ("admission.k8s.io/v1beta1", "AdmissionReview"),
+        ("", "AdmissionReview"),
+    ] {
+        let mut body = review("CREATE", JOB, labelled.clone(), false);
+        body["apiVersion"] = json!(api_version);
+        body["kind"] = json!(kind);
+        assert!(
+            matches!(
+                hook.review(body.to_string().as_bytes()).await,
+                Err(WebhookError::Malformed)
+            ),
+            "{api_version} {kind}"
+        );
+    }
+    let body = review("CREATE", JOB, labelled, false);
+    let out: Value = serde_json::from_slice(
+        &hook
+            .review(body.to_string().as_bytes())
+            .await
+            .expect("answer"),
+    )
+    .expect("json");
+    assert_eq!(out["kind"], "AdmissionReview");
+}

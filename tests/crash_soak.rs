@@ -1,0 +1,447 @@
+//! The crash soak: the real `muster controller` binary against the API test
+//! server and the Compute test double (whose instances outlive every
+//! controller), a workload of gangs of 1–8 nodes arriving over time and
+//! completing, and SIGKILLs of the controller at seeded moments biased
+//! toward the steps that matter (see `soak/trigger.rs`), each followed by a
+//! restart. Asserted: no double launch (never two instances for one
+//! idempotency key), no instance without a PoolNode after one
+//! orphan-collection period, every Job complete (none lost or stuck), no
+//! gang partly running, no panic. With two replicas, the leader is the one
+//! killed: leadership moves within 15 s each time and no process writes
+//! while another holds the Lease.
+//!
+//! Short form in `cargo test`; the full form and the figures of
+//! docs/reliability.md come from `scripts/soak`. Knobs (environment):
+//! `MUSTER_SOAK_KILLS` (default 50), `MUSTER_SOAK_GANGS` (100),
+//! `MUSTER_SOAK_LEADER_KILLS` (8), `MUSTER_SOAK_SEED` (1),
+//! `MUSTER_SOAK_REPORT` (file the summaries are appended to).
+
+mod soak;
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DynamicObject, ListParams};
+use muster_provider_api::{CloudProvider, label_key, tags};
+use soak::Rng;
+use soak::controllers::{Controller, Flags};
+use soak::summary::Summary;
+use soak::trigger::{AuditTail, Window};
+use soak::workload::{Partial, complete};
+use soak::world::{CLUSTER, NAMESPACE, World};
+use support::ar;
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// How long pods run.
+const RUN_FOR: Duration = Duration::from_millis(1500);
+/// The pool's GPU limit.
+const MAX_GPUS: u32 = 32;
+/// How long a gang may be partly running before it counts (a gang's pods
+/// are bound and started one by one).
+const PARTIAL_GRACE: Duration = Duration::from_secs(10);
+/// How long a kill waits for its window to open before it falls anyway.
+const WINDOW_WAIT: Duration = Duration::from_secs(3);
+/// How long no Job may complete while some are not, before those count as
+/// stuck.
+const STALL: Duration = Duration::from_secs(90);
+/// One orphan-collection period of the controllers (`--orphan-gc-period`
+/// 2 s, `--orphan-grace` 3 s), with slack.
+const ORPHAN_PERIOD: Duration = Duration::from_secs(8);
+
+fn log_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("muster-soak-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("log dir");
+    dir
+}
+
+/// Insert calls the cloud received so far.
+fn inserts(world: &World) -> usize {
+    world.fake.calls()["POST projects/zones/instances"]
+        .as_u64()
+        .unwrap_or(0) as usize
+}
+
+/// Samples partial gangs every 500 ms until `stop`.
+fn watch_partial(
+    client: kube::Client,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> (
+    Arc<Mutex<BTreeMap<String, Duration>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let partial = Arc::new(Mutex::new(BTreeMap::new()));
+    let p = partial.clone();
+    let task = tokio::spawn(async move {
+        let mut mine = Partial::default();
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            mine.sample(&client, PARTIAL_GRACE).await;
+            *p.lock().unwrap_or_else(|e| e.into_inner()) = mine.found.clone();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    (partial, task)
+}
+
+/// Waits for every Job to complete while they make progress (a Job that
+/// does not complete while none other does for `stall` is stuck), then one
+/// orphan period; fills in the end-state figures.
+async fn settle(world: &World, names: &BTreeSet<String>, stall: Duration, s: &mut Summary) {
+    let jobs: Api<Job> = Api::namespaced(world.client.clone(), NAMESPACE);
+    let mut last = Vec::new();
+    let mut done_before = 0;
+    let mut progress = Instant::now();
+    while progress.elapsed() < stall {
+        last = jobs
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        let done = last.iter().filter(|j| complete(j)).count();
+        if done == names.len() {
+            break;
+        }
+        if done > done_before {
+            done_before = done;
+            progress = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let present: BTreeSet<String> = last
+        .iter()
+        .filter_map(|j| j.metadata.name.clone())
+        .collect();
+    s.jobs_complete = last.iter().filter(|j| complete(j)).count();
+    s.jobs_lost = names.difference(&present).count();
+    s.jobs_stuck = names.len() - s.jobs_complete - s.jobs_lost;
+    tokio::time::sleep(ORPHAN_PERIOD).await;
+    s.orphans = orphans(world).await.len();
+    let created = soak::world::created(&world.fake);
+    s.instances_created = created.len();
+    let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut by_pool_node: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (name, pn) in &created {
+        *by_name.entry(name).or_default() += 1;
+        by_pool_node.entry(pn).or_default().insert(name);
+    }
+    s.double_launches = by_name.values().filter(|n| **n > 1).count()
+        + by_pool_node.values().filter(|n| n.len() > 1).count();
+}
+
+/// Instances no PoolNode accounts for, in two readings of the PoolNodes
+/// around one of the instances (a PoolNode is written before its instance
+/// and removed after it).
+async fn orphans(world: &World) -> Vec<String> {
+    let pns: Api<DynamicObject> = Api::all_with(world.client.clone(), &ar("PoolNode", "poolnodes"));
+    let names = |l: Vec<DynamicObject>| -> BTreeSet<String> {
+        l.into_iter().filter_map(|p| p.metadata.name).collect()
+    };
+    let before = names(
+        pns.list(&ListParams::default())
+            .await
+            .expect("poolnodes")
+            .items,
+    );
+    let instances = world.cloud.list(CLUSTER).await.expect("instances");
+    let after = names(
+        pns.list(&ListParams::default())
+            .await
+            .expect("poolnodes")
+            .items,
+    );
+    instances
+        .into_iter()
+        .filter(|i| {
+            let pn = i
+                .tags
+                .get(&label_key(tags::POOL_NODE))
+                .cloned()
+                .or(i.pool_node.clone())
+                .unwrap_or_default();
+            !before.contains(&pn) && !after.contains(&pn)
+        })
+        .map(|i| i.provider_id)
+        .collect()
+}
+
+/// Asserts the figures every soak must show.
+fn assert_safe(s: &Summary) {
+    let table = s.markdown();
+    assert_eq!(s.double_launches, 0, "double launches\n{table}");
+    assert_eq!(s.orphans, 0, "orphans\n{table}");
+    assert_eq!(s.jobs_lost, 0, "lost Jobs\n{table}");
+    assert_eq!(s.jobs_stuck, 0, "stuck Jobs\n{table}");
+    assert_eq!(s.partial_gangs, 0, "partial gangs\n{table}");
+    assert_eq!(s.panics, 0, "panics\n{table}");
+    assert_eq!(s.unexpected_exits, 0, "exits\n{table}");
+}
+
+/// The delay between a window opening and the kill.
+fn jitter(rng: &mut Rng, w: Window) -> Duration {
+    match w {
+        Window::PoolNodeCreated | Window::InstanceCreated => rng.millis(0, 30),
+        Window::Random => Duration::ZERO,
+        _ => rng.millis(0, 15),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_controller_survives_sigkills_at_every_step() {
+    let kills = env("MUSTER_SOAK_KILLS", 50);
+    let n_gangs = env("MUSTER_SOAK_GANGS", 100) as usize;
+    let seed = env("MUSTER_SOAK_SEED", 1);
+    let t0 = Instant::now();
+    let world =
+        soak::world::start(RUN_FOR, MAX_GPUS, "15m", &["--pod-termination-secs", "0.2"]).await;
+    let dir = log_dir("one");
+    let flags = Flags {
+        kube_url: world.server.url.clone(),
+        gcp_endpoint: world.fake.endpoint.clone(),
+        cluster: CLUSTER.to_string(),
+        election: None,
+        extra: Vec::new(),
+    };
+    // arrivals spread over the kills (about 2 s each)
+    let arrival = Duration::from_millis(kills.max(30) * 2000);
+    let gangs = soak::workload::gangs(n_gangs, arrival, seed);
+    let names: BTreeSet<String> = gangs.iter().map(|g| g.name.clone()).collect();
+    let mut s = Summary {
+        mode: "1 replica".into(),
+        seed,
+        gangs: gangs.len(),
+        pods: gangs.iter().map(|g| u64::from(g.pods)).sum(),
+        ..Summary::default()
+    };
+    let submitting = tokio::spawn(soak::workload::submit(world.client.clone(), gangs));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (partial, watcher) = watch_partial(world.client.clone(), stop.clone());
+    let mut rng = Rng::new(seed);
+    let mut ctl = Controller::start(&flags, "soak-0", &dir);
+    for k in 1..=kills {
+        tokio::time::sleep(rng.millis(200, 1500)).await;
+        let w = rng.weighted(&Window::WEIGHTED);
+        let mut tail = AuditTail::at_end(world.server.audit_log.clone());
+        let count = || inserts(&world);
+        let opened =
+            soak::trigger::wait_for(w, &ctl.identity, &mut tail, &count, WINDOW_WAIT).await;
+        tokio::time::sleep(jitter(&mut rng, w)).await;
+        if ctl.exited().is_some() {
+            s.unexpected_exits += 1;
+        }
+        ctl.kill();
+        let e = s.kills.entry(w.as_str()).or_default();
+        if opened || w == Window::Random {
+            e.0 += 1;
+        } else {
+            e.1 += 1;
+        }
+        ctl = Controller::start(&flags, &format!("soak-{k}"), &dir);
+    }
+    submitting.await.expect("workload submitted");
+    settle(&world, &names, STALL, &mut s).await;
+    if ctl.exited().is_some() {
+        s.unexpected_exits += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = watcher.await;
+    s.partial_gangs = partial.lock().unwrap_or_else(|e| e.into_inner()).len();
+    drop(ctl);
+    s.panics = soak::controllers::panics(&dir).len();
+    s.secs = t0.elapsed().as_secs_f64();
+    s.publish();
+    assert_safe(&s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Seconds since the epoch (the audit log's clock).
+fn epoch() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// The Lease holder now.
+async fn holder(client: &kube::Client) -> Option<String> {
+    Api::<Lease>::namespaced(client.clone(), "muster-system")
+        .get_opt("muster-controller")
+        .await
+        .ok()
+        .flatten()?
+        .spec?
+        .holder_identity
+}
+
+/// Readings of the Lease holder: `(epoch secs, holder)`.
+type LeaseReadings = Arc<Mutex<Vec<(f64, String)>>>;
+
+/// Records the Lease holder every 50 ms until `stop`: `(epoch secs, holder)`.
+fn watch_lease(
+    client: kube::Client,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> (LeaseReadings, tokio::task::JoinHandle<()>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let task = tokio::spawn(async move {
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let h = holder(&client).await.unwrap_or_default();
+            s.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((epoch(), h));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    (seen, task)
+}
+
+/// Writes (other than to the Lease) by a process while the readings of the
+/// Lease just before and just after show another holder.
+fn non_leader_writes(audit: &std::path::Path, leases: &[(f64, String)]) -> Vec<String> {
+    let text = std::fs::read_to_string(audit).unwrap_or_default();
+    let mut out = Vec::new();
+    for e in text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    {
+        let verb = e["verb"].as_str().unwrap_or_default();
+        if !matches!(verb, "create" | "update" | "patch" | "delete") || e["resource"] == "leases" {
+            continue;
+        }
+        let agent = e["userAgent"].as_str().unwrap_or_default();
+        let Some(who) = agent
+            .split_once('(')
+            .and_then(|(_, r)| r.split_once(')'))
+            .map(|(w, _)| w)
+        else {
+            continue;
+        };
+        if !who.starts_with("replica-") {
+            continue;
+        }
+        let ts = e["ts"].as_f64().unwrap_or(0.0);
+        let before = leases.iter().rev().find(|(t, _)| *t <= ts);
+        let after = leases.iter().find(|(t, _)| *t >= ts);
+        if let (Some((_, b)), Some((_, a))) = (before, after)
+            && b != who
+            && a != who
+        {
+            out.push(format!(
+                "{who} {verb} {} at {ts:.3} (holder {b} then {a})",
+                e["resource"].as_str().unwrap_or_default()
+            ));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killing_the_leader_moves_leadership_and_no_follower_writes() {
+    let kills = env("MUSTER_SOAK_LEADER_KILLS", 8);
+    let n_gangs = env("MUSTER_SOAK_GANGS", 200).min(kills * 10).max(40) as usize;
+    let seed = env("MUSTER_SOAK_SEED", 1) + 1000;
+    let t0 = Instant::now();
+    let world =
+        soak::world::start(RUN_FOR, MAX_GPUS, "15m", &["--pod-termination-secs", "0.2"]).await;
+    let dir = log_dir("two");
+    // lease 6 s, renew deadline 4 s, retry 1 s, API timeout 1.5 s
+    let flags = Flags {
+        kube_url: world.server.url.clone(),
+        gcp_endpoint: world.fake.endpoint.clone(),
+        cluster: CLUSTER.to_string(),
+        election: Some((6, 4, 1, 1500)),
+        extra: Vec::new(),
+    };
+    let arrival = Duration::from_secs(kills * 8);
+    let gangs = soak::workload::gangs(n_gangs, arrival, seed);
+    let names: BTreeSet<String> = gangs.iter().map(|g| g.name.clone()).collect();
+    let mut s = Summary {
+        mode: "2 replicas".into(),
+        seed,
+        gangs: gangs.len(),
+        pods: gangs.iter().map(|g| u64::from(g.pods)).sum(),
+        ..Summary::default()
+    };
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (leases, lease_watch) = watch_lease(world.client.clone(), stop.clone());
+    let mut next = 0;
+    let start = |next: &mut u32| {
+        let c = Controller::start(&flags, &format!("replica-{next}"), &dir);
+        *next += 1;
+        c
+    };
+    let mut live: Vec<Controller> = vec![start(&mut next), start(&mut next)];
+    let submitting = tokio::spawn(soak::workload::submit(world.client.clone(), gangs));
+    let (partial, watcher) = watch_partial(world.client.clone(), stop.clone());
+    let mut rng = Rng::new(seed);
+    for _ in 0..kills {
+        // a leader among the live processes
+        let leader = support::eventually(30, "a live leader", || {
+            let client = world.client.clone();
+            let ids: Vec<String> = live.iter().map(|c| c.identity.clone()).collect();
+            async move { holder(&client).await.filter(|h| ids.contains(h)) }
+        })
+        .await;
+        tokio::time::sleep(rng.millis(500, 2500)).await;
+        let w = rng.weighted(&Window::WEIGHTED);
+        let mut tail = AuditTail::at_end(world.server.audit_log.clone());
+        let count = || inserts(&world);
+        let opened = soak::trigger::wait_for(w, &leader, &mut tail, &count, WINDOW_WAIT).await;
+        tokio::time::sleep(jitter(&mut rng, w)).await;
+        let i = live
+            .iter()
+            .position(|c| c.identity == leader)
+            .expect("the leader is live");
+        for c in live.iter_mut() {
+            if c.exited().is_some() {
+                s.unexpected_exits += 1;
+            }
+        }
+        live.remove(i).kill();
+        let killed_at = Instant::now();
+        let e = s.kills.entry(w.as_str()).or_default();
+        if opened || w == Window::Random {
+            e.0 += 1;
+        } else {
+            e.1 += 1;
+        }
+        live.push(start(&mut next));
+        let ids: Vec<String> = live.iter().map(|c| c.identity.clone()).collect();
+        support::eventually(20, "leadership moved", || {
+            let client = world.client.clone();
+            let ids = ids.clone();
+            async move { holder(&client).await.filter(|h| ids.contains(h)) }
+        })
+        .await;
+        s.takeovers.push(killed_at.elapsed().as_secs_f64());
+    }
+    submitting.await.expect("workload submitted");
+    settle(&world, &names, STALL, &mut s).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = watcher.await;
+    let _ = lease_watch.await;
+    s.partial_gangs = partial.lock().unwrap_or_else(|e| e.into_inner()).len();
+    let writes = non_leader_writes(
+        &world.server.audit_log,
+        &leases.lock().unwrap_or_else(|e| e.into_inner()),
+    );
+    s.non_leader_writes = Some(writes.len());
+    drop(live);
+    s.panics = soak::controllers::panics(&dir).len();
+    s.secs = t0.elapsed().as_secs_f64();
+    s.publish();
+    assert_safe(&s);
+    assert!(writes.is_empty(), "writes from a non-leader: {writes:#?}");
+    let slowest = s.takeovers.iter().copied().fold(0.0, f64::max);
+    assert!(slowest <= 15.0, "leadership took {slowest:.1} s to move");
+    let _ = std::fs::remove_dir_all(&dir);
+}

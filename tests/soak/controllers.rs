@@ -1,0 +1,137 @@
+//! Real `muster controller` processes: started with the soak's flags, each
+//! under an identity of its own (named in every request's User-Agent), its
+//! stderr kept in a file, SIGKILLed and restarted by the soak.
+
+use std::process::{Child, Command, Stdio};
+
+/// How the controllers run.
+#[derive(Debug, Clone)]
+pub struct Flags {
+    /// API server URL.
+    pub kube_url: String,
+    /// Compute endpoint.
+    pub gcp_endpoint: String,
+    /// Cluster name.
+    pub cluster: String,
+    /// With leader election (lease, renew deadline, retry period, API
+    /// timeout, in whole seconds for the first three); `None`: one replica.
+    pub election: Option<(u64, u64, u64, u64)>,
+    /// More flags.
+    pub extra: Vec<String>,
+}
+
+/// One running process; its log (stdout and stderr) in `DIR/IDENTITY.log`.
+pub struct Controller {
+    /// Identity (unique per process).
+    pub identity: String,
+    child: Child,
+}
+
+impl Controller {
+    /// Starts a controller under `identity`.
+    pub fn start(flags: &Flags, identity: &str, dir: &std::path::Path) -> Controller {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("port")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let log = dir.join(format!("{identity}.log"));
+        let out = std::fs::File::create(&log).expect("log file");
+        let err = out.try_clone().expect("log file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_muster"));
+        cmd.args([
+            "controller",
+            "--kube-url",
+            &flags.kube_url,
+            "--identity",
+            identity,
+            "--cluster-name",
+            &flags.cluster,
+            "--gcp-endpoint",
+            &flags.gcp_endpoint,
+            "--gcp-anonymous",
+            "--metrics-addr",
+            &format!("127.0.0.1:{port}"),
+            "--log-format",
+            "json",
+            "--debounce",
+            "50ms",
+            "--tick",
+            "1s",
+            "--orphan-gc-period",
+            "2s",
+            "--orphan-grace",
+            "3s",
+            "--interruption-poll",
+            "2s",
+        ]);
+        match flags.election {
+            None => {
+                cmd.arg("--no-leader-election");
+            }
+            Some((lease, renew, retry, timeout)) => {
+                cmd.args([
+                    "--lease-duration",
+                    &format!("{lease}s"),
+                    "--lease-renew-deadline",
+                    &format!("{renew}s"),
+                    "--lease-retry-period",
+                    &format!("{retry}s"),
+                    "--api-timeout",
+                    &format!("{timeout}ms"),
+                ]);
+            }
+        }
+        cmd.args(&flags.extra);
+        let child = cmd
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .expect("muster controller starts");
+        Controller {
+            identity: identity.to_string(),
+            child,
+        }
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.identity.clone()
+    }
+
+    /// Whether it exited on its own (it should never).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Panics any process logged, as `(identity, line)`.
+pub fn panics(dir: &std::path::Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        for line in text.lines().filter(|l| l.contains("panicked")) {
+            out.push((
+                e.file_name()
+                    .to_string_lossy()
+                    .trim_end_matches(".log")
+                    .to_string(),
+                line.chars().take(300).collect(),
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,126 @@
+//! The soak's figures: printed as a Markdown table (`soak | figure | value`),
+//! and appended to the file `MUSTER_SOAK_REPORT` names, from which
+//! `scripts/soak` writes the generated block of docs/reliability.md.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// What one soak run measured.
+#[derive(Debug, Default)]
+pub struct Summary {
+    /// `1 replica` or `2 replicas`.
+    pub mode: String,
+    /// Seed.
+    pub seed: u64,
+    /// Gangs submitted.
+    pub gangs: usize,
+    /// Pods (= nodes asked for) over all gangs.
+    pub pods: u64,
+    /// Kills per window: (opened, fell back to the end of the wait).
+    pub kills: BTreeMap<&'static str, (u32, u32)>,
+    /// Instances the cloud created.
+    pub instances_created: usize,
+    /// Idempotency keys with more than one instance ever created.
+    pub double_launches: usize,
+    /// Instances without a PoolNode after one orphan-collection period.
+    pub orphans: usize,
+    /// Jobs complete.
+    pub jobs_complete: usize,
+    /// Jobs gone from the API server.
+    pub jobs_lost: usize,
+    /// Jobs not complete by the deadline.
+    pub jobs_stuck: usize,
+    /// Gangs partly running beyond the grace.
+    pub partial_gangs: usize,
+    /// Panics in the controllers' logs.
+    pub panics: usize,
+    /// Processes that exited without being killed.
+    pub unexpected_exits: usize,
+    /// Leadership changes measured, with the longest (seconds).
+    pub takeovers: Vec<f64>,
+    /// Writes by a process while another held the Lease.
+    pub non_leader_writes: Option<usize>,
+    /// Wall time of the run (seconds).
+    pub secs: f64,
+}
+
+impl Summary {
+    /// Total kills.
+    pub fn total_kills(&self) -> u32 {
+        self.kills.values().map(|(a, b)| a + b).sum()
+    }
+
+    /// The table.
+    pub fn markdown(&self) -> String {
+        let mut t = String::new();
+        let mut row = |k: &str, v: String| {
+            let _ = writeln!(t, "| {k} | {v} |");
+        };
+        row("mode", self.mode.clone());
+        row("seed", self.seed.to_string());
+        row("gangs (pods)", format!("{} ({})", self.gangs, self.pods));
+        row("SIGKILLs", self.total_kills().to_string());
+        let by_window: Vec<String> = self
+            .kills
+            .iter()
+            .map(|(w, (hit, miss))| {
+                if *miss > 0 {
+                    format!("{w} {hit} (+{miss} at the end of the wait)")
+                } else {
+                    format!("{w} {hit}")
+                }
+            })
+            .collect();
+        row("kills by window", by_window.join(", "));
+        row("instances created", self.instances_created.to_string());
+        row("double launches", self.double_launches.to_string());
+        row(
+            "instances without a PoolNode after one orphan-collection period",
+            self.orphans.to_string(),
+        );
+        row(
+            "Jobs complete / lost / stuck",
+            format!(
+                "{} / {} / {}",
+                self.jobs_complete, self.jobs_lost, self.jobs_stuck
+            ),
+        );
+        row("partial gangs running", self.partial_gangs.to_string());
+        row("panics", self.panics.to_string());
+        row(
+            "controller exits without a kill",
+            self.unexpected_exits.to_string(),
+        );
+        if let Some(w) = self.non_leader_writes {
+            row("writes from a non-leader", w.to_string());
+            let max = self.takeovers.iter().copied().fold(0.0, f64::max);
+            let mean = if self.takeovers.is_empty() {
+                0.0
+            } else {
+                self.takeovers.iter().sum::<f64>() / self.takeovers.len() as f64
+            };
+            row(
+                "leadership moved (count, mean, max)",
+                format!("{}, {mean:.1} s, {max:.1} s", self.takeovers.len()),
+            );
+        }
+        row("wall time", format!("{:.0} s", self.secs));
+        t
+    }
+
+    /// Prints the table and appends it to `MUSTER_SOAK_REPORT`, if set.
+    pub fn publish(&self) {
+        let table = format!("| figure | value |\n|---|---|\n{}", self.markdown());
+        println!("{table}");
+        if let Ok(path) = std::env::var("MUSTER_SOAK_REPORT") {
+            use std::io::Write;
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+            {
+                let _ = writeln!(f, "{table}");
+            }
+        }
+    }
+}
