@@ -107,7 +107,6 @@ async fn phases(client: &kube::Client) -> BTreeMap<String, usize> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "fails: a machine that never registers is handed from gang to gang until its 15 min registrationTimeout (docs/reliability.md, Fault storms)"]
 async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
     let chaos = std::env::var("MUSTER_STORM_API_CHAOS").unwrap_or_else(|_| "0.03".into());
     let world = soak::world::start(

@@ -332,6 +332,25 @@ impl Planner {
             }) {
                 return true;
             }
+            // A machine held for no gang that has not registered stops being
+            // capacity to come at its pool's provisioning timeout (checked
+            // for every such machine: rebuilding more often is only slower).
+            if self.snapshot.nodes.iter().any(|n| {
+                crate::index::unregistered(n)
+                    && n.pool.as_ref().is_some_and(|p| {
+                        let timeout = self
+                            .snapshot
+                            .pools
+                            .iter()
+                            .find(|x| &x.name == p)
+                            .and_then(|x| x.provisioning_timeout)
+                            .unwrap_or(self.policy.provisioning_timeout);
+                        let d = n.created_at + timeout;
+                        (a >= d) != (b >= d)
+                    })
+            }) {
+                return true;
+            }
         }
         false
     }

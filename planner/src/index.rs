@@ -115,6 +115,12 @@ pub(crate) struct NodeInfo<'a> {
     /// Set when the node was reserved for a gang whose provisioning timed out
     /// (offered to the next gang that fits) or for a gang that is gone.
     pub released_from: Option<ReleasedFrom>,
+    /// A machine that has not registered a Node within the provisioning
+    /// timeout it was launched under: never offered to a gang as capacity
+    /// to come, so its release (without heir) cancels it. Without this, a
+    /// machine that never joins is handed from gang to gang until its
+    /// `registrationTimeout`, each gang waiting out its own timeout on it.
+    pub given_up: bool,
     /// Chosen for removal this cycle.
     pub removed: bool,
 }
@@ -374,6 +380,7 @@ impl<'a> World<'a> {
                     exclusive: None,
                     gangs: Vec::new(),
                     released_from: None,
+                    given_up: false,
                     removed: false,
                 }
             })
@@ -492,12 +499,32 @@ impl<'a> World<'a> {
                     match (g.gang.phase, g.prov) {
                         (GangPhase::Provisioning, ProvState::TimedOut) => {
                             n.released_from = Some(ReleasedFrom::Timeout(gi));
+                            n.given_up = unregistered(n.node);
                         }
                         (GangPhase::Provisioning, _) => n.exclusive = Some(gi),
                         (p, _) if p.pending() => n.exclusive = Some(gi),
                         (GangPhase::Admitted | GangPhase::Running, _) => {}
                         _ => n.released_from = Some(ReleasedFrom::Orphan(owner.0.clone())),
                     }
+                }
+            }
+        }
+
+        // Machines held for no gang (or for one that is gone) that have not
+        // registered a Node although launched longer ago than their pool's
+        // provisioning timeout (a driver that kept a released launch, or one
+        // left by a crash).
+        for n in nodes.iter_mut() {
+            if (n.node.reserved_for.is_none()
+                || matches!(n.released_from, Some(ReleasedFrom::Orphan(_))))
+                && unregistered(n.node)
+                && let Some(p) = n.pool
+            {
+                let timeout = pools[p]
+                    .provisioning_timeout
+                    .unwrap_or(policy.provisioning_timeout);
+                if now >= n.node.created_at + timeout {
+                    n.given_up = true;
                 }
             }
         }
@@ -799,6 +826,12 @@ impl<'a> World<'a> {
     pub fn node_by_name(&self, name: &str) -> Option<usize> {
         self.node_ix.get(name).copied()
     }
+}
+
+/// A managed machine whose Node has not registered yet (`Pending` or
+/// `Launched`).
+pub(crate) fn unregistered(n: &Node) -> bool {
+    n.managed() && matches!(n.phase, NodePhase::Pending | NodePhase::Launched)
 }
 
 /// How many pods of `shape` fit in `free`; `u32::MAX` for an empty shape.

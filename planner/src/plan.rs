@@ -240,6 +240,9 @@ pub enum WaitReason {
     QuotaExhausted,
     /// Its capacity is being launched.
     Provisioning,
+    /// Its capacity was not all Ready by its provisioning deadline: released
+    /// (machines that never registered cancelled), the gang queues again.
+    ProvisioningTimeout,
     /// Its capacity is launched-to-be but the cycle's launch budget is spent.
     LaunchBudget,
     /// Pool limits (GPUs, nodes, dollars) leave no room.
@@ -266,6 +269,7 @@ impl WaitReason {
         match self {
             WaitReason::QuotaExhausted => "QuotaExhausted",
             WaitReason::Provisioning => "Provisioning",
+            WaitReason::ProvisioningTimeout => "ProvisioningTimeout",
             WaitReason::LaunchBudget => "LaunchBudget",
             WaitReason::PoolLimit => "PoolLimit",
             WaitReason::NoOffering => "NoOffering",

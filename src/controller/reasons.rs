@@ -272,6 +272,12 @@ fn wait(r: WaitReason) -> ReasonDoc {
             "Nodes for the gang are being launched; it is admitted when all are Ready.",
             "Nothing. `kubectl get poolnodes` shows their progress.",
         ),
+        WaitReason::ProvisioningTimeout => doc(
+            r.as_str(),
+            on,
+            "Its nodes were not all Ready by its `provisioningDeadline`: they were released (launches whose machine never registered a Node cancelled, not offered to another gang) and the gang is `Queued` again.",
+            "If it repeats, the PoolNodes' Events say why (launch errors, machines that never register); raise the pool's `provisioningTimeout` if machines boot slower than it.",
+        ),
         WaitReason::LaunchBudget => doc(
             r.as_str(),
             on,
@@ -521,6 +527,7 @@ pub fn catalog() -> Vec<ReasonDoc> {
     for r in [
         WaitReason::QuotaExhausted,
         WaitReason::Provisioning,
+        WaitReason::ProvisioningTimeout,
         WaitReason::LaunchBudget,
         WaitReason::PoolLimit,
         WaitReason::NoOffering,

@@ -1,7 +1,12 @@
 //! Releases: reserved capacity a gang gives up. The reservation goes (PoolNode
 //! `spec.gang`, the node's `muster.dev/gang` label and its
-//! `pod-set.muster.dev/*` labels); the machine stays until
-//! the planner removes it (consolidation) or hands it to another gang.
+//! `pod-set.muster.dev/*` labels), or moves to the gang it is handed to. A
+//! machine released to no gang while still in flight (`Pending`, `Launched`,
+//! `Registered`) is cancelled: its PoolNode is deleted and the finalizer
+//! terminates the instance, as the planner's driver contract says; the
+//! planner never hands on a machine that missed its gang's provisioning
+//! deadline without registering, so such machines go here. A Ready machine
+//! stays as free capacity until the planner removes it (consolidation).
 
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
@@ -10,7 +15,9 @@ use muster_planner::plan::Release;
 use super::super::{ActError, api, gang_label_value, params};
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{GANG_LABEL, Kind};
+use crate::controller::translate::node::poolnode_status;
 use crate::controller::translate::{Observed, Translation};
+use muster_crds::PoolNodePhase;
 use crate::controller::workloads::template::POD_SET_LABEL_PREFIX;
 
 /// Carries out every release. Returns how many nodes it changed.
@@ -40,6 +47,15 @@ async fn release(
     let poolnode = observed.of(Kind::PoolNode).iter().find(|p| {
         p.name_any() == node || tr.registered.get(&p.name_any()).map(String::as_str) == Some(node)
     });
+    if let Some(p) = poolnode
+        && to.is_none()
+        && matches!(
+            poolnode_status(p).phase,
+            PoolNodePhase::Pending | PoolNodePhase::Launched | PoolNodePhase::Registered
+        )
+    {
+        return super::remove::delete_poolnode(ctx, p).await;
+    }
     if let Some(p) = poolnode {
         api(&ctx.client, Kind::PoolNode, None)
             .patch(

@@ -366,7 +366,7 @@ async fn cordon(ctx: &Ctx, observed: &Observed, node: &str, on: bool) -> Result<
     }
 }
 
-async fn delete_poolnode(ctx: &Ctx, pn: &DynamicObject) -> Result<(), ActError> {
+pub(super) async fn delete_poolnode(ctx: &Ctx, pn: &DynamicObject) -> Result<(), ActError> {
     match api(&ctx.client, Kind::PoolNode, None)
         .delete(&pn.name_any(), &DeleteParams::default())
         .await

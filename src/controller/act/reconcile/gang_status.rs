@@ -238,10 +238,17 @@ pub fn desired(
         return (st, false);
     }
     if let Some(w) = plan.waiting.iter().find(|w| w.gang.as_str() == id) {
+        if w.reason == WaitReason::ProvisioningTimeout {
+            // released by this plan (driver contract): back to Queued
+            st.assignments.clear();
+            st.reserved_nodes.clear();
+            st.provisioning_deadline = None;
+        }
         let phase = match w.reason {
             WaitReason::Provisioning if current == GangPhase::Provisioning => {
                 GangPhase::Provisioning
             }
+            WaitReason::ProvisioningTimeout => GangPhase::Queued,
             WaitReason::Unsatisfiable => GangPhase::Unsatisfiable,
             WaitReason::Backoff => GangPhase::Evicted,
             _ if current.holds_capacity() => current,
