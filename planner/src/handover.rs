@@ -107,6 +107,10 @@ pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
             else {
                 continue;
             };
+            // a machine given up (never registered in time) is not handed on
+            if early_nodes.iter().any(|&ni| w.nodes[ni].given_up) {
+                continue;
+            }
             if eligible_on(w, early, &late_nodes) && eligible_on(w, late, &early_nodes) {
                 found = Some((late, early_nodes, late_nodes));
                 break;

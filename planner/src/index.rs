@@ -115,11 +115,13 @@ pub(crate) struct NodeInfo<'a> {
     /// Set when the node was reserved for a gang whose provisioning timed out
     /// (offered to the next gang that fits) or for a gang that is gone.
     pub released_from: Option<ReleasedFrom>,
-    /// A machine that has not registered a Node within the provisioning
-    /// timeout it was launched under: never offered to a gang as capacity
-    /// to come, so its release (without heir) cancels it. Without this, a
-    /// machine that never joins is handed from gang to gang until its
-    /// `registrationTimeout`, each gang waiting out its own timeout on it.
+    /// A machine that has not registered a Node (`Pending`, `Launched`)
+    /// although launched longer ago than its pool's provisioning timeout, or
+    /// held for a gang past its provisioning deadline: never offered to a
+    /// gang as capacity to come (nor handed over), so its release has no heir
+    /// and cancels it. Without this, a machine that never joins is handed
+    /// from gang to gang until its `registrationTimeout`, each gang waiting
+    /// out its own timeout on it.
     pub given_up: bool,
     /// Chosen for removal this cycle.
     pub removed: bool,
@@ -499,7 +501,6 @@ impl<'a> World<'a> {
                     match (g.gang.phase, g.prov) {
                         (GangPhase::Provisioning, ProvState::TimedOut) => {
                             n.released_from = Some(ReleasedFrom::Timeout(gi));
-                            n.given_up = unregistered(n.node);
                         }
                         (GangPhase::Provisioning, _) => n.exclusive = Some(gi),
                         (p, _) if p.pending() => n.exclusive = Some(gi),
@@ -510,23 +511,28 @@ impl<'a> World<'a> {
             }
         }
 
-        // Machines held for no gang (or for one that is gone) that have not
-        // registered a Node although launched longer ago than their pool's
-        // provisioning timeout (a driver that kept a released launch, or one
-        // left by a crash).
+        // Machines given up: not registered although launched longer ago
+        // than their pool's provisioning timeout, or held for a gang past its
+        // provisioning deadline.
         for n in nodes.iter_mut() {
-            if (n.node.reserved_for.is_none()
-                || matches!(n.released_from, Some(ReleasedFrom::Orphan(_))))
-                && unregistered(n.node)
-                && let Some(p) = n.pool
-            {
-                let timeout = pools[p]
-                    .provisioning_timeout
-                    .unwrap_or(policy.provisioning_timeout);
-                if now >= n.node.created_at + timeout {
-                    n.given_up = true;
-                }
+            if !unregistered(n.node) {
+                continue;
             }
+            let Some(p) = n.pool else { continue };
+            let timeout = pools[p]
+                .provisioning_timeout
+                .unwrap_or(policy.provisioning_timeout);
+            let owner_late = n
+                .node
+                .reserved_for
+                .as_ref()
+                .and_then(|g| gang_ix.get(g.as_str()))
+                .is_some_and(|&gi| {
+                    let g = gangs[gi].gang;
+                    g.phase == GangPhase::Provisioning
+                        && g.provisioning_deadline.is_some_and(|d| now >= d)
+                });
+            n.given_up = owner_late || now >= n.node.created_at + timeout;
         }
 
         let mut pool_usage = vec![PoolUsage::default(); pools.len()];

@@ -104,7 +104,10 @@ pub(crate) fn plan_launch(
         .copied()
         .filter(|&ni| {
             let n = &w.nodes[ni];
-            !n.removed && !n.given_up && w.reservation_allows(ni, gi) && groups.iter().any(|g| g.elig[ni])
+            !n.removed
+                && !n.given_up
+                && w.reservation_allows(ni, gi)
+                && groups.iter().any(|g| g.elig[ni])
         })
         .collect();
     let scope = Scope {

@@ -573,6 +573,52 @@ fn check(s: &Snapshot, p: &Plan) -> Result<(), TestCaseError> {
     {
         prop_assert!(cohort_after <= cohort_nominal, "cohort over quota");
     }
+    // A machine that has not registered although launched longer ago than
+    // its pool's provisioning timeout, or held for a gang past its deadline,
+    // is never capacity to come for a gang: no launch reserves or assigns
+    // it, no release hands it on (released to no gang, it is cancelled).
+    let given_up: BTreeSet<&str> = s
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.phase, NodePhase::Pending | NodePhase::Launched))
+        .filter(|n| {
+            let timeout = s
+                .pools
+                .iter()
+                .find(|p| n.pool.as_deref() == Some(p.name.as_str()))
+                .and_then(|p| p.provisioning_timeout)
+                .unwrap_or(Policy::default().provisioning_timeout);
+            let owner_late = s.gangs.iter().any(|g| {
+                n.reserved_for.as_ref() == Some(&g.id)
+                    && g.phase == GangPhase::Provisioning
+                    && g.provisioning_deadline.is_some_and(|d| NOW >= d)
+            });
+            n.pool.is_some() && (owner_late || NOW >= n.created_at + timeout)
+        })
+        .map(|n| n.name.as_str())
+        .collect();
+    for l in &p.launches {
+        for name in l
+            .reserve
+            .iter()
+            .chain(l.assignments.iter().map(|a| &a.node))
+        {
+            prop_assert!(
+                !given_up.contains(name.as_str()),
+                "{} takes {name}, which never registered in time",
+                l.gang
+            );
+        }
+    }
+    for r in p.releases.iter().filter(|r| r.handed_to.is_some()) {
+        for name in &r.nodes {
+            prop_assert!(
+                !given_up.contains(name.as_str()),
+                "{name}, never registered in time, handed from {} to another gang",
+                r.gang
+            );
+        }
+    }
     // Consolidation never touches a node hosting a running, non-disruptible gang.
     for r in &p.removals {
         for g in &s.gangs {
