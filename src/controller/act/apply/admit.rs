@@ -22,6 +22,52 @@ use crate::controller::objects::GANG_LABEL;
 use crate::controller::translate::Observed;
 use crate::controller::workloads::{self, template::pod_set_label};
 
+/// Labels every node of `pins` for the gang `gang` (`namespace/name`): the
+/// gang's label and one per pod set placed on it (what a pin by node
+/// selector names). Nodes already labelled so are not written. Also run for
+/// every admitted gang each cycle, so a label write that failed after the
+/// gang's status said `Admitted` is made again.
+pub(crate) async fn label_nodes(
+    ctx: &Ctx,
+    gang: &str,
+    pins: &Pins,
+    observed: &Observed,
+) -> Result<(), ActError> {
+    let nodes: BTreeSet<String> = pins.values().flatten().cloned().collect();
+    let label = gang_label_value(gang);
+    let node_api: Api<KubeNode> = Api::all(ctx.client.clone());
+    for n in &nodes {
+        let mut want: Vec<String> = vec![GANG_LABEL.to_string()];
+        want.extend(
+            pins.iter()
+                .filter(|(_, ns)| ns.contains(n))
+                .map(|(set, _)| pod_set_label(set)),
+        );
+        let Some(current) = observed.nodes.iter().find(|k| &k.name_any() == n) else {
+            continue;
+        };
+        if want
+            .iter()
+            .all(|key| current.labels().get(key) == Some(&label))
+        {
+            continue;
+        }
+        let labels: serde_json::Map<String, serde_json::Value> = want
+            .into_iter()
+            .map(|k| (k, serde_json::Value::String(label.clone())))
+            .collect();
+        node_api
+            .patch(
+                n,
+                &params(),
+                &Patch::Merge(serde_json::json!({"metadata": {"labels": labels}})),
+            )
+            .await
+            .map_err(ActError::api("label node"))?;
+    }
+    Ok(())
+}
+
 /// Carries out every admission. Returns how many workloads it wrote.
 pub async fn run(
     ctx: &Ctx,
@@ -62,34 +108,7 @@ async fn admit(
     if let Some(missing) = nodes.iter().find(|n| !known.contains(*n)) {
         return Err(ActError::Missing(format!("Node {missing}")));
     }
-    let label = gang_label_value(a.gang.as_str());
-    let node_api: Api<KubeNode> = Api::all(ctx.client.clone());
-    for n in &nodes {
-        // the gang's label, and one per pod set placed on the node (what a
-        // pin by node selector names)
-        let mut want: Vec<String> = vec![GANG_LABEL.to_string()];
-        want.extend(
-            pins.iter()
-                .filter(|(_, ns)| ns.contains(n))
-                .map(|(set, _)| pod_set_label(set)),
-        );
-        let current = observed.nodes.iter().find(|k| &k.name_any() == n);
-        if current.is_some_and(|k| want.iter().all(|key| k.labels().get(key) == Some(&label))) {
-            continue;
-        }
-        let labels: serde_json::Map<String, serde_json::Value> = want
-            .into_iter()
-            .map(|k| (k, serde_json::Value::String(label.clone())))
-            .collect();
-        node_api
-            .patch(
-                n,
-                &params(),
-                &Patch::Merge(serde_json::json!({"metadata": {"labels": labels}})),
-            )
-            .await
-            .map_err(ActError::api("label node"))?;
-    }
+    label_nodes(ctx, a.gang.as_str(), &pins, observed).await?;
     let counts =
         super::super::reconcile::workloads::counts_of(a.assignments.iter().map(|x| &x.pod_set));
     let writes =

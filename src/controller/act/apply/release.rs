@@ -17,8 +17,8 @@ use crate::controller::ctx::Ctx;
 use crate::controller::objects::{GANG_LABEL, Kind};
 use crate::controller::translate::node::poolnode_status;
 use crate::controller::translate::{Observed, Translation};
-use muster_crds::PoolNodePhase;
 use crate::controller::workloads::template::POD_SET_LABEL_PREFIX;
+use muster_crds::PoolNodePhase;
 
 /// Carries out every release. Returns how many nodes it changed.
 pub async fn run(ctx: &Ctx, releases: &[Release], observed: &Observed, tr: &Translation) -> usize {

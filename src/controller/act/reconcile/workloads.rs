@@ -132,6 +132,18 @@ pub async fn reconcile(ctx: &Ctx, observed: &Observed, tr: &Translation) -> usiz
                 )
                 .await;
         }
+        if let Want::Run(pins) = &want
+            && let Err(e) = super::super::apply::admit::label_nodes(
+                ctx,
+                &format!("{ns}/{name}"),
+                pins,
+                observed,
+            )
+            .await
+        {
+            tracing::warn!(workload = %name, namespace = %ns, error = %e, "workload life cycle");
+            continue;
+        }
         match drive(ctx, w, &want, counts, &tr.snapshot).await {
             Ok(n) => writes += n,
             Err(e) => {
