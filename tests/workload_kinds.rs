@@ -557,7 +557,7 @@ async fn group_pods(
 
 /// A pod group waits gated until all its pods exist, then is admitted onto
 /// one launch set and released together; when its pods succeed its gang
-/// finishes.
+/// finishes; once its pods are deleted, so is its gang.
 #[tokio::test]
 async fn pod_group_held_until_whole_then_released_together_then_completes() {
     let (server, client) = world(false).await;
@@ -607,6 +607,22 @@ async fn pod_group_held_until_whole_then_released_together_then_completes() {
         async move {
             (phase(&client, "podgroup-ring").await.as_deref() == Some("Finished")).then_some(())
         }
+    })
+    .await;
+    // kept while its pods are; the pods deleted, the gang (which has no
+    // owner for the garbage collector to follow) is deleted too
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(gang(&client, "podgroup-ring").await.is_some());
+    let pod_api = Api::<Pod>::namespaced(client.clone(), NS);
+    for name in ["w-0", "w-1"] {
+        pod_api
+            .delete(name, &kube::api::DeleteParams::default())
+            .await
+            .expect("delete pod");
+    }
+    eventually(20, "the gang of the deleted group gone", || {
+        let client = client.clone();
+        async move { gang(&client, "podgroup-ring").await.is_none().then_some(()) }
     })
     .await;
 }

@@ -132,6 +132,18 @@ pub async fn reconcile(ctx: &Ctx, observed: &Observed, tr: &Translation) -> usiz
                 )
                 .await;
         }
+        if let Want::Run(pins) = &want {
+            // the admission labelled the nodes; a label write refused then
+            // is made now, before the pin that selects it
+            let gang_id = format!("{ns}/{name}");
+            if let Err(e) =
+                crate::controller::act::apply::admit::label_nodes(ctx, &gang_id, pins, observed)
+                    .await
+            {
+                tracing::warn!(workload = %name, namespace = %ns, error = %e, "workload life cycle");
+                continue;
+            }
+        }
         match drive(ctx, w, &want, counts, &tr.snapshot).await {
             Ok(n) => writes += n,
             Err(e) => {
