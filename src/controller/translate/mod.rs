@@ -231,7 +231,36 @@ pub fn snapshot_with(
             Some((ns.to_string(), name.to_string()))
         })
         .collect();
-    let nodes = node::nodes(observed, &all_offerings, &gang_jobs, now, &mut issues);
+    let mut nodes = node::nodes(observed, &all_offerings, &gang_jobs, now, &mut issues);
+    // a PoolNode whose Node has not registered yet is planned with the
+    // labels and taints its pool gives the Node at launch: planned
+    // untainted, a pod set that does not tolerate the pool's taints (a CPU
+    // driver beside GPU workers) would be placed on it
+    let unregistered: BTreeSet<String> = observed
+        .of(Kind::PoolNode)
+        .iter()
+        .map(|pn| pn.name_any())
+        .filter(|n| !nodes.registered.contains_key(n))
+        .collect();
+    for n in &mut nodes.nodes {
+        if !unregistered.contains(&n.name) {
+            continue;
+        }
+        if let Some(p) = n
+            .pool
+            .as_ref()
+            .and_then(|name| pools.iter().find(|p| &p.name == name))
+        {
+            for t in &p.taints {
+                if !n.taints.contains(t) {
+                    n.taints.push(t.clone());
+                }
+            }
+            for (k, v) in &p.labels {
+                n.labels.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+    }
     let gangs = gangs
         .into_iter()
         .map(|mut g| {

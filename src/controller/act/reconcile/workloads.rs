@@ -206,7 +206,7 @@ pub async fn drive(
         if step == Step::None {
             break;
         }
-        tracing::debug!(workload = %gang_id, kind = current.kind().as_str(), step = step.as_str(), "workload life cycle");
+        tracing::debug!(workload = %gang_id, kind = current.kind().as_str(), step = step.as_str(), want = ?want, "workload life cycle");
         current = match current.write(ctx, &step, &dirs).await {
             Ok(next) => next,
             Err(e) if e.is_conflict() => match current.reread(ctx).await? {
