@@ -334,13 +334,15 @@ async fn jobset_evicted_whole_then_readmitted() {
     };
     set_timeout("1s").await;
     let cloud = FakeCloud::new(None);
-    // no kubelet or scheduler yet: the pods never run, and the gang is evicted
+    // no kubelet or scheduler yet: the pods never run, and the gang is
+    // evicted; the backoff leaves time to see the stop finished before the
+    // gang is admitted again (with API chaos, writes are retried a cycle on)
     let _ctl = start(
         &server,
         &cloud,
         &[WorkloadKind::Job, WorkloadKind::JobSet],
         |c| {
-            c.policy.requeue_backoff_base = muster_planner::Dur::secs(2);
+            c.policy.requeue_backoff_base = muster_planner::Dur::secs(6);
         },
     );
     submit_jobset(&client, train("again", 2, true)).await;

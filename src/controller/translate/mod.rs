@@ -450,6 +450,32 @@ mod tests {
         assert_eq!(s.nodes.len(), 2, "a Node of a PoolNode is not listed twice");
     }
 
+    /// A PoolNode whose Node has not registered is planned with the taints
+    /// and labels the launch gives its Node (the pool's), so a pod set that
+    /// does not tolerate them is never placed on it; a registered one has
+    /// its Node's own.
+    #[test]
+    fn unregistered_pool_nodes_carry_their_pools_taints_and_labels() {
+        let mut o = observed();
+        // the registered Node lost its taint: its own state wins
+        o.nodes = vec![typed(json!({
+            "metadata": {"name": "vm-2", "labels": {"muster.dev/pool": "good"}},
+            "spec": {"providerID": "gce://p/z/vm-2"},
+            "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "90"}, "conditions": [{"type": "Ready", "status": "True"}]}
+        }))];
+        let tr = snapshot(&o, &BTreeMap::new(), Time(1_800_000_000));
+        let s = &tr.snapshot;
+        let pool = &s.pools[0];
+        assert!(!pool.taints.is_empty(), "GPUPools are tainted by default");
+        let node = |name: &str| s.nodes.iter().find(|n| n.name == name).expect(name);
+        let launching = node("pn-1");
+        assert_eq!(launching.taints, pool.taints);
+        for (k, v) in &pool.labels {
+            assert_eq!(launching.labels.get(k), Some(v), "label {k}");
+        }
+        assert!(node("vm-2").taints.is_empty());
+    }
+
     #[test]
     fn unknown_node_class_is_an_invalid_reference() {
         let mut o = observed();

@@ -65,9 +65,20 @@ async fn admit(
     label_nodes(ctx, a.gang.as_str(), &pins, observed).await?;
     let counts =
         super::super::reconcile::workloads::counts_of(a.assignments.iter().map(|x| &x.pod_set));
-    let writes =
-        super::super::reconcile::workloads::drive(ctx, w, &Want::Run(pins), counts, snapshot)
-            .await?;
+    let gang_version = observed
+        .of(crate::controller::objects::Kind::Gang)
+        .iter()
+        .find(|g| g.metadata.namespace.as_deref() == Some(ns) && g.name_any() == name)
+        .and_then(|g| g.metadata.resource_version.clone());
+    let writes = super::super::reconcile::workloads::drive(
+        ctx,
+        w,
+        &Want::Run(pins),
+        counts,
+        snapshot,
+        gang_version.as_deref(),
+    )
+    .await?;
     Ok(writes > 0)
 }
 
