@@ -62,19 +62,55 @@ async fn admit(
     if let Some(missing) = nodes.iter().find(|n| !known.contains(*n)) {
         return Err(ActError::Missing(format!("Node {missing}")));
     }
-    let label = gang_label_value(a.gang.as_str());
+    label_nodes(ctx, a.gang.as_str(), &pins, observed).await?;
+    let counts =
+        super::super::reconcile::workloads::counts_of(a.assignments.iter().map(|x| &x.pod_set));
+    let gang_version = observed
+        .of(crate::controller::objects::Kind::Gang)
+        .iter()
+        .find(|g| g.metadata.namespace.as_deref() == Some(ns) && g.name_any() == name)
+        .and_then(|g| g.metadata.resource_version.clone());
+    let writes = super::super::reconcile::workloads::drive(
+        ctx,
+        w,
+        &Want::Run(pins),
+        counts,
+        snapshot,
+        gang_version.as_deref(),
+    )
+    .await?;
+    Ok(writes > 0)
+}
+
+/// Labels each known node of `pins` for the gang `gang_id` (`ns/name`)
+/// and for each pod set placed on it (what a pin by node selector names),
+/// skipping nodes that already carry the labels. Idempotent: the workload
+/// life cycle calls it again every cycle an admitted gang is driven, so a
+/// label write refused once (a 409, 429 or 500) is made the next cycle
+/// rather than leaving pods that select the label unschedulable.
+pub(crate) async fn label_nodes(
+    ctx: &Ctx,
+    gang_id: &str,
+    pins: &Pins,
+    observed: &Observed,
+) -> Result<(), ActError> {
+    let nodes: BTreeSet<&String> = pins.values().flatten().collect();
+    let label = gang_label_value(gang_id);
     let node_api: Api<KubeNode> = Api::all(ctx.client.clone());
-    for n in &nodes {
-        // the gang's label, and one per pod set placed on the node (what a
-        // pin by node selector names)
+    for n in nodes {
+        let Some(current) = observed.nodes.iter().find(|k| &k.name_any() == n) else {
+            continue;
+        };
         let mut want: Vec<String> = vec![GANG_LABEL.to_string()];
         want.extend(
             pins.iter()
                 .filter(|(_, ns)| ns.contains(n))
                 .map(|(set, _)| pod_set_label(set)),
         );
-        let current = observed.nodes.iter().find(|k| &k.name_any() == n);
-        if current.is_some_and(|k| want.iter().all(|key| k.labels().get(key) == Some(&label))) {
+        if want
+            .iter()
+            .all(|key| current.labels().get(key) == Some(&label))
+        {
             continue;
         }
         let labels: serde_json::Map<String, serde_json::Value> = want
@@ -90,12 +126,7 @@ async fn admit(
             .await
             .map_err(ActError::api("label node"))?;
     }
-    let counts =
-        super::super::reconcile::workloads::counts_of(a.assignments.iter().map(|x| &x.pod_set));
-    let writes =
-        super::super::reconcile::workloads::drive(ctx, w, &Want::Run(pins), counts, snapshot)
-            .await?;
-    Ok(writes > 0)
+    Ok(())
 }
 
 #[cfg(test)]
