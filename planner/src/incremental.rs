@@ -41,7 +41,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::cycle::run_traced;
-use crate::model::{Gang, GangId, GangPhase, Node};
+use crate::model::{Gang, GangId, Node};
 use crate::plan::Plan;
 use crate::replay::{Step, Trace};
 use crate::snapshot::{Policy, Snapshot};
