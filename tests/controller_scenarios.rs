@@ -388,12 +388,20 @@ async fn scenario_gang_of_four_with(planner: PlanFn, server_options: &[&str]) ->
         .and_then(|n| n.required_during_scheduling_ignored_during_execution)
         .expect("required affinity")
         .node_selector_terms;
-    let names: BTreeSet<String> = terms[0].match_fields.clone().expect("fields")[0]
-        .values
-        .clone()
-        .expect("values")
-        .into_iter()
+    // one term per node, one name each (the API server takes exactly one
+    // value for `In` on a node field)
+    let names: BTreeSet<String> = terms
+        .iter()
+        .map(|t| {
+            let values = t.match_fields.clone().expect("fields")[0]
+                .values
+                .clone()
+                .expect("values");
+            assert_eq!(values.len(), 1, "{values:?}");
+            values[0].clone()
+        })
         .collect();
+    assert_eq!(terms.len(), names.len());
     let pn_names: BTreeSet<String> = pns
         .iter()
         .filter_map(|p| p.data["status"]["nodeName"].as_str().map(String::from))

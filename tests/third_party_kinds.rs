@@ -273,12 +273,14 @@ fn assert_placement(pods: &[(String, String)], gpu: &str) {
     }
 }
 
-/// Terminates the machine of one of the gang's GPU pods outside muster,
-/// waits for the gang to be evicted and its machine gone.
-async fn terminate_a_machine(client: &kube::Client, cloud: &Arc<FakeCloud>) {
+/// Terminates the machine of one of the gang's GPU pods outside muster;
+/// the PoolNode's name, to wait for it gone (with [`poolnode_gone`]) once
+/// the stop was seen: the stop and the re-admission can both come before
+/// the PoolNode's finalizer is removed.
+async fn terminate_a_machine(client: &kube::Client, cloud: &Arc<FakeCloud>) -> String {
     let (pn, pid) = a_ready_machine(client).await;
     cloud.interrupt(&pid, muster_provider_api::InterruptionKind::Terminated);
-    poolnode_gone(client, &pn).await;
+    pn
 }
 
 // ---------------------------------------------------------------- PyTorchJob
@@ -334,7 +336,7 @@ async fn pytorchjob_evicted_and_readmitted() {
     submit(&jobs, pytorchjob("gpt")).await;
     let before = wait_running(&client, "training.kubeflow.org/job-name=gpt", 3, 40).await;
     let launches = cloud.launch_calls().len();
-    terminate_a_machine(&client, &cloud).await;
+    let pn = terminate_a_machine(&client, &cloud).await;
     // stopped as a whole: suspended, every pod deleted by the operator
     eventually(20, "the PyTorchJob suspended", || {
         let jobs = jobs.clone();
@@ -344,6 +346,7 @@ async fn pytorchjob_evicted_and_readmitted() {
         }
     })
     .await;
+    poolnode_gone(&client, &pn).await;
     // re-admitted on new capacity
     let after = wait_running(&client, "training.kubeflow.org/job-name=gpt", 3, 60).await;
     assert!(cloud.launch_calls().len() > launches, "a new machine");
@@ -449,12 +452,13 @@ async fn trainjob_evicted_and_readmitted() {
     submit(&jobs, trainjob("vit")).await;
     wait_running(&client, "jobset.sigs.k8s.io/jobset-name=vit", 3, 40).await;
     let launches = cloud.launch_calls().len();
-    terminate_a_machine(&client, &cloud).await;
+    let pn = terminate_a_machine(&client, &cloud).await;
     eventually(20, "the TrainJob suspended", || {
         let jobs = jobs.clone();
         async move { (jobs.get("vit").await.ok()?.data["spec"]["suspend"] == true).then_some(()) }
     })
     .await;
+    poolnode_gone(&client, &pn).await;
     let after = wait_running(&client, "jobset.sigs.k8s.io/jobset-name=vit", 3, 60).await;
     assert!(cloud.launch_calls().len() > launches, "a new machine");
     assert_placement(&after, "-node-");
@@ -527,7 +531,7 @@ async fn rayjob_evicted_and_readmitted() {
     let first = rayjob_cluster(&jobs, "serve").await;
     wait_running(&client, &format!("ray.io/cluster={first}"), 3, 40).await;
     let launches = cloud.launch_calls().len();
-    terminate_a_machine(&client, &cloud).await;
+    let pn = terminate_a_machine(&client, &cloud).await;
     // KubeRay deletes the cluster of a suspended job; a new one comes with the re-admission
     eventually(30, "the RayJob Suspended", || {
         let jobs = jobs.clone();
@@ -540,6 +544,7 @@ async fn rayjob_evicted_and_readmitted() {
         }
     })
     .await;
+    poolnode_gone(&client, &pn).await;
     let second = eventually(60, "a new cluster", || {
         let jobs = jobs.clone();
         let first = first.clone();
@@ -605,7 +610,7 @@ async fn raycluster_evicted_and_readmitted() {
     submit(&clusters, raycluster("notebook")).await;
     wait_running(&client, "ray.io/cluster=notebook", 3, 40).await;
     let launches = cloud.launch_calls().len();
-    terminate_a_machine(&client, &cloud).await;
+    let pn = terminate_a_machine(&client, &cloud).await;
     eventually(20, "the RayCluster suspended", || {
         let clusters = clusters.clone();
         async move {
@@ -613,6 +618,7 @@ async fn raycluster_evicted_and_readmitted() {
         }
     })
     .await;
+    poolnode_gone(&client, &pn).await;
     let after = wait_running(&client, "ray.io/cluster=notebook", 3, 60).await;
     assert_placement(&after, "-gpu-worker-");
     assert!(cloud.launch_calls().len() > launches, "a new machine");
@@ -689,7 +695,8 @@ async fn leaderworkerset_group_evicted_and_readmitted() {
     let lp = ListParams::default().labels("leaderworkerset.sigs.k8s.io/name=mixtral");
     let before = uids(pods_api.list(&lp).await.expect("pods").items);
     let launches = cloud.launch_calls().len();
-    terminate_a_machine(&client, &cloud).await;
+    let pn = terminate_a_machine(&client, &cloud).await;
+    poolnode_gone(&client, &pn).await;
     // the group's pods are deleted; the LeaderWorkerSet controller recreates
     // them gated, and muster releases them on new capacity
     let after = eventually(60, "the group recreated and running", || {

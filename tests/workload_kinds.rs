@@ -334,13 +334,15 @@ async fn jobset_evicted_whole_then_readmitted() {
     };
     set_timeout("1s").await;
     let cloud = FakeCloud::new(None);
-    // no kubelet or scheduler yet: the pods never run, and the gang is evicted
+    // no kubelet or scheduler yet: the pods never run, and the gang is
+    // evicted; the backoff leaves time to see the stop finished before the
+    // gang is admitted again (with API chaos, writes are retried a cycle on)
     let _ctl = start(
         &server,
         &cloud,
         &[WorkloadKind::Job, WorkloadKind::JobSet],
         |c| {
-            c.policy.requeue_backoff_base = muster_planner::Dur::secs(2);
+            c.policy.requeue_backoff_base = muster_planner::Dur::secs(6);
         },
     );
     submit_jobset(&client, train("again", 2, true)).await;
@@ -557,7 +559,7 @@ async fn group_pods(
 
 /// A pod group waits gated until all its pods exist, then is admitted onto
 /// one launch set and released together; when its pods succeed its gang
-/// finishes.
+/// finishes; once its pods are deleted, so is its gang.
 #[tokio::test]
 async fn pod_group_held_until_whole_then_released_together_then_completes() {
     let (server, client) = world(false).await;
@@ -607,6 +609,22 @@ async fn pod_group_held_until_whole_then_released_together_then_completes() {
         async move {
             (phase(&client, "podgroup-ring").await.as_deref() == Some("Finished")).then_some(())
         }
+    })
+    .await;
+    // kept while its pods are; the pods deleted, the gang (which has no
+    // owner for the garbage collector to follow) is deleted too
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(gang(&client, "podgroup-ring").await.is_some());
+    let pod_api = Api::<Pod>::namespaced(client.clone(), NS);
+    for name in ["w-0", "w-1"] {
+        pod_api
+            .delete(name, &kube::api::DeleteParams::default())
+            .await
+            .expect("delete pod");
+    }
+    eventually(20, "the gang of the deleted group gone", || {
+        let client = client.clone();
+        async move { gang(&client, "podgroup-ring").await.is_none().then_some(()) }
     })
     .await;
 }

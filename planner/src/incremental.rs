@@ -15,7 +15,7 @@
 //! So when only *free-floating pending gangs* changed — gangs in a pending
 //! phase (`Queued`, `Evicted`, `Unsatisfiable`) with no assignments and no
 //! node reserved for them, which add nothing to the state before the loop —
-//! and the time decides the same, the loop starts from the same state. It
+//! and the time is the same, the loop starts from the same state. It
 //! then picks the same gangs in the same order, with the same tries, until
 //! it picks a gang that changed: up to there the earlier tries and plan
 //! items are taken over as they are. From there on the state may differ,
@@ -28,8 +28,8 @@
 //! [`crate::plan()`].
 //!
 //! Any other change (nodes, queues, pools, offerings, the policy, gangs
-//! that hold or reserve capacity, a deadline or an offering's
-//! unavailability crossed by the time) plans from scratch. The result is
+//! that hold or reserve capacity, another time — plan messages state times
+//! as durations from now) plans from scratch. The result is
 //! the plan [`crate::plan()`] gives for the same snapshot, policy and time:
 //! `planner/tests/incremental.rs` checks that over random change
 //! sequences.
@@ -41,7 +41,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::cycle::run_traced;
-use crate::model::{Gang, GangId, GangPhase, Node};
+use crate::model::{Gang, GangId, Node};
 use crate::plan::Plan;
 use crate::replay::{Step, Trace};
 use crate::snapshot::{Policy, Snapshot};
@@ -315,42 +315,11 @@ impl Planner {
         {
             return true;
         }
+        // The plan's messages state times as durations from now (an
+        // offering unavailable "for another 4m28s", a gang queued again "in
+        // 8m20s"), so no try of a plan made at another time is taken over.
         if last_now != self.now {
-            let (a, b) = (last_now, self.now);
-            if self
-                .snapshot
-                .offerings
-                .iter()
-                .any(|o| o.usable_at(a) != o.usable_at(b))
-            {
-                return true;
-            }
-            if self.snapshot.gangs.iter().any(|g| {
-                g.phase == GangPhase::Provisioning
-                    && g.provisioning_deadline
-                        .is_some_and(|d| (a >= d) != (b >= d))
-            }) {
-                return true;
-            }
-            // A machine held for no gang that has not registered stops being
-            // capacity to come at its pool's provisioning timeout (checked
-            // for every such machine: rebuilding more often is only slower).
-            if self.snapshot.nodes.iter().any(|n| {
-                crate::index::unregistered(n)
-                    && n.pool.as_ref().is_some_and(|p| {
-                        let timeout = self
-                            .snapshot
-                            .pools
-                            .iter()
-                            .find(|x| &x.name == p)
-                            .and_then(|x| x.provisioning_timeout)
-                            .unwrap_or(self.policy.provisioning_timeout);
-                        let d = n.created_at + timeout;
-                        (a >= d) != (b >= d)
-                    })
-            }) {
-                return true;
-            }
+            return true;
         }
         false
     }

@@ -724,6 +724,9 @@ class Store:
                 raise invalid("Job", "batch", name, errs)
         elif r.storage_key == ("", "pods"):
             pod_rules.prepare_create(obj)
+            errs = job_rules.node_affinity_errors(obj.get("spec"), "spec")
+            if errs:
+                raise invalid("Pod", "", name, errs)
         elif r.storage_key == ("coordination.k8s.io", "leases"):
             errs = node_lease_rules.validate_lease(obj)
             if errs:

@@ -130,6 +130,7 @@ def validate_spec(job):
                                'supported values: "OnFailure", "Never"', rp))
     if not (template.get("spec") or {}).get("containers"):
         errs.append(FieldError("required", "spec.template.spec.containers", ""))
+    errs += node_affinity_errors(template.get("spec"), "spec.template.spec")
     return errs
 
 
@@ -228,3 +229,30 @@ def validate_status_update(new, old):
 __all__ = ["default_job", "prepare_create", "validate_spec", "validate_update",
            "validate_status_update", "mutable_scheduling_directives", "OMIT", "normalize", "same",
            "default_pod_spec", "selector_matches"]
+
+
+def node_affinity_errors(pod_spec, path):
+    """ValidatePodSpec -> validateNodeSelectorTerm ->
+    validateNodeFieldSelectorRequirement (pkg/apis/core/validation/validation.go):
+    a node selector term's matchFields may only name `metadata.name`, with
+    operator In or NotIn and exactly one value."""
+    errs = []
+    required = ((((pod_spec or {}).get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    preferred = ((((pod_spec or {}).get("affinity") or {}).get("nodeAffinity") or {})
+                 .get("preferredDuringSchedulingIgnoredDuringExecution") or [])
+    terms = [(f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]", t)
+             for i, t in enumerate(required.get("nodeSelectorTerms") or [])]
+    terms += [(f"{path}.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference", p.get("preference") or {})
+              for i, p in enumerate(preferred)]
+    for tpath, term in terms:
+        for j, req in enumerate((term or {}).get("matchFields") or []):
+            fpath = f"{tpath}.matchFields[{j}]"
+            if req.get("key") != "metadata.name":
+                errs.append(FieldError("invalid", f"{fpath}.key", "not a valid field selector key", req.get("key")))
+            if req.get("operator") not in ("In", "NotIn"):
+                errs.append(FieldError("invalid", f"{fpath}.operator", "not a valid selector operator", req.get("operator")))
+            elif len(req.get("values") or []) != 1:
+                errs.append(FieldError("required", f"{fpath}.values",
+                                       "must be only one value when `operator` is 'In' or 'NotIn' for node field selector"))
+    return errs

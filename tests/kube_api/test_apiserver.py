@@ -157,6 +157,22 @@ class JobRules(Base):
         code, err, _ = self.srv.merge(JOBS + "/aff", {"spec": {"template": {"spec": {"affinity": pod_aff}}}})
         self.assertEqual(code, 422, err)
 
+    def test_node_name_field_selector_takes_one_value(self):
+        def by_name(*names):
+            return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(names)}]}]}}}
+        self.srv.ok("POST", JOBS, job("one-node", suspend=True, affinity=by_name("n1")))
+        code, err, _ = self.srv.req("POST", JOBS, job("two-nodes", suspend=True, affinity=by_name("n1", "n2")))
+        self.assertEqual(code, 422, err)
+        self.assertIn(("spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+                       ".nodeSelectorTerms[0].matchFields[0].values", "FieldValueRequired"), causes(err))
+        code, err, _ = self.srv.merge(JOBS + "/one-node",
+                                      {"spec": {"template": {"spec": {"affinity": by_name("n1", "n2")}}}})
+        self.assertEqual(code, 422, err)
+        pod = {"metadata": {"name": "p-two"}, "spec": {"containers": [{"name": "c", "image": "x"}],
+                                                        "affinity": by_name("n1", "n2")}}
+        self.assertEqual(self.srv.req("POST", PODS, pod)[0], 422)
+
     def test_immutable_spec_fields(self):
         self.srv.ok("POST", JOBS, job("imm", suspend=True, pods=2))
         for patch, fld in [({"spec": {"completions": 3}}, "spec.completions"),

@@ -39,6 +39,13 @@ pub fn spawn(
     planner: PlanFn,
     config: ControllerConfig,
 ) -> Running {
+    // `MUSTER_TEST_LOG=muster=debug` shows the controller's log
+    if let Ok(filter) = std::env::var("MUSTER_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
+    }
     let metrics = Arc::new(Metrics::new());
     let deps = Deps {
         providers: Arc::new(FakeFactory(cloud.clone())),

@@ -130,6 +130,41 @@ pub fn on_event(
     }
 }
 
+/// How long after its requeue time an evicted gang without an owner waits
+/// for its pods to be submitted again before its Gang goes (see
+/// [`ownerless_ends`]).
+pub const REGROUP_GRACE: Dur = Dur(300);
+
+/// Whether the Gang of a gang that has no owner object (a group of plain
+/// Pods: the garbage collector never deletes its Gang) is deleted, given
+/// its phase, how many of its pods still exist (in any phase), and, after
+/// an eviction, the time it is queued again from.
+///
+/// | pods left | phase                                 | step |
+/// |-----------|---------------------------------------|------|
+/// | some      | any                                   | keep |
+/// | none      | Provisioning, Admitted, Running       | keep (it holds capacity: its own life cycle ends it first) |
+/// | none      | Finished                              | delete |
+/// | none      | evicted (Evicted, or queued again after one), before `requeue_after` + [`REGROUP_GRACE`] | keep (the eviction deleted its pods; submitted again, they find the gang with its evictions and backoff) |
+/// | none      | otherwise (Queued, Unsatisfiable)     | delete (a Gang is made for a whole group, so its pods were deleted) |
+pub fn ownerless_ends(
+    phase: GangPhase,
+    pods_left: usize,
+    requeue_after: Option<Time>,
+    now: Time,
+) -> bool {
+    if pods_left > 0 {
+        return false;
+    }
+    match phase {
+        GangPhase::Provisioning | GangPhase::Admitted | GangPhase::Running => false,
+        GangPhase::Finished => true,
+        GangPhase::Queued | GangPhase::Evicted | GangPhase::Unsatisfiable => {
+            requeue_after.is_none_or(|t| now >= t + REGROUP_GRACE)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,6 +274,35 @@ mod tests {
         for (i, (phase, ev, timeout, event, now, want)) in cases.into_iter().enumerate() {
             let got = on_event(&gang(phase, ev), timeout, event, &p, Time(now));
             assert_eq!(got, want, "case {i}: {phase:?} {event:?} at {now}");
+        }
+    }
+    #[test]
+    fn ownerless_gangs_end_once_their_pods_are_gone() {
+        use GangPhase::*;
+        let after = Some(Time(1000));
+        let grace_end = 1000 + REGROUP_GRACE.as_secs() as i64;
+        let cases: Vec<(GangPhase, usize, Option<Time>, i64, bool)> = vec![
+            (Running, 2, None, 0, false),
+            (Finished, 1, None, 0, false),
+            (Finished, 0, None, 0, true),
+            (Admitted, 0, None, 0, false),
+            (Provisioning, 0, None, 0, false),
+            (Running, 0, None, 0, false),
+            (Queued, 0, None, 0, true),
+            (Unsatisfiable, 0, None, 0, true),
+            (Evicted, 0, after, 1000, false),
+            (Evicted, 0, after, grace_end - 1, false),
+            (Evicted, 0, after, grace_end, true),
+            (Queued, 0, after, grace_end - 1, false),
+            (Queued, 0, after, grace_end, true),
+            (Evicted, 2, after, grace_end, false),
+        ];
+        for (phase, pods, requeue, now, want) in cases {
+            assert_eq!(
+                ownerless_ends(phase, pods, requeue, Time(now)),
+                want,
+                "{phase:?} with {pods} pods, requeue {requeue:?}, now {now}"
+            );
         }
     }
 }

@@ -231,7 +231,36 @@ pub fn snapshot_with(
             Some((ns.to_string(), name.to_string()))
         })
         .collect();
-    let nodes = node::nodes(observed, &all_offerings, &gang_jobs, now, &mut issues);
+    let mut nodes = node::nodes(observed, &all_offerings, &gang_jobs, now, &mut issues);
+    // a PoolNode whose Node has not registered yet is planned with the
+    // labels and taints its pool gives the Node at launch: planned
+    // untainted, a pod set that does not tolerate the pool's taints (a CPU
+    // driver beside GPU workers) would be placed on it
+    let unregistered: BTreeSet<String> = observed
+        .of(Kind::PoolNode)
+        .iter()
+        .map(|pn| pn.name_any())
+        .filter(|n| !nodes.registered.contains_key(n))
+        .collect();
+    for n in &mut nodes.nodes {
+        if !unregistered.contains(&n.name) {
+            continue;
+        }
+        if let Some(p) = n
+            .pool
+            .as_ref()
+            .and_then(|name| pools.iter().find(|p| &p.name == name))
+        {
+            for t in &p.taints {
+                if !n.taints.contains(t) {
+                    n.taints.push(t.clone());
+                }
+            }
+            for (k, v) in &p.labels {
+                n.labels.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+    }
     let gangs = gangs
         .into_iter()
         .map(|mut g| {
@@ -419,6 +448,32 @@ mod tests {
         assert_eq!(ready.price, muster_planner::Price::from_usd(3.5));
         assert_eq!(ready.taints.len(), 1);
         assert_eq!(s.nodes.len(), 2, "a Node of a PoolNode is not listed twice");
+    }
+
+    /// A PoolNode whose Node has not registered is planned with the taints
+    /// and labels the launch gives its Node (the pool's), so a pod set that
+    /// does not tolerate them is never placed on it; a registered one has
+    /// its Node's own.
+    #[test]
+    fn unregistered_pool_nodes_carry_their_pools_taints_and_labels() {
+        let mut o = observed();
+        // the registered Node lost its taint: its own state wins
+        o.nodes = vec![typed(json!({
+            "metadata": {"name": "vm-2", "labels": {"muster.dev/pool": "good"}},
+            "spec": {"providerID": "gce://p/z/vm-2"},
+            "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "90"}, "conditions": [{"type": "Ready", "status": "True"}]}
+        }))];
+        let tr = snapshot(&o, &BTreeMap::new(), Time(1_800_000_000));
+        let s = &tr.snapshot;
+        let pool = &s.pools[0];
+        assert!(!pool.taints.is_empty(), "GPUPools are tainted by default");
+        let node = |name: &str| s.nodes.iter().find(|n| n.name == name).expect(name);
+        let launching = node("pn-1");
+        assert_eq!(launching.taints, pool.taints);
+        for (k, v) in &pool.labels {
+            assert_eq!(launching.labels.get(k), Some(v), "label {k}");
+        }
+        assert!(node("vm-2").taints.is_empty());
     }
 
     #[test]

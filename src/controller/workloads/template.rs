@@ -39,6 +39,17 @@ pub enum PinStyle {
 }
 
 /// The pod template pinned to `nodes` for pod set `pod_set`.
+///
+/// A pod set placed on no node (admitted with no pods, or absent from the
+/// pins) is pinned to nowhere: its node selector names the pod set's node
+/// label, which no node carries for the gang, so none of its pods can land
+/// anywhere — least of all on the gang's GPU nodes, which a selector on the
+/// gang's label alone would allow. An empty `metadata.name In []` would say
+/// the same but is refused by the API server (Kubernetes
+/// `pkg/apis/core/validation/validation.go`,
+/// `validateNodeFieldSelectorRequirement`: `In` on a node field takes
+/// exactly one value), which is also why a pin on several nodes is one
+/// term per node, each with the user's own requirements.
 pub fn pin(
     mut template: PodTemplateSpec,
     pod_set: &str,
@@ -50,15 +61,10 @@ pub fn pin(
     let spec = template.spec.get_or_insert_with(Default::default);
     let selector = spec.node_selector.get_or_insert_with(Default::default);
     selector.insert(GANG_LABEL.to_string(), label.to_string());
-    if style == PinStyle::NodeSelector {
+    if style == PinStyle::NodeSelector || nodes.is_empty() {
         selector.insert(pod_set_label(pod_set), label.to_string());
     }
-    if style == PinStyle::Affinity {
-        let by_name = NodeSelectorRequirement {
-            key: "metadata.name".to_string(),
-            operator: "In".to_string(),
-            values: Some(nodes.iter().cloned().collect()),
-        };
+    if style == PinStyle::Affinity && !nodes.is_empty() {
         let affinity = spec.affinity.get_or_insert_with(Affinity::default);
         let na = affinity
             .node_affinity
@@ -73,13 +79,28 @@ pub fn pin(
                 .node_selector_terms
                 .push(NodeSelectorTerm::default());
         }
-        // terms are ORed: every term must carry the pin
-        for term in &mut required.node_selector_terms {
-            let fields = term.match_fields.get_or_insert_with(Vec::new);
+        // terms are ORed: each of the user's alternatives, once per node
+        let mut terms = Vec::new();
+        for term in &required.node_selector_terms {
+            let mut own = term.clone();
+            let fields = own.match_fields.get_or_insert_with(Vec::new);
             fields.retain(|f| f.key != "metadata.name");
-            fields.push(by_name.clone());
+            for n in nodes {
+                let mut t = own.clone();
+                t.match_fields
+                    .get_or_insert_with(Vec::new)
+                    .push(NodeSelectorRequirement {
+                        key: "metadata.name".to_string(),
+                        operator: "In".to_string(),
+                        values: Some(vec![n.clone()]),
+                    });
+                terms.push(t);
+            }
         }
+        required.node_selector_terms = terms;
     }
+    // nowhere to tolerate
+    let taints = if nodes.is_empty() { &[][..] } else { taints };
     let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
     let planner_tols: Vec<muster_planner::Toleration> =
         tolerations.iter().map(gang::toleration).collect();
@@ -197,15 +218,33 @@ mod tests {
             .and_then(|n| n.required_during_scheduling_ignored_during_execution)
             .expect("required")
             .node_selector_terms;
-        assert_eq!(terms.len(), 2, "the user's alternatives are kept");
-        for t in &terms {
-            let f = t.match_fields.as_ref().expect("fields");
-            assert_eq!(
-                f[0].values.as_deref(),
-                Some(&["n1".to_string(), "n2".to_string()][..])
-            );
-            assert_eq!(t.match_expressions.as_ref().map(Vec::len), Some(1));
-        }
+        // each of the user's two alternatives, once per node, one name each
+        // (the API server takes exactly one value for `In` on a node field)
+        let named: Vec<(String, String)> = terms
+            .iter()
+            .map(|t| {
+                let f = t.match_fields.as_ref().expect("fields");
+                assert_eq!(f.len(), 1, "{f:?}");
+                let v = f[0].values.clone().unwrap_or_default();
+                assert_eq!(v.len(), 1, "{v:?}");
+                let e = t
+                    .match_expressions
+                    .as_ref()
+                    .expect("the user's requirement");
+                let zone = e[0].values.clone().unwrap_or_default().join(",");
+                (zone, v[0].clone())
+            })
+            .collect();
+        let pairs = |z: &str, n: &str| (z.to_string(), n.to_string());
+        assert_eq!(
+            named,
+            [
+                pairs("a", "n1"),
+                pairs("a", "n2"),
+                pairs("b", "n1"),
+                pairs("b", "n2")
+            ]
+        );
         let tols = spec.tolerations.expect("tolerations");
         // the existing Exists toleration covers nvidia.com/gpu; one new for pool; none for soft
         assert_eq!(tols.len(), 2, "{tols:?}");
@@ -232,6 +271,51 @@ mod tests {
                 .map(String::as_str),
             Some("ns.g")
         );
+    }
+
+    /// A pod set the pins place on no node (a CPU driver beside GPU
+    /// workers that the admission left out) runs nowhere: it is not pinned
+    /// to the gang's nodes at large, which are GPU nodes, and it is given
+    /// no toleration and no empty (invalid) node-name requirement.
+    #[test]
+    fn a_pod_set_on_no_node_is_pinned_to_nowhere_in_either_style() {
+        let template: PodTemplateSpec = serde_json::from_value(json!({"spec": {
+            "containers": [{"name": "driver", "resources": {"requests": {"cpu": "1"}}}]
+        }}))
+        .expect("template");
+        let gpu_taint = muster_planner::Taint {
+            key: "nvidia.com/gpu".into(),
+            value: "true".into(),
+            effect: TaintEffect::NoSchedule,
+        };
+        for style in [PinStyle::Affinity, PinStyle::NodeSelector] {
+            let pinned = pin(
+                template.clone(),
+                "master",
+                &BTreeSet::new(),
+                "ns.g",
+                std::slice::from_ref(&gpu_taint),
+                style,
+            );
+            let spec = pinned.spec.expect("spec");
+            let selector = spec.node_selector.expect("selector");
+            assert_eq!(
+                selector.get(&pod_set_label("master")).map(String::as_str),
+                Some("ns.g"),
+                "{style:?}: selects the pod set's own node label, which no node has"
+            );
+            let named = spec
+                .affinity
+                .and_then(|a| a.node_affinity)
+                .and_then(|n| n.required_during_scheduling_ignored_during_execution)
+                .map(|r| r.node_selector_terms)
+                .unwrap_or_default();
+            assert!(named.is_empty(), "{style:?}: {named:?}");
+            assert!(
+                spec.tolerations.unwrap_or_default().is_empty(),
+                "{style:?}: no taint tolerated"
+            );
+        }
     }
 
     #[test]

@@ -22,52 +22,6 @@ use crate::controller::objects::GANG_LABEL;
 use crate::controller::translate::Observed;
 use crate::controller::workloads::{self, template::pod_set_label};
 
-/// Labels every node of `pins` for the gang `gang` (`namespace/name`): the
-/// gang's label and one per pod set placed on it (what a pin by node
-/// selector names). Nodes already labelled so are not written. Also run for
-/// every admitted gang each cycle, so a label write that failed after the
-/// gang's status said `Admitted` is made again.
-pub(crate) async fn label_nodes(
-    ctx: &Ctx,
-    gang: &str,
-    pins: &Pins,
-    observed: &Observed,
-) -> Result<(), ActError> {
-    let nodes: BTreeSet<String> = pins.values().flatten().cloned().collect();
-    let label = gang_label_value(gang);
-    let node_api: Api<KubeNode> = Api::all(ctx.client.clone());
-    for n in &nodes {
-        let mut want: Vec<String> = vec![GANG_LABEL.to_string()];
-        want.extend(
-            pins.iter()
-                .filter(|(_, ns)| ns.contains(n))
-                .map(|(set, _)| pod_set_label(set)),
-        );
-        let Some(current) = observed.nodes.iter().find(|k| &k.name_any() == n) else {
-            continue;
-        };
-        if want
-            .iter()
-            .all(|key| current.labels().get(key) == Some(&label))
-        {
-            continue;
-        }
-        let labels: serde_json::Map<String, serde_json::Value> = want
-            .into_iter()
-            .map(|k| (k, serde_json::Value::String(label.clone())))
-            .collect();
-        node_api
-            .patch(
-                n,
-                &params(),
-                &Patch::Merge(serde_json::json!({"metadata": {"labels": labels}})),
-            )
-            .await
-            .map_err(ActError::api("label node"))?;
-    }
-    Ok(())
-}
-
 /// Carries out every admission. Returns how many workloads it wrote.
 pub async fn run(
     ctx: &Ctx,
@@ -111,10 +65,68 @@ async fn admit(
     label_nodes(ctx, a.gang.as_str(), &pins, observed).await?;
     let counts =
         super::super::reconcile::workloads::counts_of(a.assignments.iter().map(|x| &x.pod_set));
-    let writes =
-        super::super::reconcile::workloads::drive(ctx, w, &Want::Run(pins), counts, snapshot)
-            .await?;
+    let gang_version = observed
+        .of(crate::controller::objects::Kind::Gang)
+        .iter()
+        .find(|g| g.metadata.namespace.as_deref() == Some(ns) && g.name_any() == name)
+        .and_then(|g| g.metadata.resource_version.clone());
+    let writes = super::super::reconcile::workloads::drive(
+        ctx,
+        w,
+        &Want::Run(pins),
+        counts,
+        snapshot,
+        gang_version.as_deref(),
+    )
+    .await?;
     Ok(writes > 0)
+}
+
+/// Labels each known node of `pins` for the gang `gang_id` (`ns/name`)
+/// and for each pod set placed on it (what a pin by node selector names),
+/// skipping nodes that already carry the labels. Idempotent: the workload
+/// life cycle calls it again every cycle an admitted gang is driven, so a
+/// label write refused once (a 409, 429 or 500) is made the next cycle
+/// rather than leaving pods that select the label unschedulable.
+pub(crate) async fn label_nodes(
+    ctx: &Ctx,
+    gang_id: &str,
+    pins: &Pins,
+    observed: &Observed,
+) -> Result<(), ActError> {
+    let nodes: BTreeSet<&String> = pins.values().flatten().collect();
+    let label = gang_label_value(gang_id);
+    let node_api: Api<KubeNode> = Api::all(ctx.client.clone());
+    for n in nodes {
+        let Some(current) = observed.nodes.iter().find(|k| &k.name_any() == n) else {
+            continue;
+        };
+        let mut want: Vec<String> = vec![GANG_LABEL.to_string()];
+        want.extend(
+            pins.iter()
+                .filter(|(_, ns)| ns.contains(n))
+                .map(|(set, _)| pod_set_label(set)),
+        );
+        if want
+            .iter()
+            .all(|key| current.labels().get(key) == Some(&label))
+        {
+            continue;
+        }
+        let labels: serde_json::Map<String, serde_json::Value> = want
+            .into_iter()
+            .map(|k| (k, serde_json::Value::String(label.clone())))
+            .collect();
+        node_api
+            .patch(
+                n,
+                &params(),
+                &Patch::Merge(serde_json::json!({"metadata": {"labels": labels}})),
+            )
+            .await
+            .map_err(ActError::api("label node"))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -51,6 +51,7 @@ pub async fn suspend(
         &Want::Queued,
         Default::default(),
         snapshot,
+        None,
     )
     .await?
         > 0)

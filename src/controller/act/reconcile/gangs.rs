@@ -14,8 +14,10 @@ use kube_runtime::events::EventType;
 use super::super::{ActError, api, is_already_exists};
 use crate::controller::ctx::Ctx;
 use crate::controller::objects::{Kind, KindExt, QUEUE_LABEL};
-use crate::controller::translate::{Observed, workload};
-use crate::controller::workloads::{self, Workload};
+use muster_planner::lifecycle;
+
+use crate::controller::translate::{Observed, gang, time, workload};
+use crate::controller::workloads::{self, Workload, WorkloadKind, pod_group};
 
 /// Creates missing Gangs (and deletes those of a Job gone and created
 /// again). Returns the Gangs it created, as the API server stored them, so
@@ -67,7 +69,50 @@ pub async fn sync(ctx: &Ctx, observed: &Observed) -> Vec<DynamicObject> {
             }
         }
     }
+    if observed.kinds.contains(&workloads::WorkloadKind::PodGroup) {
+        end_ownerless(ctx, observed).await;
+    }
     created
+}
+
+/// Deletes the Gangs of pod groups whose pods are gone, as the planner's
+/// rule for gangs without an owner says
+/// ([`muster_planner::lifecycle::gang::ownerless_ends`]): the garbage
+/// collector deletes every other Gang with its workload.
+async fn end_ownerless(ctx: &Ctx, observed: &Observed) {
+    let now = time::now();
+    for g in observed.of(Kind::Gang) {
+        if g.metadata.deletion_timestamp.is_some() || !g.owner_references().is_empty() {
+            continue;
+        }
+        let ns = g.namespace().unwrap_or_default();
+        let gang_name = g.name_any();
+        let Some(group) = gang_name.strip_prefix(&WorkloadKind::PodGroup.gang_name("")) else {
+            continue;
+        };
+        let pods_left = observed
+            .pods
+            .iter()
+            .filter(|p| {
+                p.metadata.namespace.as_deref() == Some(ns.as_str())
+                    && p.label(pod_group::POD_GROUP_LABEL).map(String::as_str) == Some(group)
+            })
+            .count();
+        let view = gang::status_of(g);
+        let phase = gang::phase(view.phase.as_deref()).unwrap_or_default();
+        let requeue_after = view.requeue_after.as_deref().and_then(time::parse);
+        if !lifecycle::gang::ownerless_ends(phase, pods_left, requeue_after, now) {
+            continue;
+        }
+        match delete_stale(ctx, g).await {
+            Ok(()) => {
+                tracing::info!(gang = %gang_name, namespace = %ns, phase = ?phase, "pod group gone: its gang deleted")
+            }
+            Err(e) => {
+                tracing::warn!(gang = %gang_name, error = %e, "could not delete the gang of a pod group gone")
+            }
+        }
+    }
 }
 
 /// Deletes a Gang, on the condition that it is still the object seen (its UID).

@@ -136,7 +136,13 @@ async fn step(
     }
     if phase == NodePhase::Pending && provider_id.is_none() {
         let provider = providers.get(&node_class)?;
-        let (labels, taints) = pool_spec(observed, &s.pool).unwrap_or_default();
+        // the pool's labels and taints go with the launch: a pool (or its
+        // NodeClass) missing from the caches for a moment (a watch listing
+        // again) waits for the next cycle rather than launching a node
+        // without its taints, where pods that do not tolerate them would land
+        let Some((labels, taints)) = pool_spec(observed, &s.pool) else {
+            return Err(ActError::Missing(format!("GPUPool {} of {name}", s.pool)));
+        };
         let mut node_labels: BTreeMap<String, String> = labels;
         node_labels.insert(POOL_LABEL.to_string(), s.pool.clone());
         node_labels.insert(POOLNODE_LABEL.to_string(), name.clone());

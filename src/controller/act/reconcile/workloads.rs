@@ -28,25 +28,42 @@ const MAX_STEPS: usize = 6;
 /// unadmitted.
 pub const STARTED_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Workloads this process unsuspended, by UID, with when. Only ever delays
-/// the stop of a workload found running unadmitted (the caches of workloads
-/// and Gangs are not updated together); after a restart it is empty and the
-/// observed state alone decides, which is the safe side.
+/// Workloads this process unsuspended, by UID, with when and the version
+/// of their Gang it saw then. Only ever delays the stop of a workload found
+/// running unadmitted (the caches of workloads and Gangs are not updated
+/// together), and only while the Gang's cache still shows the version seen
+/// at the start: a Gang written since (evicted after a start whose stop
+/// write was refused) is not behind, and is stopped at once. After a
+/// restart it is empty and the observed state alone decides, which is the
+/// safe side.
 #[derive(Debug, Default)]
-pub struct Started(std::sync::Mutex<std::collections::BTreeMap<String, std::time::Instant>>);
+pub struct Started(
+    std::sync::Mutex<std::collections::BTreeMap<String, (std::time::Instant, Option<String>)>>,
+);
 
 impl Started {
-    /// Notes that the workload with `uid` was unsuspended now.
-    pub fn note(&self, uid: &str) {
+    /// Notes that the workload with `uid` was unsuspended now, its Gang
+    /// seen at version `gang_version`.
+    pub fn note(&self, uid: &str, gang_version: Option<&str>) {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        m.retain(|_, at| at.elapsed() < STARTED_GRACE);
-        m.insert(uid.to_string(), std::time::Instant::now());
+        m.retain(|_, (at, _)| at.elapsed() < STARTED_GRACE);
+        m.insert(
+            uid.to_string(),
+            (std::time::Instant::now(), gang_version.map(String::from)),
+        );
     }
 
-    /// True when the workload with `uid` was unsuspended here within the grace.
-    pub fn lately(&self, uid: &str) -> bool {
+    /// True when the workload with `uid` was unsuspended here within the
+    /// grace and its Gang, seen now at `gang_version`, was not written since
+    /// (when the version was known).
+    pub fn lately(&self, uid: &str, gang_version: Option<&str>) -> bool {
         let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        m.get(uid).is_some_and(|at| at.elapsed() < STARTED_GRACE)
+        m.get(uid).is_some_and(|(at, seen)| {
+            at.elapsed() < STARTED_GRACE
+                && seen
+                    .as_deref()
+                    .is_none_or(|v| gang_version.is_none_or(|g| g == v))
+        })
     }
 }
 
@@ -95,6 +112,7 @@ pub async fn reconcile(ctx: &Ctx, observed: &Observed, tr: &Translation) -> usiz
                 && g.metadata.name.as_deref() == Some(name.as_str())
         });
         let view = gang_obj.map(|g| gang::status_of(g));
+        let gang_version = gang_obj.and_then(|g| g.metadata.resource_version.as_deref());
         let phase = view
             .as_ref()
             .and_then(|v| gang::phase(v.phase.as_deref()))
@@ -114,7 +132,8 @@ pub async fn reconcile(ctx: &Ctx, observed: &Observed, tr: &Translation) -> usiz
             && !o.suspended
             && !o.stopping
             && o.pinned.is_some()
-            && w.uid().is_some_and(|u| ctx.started.lately(&u))
+            && w.uid()
+                .is_some_and(|u| ctx.started.lately(&u, gang_version))
         {
             // started here a moment ago: the Gang's cache is behind the workload's
             continue;
@@ -132,19 +151,19 @@ pub async fn reconcile(ctx: &Ctx, observed: &Observed, tr: &Translation) -> usiz
                 )
                 .await;
         }
-        if let Want::Run(pins) = &want
-            && let Err(e) = super::super::apply::admit::label_nodes(
-                ctx,
-                &format!("{ns}/{name}"),
-                pins,
-                observed,
-            )
-            .await
-        {
-            tracing::warn!(workload = %name, namespace = %ns, error = %e, "workload life cycle");
-            continue;
+        if let Want::Run(pins) = &want {
+            // the admission labelled the nodes; a label write refused then
+            // is made now, before the pin that selects it
+            let gang_id = format!("{ns}/{name}");
+            if let Err(e) =
+                crate::controller::act::apply::admit::label_nodes(ctx, &gang_id, pins, observed)
+                    .await
+            {
+                tracing::warn!(workload = %name, namespace = %ns, error = %e, "workload life cycle");
+                continue;
+            }
         }
-        match drive(ctx, w, &want, counts, &tr.snapshot).await {
+        match drive(ctx, w, &want, counts, &tr.snapshot, gang_version).await {
             Ok(n) => writes += n,
             Err(e) => {
                 tracing::warn!(workload = %name, namespace = %ns, error = %e, "workload life cycle")
@@ -184,13 +203,16 @@ pub fn directives(
 /// step is decided from the object the previous write returned; a write
 /// refused with 409 Conflict (the owning controller wrote the object in
 /// between: a JobSet's status after it was suspended) is decided again
-/// from the object read anew. Returns the number of writes.
+/// from the object read anew. `gang_version` is the resourceVersion of the
+/// gang's Gang as observed, noted with an unsuspend (see [`Started`]).
+/// Returns the number of writes.
 pub async fn drive(
     ctx: &Ctx,
     w: Box<dyn Workload>,
     want: &Want,
     counts: BTreeMap<String, u32>,
     snapshot: &Snapshot,
+    gang_version: Option<&str>,
 ) -> Result<usize, ActError> {
     let gang_id = format!("{}/{}", w.namespace(), w.gang_name());
     let rules = w.kind().rules();
@@ -206,7 +228,7 @@ pub async fn drive(
         if step == Step::None {
             break;
         }
-        tracing::debug!(workload = %gang_id, kind = current.kind().as_str(), step = step.as_str(), "workload life cycle");
+        tracing::debug!(workload = %gang_id, kind = current.kind().as_str(), step = step.as_str(), want = ?want, "workload life cycle");
         current = match current.write(ctx, &step, &dirs).await {
             Ok(next) => next,
             Err(e) if e.is_conflict() => match current.reread(ctx).await? {
@@ -221,7 +243,7 @@ pub async fn drive(
         if step == Step::Unsuspend
             && let Some(uid) = current.uid()
         {
-            ctx.started.note(&uid);
+            ctx.started.note(&uid, gang_version);
         }
         writes += 1;
     }
@@ -235,15 +257,25 @@ mod tests {
     #[test]
     fn started_workloads_are_remembered_for_the_grace_only() {
         let s = Started::default();
-        assert!(!s.lately("u1"));
-        s.note("u1");
-        assert!(s.lately("u1"));
-        assert!(!s.lately("u2"));
+        assert!(!s.lately("u1", None));
+        s.note("u1", Some("7"));
+        assert!(s.lately("u1", Some("7")));
+        assert!(s.lately("u1", None), "a Gang not seen: the grace alone");
+        assert!(
+            !s.lately("u1", Some("9")),
+            "the Gang was written since the start: its cache is not behind"
+        );
+        assert!(!s.lately("u2", Some("7")));
+        s.note("u3", None);
+        assert!(s.lately("u3", Some("9")));
         // an entry older than the grace no longer counts
         s.0.lock().expect("lock").insert(
             "old".into(),
-            std::time::Instant::now() - STARTED_GRACE - std::time::Duration::from_secs(1),
+            (
+                std::time::Instant::now() - STARTED_GRACE - std::time::Duration::from_secs(1),
+                None,
+            ),
         );
-        assert!(!s.lately("old"));
+        assert!(!s.lately("old", None));
     }
 }
