@@ -113,15 +113,7 @@ fn snapshot(seen: &Seen) -> Vec<(u64, String, String)> {
 async fn setup() -> (ApiServer, kube::Client, Vec<serde_norway::Value>, String) {
     // helm template, as `e2e/run sim` installs it (a short tick for a test)
     let objs = objects(
-        &template(
-            None,
-            &[
-                "clouds={sim}",
-                "webhook.certManager.enabled=false",
-                "tick=2s",
-            ],
-        )
-        .expect("renders"),
+        &template(None, &["clouds={sim}", "webhook.certs=helm", "tick=2s"]).expect("renders"),
     );
     let webhook_addr = format!("127.0.0.1:{}", helm::rendered::free_port());
     let cfg = find(&objs, "MutatingWebhookConfiguration").clone();
@@ -424,7 +416,7 @@ async fn a_gang_is_queued_provisioned_admitted_completed_and_scaled_to_zero() {
         let (verb, group, ns) = (s("verb"), s("apiGroup"), s("namespace"));
         if !rules
             .iter()
-            .any(|r| r.allows(&verb, &group, &resource, &ns))
+            .any(|r| r.allows(&verb, &group, &resource, &ns, &s("name")))
         {
             denied.insert(format!("{verb} {group}/{resource} in {ns:?}"));
         }

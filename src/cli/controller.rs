@@ -177,7 +177,7 @@ pub struct ControllerArgs {
     /// (--webhook-cert and --webhook-key, e.g. a Secret Helm or cert-manager
     /// writes, mounted) or `controller` (issued and renewed by the leader
     /// into --webhook-cert-secret, its CA patched into
-    /// --webhook-config-name; every replica serves it from memory).
+    /// --webhook-config-name, and every replica serves it from memory).
     #[arg(
         long,
         env = "MUSTER_WEBHOOK_CERTS",
