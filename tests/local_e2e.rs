@@ -1,9 +1,11 @@
 //! The acceptance run's local twin: the steps of `e2e/run sim` (and of
 //! docs/quickstart-local.md) with the API test server for the cluster.
 //!
-//! The chart is rendered with the simulated cloud (`clouds={sim}`); its CRDs
-//! and its MutatingWebhookConfiguration are applied to the API test server,
-//! which calls the webhook as kube-apiserver does; the rendered Deployment's
+//! The chart is rendered with the simulated cloud (`clouds={sim}`) and
+//! otherwise its defaults (the controller manages the webhook's certificate:
+//! it writes the Secret and patches the caBundle before it is Ready); its
+//! CRDs and its MutatingWebhookConfiguration are applied to the API test
+//! server, which calls the webhook as kube-apiserver does; the rendered Deployment's
 //! args and env start the real `muster` binary. Then the example NodeClass
 //! (`sim`), the acceptance pool and queue are applied and the labelled
 //! two-node GPU Job is submitted. Checked: the webhook stores the Job
@@ -112,9 +114,7 @@ fn snapshot(seen: &Seen) -> Vec<(u64, String, String)> {
 /// objects and the address the webhook is to listen on.
 async fn setup() -> (ApiServer, kube::Client, Vec<serde_norway::Value>, String) {
     // helm template, as `e2e/run sim` installs it (a short tick for a test)
-    let objs = objects(
-        &template(None, &["clouds={sim}", "webhook.certs=helm", "tick=2s"]).expect("renders"),
-    );
+    let objs = objects(&template(None, &["clouds={sim}", "tick=2s"]).expect("renders"));
     let webhook_addr = format!("127.0.0.1:{}", helm::rendered::free_port());
     let cfg = find(&objs, "MutatingWebhookConfiguration").clone();
     let svc = &cfg["webhooks"][0]["clientConfig"]["service"];
