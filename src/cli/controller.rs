@@ -564,6 +564,55 @@ mod tests {
         }
     }
 
+    #[test]
+    fn webhook_certificate_flags_are_checked() {
+        // (args, accepted)
+        let cases: [(&[&str], bool); 5] = [
+            (&["--webhook-certs", "controller"], true),
+            (
+                &[
+                    "--webhook-certs",
+                    "controller",
+                    "--webhook-service",
+                    "muster-webhook",
+                ],
+                false,
+            ),
+            (
+                &[
+                    "--webhook-certs",
+                    "controller",
+                    "--webhook-service",
+                    "a.b.c",
+                ],
+                false,
+            ),
+            (
+                &["--webhook-certs", "controller", "--webhook-config-name", ""],
+                false,
+            ),
+            (&["--webhook-certs", "files"], false),
+        ];
+        for (extra, accepted) in cases {
+            use clap::Parser;
+            let mut argv = vec!["controller", "--webhook-addr", "127.0.0.1:0"];
+            argv.extend_from_slice(extra);
+            let args = Wrapper::parse_from(argv).args;
+            match webhook_tls(&args) {
+                Ok((_, managed)) => {
+                    assert!(accepted, "{extra:?} accepted");
+                    let m = managed.expect("managed settings");
+                    assert_eq!(m.dns_name(), "muster-webhook.muster-system.svc");
+                    assert_eq!(
+                        (m.secret.as_str(), m.config.as_str()),
+                        ("muster-webhook-tls", "muster")
+                    );
+                }
+                Err(e) => assert!(!accepted, "{extra:?} refused: {e}"),
+            }
+        }
+    }
+
     #[derive(clap::Parser)]
     struct Wrapper {
         #[command(flatten)]

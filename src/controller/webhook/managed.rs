@@ -360,3 +360,83 @@ pub async fn run(
             };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(bundles: &[Option<&[u8]>]) -> MutatingWebhookConfiguration {
+        let hooks: Vec<serde_json::Value> = bundles
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let mut cc = serde_json::json!({"service": {"name": "s", "namespace": "n"}});
+                if let Some(b) = b {
+                    cc["caBundle"] = base64::engine::general_purpose::STANDARD.encode(b).into();
+                }
+                serde_json::json!({"name": format!("h{i}.muster.dev"), "clientConfig": cc,
+                    "sideEffects": "None", "admissionReviewVersions": ["v1"]})
+            })
+            .collect();
+        serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "muster"}, "webhooks": hooks}),
+        )
+        .expect("configuration")
+    }
+
+    #[test]
+    fn the_bundle_is_patched_only_where_it_differs_each_guarded_by_name() {
+        let want: &[u8] = b"new";
+        assert!(ca_bundle_patch(&config(&[Some(want), Some(want)]), want).is_empty());
+        let ops = ca_bundle_patch(&config(&[Some(want), None, Some(b"old")]), want);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(want);
+        assert_eq!(
+            ops,
+            vec![
+                serde_json::json!({"op": "test", "path": "/webhooks/1/name", "value": "h1.muster.dev"}),
+                serde_json::json!({"op": "add", "path": "/webhooks/1/clientConfig/caBundle", "value": b64}),
+                serde_json::json!({"op": "test", "path": "/webhooks/2/name", "value": "h2.muster.dev"}),
+                serde_json::json!({"op": "add", "path": "/webhooks/2/clientConfig/caBundle", "value": b64}),
+            ]
+        );
+        // and it applies
+        let mut doc =
+            serde_json::to_value(config(&[Some(want), None, Some(b"old")])).expect("json");
+        let patch: json_patch::Patch =
+            serde_json::from_value(serde_json::Value::Array(ops)).expect("patch");
+        json_patch::patch(&mut doc, &patch).expect("applies");
+        let patched: MutatingWebhookConfiguration = serde_json::from_value(doc).expect("config");
+        assert!(ca_bundle_patch(&patched, want).is_empty());
+    }
+
+    #[test]
+    fn the_slot_serves_a_matching_pair_and_keeps_it_over_a_bad_one() {
+        let p = Policy::default();
+        let names = issue::dns_names("muster-webhook", "muster-system");
+        let a = issue::issue(None, true, names.clone(), "ca", &p, unix_now()).expect("a");
+        let b = issue::issue(None, true, names, "ca", &p, unix_now()).expect("b");
+        let slot = CertSlot::default();
+        assert!(!slot.loaded());
+        assert!(slot.set(b"no PEM", a.tls_key.as_bytes()).is_err());
+        assert!(
+            slot.set(a.tls_crt.as_bytes(), b.tls_key.as_bytes())
+                .is_err(),
+            "a key of another certificate"
+        );
+        assert!(!slot.loaded());
+        assert!(matches!(
+            slot.set(a.tls_crt.as_bytes(), a.tls_key.as_bytes()),
+            Ok(true)
+        ));
+        assert!(matches!(
+            slot.set(a.tls_crt.as_bytes(), a.tls_key.as_bytes()),
+            Ok(false)
+        ));
+        assert!(slot.set(b"garbage", b"garbage").is_err());
+        assert!(slot.loaded(), "a refused pair keeps the one served");
+        assert!(matches!(
+            slot.set(b.tls_crt.as_bytes(), b.tls_key.as_bytes()),
+            Ok(true)
+        ));
+    }
+}
