@@ -169,6 +169,23 @@ fn decisions_over_the_secret() {
 }
 
 #[test]
+fn a_long_lookahead_makes_a_certificate_due_before_two_thirds() {
+    // 90 days of validity, a lookahead of 50: due after 40 days, not 60
+    let p = policy(300, 90, 50);
+    let i = issued("muster-webhook", &p, NOW);
+    let m = material(&i);
+    let due = NOW + 40 * DAY; // the end (NOW + 90 days) less the lookahead
+    assert_eq!(
+        decide(Some(&m), NAME, &p, NOW + 39 * DAY),
+        Verdict::Keep { renew_at: due }
+    );
+    assert_eq!(
+        decide(Some(&m), NAME, &p, NOW + 45 * DAY),
+        reissue(Reason::Due, false)
+    );
+}
+
+#[test]
 fn a_renewed_serving_certificate_keeps_the_ca_and_is_kept() {
     let p = policy(300, 90, 10);
     let first = issued("muster-webhook", &p, NOW);
