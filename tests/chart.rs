@@ -54,6 +54,8 @@ fn schema_refuses_unknown_keys_and_wrong_types() {
         "webhook.port=70000",
         "leaderElection.enabled=maybe",
         "clusterName=Not_A_Label",
+        "webhook.certs=vault",
+        "webhook.certManager.enable=true",
     ];
     for set in refused {
         let got = template(None, &[set]);
@@ -548,6 +550,7 @@ fn every_operator_flag_has_a_value() {
                 "namespaces={a,b}",
                 "prometheus.url=http://prometheus:9090",
                 "clouds={aws,sim}",
+                "webhook.certs=helm",
             ],
         )
         .expect("renders"),

@@ -1763,7 +1763,7 @@ async fn rbac_allows_every_request_of_scenario_2() {
         let (verb, group, ns) = (s("verb"), s("apiGroup"), s("namespace"));
         let mut allowed = false;
         for (i, r) in rules.iter().enumerate() {
-            if r.allows(&verb, &group, &resource, &ns) {
+            if r.allows(&verb, &group, &resource, &ns, &s("name")) {
                 used[i] = true;
                 allowed = true;
             }

@@ -241,18 +241,23 @@ fn assert_rbac_allows_controller(server: &ApiServer, kind: WorkloadKind) {
             api_groups: vec![a.group.to_string()],
             resources: a.resources.iter().map(|r| r.to_string()).collect(),
             verbs: a.verbs.iter().map(|v| v.to_string()).collect(),
+            resource_names: vec![],
             namespace: None,
             from: format!("workload kind {}", kind.as_str()),
         });
     }
-    let requests = server.audited("controller");
+    let requests = server.audited_named("controller");
     assert!(!requests.is_empty(), "no controller request was audited");
     let denied: BTreeSet<String> = requests
         .iter()
-        .filter(|(verb, group, resource, ns)| {
-            !rules.iter().any(|r| r.allows(verb, group, resource, ns))
+        .filter(|(verb, group, resource, ns, name)| {
+            !rules
+                .iter()
+                .any(|r| r.allows(verb, group, resource, ns, name))
         })
-        .map(|(verb, group, resource, ns)| format!("{verb} {group}/{resource} in {ns:?}"))
+        .map(|(verb, group, resource, ns, name)| {
+            format!("{verb} {group}/{resource} {name:?} in {ns:?}")
+        })
         .collect();
     assert!(denied.is_empty(), "requests RBAC would deny: {denied:#?}");
 }
