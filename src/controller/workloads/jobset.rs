@@ -146,26 +146,11 @@ impl Workload for JobSetWorkload {
     }
 
     fn gang_owner(&self) -> Option<OwnerReference> {
-        Some(OwnerReference {
-            api_version: format!("{}/{}", KIND.group, KIND.version),
-            kind: KIND.kind.to_string(),
-            name: self.0.name_any(),
-            uid: self.0.metadata.uid.clone()?,
-            controller: Some(true),
-            block_owner_deletion: None,
-        })
+        super::custom_owner(KIND, &self.0)
     }
 
     fn object_ref(&self) -> ObjectReference {
-        ObjectReference {
-            api_version: Some(format!("{}/{}", KIND.group, KIND.version)),
-            kind: Some(KIND.kind.to_string()),
-            name: self.0.metadata.name.clone(),
-            namespace: self.0.metadata.namespace.clone(),
-            uid: self.0.metadata.uid.clone(),
-            resource_version: self.0.metadata.resource_version.clone(),
-            field_path: None,
-        }
+        super::custom_object_ref(KIND, &self.0)
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
