@@ -369,20 +369,7 @@ async fn nodeclass_whose_selector_matches_nothing_is_not_ready() {
 
 #[tokio::test]
 async fn s2_real_planner() {
-    let dbg: PlanFn = Arc::new(
-        |s: &muster_planner::Snapshot, p: &muster_planner::Policy, t| {
-            let plan = muster_planner::plan(s, p, t);
-            if std::env::var("MUSTER_TEST_DUMP").is_ok() {
-                eprintln!(
-                    "SNAPSHOT {}\nPLAN {}",
-                    serde_json::to_string(s).unwrap_or_default(),
-                    serde_json::to_string(&plan).unwrap_or_default()
-                );
-            }
-            plan
-        },
-    );
-    scenario_gang_of_four(dbg).await;
+    scenario_gang_of_four(support::in_process::dumping_planner()).await;
 }
 
 // ---------------------------------------------------------------- (3)

@@ -13,7 +13,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use muster::controller::PlanFn;
 use muster::controller::workloads::WorkloadKind;
 use serde_json::json;
 use support::emulator::Emulator;
@@ -27,18 +26,6 @@ use support::waits::{
 use support::{ApiServer, ar, eventually};
 
 const NS: &str = "team-a";
-
-fn planner() -> PlanFn {
-    Arc::new(
-        |s: &muster_planner::Snapshot, p: &muster_planner::Policy, t| {
-            let plan = muster_planner::plan(s, p, t);
-            if std::env::var("MUSTER_TEST_DUMP").is_ok() {
-                eprintln!("PLAN {}", serde_json::to_string(&plan).unwrap_or_default());
-            }
-            plan
-        },
-    )
-}
 
 fn jobset_ar() -> kube::core::ApiResource {
     WorkloadKind::JobSet
@@ -67,7 +54,12 @@ fn start(
     let mut config = support::in_process::config("c1");
     config.workload_kinds = kinds.iter().copied().collect();
     configure(&mut config);
-    support::in_process::spawn(&server.client_as("controller"), cloud, planner(), config)
+    support::in_process::spawn(
+        &server.client_as("controller"),
+        cloud,
+        support::in_process::dumping_planner(),
+        config,
+    )
 }
 
 /// A Node of the cluster's own: CPUs only, no pool.
@@ -106,6 +98,24 @@ async fn running_by_set(client: &kube::Client, name: &str) -> BTreeMap<String, V
         out.entry(set).or_default().push(node);
     }
     out
+}
+
+/// Waits up to `secs` for JobSet `name`'s driver and `workers` workers to
+/// run; returns their nodes by replicated job.
+async fn wait_for_driver_and_workers(
+    client: &kube::Client,
+    name: &str,
+    workers: usize,
+    secs: u64,
+) -> BTreeMap<String, Vec<String>> {
+    let what = format!("the driver and {workers} workers of {name} running");
+    eventually(secs, &what, || async move {
+        let r = running_by_set(client, name).await;
+        (r.get("driver").map(Vec::len) == Some(1)
+            && r.get("workers").map(Vec::len) == Some(workers))
+        .then_some(r)
+    })
+    .await
 }
 
 /// The headline multi-pod-set gang: a JobSet of one CPU driver and four
@@ -153,15 +163,7 @@ async fn jobset_driver_and_gpu_workers_admitted_onto_one_launch_set_then_complet
         [("driver".to_string(), 1), ("workers".to_string(), 4)]
     );
     assert_eq!(g.owner_references()[0].kind, "JobSet");
-    let running = eventually(40, "the driver and four workers running", || {
-        let client = client.clone();
-        async move {
-            let r = running_by_set(&client, "train").await;
-            (r.get("driver").map(Vec::len) == Some(1) && r.get("workers").map(Vec::len) == Some(4))
-                .then_some(r)
-        }
-    })
-    .await;
+    let running = wait_for_driver_and_workers(&client, "train", 4, 40).await;
     // one launch set: four GPU nodes, all written before the first launch
     let launches = cloud.launch_calls();
     assert_eq!(launches.len(), 4, "{launches:?}");
@@ -319,15 +321,7 @@ async fn jobset_evicted_whole_then_readmitted() {
     // pods can run now: admitted again after the backoff, and running
     patch_queue(&client, "team-a", json!({"podsReadyTimeout": "60s"})).await;
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    eventually(40, "running again", || {
-        let client = client.clone();
-        async move {
-            let r = running_by_set(&client, "again").await;
-            (r.get("driver").map(Vec::len) == Some(1) && r.get("workers").map(Vec::len) == Some(2))
-                .then_some(())
-        }
-    })
-    .await;
+    wait_for_driver_and_workers(&client, "again", 2, 40).await;
     let g = waits::gang(&client, NS, "jobset-again")
         .await
         .expect("gang");
@@ -610,15 +604,7 @@ async fn jobset_driver_that_requests_a_gpu_runs_on_a_gpu_node() {
         .gpu_driver()
         .create(&client)
         .await;
-    let running = eventually(40, "the driver and four workers running", || {
-        let client = client.clone();
-        async move {
-            let r = running_by_set(&client, "gpudriver").await;
-            (r.get("driver").map(Vec::len) == Some(1) && r.get("workers").map(Vec::len) == Some(4))
-                .then_some(r)
-        }
-    })
-    .await;
+    let running = wait_for_driver_and_workers(&client, "gpudriver", 4, 40).await;
     let gpu_nodes: BTreeSet<String> = poolnode_node_names(&client).await;
     assert!(
         gpu_nodes.contains(&running["driver"][0]),
