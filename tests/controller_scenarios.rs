@@ -22,7 +22,7 @@ use support::fake_cloud::{FakeCloud, Hang};
 use support::in_process::Running;
 use support::objects::{gpu_node, job, pool, start_world};
 use support::waits::{
-    assert_no_invalid_writes, events_of, gang_phase, patch_pool, patch_queue, poolnodes,
+    assert_no_invalid_writes, events_of, gang, gang_phase, patch_pool, patch_queue, poolnodes,
     running_pods, wait_for_gang_phase, wait_for_job_suspended, wait_for_no_poolnodes,
     wait_for_poolnode_gone, wait_for_poolnode_phase, wait_for_running_pods,
 };
@@ -403,8 +403,7 @@ async fn scenario_insufficient_capacity(planner: PlanFn) {
     assert_eq!(pns[0].data["spec"]["offering"]["instanceType"], "fake-8gpu");
     let ice = events_of(&client, "InsufficientCapacity").await;
     assert_eq!(ice.len(), 1, "{ice:?}");
-    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
-    let g = gangs.get("tiny").await.expect("gang");
+    let g = gang(&client, NS, "tiny").await.expect("gang");
     assert_eq!(g.data["status"]["launchAttempts"], 2);
     let text = ctl.metrics.encode();
     for line in [
@@ -926,12 +925,10 @@ async fn queue_namespace_selector_is_enforced() {
         .gpus(8)
         .create(&client)
         .await;
-    let gangs: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), "team-b", &ar("Gang", "gangs"));
     let cond = eventually(20, "NamespaceNotAllowed on the Gang", || {
-        let gangs = gangs.clone();
+        let client = client.clone();
         async move {
-            let g = gangs.get("outsider").await.ok()?;
+            let g = gang(&client, "team-b", "outsider").await?;
             g.data["status"]["conditions"]
                 .as_array()?
                 .iter()
@@ -1127,10 +1124,9 @@ async fn gangs_created_and_fresh_jobs_suspended() {
         .unsuspended()
         .create(&client)
         .await;
-    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
     let gang = eventually(10, "the Gang", || {
-        let gangs = gangs.clone();
-        async move { gangs.get_opt("eager").await.ok()? }
+        let client = client.clone();
+        async move { gang(&client, NS, "eager").await }
     })
     .await;
     assert_eq!(gang.data["spec"]["queue"], "team-a");
@@ -1208,11 +1204,10 @@ async fn waiting_gangs_show_position_and_reason() {
     let cloud = FakeCloud::new(None);
     let _ctl = start(&server, &cloud, stub());
     job("huge").queue("team-a").gpus(16).create(&client).await; // no offering has 16 GPUs
-    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
     let st = eventually(10, "a waiting status", || {
-        let gangs = gangs.clone();
+        let client = client.clone();
         async move {
-            let g = gangs.get_opt("huge").await.ok()??;
+            let g = gang(&client, NS, "huge").await?;
             g.data["status"]["reason"]
                 .is_string()
                 .then(|| g.data["status"].clone())
@@ -1270,11 +1265,10 @@ async fn pods_not_ready_in_time_evict_the_whole_gang() {
         async move { (jobs.get("stuck").await.ok()?.spec?.suspend == Some(false)).then_some(()) }
     })
     .await;
-    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
     let st = eventually(15, "evicted", || {
-        let gangs = gangs.clone();
+        let client = client.clone();
         async move {
-            let g = gangs.get("stuck").await.ok()?;
+            let g = gang(&client, NS, "stuck").await?;
             (g.data["status"]["phase"] == "Evicted").then(|| g.data["status"].clone())
         }
     })
@@ -1456,14 +1450,7 @@ async fn eviction_then_readmission() {
         async move { (jobs.get("again").await.ok()?.spec?.suspend == Some(false)).then_some(()) }
     })
     .await;
-    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
-    eventually(15, "evicted", || {
-        let gangs = gangs.clone();
-        async move {
-            (gangs.get("again").await.ok()?.data["status"]["phase"] == "Evicted").then_some(())
-        }
-    })
-    .await;
+    wait_for_gang_phase(&client, NS, "again", &["Evicted"], 15).await;
     // the stop finished: suspended, startTime cleared, template restored, no marks
     let job = eventually(10, "the stop finished", || {
         let jobs = jobs.clone();
@@ -1714,12 +1701,9 @@ async fn recreated_same_name_job_never_reuses_poolnodes_or_keys() {
         1 + new.len(),
         "one launch per PoolNode, none repeated: {keys:?}"
     );
-    let gang: DynamicObject = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"))
-        .get("dup")
-        .await
-        .expect("gang");
+    let g = gang(&client, NS, "dup").await.expect("gang");
     assert_eq!(
-        gang.owner_references()[0].uid,
+        g.owner_references()[0].uid,
         second_uid,
         "the Gang is the second Job's"
     );
