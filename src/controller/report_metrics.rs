@@ -125,7 +125,10 @@ pub fn queue_cost(snapshot: &Snapshot) -> BTreeMap<String, f64> {
         .map(|q| (q.name.clone(), 0.0))
         .collect();
     for node in &snapshot.nodes {
-        let Some(price) = node_cost(node) else {
+        if !billed(node) {
+            continue;
+        }
+        let Some(price) = node.price.map(|p| p.usd()) else {
             continue;
         };
         // (queue, GPUs its gang requests on this node), per holding gang
@@ -164,15 +167,11 @@ pub fn queue_cost(snapshot: &Snapshot) -> BTreeMap<String, f64> {
     out
 }
 
-/// Dollars per hour a node costs now, the one rule behind the pool and the
-/// queue figures: a pool's node costs its offering's price while it is
-/// launched or in flight (any phase but Terminating); a node of no pool, a
-/// Terminating one or one of unknown price costs nothing.
-fn node_cost(node: &Node) -> Option<f64> {
-    if node.phase == NodePhase::Terminating || node.pool.is_none() {
-        return None;
-    }
-    node.price.map(|p| p.usd())
+/// Whether a node costs money now, the one rule behind the pool and the
+/// queue figures: a pool's node does, at its offering's price, while it is
+/// launched or in flight (any phase but Terminating).
+fn billed(node: &Node) -> bool {
+    node.phase != NodePhase::Terminating && node.pool.is_some()
 }
 
 /// The figures of one cycle; `elapsed` is the seconds since the previous
@@ -192,8 +191,9 @@ pub fn figures(snapshot: &Snapshot, plan: &Plan, now: Time, elapsed: f64) -> Fig
             continue;
         };
         node_pool.insert(node.name.as_str(), pool);
-        if let Some(cost) = node_cost(node) {
-            *f.pool_cost.entry(pool.to_string()).or_default() += cost;
+        if billed(node) {
+            *f.pool_cost.entry(pool.to_string()).or_default() +=
+                node.price.map_or(0.0, |p| p.usd());
         }
         if node.phase == NodePhase::Ready {
             *f.pool_gpus.entry(pool.to_string()).or_default() +=
