@@ -7,9 +7,11 @@ pub mod emulator;
 pub mod fake_cloud;
 pub mod in_process;
 pub mod karpenter;
+pub mod objects;
 pub mod prometheus;
 pub mod rbac;
 pub mod stub_planner;
+pub mod waits;
 pub mod workload_crds;
 
 use std::io::{BufRead, BufReader};
