@@ -627,3 +627,57 @@ fn examples_and_e2e_resources_pass_their_crd_schemas() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// The three certificate modes render what each needs: Helm's Secret and
+/// caBundle, cert-manager's Certificate and CA injection (also through the
+/// deprecated `certManager.enabled`), or nothing for the controller to
+/// write itself.
+#[test]
+fn webhook_certificate_modes_render_what_each_needs() {
+    let cases: [(&[&str], &str); 4] = [
+        (&[], "controller"),
+        (&["webhook.certs=helm"], "helm"),
+        (&["webhook.certs=cert-manager"], "cert-manager"),
+        (&["webhook.certManager.enabled=true"], "cert-manager"),
+    ];
+    for (set, mode) in cases {
+        let objs = objects(&template(None, set).expect("renders"));
+        let kinds: BTreeSet<&str> = objs.iter().filter_map(|o| o["kind"].as_str()).collect();
+        let cfg = find(&objs, "MutatingWebhookConfiguration");
+        let bundle = &cfg["webhooks"][0]["clientConfig"]["caBundle"];
+        let inject = &cfg["metadata"]["annotations"]["cert-manager.io/inject-ca-from"];
+        let args = format!(
+            "{:?}",
+            find(&objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+        );
+        let flag = if mode == "controller" {
+            "controller"
+        } else {
+            "files"
+        };
+        assert!(
+            args.contains(&format!("--webhook-certs={flag}")),
+            "{set:?}: {args}"
+        );
+        assert_eq!(
+            kinds.contains("Secret"),
+            mode == "helm",
+            "{set:?}: {kinds:?}"
+        );
+        assert_eq!(
+            kinds.contains("Certificate"),
+            mode == "cert-manager",
+            "{set:?}: {kinds:?}"
+        );
+        assert_eq!(
+            bundle.is_string(),
+            mode == "helm",
+            "{set:?}: caBundle {bundle:?}"
+        );
+        assert_eq!(
+            inject.is_string(),
+            mode == "cert-manager",
+            "{set:?}: {inject:?}"
+        );
+    }
+}
