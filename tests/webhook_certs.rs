@@ -174,7 +174,13 @@ async fn the_controller_issues_serves_keeps_and_renews_the_webhook_certificate()
             .expect("namespace");
     }
     let as_json = serde_json::to_value(&cfg).expect("configuration");
-    support::create_object(&client, "mutatingwebhookconfigurations", None, as_json).await;
+    support::create_object(
+        &client,
+        "mutatingwebhookconfigurations",
+        None,
+        as_json.clone(),
+    )
+    .await;
 
     // issued, patched, Ready, serving
     let controller = helm::rendered::start(&objs, &server.url, &webhook_addr, "certs-1");
@@ -204,6 +210,24 @@ async fn the_controller_issues_serves_keeps_and_renews_the_webhook_certificate()
     assert_eq!(
         again.metadata.resource_version, first.metadata.resource_version,
         "the restarted controller wrote the Secret"
+    );
+
+    // the rendered configuration applied again (a re-install, a GitOps
+    // sync) drops the caBundle: the watch puts it back at once, long before
+    // the twelve-hour recheck, and nothing is issued
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let live = configs.get(CONFIG).await.expect("configuration");
+    let mut reapplied: MutatingWebhookConfiguration =
+        serde_json::from_value(as_json.clone()).expect("rendered configuration");
+    reapplied.metadata.resource_version = live.metadata.resource_version.clone();
+    configs
+        .replace(CONFIG, &PostParams::default(), &reapplied)
+        .await
+        .expect("configuration re-applied");
+    let mended = settled(&client, "the caBundle patched again after a re-apply").await;
+    assert_eq!(
+        mended.metadata.resource_version, first.metadata.resource_version,
+        "a re-applied configuration made the controller write the Secret"
     );
 
     // a serving certificate past two thirds of its life: renewed, CA kept

@@ -31,6 +31,7 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
+use kube_runtime::WatchStreamExt;
 use kube_runtime::watcher;
 use tokio::sync::watch;
 
@@ -304,6 +305,16 @@ pub async fn run(
     let api: Api<Secret> = Api::namespaced(client.clone(), &settings.namespace);
     let cfg = watcher::Config::default().fields(&format!("metadata.name={}", settings.secret));
     let mut stream = watcher::watcher(api.clone(), cfg).boxed();
+    // The webhook configuration too, as cert-controller's rotator watches
+    // it: an apply that drops the caBundle (a re-install, a GitOps sync of
+    // the rendered manifest) is mended at once, not at the next recheck.
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let mut config_stream = watcher::watcher(
+        configs,
+        watcher::Config::default().fields(&format!("metadata.name={}", settings.config)),
+    )
+    .default_backoff()
+    .boxed();
     let mut current: Option<Secret> = None;
     // the Secret as a relist finds it, until the relist is done
     let mut relist: Option<Option<Secret>> = None;
@@ -323,6 +334,15 @@ pub async fn run(
                 Some(Err(e)) => {
                     tracing::warn!(error = %e, "webhook certificate Secret watch");
                     tokio::time::sleep(RETRY).await;
+                    continue;
+                }
+                None => return,
+            },
+            ev = config_stream.next() => match ev {
+                Some(Ok(watcher::Event::Apply(_) | watcher::Event::InitDone)) => {}
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "webhook configuration watch");
                     continue;
                 }
                 None => return,
