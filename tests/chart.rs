@@ -54,6 +54,8 @@ fn schema_refuses_unknown_keys_and_wrong_types() {
         "webhook.port=70000",
         "leaderElection.enabled=maybe",
         "clusterName=Not_A_Label",
+        "webhook.certs=vault",
+        "webhook.certManager.enable=true",
     ];
     for set in refused {
         let got = template(None, &[set]);
@@ -548,6 +550,7 @@ fn every_operator_flag_has_a_value() {
                 "namespaces={a,b}",
                 "prometheus.url=http://prometheus:9090",
                 "clouds={aws,sim}",
+                "webhook.certs=helm",
             ],
         )
         .expect("renders"),
@@ -623,4 +626,58 @@ fn examples_and_e2e_resources_pass_their_crd_schemas() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+/// The three certificate modes render what each needs: Helm's Secret and
+/// caBundle, cert-manager's Certificate and CA injection (also through the
+/// deprecated `certManager.enabled`), or nothing for the controller to
+/// write itself.
+#[test]
+fn webhook_certificate_modes_render_what_each_needs() {
+    let cases: [(&[&str], &str); 4] = [
+        (&[], "controller"),
+        (&["webhook.certs=helm"], "helm"),
+        (&["webhook.certs=cert-manager"], "cert-manager"),
+        (&["webhook.certManager.enabled=true"], "cert-manager"),
+    ];
+    for (set, mode) in cases {
+        let objs = objects(&template(None, set).expect("renders"));
+        let kinds: BTreeSet<&str> = objs.iter().filter_map(|o| o["kind"].as_str()).collect();
+        let cfg = find(&objs, "MutatingWebhookConfiguration");
+        let bundle = &cfg["webhooks"][0]["clientConfig"]["caBundle"];
+        let inject = &cfg["metadata"]["annotations"]["cert-manager.io/inject-ca-from"];
+        let args = format!(
+            "{:?}",
+            find(&objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+        );
+        let flag = if mode == "controller" {
+            "controller"
+        } else {
+            "files"
+        };
+        assert!(
+            args.contains(&format!("--webhook-certs={flag}")),
+            "{set:?}: {args}"
+        );
+        assert_eq!(
+            kinds.contains("Secret"),
+            mode == "helm",
+            "{set:?}: {kinds:?}"
+        );
+        assert_eq!(
+            kinds.contains("Certificate"),
+            mode == "cert-manager",
+            "{set:?}: {kinds:?}"
+        );
+        assert_eq!(
+            bundle.is_string(),
+            mode == "helm",
+            "{set:?}: caBundle {bundle:?}"
+        );
+        assert_eq!(
+            inject.is_string(),
+            mode == "cert-manager",
+            "{set:?}: {inject:?}"
+        );
+    }
 }

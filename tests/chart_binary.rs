@@ -151,9 +151,10 @@ const JOB: (&str, &str, &str, &str) = ("batch", "v1", "Job", "jobs");
 
 /// Runs the rendered Deployment of `values` and checks it end to end.
 async fn run_rendered(values: Option<&str>, set: &[&str], node_class: Option<Json>) {
-    // the certificate is Helm's here whatever the values say
+    // the certificate is Helm's here whatever the values say (the
+    // controller-managed one: tests/webhook_certs.rs)
     let mut set = set.to_vec();
-    set.push("webhook.certManager.enabled=false");
+    set.push("webhook.certs=helm");
     let objs = objects(&template(values, &set).expect("renders"));
     let container = helm::rendered::container(&objs).clone();
     let webhook_addr = format!("127.0.0.1:{}", helm::rendered::free_port());

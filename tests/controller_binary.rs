@@ -12,6 +12,7 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
+use support::waits::wait_for_job_suspended;
 use support::{ApiServer, eventually};
 
 fn get(addr: &str, path: &str) -> Option<(u16, String)> {
@@ -40,18 +41,21 @@ impl Drop for Kill {
     }
 }
 
-#[tokio::test]
-async fn binary_runs_against_the_test_server() {
-    let server = ApiServer::start();
-    let client = server.client();
-    support::install_crds(&client).await;
+/// `127.0.0.1:PORT` with a port free now.
+fn free_addr() -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .expect("port")
         .local_addr()
         .expect("addr")
         .port();
-    let addr = format!("127.0.0.1:{port}");
-    let _child = Kill(
+    format!("127.0.0.1:{port}")
+}
+
+/// `muster controller` against `server` without leader election, serving
+/// metrics on `addr` and logging JSON to `stdout`, with the flags `extra`;
+/// killed on drop.
+fn controller(server: &ApiServer, addr: &str, extra: &[&str], stdout: Stdio) -> Kill {
+    Kill(
         Command::new(env!("CARGO_BIN_EXE_muster"))
             .args([
                 "controller",
@@ -59,17 +63,25 @@ async fn binary_runs_against_the_test_server() {
                 &server.url,
                 "--no-leader-election",
                 "--metrics-addr",
-                &addr,
+                addr,
                 "--log-format",
                 "json",
-                "--debounce",
-                "50ms",
             ])
-            .stdout(Stdio::null())
+            .args(extra)
+            .stdout(stdout)
             .stderr(Stdio::inherit())
             .spawn()
             .expect("muster controller starts"),
-    );
+    )
+}
+
+#[tokio::test]
+async fn binary_runs_against_the_test_server() {
+    let server = ApiServer::start();
+    let client = server.client();
+    support::install_crds(&client).await;
+    let addr = free_addr();
+    let _child = controller(&server, &addr, &["--debounce", "50ms"], Stdio::null());
     let ready = eventually(20, "/readyz 200", || {
         let addr = addr.clone();
         async move { get(&addr, "/readyz").filter(|(c, _)| *c == 200) }
@@ -96,19 +108,7 @@ async fn binary_runs_against_the_test_server() {
         async move { gangs.get_opt("j").await.ok()? }
     })
     .await;
-    eventually(10, "the Job suspended", || {
-        let client = client.clone();
-        async move {
-            Api::<Job>::namespaced(client, "default")
-                .get("j")
-                .await
-                .ok()?
-                .spec?
-                .suspend
-                .filter(|s| *s)
-        }
-    })
-    .await;
+    wait_for_job_suspended(&client, "default", "j", 10).await;
     let (code, metrics) = get(&addr, "/metrics").expect("metrics");
     assert_eq!(code, 200);
     assert!(metrics.contains("muster_leader 1"), "{metrics}");
@@ -164,31 +164,10 @@ fn bad_periods_and_lease_timings_are_refused() {
 async fn missing_crds_are_named_once_with_the_install_command() {
     let server = ApiServer::start();
     let client = server.client();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_addr();
     let log = std::env::temp_dir().join(format!("muster-nocrds-{}.log", std::process::id()));
     let file = std::fs::File::create(&log).expect("log file");
-    let _child = Kill(
-        Command::new(env!("CARGO_BIN_EXE_muster"))
-            .args([
-                "controller",
-                "--kube-url",
-                &server.url,
-                "--no-leader-election",
-                "--metrics-addr",
-                &addr,
-                "--log-format",
-                "json",
-            ])
-            .stdout(file)
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("muster controller starts"),
-    );
+    let _child = controller(&server, &addr, &[], Stdio::from(file));
     // several discovery retries fit in this wait
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     let text = std::fs::read_to_string(&log).expect("log");

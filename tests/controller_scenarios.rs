@@ -20,7 +20,13 @@ use serde_json::json;
 use support::emulator::Emulator;
 use support::fake_cloud::{FakeCloud, Hang};
 use support::in_process::Running;
-use support::{ApiServer, ar, create, eventually};
+use support::objects::{gpu_node, job, pool, start_world};
+use support::waits::{
+    assert_no_invalid_writes, events_of, gang, gang_phase, patch_pool, patch_queue, poolnodes,
+    running_pods, wait_for_gang_phase, wait_for_job_suspended, wait_for_no_poolnodes,
+    wait_for_poolnode_gone, wait_for_poolnode_phase, wait_for_running_pods,
+};
+use support::{ApiServer, ar, eventually};
 
 const NS: &str = "team-a";
 
@@ -28,206 +34,49 @@ fn stub() -> PlanFn {
     Arc::new(support::stub_planner::plan)
 }
 
-fn start(
-    client: &kube::Client,
-    cloud: &Arc<FakeCloud>,
-    planner: PlanFn,
-    identity: &str,
-    lease: bool,
-) -> Running {
-    start_with(
-        client,
-        cloud,
-        planner,
-        identity,
-        lease,
-        muster_planner::Policy::default(),
-    )
+/// The controller (identity `c1`, no leader election) on `cloud`, deciding
+/// with `planner`, as the server's client `controller`.
+fn start(server: &ApiServer, cloud: &Arc<FakeCloud>, planner: PlanFn) -> Running {
+    start_configured(server, cloud, planner, |_| {})
 }
 
-fn start_with(
-    client: &kube::Client,
-    cloud: &Arc<FakeCloud>,
-    planner: PlanFn,
-    identity: &str,
-    lease: bool,
-    policy: muster_planner::Policy,
-) -> Running {
-    start_configured(client, cloud, planner, identity, lease, |c| {
-        c.policy = policy
-    })
-}
-
+/// [`start`] with `configure` applied to the test configuration.
 fn start_configured(
-    client: &kube::Client,
+    server: &ApiServer,
     cloud: &Arc<FakeCloud>,
     planner: PlanFn,
-    identity: &str,
-    lease: bool,
     configure: impl FnOnce(&mut ControllerConfig),
 ) -> Running {
-    let mut config = support::in_process::config(identity);
+    let mut config = support::in_process::config("c1");
     configure(&mut config);
-    if lease {
-        config.lease = Some(LeaseConfig {
+    support::in_process::spawn(&server.client_as("controller"), cloud, planner, config)
+}
+
+/// The controller `identity` with the stub planner, acting only while it
+/// holds the Lease (4 s, renewed within 2 s).
+fn start_leader(server: &ApiServer, cloud: &Arc<FakeCloud>, identity: &str) -> Running {
+    start_configured(server, cloud, stub(), |c| {
+        c.identity = identity.to_string();
+        c.lease = Some(LeaseConfig {
             duration: Duration::from_secs(4),
             renew_deadline: Duration::from_secs(2),
             retry_period: Duration::from_millis(500),
             ..LeaseConfig::new("muster-controller", "muster-system")
         });
-        config.api_timeout = Duration::from_millis(1500);
-    }
-    support::in_process::spawn(client, cloud, planner, config)
-}
-
-/// API server, CRDs, a NodeClass, a pool of 8×A100 nodes and a queue.
-async fn world() -> (ApiServer, kube::Client) {
-    world_with(&[]).await
-}
-
-/// The world of [`world`] on a server started with extra options.
-async fn world_with(extra: &[&str]) -> (ApiServer, kube::Client) {
-    let server = ApiServer::start_with(extra);
-    // the test's own requests are exempt from the chaos mode; the controller's are not
-    let client = server.client();
-    support::install_crds(&client).await;
-    create(&client, "NodeClass", "nodeclasses", None, json!({
-        "metadata": {"name": "gcp-default"},
-        "spec": {"gcp": {"project": "test-project", "region": "us-central1", "image": "projects/x/global/images/family/y"}}
-    }))
-    .await;
-    create(&client, "GPUPool", "gpupools", None, json!({
-        "metadata": {"name": "a100"},
-        "spec": {"nodeClassRef": {"name": "gcp-default"}, "requirements": {"instanceTypes": ["fake-8gpu"], "capacityTypes": ["on-demand"]}}
-    }))
-    .await;
-    create(
-        &client,
-        "GPUQueue",
-        "gpuqueues",
-        None,
-        json!({
-            "metadata": {"name": "team-a"},
-            "spec": {"pools": ["a100"], "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}}}
-        }),
-    )
-    .await;
-    (server, client)
-}
-
-async fn submit(client: &kube::Client, name: &str, pods: i32, gpus: u32, suspend: bool) {
-    submit_in(client, NS, name, pods, gpus, suspend).await;
-}
-
-async fn submit_in(
-    client: &kube::Client,
-    ns: &str,
-    name: &str,
-    pods: i32,
-    gpus: u32,
-    suspend: bool,
-) {
-    let job: Job = serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": ns, "labels": {"muster.dev/queue": "team-a"}},
-        "spec": {
-            "parallelism": pods, "completions": pods, "suspend": suspend,
-            // GPU pods tolerate the GPU taint (GKE's and EKS's ExtendedResourceToleration
-            // admission adds it; the real planner requires it of the template)
-            "template": {"spec": {"restartPolicy": "Never", "containers": [{
-                "name": "train", "image": "trainer",
-                "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}, "requests": {"cpu": "4", "memory": "16Gi"}}
-            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
-        }
-    }))
-    .expect("job");
-    Api::<Job>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &job)
-        .await
-        .expect("submit job");
-}
-
-async fn existing_gpu_node(client: &kube::Client, name: &str, gpus: u32) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": "us-central1-a"}}})).expect("node");
-    nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .expect("node");
-    nodes
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": gpus.to_string()},
-            }})),
-        )
-        .await
-        .expect("node status");
-}
-
-async fn poolnodes(client: &kube::Client) -> Vec<DynamicObject> {
-    Api::<DynamicObject>::all_with(client.clone(), &ar("PoolNode", "poolnodes"))
-        .list(&ListParams::default())
-        .await
-        .expect("list poolnodes")
-        .items
-}
-
-/// Waits up to 20 s for a PoolNode in phase Ready.
-async fn ready_poolnode(client: &kube::Client) -> DynamicObject {
-    eventually(20, "a Ready PoolNode", || {
-        let client = client.clone();
-        async move {
-            poolnodes(&client)
-                .await
-                .into_iter()
-                .find(|p| p.data["status"]["phase"] == "Ready")
-        }
+        c.api_timeout = Duration::from_millis(1500);
     })
-    .await
-}
-
-async fn gang_phase(client: &kube::Client, name: &str) -> Option<String> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
-    let g = api.get_opt(name).await.ok()??;
-    g.data["status"]["phase"].as_str().map(String::from)
-}
-
-async fn running_pods(client: &kube::Client, job: &str) -> Vec<Pod> {
-    Api::<Pod>::namespaced(client.clone(), NS)
-        .list(&ListParams::default().labels(&format!("job-name={job}")))
-        .await
-        .expect("pods")
-        .items
-        .into_iter()
-        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-        .collect()
 }
 
 // ---------------------------------------------------------------- (1)
 
 async fn scenario_admit_on_existing_capacity(planner: PlanFn) {
-    let (server, client) = world().await;
-    existing_gpu_node(&client, "gpu-0", 8).await;
+    let (server, client) = start_world(&[]).await;
+    gpu_node("gpu-0").create(&client).await;
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let ctl = start(
-        &server.client_as("controller"),
-        &cloud,
-        planner,
-        "c1",
-        false,
-    );
-    submit(&client, "small", 1, 1, true).await;
-    let pods = eventually(20, "the pod to run", || {
-        let client = client.clone();
-        async move {
-            let pods = running_pods(&client, "small").await;
-            (pods.len() == 1).then_some(pods)
-        }
-    })
-    .await;
+    let ctl = start(&server, &cloud, planner);
+    job("small").queue("team-a").create(&client).await;
+    let pods = wait_for_running_pods(&client, NS, "job-name=small", 1, 20).await;
     assert_eq!(
         pods[0].spec.as_ref().and_then(|s| s.node_name.as_deref()),
         Some("gpu-0")
@@ -258,11 +107,7 @@ async fn scenario_admit_on_existing_capacity(planner: PlanFn) {
         node.labels().get("muster.dev/gang").map(String::as_str),
         Some("team-a.small")
     );
-    eventually(10, "gang Running", || {
-        let client = client.clone();
-        async move { (gang_phase(&client, "small").await.as_deref() == Some("Running")).then_some(()) }
-    })
-    .await;
+    wait_for_gang_phase(&client, NS, "small", &["Running"], 10).await;
     assert!(
         poolnodes(&client).await.is_empty(),
         "no PoolNode for capacity that exists"
@@ -304,25 +149,17 @@ async fn scenario_gang_of_four(planner: PlanFn) -> GangOfFour {
 }
 
 async fn scenario_gang_of_four_with(planner: PlanFn, server_options: &[&str]) -> GangOfFour {
-    let (server, client) = world_with(server_options).await;
+    let (server, client) = start_world(server_options).await;
     let cloud = FakeCloud::new(Some(client.clone()));
     let emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let ctl = start(
-        &server.client_as("controller"),
-        &cloud,
-        planner,
-        "c1",
-        false,
-    );
-    submit(&client, "big", 4, 8, true).await;
-    let pods = eventually(30, "four pods running", || {
-        let client = client.clone();
-        async move {
-            let pods = running_pods(&client, "big").await;
-            (pods.len() == 4).then_some(pods)
-        }
-    })
-    .await;
+    let ctl = start(&server, &cloud, planner);
+    job("big")
+        .queue("team-a")
+        .pods(4)
+        .gpus(8)
+        .create(&client)
+        .await;
+    let pods = wait_for_running_pods(&client, NS, "job-name=big", 4, 30).await;
     // intent first: every launch call saw all four PoolNodes in the API
     let launches = cloud.launch_calls();
     assert!(launches.len() >= 4, "{launches:?}");
@@ -502,10 +339,10 @@ async fn s2_four_node_gang_written_first_then_launched_then_admitted() {
 /// selector, and a Warning Event.
 #[tokio::test]
 async fn nodeclass_whose_selector_matches_nothing_is_not_ready() {
-    let (server, client) = world().await;
+    let (server, client) = start_world(&[]).await;
     let cloud = FakeCloud::new(Some(client.clone()));
     cloud.unresolvable("subnetSelectorTerms[0] (tag team=none)");
-    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
+    let _ctl = start(&server, &cloud, stub());
     let cond = support::nodeclass_not_ready(&client, "gcp-default").await;
     assert_eq!(cond["reason"], "NotResolved");
     assert!(
@@ -532,54 +369,26 @@ async fn nodeclass_whose_selector_matches_nothing_is_not_ready() {
 
 #[tokio::test]
 async fn s2_real_planner() {
-    let dbg: PlanFn = Arc::new(
-        |s: &muster_planner::Snapshot, p: &muster_planner::Policy, t| {
-            let plan = muster_planner::plan(s, p, t);
-            if std::env::var("MUSTER_TEST_DUMP").is_ok() {
-                eprintln!(
-                    "SNAPSHOT {}\nPLAN {}",
-                    serde_json::to_string(s).unwrap_or_default(),
-                    serde_json::to_string(&plan).unwrap_or_default()
-                );
-            }
-            plan
-        },
-    );
-    scenario_gang_of_four(dbg).await;
+    scenario_gang_of_four(support::in_process::dumping_planner()).await;
 }
 
 // ---------------------------------------------------------------- (3)
 
 async fn scenario_insufficient_capacity(planner: PlanFn) {
-    let (server, client) = world().await;
+    let (server, client) = start_world(&[]).await;
     // the pool may buy both shapes; the cheap 1-GPU shape has no capacity
-    let pools: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUPool", "gpupools"));
-    pools
-        .patch(
-            "a100",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"requirements": {"instanceTypes": ["fake-8gpu", "fake-1gpu"]}}}),
-            ),
-        )
-        .await
-        .expect("widen pool");
+    patch_pool(
+        &client,
+        "a100",
+        json!({"requirements": {"instanceTypes": ["fake-8gpu", "fake-1gpu"]}}),
+    )
+    .await;
     let cloud = FakeCloud::new(Some(client.clone()));
     cloud.insufficient("fake-1gpu");
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let ctl = start(
-        &server.client_as("controller"),
-        &cloud,
-        planner,
-        "c1",
-        false,
-    );
-    submit(&client, "tiny", 1, 1, true).await;
-    eventually(20, "the pod to run", || {
-        let client = client.clone();
-        async move { (running_pods(&client, "tiny").await.len() == 1).then_some(()) }
-    })
-    .await;
+    let ctl = start(&server, &cloud, planner);
+    job("tiny").queue("team-a").create(&client).await;
+    wait_for_running_pods(&client, NS, "job-name=tiny", 1, 20).await;
     let calls = cloud.launch_calls();
     assert!(calls.len() >= 2, "{calls:?}");
     let instances = cloud.instances();
@@ -592,18 +401,9 @@ async fn scenario_insufficient_capacity(planner: PlanFn) {
     let pns = poolnodes(&client).await;
     assert_eq!(pns.len(), 1, "the failed PoolNode is gone");
     assert_eq!(pns[0].data["spec"]["offering"]["instanceType"], "fake-8gpu");
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
-    let ice: Vec<_> = events
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("InsufficientCapacity"))
-        .collect();
+    let ice = events_of(&client, "InsufficientCapacity").await;
     assert_eq!(ice.len(), 1, "{ice:?}");
-    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
-    let g = gangs.get("tiny").await.expect("gang");
+    let g = gang(&client, NS, "tiny").await.expect("gang");
     assert_eq!(g.data["status"]["launchAttempts"], 2);
     let text = ctl.metrics.encode();
     for line in [
@@ -627,18 +427,17 @@ async fn s3_real_planner() {
 // ---------------------------------------------------------------- (4)
 
 async fn scenario_restart(planner: PlanFn, hang: Hang) {
-    let (server, client) = world().await;
+    let (server, client) = start_world(&[]).await;
     let cloud = FakeCloud::new(Some(client.clone()));
     cloud.set_hang(hang);
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let first = start(
-        &server.client_as("controller"),
-        &cloud,
-        planner.clone(),
-        "c1",
-        false,
-    );
-    submit(&client, "pair", 2, 8, true).await;
+    let first = start(&server, &cloud, planner.clone());
+    job("pair")
+        .queue("team-a")
+        .pods(2)
+        .gpus(8)
+        .create(&client)
+        .await;
     eventually(20, "both launches in flight", || {
         let n = cloud.launch_calls().len();
         async move { (n >= 2).then_some(()) }
@@ -647,18 +446,8 @@ async fn scenario_restart(planner: PlanFn, hang: Hang) {
     assert_eq!(poolnodes(&client).await.len(), 2);
     drop(first); // killed mid-launch
     cloud.set_hang(Hang::Never);
-    let _second = start(
-        &server.client_as("controller"),
-        &cloud,
-        planner,
-        "c2",
-        false,
-    );
-    eventually(30, "both pods running", || {
-        let client = client.clone();
-        async move { (running_pods(&client, "pair").await.len() == 2).then_some(()) }
-    })
-    .await;
+    let _second = start_configured(&server, &cloud, planner, |c| c.identity = "c2".into());
+    wait_for_running_pods(&client, NS, "job-name=pair", 2, 30).await;
     let pns = poolnodes(&client).await;
     assert_eq!(pns.len(), 2, "no duplicate PoolNodes");
     assert_eq!(cloud.instances().len(), 2, "no duplicate instances");
@@ -689,33 +478,28 @@ async fn s4_real_planner() {
 /// hangs in the cloud, another gang is still planned and admitted on
 /// existing capacity.
 async fn scenario_planning_goes_on_while_launches_hang(planner: PlanFn) {
-    let (server, client) = world().await;
+    let (server, client) = start_world(&[]).await;
     let cloud = FakeCloud::new(None);
     cloud.set_hang(Hang::BeforeCreate);
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let _ctl = start(
-        &server.client_as("controller"),
-        &cloud,
-        planner,
-        "c1",
-        false,
-    );
-    submit(&client, "big", 2, 8, true).await;
+    let _ctl = start(&server, &cloud, planner);
+    job("big")
+        .queue("team-a")
+        .pods(2)
+        .gpus(8)
+        .create(&client)
+        .await;
     eventually(20, "both launches in the cloud", || {
         let n = cloud.launch_calls().len();
         async move { (n >= 2).then_some(()) }
     })
     .await;
-    existing_gpu_node(&client, "gpu-0", 8).await;
-    submit(&client, "small", 1, 1, true).await;
-    eventually(20, "the small Job running while the launches hang", || {
-        let client = client.clone();
-        async move { (running_pods(&client, "small").await.len() == 1).then_some(()) }
-    })
-    .await;
+    gpu_node("gpu-0").create(&client).await;
+    job("small").queue("team-a").create(&client).await;
+    wait_for_running_pods(&client, NS, "job-name=small", 1, 20).await;
     assert!(cloud.instances().is_empty(), "the launches still hang");
     assert_eq!(
-        gang_phase(&client, "big").await.as_deref(),
+        gang_phase(&client, NS, "big").await.as_deref(),
         Some("Provisioning")
     );
     assert_eq!(
@@ -742,34 +526,22 @@ async fn planning_goes_on_while_launches_hang_real_planner() {
 /// finalizer terminates the instance and deletes the Node), no sooner than
 /// `wait` after the Job completed, until the pool has no node left.
 async fn scenario_scale_down(disruption: serde_json::Value, reason: &str, wait: Duration) {
-    let (server, client) = world().await;
-    Api::<DynamicObject>::all_with(client.clone(), &ar("GPUPool", "gpupools"))
-        .patch(
-            "a100",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"disruption": disruption}})),
-        )
-        .await
-        .expect("patch pool");
+    let (server, client) = start_world(&[]).await;
+    patch_pool(&client, "a100", json!({"disruption": disruption})).await;
     let cloud = FakeCloud::new(Some(client.clone()));
     let emu = Emulator::start_running_for(
         client.clone(),
         vec![cloud.clone() as Arc<dyn support::emulator::Machines>],
         Some(Duration::from_secs(1)),
     );
-    let _ctl = start(
-        &server.client_as("controller"),
-        &cloud,
-        controller::real_planner(),
-        "c1",
-        false,
-    );
-    submit(&client, "short", 2, 8, true).await;
-    eventually(30, "two pods running", || {
-        let client = client.clone();
-        async move { (running_pods(&client, "short").await.len() == 2).then_some(()) }
-    })
-    .await;
+    let _ctl = start(&server, &cloud, controller::real_planner());
+    job("short")
+        .queue("team-a")
+        .pods(2)
+        .gpus(8)
+        .create(&client)
+        .await;
+    wait_for_running_pods(&client, NS, "job-name=short", 2, 30).await;
     assert_eq!(poolnodes(&client).await.len(), 2);
     eventually(30, "the Job completed", || {
         let seen = emu.seen.clone();
@@ -783,33 +555,16 @@ async fn scenario_scale_down(disruption: serde_json::Value, reason: &str, wait: 
     })
     .await;
     let completed = std::time::Instant::now();
-    eventually(10, "the gang Finished", || {
-        let client = client.clone();
-        async move { (gang_phase(&client, "short").await.as_deref() == Some("Finished")).then_some(()) }
-    })
-    .await;
+    wait_for_gang_phase(&client, NS, "short", &["Finished"], 10).await;
     // a removal is written as Draining with its reason before the node goes
-    let draining = eventually(30, "a PoolNode Draining", || {
-        let client = client.clone();
-        async move {
-            poolnodes(&client)
-                .await
-                .into_iter()
-                .find(|p| p.data["status"]["phase"] == "Draining")
-        }
-    })
-    .await;
+    let draining = wait_for_poolnode_phase(&client, "Draining", 30).await;
     assert_eq!(draining.data["status"]["reason"], reason, "{draining:?}");
     assert!(
         completed.elapsed() + Duration::from_millis(300) >= wait,
         "removed {:?} after the Job completed, before {wait:?}",
         completed.elapsed()
     );
-    eventually(60, "the pool at zero", || {
-        let client = client.clone();
-        async move { poolnodes(&client).await.is_empty().then_some(()) }
-    })
-    .await;
+    wait_for_no_poolnodes(&client, 60).await;
     // every instance terminated, every muster Node deleted
     let instances = cloud.instances();
     assert_eq!(instances.len(), 2);
@@ -832,15 +587,7 @@ async fn scenario_scale_down(disruption: serde_json::Value, reason: &str, wait: 
     })
     .await;
     assert!(nodes.is_empty());
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
-    let removals = events
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .count();
+    let removals = events_of(&client, reason).await.len();
     assert_eq!(removals, 2, "one {reason} Event per node");
     server.assert_rbac_allows_controller();
     assert_no_invalid_writes();
@@ -873,21 +620,17 @@ async fn s5_idle_pool_scaled_to_zero_after_scale_to_zero_after() {
 /// (instance terminated, Node deleted) only when nothing but those is left.
 #[tokio::test]
 async fn draining_evicts_gangs_whole_honours_pdbs_and_do_not_disrupt() {
-    let (server, client) = world().await;
+    let (server, client) = start_world(&[]).await;
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
-    submit(&client, "one", 1, 8, true).await;
-    let pn = ready_poolnode(&client).await;
+    let ctl = start(&server, &cloud, stub());
+    job("one").queue("team-a").gpus(8).create(&client).await;
+    let pn = wait_for_poolnode_phase(&client, "Ready", 20).await;
     let node = pn.data["status"]["nodeName"]
         .as_str()
         .expect("nodeName")
         .to_string();
-    eventually(20, "the gang's pod running", || {
-        let client = client.clone();
-        async move { (running_pods(&client, "one").await.len() == 1).then_some(()) }
-    })
-    .await;
+    wait_for_running_pods(&client, NS, "job-name=one", 1, 20).await;
     // two pods that are not muster's, running and Ready on the node
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     for (name, annotations) in [
@@ -941,19 +684,8 @@ async fn draining_evicts_gangs_whole_honours_pdbs_and_do_not_disrupt() {
         }
     })
     .await;
-    eventually(20, "the Gang Evicted", || {
-        let client = client.clone();
-        async move { (gang_phase(&client, "one").await.as_deref() == Some("Evicted")).then_some(()) }
-    })
-    .await;
-    eventually(20, "the gang's Job suspended again", || {
-        let client = client.clone();
-        async move {
-            let j = Api::<Job>::namespaced(client, NS).get("one").await.ok()?;
-            j.spec?.suspend.filter(|s| *s)
-        }
-    })
-    .await;
+    wait_for_gang_phase(&client, NS, "one", &["Evicted"], 20).await;
+    wait_for_job_suspended(&client, NS, "one", 20).await;
     eventually(20, "the gang's pod gone from the node", || {
         let client = client.clone();
         let node = node.clone();
@@ -979,16 +711,11 @@ async fn draining_evicts_gangs_whole_honours_pdbs_and_do_not_disrupt() {
     assert!(pods.get_opt("keep").await.expect("get").is_some());
     let exists = |pns: Vec<DynamicObject>| pns.iter().any(|p| p.name_any() == pn.name_any());
     assert!(exists(poolnodes(&client).await), "the PoolNode waits");
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
-    let blocked = events
-        .list(&ListParams::default())
+    let blocked: Vec<String> = events_of(&client, "DrainBlocked")
         .await
-        .expect("events")
-        .items
         .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("DrainBlocked"))
         .filter_map(|e| e.note)
-        .collect::<Vec<_>>();
+        .collect();
     assert!(
         blocked
             .iter()
@@ -1016,18 +743,7 @@ async fn draining_evicts_gangs_whole_honours_pdbs_and_do_not_disrupt() {
     pods.delete("keep", &Default::default())
         .await
         .expect("delete keep");
-    eventually(20, "the PoolNode gone", || {
-        let client = client.clone();
-        let name = pn.name_any();
-        async move {
-            (!poolnodes(&client)
-                .await
-                .iter()
-                .any(|p| p.name_any() == name))
-            .then_some(())
-        }
-    })
-    .await;
+    wait_for_poolnode_gone(&client, &pn.name_any(), 20).await;
     eventually(10, "the Node deleted", || {
         let client = client.clone();
         let node = node.clone();
@@ -1066,7 +782,7 @@ async fn draining_evicts_gangs_whole_honours_pdbs_and_do_not_disrupt() {
 /// period; a launched gang's instance and a fresh stray are kept.
 #[tokio::test]
 async fn orphan_collection_terminates_exactly_the_orphans() {
-    let (server, client) = world().await;
+    let (server, client) = start_world(&[]).await;
     let cloud = FakeCloud::new(Some(client.clone()));
     let now = muster::controller::translate::time::now();
     let old = cloud.plant(
@@ -1085,19 +801,12 @@ async fn orphan_collection_terminates_exactly_the_orphans() {
         now - muster_planner::Dur::secs(3600),
     );
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let ctl = start_configured(
-        &server.client_as("controller"),
-        &cloud,
-        stub(),
-        "c1",
-        false,
-        |c| {
-            c.orphan_gc_period = Duration::from_millis(300);
-            c.orphan_grace = Duration::from_secs(600);
-        },
-    );
-    submit(&client, "one", 1, 8, true).await;
-    let pn = ready_poolnode(&client).await;
+    let ctl = start_configured(&server, &cloud, stub(), |c| {
+        c.orphan_gc_period = Duration::from_millis(300);
+        c.orphan_grace = Duration::from_secs(600);
+    });
+    job("one").queue("team-a").gpus(8).create(&client).await;
+    let pn = wait_for_poolnode_phase(&client, "Ready", 20).await;
     let mine = pn.data["status"]["providerID"]
         .as_str()
         .expect("providerID")
@@ -1142,23 +851,14 @@ async fn orphan_collection_terminates_exactly_the_orphans() {
 /// unavailable so the gang is not launched on it again meanwhile.
 #[tokio::test]
 async fn spot_interruption_evicts_the_gang_and_marks_the_offering() {
-    let (server, client) = world().await;
+    let (server, client) = start_world(&[]).await;
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let ctl = start_configured(
-        &server.client_as("controller"),
-        &cloud,
-        controller::real_planner(),
-        "c1",
-        false,
-        |c| c.interruption_poll = Duration::from_millis(200),
-    );
-    submit(&client, "one", 1, 8, true).await;
-    eventually(30, "the gang Running", || {
-        let client = client.clone();
-        async move { (gang_phase(&client, "one").await.as_deref() == Some("Running")).then_some(()) }
-    })
-    .await;
+    let ctl = start_configured(&server, &cloud, controller::real_planner(), |c| {
+        c.interruption_poll = Duration::from_millis(200)
+    });
+    job("one").queue("team-a").gpus(8).create(&client).await;
+    wait_for_gang_phase(&client, NS, "one", &["Running"], 30).await;
     let pn = poolnodes(&client)
         .await
         .into_iter()
@@ -1173,16 +873,7 @@ async fn spot_interruption_evicts_the_gang_and_marks_the_offering() {
         &pid,
         muster_provider_api::InterruptionKind::SpotInterruption,
     );
-    let drained = eventually(20, "the PoolNode Draining", || {
-        let client = client.clone();
-        async move {
-            poolnodes(&client)
-                .await
-                .into_iter()
-                .find(|p| p.data["status"]["phase"] == "Draining")
-        }
-    })
-    .await;
+    let drained = wait_for_poolnode_phase(&client, "Draining", 20).await;
     assert_eq!(drained.data["status"]["reason"], "Interrupted");
     let conds = drained.data["status"]["conditions"]
         .as_array()
@@ -1194,26 +885,8 @@ async fn spot_interruption_evicts_the_gang_and_marks_the_offering() {
             && c["reason"] == "SpotInterruption"),
         "{conds:?}"
     );
-    eventually(20, "the gang's Job suspended", || {
-        let client = client.clone();
-        async move {
-            let j = Api::<Job>::namespaced(client, NS).get("one").await.ok()?;
-            j.spec?.suspend.filter(|s| *s)
-        }
-    })
-    .await;
-    eventually(20, "the interrupted PoolNode gone", || {
-        let client = client.clone();
-        let name = pn.name_any();
-        async move {
-            (!poolnodes(&client)
-                .await
-                .iter()
-                .any(|p| p.name_any() == name))
-            .then_some(())
-        }
-    })
-    .await;
+    wait_for_job_suspended(&client, NS, "one", 20).await;
+    wait_for_poolnode_gone(&client, &pn.name_any(), 20).await;
     // requeued at once, but the only fitting offering is marked unavailable
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
@@ -1221,7 +894,7 @@ async fn spot_interruption_evicts_the_gang_and_marks_the_offering() {
         launches,
         "no launch on the interrupted offering"
     );
-    let phase = gang_phase(&client, "one").await;
+    let phase = gang_phase(&client, NS, "one").await;
     assert!(
         matches!(phase.as_deref(), Some("Queued" | "Evicted")),
         "{phase:?}"
@@ -1242,17 +915,20 @@ async fn spot_interruption_evicts_the_gang_and_marks_the_offering() {
 /// no launch; once the queue selects the namespace, it is admitted.
 #[tokio::test]
 async fn queue_namespace_selector_is_enforced() {
-    let (server, client) = world().await;
+    let (server, client) = start_world(&[]).await;
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
-    submit_in(&client, "team-b", "outsider", 1, 8, true).await;
-    let gangs: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), "team-b", &ar("Gang", "gangs"));
+    let _ctl = start(&server, &cloud, stub());
+    job("outsider")
+        .queue("team-a")
+        .namespace("team-b")
+        .gpus(8)
+        .create(&client)
+        .await;
     let cond = eventually(20, "NamespaceNotAllowed on the Gang", || {
-        let gangs = gangs.clone();
+        let client = client.clone();
         async move {
-            let g = gangs.get("outsider").await.ok()?;
+            let g = gang(&client, "team-b", "outsider").await?;
             g.data["status"]["conditions"]
                 .as_array()?
                 .iter()
@@ -1276,14 +952,12 @@ async fn queue_namespace_selector_is_enforced() {
         .expect("job");
     assert_eq!(job.spec.and_then(|s| s.suspend), Some(true));
     // the queue opens to every namespace: admitted
-    Api::<DynamicObject>::all_with(client.clone(), &ar("GPUQueue", "gpuqueues"))
-        .patch(
-            "team-a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"namespaceSelector": {"matchLabels": null}}})),
-        )
-        .await
-        .expect("open the queue");
+    patch_queue(
+        &client,
+        "team-a",
+        json!({"namespaceSelector": {"matchLabels": null}}),
+    )
+    .await;
     eventually(30, "the outsider running", || {
         let client = client.clone();
         async move {
@@ -1314,23 +988,19 @@ async fn lease_holder(client: &kube::Client) -> Option<String> {
 
 #[tokio::test]
 async fn s7_only_the_leader_acts() {
-    let (server, client) = world().await;
+    let (server, client) = start_world(&[]).await;
     let cloud_a = FakeCloud::new(None);
     let cloud_b = FakeCloud::new(None);
     let _emu = Emulator::start(client.clone(), vec![cloud_a.clone(), cloud_b.clone()]);
-    let a = start(&server.client_as("controller"), &cloud_a, stub(), "a", true);
+    let a = start_leader(&server, &cloud_a, "a");
     eventually(10, "a leads", || {
         let client = client.clone();
         async move { (lease_holder(&client).await.as_deref() == Some("a")).then_some(()) }
     })
     .await;
-    let b = start(&server.client_as("controller"), &cloud_b, stub(), "b", true);
-    submit(&client, "first", 1, 8, true).await;
-    eventually(20, "first runs", || {
-        let client = client.clone();
-        async move { (running_pods(&client, "first").await.len() == 1).then_some(()) }
-    })
-    .await;
+    let b = start_leader(&server, &cloud_b, "b");
+    job("first").queue("team-a").gpus(8).create(&client).await;
+    wait_for_running_pods(&client, NS, "job-name=first", 1, 20).await;
     assert_eq!(cloud_a.launch_calls().len(), 1);
     assert!(
         cloud_b.calls().is_empty(),
@@ -1349,12 +1019,8 @@ async fn s7_only_the_leader_acts() {
         async move { (lease_holder(&client).await.as_deref() == Some("b")).then_some(()) }
     })
     .await;
-    submit(&client, "second", 1, 8, true).await;
-    eventually(20, "second runs", || {
-        let client = client.clone();
-        async move { (running_pods(&client, "second").await.len() == 1).then_some(()) }
-    })
-    .await;
+    job("second").queue("team-a").gpus(8).create(&client).await;
+    wait_for_running_pods(&client, NS, "job-name=second", 1, 20).await;
     assert_eq!(cloud_b.launch_calls().len(), 1, "the new leader launches");
     assert_eq!(cloud_a.launch_calls().len(), 1);
     // leader election included, every request is allowed by deploy/rbac.yaml
@@ -1366,34 +1032,22 @@ async fn s7_only_the_leader_acts() {
 
 #[tokio::test]
 async fn s8_malformed_pool_gets_condition_and_event_others_served() {
-    let (server, client) = world().await;
-    create(
-        &client,
-        "GPUPool",
-        "gpupools",
-        None,
-        json!({
-            "metadata": {"name": "broken"},
-            // the schema allows any decimal; the planner's prices end below 10^12 dollars
-            "spec": {"nodeClassRef": {"name": "gcp-default"}, "limits": {"maxPricePerHour": "5000000000000"}}
-        }),
-    )
-    .await;
-    create(
-        &client,
-        "GPUPool",
-        "gpupools",
-        None,
-        json!({
-            "metadata": {"name": "orphan"},
-            "spec": {"nodeClassRef": {"name": "missing"}}
-        }),
-    )
-    .await;
+    let (server, client) = start_world(&[]).await;
+    // the schema allows any decimal; the planner's prices end below 10^12 dollars
+    pool("broken")
+        .no_requirements()
+        .limits(json!({"maxPricePerHour": "5000000000000"}))
+        .create(&client)
+        .await;
+    pool("orphan")
+        .no_requirements()
+        .node_class("missing")
+        .create(&client)
+        .await;
     let cloud = FakeCloud::new(None);
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
-    submit(&client, "ok", 1, 8, true).await;
+    let _ctl = start(&server, &cloud, stub());
+    job("ok").queue("team-a").gpus(8).create(&client).await;
     let pools: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUPool", "gpupools"));
     let cond = eventually(20, "Valid=False on the broken pool", || {
         let pools = pools.clone();
@@ -1429,11 +1083,7 @@ async fn s8_malformed_pool_gets_condition_and_event_others_served() {
     .await;
     assert_eq!(c["reason"], "InvalidReference");
     // the good pool is Valid and serves the job
-    eventually(20, "ok runs on the good pool", || {
-        let client = client.clone();
-        async move { (running_pods(&client, "ok").await.len() == 1).then_some(()) }
-    })
-    .await;
+    wait_for_running_pods(&client, NS, "job-name=ok", 1, 20).await;
     let good = pools.get("a100").await.expect("a100");
     assert_eq!(good.data["status"]["conditions"][0]["status"], "True");
     // a Warning Event names the broken pool
@@ -1459,21 +1109,24 @@ async fn s8_malformed_pool_gets_condition_and_event_others_served() {
 
 #[tokio::test]
 async fn gangs_created_and_fresh_jobs_suspended() {
-    let (server, client) = world().await;
+    let (server, client) = start_world(&[]).await;
     let cloud = FakeCloud::new(None);
     // no emulator: nothing creates pods, so the controller may suspend
     let _ctl = start(
-        &server.client_as("controller"),
+        &server,
         &cloud,
         Arc::new(|_: &_, _: &_, _| Default::default()),
-        "c1",
-        false,
     );
-    submit(&client, "eager", 2, 8, false).await;
-    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
+    job("eager")
+        .queue("team-a")
+        .pods(2)
+        .gpus(8)
+        .unsuspended()
+        .create(&client)
+        .await;
     let gang = eventually(10, "the Gang", || {
-        let gangs = gangs.clone();
-        async move { gangs.get_opt("eager").await.ok()? }
+        let client = client.clone();
+        async move { gang(&client, NS, "eager").await }
     })
     .await;
     assert_eq!(gang.data["spec"]["queue"], "team-a");
@@ -1495,11 +1148,7 @@ async fn gangs_created_and_fresh_jobs_suspended() {
         }
     })
     .await;
-    eventually(10, "gang Queued", || {
-        let client = client.clone();
-        async move { (gang_phase(&client, "eager").await.as_deref() == Some("Queued")).then_some(()) }
-    })
-    .await;
+    wait_for_gang_phase(&client, NS, "eager", &["Queued"], 10).await;
 }
 
 // ---------------------------------------------------------------- more
@@ -1512,8 +1161,12 @@ async fn no_planning_before_caches_sync() {
     let server = ApiServer::start();
     let client = server.client();
     let cloud = FakeCloud::new(None);
-    let ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
-    submit(&client, "early", 1, 1, false).await;
+    let ctl = start(&server, &cloud, stub());
+    job("early")
+        .queue("team-a")
+        .unsuspended()
+        .create(&client)
+        .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let job = Api::<Job>::namespaced(client.clone(), NS)
         .get("early")
@@ -1547,15 +1200,14 @@ async fn no_planning_before_caches_sync() {
 
 #[tokio::test]
 async fn waiting_gangs_show_position_and_reason() {
-    let (server, client) = world().await;
+    let (server, client) = start_world(&[]).await;
     let cloud = FakeCloud::new(None);
-    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
-    submit(&client, "huge", 1, 16, true).await; // no offering has 16 GPUs
-    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
+    let _ctl = start(&server, &cloud, stub());
+    job("huge").queue("team-a").gpus(16).create(&client).await; // no offering has 16 GPUs
     let st = eventually(10, "a waiting status", || {
-        let gangs = gangs.clone();
+        let client = client.clone();
         async move {
-            let g = gangs.get_opt("huge").await.ok()??;
+            let g = gang(&client, NS, "huge").await?;
             g.data["status"]["reason"]
                 .is_string()
                 .then(|| g.data["status"].clone())
@@ -1574,12 +1226,12 @@ async fn waiting_gangs_show_position_and_reason() {
 
 #[tokio::test]
 async fn deleting_a_poolnode_terminates_its_instance_first() {
-    let (server, client) = world().await;
+    let (server, client) = start_world(&[]).await;
     let cloud = FakeCloud::new(None);
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
-    submit(&client, "one", 1, 8, true).await;
-    let pn = ready_poolnode(&client).await;
+    let _ctl = start(&server, &cloud, stub());
+    job("one").queue("team-a").gpus(8).create(&client).await;
+    let pn = wait_for_poolnode_phase(&client, "Ready", 20).await;
     let pid = pn.data["status"]["providerID"]
         .as_str()
         .expect("providerID")
@@ -1588,11 +1240,7 @@ async fn deleting_a_poolnode_terminates_its_instance_first() {
         .delete(&pn.name_any(), &Default::default())
         .await
         .expect("delete");
-    eventually(10, "the PoolNode gone", || {
-        let client = client.clone();
-        async move { poolnodes(&client).await.is_empty().then_some(()) }
-    })
-    .await;
+    wait_for_no_poolnodes(&client, 10).await;
     let terminated: Vec<String> = cloud
         .calls()
         .into_iter()
@@ -1604,32 +1252,23 @@ async fn deleting_a_poolnode_terminates_its_instance_first() {
 
 #[tokio::test]
 async fn pods_not_ready_in_time_evict_the_whole_gang() {
-    let (server, client) = world().await;
-    existing_gpu_node(&client, "gpu-0", 8).await;
+    let (server, client) = start_world(&[]).await;
+    gpu_node("gpu-0").create(&client).await;
     let cloud = FakeCloud::new(None);
     // no emulator: the admitted pods never run; the queue allows them 1 s
-    let queues: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUQueue", "gpuqueues"));
-    queues
-        .patch(
-            "team-a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"podsReadyTimeout": "1s"}})),
-        )
-        .await
-        .expect("queue timeout");
-    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
-    submit(&client, "stuck", 2, 1, true).await;
+    patch_queue(&client, "team-a", json!({"podsReadyTimeout": "1s"})).await;
+    let _ctl = start(&server, &cloud, stub());
+    job("stuck").queue("team-a").pods(2).create(&client).await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
     eventually(10, "admitted", || {
         let jobs = jobs.clone();
         async move { (jobs.get("stuck").await.ok()?.spec?.suspend == Some(false)).then_some(()) }
     })
     .await;
-    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
     let st = eventually(15, "evicted", || {
-        let gangs = gangs.clone();
+        let client = client.clone();
         async move {
-            let g = gangs.get("stuck").await.ok()?;
+            let g = gang(&client, NS, "stuck").await?;
             (g.data["status"]["phase"] == "Evicted").then(|| g.data["status"].clone())
         }
     })
@@ -1763,7 +1402,7 @@ async fn rbac_allows_every_request_of_scenario_2() {
         let (verb, group, ns) = (s("verb"), s("apiGroup"), s("namespace"));
         let mut allowed = false;
         for (i, r) in rules.iter().enumerate() {
-            if r.allows(&verb, &group, &resource, &ns) {
+            if r.allows(&verb, &group, &resource, &ns, &s("name")) {
                 used[i] = true;
                 allowed = true;
             }
@@ -1783,17 +1422,6 @@ async fn rbac_allows_every_request_of_scenario_2() {
 
 // ---------------------------------------------------------------- the Job life cycle
 
-/// No write of any controller in this process was refused as invalid (422)
-/// by the API test server, which enforces the Job rules and every CRD's
-/// schema and CEL rules.
-fn assert_no_invalid_writes() {
-    assert_eq!(
-        muster::controller::act::invalid_writes(),
-        0,
-        "a controller write was refused as invalid (see the warnings)"
-    );
-}
-
 fn pinned_to_gang(job: &Job) -> bool {
     job.spec
         .as_ref()
@@ -1808,51 +1436,21 @@ fn pinned_to_gang(job: &Job) -> bool {
 /// again (pinned while suspended, then unsuspended) and runs.
 #[tokio::test]
 async fn eviction_then_readmission() {
-    let (server, client) = world().await;
-    existing_gpu_node(&client, "gpu-0", 8).await;
+    let (server, client) = start_world(&[]).await;
+    gpu_node("gpu-0").create(&client).await;
     let cloud = FakeCloud::new(None);
-    let queues: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUQueue", "gpuqueues"));
-    let set_timeout = |t: &'static str| {
-        let queues = queues.clone();
-        async move {
-            queues
-                .patch(
-                    "team-a",
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"podsReadyTimeout": t}})),
-                )
-                .await
-                .expect("queue timeout");
-        }
-    };
-    set_timeout("1s").await;
-    let policy = muster_planner::Policy {
-        requeue_backoff_base: muster_planner::Dur::secs(2),
-        ..Default::default()
-    };
-    let _ctl = start_with(
-        &server.client_as("controller"),
-        &cloud,
-        stub(),
-        "c1",
-        false,
-        policy,
-    );
-    submit(&client, "again", 1, 1, true).await;
+    patch_queue(&client, "team-a", json!({"podsReadyTimeout": "1s"})).await;
+    let _ctl = start_configured(&server, &cloud, stub(), |c| {
+        c.policy.requeue_backoff_base = muster_planner::Dur::secs(2)
+    });
+    job("again").queue("team-a").create(&client).await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
     eventually(10, "admitted", || {
         let jobs = jobs.clone();
         async move { (jobs.get("again").await.ok()?.spec?.suspend == Some(false)).then_some(()) }
     })
     .await;
-    let gangs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
-    eventually(15, "evicted", || {
-        let gangs = gangs.clone();
-        async move {
-            (gangs.get("again").await.ok()?.data["status"]["phase"] == "Evicted").then_some(())
-        }
-    })
-    .await;
+    wait_for_gang_phase(&client, NS, "again", &["Evicted"], 15).await;
     // the stop finished: suspended, startTime cleared, template restored, no marks
     let job = eventually(10, "the stop finished", || {
         let jobs = jobs.clone();
@@ -1889,13 +1487,9 @@ async fn eviction_then_readmission() {
         "startTime is cleared before the template changes"
     );
     // now pods run: the gang is admitted again after its backoff and runs
-    set_timeout("60s").await;
+    patch_queue(&client, "team-a", json!({"podsReadyTimeout": "60s"})).await;
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    eventually(30, "the pod to run again", || {
-        let client = client.clone();
-        async move { (running_pods(&client, "again").await.len() == 1).then_some(()) }
-    })
-    .await;
+    wait_for_running_pods(&client, NS, "job-name=again", 1, 30).await;
     let job = jobs.get("again").await.expect("job");
     assert!(pinned_to_gang(&job), "re-pinned");
     assert_eq!(
@@ -1904,11 +1498,7 @@ async fn eviction_then_readmission() {
             .map(String::as_str),
         Some("gpu-0")
     );
-    eventually(10, "gang Running", || {
-        let client = client.clone();
-        async move { (gang_phase(&client, "again").await.as_deref() == Some("Running")).then_some(()) }
-    })
-    .await;
+    wait_for_gang_phase(&client, NS, "again", &["Running"], 10).await;
     server.assert_rbac_allows_controller();
     assert_no_invalid_writes();
 }
@@ -1918,25 +1508,29 @@ async fn eviction_then_readmission() {
 /// then admitted — pinned, on the node the plan chose.
 #[tokio::test]
 async fn labelled_job_created_unsuspended_is_stopped_then_admitted() {
-    let (server, client) = world().await;
-    existing_gpu_node(&client, "gpu-0", 8).await;
+    let (server, client) = start_world(&[]).await;
+    gpu_node("gpu-0").create(&client).await;
     let cloud = FakeCloud::new(None);
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    submit(&client, "eager", 1, 1, false).await;
+    job("eager")
+        .queue("team-a")
+        .unsuspended()
+        .create(&client)
+        .await;
     let first = eventually(20, "the unadmitted pod to run", || {
         let client = client.clone();
         async move {
-            let pods = running_pods(&client, "eager").await;
+            let pods = running_pods(&client, NS, "job-name=eager").await;
             (pods.len() == 1).then(|| pods[0].uid())?
         }
     })
     .await;
-    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
+    let _ctl = start(&server, &cloud, stub());
     eventually(30, "a pinned pod running in place of the first", || {
         let client = client.clone();
         let first = first.clone();
         async move {
-            let running = running_pods(&client, "eager").await;
+            let running = running_pods(&client, NS, "job-name=eager").await;
             let pinned = running.iter().all(|p| {
                 p.spec
                     .as_ref()
@@ -1960,11 +1554,7 @@ async fn labelled_job_created_unsuspended_is_stopped_then_admitted() {
             .any(|(v, _, r, _)| v == "patch" && r == "jobs/status"),
         "startTime cleared before the template changed"
     );
-    eventually(10, "gang Running", || {
-        let client = client.clone();
-        async move { (gang_phase(&client, "eager").await.as_deref() == Some("Running")).then_some(()) }
-    })
-    .await;
+    wait_for_gang_phase(&client, NS, "eager", &["Running"], 10).await;
     server.assert_rbac_allows_controller();
     assert_no_invalid_writes();
 }
@@ -2020,26 +1610,13 @@ fn hand_over_planner() -> PlanFn {
 /// name the new gang, whose pod runs there.
 #[tokio::test]
 async fn reservation_handed_over_to_another_gang() {
-    let (server, client) = world().await;
+    let (server, client) = start_world(&[]).await;
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    submit(&client, "first", 1, 8, true).await;
-    submit(&client, "second", 1, 8, true).await;
-    let _ctl = start(
-        &server.client_as("controller"),
-        &cloud,
-        hand_over_planner(),
-        "c1",
-        false,
-    );
-    let pods = eventually(30, "second's pod running", || {
-        let client = client.clone();
-        async move {
-            let pods = running_pods(&client, "second").await;
-            (pods.len() == 1).then_some(pods)
-        }
-    })
-    .await;
+    job("first").queue("team-a").gpus(8).create(&client).await;
+    job("second").queue("team-a").gpus(8).create(&client).await;
+    let _ctl = start(&server, &cloud, hand_over_planner());
+    let pods = wait_for_running_pods(&client, NS, "job-name=second", 1, 30).await;
     let node = pods[0]
         .spec
         .as_ref()
@@ -2076,16 +1653,12 @@ async fn reservation_handed_over_to_another_gang() {
 /// the first Job is not taken for the second's launch.
 #[tokio::test]
 async fn recreated_same_name_job_never_reuses_poolnodes_or_keys() {
-    let (server, client) = world().await;
+    let (server, client) = start_world(&[]).await;
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    let _ctl = start(&server.client_as("controller"), &cloud, stub(), "c1", false);
-    submit(&client, "dup", 1, 8, true).await;
-    eventually(30, "the first Job's pod running", || {
-        let client = client.clone();
-        async move { (running_pods(&client, "dup").await.len() == 1).then_some(()) }
-    })
-    .await;
+    let _ctl = start(&server, &cloud, stub());
+    job("dup").queue("team-a").gpus(8).create(&client).await;
+    wait_for_running_pods(&client, NS, "job-name=dup", 1, 30).await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
     let first_uid = jobs.get("dup").await.expect("job").uid().expect("uid");
     let first: Vec<DynamicObject> = poolnodes(&client).await;
@@ -2102,14 +1675,15 @@ async fn recreated_same_name_job_never_reuses_poolnodes_or_keys() {
         async move { jobs.get_opt("dup").await.ok()?.is_none().then_some(()) }
     })
     .await;
-    submit(&client, "dup", 2, 8, true).await;
+    job("dup")
+        .queue("team-a")
+        .pods(2)
+        .gpus(8)
+        .create(&client)
+        .await;
     let second_uid = jobs.get("dup").await.expect("job").uid().expect("uid");
     assert_ne!(first_uid, second_uid);
-    eventually(30, "the second Job's pods running", || {
-        let client = client.clone();
-        async move { (running_pods(&client, "dup").await.len() == 2).then_some(()) }
-    })
-    .await;
+    wait_for_running_pods(&client, NS, "job-name=dup", 2, 30).await;
     let all = poolnodes(&client).await;
     let new: Vec<&DynamicObject> = all.iter().filter(|p| p.name_any() != old_name).collect();
     assert!(!new.is_empty(), "the second Job launched capacity");
@@ -2127,12 +1701,9 @@ async fn recreated_same_name_job_never_reuses_poolnodes_or_keys() {
         1 + new.len(),
         "one launch per PoolNode, none repeated: {keys:?}"
     );
-    let gang: DynamicObject = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"))
-        .get("dup")
-        .await
-        .expect("gang");
+    let g = gang(&client, NS, "dup").await.expect("gang");
     assert_eq!(
-        gang.owner_references()[0].uid,
+        g.owner_references()[0].uid,
         second_uid,
         "the Gang is the second Job's"
     );

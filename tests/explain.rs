@@ -8,13 +8,13 @@ mod support;
 
 use std::process::Command;
 
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use muster::controller::explain;
 use muster::controller::translate::time;
 use muster_planner::Time;
 use serde_json::json;
 use support::fake_cloud::{FakeCloud, FakeFactory};
+use support::objects::{gpu_node, nodeclass, pool, queue};
 use support::{ApiServer, create};
 
 const NS: &str = "default";
@@ -25,29 +25,17 @@ async fn world(limits: serde_json::Value, quota: &str) -> (ApiServer, kube::Clie
     let server = ApiServer::start();
     let client = server.client();
     support::install_crds(&client).await;
-    create(&client, "NodeClass", "nodeclasses", None, json!({
-        "metadata": {"name": "nc"},
-        "spec": {"gcp": {"project": "test-project", "region": "us-central1", "image": "projects/x/global/images/family/y"}}
-    }))
-    .await;
-    create(&client, "GPUPool", "gpupools", None, json!({
-        "metadata": {"name": "a100"},
-        "spec": {"nodeClassRef": {"name": "nc"}, "requirements": {"instanceTypes": ["fake-8gpu"], "capacityTypes": ["on-demand"]}, "limits": limits}
-    }))
-    .await;
-    create(
-        &client,
-        "GPUQueue",
-        "gpuqueues",
-        None,
-        json!({
-            "metadata": {"name": "team-a"},
-            "spec": {"pools": ["a100"],
-                     "resources": [{"name": "nvidia.com/gpu", "nominal": quota}],
-                     "namespaceSelector": {}}
-        }),
-    )
-    .await;
+    nodeclass("nc").create(&client).await;
+    pool("a100")
+        .node_class("nc")
+        .limits(limits)
+        .create(&client)
+        .await;
+    queue("team-a")
+        .any_namespace()
+        .nominal_gpus(quota)
+        .create(&client)
+        .await;
     (server, client)
 }
 
@@ -69,27 +57,6 @@ async fn gang(client: &kube::Client, name: &str, pods: i32, expected: Option<&st
         json!({"metadata": {"name": name, "namespace": NS}, "spec": spec}),
     )
     .await;
-}
-
-/// An existing 8-GPU node.
-async fn node(client: &kube::Client, name: &str) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let n: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": "us-central1-a"}}})).expect("node");
-    nodes
-        .create(&PostParams::default(), &n)
-        .await
-        .expect("node");
-    nodes
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "8"},
-            }})),
-        )
-        .await
-        .expect("node status");
 }
 
 /// Gang `name` runs on `node` since ten minutes ago.
@@ -131,7 +98,7 @@ async fn explained(
 async fn a_gang_over_its_queues_quota_says_so_and_when_it_starts() {
     let (_server, client) = world(json!({}), "8").await;
     let cloud = FakeCloud::new(None);
-    node(&client, "n1").await;
+    gpu_node("n1").create(&client).await;
     gang(&client, "r", 1, Some("1h")).await;
     running(&client, "r", "n1", time::now()).await;
     gang(&client, "q", 1, None).await;
@@ -206,7 +173,7 @@ async fn a_gang_that_fits_once_a_running_gang_ends() {
     // the pool may not grow: the waiting gang fits only on n1, after r
     let (_server, client) = world(json!({"maxNodes": 0}), "64").await;
     let cloud = FakeCloud::new(None);
-    node(&client, "n1").await;
+    gpu_node("n1").create(&client).await;
     gang(&client, "r", 1, Some("2h")).await;
     let now = time::now();
     running(&client, "r", "n1", now).await;

@@ -8,15 +8,12 @@ mod support;
 
 use std::sync::Arc;
 
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use support::emulator::Emulator;
 use support::fake_cloud::FakeCloud;
-use support::{ApiServer, ar, create, eventually};
-
-const NS: &str = "team-a";
+use support::objects::{gpu_node, job, start_world};
+use support::{ar, eventually};
 
 fn hour_start(secs_ago: i64) -> String {
     let now = std::time::SystemTime::now()
@@ -45,24 +42,7 @@ fn cycles(text: &str) -> f64 {
 
 #[tokio::test]
 async fn gpu_hours_of_the_last_day_survive_a_restart() {
-    let server = ApiServer::start();
-    let client = server.client();
-    support::install_crds(&client).await;
-    create(&client, "NodeClass", "nodeclasses", None, json!({
-        "metadata": {"name": "gcp-default"},
-        "spec": {"gcp": {"project": "test-project", "region": "us-central1", "image": "projects/x/global/images/family/y"}}
-    }))
-    .await;
-    create(&client, "GPUPool", "gpupools", None, json!({
-        "metadata": {"name": "a100"},
-        "spec": {"nodeClassRef": {"name": "gcp-default"}, "requirements": {"instanceTypes": ["fake-8gpu"], "capacityTypes": ["on-demand"]}}
-    }))
-    .await;
-    create(&client, "GPUQueue", "gpuqueues", None, json!({
-        "metadata": {"name": "team-a"},
-        "spec": {"pools": ["a100"], "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}}}
-    }))
-    .await;
+    let (server, client) = start_world(&[]).await;
     // what a controller that led before wrote: this hour, three hours ago,
     // and a bucket older than a day (no longer counted)
     let queues: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUQueue", "gpuqueues"));
@@ -78,23 +58,7 @@ async fn gpu_hours_of_the_last_day_survive_a_restart() {
         )
         .await
         .expect("seed status");
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": "gpu-0", "labels": {"topology.kubernetes.io/zone": "us-central1-a"}}})).expect("node");
-    nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .expect("node");
-    nodes
-        .patch_status(
-            "gpu-0",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "8"},
-            }})),
-        )
-        .await
-        .expect("node status");
+    gpu_node("gpu-0").create(&client).await;
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
     let planner = muster::controller::real_planner();
@@ -104,21 +68,12 @@ async fn gpu_hours_of_the_last_day_survive_a_restart() {
         planner.clone(),
         support::in_process::config("c1"),
     );
-    let job: Job = serde_json::from_value(json!({
-        "metadata": {"name": "train", "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
-        "spec": {
-            "parallelism": 1, "completions": 1, "suspend": true,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [{
-                "name": "train", "image": "trainer",
-                "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "1", "memory": "1Gi"}}
-            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
-        }
-    }))
-    .expect("job");
-    Api::<Job>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &job)
-        .await
-        .expect("submit job");
+    job("train")
+        .queue("team-a")
+        .gpus(8)
+        .requests("1", "1Gi")
+        .create(&client)
+        .await;
     // the first controller reads the buckets back and counts on: 5.0 + 2.5
     // (+ what the running gang adds)
     let st = eventually(60, "gpuHoursLast24h from the status and the gang", || {

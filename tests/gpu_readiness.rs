@@ -14,13 +14,15 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject};
 use muster_planner::{Dur, Policy};
 use serde_json::{Value, json};
 use support::emulator::Emulator;
 use support::fake_cloud::FakeCloud;
 use support::in_process::Running;
-use support::{ApiServer, ar, create, eventually};
+use support::objects::{job, nodeclass, pool, queue};
+use support::waits::{events_of, poolnodes, wait_for_poolnode_phase};
+use support::{ApiServer, eventually};
 
 const NS: &str = "team-a";
 const REASON: &str = "GPUsNotAllocatable";
@@ -43,61 +45,22 @@ fn start(client: &kube::Client, cloud: &Arc<FakeCloud>) -> Running {
 async fn world(server: &ApiServer) -> kube::Client {
     let client = server.client();
     support::install_crds(&client).await;
-    create(&client, "NodeClass", "nodeclasses", None, json!({
-        "metadata": {"name": "gcp-default"},
-        "spec": {"gcp": {"project": "test-project", "region": "us-central1", "image": "projects/x/global/images/family/y"}}
-    }))
-    .await;
-    create(
-        &client,
-        "GPUPool",
-        "gpupools",
-        None,
-        json!({
-            "metadata": {"name": "a100"},
-            "spec": {
-                "nodeClassRef": {"name": "gcp-default"},
-                "requirements": {"instanceTypes": ["fake-8gpu"], "capacityTypes": ["on-demand"]},
-                "taints": [
-                    {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
-                    {"key": "dedicated", "value": "training", "effect": "NoSchedule"}
-                ]
-            }
-        }),
-    )
-    .await;
-    create(&client, "GPUQueue", "gpuqueues", None, json!({
-        "metadata": {"name": "team-a"},
-        "spec": {"pools": ["a100"], "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}}}
-    }))
-    .await;
-    let job: Job = serde_json::from_value(json!({
-        "metadata": {"name": "train", "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
-        "spec": {
-            "parallelism": 1, "completions": 1, "suspend": true,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [{
-                "name": "train", "image": "trainer",
-                "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "4", "memory": "16Gi"}}
-            }], "tolerations": [
-                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-                {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
-            ]}}
-        }
-    }))
-    .expect("job");
-    Api::<Job>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &job)
-        .await
-        .expect("submit job");
+    nodeclass("gcp-default").create(&client).await;
+    pool("a100")
+        .taints(json!([
+            {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+            {"key": "dedicated", "value": "training", "effect": "NoSchedule"}
+        ]))
+        .create(&client)
+        .await;
+    queue("team-a").create(&client).await;
+    job("train")
+        .queue("team-a")
+        .gpus(8)
+        .toleration(json!({"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}))
+        .create(&client)
+        .await;
     client
-}
-
-async fn poolnodes(client: &kube::Client) -> Vec<DynamicObject> {
-    Api::<DynamicObject>::all_with(client.clone(), &ar("PoolNode", "poolnodes"))
-        .list(&ListParams::default())
-        .await
-        .expect("list poolnodes")
-        .items
 }
 
 fn initialized(pn: &DynamicObject) -> Option<Value> {
@@ -110,15 +73,11 @@ fn initialized(pn: &DynamicObject) -> Option<Value> {
 
 /// Warning Events of `reason` about PoolNodes.
 async fn warnings(client: &kube::Client, reason: &str) -> Vec<Event> {
-    Api::<Event>::all(client.clone())
-        .list(&ListParams::default())
+    events_of(client, reason)
         .await
-        .expect("events")
-        .items
         .into_iter()
         .filter(|e| {
-            e.reason.as_deref() == Some(reason)
-                && e.type_.as_deref() == Some("Warning")
+            e.type_.as_deref() == Some("Warning")
                 && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("PoolNode")
         })
         .collect()
@@ -190,16 +149,7 @@ async fn node_whose_gpus_appear_is_initialized_and_not_flagged() {
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
     let _ctl = start(&server.client_as("controller"), &cloud);
-    let pn = eventually(30, "a Ready PoolNode", || {
-        let client = client.clone();
-        async move {
-            poolnodes(&client)
-                .await
-                .into_iter()
-                .find(|p| p.data["status"]["phase"] == "Ready")
-        }
-    })
-    .await;
+    let pn = wait_for_poolnode_phase(&client, "Ready", 30).await;
     let cond = initialized(&pn).expect("Initialized condition");
     assert_eq!(cond["status"], "True", "{cond}");
     assert_eq!(cond["reason"], "GPUsAllocatable", "{cond}");

@@ -17,14 +17,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use muster_planner::{Dur, Policy};
 use serde_json::{Value, json};
 use support::emulator::Emulator;
 use support::fake_cloud::FakeCloud;
-use support::{ApiServer, ar, create, eventually};
+use support::objects::{gpu_node, job, nodeclass, pool, queue};
+use support::waits::{self, events_of, wait_for_gang_phase};
+use support::{ApiServer, eventually};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const NS: &str = "team-a";
@@ -33,67 +35,23 @@ const NS: &str = "team-a";
 async fn world(server: &ApiServer, idle_policy: Value) -> kube::Client {
     let client = server.client();
     support::install_crds(&client).await;
-    create(&client, "NodeClass", "nodeclasses", None, json!({
-        "metadata": {"name": "gcp-default"},
-        "spec": {"gcp": {"project": "test-project", "region": "us-central1", "image": "projects/x/global/images/family/y"}}
-    }))
-    .await;
-    create(&client, "GPUPool", "gpupools", None, json!({
-        "metadata": {"name": "a100"},
-        "spec": {"nodeClassRef": {"name": "gcp-default"}, "requirements": {"instanceTypes": ["fake-8gpu"], "capacityTypes": ["on-demand"]}}
-    }))
-    .await;
-    create(
-        &client,
-        "GPUQueue",
-        "gpuqueues",
-        None,
-        json!({
-            "metadata": {"name": "team-a"},
-            "spec": {
-                "pools": ["a100"],
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
-                "idlePolicy": idle_policy,
-            }
-        }),
-    )
-    .await;
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": "gpu-0", "labels": {"topology.kubernetes.io/zone": "us-central1-a"}}})).expect("node");
-    nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .expect("node");
-    nodes
-        .patch_status(
-            "gpu-0",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "8"},
-            }})),
-        )
-        .await
-        .expect("node status");
+    nodeclass("gcp-default").create(&client).await;
+    pool("a100").create(&client).await;
+    queue("team-a")
+        .idle_policy(idle_policy)
+        .create(&client)
+        .await;
+    gpu_node("gpu-0").create(&client).await;
     client
 }
 
+/// A suspended 1-GPU Job queued in `team-a`.
 async fn submit(client: &kube::Client, name: &str) {
-    let job: Job = serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
-        "spec": {
-            "parallelism": 1, "completions": 1, "suspend": true,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [{
-                "name": "train", "image": "trainer",
-                "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1", "memory": "1Gi"}}
-            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
-        }
-    }))
-    .expect("job");
-    Api::<Job>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &job)
-        .await
-        .expect("submit job");
+    job(name)
+        .queue("team-a")
+        .requests("1", "1Gi")
+        .create(client)
+        .await;
 }
 
 /// One GPU in use: (namespace, pod, GPU index, utilisation %).
@@ -196,10 +154,7 @@ impl Exporter {
 }
 
 async fn gang(client: &kube::Client, name: &str) -> Option<DynamicObject> {
-    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"))
-        .get_opt(name)
-        .await
-        .ok()?
+    waits::gang(client, NS, name).await
 }
 
 fn condition(g: &DynamicObject, type_: &str) -> Option<Value> {
@@ -211,15 +166,11 @@ fn condition(g: &DynamicObject, type_: &str) -> Option<Value> {
 }
 
 async fn gang_events(client: &kube::Client, gang: &str, reason: &str) -> Vec<Event> {
-    Api::<Event>::all(client.clone())
-        .list(&ListParams::default())
+    events_of(client, reason)
         .await
-        .expect("events")
-        .items
         .into_iter()
         .filter(|e| {
-            e.reason.as_deref() == Some(reason)
-                && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Gang")
+            e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Gang")
                 && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(gang)
         })
         .collect()
@@ -274,13 +225,7 @@ async fn idle_gang_is_reported_evicted_whole_and_requeued_busy_gang_untouched() 
     submit(&client, "notebook").await;
     submit(&client, "training").await;
     for name in ["notebook", "training"] {
-        eventually(60, "both gangs Running", || {
-            let client = client.clone();
-            async move {
-                (gang(&client, name).await?.data["status"]["phase"] == "Running").then_some(())
-            }
-        })
-        .await;
+        wait_for_gang_phase(&client, NS, name, &["Running"], 60).await;
     }
     // Prometheus needs a few seconds for its first samples, then the window
     // (1 m) must pass with the notebook's GPU at 0 %
@@ -428,13 +373,7 @@ async fn prometheus_unreachable_is_a_metric_not_a_crash_or_a_hot_loop() {
         format!("http://{closed}"),
     );
     submit(&client, "notebook").await;
-    eventually(60, "the gang Running", || {
-        let client = client.clone();
-        async move {
-            (gang(&client, "notebook").await?.data["status"]["phase"] == "Running").then_some(())
-        }
-    })
-    .await;
+    wait_for_gang_phase(&client, NS, "notebook", &["Running"], 60).await;
     let counter = |text: &str, name: &str| -> f64 {
         text.lines()
             .find(|l| l.starts_with(name))

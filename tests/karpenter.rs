@@ -23,7 +23,8 @@ use support::emulator::Emulator;
 use support::fake_cloud::FakeCloud;
 use support::in_process::Running;
 use support::karpenter::{incompatible, nodeclaims, provisionable, registered_node};
-use support::{ApiServer, create, eventually};
+use support::objects::{job, start_world};
+use support::waits::wait_for_running_pods;
 
 const NS: &str = "team-a";
 const KARPENTER_NODE: &str = "ip-10-0-9-9.ec2.internal";
@@ -105,25 +106,8 @@ async fn outside_pending_pod(client: &kube::Client) -> Pod {
 
 #[tokio::test]
 async fn karpenter_nodes_claims_and_pods_are_left_to_karpenter() {
-    let server = ApiServer::start();
-    let client = server.client();
-    support::install_crds(&client).await;
+    let (server, client) = start_world(&[]).await;
     support::karpenter::install_nodeclaim_crd(&client).await;
-    create(&client, "NodeClass", "nodeclasses", None, json!({
-        "metadata": {"name": "gcp-default"},
-        "spec": {"gcp": {"project": "test-project", "region": "us-central1", "image": "projects/x/global/images/family/y"}}
-    }))
-    .await;
-    create(&client, "GPUPool", "gpupools", None, json!({
-        "metadata": {"name": "a100"},
-        "spec": {"nodeClassRef": {"name": "gcp-default"}, "requirements": {"instanceTypes": ["fake-8gpu"], "capacityTypes": ["on-demand"]}}
-    }))
-    .await;
-    create(&client, "GPUQueue", "gpuqueues", None, json!({
-        "metadata": {"name": "team-a"},
-        "spec": {"pools": ["a100"], "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}}}
-    }))
-    .await;
     // Karpenter's: an idle 8-GPU node (it fits the gang) and its NodeClaim
     registered_node(&client, KARPENTER_NODE, "gpu", 8).await;
     let claims: Api<DynamicObject> = Api::all_with(client.clone(), &nodeclaims());
@@ -143,35 +127,11 @@ async fn karpenter_nodes_claims_and_pods_are_left_to_karpenter() {
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
     let _ctl = start(&server.client_as("controller"), &cloud);
-    let job: Job = serde_json::from_value(json!({
-        "metadata": {"name": "train", "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
-        "spec": {
-            "parallelism": 1, "completions": 1, "suspend": true,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [{
-                "name": "train", "image": "trainer",
-                "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "4", "memory": "16Gi"}}
-            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
-        }
-    }))
-    .expect("job");
-    Api::<Job>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &job)
-        .await
-        .expect("submit job");
+    job("train").queue("team-a").gpus(8).create(&client).await;
 
-    let pod = eventually(30, "the gang's pod running", || {
-        let client = client.clone();
-        async move {
-            Api::<Pod>::namespaced(client, NS)
-                .list(&ListParams::default().labels("job-name=train"))
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-        }
-    })
-    .await;
+    let pod = wait_for_running_pods(&client, NS, "job-name=train", 1, 30)
+        .await
+        .remove(0);
     // not counted as capacity: muster launched its own node rather than use
     // the idle Karpenter node
     assert_eq!(cloud.instances().len(), 1, "one muster launch");

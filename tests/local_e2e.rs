@@ -1,9 +1,13 @@
 //! The acceptance run's local twin: the steps of `e2e/run sim` (and of
-//! docs/quickstart-local.md) with the API test server for the cluster.
+//! docs/quickstart-local.md) with the API test server for the cluster, and
+//! (module `aws`, with the `aws-test-support` feature) those of
+//! `e2e/run aws` with moto for the account.
 //!
-//! The chart is rendered with the simulated cloud (`clouds={sim}`); its CRDs
-//! and its MutatingWebhookConfiguration are applied to the API test server,
-//! which calls the webhook as kube-apiserver does; the rendered Deployment's
+//! The chart is rendered with the simulated cloud (`clouds={sim}`) and
+//! otherwise its defaults (the controller manages the webhook's certificate:
+//! it writes the Secret and patches the caBundle before it is Ready); its
+//! CRDs and its MutatingWebhookConfiguration are applied to the API test
+//! server, which calls the webhook as kube-apiserver does; the rendered Deployment's
 //! args and env start the real `muster` binary. Then the example NodeClass
 //! (`sim`), the acceptance pool and queue are applied and the labelled
 //! two-node GPU Job is submitted. Checked: the webhook stores the Job
@@ -112,17 +116,15 @@ fn snapshot(seen: &Seen) -> Vec<(u64, String, String)> {
 /// objects and the address the webhook is to listen on.
 async fn setup() -> (ApiServer, kube::Client, Vec<serde_norway::Value>, String) {
     // helm template, as `e2e/run sim` installs it (a short tick for a test)
-    let objs = objects(
-        &template(
-            None,
-            &[
-                "clouds={sim}",
-                "webhook.certManager.enabled=false",
-                "tick=2s",
-            ],
-        )
-        .expect("renders"),
-    );
+    setup_with(None, &["clouds={sim}", "tick=2s"]).await
+}
+
+/// [`setup`] with a values file of the chart and `--set` pairs.
+async fn setup_with(
+    values: Option<&str>,
+    set: &[&str],
+) -> (ApiServer, kube::Client, Vec<serde_norway::Value>, String) {
+    let objs = objects(&template(values, set).expect("renders"));
     let webhook_addr = format!("127.0.0.1:{}", helm::rendered::free_port());
     let cfg = find(&objs, "MutatingWebhookConfiguration").clone();
     let svc = &cfg["webhooks"][0]["clientConfig"]["service"];
@@ -182,22 +184,23 @@ async fn start_controller(
 /// The NodeClass, pool and queue, as e2e/run applies them; waits for the
 /// NodeClass to be Ready.
 async fn apply_examples(client: &kube::Client) {
-    support::create(
+    apply(
         client,
-        "NodeClass",
-        "nodeclasses",
-        None,
         manifest("docs/examples/nodeclass-sim.yaml"),
-    )
-    .await;
-    support::create(
-        client,
-        "GPUPool",
-        "gpupools",
-        None,
         manifest("e2e/manifests/pool-sim.yaml"),
     )
     .await;
+}
+
+/// Applies `nodeclass`, `pool` and the acceptance queue; waits for the
+/// NodeClass to be Ready.
+async fn apply(client: &kube::Client, nodeclass: Json, pool: Json) {
+    let class = nodeclass["metadata"]["name"]
+        .as_str()
+        .expect("NodeClass name")
+        .to_string();
+    support::create(client, "NodeClass", "nodeclasses", None, nodeclass).await;
+    support::create(client, "GPUPool", "gpupools", None, pool).await;
     support::create(
         client,
         "GPUQueue",
@@ -206,11 +209,12 @@ async fn apply_examples(client: &kube::Client) {
         manifest("e2e/manifests/queue.yaml"),
     )
     .await;
-    eventually(30, "NodeClass sim Ready", || {
+    eventually(30, &format!("NodeClass {class} Ready"), || {
         let client = client.clone();
+        let class = class.clone();
         async move {
             let nc = Api::<DynamicObject>::all_with(client, &ar("NodeClass", "nodeclasses"))
-                .get("sim")
+                .get(&class)
                 .await
                 .ok()?;
             nc.data["status"]["conditions"]
@@ -266,7 +270,7 @@ async fn complete_and_back_to_zero(client: &kube::Client, jobs: &Api<Job>) {
         }
     })
     .await;
-    // back at zero: no PoolNode of the pool, no simulated Node
+    // back at zero: no PoolNode of the pool, no Node of it (simulated or not)
     eventually(120, "pool e2e at zero nodes", || {
         let client = client.clone();
         async move {
@@ -274,7 +278,12 @@ async fn complete_and_back_to_zero(client: &kube::Client, jobs: &Api<Job>) {
                 .list(&ListParams::default().labels("muster.dev/pool=e2e"))
                 .await
                 .ok()?;
-            (pns.items.is_empty() && sim_nodes(&client).await.is_empty()).then_some(())
+            let nodes = Api::<Node>::all(client.clone())
+                .list(&ListParams::default().labels("muster.dev/pool=e2e"))
+                .await
+                .ok()?;
+            (pns.items.is_empty() && nodes.items.is_empty() && sim_nodes(&client).await.is_empty())
+                .then_some(())
         }
     })
     .await;
@@ -405,8 +414,14 @@ async fn a_gang_is_queued_provisioned_admitted_completed_and_scaled_to_zero() {
     }
 
     // every request of the controller is allowed by the chart's RBAC (with
-    // the simulated cloud's role): its requests name muster in User-Agent
-    let rules = support::rbac::rules_with_sim_cloud();
+    // the simulated cloud's role)
+    assert_controller_rbac(&server, &support::rbac::rules_with_sim_cloud());
+    drop(controller);
+}
+
+/// Every request of the controller (its User-Agent names muster) is one
+/// `rules` allow, resourceNames included.
+fn assert_controller_rbac(server: &ApiServer, rules: &[support::rbac::Rule]) {
     let log = std::fs::read_to_string(&server.audit_log).expect("audit log");
     let mut denied = BTreeSet::new();
     let mut seen = 0;
@@ -424,14 +439,16 @@ async fn a_gang_is_queued_provisioned_admitted_completed_and_scaled_to_zero() {
         let (verb, group, ns) = (s("verb"), s("apiGroup"), s("namespace"));
         if !rules
             .iter()
-            .any(|r| r.allows(&verb, &group, &resource, &ns))
+            .any(|r| r.allows(&verb, &group, &resource, &ns, &s("name")))
         {
-            denied.insert(format!("{verb} {group}/{resource} in {ns:?}"));
+            denied.insert(format!(
+                "{verb} {group}/{resource} {:?} in {ns:?}",
+                s("name")
+            ));
         }
     }
     assert!(seen > 0, "no request of the controller was audited");
     assert!(denied.is_empty(), "requests RBAC would deny: {denied:#?}");
-    drop(controller);
 }
 
 /// The controller killed (SIGKILL) once the simulated cloud created its
@@ -503,4 +520,158 @@ async fn a_controller_killed_mid_launch_carries_on_without_a_second_machine() {
     assert_eq!(nodes.len(), 2, "simulated Nodes ever created: {nodes:?}");
     let pns = names(&pn_seen);
     assert_eq!(pns.len(), 2, "PoolNodes ever written: {pns:?}");
+}
+
+/// The same acceptance run with the AWS provider against moto: `e2e/run aws`
+/// with a local EC2 (and SQS for the interruption queue) instead of an
+/// account. The chart is rendered with its AWS values (`ci/aws-values.yaml`)
+/// pointed at moto (`aws.endpoint`, `aws.interruptionQueue`) and
+/// `clouds={aws}`; the NodeClass is the example's (`aws-gpu`) with
+/// selectors for what moto holds (its subnets and a security group tagged
+/// `team=gpu`, an AMI by id), the pool `e2e/manifests/pool-aws.yaml` with
+/// its disruption times shortened for a test. Each instance moto runs for
+/// the cluster registers as a Node through the emulated kubelet (named as
+/// EKS names hosts, linked to its PoolNode by `spec.providerID` only), with
+/// one GPU: the pool's `gpusPerNode` is 1. Checked as for the simulated
+/// cloud: suspended at creation, two instances launched with one
+/// `RunInstances` each, the gang's pods on two Nodes, the Job complete, the
+/// pool back at zero (no PoolNode, no Node, no running instance), every
+/// request within the chart's RBAC.
+#[cfg(feature = "aws-test-support")]
+mod aws {
+    use super::*;
+    use muster_provider_api::{CloudProvider, InstanceState, tags};
+    use muster_provider_aws::AwsProvider;
+    use muster_provider_aws::moto::Moto;
+    use support::emulator::{Machine, Machines};
+
+    /// The instances moto runs for `cluster`, as machines that boot a kubelet.
+    struct MotoMachines {
+        provider: Arc<AwsProvider>,
+        cluster: String,
+    }
+
+    #[async_trait::async_trait]
+    impl Machines for MotoMachines {
+        async fn machines(&self) -> Vec<Machine> {
+            self.provider
+                .list(&self.cluster)
+                .await
+                .unwrap_or_default()
+                .into_iter()
+                .map(|i| {
+                    let gone = matches!(
+                        i.state,
+                        InstanceState::ShuttingDown | InstanceState::Terminated
+                    );
+                    let pool = i.tags.get(tags::POOL).cloned().unwrap_or_default();
+                    let mut m = support::cloud_e2e::machine(i, pool, 1);
+                    m.terminated = gone;
+                    m
+                })
+                .collect()
+        }
+    }
+
+    async fn running(provider: &AwsProvider, cluster: &str) -> usize {
+        provider
+            .list(cluster)
+            .await
+            .unwrap_or_default()
+            .iter()
+            .filter(|i| matches!(i.state, InstanceState::Pending | InstanceState::Running))
+            .count()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_gang_runs_on_moto_from_the_rendered_chart_and_the_pool_returns_to_zero() {
+        let moto = Moto::start();
+        let clients = moto.clients().await;
+        let queue = clients
+            .sqs
+            .create_queue()
+            .queue_name("muster-interruptions")
+            .send()
+            .await
+            .expect("SQS queue");
+        let queue_url = queue.queue_url().expect("queue URL").to_string();
+        let spec = moto.node_class_spec().await;
+        let endpoint = format!("aws.endpoint={}", moto.endpoint);
+        let interruptions = format!("aws.interruptionQueue={queue_url}");
+        let (server, client, objs, webhook_addr) = setup_with(
+            Some("ci/aws-values.yaml"),
+            &[&endpoint, &interruptions, "clouds={aws}", "tick=2s"],
+        )
+        .await;
+        let cluster = helm::rendered::container(&objs)["args"]
+            .as_sequence()
+            .expect("args")
+            .iter()
+            .find_map(|a| a.as_str()?.strip_prefix("--cluster-name="))
+            .expect("--cluster-name")
+            .to_string();
+        let controller = start_controller(&server, &objs, &webhook_addr, "local-e2e-aws").await;
+
+        // the example NodeClass, selecting what moto holds
+        let mut nodeclass = manifest("docs/examples/nodeclass-aws.yaml");
+        assert_eq!(nodeclass["metadata"]["name"], "aws-gpu");
+        nodeclass["spec"] = spec.clone();
+        let mut pool = manifest("e2e/manifests/pool-aws.yaml");
+        pool["spec"]["disruption"]["consolidateAfter"] = json!("5s");
+        pool["spec"]["disruption"]["scaleToZeroAfter"] = json!("5s");
+        apply(&client, nodeclass, pool).await;
+
+        let provider = Arc::new(
+            AwsProvider::new(&spec, moto.options())
+                .await
+                .expect("provider"),
+        );
+        let _emulator = Emulator::start_running_for(
+            client.clone(),
+            vec![Arc::new(MotoMachines {
+                provider: provider.clone(),
+                cluster: cluster.clone(),
+            })],
+            Some(Duration::from_secs(2)),
+        );
+        let jobs = submit_job(&client).await;
+
+        // two one-GPU instances of the pool, one RunInstances each
+        let instances = eventually(90, "two instances in moto", || {
+            let provider = provider.clone();
+            let cluster = cluster.clone();
+            async move {
+                let list = provider.list(&cluster).await.ok()?;
+                (list.len() == 2).then_some(list)
+            }
+        })
+        .await;
+        for i in &instances {
+            assert_eq!(i.tags[tags::POOL], "e2e");
+            assert_eq!(i.tags[tags::GANG], format!("{NS}/{JOB}"));
+            let family = i.offering.instance_type.split('.').next().unwrap_or("");
+            assert!(["g5", "g6"].contains(&family), "{i:?}");
+        }
+
+        complete_and_back_to_zero(&client, &jobs).await;
+        assert_eq!(moto.run_instances_calls(), 2, "one RunInstances per node");
+        let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+        let on: BTreeSet<String> = pods
+            .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={JOB}")))
+            .await
+            .expect("pods")
+            .items
+            .iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect();
+        assert_eq!(on.len(), 2, "the gang's two pods ran on two nodes: {on:?}");
+        eventually(60, "no running instance left", || {
+            let provider = provider.clone();
+            let cluster = cluster.clone();
+            async move { (running(&provider, &cluster).await == 0).then_some(()) }
+        })
+        .await;
+        assert_controller_rbac(&server, &support::rbac::rules());
+        drop(controller);
+    }
 }

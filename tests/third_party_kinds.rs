@@ -18,9 +18,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use muster::controller::workloads::WorkloadKind;
 use muster::controller::{self, PlanFn};
@@ -28,11 +28,14 @@ use serde_json::{Value, json};
 use support::emulator::{Emulator, Machines};
 use support::fake_cloud::FakeCloud;
 use support::in_process::Running;
-use support::{ApiServer, ar, create, eventually};
+use support::objects::{cpu_node, gpu_toleration, start_world};
+use support::waits::{
+    assert_no_invalid_writes, gang_phase, node_of, running_pods, wait_for_gang_gone,
+    wait_for_gang_phase, wait_for_poolnode_gone, wait_for_poolnode_phase,
+};
+use support::{ApiServer, ar, eventually};
 
 const NS: &str = "team-a";
-const GPU_TOLERATION: &str =
-    r#"{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}"#;
 
 fn planner() -> PlanFn {
     controller::real_planner()
@@ -47,52 +50,13 @@ fn cpu_container(name: &str) -> Value {
     json!({"name": name, "image": "img", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}})
 }
 
-fn toleration() -> Value {
-    serde_json::from_str(GPU_TOLERATION).expect("toleration")
-}
-
-/// API server with muster's CRDs and `crds` of the workload kinds, a
-/// NodeClass, a pool of 8×A100 machines, a queue, and a CPU node (16 CPUs,
-/// no taint) that existed before muster.
+/// API server with muster's CRDs and `crds` of the workload kinds, the
+/// default NodeClass, pool of 8×A100 machines and queue, and a CPU node
+/// (16 CPUs, no taint) that existed before muster.
 async fn world(crds: &[&str]) -> (ApiServer, kube::Client) {
-    let server = ApiServer::start();
-    let client = server.client();
-    support::install_crds(&client).await;
+    let (server, client) = start_world(&[]).await;
     support::workload_crds::install(&client, crds).await;
-    create(&client, "NodeClass", "nodeclasses", None, json!({
-        "metadata": {"name": "gcp-default"},
-        "spec": {"gcp": {"project": "test-project", "region": "us-central1", "image": "projects/x/global/images/family/y"}}
-    }))
-    .await;
-    create(&client, "GPUPool", "gpupools", None, json!({
-        "metadata": {"name": "a100"},
-        "spec": {"nodeClassRef": {"name": "gcp-default"}, "requirements": {"instanceTypes": ["fake-8gpu"], "capacityTypes": ["on-demand"]}}
-    }))
-    .await;
-    create(&client, "GPUQueue", "gpuqueues", None, json!({
-        "metadata": {"name": "team-a"},
-        "spec": {"pools": ["a100"], "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}}}
-    }))
-    .await;
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": "cpu-0",
-        "labels": {"topology.kubernetes.io/zone": "us-central1-a"}}}))
-    .expect("node");
-    nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .expect("cpu node");
-    nodes
-        .patch_status(
-            "cpu-0",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
-            }})),
-        )
-        .await
-        .expect("cpu node status");
+    cpu_node("cpu-0").create(&client).await;
     (server, client)
 }
 
@@ -131,51 +95,13 @@ async fn submit(api: &Api<DynamicObject>, body: Value) {
         .expect("submit");
 }
 
-async fn gang_phase(client: &kube::Client, gang: &str) -> Option<String> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
-    let g = api.get_opt(gang).await.ok()??;
-    g.data["status"]["phase"].as_str().map(String::from)
-}
-
-async fn wait_phase(client: &kube::Client, gang: &str, phases: &[&str], secs: u64) -> String {
-    let what = format!("gang {gang} in {phases:?}");
-    eventually(secs, &what, || {
-        let client = client.clone();
-        async move {
-            let p = gang_phase(&client, gang).await?;
-            phases.contains(&p.as_str()).then_some(p)
-        }
-    })
-    .await
-}
-
-async fn gang_gone(client: &kube::Client, gang: &str) {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"));
-    eventually(20, &format!("gang {gang} deleted"), || {
-        let api = api.clone();
-        async move { api.get_opt(gang).await.ok()?.is_none().then_some(()) }
-    })
-    .await;
-}
-
 /// Running pods matching `selector`, with their nodes.
 async fn running(client: &kube::Client, selector: &str) -> Vec<(String, String)> {
-    Api::<Pod>::namespaced(client.clone(), NS)
-        .list(&ListParams::default().labels(selector))
+    running_pods(client, NS, selector)
         .await
-        .expect("pods")
-        .items
         .into_iter()
-        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
         .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| {
-            let node = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .unwrap_or_default();
-            (p.name_any(), node)
-        })
+        .map(|p| (p.name_any(), node_of(&p).unwrap_or_default().to_string()))
         .collect()
 }
 
@@ -195,40 +121,13 @@ async fn wait_running(
     .await
 }
 
-/// The provider id of a Ready PoolNode.
+/// The name and provider id of a Ready PoolNode.
 async fn a_ready_machine(client: &kube::Client) -> (String, String) {
-    eventually(20, "a Ready PoolNode", || {
-        let client = client.clone();
-        async move {
-            Api::<DynamicObject>::all_with(client, &ar("PoolNode", "poolnodes"))
-                .list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .find(|p| p.data["status"]["phase"] == "Ready")
-                .and_then(|p| {
-                    let pid = p.data["status"]["providerID"].as_str()?.to_string();
-                    Some((p.name_any(), pid))
-                })
-        }
-    })
-    .await
-}
-
-async fn poolnode_gone(client: &kube::Client, name: &str) {
-    eventually(30, "the interrupted PoolNode gone", || {
-        let client = client.clone();
-        let name = name.to_string();
-        async move {
-            let list = Api::<DynamicObject>::all_with(client, &ar("PoolNode", "poolnodes"))
-                .list(&ListParams::default())
-                .await
-                .ok()?;
-            (!list.items.iter().any(|p| p.name_any() == name)).then_some(())
-        }
-    })
-    .await;
+    let pn = wait_for_poolnode_phase(client, "Ready", 20).await;
+    let pid = pn.data["status"]["providerID"]
+        .as_str()
+        .expect("a Ready PoolNode's providerID");
+    (pn.name_any(), pid.to_string())
 }
 
 /// Every request the controller made is allowed by `deploy/rbac.yaml` with
@@ -241,28 +140,12 @@ fn assert_rbac_allows_controller(server: &ApiServer, kind: WorkloadKind) {
             api_groups: vec![a.group.to_string()],
             resources: a.resources.iter().map(|r| r.to_string()).collect(),
             verbs: a.verbs.iter().map(|v| v.to_string()).collect(),
+            resource_names: vec![],
             namespace: None,
             from: format!("workload kind {}", kind.as_str()),
         });
     }
-    let requests = server.audited("controller");
-    assert!(!requests.is_empty(), "no controller request was audited");
-    let denied: BTreeSet<String> = requests
-        .iter()
-        .filter(|(verb, group, resource, ns)| {
-            !rules.iter().any(|r| r.allows(verb, group, resource, ns))
-        })
-        .map(|(verb, group, resource, ns)| format!("{verb} {group}/{resource} in {ns:?}"))
-        .collect();
-    assert!(denied.is_empty(), "requests RBAC would deny: {denied:#?}");
-}
-
-fn assert_no_invalid_writes() {
-    assert_eq!(
-        muster::controller::act::invalid_writes(),
-        0,
-        "a controller write was refused as invalid (see the warnings)"
-    );
+    server.assert_rbac_allows_controller_by(&rules);
 }
 
 /// The GPU pods (named with `gpu`) run on muster's machines, the CPU ones
@@ -274,7 +157,7 @@ fn assert_placement(pods: &[(String, String)], gpu: &str) {
 }
 
 /// Terminates the machine of one of the gang's GPU pods outside muster;
-/// the PoolNode's name, to wait for it gone (with [`poolnode_gone`]) once
+/// the PoolNode's name, to wait for it gone (with [`wait_for_poolnode_gone`]) once
 /// the stop was seen: the stop and the re-admission can both come before
 /// the PoolNode's finalizer is removed.
 async fn terminate_a_machine(client: &kube::Client, cloud: &Arc<FakeCloud>) -> String {
@@ -293,7 +176,7 @@ fn pytorchjob(name: &str) -> Value {
             "Master": {"replicas": 1, "restartPolicy": "OnFailure",
                        "template": {"spec": {"containers": [cpu_container("pytorch")]}}},
             "Worker": {"replicas": 2, "restartPolicy": "OnFailure",
-                       "template": {"spec": {"containers": [gpu_container("pytorch")], "tolerations": [toleration()]}}}
+                       "template": {"spec": {"containers": [gpu_container("pytorch")], "tolerations": [gpu_toleration()]}}}
         }}
     })
 }
@@ -312,7 +195,7 @@ async fn pytorchjob_admitted_runs_and_completes() {
     assert_eq!(job.data["spec"]["runPolicy"]["suspend"], false);
     assert!(job.annotations().contains_key("muster.dev/admitted-nodes"));
     // the master's success completes the job, and the gang finishes
-    wait_phase(&client, "pytorchjob-bert", &["Finished"], 30).await;
+    wait_for_gang_phase(&client, NS, "pytorchjob-bert", &["Finished"], 30).await;
     let job = jobs.get("bert").await.expect("job");
     let done = job.data["status"]["conditions"]
         .as_array()
@@ -346,7 +229,7 @@ async fn pytorchjob_evicted_and_readmitted() {
         }
     })
     .await;
-    poolnode_gone(&client, &pn).await;
+    wait_for_poolnode_gone(&client, &pn, 30).await;
     // re-admitted on new capacity
     let after = wait_running(&client, "training.kubeflow.org/job-name=gpt", 3, 60).await;
     assert!(cloud.launch_calls().len() > launches, "a new machine");
@@ -360,7 +243,7 @@ async fn pytorchjob_evicted_and_readmitted() {
         after.iter().any(|(_, n)| n != "cpu-0" && !old.contains(n)),
         "{before:?} → {after:?}"
     );
-    wait_phase(&client, "pytorchjob-gpt", &["Running"], 20).await;
+    wait_for_gang_phase(&client, NS, "pytorchjob-gpt", &["Running"], 20).await;
     assert_rbac_allows_controller(&server, WorkloadKind::PyTorchJob);
     assert_no_invalid_writes();
 }
@@ -383,7 +266,7 @@ async fn torch_runtime(client: &kube::Client) {
                 "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
                 "spec": {"template": {"spec": {"restartPolicy": "Never",
                     "containers": [{"name": "node", "image": "img", "resources": {"requests": {"cpu": "4", "memory": "16Gi"}}}],
-                    "tolerations": [toleration()]}}}}}
+                    "tolerations": [gpu_toleration()]}}}}}
         ]}}}
     }))
     .expect("runtime");
@@ -431,7 +314,7 @@ async fn trainjob_admitted_runs_and_completes() {
             .any(|p| p["manager"] == "muster.dev/controller"),
         "{patches:?}"
     );
-    wait_phase(&client, "trainjob-llm", &["Finished"], 30).await;
+    wait_for_gang_phase(&client, NS, "trainjob-llm", &["Finished"], 30).await;
     assert_no_invalid_writes();
 }
 
@@ -458,11 +341,11 @@ async fn trainjob_evicted_and_readmitted() {
         async move { (jobs.get("vit").await.ok()?.data["spec"]["suspend"] == true).then_some(()) }
     })
     .await;
-    poolnode_gone(&client, &pn).await;
+    wait_for_poolnode_gone(&client, &pn, 30).await;
     let after = wait_running(&client, "jobset.sigs.k8s.io/jobset-name=vit", 3, 60).await;
     assert!(cloud.launch_calls().len() > launches, "a new machine");
     assert_placement(&after, "-node-");
-    wait_phase(&client, "trainjob-vit", &["Running"], 20).await;
+    wait_for_gang_phase(&client, NS, "trainjob-vit", &["Running"], 20).await;
     assert_rbac_allows_controller(&server, WorkloadKind::TrainJob);
     assert_no_invalid_writes();
 }
@@ -473,7 +356,7 @@ fn ray_cluster_spec() -> Value {
     json!({
         "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [cpu_container("ray-head")]}}},
         "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "minReplicas": 2, "maxReplicas": 2, "rayStartParams": {},
-            "template": {"spec": {"containers": [gpu_container("ray-worker")], "tolerations": [toleration()]}}}]
+            "template": {"spec": {"containers": [gpu_container("ray-worker")], "tolerations": [gpu_toleration()]}}}]
     })
 }
 
@@ -514,7 +397,7 @@ async fn rayjob_admitted_runs_and_completes() {
     let labelled = wait_running(&client, "muster.dev/workload=rayjob-tune", 4, 20).await;
     assert_placement(&labelled, "-gpu-worker-");
     // the submitter succeeds: the job completes, the cluster is shut down, the gang finishes
-    wait_phase(&client, "rayjob-tune", &["Finished"], 40).await;
+    wait_for_gang_phase(&client, NS, "rayjob-tune", &["Finished"], 40).await;
     let job = jobs.get("tune").await.expect("rayjob");
     assert_eq!(job.data["status"]["jobDeploymentStatus"], "Complete");
     assert_no_invalid_writes();
@@ -544,7 +427,7 @@ async fn rayjob_evicted_and_readmitted() {
         }
     })
     .await;
-    poolnode_gone(&client, &pn).await;
+    wait_for_poolnode_gone(&client, &pn, 30).await;
     let second = eventually(60, "a new cluster", || {
         let jobs = jobs.clone();
         let first = first.clone();
@@ -559,7 +442,7 @@ async fn rayjob_evicted_and_readmitted() {
     let after = wait_running(&client, &format!("ray.io/cluster={second}"), 3, 60).await;
     assert_placement(&after, "-gpu-worker-");
     assert!(cloud.launch_calls().len() > launches, "a new machine");
-    wait_phase(&client, "rayjob-serve", &["Running"], 20).await;
+    wait_for_gang_phase(&client, NS, "rayjob-serve", &["Running"], 20).await;
     assert_rbac_allows_controller(&server, WorkloadKind::RayJob);
     assert_no_invalid_writes();
 }
@@ -585,7 +468,7 @@ async fn raycluster_admitted_runs_and_ends_when_deleted() {
     submit(&clusters, raycluster("lab")).await;
     let pods = wait_running(&client, "ray.io/cluster=lab", 3, 40).await;
     assert_placement(&pods, "-gpu-worker-");
-    wait_phase(&client, "raycluster-lab", &["Running"], 20).await;
+    wait_for_gang_phase(&client, NS, "raycluster-lab", &["Running"], 20).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         running(&client, "ray.io/cluster=lab").await.len(),
@@ -596,7 +479,7 @@ async fn raycluster_admitted_runs_and_ends_when_deleted() {
         .delete("lab", &DeleteParams::default())
         .await
         .expect("delete");
-    gang_gone(&client, "raycluster-lab").await;
+    wait_for_gang_gone(&client, NS, "raycluster-lab", 20).await;
     assert_no_invalid_writes();
 }
 
@@ -618,7 +501,7 @@ async fn raycluster_evicted_and_readmitted() {
         }
     })
     .await;
-    poolnode_gone(&client, &pn).await;
+    wait_for_poolnode_gone(&client, &pn, 30).await;
     let after = wait_running(&client, "ray.io/cluster=notebook", 3, 60).await;
     assert_placement(&after, "-gpu-worker-");
     assert!(cloud.launch_calls().len() > launches, "a new machine");
@@ -632,7 +515,7 @@ async fn raycluster_evicted_and_readmitted() {
 /// scheduling gate on both templates.
 fn leaderworkerset(name: &str, replicas: u32) -> Value {
     let gated = |c: Value| {
-        json!({"spec": {"containers": [c], "tolerations": [toleration()],
+        json!({"spec": {"containers": [c], "tolerations": [gpu_toleration()],
                                            "schedulingGates": [{"name": "muster.dev/admission"}]}})
     };
     json!({
@@ -662,13 +545,13 @@ async fn leaderworkerset_groups_admitted_run_and_end_when_deleted() {
     let pods = wait_running(&client, "leaderworkerset.sigs.k8s.io/name=llama", 4, 40).await;
     assert!(pods.iter().all(|(_, n)| n != "cpu-0"), "{pods:?}");
     for g in ["lws-llama-0", "lws-llama-1"] {
-        wait_phase(&client, g, &["Running"], 20).await;
+        wait_for_gang_phase(&client, NS, g, &["Running"], 20).await;
     }
     sets.delete("llama", &DeleteParams::default())
         .await
         .expect("delete");
     for g in ["lws-llama-0", "lws-llama-1"] {
-        gang_gone(&client, g).await;
+        wait_for_gang_gone(&client, NS, g, 20).await;
     }
     assert_no_invalid_writes();
 }
@@ -696,7 +579,7 @@ async fn leaderworkerset_group_evicted_and_readmitted() {
     let before = uids(pods_api.list(&lp).await.expect("pods").items);
     let launches = cloud.launch_calls().len();
     let pn = terminate_a_machine(&client, &cloud).await;
-    poolnode_gone(&client, &pn).await;
+    wait_for_poolnode_gone(&client, &pn, 30).await;
     // the group's pods are deleted; the LeaderWorkerSet controller recreates
     // them gated, and muster releases them on new capacity
     let after = eventually(60, "the group recreated and running", || {
@@ -718,7 +601,7 @@ async fn leaderworkerset_group_evicted_and_readmitted() {
         cloud.launch_calls().len() > launches,
         "a new machine: {after:?}"
     );
-    wait_phase(&client, "lws-mixtral-0", &["Running"], 20).await;
+    wait_for_gang_phase(&client, NS, "lws-mixtral-0", &["Running"], 20).await;
     assert_rbac_allows_controller(&server, WorkloadKind::LeaderWorkerSet);
     assert_no_invalid_writes();
 }
@@ -764,7 +647,7 @@ async fn trainjob_kind_without_its_runtime_crds_is_skipped_and_reported() {
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(
-        gang_phase(&client, "trainjob-orphan").await.is_none(),
+        gang_phase(&client, NS, "trainjob-orphan").await.is_none(),
         "no gang"
     );
     let asked: Vec<_> = server

@@ -10,31 +10,22 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use muster::controller::PlanFn;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use muster::controller::workloads::WorkloadKind;
-use serde_json::{Value, json};
+use serde_json::json;
 use support::emulator::Emulator;
 use support::fake_cloud::FakeCloud;
 use support::in_process::Running;
-use support::{ApiServer, ar, create, eventually};
+use support::objects::{self, gpu_node, job, start_world};
+use support::waits::{
+    self, assert_no_invalid_writes, gang_phase, patch_pool, patch_queue, poolnode_node_names,
+    running_pods, wait_for_gang_gone, wait_for_gang_phase,
+};
+use support::{ApiServer, ar, eventually};
 
 const NS: &str = "team-a";
-
-fn planner() -> PlanFn {
-    Arc::new(
-        |s: &muster_planner::Snapshot, p: &muster_planner::Policy, t| {
-            let plan = muster_planner::plan(s, p, t);
-            if std::env::var("MUSTER_TEST_DUMP").is_ok() {
-                eprintln!("PLAN {}", serde_json::to_string(&plan).unwrap_or_default());
-            }
-            plan
-        },
-    )
-}
 
 fn jobset_ar() -> kube::core::ApiResource {
     WorkloadKind::JobSet
@@ -43,44 +34,14 @@ fn jobset_ar() -> kube::core::ApiResource {
         .api_resource()
 }
 
-async fn install_jobset_crd(client: &kube::Client) {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/kube_api/crds/jobset.yaml"
-    ))
-    .expect("jobset CRD");
-    let crd: CustomResourceDefinition = serde_norway::from_str(&text).expect("CRD yaml");
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .expect("create the JobSet CRD");
-}
-
-/// A server with muster's CRDs (and the JobSet CRD when `jobset`), one GCP
-/// NodeClass, a pool of 8-GPU nodes tainted as GPUPools are by default, and
-/// queue `team-a`.
+/// A server with muster's CRDs (and the JobSet CRD when `jobset`), the
+/// default NodeClass, pool of 8-GPU nodes (tainted as GPUPools are by
+/// default) and queue `team-a`.
 async fn world(jobset: bool) -> (ApiServer, kube::Client) {
-    let server = ApiServer::start();
-    let client = server.client();
-    support::install_crds(&client).await;
+    let (server, client) = start_world(&[]).await;
     if jobset {
-        install_jobset_crd(&client).await;
+        support::workload_crds::install(&client, &["jobset"]).await;
     }
-    create(&client, "NodeClass", "nodeclasses", None, json!({
-        "metadata": {"name": "gcp-default"},
-        "spec": {"gcp": {"project": "test-project", "region": "us-central1", "image": "projects/x/global/images/family/y"}}
-    }))
-    .await;
-    create(&client, "GPUPool", "gpupools", None, json!({
-        "metadata": {"name": "a100"},
-        "spec": {"nodeClassRef": {"name": "gcp-default"}, "requirements": {"instanceTypes": ["fake-8gpu"], "capacityTypes": ["on-demand"]}}
-    }))
-    .await;
-    create(&client, "GPUQueue", "gpuqueues", None, json!({
-        "metadata": {"name": "team-a"},
-        "spec": {"pools": ["a100"], "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}}}
-    }))
-    .await;
     (server, client)
 }
 
@@ -93,58 +54,20 @@ fn start(
     let mut config = support::in_process::config("c1");
     config.workload_kinds = kinds.iter().copied().collect();
     configure(&mut config);
-    support::in_process::spawn(&server.client_as("controller"), cloud, planner(), config)
+    support::in_process::spawn(
+        &server.client_as("controller"),
+        cloud,
+        support::in_process::dumping_planner(),
+        config,
+    )
 }
 
 /// A Node of the cluster's own: CPUs only, no pool.
 async fn cpu_node(client: &kube::Client, name: &str) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": {
-        "topology.kubernetes.io/zone": "us-central1-a", "kubernetes.io/hostname": name}}}))
-    .expect("node");
-    nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .expect("node");
-    nodes
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
-            }})),
-        )
-        .await
-        .expect("node status");
-}
-
-/// A JobSet of one CPU driver and `workers` 8-GPU workers (one pod per
-/// Job), submitted suspended as the admission webhook leaves it.
-fn train(name: &str, workers: i64, suspend: bool) -> Value {
-    let rjob = |rname: &str, replicas: i64, resources: Value, tolerations: Value| {
-        json!({"name": rname, "replicas": replicas, "template": {"spec": {
-            "parallelism": 1, "completions": 1, "backoffLimit": 0,
-            "template": {"spec": {"restartPolicy": "Never", "tolerations": tolerations, "containers": [
-                {"name": rname, "image": "trainer", "resources": resources}]}}}}})
-    };
-    json!({
-        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-        "metadata": {"name": name, "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
-        "spec": {"suspend": suspend, "replicatedJobs": [
-            rjob("driver", 1, json!({"requests": {"cpu": "2", "memory": "4Gi"}}), json!([])),
-            rjob("workers", workers, json!({"limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "8", "memory": "64Gi"}}),
-                 json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])),
-        ]}
-    })
-}
-
-async fn submit_jobset(client: &kube::Client, body: Value) {
-    let obj: DynamicObject = serde_json::from_value(body).expect("jobset");
-    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &jobset_ar())
-        .create(&PostParams::default(), &obj)
-        .await
-        .expect("submit JobSet");
+    objects::cpu_node(name)
+        .label("kubernetes.io/hostname", name)
+        .create(client)
+        .await;
 }
 
 async fn jobset(client: &kube::Client, name: &str) -> DynamicObject {
@@ -152,19 +75,6 @@ async fn jobset(client: &kube::Client, name: &str) -> DynamicObject {
         .get(name)
         .await
         .expect("JobSet")
-}
-
-async fn gang(client: &kube::Client, name: &str) -> Option<DynamicObject> {
-    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &ar("Gang", "gangs"))
-        .get_opt(name)
-        .await
-        .ok()?
-}
-
-async fn phase(client: &kube::Client, name: &str) -> Option<String> {
-    gang(client, name).await?.data["status"]["phase"]
-        .as_str()
-        .map(String::from)
 }
 
 /// Running pods by the replicated job of JobSet `name` → node names.
@@ -190,12 +100,22 @@ async fn running_by_set(client: &kube::Client, name: &str) -> BTreeMap<String, V
     out
 }
 
-async fn poolnodes(client: &kube::Client) -> Vec<DynamicObject> {
-    Api::<DynamicObject>::all_with(client.clone(), &ar("PoolNode", "poolnodes"))
-        .list(&ListParams::default())
-        .await
-        .expect("poolnodes")
-        .items
+/// Waits up to `secs` for JobSet `name`'s driver and `workers` workers to
+/// run; returns their nodes by replicated job.
+async fn wait_for_driver_and_workers(
+    client: &kube::Client,
+    name: &str,
+    workers: usize,
+    secs: u64,
+) -> BTreeMap<String, Vec<String>> {
+    let what = format!("the driver and {workers} workers of {name} running");
+    eventually(secs, &what, || async move {
+        let r = running_by_set(client, name).await;
+        (r.get("driver").map(Vec::len) == Some(1)
+            && r.get("workers").map(Vec::len) == Some(workers))
+        .then_some(r)
+    })
+    .await
 }
 
 /// The headline multi-pod-set gang: a JobSet of one CPU driver and four
@@ -218,10 +138,13 @@ async fn jobset_driver_and_gpu_workers_admitted_onto_one_launch_set_then_complet
         &[WorkloadKind::Job, WorkloadKind::JobSet],
         |_| {},
     );
-    submit_jobset(&client, train("train", 4, true)).await;
+    objects::jobset("train")
+        .queue("team-a")
+        .create(&client)
+        .await;
     let g = eventually(10, "the JobSet's Gang", || {
         let client = client.clone();
-        async move { gang(&client, "jobset-train").await }
+        async move { waits::gang(&client, NS, "jobset-train").await }
     })
     .await;
     let sets: Vec<(String, i64)> = g.data["spec"]["podSets"]
@@ -240,24 +163,12 @@ async fn jobset_driver_and_gpu_workers_admitted_onto_one_launch_set_then_complet
         [("driver".to_string(), 1), ("workers".to_string(), 4)]
     );
     assert_eq!(g.owner_references()[0].kind, "JobSet");
-    let running = eventually(40, "the driver and four workers running", || {
-        let client = client.clone();
-        async move {
-            let r = running_by_set(&client, "train").await;
-            (r.get("driver").map(Vec::len) == Some(1) && r.get("workers").map(Vec::len) == Some(4))
-                .then_some(r)
-        }
-    })
-    .await;
+    let running = wait_for_driver_and_workers(&client, "train", 4, 40).await;
     // one launch set: four GPU nodes, all written before the first launch
     let launches = cloud.launch_calls();
     assert_eq!(launches.len(), 4, "{launches:?}");
     assert_eq!(launches[0].poolnodes_seen, Some(4));
-    let gpu_nodes: BTreeSet<String> = poolnodes(&client)
-        .await
-        .iter()
-        .filter_map(|p| p.data["status"]["nodeName"].as_str().map(String::from))
-        .collect();
+    let gpu_nodes: BTreeSet<String> = poolnode_node_names(&client).await;
     assert_eq!(gpu_nodes.len(), 4);
     assert_eq!(
         running["driver"],
@@ -301,7 +212,7 @@ async fn jobset_driver_and_gpu_workers_admitted_onto_one_launch_set_then_complet
                 c.iter()
                     .any(|c| c["type"] == "Completed" && c["status"] == "True")
             });
-            (done && phase(&client, "jobset-train").await.as_deref() == Some("Finished"))
+            (done && gang_phase(&client, NS, "jobset-train").await.as_deref() == Some("Finished"))
                 .then_some(())
         }
     })
@@ -316,23 +227,9 @@ async fn jobset_driver_and_gpu_workers_admitted_onto_one_launch_set_then_complet
 async fn jobset_evicted_whole_then_readmitted() {
     let (server, client) = world(true).await;
     cpu_node(&client, "cpu-0").await;
-    existing_gpu_node(&client, "gpu-0", 8).await;
-    existing_gpu_node(&client, "gpu-1", 8).await;
-    let queues: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUQueue", "gpuqueues"));
-    let set_timeout = |t: &'static str| {
-        let queues = queues.clone();
-        async move {
-            queues
-                .patch(
-                    "team-a",
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"podsReadyTimeout": t}})),
-                )
-                .await
-                .expect("queue timeout");
-        }
-    };
-    set_timeout("1s").await;
+    gpu_node("gpu-0").create(&client).await;
+    gpu_node("gpu-1").create(&client).await;
+    patch_queue(&client, "team-a", json!({"podsReadyTimeout": "1s"})).await;
     let cloud = FakeCloud::new(None);
     // no kubelet or scheduler yet: the pods never run, and the gang is
     // evicted; the backoff leaves time to see the stop finished before the
@@ -345,7 +242,11 @@ async fn jobset_evicted_whole_then_readmitted() {
             c.policy.requeue_backoff_base = muster_planner::Dur::secs(6);
         },
     );
-    submit_jobset(&client, train("again", 2, true)).await;
+    objects::jobset("again")
+        .queue("team-a")
+        .workers(2)
+        .create(&client)
+        .await;
     eventually(20, "the JobSet unsuspended", || {
         let client = client.clone();
         async move { (jobset(&client, "again").await.data["spec"]["suspend"] == false).then_some(()) }
@@ -354,7 +255,7 @@ async fn jobset_evicted_whole_then_readmitted() {
     eventually(20, "the gang evicted", || {
         let client = client.clone();
         async move {
-            let g = gang(&client, "jobset-again").await;
+            let g = waits::gang(&client, NS, "jobset-again").await;
             if std::env::var("MUSTER_TEST_DUMP").is_ok() {
                 eprintln!(
                     "GANG {}",
@@ -418,55 +319,13 @@ async fn jobset_evicted_whole_then_readmitted() {
             .all(|j| j.spec.as_ref().and_then(|s| s.suspend) == Some(true))
     );
     // pods can run now: admitted again after the backoff, and running
-    set_timeout("60s").await;
+    patch_queue(&client, "team-a", json!({"podsReadyTimeout": "60s"})).await;
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
-    eventually(40, "running again", || {
-        let client = client.clone();
-        async move {
-            let r = running_by_set(&client, "again").await;
-            (r.get("driver").map(Vec::len) == Some(1) && r.get("workers").map(Vec::len) == Some(2))
-                .then_some(())
-        }
-    })
-    .await;
-    let g = gang(&client, "jobset-again").await.expect("gang");
+    wait_for_driver_and_workers(&client, "again", 2, 40).await;
+    let g = waits::gang(&client, NS, "jobset-again")
+        .await
+        .expect("gang");
     assert!(g.data["status"]["evictions"].as_i64().unwrap_or(0) >= 1);
-}
-
-async fn existing_gpu_node(client: &kube::Client, name: &str, gpus: u32) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": "us-central1-a"}}})).expect("node");
-    nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .expect("node");
-    nodes
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": gpus.to_string()},
-            }})),
-        )
-        .await
-        .expect("node status");
-}
-
-async fn submit_job(client: &kube::Client, name: &str, gpus: u32) {
-    let job: k8s_openapi::api::batch::v1::Job = serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": NS, "labels": {"muster.dev/queue": "team-a"}},
-        "spec": {"parallelism": 1, "completions": 1, "suspend": true,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [{
-                "name": "train", "image": "trainer",
-                "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}, "requests": {"cpu": "4", "memory": "16Gi"}}
-            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}
-    }))
-    .expect("job");
-    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &job)
-        .await
-        .expect("submit job");
 }
 
 /// With the JobSet CRD absent, the kind is skipped with a condition on the
@@ -475,7 +334,7 @@ async fn submit_job(client: &kube::Client, name: &str, gpus: u32) {
 #[tokio::test]
 async fn jobset_kind_without_its_crd_is_skipped_and_reported() {
     let (server, client) = world(false).await;
-    existing_gpu_node(&client, "gpu-0", 8).await;
+    gpu_node("gpu-0").create(&client).await;
     let cloud = FakeCloud::new(None);
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
     let _ctl = start(
@@ -484,7 +343,7 @@ async fn jobset_kind_without_its_crd_is_skipped_and_reported() {
         &[WorkloadKind::Job, WorkloadKind::JobSet],
         |_| {},
     );
-    submit_job(&client, "small", 1).await;
+    job("small").queue("team-a").create(&client).await;
     eventually(20, "the Job admitted and the queue's condition", || {
         let client = client.clone();
         async move {
@@ -497,7 +356,7 @@ async fn jobset_kind_without_its_crd_is_skipped_and_reported() {
                 .iter()
                 .find(|c| c["type"] == "WorkloadKindsServed")?
                 .clone();
-            let running = phase(&client, "small").await.as_deref() == Some("Running");
+            let running = gang_phase(&client, NS, "small").await.as_deref() == Some("Running");
             (running && cond["status"] == "False" && cond["reason"] == "CRDNotInstalled")
                 .then_some(cond)
         }
@@ -578,7 +437,7 @@ async fn pod_group_held_until_whole_then_released_together_then_completes() {
     submit_pod(&client, "w-0", "ring", 2).await;
     // one of two: no gang, no launch, the pod stays gated
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(gang(&client, "podgroup-ring").await.is_none());
+    assert!(waits::gang(&client, NS, "podgroup-ring").await.is_none());
     assert!(cloud.launch_calls().is_empty());
     assert!(group_pods(&client, "ring").await["w-0"].2, "still gated");
     submit_pod(&client, "w-1", "ring", 2).await;
@@ -595,26 +454,18 @@ async fn pod_group_held_until_whole_then_released_together_then_completes() {
     })
     .await;
     let nodes: BTreeSet<String> = pods.values().map(|(n, ..)| n.clone()).collect();
-    let launched: BTreeSet<String> = poolnodes(&client)
-        .await
-        .iter()
-        .filter_map(|p| p.data["status"]["nodeName"].as_str().map(String::from))
-        .collect();
+    let launched: BTreeSet<String> = poolnode_node_names(&client).await;
     assert_eq!(nodes, launched, "one launch set of two nodes, one pod each");
     assert_eq!(cloud.launch_calls()[0].poolnodes_seen, Some(2));
-    let g = gang(&client, "podgroup-ring").await.expect("gang");
+    let g = waits::gang(&client, NS, "podgroup-ring")
+        .await
+        .expect("gang");
     assert_eq!(g.data["spec"]["podSets"][0]["count"], 2);
-    eventually(30, "the gang Finished", || {
-        let client = client.clone();
-        async move {
-            (phase(&client, "podgroup-ring").await.as_deref() == Some("Finished")).then_some(())
-        }
-    })
-    .await;
+    wait_for_gang_phase(&client, NS, "podgroup-ring", &["Finished"], 30).await;
     // kept while its pods are; the pods deleted, the gang (which has no
     // owner for the garbage collector to follow) is deleted too
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(gang(&client, "podgroup-ring").await.is_some());
+    assert!(waits::gang(&client, NS, "podgroup-ring").await.is_some());
     let pod_api = Api::<Pod>::namespaced(client.clone(), NS);
     for name in ["w-0", "w-1"] {
         pod_api
@@ -622,11 +473,7 @@ async fn pod_group_held_until_whole_then_released_together_then_completes() {
             .await
             .expect("delete pod");
     }
-    eventually(20, "the gang of the deleted group gone", || {
-        let client = client.clone();
-        async move { gang(&client, "podgroup-ring").await.is_none().then_some(()) }
-    })
-    .await;
+    wait_for_gang_gone(&client, NS, "podgroup-ring", 20).await;
 }
 
 /// Admitted and released, then evicted (its pods never run in time): a
@@ -636,23 +483,9 @@ async fn pod_group_held_until_whole_then_released_together_then_completes() {
 #[tokio::test]
 async fn pod_group_evicted_by_deleting_its_pods_then_readmitted() {
     let (server, client) = world(false).await;
-    existing_gpu_node(&client, "gpu-0", 8).await;
-    existing_gpu_node(&client, "gpu-1", 8).await;
-    let queues: Api<DynamicObject> = Api::all_with(client.clone(), &ar("GPUQueue", "gpuqueues"));
-    let set_timeout = |t: &'static str| {
-        let queues = queues.clone();
-        async move {
-            queues
-                .patch(
-                    "team-a",
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"podsReadyTimeout": t}})),
-                )
-                .await
-                .expect("queue timeout");
-        }
-    };
-    set_timeout("1s").await;
+    gpu_node("gpu-0").create(&client).await;
+    gpu_node("gpu-1").create(&client).await;
+    patch_queue(&client, "team-a", json!({"podsReadyTimeout": "1s"})).await;
     let cloud = FakeCloud::new(None);
     let _ctl = start(
         &server,
@@ -684,12 +517,13 @@ async fn pod_group_evicted_by_deleting_its_pods_then_readmitted() {
     eventually(20, "evicted and its pods deleted", || {
         let client = client.clone();
         async move {
-            let evicted = phase(&client, "podgroup-ring").await.as_deref() == Some("Evicted");
+            let evicted =
+                gang_phase(&client, NS, "podgroup-ring").await.as_deref() == Some("Evicted");
             (evicted && group_pods(&client, "ring").await.is_empty()).then_some(())
         }
     })
     .await;
-    set_timeout("60s").await;
+    patch_queue(&client, "team-a", json!({"podsReadyTimeout": "60s"})).await;
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
     submit_pod(&client, "w-0", "ring", 2).await;
     submit_pod(&client, "w-1", "ring", 2).await;
@@ -701,13 +535,11 @@ async fn pod_group_evicted_by_deleting_its_pods_then_readmitted() {
         }
     })
     .await;
-    let g = gang(&client, "podgroup-ring").await.expect("gang");
+    let g = waits::gang(&client, NS, "podgroup-ring")
+        .await
+        .expect("gang");
     assert!(g.data["status"]["evictions"].as_i64().unwrap_or(0) >= 1);
-    assert_eq!(crate_invalid_writes(), 0);
-}
-
-fn crate_invalid_writes() -> u64 {
-    muster::controller::act::invalid_writes()
+    assert_no_invalid_writes();
 }
 
 /// An elastic Job (`muster.dev/min-count`) admitted at its least count where
@@ -717,39 +549,27 @@ fn crate_invalid_writes() -> u64 {
 #[tokio::test]
 async fn elastic_job_admitted_at_min_count_runs_that_many() {
     let (server, client) = world(false).await;
-    existing_gpu_node(&client, "gpu-0", 8).await;
-    existing_gpu_node(&client, "gpu-1", 8).await;
+    gpu_node("gpu-0").create(&client).await;
+    gpu_node("gpu-1").create(&client).await;
     // the pool sells only 1-GPU machines: no launch can hold an 8-GPU pod
-    Api::<DynamicObject>::all_with(client.clone(), &ar("GPUPool", "gpupools"))
-        .patch(
-            "a100",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"requirements": {"instanceTypes": ["fake-1gpu"]}}})),
-        )
-        .await
-        .expect("pool");
+    patch_pool(
+        &client,
+        "a100",
+        json!({"requirements": {"instanceTypes": ["fake-1gpu"]}}),
+    )
+    .await;
     let cloud = FakeCloud::new(None);
     let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
     let _ctl = start(&server, &cloud, &[WorkloadKind::Job], |_| {});
-    let job: k8s_openapi::api::batch::v1::Job = serde_json::from_value(json!({
-        "metadata": {"name": "elastic", "namespace": NS, "labels": {"muster.dev/queue": "team-a"},
-            "annotations": {"muster.dev/min-count": "2"}},
-        "spec": {"parallelism": 4, "completions": 4, "suspend": true,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [{
-                "name": "train", "image": "trainer",
-                "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "4", "memory": "16Gi"}}
-            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}
-    }))
-    .expect("job");
+    job("elastic")
+        .queue("team-a")
+        .annotation("muster.dev/min-count", "2")
+        .pods(4)
+        .gpus(8)
+        .create(&client)
+        .await;
     let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), NS);
-    jobs.create(&PostParams::default(), &job)
-        .await
-        .expect("submit");
-    eventually(30, "the gang Running with two pods", || {
-        let client = client.clone();
-        async move { (phase(&client, "elastic").await.as_deref() == Some("Running")).then_some(()) }
-    })
-    .await;
+    wait_for_gang_phase(&client, NS, "elastic", &["Running"], 30).await;
     let j = jobs.get("elastic").await.expect("job");
     let spec = j.spec.clone().expect("spec");
     assert_eq!((spec.parallelism, spec.completions), (Some(2), Some(4)));
@@ -759,14 +579,7 @@ async fn elastic_job_admitted_at_min_count_runs_that_many() {
             .map(String::as_str),
         Some("4")
     );
-    let running = Api::<Pod>::namespaced(client.clone(), NS)
-        .list(&ListParams::default().labels("job-name=elastic"))
-        .await
-        .expect("pods")
-        .items
-        .into_iter()
-        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-        .count();
+    let running = running_pods(&client, NS, "job-name=elastic").await.len();
     assert_eq!(running, 2);
     assert!(cloud.launch_calls().is_empty());
 }
@@ -786,27 +599,13 @@ async fn jobset_driver_that_requests_a_gpu_runs_on_a_gpu_node() {
         &[WorkloadKind::Job, WorkloadKind::JobSet],
         |_| {},
     );
-    let mut body = train("gpudriver", 4, true);
-    let driver = &mut body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"];
-    driver["containers"][0]["resources"] =
-        json!({"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "2"}});
-    driver["tolerations"] =
-        json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]);
-    submit_jobset(&client, body).await;
-    let running = eventually(40, "the driver and four workers running", || {
-        let client = client.clone();
-        async move {
-            let r = running_by_set(&client, "gpudriver").await;
-            (r.get("driver").map(Vec::len) == Some(1) && r.get("workers").map(Vec::len) == Some(4))
-                .then_some(r)
-        }
-    })
-    .await;
-    let gpu_nodes: BTreeSet<String> = poolnodes(&client)
-        .await
-        .iter()
-        .filter_map(|p| p.data["status"]["nodeName"].as_str().map(String::from))
-        .collect();
+    objects::jobset("gpudriver")
+        .queue("team-a")
+        .gpu_driver()
+        .create(&client)
+        .await;
+    let running = wait_for_driver_and_workers(&client, "gpudriver", 4, 40).await;
+    let gpu_nodes: BTreeSet<String> = poolnode_node_names(&client).await;
     assert!(
         gpu_nodes.contains(&running["driver"][0]),
         "the driver on a GPU node: {running:?}, {gpu_nodes:?}"

@@ -41,6 +41,15 @@ impl CloudArg {
     }
 }
 
+/// Where the webhook's serving certificate comes from (`--webhook-certs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WebhookCerts {
+    /// Files (a mounted Secret written by Helm or cert-manager).
+    Files,
+    /// Issued and renewed by the controller into a Secret.
+    Controller,
+}
+
 /// Arguments of `muster controller`.
 #[derive(Debug, clap::Args)]
 pub struct ControllerArgs {
@@ -161,16 +170,47 @@ pub struct ControllerArgs {
     #[arg(long, env = "MUSTER_GCP_ANONYMOUS", requires = "gcp_endpoint")]
     pub gcp_anonymous: bool,
     /// Address of the admission webhook (HTTPS; it also serves /metrics,
-    /// /healthz and /readyz). Off unless set; needs --webhook-cert and
-    /// --webhook-key.
-    #[arg(long, env = "MUSTER_WEBHOOK_ADDR", requires_all = ["webhook_cert", "webhook_key"])]
+    /// /healthz and /readyz). Off unless set.
+    #[arg(long, env = "MUSTER_WEBHOOK_ADDR")]
     pub webhook_addr: Option<SocketAddr>,
+    /// Where the webhook's serving certificate comes from: `files`
+    /// (--webhook-cert and --webhook-key, e.g. a Secret Helm or cert-manager
+    /// writes, mounted) or `controller` (issued and renewed by the leader
+    /// into --webhook-cert-secret, its CA patched into
+    /// --webhook-config-name, and every replica serves it from memory).
+    #[arg(
+        long,
+        env = "MUSTER_WEBHOOK_CERTS",
+        value_enum,
+        default_value = "files"
+    )]
+    pub webhook_certs: WebhookCerts,
     /// PEM certificate chain the webhook serves (read again when it changes).
     #[arg(long, env = "MUSTER_WEBHOOK_CERT", requires = "webhook_addr")]
     pub webhook_cert: Option<std::path::PathBuf>,
     /// PEM private key of --webhook-cert.
     #[arg(long, env = "MUSTER_WEBHOOK_KEY", requires = "webhook_addr")]
     pub webhook_key: Option<std::path::PathBuf>,
+    /// With --webhook-certs controller: the Secret (in the Service's
+    /// namespace) that holds the CA and the serving certificate.
+    #[arg(
+        long,
+        env = "MUSTER_WEBHOOK_CERT_SECRET",
+        default_value = "muster-webhook-tls"
+    )]
+    pub webhook_cert_secret: String,
+    /// With --webhook-certs controller: the MutatingWebhookConfiguration
+    /// whose webhooks get the CA bundle.
+    #[arg(long, env = "MUSTER_WEBHOOK_CONFIG_NAME", default_value = "muster")]
+    pub webhook_config_name: String,
+    /// With --webhook-certs controller: the webhook's Service as
+    /// NAME.NAMESPACE; the certificate names NAME.NAMESPACE.svc.
+    #[arg(
+        long,
+        env = "MUSTER_WEBHOOK_SERVICE",
+        default_value = "muster-webhook.muster-system"
+    )]
+    pub webhook_service: String,
     /// Namespace label naming the namespace's default queue: the webhook puts
     /// unlabelled Jobs of such a namespace in that queue. Empty turns default
     /// queues off.
@@ -322,21 +362,87 @@ fn check_periods(args: &ControllerArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The webhook's HTTPS server, when --webhook-addr is set.
+/// The webhook's serving certificate: a rustls configuration, and the
+/// settings of the controller-managed certificates when it manages them.
+type WebhookTls = (
+    rustls::ServerConfig,
+    Option<Arc<controller::webhook::managed::Settings>>,
+);
+
+/// The webhook's TLS from the flags, checked.
+fn webhook_tls(args: &ControllerArgs) -> Result<WebhookTls, CliError> {
+    use controller::webhook::managed::Settings;
+    use controller::webhook::tls::{CertSlot, FileCert};
+    match args.webhook_certs {
+        WebhookCerts::Files => {
+            let (Some(cert), Some(key)) = (&args.webhook_cert, &args.webhook_key) else {
+                return Err(CliError::input(
+                    "--webhook-addr with --webhook-certs files needs --webhook-cert and --webhook-key",
+                ));
+            };
+            let tls = FileCert::new(cert.clone(), key.clone())
+                .and_then(FileCert::server_config)
+                .map_err(|e| CliError::input(format!("--webhook-cert/--webhook-key: {e}")))?;
+            Ok((tls, None))
+        }
+        WebhookCerts::Controller => {
+            let (service, namespace) = args
+                .webhook_service
+                .split_once('.')
+                .filter(|(n, ns)| !n.is_empty() && !ns.is_empty() && !ns.contains('.'))
+                .ok_or_else(|| {
+                    CliError::input(format!(
+                        "--webhook-service {}: expected NAME.NAMESPACE",
+                        args.webhook_service
+                    ))
+                })?;
+            for (flag, v) in [
+                ("--webhook-cert-secret", &args.webhook_cert_secret),
+                ("--webhook-config-name", &args.webhook_config_name),
+            ] {
+                if v.is_empty() {
+                    return Err(CliError::input(format!("{flag} must not be empty")));
+                }
+            }
+            let slot = Arc::new(CertSlot::default());
+            let tls = slot
+                .server_config()
+                .map_err(|e| CliError::failed(format!("webhook TLS: {e}")))?;
+            let settings = Settings {
+                secret: args.webhook_cert_secret.clone(),
+                namespace: namespace.to_string(),
+                service: service.to_string(),
+                config: args.webhook_config_name.clone(),
+                policy: Default::default(),
+                slot,
+            };
+            Ok((tls, Some(Arc::new(settings))))
+        }
+    }
+}
+
+/// The webhook's HTTPS server, when --webhook-addr is set, and the
+/// settings of the controller-managed certificates when it manages them.
 async fn webhook_server(
     args: &ControllerArgs,
     client: &kube::Client,
     metrics: Arc<Metrics>,
-) -> Result<Option<impl std::future::Future<Output = ()> + Send + 'static>, CliError> {
-    use controller::webhook::{Webhook, tls::FileCert};
-    let (Some(addr), Some(cert), Some(key)) =
-        (args.webhook_addr, &args.webhook_cert, &args.webhook_key)
-    else {
+) -> Result<
+    Option<(
+        impl std::future::Future<Output = ()> + Send + 'static,
+        Option<Arc<controller::webhook::managed::Settings>>,
+    )>,
+    CliError,
+> {
+    use controller::webhook::Webhook;
+    let Some(addr) = args.webhook_addr else {
         return Ok(None);
     };
-    let tls = FileCert::new(cert.clone(), key.clone())
-        .and_then(FileCert::server_config)
-        .map_err(|e| CliError::input(format!("--webhook-cert/--webhook-key: {e}")))?;
+    let (tls, managed) = webhook_tls(args)?;
+    if managed.is_some() {
+        // not Ready for webhook traffic before a certificate is served
+        metrics.require_webhook_cert();
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| CliError::failed(format!("--webhook-addr {addr}: {e}")))?;
@@ -348,11 +454,8 @@ async fn webhook_server(
         metrics,
         webhook: Some(Arc::new(hook)),
     };
-    Ok(Some(controller::http::serve_tls(
-        listener,
-        Arc::new(tls),
-        app,
-    )))
+    let server = controller::http::serve_tls(listener, Arc::new(tls), app);
+    Ok(Some((server, managed)))
 }
 
 async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
@@ -395,8 +498,9 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
         .await
         .map_err(|e| CliError::failed(format!("--metrics-addr {}: {e}", args.metrics_addr)))?;
     tokio::spawn(controller::metrics::serve(listener, metrics.clone()));
-    if let Some(task) = webhook_server(&args, &client, metrics.clone()).await? {
+    if let Some((task, managed)) = webhook_server(&args, &client, metrics.clone()).await? {
         tokio::spawn(task);
+        config.webhook_certs = managed;
     }
     let deps = Deps {
         providers: Arc::new(
@@ -456,6 +560,55 @@ mod tests {
                 (want, got) => panic!(
                     "{duration:?}/{deadline:?}/{retry:?}/{timeout:?}: want {want:?}, got {got:?}"
                 ),
+            }
+        }
+    }
+
+    #[test]
+    fn webhook_certificate_flags_are_checked() {
+        // (args, accepted)
+        let cases: [(&[&str], bool); 5] = [
+            (&["--webhook-certs", "controller"], true),
+            (
+                &[
+                    "--webhook-certs",
+                    "controller",
+                    "--webhook-service",
+                    "muster-webhook",
+                ],
+                false,
+            ),
+            (
+                &[
+                    "--webhook-certs",
+                    "controller",
+                    "--webhook-service",
+                    "a.b.c",
+                ],
+                false,
+            ),
+            (
+                &["--webhook-certs", "controller", "--webhook-config-name", ""],
+                false,
+            ),
+            (&["--webhook-certs", "files"], false),
+        ];
+        for (extra, accepted) in cases {
+            use clap::Parser;
+            let mut argv = vec!["controller", "--webhook-addr", "127.0.0.1:0"];
+            argv.extend_from_slice(extra);
+            let args = Wrapper::parse_from(argv).args;
+            match webhook_tls(&args) {
+                Ok((_, managed)) => {
+                    assert!(accepted, "{extra:?} accepted");
+                    let m = managed.expect("managed settings");
+                    assert_eq!(m.dns_name(), "muster-webhook.muster-system.svc");
+                    assert_eq!(
+                        (m.secret.as_str(), m.config.as_str()),
+                        ("muster-webhook-tls", "muster")
+                    );
+                }
+                Err(e) => assert!(!accepted, "{extra:?} refused: {e}"),
             }
         }
     }

@@ -52,14 +52,10 @@ pub async fn handle(app: App, req: Request<Incoming>) -> Result<Response<Body>, 
             app.metrics.encode(),
         ),
         (&Method::GET, "/healthz") => reply(StatusCode::OK, "text/plain", "ok\n"),
-        (&Method::GET, "/readyz") if app.metrics.synced() => {
-            reply(StatusCode::OK, "text/plain", "ok\n")
-        }
-        (&Method::GET, "/readyz") => reply(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain",
-            "caches not synced\n",
-        ),
+        (&Method::GET, "/readyz") => match app.metrics.not_ready() {
+            None => reply(StatusCode::OK, "text/plain", "ok\n"),
+            Some(why) => reply(StatusCode::SERVICE_UNAVAILABLE, "text/plain", why),
+        },
         (&Method::POST, webhook::JOB_PATH | webhook::WORKLOAD_PATH) => match &app.webhook {
             Some(hook) => {
                 let body = Limited::new(req.into_body(), MAX_BODY).collect().await;

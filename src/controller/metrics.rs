@@ -318,6 +318,9 @@ pub struct Metrics {
     /// 1 while this instance holds the leader Lease.
     pub leader: Gauge,
     synced: AtomicBool,
+    /// The webhook's certificate is read from the API server and has not
+    /// been loaded yet (controller-managed certificates).
+    webhook_cert_pending: AtomicBool,
 }
 
 impl Default for Metrics {
@@ -388,6 +391,7 @@ impl Metrics {
             cycles,
             leader,
             synced: AtomicBool::new(false),
+            webhook_cert_pending: AtomicBool::new(false),
         }
     }
 
@@ -399,6 +403,29 @@ impl Metrics {
     /// True once the caches synced.
     pub fn synced(&self) -> bool {
         self.synced.load(Ordering::Relaxed)
+    }
+
+    /// Holds readiness until [`Metrics::set_webhook_cert_loaded`]: the
+    /// webhook serves a certificate it reads from the API server.
+    pub fn require_webhook_cert(&self) {
+        self.webhook_cert_pending.store(true, Ordering::Relaxed);
+    }
+
+    /// The webhook serves a certificate.
+    pub fn set_webhook_cert_loaded(&self) {
+        self.webhook_cert_pending.store(false, Ordering::Relaxed);
+    }
+
+    /// Why this replica is not Ready, if it is not: caches not synced, or
+    /// no webhook certificate yet.
+    pub fn not_ready(&self) -> Option<&'static str> {
+        if !self.synced() {
+            Some("caches not synced\n")
+        } else if self.webhook_cert_pending.load(Ordering::Relaxed) {
+            Some("no webhook serving certificate yet\n")
+        } else {
+            None
+        }
     }
 
     /// The OpenMetrics exposition.

@@ -104,6 +104,9 @@ pub struct ControllerConfig {
     /// Most cloud calls at once per NodeClass (launches, terminations,
     /// listings); they run off the planning path ([`cloud_work`]).
     pub cloud_concurrency: usize,
+    /// The webhook's certificates, when the controller manages them
+    /// ([`webhook::managed`]); `None` when they come from files.
+    pub webhook_certs: Option<Arc<webhook::managed::Settings>>,
 }
 
 impl ControllerConfig {
@@ -127,6 +130,7 @@ impl ControllerConfig {
             prometheus_interval: Duration::from_secs(60),
             prometheus_step: Duration::from_secs(60),
             cloud_concurrency: 32,
+            webhook_certs: None,
         }
     }
 }
@@ -195,6 +199,15 @@ pub async fn run(
         leader::start(lease_client, lease, &config.identity, leadership.clone())
     });
     let client = api_client::wrap(client, options);
+    // every replica serves the webhook's certificate; only the leader writes it
+    let _certs = config.webhook_certs.clone().map(|settings| {
+        AbortOnDrop(tokio::spawn(webhook::managed::run(
+            client.clone(),
+            settings,
+            leadership.subscribe(),
+            deps.metrics.clone(),
+        )))
+    });
     let mut shutdown = std::pin::pin!(shutdown);
     tokio::select! {
         () = crd_check::wait_until_installed(&client) => {}

@@ -76,26 +76,14 @@ impl Caches {
         let namespaces = typed::<Namespace>(Api::all(client.clone()), &changes, &mut tasks);
         let mut muster = BTreeMap::new();
         for kind in Kind::ALL {
-            let ar = kind.api_resource();
-            let stores = if kind.namespaced() {
-                scopes
-                    .iter()
-                    .map(|ns| {
-                        let api = match ns {
-                            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-                            None => Api::all_with(client.clone(), &ar),
-                        };
-                        dynamic(api, ar.clone(), &changes, &mut tasks)
-                    })
-                    .collect()
-            } else {
-                vec![dynamic(
-                    Api::all_with(client.clone(), &ar),
-                    ar.clone(),
-                    &changes,
-                    &mut tasks,
-                )]
-            };
+            let stores = dynamic_stores(
+                &client,
+                &scopes,
+                kind.api_resource(),
+                kind.namespaced(),
+                &changes,
+                &mut tasks,
+            );
             muster.insert(kind, stores);
         }
         let mut workloads = BTreeMap::new();
@@ -104,40 +92,13 @@ impl Caches {
                 continue;
             };
             let ar = custom.api_resource();
-            let stores = scopes
-                .iter()
-                .map(|ns| {
-                    let api = match ns {
-                        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-                        None => Api::all_with(client.clone(), &ar),
-                    };
-                    dynamic(api, ar.clone(), &changes, &mut tasks)
-                })
-                .collect();
+            let stores = dynamic_stores(&client, &scopes, ar, true, &changes, &mut tasks);
             workloads.insert(*kind, stores);
         }
         let mut related = BTreeMap::new();
         for r in workload_kinds.iter().flat_map(|k| k.related()) {
             let ar = r.kind.api_resource();
-            let stores = if r.namespaced {
-                scopes
-                    .iter()
-                    .map(|ns| {
-                        let api = match ns {
-                            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-                            None => Api::all_with(client.clone(), &ar),
-                        };
-                        dynamic(api, ar.clone(), &changes, &mut tasks)
-                    })
-                    .collect()
-            } else {
-                vec![dynamic(
-                    Api::all_with(client.clone(), &ar),
-                    ar.clone(),
-                    &changes,
-                    &mut tasks,
-                )]
-            };
+            let stores = dynamic_stores(&client, &scopes, ar, r.namespaced, &changes, &mut tasks);
             related.insert(r.kind.crd_name(), stores);
         }
         Caches {
@@ -284,6 +245,36 @@ where
     let store = writer.as_reader();
     tasks.push(spawn_watch(api, writer, changes.clone(), slim));
     store
+}
+
+/// The caches of `ar`'s objects: one per scope for a namespaced kind, one
+/// cluster-wide for a cluster-scoped one.
+fn dynamic_stores(
+    client: &Client,
+    scopes: &[Option<String>],
+    ar: kube::core::ApiResource,
+    namespaced: bool,
+    changes: &Arc<Notify>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Vec<Store<DynamicObject>> {
+    if !namespaced {
+        return vec![dynamic(
+            Api::all_with(client.clone(), &ar),
+            ar,
+            changes,
+            tasks,
+        )];
+    }
+    scopes
+        .iter()
+        .map(|ns| {
+            let api = match ns {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+                None => Api::all_with(client.clone(), &ar),
+            };
+            dynamic(api, ar.clone(), changes, tasks)
+        })
+        .collect()
 }
 
 fn dynamic(

@@ -5,11 +5,11 @@
 
 use std::collections::BTreeMap;
 
-use muster_planner::{GangPhase, NodePhase, Plan, Snapshot, Time};
+use muster_planner::{GangPhase, Node, NodePhase, Plan, Snapshot, Time};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{Atomic, Gauge};
 
-use super::metrics::{Metrics, PoolLabels, QueueLabels, ReasonLabels};
+use super::metrics::{FloatCounter, Metrics, PoolLabels, QueueLabels, ReasonLabels};
 
 /// What one cycle adds to the metrics; a pure function of its inputs.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -125,7 +125,7 @@ pub fn queue_cost(snapshot: &Snapshot) -> BTreeMap<String, f64> {
         .map(|q| (q.name.clone(), 0.0))
         .collect();
     for node in &snapshot.nodes {
-        if node.phase == NodePhase::Terminating || node.pool.is_none() {
+        if !billed(node) {
             continue;
         }
         let Some(price) = node.price.map(|p| p.usd()) else {
@@ -167,6 +167,13 @@ pub fn queue_cost(snapshot: &Snapshot) -> BTreeMap<String, f64> {
     out
 }
 
+/// Whether a node costs money now, the one rule behind the pool and the
+/// queue figures: a pool's node does, at its offering's price, while it is
+/// launched or in flight (any phase but Terminating).
+fn billed(node: &Node) -> bool {
+    node.phase != NodePhase::Terminating && node.pool.is_some()
+}
+
 /// The figures of one cycle; `elapsed` is the seconds since the previous
 /// report (0 on the first).
 pub fn figures(snapshot: &Snapshot, plan: &Plan, now: Time, elapsed: f64) -> Figures {
@@ -184,7 +191,7 @@ pub fn figures(snapshot: &Snapshot, plan: &Plan, now: Time, elapsed: f64) -> Fig
             continue;
         };
         node_pool.insert(node.name.as_str(), pool);
-        if node.phase != NodePhase::Terminating {
+        if billed(node) {
             *f.pool_cost.entry(pool.to_string()).or_default() +=
                 node.price.map_or(0.0, |p| p.usd());
         }
@@ -299,41 +306,16 @@ pub fn report(metrics: &Metrics, snapshot: &Snapshot, plan: &Plan, now: Time) ->
         f.gpu_hours_by_hour = window.buckets();
     }
     let pool = |p: &String| PoolLabels { pool: p.clone() };
-    set_per_pool(&metrics.pool_gpus, &f.pool_gpus);
-    set_per_pool(&metrics.pool_allocated_gpus, &f.pool_allocated);
-    set_per_pool(&metrics.pool_busy_gpus, &f.pool_busy);
-    set_per_pool(&metrics.pool_cost, &f.pool_cost);
-    for (p, secs) in &f.idle_node_seconds {
-        metrics
-            .idle_node_seconds
-            .get_or_create(&pool(p))
-            .inc_by(*secs);
-    }
-    metrics.queue_cost.clear();
-    for (q, per_hour) in &f.queue_cost {
-        metrics
-            .queue_cost
-            .get_or_create(&QueueLabels { queue: q.clone() })
-            .set(*per_hour);
-    }
-    for (q, dollars) in &f.queue_dollars {
-        metrics
-            .queue_dollars
-            .get_or_create(&QueueLabels { queue: q.clone() })
-            .inc_by(*dollars);
-    }
-    for (q, hours) in &f.gpu_hours_busy {
-        metrics
-            .gpu_hours_busy
-            .get_or_create(&QueueLabels { queue: q.clone() })
-            .inc_by(*hours);
-    }
-    for (q, hours) in &f.gpu_hours {
-        metrics
-            .gpu_hours
-            .get_or_create(&QueueLabels { queue: q.clone() })
-            .inc_by(*hours);
-    }
+    let queue = |q: &String| QueueLabels { queue: q.clone() };
+    set_gauges(&metrics.pool_gpus, &f.pool_gpus, pool);
+    set_gauges(&metrics.pool_allocated_gpus, &f.pool_allocated, pool);
+    set_gauges(&metrics.pool_busy_gpus, &f.pool_busy, pool);
+    set_gauges(&metrics.pool_cost, &f.pool_cost, pool);
+    set_gauges(&metrics.queue_cost, &f.queue_cost, queue);
+    add_to_counters(&metrics.idle_node_seconds, &f.idle_node_seconds, pool);
+    add_to_counters(&metrics.queue_dollars, &f.queue_dollars, queue);
+    add_to_counters(&metrics.gpu_hours_busy, &f.gpu_hours_busy, queue);
+    add_to_counters(&metrics.gpu_hours, &f.gpu_hours, queue);
     for (q, waited) in &f.admission_waits {
         metrics
             .admission_wait
@@ -350,17 +332,34 @@ pub fn report(metrics: &Metrics, snapshot: &Snapshot, plan: &Plan, now: Time) ->
     f
 }
 
-/// Replaces a per-pool gauge family with `values` (pools that went away
-/// disappear from the exposition).
-fn set_per_pool<N: Copy, A: Atomic<N> + Default>(
-    family: &Family<PoolLabels, Gauge<N, A>>,
+/// Replaces a gauge family with `values`, one gauge per key labelled by
+/// `label` (keys that went away disappear from the exposition).
+fn set_gauges<L, N, A>(
+    family: &Family<L, Gauge<N, A>>,
     values: &BTreeMap<String, N>,
-) {
+    label: impl Fn(&String) -> L,
+) where
+    L: Clone + Eq + std::hash::Hash,
+    N: Copy,
+    A: Atomic<N> + Default,
+{
     family.clear();
-    for (p, v) in values {
-        family
-            .get_or_create(&PoolLabels { pool: p.clone() })
-            .set(*v);
+    for (k, v) in values {
+        family.get_or_create(&label(k)).set(*v);
+    }
+}
+
+/// Adds `values` to a family of float counters, one per key labelled by
+/// `label`.
+fn add_to_counters<L>(
+    family: &Family<L, FloatCounter>,
+    values: &BTreeMap<String, f64>,
+    label: impl Fn(&String) -> L,
+) where
+    L: Clone + Eq + std::hash::Hash,
+{
+    for (k, v) in values {
+        family.get_or_create(&label(k)).inc_by(*v);
     }
 }
 

@@ -49,21 +49,37 @@ pub fn container(objs: &[Value]) -> &Value {
 pub fn start(objs: &[Value], kube_url: &str, webhook_addr: &str, tag: &str) -> Controller {
     let pod = &find(objs, "Deployment")["spec"]["template"]["spec"];
     let container = container(objs);
-    // the Secret the pod mounts, written where its volume would be
+    // the Secret the pod mounts (Helm's or cert-manager's certificate),
+    // written where its volume would be; with controller-managed
+    // certificates the pod mounts none
     let dir = std::env::temp_dir().join(format!("muster-rendered-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
-    let secret = find(objs, "Secret");
-    let volume = &pod["volumes"][0];
-    assert_eq!(volume["secret"]["secretName"], secret["metadata"]["name"]);
-    let mount = container["volumeMounts"][0]["mountPath"]
-        .as_str()
-        .expect("mountPath");
-    for (key, data) in secret["data"].as_mapping().expect("data") {
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(data.as_str().expect("b64"))
-            .expect("base64");
-        std::fs::write(dir.join(key.as_str().expect("key")), raw).expect("write secret file");
-    }
+    let mount = match pod["volumes"][0]["secret"]["secretName"].as_str() {
+        Some(name) => {
+            let secret = objs
+                .iter()
+                .find(|o| o["kind"] == "Secret" && o["metadata"]["name"].as_str() == Some(name))
+                .expect("the mounted Secret is rendered");
+            for (key, data) in secret["data"].as_mapping().expect("data") {
+                let raw = base64::engine::general_purpose::STANDARD
+                    .decode(data.as_str().expect("b64"))
+                    .expect("base64");
+                std::fs::write(dir.join(key.as_str().expect("key")), raw)
+                    .expect("write secret file");
+            }
+            container["volumeMounts"][0]["mountPath"]
+                .as_str()
+                .expect("mountPath")
+                .to_string()
+        }
+        None => {
+            assert!(
+                container["volumeMounts"].is_null(),
+                "a volume that is not the Secret"
+            );
+            String::new()
+        }
+    };
 
     let metrics_addr = format!("127.0.0.1:{}", free_port());
     let port_of = |name: &str| -> String {
@@ -80,8 +96,12 @@ pub fn start(objs: &[Value], kube_url: &str, webhook_addr: &str, tag: &str) -> C
         let a = a.as_str().expect("string arg");
         let a = a
             .replace(&format!("0.0.0.0:{}", port_of("metrics")), &metrics_addr)
-            .replace(&format!("0.0.0.0:{}", port_of("webhook")), webhook_addr)
-            .replace(mount, dir.to_str().expect("utf-8"));
+            .replace(&format!("0.0.0.0:{}", port_of("webhook")), webhook_addr);
+        let a = if mount.is_empty() {
+            a
+        } else {
+            a.replace(&mount, dir.to_str().expect("utf-8"))
+        };
         assert!(!a.contains("0.0.0.0"), "unmapped address in {a}");
         args.push(a);
     }

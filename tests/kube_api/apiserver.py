@@ -71,6 +71,7 @@ import job_rules  # noqa: E402
 import node_lease_rules  # noqa: E402
 import jobset_rules  # noqa: E402
 import pod_rules  # noqa: E402
+import secret_rules  # noqa: E402
 from admission import Webhooks  # noqa: E402
 import workload_rules  # noqa: E402
 from apierrors import ApiError, invalid  # noqa: E402
@@ -731,6 +732,11 @@ class Store:
             errs = node_lease_rules.validate_lease(obj)
             if errs:
                 raise invalid("Lease", "coordination.k8s.io", name, errs)
+        elif r.storage_key == ("", "secrets"):
+            secret_rules.prepare(obj)
+            errs = secret_rules.validate(obj)
+            if errs:
+                raise invalid("Secret", "", name, errs)
         schema = self._schema(r)
         if schema is not None:
             obj = schema.admit(obj, None, getattr(REQUEST, "strict", False))
@@ -765,6 +771,11 @@ class Store:
             errs = node_lease_rules.validate_lease(new)
             if errs:
                 raise invalid("Lease", "coordination.k8s.io", name, errs)
+        elif r.storage_key == ("", "secrets"):
+            secret_rules.prepare(new)
+            errs = secret_rules.validate_update(new, old)
+            if errs:
+                raise invalid("Secret", "", name, errs)
         schema = self._schema(r)
         if schema is not None:
             new = schema.admit(new, old, getattr(REQUEST, "strict", False))
@@ -996,6 +1007,13 @@ class Handler(BaseHTTPRequestHandler):
         if method == "GET":
             watch = self._query().get("watch") in ("true", "1")
             verb = "get" if name is not None else ("watch" if watch else "list")
+            if name is None:
+                # a list or watch names the object of its metadata.name field
+                # selector (apiserver endpoints/request/requestinfo.go)
+                for part in (self._query().get("fieldSelector") or "").split(","):
+                    key, eq, value = part.partition("=")
+                    if eq and key.strip() == "metadata.name":
+                        name = value.lstrip("=").strip()
         elif method == "DELETE":
             verb = "delete" if name is not None else "deletecollection"
         else:
@@ -1003,7 +1021,8 @@ class Handler(BaseHTTPRequestHandler):
         line = json.dumps({"ts": time.time(), "client": self.headers.get("x-audit-as", ""),
                            "userAgent": self.headers.get("User-Agent", ""),
                            "verb": verb, "apiGroup": group, "resource": plural,
-                           "subresource": sub or "", "namespace": ns or ""})
+                           "subresource": sub or "", "namespace": ns or "",
+                           "name": name or ""})
         with Handler.audit_lock:
             Handler.audit.write(line + "\n")
             Handler.audit.flush()

@@ -441,6 +441,64 @@ class WatchWindow(Base):
         conn.close()
 
 
+class Secrets(Base):
+    """secret_rules.py: Secret defaulting and validation."""
+
+    PATH = "/api/v1/namespaces/default/secrets"
+
+    @staticmethod
+    def b64(text):
+        return base64.b64encode(text.encode()).decode()
+
+    def test_a_tls_secret_needs_its_certificate_and_key(self):
+        code, obj, _ = self.srv.req("POST", self.PATH, {
+            "metadata": {"name": "no-key"}, "type": "kubernetes.io/tls",
+            "data": {"tls.crt": self.b64("c"), "ca.crt": self.b64("a")}})
+        self.assertEqual(code, 422, obj)
+        self.assertEqual(causes(obj), [("data[tls.key]", "FieldValueRequired")])
+        made = self.srv.ok("POST", self.PATH, {
+            "metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
+            "data": {"tls.crt": self.b64("c"), "tls.key": self.b64("k"), "ca.crt": self.b64("a"),
+                     "ca.key": self.b64("b")}})
+        self.assertEqual(made["type"], "kubernetes.io/tls")
+        # its type cannot change, and an update must keep the keys
+        made["type"] = "Opaque"
+        code, obj, _ = self.srv.req("PUT", f"{self.PATH}/tls", made)
+        self.assertEqual(code, 422, obj)
+        self.assertIn(("type", "FieldValueInvalid"), causes(obj))
+        code, obj, _ = self.srv.req("PATCH", f"{self.PATH}/tls", {"data": {"tls.key": None}},
+                                    "application/merge-patch+json")
+        self.assertEqual(code, 422, obj)
+        # a stale resourceVersion is a conflict
+        current = self.srv.ok("GET", f"{self.PATH}/tls")
+        renewed = {**current, "data": {**current["data"], "tls.crt": self.b64("c2")}}
+        self.srv.ok("PUT", f"{self.PATH}/tls", renewed)
+        code, obj, _ = self.srv.req("PUT", f"{self.PATH}/tls", current)
+        self.assertEqual(code, 409, obj)
+
+    def test_defaults_keys_and_string_data(self):
+        made = self.srv.ok("POST", self.PATH, {"metadata": {"name": "plain"}, "stringData": {"a": "x"},
+                                               "data": {"a": self.b64("y"), "b": self.b64("z")}})
+        self.assertEqual(made["type"], "Opaque")
+        self.assertNotIn("stringData", made)
+        self.assertEqual(made["data"], {"a": self.b64("x"), "b": self.b64("z")})
+        code, obj, _ = self.srv.req("POST", self.PATH, {"metadata": {"name": "bad-key"},
+                                                        "data": {"no/slash": self.b64("x")}})
+        self.assertEqual(code, 422, obj)
+        self.assertEqual(causes(obj), [("data[no/slash]", "FieldValueInvalid")])
+        code, obj, _ = self.srv.req("POST", self.PATH, {"metadata": {"name": "not-b64"},
+                                                        "data": {"a": "%%%"}})
+        self.assertEqual(code, 400, obj)
+
+    def test_an_immutable_secret_keeps_its_data(self):
+        made = self.srv.ok("POST", self.PATH, {"metadata": {"name": "frozen"}, "immutable": True,
+                                               "data": {"a": self.b64("x")}})
+        made["data"] = {"a": self.b64("y")}
+        code, obj, _ = self.srv.req("PUT", f"{self.PATH}/frozen", made)
+        self.assertEqual(code, 422, obj)
+        self.assertEqual(causes(obj), [("data", "FieldValueForbidden")])
+
+
 class Chaos(Base):
     args = ["--chaos", "1.0", "--chaos-seed", "7"]
 
@@ -796,6 +854,30 @@ class MutatingWebhooks(unittest.TestCase):
         code, obj, _ = self.create("team-a", "dry", {"muster.dev/queue": "a"}, "?dryRun=All")
         self.assertEqual(code, 400, obj)
         self.assertIn("does not support dry run", obj["message"])
+
+    def test_a_patched_ca_bundle_is_the_one_trusted(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as other:
+            foreign = _certs(other, "hook.hooks.svc")
+        self.config("rotated", caBundle=foreign)
+        code, obj, _ = self.create("team-a", "before", {"muster.dev/queue": "a"})
+        self.assertEqual(code, 500, obj)
+        # a JSON patch guarded by the webhook's name, as the controller sends it
+        patch = [{"op": "test", "path": "/webhooks/0/name", "value": "rotated.muster.dev"},
+                 {"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": self.ca}]
+        self.assertEqual(self.srv.req("PATCH", f"{self.CONFIGS}/rotated", patch, "application/json-patch+json")[0], 200)
+        stored = self.srv.ok("GET", f"{self.CONFIGS}/rotated")
+        self.assertEqual(stored["webhooks"][0]["clientConfig"]["caBundle"], self.ca)
+        code, obj, _ = self.create("team-a", "after", {"muster.dev/queue": "a"})
+        self.assertEqual(code, 201, obj)
+        self.assertTrue(obj["spec"]["suspend"])
+        # a failed test leaves the configuration alone
+        wrong = [{"op": "test", "path": "/webhooks/0/name", "value": "other.muster.dev"},
+                 {"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": foreign}]
+        code, obj, _ = self.srv.req("PATCH", f"{self.CONFIGS}/rotated", wrong, "application/json-patch+json")
+        self.assertGreaterEqual(code, 400, obj)
+        self.assertEqual(self.srv.ok("GET", f"{self.CONFIGS}/rotated")["webhooks"][0]["clientConfig"]["caBundle"],
+                         self.ca)
 
     def test_namespaces_carry_their_name_label(self):
         ns = self.srv.ok("GET", "/api/v1/namespaces/other")

@@ -32,6 +32,24 @@ pub fn config(identity: &str) -> ControllerConfig {
     config
 }
 
+/// The real planner, printing each cycle's snapshot and plan on stderr when
+/// `MUSTER_TEST_DUMP` is set.
+pub fn dumping_planner() -> PlanFn {
+    Arc::new(
+        |s: &muster_planner::Snapshot, p: &muster_planner::Policy, t| {
+            let plan = muster_planner::plan(s, p, t);
+            if std::env::var("MUSTER_TEST_DUMP").is_ok() {
+                eprintln!(
+                    "SNAPSHOT {}\nPLAN {}",
+                    serde_json::to_string(s).unwrap_or_default(),
+                    serde_json::to_string(&plan).unwrap_or_default()
+                );
+            }
+            plan
+        },
+    )
+}
+
 /// Starts the controller with `config` on `cloud`, deciding with `planner`.
 pub fn spawn(
     client: &kube::Client,

@@ -7,9 +7,11 @@ pub mod emulator;
 pub mod fake_cloud;
 pub mod in_process;
 pub mod karpenter;
+pub mod objects;
 pub mod prometheus;
 pub mod rbac;
 pub mod stub_planner;
+pub mod waits;
 pub mod workload_crds;
 
 use std::io::{BufRead, BufReader};
@@ -114,6 +116,30 @@ impl ApiServer {
             .collect()
     }
 
+    /// The requests of `who` so far, as in [`ApiServer::audited`], each with
+    /// the object it names (`""` for none): (verb, group, resource, namespace, name).
+    pub fn audited_named(&self, who: &str) -> Vec<(String, String, String, String, String)> {
+        let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["client"] == who)
+            .map(|e| {
+                let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+                let resource = match s("subresource").as_str() {
+                    "" => s("resource"),
+                    sub => format!("{}/{sub}", s("resource")),
+                };
+                (
+                    s("verb"),
+                    s("apiGroup"),
+                    resource,
+                    s("namespace"),
+                    s("name"),
+                )
+            })
+            .collect()
+    }
+
     /// Panics naming every request of the controller so far that
     /// `deploy/rbac.yaml` would deny.
     pub fn assert_rbac_allows_controller(&self) {
@@ -123,14 +149,18 @@ impl ApiServer {
     /// Panics naming every request of the controller so far that `rules`
     /// would deny.
     pub fn assert_rbac_allows_controller_by(&self, rules: &[rbac::Rule]) {
-        let requests = self.audited("controller");
+        let requests = self.audited_named("controller");
         assert!(!requests.is_empty(), "no controller request was audited");
         let denied: std::collections::BTreeSet<String> = requests
             .iter()
-            .filter(|(verb, group, resource, ns)| {
-                !rules.iter().any(|r| r.allows(verb, group, resource, ns))
+            .filter(|(verb, group, resource, ns, name)| {
+                !rules
+                    .iter()
+                    .any(|r| r.allows(verb, group, resource, ns, name))
             })
-            .map(|(verb, group, resource, ns)| format!("{verb} {group}/{resource} in {ns:?}"))
+            .map(|(verb, group, resource, ns, name)| {
+                format!("{verb} {group}/{resource} {name:?} in {ns:?}")
+            })
             .collect();
         assert!(denied.is_empty(), "requests RBAC would deny: {denied:#?}");
     }

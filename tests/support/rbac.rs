@@ -16,6 +16,9 @@ pub struct Rule {
     /// Verbs.
     #[serde(default)]
     pub verbs: Vec<String>,
+    /// Object names the rule is limited to (all when empty).
+    #[serde(default)]
+    pub resource_names: Vec<String>,
     /// Where a Role's rule applies; filled in from the Role.
     #[serde(skip)]
     pub namespace: Option<String>,
@@ -79,11 +82,26 @@ pub fn rules_of(path: &std::path::Path) -> Vec<Rule> {
 
 impl Rule {
     /// Whether this rule allows `verb` on `resource` (with `/subresource`)
-    /// of `group` in `namespace` (`""` for cluster-scoped requests).
-    pub fn allows(&self, verb: &str, group: &str, resource: &str, namespace: &str) -> bool {
+    /// of `group` in `namespace` (`""` for cluster-scoped requests), on the
+    /// object `name` (`""` when the request names none: a create, a list
+    /// or watch without a `metadata.name` field selector). A rule limited to
+    /// names allows only requests that name one of them, as the RBAC
+    /// authorizer does (kubernetes/kubernetes,
+    /// `plugin/pkg/auth/authorizer/rbac/rbac.go`, ResourceNameMatches; the
+    /// name of a list or watch is its field selector's,
+    /// `staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`).
+    pub fn allows(
+        &self,
+        verb: &str,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> bool {
         self.namespace.as_deref().is_none_or(|ns| ns == namespace)
             && self.api_groups.iter().any(|g| g == group)
             && self.resources.iter().any(|r| r == resource)
             && self.verbs.iter().any(|v| v == verb)
+            && (self.resource_names.is_empty() || self.resource_names.iter().any(|n| n == name))
     }
 }

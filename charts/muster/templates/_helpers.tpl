@@ -31,6 +31,19 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- printf "%s-webhook" (include "muster.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/*
+Where the webhook's serving certificate comes from: controller, helm or
+cert-manager. The deprecated webhook.certManager.enabled=true still means
+cert-manager.
+*/}}
+{{- define "muster.webhookCerts" -}}
+{{- if dig "enabled" false .Values.webhook.certManager -}}
+cert-manager
+{{- else -}}
+{{- .Values.webhook.certs -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "muster.webhookSecret" -}}
 {{- printf "%s-webhook-tls" (include "muster.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}

@@ -20,6 +20,9 @@
 //! Jobs in namespaces with a default queue), so an unavailable webhook blocks
 //! only the Jobs muster must manage.
 
+pub mod issue;
+pub mod managed;
+pub mod rotation;
 pub mod tls;
 
 use k8s_openapi::api::core::v1::Namespace;

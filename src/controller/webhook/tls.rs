@@ -1,6 +1,8 @@
 //! The webhook's serving certificate: a PEM certificate chain and key read
 //! from files (a mounted Secret), read again when the certificate file
-//! changes, so a renewed Secret is served without a restart.
+//! changes, so a renewed Secret is served without a restart ([`FileCert`]);
+//! or held in memory and replaced by whoever reads the Secret from the API
+//! server ([`CertSlot`], the controller-managed certificates).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -24,6 +26,12 @@ pub enum CertError {
     /// The TLS configuration was refused.
     #[error("TLS configuration refused")]
     Config,
+    /// A PEM certificate chain in memory holds no certificate.
+    #[error("no PEM certificate could be read")]
+    CertificatePem,
+    /// A PEM key in memory holds no usable key.
+    #[error("no usable PEM private key could be read")]
+    KeyPem,
 }
 
 impl CertError {
@@ -33,6 +41,8 @@ impl CertError {
             CertError::Certificate(_) => "CertificateUnreadable",
             CertError::Key(_) => "KeyUnreadable",
             CertError::Config => "TlsConfigRefused",
+            CertError::CertificatePem => "CertificateUnreadable",
+            CertError::KeyPem => "KeyUnreadable",
         }
     }
 }
@@ -85,13 +95,104 @@ impl FileCert {
     /// HTTP/1.1).
     pub fn server_config(self) -> Result<rustls::ServerConfig, CertError> {
         let provider = self.provider.clone();
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|_| CertError::Config)?
-            .with_no_client_auth()
-            .with_cert_resolver(Arc::new(self));
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(config)
+        server_config(Arc::new(self), provider)
+    }
+}
+
+/// A rustls server configuration serving what `resolver` hands out (ALPN
+/// h2 and HTTP/1.1).
+fn server_config(
+    resolver: Arc<dyn ResolvesServerCert>,
+    provider: Arc<CryptoProvider>,
+) -> Result<rustls::ServerConfig, CertError> {
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|_| CertError::Config)?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// A serving certificate held in memory: none until the first [`set`]
+/// (a handshake then fails, and the replica is not Ready), replaced by each
+/// later one. The controller-managed certificates are read from the Secret
+/// by every replica and handed here, so no file is written and a renewed
+/// certificate is served as soon as the watch delivers it (a mounted Secret
+/// is refreshed only at the kubelet's next sync).
+///
+/// [`set`]: CertSlot::set
+#[derive(Debug)]
+pub struct CertSlot {
+    provider: Arc<CryptoProvider>,
+    /// The PEM last set (to skip a reload of the same) and its key.
+    current: std::sync::RwLock<Option<(Vec<u8>, Arc<CertifiedKey>)>>,
+}
+
+impl Default for CertSlot {
+    fn default() -> CertSlot {
+        CertSlot {
+            provider: Arc::new(rustls::crypto::ring::default_provider()),
+            current: std::sync::RwLock::new(None),
+        }
+    }
+}
+
+impl CertSlot {
+    /// Serves `chain` (PEM certificates, the serving certificate first) with
+    /// `key` from now on; `Ok(true)` when it differs from the one served.
+    /// A refused pair leaves the current one in place.
+    pub fn set(&self, chain: &[u8], key: &[u8]) -> Result<bool, CertError> {
+        let mut stamp = chain.to_vec();
+        stamp.extend_from_slice(key);
+        let same = self
+            .current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|(s, _)| *s == stamp);
+        if same {
+            return Ok(false);
+        }
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(chain)
+            .collect::<Result<_, _>>()
+            .map_err(|_| CertError::CertificatePem)?;
+        if certs.is_empty() {
+            return Err(CertError::CertificatePem);
+        }
+        let der = PrivateKeyDer::from_pem_slice(key).map_err(|_| CertError::KeyPem)?;
+        let signing = self
+            .provider
+            .key_provider
+            .load_private_key(der)
+            .map_err(|_| CertError::KeyPem)?;
+        let ck = CertifiedKey::new(certs, signing);
+        ck.keys_match().map_err(|_| CertError::KeyPem)?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some((stamp, Arc::new(ck)));
+        Ok(true)
+    }
+
+    /// True once a certificate is served.
+    pub fn loaded(&self) -> bool {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// A rustls server configuration serving this slot's certificate.
+    pub fn server_config(self: &Arc<Self>) -> Result<rustls::ServerConfig, CertError> {
+        server_config(self.clone(), self.provider.clone())
+    }
+}
+
+impl ResolvesServerCert for CertSlot {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|(_, ck)| ck.clone())
     }
 }
 

@@ -29,7 +29,8 @@ use kube::api::{Api, DynamicObject, Patch, PostParams};
 use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::Value;
 
-use super::template::{self, PinStyle, decode_pins, encode_pins};
+use super::template::{self, PinStyle, encode_pins};
+use super::templated;
 use super::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
@@ -145,26 +146,11 @@ impl Workload for JobSetWorkload {
     }
 
     fn gang_owner(&self) -> Option<OwnerReference> {
-        Some(OwnerReference {
-            api_version: format!("{}/{}", KIND.group, KIND.version),
-            kind: KIND.kind.to_string(),
-            name: self.0.name_any(),
-            uid: self.0.metadata.uid.clone()?,
-            controller: Some(true),
-            block_owner_deletion: None,
-        })
+        super::custom_owner(KIND, &self.0)
     }
 
     fn object_ref(&self) -> ObjectReference {
-        ObjectReference {
-            api_version: Some(format!("{}/{}", KIND.group, KIND.version)),
-            kind: Some(KIND.kind.to_string()),
-            name: self.0.metadata.name.clone(),
-            namespace: self.0.metadata.namespace.clone(),
-            uid: self.0.metadata.uid.clone(),
-            resource_version: self.0.metadata.resource_version.clone(),
-            field_path: None,
-        }
+        super::custom_object_ref(KIND, &self.0)
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
@@ -206,50 +192,18 @@ impl Workload for JobSetWorkload {
 
     fn observe(&self) -> Observed {
         let obj = &self.0;
-        let finished = obj
-            .data
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .any(|c| {
-                matches!(
-                    c.get("type").and_then(Value::as_str),
-                    Some("Completed" | "Failed")
-                ) && c.get("status").and_then(Value::as_str) == Some("True")
-            });
         let sole = replicated_jobs(obj)
             .first()
             .and_then(|rj| rj.get("name"))
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        Observed {
-            finished,
-            suspended: obj
-                .data
-                .pointer("/spec/suspend")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            started: false,
-            stopping: obj
-                .annotations()
-                .get(STOPPING_ANNOTATION)
-                .is_some_and(|v| v == "true"),
-            pinned: obj
-                .annotations()
-                .get(ADMITTED_NODES_ANNOTATION)
-                .and_then(|v| decode_pins(v, &sole)),
-        }
+        let finished = templated::condition_true(obj, &["Completed", "Failed"]);
+        templated::observe(obj, "/spec/suspend", finished, &sole)
     }
 
     async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(ctx.client.clone(), &self.namespace(), &KIND.api_resource());
-        let obj = api
-            .get_opt(&self.0.name_any())
-            .await
-            .map_err(ActError::api("read JobSet"))?;
+        let obj = templated::read_again(ctx, KIND, &self.0, "read JobSet").await?;
         Ok(obj.map(|o| Box::new(JobSetWorkload(Arc::new(o))) as Box<dyn Workload>))
     }
 

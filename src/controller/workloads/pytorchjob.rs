@@ -26,19 +26,17 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::ResourceExt;
 use kube::api::DynamicObject;
 use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::Value;
 
-use super::template::{PinStyle, decode_pins};
+use super::template::PinStyle;
 use super::templated::{self, Actions, TemplateAt, Writer};
 use super::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
 use crate::controller::act::ActError;
 use crate::controller::ctx::Ctx;
-use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
 use crate::controller::translate::cached::CachedPod;
 
 /// The PyTorchJob custom resource.
@@ -114,20 +112,6 @@ pub fn pod_gang_name(pod: &CachedPod) -> Option<String> {
         .map(|n| WorkloadKind::PyTorchJob.gang_name(n))
 }
 
-fn condition_true(obj: &DynamicObject, types: &[&str]) -> bool {
-    obj.data
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .any(|c| {
-            c.get("type")
-                .and_then(Value::as_str)
-                .is_some_and(|t| types.contains(&t))
-                && c.get("status").and_then(Value::as_str) == Some("True")
-        })
-}
-
 #[async_trait::async_trait]
 impl Workload for PyTorchJobWorkload {
     fn kind(&self) -> WorkloadKind {
@@ -178,23 +162,8 @@ impl Workload for PyTorchJobWorkload {
             .first()
             .map(|a| a.pod_set.clone())
             .unwrap_or_default();
-        Observed {
-            finished: condition_true(obj, &["Succeeded", "Failed"]),
-            suspended: obj
-                .data
-                .pointer("/spec/runPolicy/suspend")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            started: false,
-            stopping: obj
-                .annotations()
-                .get(STOPPING_ANNOTATION)
-                .is_some_and(|v| v == "true"),
-            pinned: obj
-                .annotations()
-                .get(ADMITTED_NODES_ANNOTATION)
-                .and_then(|v| decode_pins(v, &first)),
-        }
+        let finished = templated::condition_true(obj, &["Succeeded", "Failed"]);
+        templated::observe(obj, WRITER.suspend, finished, &first)
     }
 
     async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {

@@ -30,14 +30,13 @@ use kube::api::DynamicObject;
 use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::Value;
 
-use super::template::{PinStyle, decode_pins};
+use super::template::PinStyle;
 use super::templated::{self, Actions, Elastic, ORIGINAL_SIZES_ANNOTATION, TemplateAt, Writer};
 use super::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
 use crate::controller::act::ActError;
 use crate::controller::ctx::Ctx;
-use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
 
 /// The RayCluster custom resource.
 pub const KIND: CustomKind = CustomKind {
@@ -268,24 +267,8 @@ impl Workload for RayClusterWorkload {
     }
 
     fn observe(&self) -> Observed {
-        let obj = &self.0;
-        Observed {
-            finished: false,
-            suspended: obj
-                .data
-                .pointer("/spec/suspend")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            started: false,
-            stopping: obj
-                .annotations()
-                .get(STOPPING_ANNOTATION)
-                .is_some_and(|v| v == "true"),
-            pinned: obj
-                .annotations()
-                .get(ADMITTED_NODES_ANNOTATION)
-                .and_then(|v| decode_pins(v, HEAD)),
-        }
+        // a RayCluster never finishes: its gang ends when it is deleted
+        templated::observe(&self.0, WRITER.suspend, false, HEAD)
     }
 
     async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {

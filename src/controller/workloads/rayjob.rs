@@ -28,20 +28,18 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::ResourceExt;
 use kube::api::DynamicObject;
 use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::{Value, json};
 
 use super::raycluster::{self, HEAD};
-use super::template::{PinStyle, decode_pins};
+use super::template::PinStyle;
 use super::templated::{self, Actions, TemplateAt, Writer};
 use super::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
 use crate::controller::act::ActError;
 use crate::controller::ctx::Ctx;
-use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
 
 /// The RayJob custom resource.
 pub const KIND: CustomKind = CustomKind {
@@ -180,23 +178,8 @@ impl Workload for RayJobWorkload {
             .pointer("/status/jobDeploymentStatus")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        Observed {
-            finished: matches!(deployment, "Complete" | "Failed"),
-            suspended: obj
-                .data
-                .pointer("/spec/suspend")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            started: false,
-            stopping: obj
-                .annotations()
-                .get(STOPPING_ANNOTATION)
-                .is_some_and(|v| v == "true"),
-            pinned: obj
-                .annotations()
-                .get(ADMITTED_NODES_ANNOTATION)
-                .and_then(|v| decode_pins(v, HEAD)),
-        }
+        let finished = matches!(deployment, "Complete" | "Failed");
+        templated::observe(obj, WRITER.suspend, finished, HEAD)
     }
 
     async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {

@@ -5,13 +5,15 @@
 //! ones), the object with templates replaced, and the one write of each
 //! table step. The kinds differ only in where the templates and the suspend
 //! flag are, so an adapter is a list of [`TemplateAt`] and a suspend pointer.
+//! What the table reads off such an object ([`observe`], [`condition_true`])
+//! serves the JobSet and TrainJob adapters too, which write their own way.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PostParams};
-use muster_planner::lifecycle::workload::Step;
+use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::{Map, Value, json};
 
 use super::template::{self, PinStyle, encode_pins};
@@ -115,6 +117,45 @@ pub fn with_templates(
         set_at(&mut next.data, &a.pointer, v)?;
     }
     Ok(next)
+}
+
+/// What the workload table reads off the object of a custom kind that keeps
+/// no start mark: its suspend flag at `suspend` (a JSON pointer), muster's
+/// stopping mark and pins (`sole`: the pod set of pins recorded without
+/// one), and `finished` as the kind tells it.
+pub fn observe(obj: &DynamicObject, suspend: &str, finished: bool, sole: &str) -> Observed {
+    let annotations = obj.annotations();
+    Observed {
+        finished,
+        suspended: obj
+            .data
+            .pointer(suspend)
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        started: false,
+        stopping: annotations
+            .get(STOPPING_ANNOTATION)
+            .is_some_and(|v| v == "true"),
+        pinned: annotations
+            .get(ADMITTED_NODES_ANNOTATION)
+            .and_then(|v| template::decode_pins(v, sole)),
+    }
+}
+
+/// Whether one of `obj`'s `status.conditions` of a type in `types` is
+/// `True` (how most kinds say they finished).
+pub fn condition_true(obj: &DynamicObject, types: &[&str]) -> bool {
+    obj.data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| types.contains(&t))
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
 }
 
 /// The object as stored now (`None`: deleted), for a step refused with 409

@@ -34,8 +34,8 @@ use kube::api::{Api, DynamicObject, Patch, PostParams};
 use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::{Value, json};
 
-use super::template::{self, PinStyle, decode_pins, encode_pins};
-use super::templated::WORKLOAD_LABEL;
+use super::template::{self, PinStyle, encode_pins};
+use super::templated::{self, WORKLOAD_LABEL};
 use super::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Related, Workload, WorkloadError,
     WorkloadKind,
@@ -324,41 +324,13 @@ impl Workload for TrainJobWorkload {
     }
 
     fn observe(&self) -> Observed {
-        let job = &self.job;
-        let finished = job
-            .data
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .any(|c| {
-                matches!(
-                    c.get("type").and_then(Value::as_str),
-                    Some("Complete" | "Failed")
-                ) && c.get("status").and_then(Value::as_str) == Some("True")
-            });
         let first = self
             .replicated_jobs()
             .ok()
             .and_then(|j| j.first().map(|(n, _, _)| n.clone()))
             .unwrap_or_default();
-        Observed {
-            finished,
-            suspended: job
-                .data
-                .pointer("/spec/suspend")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            started: false,
-            stopping: job
-                .annotations()
-                .get(STOPPING_ANNOTATION)
-                .is_some_and(|v| v == "true"),
-            pinned: job
-                .annotations()
-                .get(ADMITTED_NODES_ANNOTATION)
-                .and_then(|v| decode_pins(v, &first)),
-        }
+        let finished = templated::condition_true(&self.job, &["Complete", "Failed"]);
+        templated::observe(&self.job, "/spec/suspend", finished, &first)
     }
 
     fn counts_active(&self) -> bool {
@@ -372,7 +344,7 @@ impl Workload for TrainJobWorkload {
     }
 
     async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let obj = super::templated::read_again(ctx, KIND, &self.job, "read TrainJob").await?;
+        let obj = templated::read_again(ctx, KIND, &self.job, "read TrainJob").await?;
         Ok(obj.map(|o| {
             Box::new(TrainJobWorkload {
                 job: Arc::new(o),
