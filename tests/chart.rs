@@ -1,5 +1,6 @@
 //! The Helm chart (`charts/muster`) as an operator installs it: it lints
-//! strictly and renders with the default, AWS and GCP values; its schema
+//! strictly and renders with the default, AWS and GCP values, the same with
+//! Helm 3 as with Helm 4; its schema
 //! refuses unknown keys and wrong types; what it renders passes the
 //! Kubernetes schemas; its CRDs are those `muster crds` prints and its RBAC is
 //! that of `deploy/rbac.yaml`; its alerts pass `promtool` with a firing and a
@@ -10,7 +11,7 @@ mod helm;
 use std::collections::BTreeSet;
 use std::process::Command;
 
-use helm::{VALUES, chart, find, helm, objects, template};
+use helm::{VALUES, chart, find, helm, objects, run_helm, template, template_with};
 use serde_norway::Value;
 
 #[test]
@@ -679,5 +680,66 @@ fn webhook_certificate_modes_render_what_each_needs() {
             mode == "cert-manager",
             "{set:?}: {inject:?}"
         );
+    }
+}
+
+/// Helm 3 lints the chart as strictly as Helm 4 and renders the same
+/// objects from every values file (the certificates Helm generates aside:
+/// they are new on every render; in any order).
+#[test]
+fn helm_3_lints_and_renders_what_helm_4_does() {
+    let chart = chart();
+    let chart = chart.to_str().expect("utf-8 path");
+    let version = run_helm("helm3", &["version", "--short"]).expect("helm3 version");
+    assert!(version.starts_with("v3."), "helm3 is {version}");
+    // what differs between two renders by design: generated key material
+    let comparable = |rendered: &str| -> Vec<Value> {
+        let mut objs = objects(rendered);
+        for o in &mut objs {
+            if o["kind"] == "Secret" {
+                o["data"] = Value::Null;
+            }
+            if o["kind"] == "Deployment" {
+                o["spec"]["template"]["metadata"]["annotations"]["checksum/webhook-cert"] =
+                    Value::Null;
+            }
+            if let Some(hooks) = o.get_mut("webhooks").and_then(Value::as_sequence_mut) {
+                for h in hooks {
+                    h["clientConfig"]["caBundle"] = Value::Null;
+                }
+            }
+        }
+        // the two order kinds they do not know (cert-manager's) differently
+        objs.sort_by_key(|o| {
+            (
+                o["kind"].as_str().unwrap_or("").to_string(),
+                o["metadata"]["name"].as_str().unwrap_or("").to_string(),
+            )
+        });
+        objs
+    };
+    for values in VALUES {
+        let mut args = vec!["lint", "--strict", chart];
+        let file = values.map(|v| format!("{chart}/{v}"));
+        if let Some(f) = &file {
+            args.extend(["--values", f.as_str()]);
+        }
+        if let Err(e) = run_helm("helm3", &args) {
+            panic!("helm3 lint --strict {values:?}:\n{e}");
+        }
+        for set in [&[][..], &["webhook.certs=helm"][..]] {
+            let three = template_with("helm3", values, set).expect("helm3 renders");
+            let four = template(values, set).expect("helm renders");
+            let (three, four) = (comparable(&three), comparable(&four));
+            assert_eq!(three.len(), four.len(), "{values:?} {set:?}: object counts");
+            for (a, b) in three.iter().zip(&four) {
+                assert!(
+                    a == b,
+                    "{values:?} {set:?}: Helm 3 and Helm 4 render {} {} differently",
+                    a["kind"].as_str().unwrap_or("?"),
+                    a["metadata"]["name"].as_str().unwrap_or("?")
+                );
+            }
+        }
     }
 }

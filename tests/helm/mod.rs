@@ -19,14 +19,16 @@ pub fn chart() -> PathBuf {
 pub const VALUES: [Option<&str>; 3] =
     [None, Some("ci/aws-values.yaml"), Some("ci/gcp-values.yaml")];
 
-/// Runs `helm` with `args`; `Err` holds its output when it fails.
+/// Runs `helm` (Helm 4) with `args`; `Err` holds its output when it fails.
 pub fn helm(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("helm")
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("cannot run `helm` ({e}): run the tests with ./scripts/test, which installs it")
-        });
+    run_helm("helm", args)
+}
+
+/// Runs the Helm binary `bin` (`helm`, or `helm3` for Helm 3) with `args`.
+pub fn run_helm(bin: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(bin).args(args).output().unwrap_or_else(|e| {
+        panic!("cannot run `{bin}` ({e}): run the tests with ./scripts/test, which installs it")
+    });
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if out.status.success() {
         Ok(text)
@@ -38,6 +40,11 @@ pub fn helm(args: &[&str]) -> Result<String, String> {
 /// `helm template` of the chart as release `muster` in `muster-system`, with
 /// a values file of the chart and `--set` pairs.
 pub fn template(values: Option<&str>, set: &[&str]) -> Result<String, String> {
+    template_with("helm", values, set)
+}
+
+/// [`template`] with the Helm binary `bin`.
+pub fn template_with(bin: &str, values: Option<&str>, set: &[&str]) -> Result<String, String> {
     let chart = chart();
     let chart = chart.to_str().expect("utf-8 path");
     let mut args = vec!["template", "muster", chart, "--namespace", "muster-system"];
@@ -49,7 +56,7 @@ pub fn template(values: Option<&str>, set: &[&str]) -> Result<String, String> {
     for s in set {
         args.extend(["--set", s]);
     }
-    helm(&args)
+    run_helm(bin, &args)
 }
 
 /// The objects of a rendered manifest stream.
