@@ -48,14 +48,18 @@ if [ "$update_docs" = 1 ]; then
   echo
   echo "Incremental, \`$ref\`: one gang arrives (\`synthetic::arrival\`), then the next plan:"
   echo
-  echo "| the gang arrives in queue | instructions (change + plan) | tries taken over |"
-  echo "|---|---:|---:|"
-  for q in 0 1 2 3 4 5 6 7; do
-    reused="$(valgrind --tool=callgrind --toggle-collect='*measure_one_replan*' \
-      --callgrind-out-file="$out" "$bin" "$ref" "arrive=$q" 2>/dev/null | sed -n 's/^tries taken over: //p')"
+  echo "| the gang arrives in queue | \`Planner\`: change + plan | tries taken over | \`Replanner\` (the controller's): new snapshot 1 s later | tries taken over |"
+  echo "|---|---:|---:|---:|---:|"
+  count() { # mode queue -> "instructions|tries"
+    local fn="$1" mode="$2" q="$3" reused n
+    reused="$(valgrind --tool=callgrind --toggle-collect="*$fn*" \
+      --callgrind-out-file="$out" "$bin" "$ref" "$mode=$q" 2>/dev/null | sed -n 's/^tries taken over: //p')"
     n="$(awk '/^(totals|summary):/ {print $2; exit}' "$out")"
     n="$(echo "$n" | sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/' -e 'ta')"
-    printf '| team-%s | %s | %s |\n' "$q" "$n" "$reused"
+    echo "$n | $reused"
+  }
+  for q in 0 1 2 3 4 5 6 7; do
+    printf '| team-%s | %s | %s |\n' "$q" "$(count measure_one_replan arrive "$q")" "$(count measure_one_cycle cycle "$q")"
   done
 fi
 } > "$table"

@@ -79,6 +79,12 @@ pub(crate) struct Cycle {
     pub used_nodes: BTreeMap<usize, BTreeSet<usize>>,
     /// Every node used by a decision this cycle.
     pub all_used: BTreeSet<usize>,
+    /// The plan items taken over were made at another time: their messages
+    /// are rendered again.
+    pub retimed: bool,
+    /// Launch-message notes rendered this cycle
+    /// ([`reasons::retime_launch_message`]).
+    pub notes: BTreeMap<(usize, Option<usize>), (String, String)>,
 }
 
 impl Cycle {
@@ -394,6 +400,11 @@ fn commit_inner(
             let launch = match made.take() {
                 Some(mut l) => {
                     l.deadline = Some(w.now + timeout);
+                    if cx.retimed {
+                        // States how long a skipped offering stays
+                        // unavailable: rendered at this cycle's time.
+                        reasons::retime_launch_message(w, c, &mut cx.notes, &mut l.message);
+                    }
                     l
                 }
                 None => {

@@ -23,7 +23,7 @@ use crate::admission::{
     Cycle, Decision, Outcome, commit, commit_again, fail_message, released_label, try_gang,
 };
 use crate::index::{ProvState, ReleasedFrom, World};
-use crate::model::{Assignment, GangPhase, QueueingStrategy, QuotaResource};
+use crate::model::{Assignment, QueueingStrategy, QuotaResource};
 use crate::order::{Blocker, Cursor, pick, within_queue_cmp};
 use crate::plan::{Admission, Plan, Preemption, Release, ReleaseReason, WaitReason, Waiting};
 use crate::quota::QuotaBook;
@@ -48,7 +48,10 @@ pub(crate) fn run(s: &Snapshot, policy: &Policy, now: Time) -> Plan {
 pub(crate) fn run_traced(s: &Snapshot, policy: &Policy, now: Time, trace: &mut Trace) -> Plan {
     let mut w = World::build(s, policy, now);
     let mut book = QuotaBook::build(&w);
-    let mut cx = Cycle::default();
+    let mut cx = Cycle {
+        retimed: trace.earlier_now.is_some_and(|t| t != now),
+        ..Cycle::default()
+    };
 
     provisioning_gangs(&mut w, &mut book, &mut cx);
     pending_gangs(&mut w, &mut book, &mut cx, trace);
@@ -256,9 +259,8 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, trace:
             );
             continue;
         }
-        if g.phase == GangPhase::Evicted
+        if crate::time_facts::in_backoff(g, now)
             && let Some(t) = g.not_before
-            && t > now
         {
             cx.wait(
                 gi,

@@ -1,7 +1,11 @@
-//! Re-planning between cycles: a [`Planner`] keeps the world and the tries
-//! of its last plan, takes changes (or a whole new snapshot, which it
-//! compares with the one it has), and plans again taking over the tries
-//! the changes cannot have touched.
+//! Re-planning between cycles, taking over the tries of the last plan that
+//! the changes since cannot have touched. Two forms:
+//!
+//! - a [`Planner`] keeps the snapshot and takes changes one by one (or a
+//!   whole new snapshot, which it compares with the one it has);
+//! - a [`Replanner`] is for drivers that build a new snapshot every cycle
+//!   (the controller, from its watch caches): it is handed each snapshot
+//!   by reference and keeps only fingerprints of the last one, not a copy.
 //!
 //! # What is taken over, and why the plan is the same
 //!
@@ -27,9 +31,16 @@
 //! cycle (releases, consolidation, waiting messages) runs as in
 //! [`crate::plan()`].
 //!
+//! Time passing is a change only where it decides something before the
+//! loop ([`crate::time_facts`]): an evicted pending gang whose backoff
+//! ended is a changed gang; an offering usable again, a deadline or a
+//! machine's timeout passed plans from scratch. What the time only renders
+//! (durations from now in messages, the deadline of a launch) the loop
+//! renders again for the tries it takes over, so a controller that plans
+//! at a new time every cycle still takes tries over.
+//!
 //! Any other change (nodes, queues, pools, offerings, the policy, gangs
-//! that hold or reserve capacity, another time — plan messages state times
-//! as durations from now) plans from scratch. The result is
+//! that hold or reserve capacity) plans from scratch. The result is
 //! the plan [`crate::plan()`] gives for the same snapshot, policy and time:
 //! `planner/tests/incremental.rs` checks that over random change
 //! sequences.
@@ -39,6 +50,9 @@
 //! figures of one arrival in each queue of the 10k reference snapshot.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+
+use xxhash_rust::xxh3::{xxh3_64, xxh3_128};
 
 use crate::cycle::run_traced;
 use crate::model::{Gang, GangId, Node};
@@ -46,17 +60,12 @@ use crate::plan::Plan;
 use crate::replay::{Step, Trace};
 use crate::snapshot::{Policy, Snapshot};
 use crate::time::Time;
+use crate::time_facts;
 
-/// Keeps the world between planning cycles and plans again from changes.
-///
-/// Deterministic like [`crate::plan()`]: [`Planner::plan`] returns exactly
-/// the plan `plan(planner.snapshot(), planner.policy(), planner.now())`
-/// would.
+/// What a re-plan keeps of the last plan: its tries, its time, the plan,
+/// and what changed since.
 #[derive(Debug)]
-pub struct Planner {
-    snapshot: Snapshot,
-    policy: Policy,
-    now: Time,
+struct Memory {
     /// The tries of the last plan and the time it was made at.
     last: Option<(Vec<Step>, Time)>,
     /// The last plan.
@@ -69,7 +78,103 @@ pub struct Planner {
     tried: usize,
 }
 
-/// How the last [`Planner::plan`] went.
+impl Memory {
+    fn new() -> Memory {
+        Memory {
+            last: None,
+            plan: Plan::default(),
+            changed: BTreeSet::new(),
+            rebuild: true,
+            reused: 0,
+            tried: 0,
+        }
+    }
+
+    /// A gang changed: `before` and `after` say whether it was and is
+    /// free-floating (`None`: absent).
+    fn note_gang(&mut self, id: &GangId, before: Option<bool>, after: Option<bool>) {
+        if before == Some(false) || after == Some(false) {
+            self.rebuild = true;
+        }
+        self.changed.insert(id.clone());
+    }
+
+    /// True when the state before the fair-share loop may differ from the
+    /// last plan's.
+    fn must_rebuild(&self, s: &Snapshot) -> bool {
+        if self.rebuild {
+            return true;
+        }
+        // A changed gang named by a node's reservation is held (or its
+        // reservation orphaned or taken) before the loop.
+        !self.changed.is_empty()
+            && s.nodes.iter().any(|n| {
+                n.reserved_for
+                    .as_ref()
+                    .is_some_and(|g| self.changed.contains(g))
+            })
+    }
+
+    /// Plans `s`, taking over the tries the changes noted since the last
+    /// plan cannot have touched.
+    ///
+    /// Time passing is a change only where it decides something before the
+    /// loop: gangs whose backoff began or ended count as changed; anything
+    /// else plans from scratch. What the time only renders (durations in
+    /// messages, new deadlines) the loop renders again for every try it
+    /// takes over.
+    fn plan(&mut self, s: &Snapshot, policy: &Policy, now: Time) -> &Plan {
+        if let Some((_, at)) = &self.last {
+            match time_facts::changes(s, policy, *at, now) {
+                time_facts::Changes::Backoffs(gangs) => self.changed.extend(gangs),
+                time_facts::Changes::Other => self.rebuild = true,
+            }
+        }
+        let (earlier, earlier_plan, earlier_now) = match self.last.take() {
+            Some((steps, at)) if !self.must_rebuild(s) => {
+                (steps, std::mem::take(&mut self.plan), Some(at))
+            }
+            _ => (Vec::new(), Plan::default(), None),
+        };
+        let mut trace = Trace {
+            record: true,
+            earlier,
+            earlier_plan,
+            earlier_now,
+            changed: std::mem::take(&mut self.changed),
+            ..Trace::default()
+        };
+        self.plan = run_traced(s, policy, now, &mut trace);
+        self.reused = trace.reused;
+        self.tried = trace.steps.len();
+        self.last = Some((trace.steps, now));
+        self.rebuild = false;
+        &self.plan
+    }
+
+    fn stats(&self) -> ReplanStats {
+        ReplanStats {
+            reused: self.reused,
+            steps: self.tried,
+        }
+    }
+}
+
+/// Keeps the snapshot and the tries of its last plan between planning
+/// cycles, and plans again from changes.
+///
+/// Deterministic like [`crate::plan()`]: [`Planner::plan`] returns exactly
+/// the plan `plan(planner.snapshot(), planner.policy(), planner.now())`
+/// would.
+#[derive(Debug)]
+pub struct Planner {
+    snapshot: Snapshot,
+    policy: Policy,
+    now: Time,
+    memory: Memory,
+}
+
+/// How the last plan went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplanStats {
     /// Tries of the fair-share loop taken over from the plan before.
@@ -112,12 +217,7 @@ impl Planner {
             snapshot,
             policy,
             now,
-            last: None,
-            plan: Plan::default(),
-            changed: BTreeSet::new(),
-            rebuild: true,
-            reused: 0,
-            tried: 0,
+            memory: Memory::new(),
         }
     }
 
@@ -138,15 +238,12 @@ impl Planner {
 
     /// How the last plan went (tries taken over, tries in all).
     pub fn stats(&self) -> ReplanStats {
-        ReplanStats {
-            reused: self.reused,
-            steps: self.tried,
-        }
+        self.memory.stats()
     }
 
     /// Forgets the earlier tries: the next plan is made from scratch.
     pub fn invalidate(&mut self) {
-        self.rebuild = true;
+        self.memory.rebuild = true;
     }
 
     /// Sets the time of the next plan.
@@ -158,7 +255,7 @@ impl Planner {
     pub fn set_policy(&mut self, policy: Policy) {
         if policy != self.policy {
             self.policy = policy;
-            self.rebuild = true;
+            self.memory.rebuild = true;
         }
     }
 
@@ -167,10 +264,8 @@ impl Planner {
             (Some(g), _) | (None, Some(g)) => g.id.clone(),
             (None, None) => return,
         };
-        if before.is_some_and(|g| !floating(g)) || after.is_some_and(|g| !floating(g)) {
-            self.rebuild = true;
-        }
-        self.changed.insert(id);
+        self.memory
+            .note_gang(&id, before.map(floating), after.map(floating));
     }
 
     /// Adds a gang, or replaces the gang with its id.
@@ -184,7 +279,7 @@ impl Planner {
             > 1
         {
             // Duplicate ids: which copy counts is decided in the cycle.
-            self.rebuild = true;
+            self.memory.rebuild = true;
         }
         match self.snapshot.gangs.iter().position(|g| g.id == gang.id) {
             Some(i) => {
@@ -206,7 +301,7 @@ impl Planner {
     pub fn remove_gang(&mut self, id: &GangId) {
         let mut removed = Vec::new();
         if self.snapshot.gangs.iter().filter(|g| g.id == *id).count() > 1 {
-            self.rebuild = true;
+            self.memory.rebuild = true;
         }
         self.snapshot.gangs.retain(|g| {
             if g.id == *id {
@@ -227,11 +322,11 @@ impl Planner {
             Some(i) if self.snapshot.nodes[i] == node => {}
             Some(i) => {
                 self.snapshot.nodes[i] = node;
-                self.rebuild = true;
+                self.memory.rebuild = true;
             }
             None => {
                 self.snapshot.nodes.push(node);
-                self.rebuild = true;
+                self.memory.rebuild = true;
             }
         }
     }
@@ -241,7 +336,7 @@ impl Planner {
         let before = self.snapshot.nodes.len();
         self.snapshot.nodes.retain(|n| n.name != name);
         if self.snapshot.nodes.len() != before {
-            self.rebuild = true;
+            self.memory.rebuild = true;
         }
     }
 
@@ -255,7 +350,7 @@ impl Planner {
             || !same_items(&old.offerings, &s.offerings, |o| o.key())
             || !same_items(&old.nodes, &s.nodes, |n| &n.name)
         {
-            self.rebuild = true;
+            self.memory.rebuild = true;
         }
         if old.gangs == s.gangs {
             return;
@@ -268,7 +363,8 @@ impl Planner {
         for g in &s.gangs {
             after.entry(&g.id).or_default().push(g);
         }
-        let mut notes: Vec<(Option<Gang>, Option<Gang>)> = Vec::new();
+        let mut notes: Vec<(GangId, Option<bool>, Option<bool>)> = Vec::new();
+        let mut dup = false;
         for (id, b) in &before {
             let a = after.get(id);
             if a.is_some_and(|a| a == b) {
@@ -276,78 +372,194 @@ impl Planner {
             }
             if b.len() > 1 || a.is_some_and(|a| a.len() > 1) {
                 // Duplicate ids: which copy counts is decided in the cycle.
-                self.rebuild = true;
+                dup = true;
                 continue;
             }
             notes.push((
-                b.first().map(|g| (*g).clone()),
-                a.and_then(|a| a.first()).map(|g| (*g).clone()),
+                (*id).clone(),
+                b.first().map(|g| floating(g)),
+                a.and_then(|a| a.first()).map(|g| floating(g)),
             ));
         }
         for (id, a) in &after {
             if !before.contains_key(id) {
                 if a.len() > 1 {
-                    self.rebuild = true;
+                    dup = true;
                     continue;
                 }
-                notes.push((None, a.first().map(|g| (*g).clone())));
+                notes.push(((*id).clone(), None, a.first().map(|g| floating(g))));
             }
         }
-        for (b, a) in notes {
-            self.note_gang(b.as_ref(), a.as_ref());
+        self.memory.rebuild |= dup;
+        for (id, b, a) in notes {
+            self.memory.note_gang(&id, b, a);
         }
-    }
-
-    /// True when the state before the fair-share loop may differ from the
-    /// last plan's.
-    fn must_rebuild(&self, last_now: Time) -> bool {
-        if self.rebuild {
-            return true;
-        }
-        // A changed gang named by a node's reservation is held (or its
-        // reservation orphaned or taken) before the loop.
-        if !self.changed.is_empty()
-            && self.snapshot.nodes.iter().any(|n| {
-                n.reserved_for
-                    .as_ref()
-                    .is_some_and(|g| self.changed.contains(g))
-            })
-        {
-            return true;
-        }
-        // The plan's messages state times as durations from now (an
-        // offering unavailable "for another 4m28s", a gang queued again "in
-        // 8m20s"), so no try of a plan made at another time is taken over.
-        if last_now != self.now {
-            return true;
-        }
-        false
     }
 
     /// Plans the snapshot held, taking over the tries the changes since the
     /// last plan cannot have touched.
     pub fn plan(&mut self) -> &Plan {
-        let (earlier, earlier_plan) = match self.last.take() {
-            Some((steps, at)) if !self.must_rebuild(at) => (steps, std::mem::take(&mut self.plan)),
-            _ => (Vec::new(), Plan::default()),
-        };
-        let mut trace = Trace {
-            record: true,
-            earlier,
-            earlier_plan,
-            changed: std::mem::take(&mut self.changed),
-            ..Trace::default()
-        };
-        self.plan = run_traced(&self.snapshot, &self.policy, self.now, &mut trace);
-        self.reused = trace.reused;
-        self.tried = trace.steps.len();
-        self.last = Some((trace.steps, self.now));
-        self.rebuild = false;
-        &self.plan
+        self.memory.plan(&self.snapshot, &self.policy, self.now)
     }
 
     /// The last plan made (empty before the first).
     pub fn last_plan(&self) -> &Plan {
-        &self.plan
+        &self.memory.plan
     }
+}
+
+/// Re-plans a snapshot the driver builds anew every cycle, keeping
+/// fingerprints of the last one instead of a copy.
+///
+/// Each [`plan`](Replanner::plan) compares the snapshot it is given with
+/// the fingerprints of the last one — every queue, pool, offering and node
+/// as a multiset, every gang by its id — and takes the tries over as a
+/// [`Planner`] does. Fingerprints are 128-bit XXH3 hashes of each item's
+/// fields: a change that left an item's fingerprint as it was would go
+/// unseen, which for 128 bits is not a practical concern. The plan is the plan [`crate::plan()`]
+/// gives for the same snapshot, policy and time
+/// (`planner/tests/incremental.rs`).
+#[derive(Debug)]
+pub struct Replanner {
+    policy: Option<Policy>,
+    prints: Option<Prints>,
+    memory: Memory,
+}
+
+impl Default for Replanner {
+    fn default() -> Replanner {
+        Replanner::new()
+    }
+}
+
+impl Replanner {
+    /// A re-planner whose first plan is made from scratch.
+    pub fn new() -> Replanner {
+        Replanner {
+            policy: None,
+            prints: None,
+            memory: Memory::new(),
+        }
+    }
+
+    /// How the last plan went (tries taken over, tries in all).
+    pub fn stats(&self) -> ReplanStats {
+        self.memory.stats()
+    }
+
+    /// Plans `s`, taking over the tries of the last plan that what changed
+    /// since cannot have touched.
+    pub fn plan(&mut self, s: &Snapshot, policy: &Policy, now: Time) -> &Plan {
+        if self.policy.as_ref() != Some(policy) {
+            self.policy = Some(policy.clone());
+            self.memory.rebuild = true;
+        }
+        let new = Prints::of(s);
+        match self.prints.take() {
+            Some(old) => self.note(&old, &new),
+            None => self.memory.rebuild = true,
+        }
+        self.prints = Some(new);
+        self.memory.plan(s, policy, now)
+    }
+
+    fn note(&mut self, old: &Prints, new: &Prints) {
+        if old.queues != new.queues
+            || old.pools != new.pools
+            || old.offerings != new.offerings
+            || old.nodes != new.nodes
+        {
+            self.memory.rebuild = true;
+        }
+        for (id, before) in &old.gangs {
+            let after = new.gangs.get(id);
+            if after == Some(before) {
+                continue;
+            }
+            if before.len() > 1 || after.is_some_and(|a| a.len() > 1) {
+                // Duplicate ids: which copy counts is decided in the cycle.
+                self.memory.rebuild = true;
+                continue;
+            }
+            self.memory.note_gang(
+                id,
+                before.first().map(|p| p.1),
+                after.and_then(|a| a.first()).map(|p| p.1),
+            );
+        }
+        for (id, after) in &new.gangs {
+            if !old.gangs.contains_key(id) {
+                if after.len() > 1 {
+                    self.memory.rebuild = true;
+                    continue;
+                }
+                self.memory
+                    .note_gang(id, None, after.first().map(|p| p.1));
+            }
+        }
+    }
+}
+
+/// Fingerprints of a snapshot: what a [`Replanner`] keeps of it.
+#[derive(Debug)]
+struct Prints {
+    queues: u128,
+    pools: u128,
+    offerings: u128,
+    nodes: u128,
+    /// Every gang's fingerprint and whether it is free-floating, by id.
+    gangs: BTreeMap<GangId, Vec<(u128, bool)>>,
+}
+
+impl Prints {
+    fn of(s: &Snapshot) -> Prints {
+        let mut buf = Bytes::default();
+        let mut gangs: BTreeMap<GangId, Vec<(u128, bool)>> = BTreeMap::new();
+        for g in &s.gangs {
+            gangs
+                .entry(g.id.clone())
+                .or_default()
+                .push((print(g, &mut buf), floating(g)));
+        }
+        Prints {
+            queues: multiset(&s.queues, &mut buf),
+            pools: multiset(&s.pools, &mut buf),
+            offerings: multiset(&s.offerings, &mut buf),
+            nodes: multiset(&s.nodes, &mut buf),
+            gangs,
+        }
+    }
+}
+
+/// Collects what an item's `Hash` writes, to be hashed in one go: one
+/// 128-bit XXH3 over the bytes is much cheaper than a hasher called for
+/// every field.
+#[derive(Default)]
+struct Bytes(Vec<u8>);
+
+impl Hasher for Bytes {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        // Only `print` reads what was written.
+        xxh3_64(&self.0)
+    }
+}
+
+/// The fingerprint of one item: XXH3-128 of everything its `Hash` writes
+/// (every field; `Hash` agrees with `==` on the model types).
+fn print<T: Hash>(item: &T, buf: &mut Bytes) -> u128 {
+    buf.0.clear();
+    item.hash(buf);
+    xxh3_128(&buf.0)
+}
+
+/// The fingerprint of a list as a multiset (its order does not matter to a
+/// plan).
+fn multiset<T: Hash>(items: &[T], buf: &mut Bytes) -> u128 {
+    let mut prints: Vec<u128> = items.iter().map(|x| print(x, buf)).collect();
+    prints.sort_unstable();
+    print(&prints, buf)
 }

@@ -428,7 +428,7 @@ impl<'a> World<'a> {
             };
             let mut prov = ProvState::None;
             if g.phase == GangPhase::Provisioning {
-                let deadline_passed = g.provisioning_deadline.is_some_and(|d| now >= d);
+                let deadline_passed = crate::time_facts::deadline_passed(g, now);
                 let missing = g.assignments.iter().any(|a| !alive(&a.node))
                     || gangs[gi]
                         .reserved
@@ -530,9 +530,9 @@ impl<'a> World<'a> {
                 .is_some_and(|&gi| {
                     let g = gangs[gi].gang;
                     g.phase == GangPhase::Provisioning
-                        && g.provisioning_deadline.is_some_and(|d| now >= d)
+                        && crate::time_facts::deadline_passed(g, now)
                 });
-            n.given_up = owner_late || now >= n.node.created_at + timeout;
+            n.given_up = owner_late || crate::time_facts::launch_overdue(n.node, timeout, now);
         }
 
         let mut pool_usage = vec![PoolUsage::default(); pools.len()];

@@ -38,9 +38,10 @@ pub mod snapshot;
 pub mod spot;
 pub mod synthetic;
 pub mod time;
+mod time_facts;
 pub mod usage;
 
-pub use incremental::Planner;
+pub use incremental::{Planner, Replanner};
 pub use model::*;
 pub use plan::Plan;
 pub use quantity::{Quantity, QuantityError};

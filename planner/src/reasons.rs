@@ -2,6 +2,8 @@
 //! names the numbers behind the decision ("needs 32 A100 GPUs; queue team-a
 //! at nominal quota 16 (using 16), cohort has 8 to lend").
 
+use std::collections::BTreeMap;
+
 use crate::index::World;
 use crate::model::{Gang, QuotaResource};
 use crate::provisioning::{LaunchChoice, LaunchFail};
@@ -127,22 +129,66 @@ pub(crate) fn launch_message(w: &World<'_>, c: &LaunchChoice) -> String {
             crate::Price(c.expected)
         ));
     }
-    if let Some(o) = c.skipped {
-        let off = w.offerings[o];
-        if let Some(t) = off.unavailable_until {
-            let first = c
-                .new
-                .first()
-                .map(|n| w.offerings[n.offering].instance_type.as_str());
-            m.push_str(&format!(
-                "; offering {} unavailable for another {} after a capacity error; planning {}",
-                off.key(),
-                t.since(w.now),
-                first.unwrap_or("existing capacity")
-            ));
-        }
-    }
+    m.push_str(&skipped_note(w, c));
     m
+}
+
+/// The end of a launch message that names the offering skipped as
+/// unavailable and for how long: the only part of a launch message that
+/// depends on the time ([`retime_launch_message`]).
+fn skipped_note(w: &World<'_>, c: &LaunchChoice) -> String {
+    let Some(off) = c.skipped.map(|o| w.offerings[o]) else {
+        return String::new();
+    };
+    let Some(t) = off.unavailable_until else {
+        return String::new();
+    };
+    let first = c
+        .new
+        .first()
+        .map(|n| w.offerings[n.offering].instance_type.as_str());
+    format!(
+        "{}{}{} after a capacity error; planning {}",
+        skipped_prefix(off),
+        UNAVAILABLE_FOR,
+        t.since(w.now),
+        first.unwrap_or("existing capacity")
+    )
+}
+
+const UNAVAILABLE_FOR: &str = " unavailable for another ";
+
+fn skipped_prefix(off: &crate::model::Offering) -> String {
+    format!("; offering {}", off.key())
+}
+
+/// Renders a launch message made at another time at this cycle's time:
+/// the same as [`launch_message`] gives now, at the cost of its last part.
+/// `notes` keeps the notes rendered this cycle, by skipped offering and
+/// first new offering: many launches share one.
+pub(crate) fn retime_launch_message(
+    w: &World<'_>,
+    c: &LaunchChoice,
+    notes: &mut BTreeMap<(usize, Option<usize>), (String, String)>,
+    message: &mut String,
+) {
+    let Some(skipped) = c.skipped else {
+        return;
+    };
+    let (start, note) = notes
+        .entry((skipped, c.new.first().map(|n| n.offering)))
+        .or_insert_with(|| {
+            let mut start = skipped_prefix(w.offerings[skipped]);
+            start.push_str(UNAVAILABLE_FOR);
+            (start, skipped_note(w, c))
+        });
+    match message.rfind(start.as_str()) {
+        Some(at) => {
+            message.truncate(at);
+            message.push_str(note);
+        }
+        None => *message = launch_message(w, c),
+    }
 }
 
 /// Why a gang is idle and what happens: "its GPUs stayed below 10 %

@@ -123,6 +123,8 @@ pub(crate) struct Trace {
     pub earlier_plan: Plan,
     /// Gangs whose content differs from the earlier cycle's.
     pub changed: std::collections::BTreeSet<GangId>,
+    /// The time the earlier cycle planned at.
+    pub earlier_now: Option<crate::time::Time>,
     /// How many tries were taken over.
     pub reused: usize,
 }

@@ -9,7 +9,7 @@
 use muster_planner::model::*;
 use muster_planner::snapshot::Policy;
 use muster_planner::synthetic::{self, Params, SplitMix64};
-use muster_planner::{Planner, Time, plan};
+use muster_planner::{Planner, Replanner, Time, plan};
 use proptest::prelude::*;
 
 fn small(seed: u64, r: &mut SplitMix64) -> Params {
@@ -144,6 +144,8 @@ fn check_sequence(seed: u64, steps: u32, whole: bool) -> Result<(), TestCaseErro
         }
     }
     let mut planner = Planner::new(s, policy.clone(), synthetic::NOW);
+    // Handed every snapshot by reference, as the controller does.
+    let mut replanner = Replanner::new();
     for step in 0..steps {
         let got = planner.plan().clone();
         let want = plan(planner.snapshot(), &policy, planner.now());
@@ -151,6 +153,19 @@ fn check_sequence(seed: u64, steps: u32, whole: bool) -> Result<(), TestCaseErro
             &got,
             &want,
             "re-plan differs from the full plan at step {}",
+            step
+        );
+        let again = replanner.plan(planner.snapshot(), &policy, planner.now());
+        prop_assert_eq!(
+            again,
+            &want,
+            "Replanner's plan differs from the full plan at step {}",
+            step
+        );
+        prop_assert_eq!(
+            replanner.stats(),
+            planner.stats(),
+            "Replanner and Planner take over different tries at step {}",
             step
         );
         change(&mut planner, &mut r, &p, step, whole);
@@ -210,6 +225,18 @@ fn an_arrival_reuses_the_tries_before_it() {
         first.steps
     );
 
+    // A Replanner handed the same snapshots takes the same tries over.
+    let mut replanner = Replanner::new();
+    replanner.plan(planner.snapshot(), &policy, planner.now());
+    let mut s = planner.snapshot().clone();
+    let mut g = synthetic::arrival(&p, 3);
+    g.id = GangId("ns-new/late".into());
+    g.priority = -1;
+    s.gangs.push(g);
+    let got = replanner.plan(&s, &policy, planner.now()).clone();
+    assert_eq!(got, plan(&s, &policy, planner.now()));
+    assert!(replanner.stats().reused > 0, "{:?}", replanner.stats());
+
     // A node change plans from scratch.
     let mut n = planner.snapshot().nodes[0].clone();
     n.unschedulable = !n.unschedulable;
@@ -222,9 +249,56 @@ fn an_arrival_reuses_the_tries_before_it() {
     let s = planner.stats();
     assert_eq!(s.reused, s.steps);
 
-    // Time moved: plans from scratch, as the plan's messages state times as
-    // durations from now.
+    // Time moved without deciding anything differently: every try is
+    // taken over, and the messages and deadlines are those of the new time.
     planner.set_now(Time(synthetic::NOW.0 + 1));
+    let got = planner.plan().clone();
+    let s = planner.stats();
+    assert_eq!(s.reused, s.steps);
+    assert_eq!(got, plan(planner.snapshot(), &policy, planner.now()));
+
+    // An offering usable again plans from scratch.
+    let mut snapshot = planner.snapshot().clone();
+    let until = Time(synthetic::NOW.0 + 100);
+    snapshot.offerings[0].unavailable_until = Some(until);
+    planner.replace(snapshot);
     planner.plan();
+    planner.set_now(until);
+    let got = planner.plan().clone();
     assert_eq!(planner.stats().reused, 0);
+    assert_eq!(got, plan(planner.snapshot(), &policy, planner.now()));
+}
+
+/// Launches that skip an unavailable offering say for how long it stays
+/// unavailable; taken over at a later time, they say it from that time.
+#[test]
+fn taken_over_launch_messages_are_rendered_at_the_new_time() {
+    let p = Params {
+        pods: 300,
+        gangs: 30,
+        nodes: 4,
+        offerings: 300,
+        seed: 5,
+    };
+    let policy = Policy::default();
+    let mut s = synthetic::generate(&p);
+    let until = Time(synthetic::NOW.0 + 3_600);
+    for (i, o) in s.offerings.iter_mut().enumerate() {
+        o.unavailable_until = (i % 3 == 0).then_some(until);
+    }
+    let mut planner = Planner::new(s, policy.clone(), synthetic::NOW);
+    let first = planner.plan().clone();
+    assert!(
+        first
+            .launches
+            .iter()
+            .any(|l| l.message.contains("unavailable for another")),
+        "some launch skips an unavailable offering"
+    );
+    planner.set_now(Time(synthetic::NOW.0 + 60));
+    let got = planner.plan().clone();
+    let st = planner.stats();
+    assert_eq!(st.reused, st.steps, "every try taken over");
+    assert_eq!(got, plan(planner.snapshot(), &policy, planner.now()));
+    assert_ne!(got.launches, first.launches);
 }

@@ -54,14 +54,23 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// The real planner: the full plan of each cycle's snapshot.
-///
-/// The planner's re-planning [`muster_planner::Planner`] is not kept here:
-/// measured at 5,000 Nodes / 50,000 Pods it saved no latency (a cycle's cost
-/// there is the working state of every node, which it builds again too) and
-/// its copy of the last snapshot cost about 20 MiB (docs/benchmarks.md).
+/// The real planner: a [`muster_planner::Replanner`] kept for the life of
+/// the process, handed each cycle's snapshot. Its plan is the full plan of
+/// that snapshot; it takes over the tries of the last plan's fair-share loop
+/// that nothing since can have changed (a gang arriving in a long queue
+/// costs a fraction of a full plan), and keeps fingerprints of the last
+/// snapshot rather than a copy (docs/benchmarks.md has both figures).
 pub fn real_planner() -> PlanFn {
-    Arc::new(muster_planner::plan)
+    let replanner = std::sync::Mutex::new(muster_planner::Replanner::new());
+    Arc::new(move |snapshot: &Snapshot, policy: &Policy, now: Time| {
+        // A panic while planning leaves the memory of the last plan behind;
+        // the plan after it is still the full plan (the fingerprints decide
+        // what is taken over), so a poisoned lock is used as it is.
+        let mut r = replanner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        r.plan(snapshot, policy, now).clone()
+    })
 }
 
 /// Everything the controller is configured with.

@@ -19,6 +19,10 @@
 //! then the gang of `synthetic::arrival` arrives in queue `team-Q` and the
 //! planner plans again: that change and that plan are counted, and the
 //! program checks that the plan equals a full plan of the same snapshot.
+//! `cycle=Q` does the same as the controller does it: a [`Replanner`] is
+//! handed a new snapshot with the gang, one second later; counted are the
+//! comparison of the snapshot with the last one's fingerprints and the plan
+//! (`--toggle-collect='*measure_one_cycle*'`).
 //!
 //! It links mimalloc, the allocator of the `muster` binary, so the count is
 //! that of a plan in the controller.
@@ -26,7 +30,7 @@
 use muster_planner::plan::Plan;
 use muster_planner::snapshot::Snapshot;
 use muster_planner::synthetic::{self, Params};
-use muster_planner::{Gang, Planner, Policy, plan};
+use muster_planner::{Gang, Planner, Policy, Replanner, Time, plan};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -44,6 +48,22 @@ fn measure_one_replan(planner: &mut Planner, gang: Gang) -> &Plan {
     planner.plan()
 }
 
+/// The counted part of `cycle=Q`: the next cycle's snapshot, with one gang
+/// more, planned a second later as the controller plans it.
+#[inline(never)]
+fn measure_one_cycle<'a>(
+    replanner: &'a mut Replanner,
+    snapshot: &Snapshot,
+    policy: &Policy,
+) -> &'a Plan {
+    replanner.plan(std::hint::black_box(snapshot), policy, later())
+}
+
+/// The time of the cycle after the first.
+fn later() -> Time {
+    Time(synthetic::NOW.0 + 1)
+}
+
 fn main() {
     let spec = std::env::args().nth(1).unwrap_or_default();
     let params = match Params::parse(&spec) {
@@ -55,22 +75,42 @@ fn main() {
     };
     let arrive = match std::env::args().nth(2) {
         None => None,
-        Some(a) => match a
-            .strip_prefix("arrive=")
-            .and_then(|q| q.parse::<u32>().ok())
-        {
-            Some(q) => Some(q),
-            None => {
-                eprintln!("the second argument is arrive=Q (a queue number), not {a:?}");
-                std::process::exit(2);
+        Some(a) => {
+            let parsed = a
+                .strip_prefix("arrive=")
+                .map(|q| (false, q))
+                .or_else(|| a.strip_prefix("cycle=").map(|q| (true, q)))
+                .and_then(|(cycle, q)| q.parse::<u32>().ok().map(|q| (cycle, q)));
+            match parsed {
+                Some(x) => Some(x),
+                None => {
+                    eprintln!(
+                        "the second argument is arrive=Q or cycle=Q (a queue number), not {a:?}"
+                    );
+                    std::process::exit(2);
+                }
             }
-        },
+        }
     };
     let snapshot = synthetic::generate(&params);
     let policy = Policy::default();
     let p = match arrive {
         None => std::hint::black_box(measure_one_plan(&snapshot, &policy)),
-        Some(q) => {
+        Some((true, q)) => {
+            let mut replanner = Replanner::new();
+            let _ = std::hint::black_box(replanner.plan(&snapshot, &policy, synthetic::NOW));
+            let mut next = snapshot.clone();
+            next.gangs.push(synthetic::arrival(&params, q));
+            let p = measure_one_cycle(&mut replanner, &next, &policy).clone();
+            if p != plan(&next, &policy, later()) {
+                eprintln!("the re-plan differs from a full plan of the same snapshot");
+                std::process::exit(1);
+            }
+            let s = replanner.stats();
+            println!("tries taken over: {} of {}", s.reused, s.steps);
+            p
+        }
+        Some((false, q)) => {
             let mut planner = Planner::new(snapshot, policy.clone(), synthetic::NOW);
             let _ = std::hint::black_box(planner.plan());
             let p = measure_one_replan(&mut planner, synthetic::arrival(&params, q)).clone();

@@ -89,7 +89,7 @@ pub enum Topology {
 }
 
 /// A group of identical pods in a gang.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PodSet {
     /// Name, unique in the gang (`worker`, `launcher`).
@@ -150,7 +150,7 @@ pub struct Assignment {
 }
 
 /// A gang of pods, admitted as a whole.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Gang {
     /// `namespace/name`.

@@ -34,7 +34,7 @@ impl IdleAction {
 }
 
 /// A queue's rule for idle GPU holders.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct IdlePolicy {
     /// A gang is idle while the busiest of its GPUs is below this

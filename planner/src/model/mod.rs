@@ -19,3 +19,9 @@ pub use pool::{ConsolidationPolicy, Disruption, Pool, PoolLimits, PoolRequiremen
 pub use price::Price;
 pub use queue::{PreemptionPolicy, Queue, QueueingStrategy, Quota, QuotaResource, ReclaimPolicy};
 pub use scheduling::{Taint, TaintEffect, Toleration, TolerationOperator};
+
+/// The bits a float is hashed by, equal for values `==` calls equal (`0.0`
+/// and `-0.0`).
+pub(crate) fn float_bits(x: f64) -> u64 {
+    if x == 0.0 { 0 } else { x.to_bits() }
+}

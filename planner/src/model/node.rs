@@ -45,7 +45,7 @@ impl NodePhase {
 
 /// A pod on a node that is not part of a gang muster admitted (a daemon, a
 /// system pod, some other workload). Gang pods are listed on their gang.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct OtherPod {
     /// `namespace/name`.
@@ -62,7 +62,7 @@ pub struct OtherPod {
 }
 
 /// A node, existing or in flight.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Node {
     /// Node name (for in-flight nodes, the PoolNode name).

@@ -268,3 +268,45 @@ mod tests {
         assert_eq!(family_of("weird"), "weird");
     }
 }
+
+/// Hashed field by field, as `PartialEq` compares (the interruption rate by
+/// value). The destructuring lists every field, so a field added later does
+/// not compile until it is hashed too.
+impl std::hash::Hash for Offering {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let Offering {
+            provider,
+            node_class,
+            region,
+            zone,
+            instance_type,
+            capacity_type,
+            price,
+            gpu_model,
+            gpu_count,
+            gpu_memory_mib,
+            resources,
+            available,
+            unavailable_until,
+            interruption_rate_per_hour,
+            placement_groups,
+            boot_secs,
+        } = self;
+        provider.hash(state);
+        node_class.hash(state);
+        region.hash(state);
+        zone.hash(state);
+        instance_type.hash(state);
+        capacity_type.hash(state);
+        price.hash(state);
+        gpu_model.hash(state);
+        gpu_count.hash(state);
+        gpu_memory_mib.hash(state);
+        resources.hash(state);
+        available.hash(state);
+        unavailable_until.hash(state);
+        super::float_bits(*interruption_rate_per_hour).hash(state);
+        placement_groups.hash(state);
+        boot_secs.hash(state);
+    }
+}

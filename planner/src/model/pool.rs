@@ -11,7 +11,7 @@ use super::scheduling::Taint;
 use crate::time::Dur;
 
 /// What offerings a pool may buy. Empty lists allow anything.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PoolRequirements {
     /// Allowed instance types.
@@ -84,7 +84,7 @@ impl PoolRequirements {
 }
 
 /// Ceilings on what a pool holds at once (launched and in flight).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PoolLimits {
     /// Most GPUs.
@@ -99,7 +99,7 @@ pub struct PoolLimits {
 }
 
 /// When nodes are consolidated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum ConsolidationPolicy {
     /// Only empty nodes are removed.
     WhenEmpty,
@@ -110,7 +110,7 @@ pub enum ConsolidationPolicy {
 }
 
 /// A pool's disruption policy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Disruption {
     /// What may be consolidated.
@@ -153,7 +153,7 @@ impl Default for Disruption {
 }
 
 /// A pool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Pool {
     /// Name.

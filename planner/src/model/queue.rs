@@ -10,7 +10,7 @@ use crate::quantity::Quantity;
 use crate::time::Dur;
 
 /// Order of gangs within a queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum QueueingStrategy {
     /// The head blocks everything behind it.
     #[serde(rename = "StrictFIFO")]
@@ -22,7 +22,7 @@ pub enum QueueingStrategy {
 }
 
 /// Preemption within a queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum PreemptionPolicy {
     /// Never preempt.
     #[default]
@@ -32,7 +32,7 @@ pub enum PreemptionPolicy {
 }
 
 /// Reclaiming capacity lent to other queues of the cohort.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum ReclaimPolicy {
     /// Never reclaim.
     #[default]
@@ -100,7 +100,7 @@ impl<'de> Deserialize<'de> for QuotaResource {
 
 /// Quota for one resource. Amounts are quantities in the resource's unit
 /// (GPUs, cores, bytes).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Quota {
     /// The resource.
@@ -156,4 +156,36 @@ pub struct Queue {
 
 fn one() -> f64 {
     1.0
+}
+
+/// Hashed field by field, as `PartialEq` compares (the weight by value: `0.0`
+/// and `-0.0` alike). The destructuring lists every field, so a field added
+/// later does not compile until it is hashed too.
+impl std::hash::Hash for Queue {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let Queue {
+            name,
+            cohort,
+            weight,
+            quotas,
+            preemption,
+            reclaim,
+            pools,
+            strategy,
+            pods_ready_timeout,
+            stopped,
+            idle_policy,
+        } = self;
+        name.hash(state);
+        cohort.hash(state);
+        super::float_bits(*weight).hash(state);
+        quotas.hash(state);
+        preemption.hash(state);
+        reclaim.hash(state);
+        pools.hash(state);
+        strategy.hash(state);
+        pods_ready_timeout.hash(state);
+        stopped.hash(state);
+        idle_policy.hash(state);
+    }
 }
