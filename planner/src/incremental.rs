@@ -493,8 +493,7 @@ impl Replanner {
                     self.memory.rebuild = true;
                     continue;
                 }
-                self.memory
-                    .note_gang(id, None, after.first().map(|p| p.1));
+                self.memory.note_gang(id, None, after.first().map(|p| p.1));
             }
         }
     }

@@ -529,8 +529,7 @@ impl<'a> World<'a> {
                 .and_then(|g| gang_ix.get(g.as_str()))
                 .is_some_and(|&gi| {
                     let g = gangs[gi].gang;
-                    g.phase == GangPhase::Provisioning
-                        && crate::time_facts::deadline_passed(g, now)
+                    g.phase == GangPhase::Provisioning && crate::time_facts::deadline_passed(g, now)
                 });
             n.given_up = owner_late || crate::time_facts::launch_overdue(n.node, timeout, now);
         }

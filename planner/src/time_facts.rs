@@ -80,11 +80,10 @@ pub(crate) fn changes(s: &Snapshot, policy: &Policy, a: Time, b: Time) -> Change
         };
         // Every timeout the node's pool name could stand for (the cycle
         // keeps one pool per name; the policy's when it has none).
-        let timeouts = s
-            .pools
-            .iter()
-            .filter(|p| p.name == pool)
-            .map(|p| p.provisioning_timeout.unwrap_or(policy.provisioning_timeout));
+        let timeouts = s.pools.iter().filter(|p| p.name == pool).map(|p| {
+            p.provisioning_timeout
+                .unwrap_or(policy.provisioning_timeout)
+        });
         for t in timeouts {
             if launch_overdue(n, t, a) != launch_overdue(n, t, b) {
                 return Changes::Other;
@@ -101,7 +100,11 @@ mod tests {
 
     fn snapshot() -> Snapshot {
         Snapshot {
-            offerings: vec![offering("a100", "zone-a").price(crate::Price(1_000_000)).build()],
+            offerings: vec![
+                offering("a100", "zone-a")
+                    .price(crate::Price(1_000_000))
+                    .build(),
+            ],
             pools: vec![pool("gpu").build()],
             ..Snapshot::default()
         }
@@ -121,7 +124,10 @@ mod tests {
         let mut s = snapshot();
         s.offerings[0].unavailable_until = Some(Time(100));
         let p = Policy::default();
-        assert_eq!(changes(&s, &p, Time(10), Time(99)), Changes::Backoffs(BTreeSet::new()));
+        assert_eq!(
+            changes(&s, &p, Time(10), Time(99)),
+            Changes::Backoffs(BTreeSet::new())
+        );
         assert_eq!(changes(&s, &p, Time(10), Time(100)), Changes::Other);
     }
 
@@ -163,7 +169,10 @@ mod tests {
         s.nodes.push(n);
         let timeout = p.provisioning_timeout;
         let at = Time(0) + timeout;
-        assert_eq!(changes(&s, &p, Time(0), Time(at.0 - 1)), Changes::Backoffs(BTreeSet::new()));
+        assert_eq!(
+            changes(&s, &p, Time(0), Time(at.0 - 1)),
+            Changes::Backoffs(BTreeSet::new())
+        );
         assert_eq!(changes(&s, &p, Time(0), at), Changes::Other);
     }
 }

@@ -64,6 +64,64 @@ fn later() -> Time {
     Time(synthetic::NOW.0 + 1)
 }
 
+/// What is counted, from the second argument.
+enum Mode {
+    /// One full plan of the snapshot (no second argument).
+    Full,
+    /// `arrive=Q`: a gang arrives in queue `team-Q`, a [`Planner`] plans.
+    Arrive(u32),
+    /// `cycle=Q`: the same, planned by a [`Replanner`] handed a new
+    /// snapshot one second later, as the controller plans.
+    Cycle(u32),
+    /// `steady=Q`: the snapshot's plan is carried out first
+    /// (`muster_planner::apply`), a [`Replanner`] plans the result; then a
+    /// gang arrives in queue `team-Q` and it plans again.
+    Steady(u32),
+    /// `steady-full`: one full plan of the snapshot after its plan was
+    /// carried out.
+    SteadyFull,
+}
+
+impl Mode {
+    fn parse(arg: Option<String>) -> Result<Mode, String> {
+        let Some(a) = arg else {
+            return Ok(Mode::Full);
+        };
+        if a == "steady-full" {
+            return Ok(Mode::SteadyFull);
+        }
+        let (kind, q) = a.split_once('=').ok_or_else(|| a.clone())?;
+        let q: u32 = q.parse().map_err(|_| a.clone())?;
+        match kind {
+            "arrive" => Ok(Mode::Arrive(q)),
+            "cycle" => Ok(Mode::Cycle(q)),
+            "steady" => Ok(Mode::Steady(q)),
+            _ => Err(a),
+        }
+    }
+}
+
+/// The snapshot after its plan was carried out, one second later.
+fn steady(snapshot: &Snapshot, policy: &Policy) -> Snapshot {
+    let first = plan(snapshot, policy, synthetic::NOW);
+    let mut s = snapshot.clone();
+    muster_planner::apply::apply(&mut s, &first, synthetic::NOW);
+    s
+}
+
+/// Plans `next` with `replanner` (counted), checks it against a full plan
+/// and prints how many tries were taken over.
+fn counted_cycle(replanner: &mut Replanner, next: &Snapshot, policy: &Policy) -> Plan {
+    let p = measure_one_cycle(replanner, next, policy).clone();
+    if p != plan(next, policy, later()) {
+        eprintln!("the re-plan differs from a full plan of the same snapshot");
+        std::process::exit(1);
+    }
+    let s = replanner.stats();
+    println!("tries taken over: {} of {}", s.reused, s.steps);
+    p
+}
+
 fn main() {
     let spec = std::env::args().nth(1).unwrap_or_default();
     let params = match Params::parse(&spec) {
@@ -73,44 +131,39 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let arrive = match std::env::args().nth(2) {
-        None => None,
-        Some(a) => {
-            let parsed = a
-                .strip_prefix("arrive=")
-                .map(|q| (false, q))
-                .or_else(|| a.strip_prefix("cycle=").map(|q| (true, q)))
-                .and_then(|(cycle, q)| q.parse::<u32>().ok().map(|q| (cycle, q)));
-            match parsed {
-                Some(x) => Some(x),
-                None => {
-                    eprintln!(
-                        "the second argument is arrive=Q or cycle=Q (a queue number), not {a:?}"
-                    );
-                    std::process::exit(2);
-                }
-            }
+    let mode = match Mode::parse(std::env::args().nth(2)) {
+        Ok(m) => m,
+        Err(a) => {
+            eprintln!(
+                "the second argument is arrive=Q, cycle=Q, steady=Q (a queue number) or steady-full, not {a:?}"
+            );
+            std::process::exit(2);
         }
     };
     let snapshot = synthetic::generate(&params);
     let policy = Policy::default();
-    let p = match arrive {
-        None => std::hint::black_box(measure_one_plan(&snapshot, &policy)),
-        Some((true, q)) => {
+    let p = match mode {
+        Mode::Full => std::hint::black_box(measure_one_plan(&snapshot, &policy)),
+        Mode::SteadyFull => {
+            let s = steady(&snapshot, &policy);
+            std::hint::black_box(measure_one_plan(&s, &policy))
+        }
+        Mode::Cycle(q) => {
             let mut replanner = Replanner::new();
             let _ = std::hint::black_box(replanner.plan(&snapshot, &policy, synthetic::NOW));
             let mut next = snapshot.clone();
             next.gangs.push(synthetic::arrival(&params, q));
-            let p = measure_one_cycle(&mut replanner, &next, &policy).clone();
-            if p != plan(&next, &policy, later()) {
-                eprintln!("the re-plan differs from a full plan of the same snapshot");
-                std::process::exit(1);
-            }
-            let s = replanner.stats();
-            println!("tries taken over: {} of {}", s.reused, s.steps);
-            p
+            counted_cycle(&mut replanner, &next, &policy)
         }
-        Some((false, q)) => {
+        Mode::Steady(q) => {
+            let s = steady(&snapshot, &policy);
+            let mut replanner = Replanner::new();
+            let _ = std::hint::black_box(replanner.plan(&s, &policy, synthetic::NOW));
+            let mut next = s.clone();
+            next.gangs.push(synthetic::arrival(&params, q));
+            counted_cycle(&mut replanner, &next, &policy)
+        }
+        Mode::Arrive(q) => {
             let mut planner = Planner::new(snapshot, policy.clone(), synthetic::NOW);
             let _ = std::hint::black_box(planner.plan());
             let p = measure_one_replan(&mut planner, synthetic::arrival(&params, q)).clone();
