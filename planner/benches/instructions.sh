@@ -61,6 +61,20 @@ if [ "$update_docs" = 1 ]; then
   for q in 0 1 2 3 4 5 6 7; do
     printf '| team-%s | %s | %s |\n' "$q" "$(count measure_one_replan arrive "$q")" "$(count measure_one_cycle cycle "$q")"
   done
+  # The same snapshot after its plan was carried out (apply.rs): what the
+  # controller plans once the gangs it placed are provisioning or admitted.
+  valgrind --tool=callgrind --toggle-collect='*measure_one_plan*' \
+    --callgrind-out-file="$out" "$bin" "$ref" steady-full >/dev/null 2>&1
+  n="$(awk '/^(totals|summary):/ {print $2; exit}' "$out")"
+  n="$(echo "$n" | sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/' -e 'ta')"
+  echo
+  echo "After that snapshot's plan is carried out (apply.rs: its gangs provisioning or admitted, the new machines in flight), a full plan costs $n instructions; one gang arriving then, planned by the Replanner 1 s later:"
+  echo
+  echo "| the gang arrives in queue | instructions (new snapshot + plan) | tries taken over |"
+  echo "|---|---:|---:|"
+  for q in 0 1 2 3 4 5 6 7; do
+    printf '| team-%s | %s |\n' "$q" "$(count measure_one_cycle steady "$q")"
+  done
 fi
 } > "$table"
 if [ "$update_docs" = 1 ]; then

@@ -419,11 +419,19 @@ impl Planner {
 /// unseen, which for 128 bits is not a practical concern. The plan is the plan [`crate::plan()`]
 /// gives for the same snapshot, policy and time
 /// (`planner/tests/incremental.rs`).
+///
+/// Fingerprinting a snapshot costs about as much as a tenth of building
+/// its working state, and pays only when the next plan can take many tries
+/// over. So fingerprints are kept only after a plan whose fair-share loop
+/// had at least [`Replanner::DEFAULT_MIN_TRIES`] tries (a backlog of pending
+/// gangs); after a smaller loop the next plan is made from scratch, which
+/// costs the same as taking its few tries over.
 #[derive(Debug)]
 pub struct Replanner {
     policy: Option<Policy>,
     prints: Option<Prints>,
     memory: Memory,
+    min_tries: usize,
 }
 
 impl Default for Replanner {
@@ -433,12 +441,23 @@ impl Default for Replanner {
 }
 
 impl Replanner {
+    /// Tries of the fair-share loop from which the snapshot is fingerprinted
+    /// for the next plan to take them over.
+    pub const DEFAULT_MIN_TRIES: usize = 32;
+
     /// A re-planner whose first plan is made from scratch.
     pub fn new() -> Replanner {
+        Replanner::with_min_tries(Replanner::DEFAULT_MIN_TRIES)
+    }
+
+    /// A re-planner that keeps fingerprints after loops of at least
+    /// `min_tries` tries (0: after every plan).
+    pub fn with_min_tries(min_tries: usize) -> Replanner {
         Replanner {
             policy: None,
             prints: None,
             memory: Memory::new(),
+            min_tries,
         }
     }
 
@@ -454,13 +473,24 @@ impl Replanner {
             self.policy = Some(policy.clone());
             self.memory.rebuild = true;
         }
-        let new = Prints::of(s);
-        match self.prints.take() {
-            Some(old) => self.note(&old, &new),
-            None => self.memory.rebuild = true,
-        }
-        self.prints = Some(new);
-        self.memory.plan(s, policy, now)
+        let new = match self.prints.take() {
+            Some(old) => {
+                let new = Prints::of(s);
+                self.note(&old, &new);
+                Some(new)
+            }
+            None => {
+                self.memory.rebuild = true;
+                None
+            }
+        };
+        self.memory.plan(s, policy, now);
+        self.prints = if self.memory.tried >= self.min_tries {
+            Some(new.unwrap_or_else(|| Prints::of(s)))
+        } else {
+            None
+        };
+        &self.memory.plan
     }
 
     fn note(&mut self, old: &Prints, new: &Prints) {

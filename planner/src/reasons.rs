@@ -129,31 +129,33 @@ pub(crate) fn launch_message(w: &World<'_>, c: &LaunchChoice) -> String {
             crate::Price(c.expected)
         ));
     }
-    m.push_str(&skipped_note(w, c));
+    push_skipped_note(w, c, &mut m);
     m
 }
 
 /// The end of a launch message that names the offering skipped as
 /// unavailable and for how long: the only part of a launch message that
 /// depends on the time ([`retime_launch_message`]).
-fn skipped_note(w: &World<'_>, c: &LaunchChoice) -> String {
+fn push_skipped_note(w: &World<'_>, c: &LaunchChoice, m: &mut String) {
+    use std::fmt::Write;
     let Some(off) = c.skipped.map(|o| w.offerings[o]) else {
-        return String::new();
+        return;
     };
     let Some(t) = off.unavailable_until else {
-        return String::new();
+        return;
     };
     let first = c
         .new
         .first()
         .map(|n| w.offerings[n.offering].instance_type.as_str());
-    format!(
-        "{}{}{} after a capacity error; planning {}",
-        skipped_prefix(off),
-        UNAVAILABLE_FOR,
+    // Writing to a String cannot fail.
+    let _ = write!(
+        m,
+        "; offering {}{UNAVAILABLE_FOR}{} after a capacity error; planning {}",
+        off.key(),
         t.since(w.now),
         first.unwrap_or("existing capacity")
-    )
+    );
 }
 
 const UNAVAILABLE_FOR: &str = " unavailable for another ";
@@ -180,7 +182,9 @@ pub(crate) fn retime_launch_message(
         .or_insert_with(|| {
             let mut start = skipped_prefix(w.offerings[skipped]);
             start.push_str(UNAVAILABLE_FOR);
-            (start, skipped_note(w, c))
+            let mut note = String::new();
+            push_skipped_note(w, c, &mut note);
+            (start, note)
         });
     match message.rfind(start.as_str()) {
         Some(at) => {

@@ -144,8 +144,9 @@ fn check_sequence(seed: u64, steps: u32, whole: bool) -> Result<(), TestCaseErro
         }
     }
     let mut planner = Planner::new(s, policy.clone(), synthetic::NOW);
-    // Handed every snapshot by reference, as the controller does.
-    let mut replanner = Replanner::new();
+    // Handed every snapshot by reference, as the controller does (here
+    // fingerprinting after every plan, however small its loop).
+    let mut replanner = Replanner::with_min_tries(0);
     for step in 0..steps {
         let got = planner.plan().clone();
         let want = plan(planner.snapshot(), &policy, planner.now());
@@ -226,7 +227,7 @@ fn an_arrival_reuses_the_tries_before_it() {
     );
 
     // A Replanner handed the same snapshots takes the same tries over.
-    let mut replanner = Replanner::new();
+    let mut replanner = Replanner::with_min_tries(60);
     replanner.plan(planner.snapshot(), &policy, planner.now());
     let mut s = planner.snapshot().clone();
     let mut g = synthetic::arrival(&p, 3);
@@ -301,4 +302,31 @@ fn taken_over_launch_messages_are_rendered_at_the_new_time() {
     assert_eq!(st.reused, st.steps, "every try taken over");
     assert_eq!(got, plan(planner.snapshot(), &policy, planner.now()));
     assert_ne!(got.launches, first.launches);
+}
+
+/// After a small fair-share loop the Replanner keeps no fingerprints: the
+/// next plan is made from scratch, and is still the full plan.
+#[test]
+fn a_small_loop_is_planned_from_scratch_next_time() {
+    let p = Params {
+        pods: 60,
+        gangs: 10,
+        nodes: 8,
+        offerings: 60,
+        seed: 4,
+    };
+    let policy = Policy::default();
+    let s = synthetic::generate(&p);
+    let mut replanner = Replanner::with_min_tries(11);
+    replanner.plan(&s, &policy, synthetic::NOW);
+    assert!(replanner.stats().steps < 11);
+    let got = replanner.plan(&s, &policy, synthetic::NOW).clone();
+    assert_eq!(replanner.stats().reused, 0);
+    assert_eq!(got, plan(&s, &policy, synthetic::NOW));
+
+    let mut keeping = Replanner::with_min_tries(0);
+    keeping.plan(&s, &policy, synthetic::NOW);
+    keeping.plan(&s, &policy, synthetic::NOW);
+    let st = keeping.stats();
+    assert_eq!(st.reused, st.steps);
 }
