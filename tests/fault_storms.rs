@@ -4,7 +4,7 @@
 //! capacity for the pool's whole family in its only zone, then no quota,
 //! then answers 503 and 429 bursts; meanwhile each new machine draws its
 //! fate from the storm's seed: one in four never registers a Node, one in
-//! eight registers a Node that stays `Ready=False` (`KubeletNotReady`, as
+//! four registers a Node that stays `Ready=False` (`KubeletNotReady`, as
 //! with a network plugin that never starts). Asserted while the storm
 //! lasts: every gang is finished, admitted or running, or waits with a
 //! reason; no gang stays Provisioning (holding the nodes it has) past its

@@ -48,7 +48,7 @@ pub enum Fate {
 /// The emulated kubelet boots every instance the double runs for the
 /// cluster, but while faults are on ([`FakeMachines::fail_from`]) each new
 /// instance draws its [`Fate`] from a generator seeded by the caller: one
-/// in four never registers a Node, one in eight registers one that never
+/// in four never registers a Node, one in four registers one that never
 /// turns Ready.
 pub struct FakeMachines {
     cloud: Arc<GcpProvider>,
@@ -112,7 +112,7 @@ impl Machines for FakeMachines {
                 let fate = *fates.entry(i.provider_id.clone()).or_insert_with(|| {
                     match faults.as_mut().map(|r| r.below(8)) {
                         Some(0 | 1) => Fate::NeverRegisters,
-                        Some(2) => Fate::NeverReady,
+                        Some(2 | 3) => Fate::NeverReady,
                         _ => Fate::Boots,
                     }
                 });
