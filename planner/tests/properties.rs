@@ -151,6 +151,7 @@ fn build(seed: u64) -> Snapshot {
                 NodePhase::Ready,
                 NodePhase::Ready,
                 NodePhase::Launched,
+                NodePhase::Registered,
                 NodePhase::Draining,
             ],
         );
