@@ -563,6 +563,42 @@ async fn planning_goes_on_while_a_nodeclass_resolves_slowly() {
     );
 }
 
+/// A NodeClass whose cloud answers `resolve` after 30 s delays no launch on
+/// another NodeClass: a gang on the other class's pool is launched for and
+/// runs while the slow resolution is still out.
+#[tokio::test]
+async fn a_nodeclass_resolving_slowly_delays_no_launch_on_another() {
+    let (server, client) = start_world(&[]).await;
+    support::objects::nodeclass("slow").create(&client).await;
+    pool("slow-pool").node_class("slow").create(&client).await;
+    let fast = FakeCloud::new(None);
+    let slow = FakeCloud::new(None);
+    slow.set_resolve_delay(Duration::from_secs(30));
+    let _emu = Emulator::start(client.clone(), vec![fast.clone(), slow.clone()]);
+    let factory = support::fake_cloud::ByClassFactory {
+        default: fast.clone(),
+        classes: [("slow".to_string(), slow.clone())].into(),
+    };
+    let _ctl = support::in_process::spawn_with(
+        &server.client_as("controller"),
+        Arc::new(factory),
+        controller::real_planner(),
+        support::in_process::config("c1"),
+    );
+    eventually(20, "the slow NodeClass's resolve in its cloud", || {
+        let n = slow.resolves_in_flight();
+        async move { (n > 0).then_some(()) }
+    })
+    .await;
+    job("big").queue("team-a").gpus(8).create(&client).await;
+    wait_for_running_pods(&client, NS, "job-name=big", 1, 15).await;
+    assert_eq!(fast.instances().len(), 1, "launched on the other class");
+    assert!(
+        slow.resolves_in_flight() > 0,
+        "admitted only after the slow cloud answered"
+    );
+}
+
 // ---------------------------------------------------------------- (5)
 
 /// Scenario (5): a Job runs and completes, its nodes go empty and are

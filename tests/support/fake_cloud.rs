@@ -403,6 +403,30 @@ impl Drop for InFlight {
     }
 }
 
+/// A factory handing out the fake cloud named for a NodeClass, and
+/// `default` for every other.
+pub struct ByClassFactory {
+    /// The cloud of every NodeClass not named.
+    pub default: Arc<FakeCloud>,
+    /// NodeClass name → its cloud.
+    pub classes: BTreeMap<String, Arc<FakeCloud>>,
+}
+
+#[async_trait]
+impl ProviderFactory for ByClassFactory {
+    async fn provider(
+        &self,
+        node_class: &str,
+        _spec: &serde_json::Value,
+    ) -> Result<Arc<dyn CloudProvider>, ProviderSetupError> {
+        Ok(self
+            .classes
+            .get(node_class)
+            .unwrap_or(&self.default)
+            .clone())
+    }
+}
+
 /// A factory handing out one fake cloud for every NodeClass.
 pub struct FakeFactory(pub Arc<FakeCloud>);
 
