@@ -519,6 +519,86 @@ async fn planning_goes_on_while_launches_hang_real_planner() {
     scenario_planning_goes_on_while_launches_hang(controller::real_planner()).await;
 }
 
+/// NodeClass resolution runs off the planning path: while the NodeClass's
+/// cloud takes 20 s to answer `resolve`, a gang that fits existing capacity
+/// is admitted and runs, and the NodeClass's status is written by a later
+/// cycle once the answer comes.
+#[tokio::test]
+async fn planning_goes_on_while_a_nodeclass_resolves_slowly() {
+    let (server, client) = start_world(&[]).await;
+    let cloud = FakeCloud::new(None);
+    cloud.set_resolve_delay(Duration::from_secs(20));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(&server, &cloud, controller::real_planner());
+    eventually(20, "a resolve in the cloud", || {
+        let n = cloud.resolves_in_flight();
+        async move { (n > 0).then_some(()) }
+    })
+    .await;
+    let asked = std::time::Instant::now();
+    gpu_node("gpu-0").create(&client).await;
+    job("small").queue("team-a").create(&client).await;
+    wait_for_running_pods(&client, NS, "job-name=small", 1, 10).await;
+    assert!(
+        cloud.resolves_in_flight() > 0 && asked.elapsed() < Duration::from_secs(15),
+        "admitted only after the cloud answered ({:?})",
+        asked.elapsed()
+    );
+    let class = eventually(30, "the NodeClass resolved", || async {
+        let nc = Api::<DynamicObject>::all_with(client.clone(), &ar("NodeClass", "nodeclasses"))
+            .get("gcp-default")
+            .await
+            .ok()?;
+        nc.data["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            .then_some(nc.data["status"].clone())
+    })
+    .await;
+    assert_eq!(class["zones"], json!(["us-central1-a"]), "{class}");
+    assert!(
+        asked.elapsed() >= Duration::from_secs(10),
+        "the status waited for the slow answer"
+    );
+}
+
+/// A NodeClass whose cloud answers `resolve` after 30 s delays no launch on
+/// another NodeClass: a gang on the other class's pool is launched for and
+/// runs while the slow resolution is still out.
+#[tokio::test]
+async fn a_nodeclass_resolving_slowly_delays_no_launch_on_another() {
+    let (server, client) = start_world(&[]).await;
+    support::objects::nodeclass("slow").create(&client).await;
+    pool("slow-pool").node_class("slow").create(&client).await;
+    let fast = FakeCloud::new(None);
+    let slow = FakeCloud::new(None);
+    slow.set_resolve_delay(Duration::from_secs(30));
+    let _emu = Emulator::start(client.clone(), vec![fast.clone(), slow.clone()]);
+    let factory = support::fake_cloud::ByClassFactory {
+        default: fast.clone(),
+        classes: [("slow".to_string(), slow.clone())].into(),
+    };
+    let _ctl = support::in_process::spawn_with(
+        &server.client_as("controller"),
+        Arc::new(factory),
+        controller::real_planner(),
+        support::in_process::config("c1"),
+    );
+    eventually(20, "the slow NodeClass's resolve in its cloud", || {
+        let n = slow.resolves_in_flight();
+        async move { (n > 0).then_some(()) }
+    })
+    .await;
+    job("big").queue("team-a").gpus(8).create(&client).await;
+    wait_for_running_pods(&client, NS, "job-name=big", 1, 15).await;
+    assert_eq!(fast.instances().len(), 1, "launched on the other class");
+    assert!(
+        slow.resolves_in_flight() > 0,
+        "admitted only after the slow cloud answered"
+    );
+}
+
 // ---------------------------------------------------------------- (5)
 
 /// Scenario (5): a Job runs and completes, its nodes go empty and are

@@ -2,30 +2,42 @@
 //! server in chaos mode (seeded 409, 429 and 500 answers and cut watches on
 //! its requests) and the Compute test double, while the cloud has no
 //! capacity for the pool's whole family in its only zone, then no quota,
-//! then answers 503 and 429 bursts, and one new machine in four never
-//! registers a Node. Asserted while the storm lasts: every gang is finished,
-//! admitted or running, or waits with a reason; no gang stays Provisioning
-//! (holding the nodes it has) past its provisioning deadline. After it:
-//! every Job completes, no instance is without a PoolNode after one
-//! orphan-collection period, no idempotency key has two instances.
+//! then answers 503 and 429 bursts; meanwhile each new machine draws its
+//! fate from the storm's seed: one in four never registers a Node, one in
+//! four registers a Node that stays `Ready=False` (`KubeletNotReady`, as
+//! with a network plugin that never starts). Asserted while the storm
+//! lasts: every gang is finished, admitted or running, or waits with a
+//! reason; no gang stays Provisioning (holding the nodes it has) past its
+//! provisioning deadline; no never-Ready machine is held for a gang past
+//! the provisioning timeout it was launched under, plus what one handover
+//! while it booted may add, plus slack. After it: every Job completes,
+//! every never-Ready machine is terminated, no instance is without a
+//! PoolNode after one orphan-collection period, no idempotency key has two
+//! instances.
 
 mod soak;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DynamicObject, ListParams};
 use muster_provider_api::CloudProvider;
 use soak::controllers::{Controller, Flags};
+use soak::never_ready::NeverReady;
 use soak::workload::complete;
-use soak::world::{CLUSTER, NAMESPACE};
+use soak::world::{CLUSTER, Fate, NAMESPACE};
 use support::ar;
 
 /// The pool's provisioning timeout, in seconds.
 const PROVISIONING_TIMEOUT: i64 = 20;
+
+/// The storm's seed: the API server's chaos and the machines' fates.
+const SEED: u64 = 7;
+
+/// Seconds a cycle may take to act on a deadline, on top of it.
+const SLACK: i64 = 10;
 
 /// Seconds since the epoch.
 fn now() -> i64 {
@@ -36,7 +48,7 @@ fn now() -> i64 {
 }
 
 /// What one look at the gangs found wrong: gangs waiting without a reason,
-/// gangs Provisioning past their deadline (with 10 s of slack for the cycle
+/// gangs Provisioning past their deadline (with [`SLACK`] for the cycle
 /// that gives up).
 async fn look(
     client: &kube::Client,
@@ -73,7 +85,7 @@ async fn look(
             && let Some(deadline) = st["provisioningDeadline"]
                 .as_str()
                 .and_then(muster_provider_api::parse_rfc3339)
-            && now() > deadline + 10
+            && now() > deadline + SLACK
         {
             overdue.push(format!("{name} {}s past", now() - deadline));
         }
@@ -119,7 +131,7 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
             "--chaos",
             &chaos,
             "--chaos-seed",
-            "7",
+            &SEED.to_string(),
         ],
     )
     .await;
@@ -151,7 +163,8 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
         (32, "fail?code=503&n=40".into()),
         (40, "fail?code=429&n=40".into()),
     ];
-    world.machines.hiding.store(true, Ordering::Relaxed);
+    world.machines.fail_from(SEED);
+    let mut never_ready = NeverReady::default();
     let t0 = Instant::now();
     let mut steps = storm.into_iter().peekable();
     let mut without_reason = BTreeMap::new();
@@ -168,9 +181,11 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
         let (s, o) = look(&world.client, &mut without_reason).await;
         silent.extend(s);
         overdue.extend(o);
+        let ids = world.machines.with_fate(Fate::NeverReady);
+        never_ready.sample(&world.client, &ids, now()).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    world.machines.hiding.store(false, Ordering::Relaxed);
+    world.machines.stop_failing();
     world.fake.control("POST", "restock");
     submitting.await.expect("workload submitted");
     // after the storm: everything completes
@@ -182,6 +197,8 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
         let (s, o) = look(&world.client, &mut without_reason).await;
         silent.extend(s);
         overdue.extend(o);
+        let ids = world.machines.with_fate(Fate::NeverReady);
+        never_ready.sample(&world.client, &ids, now()).await;
         let done = jobs
             .list(&ListParams::default())
             .await
@@ -216,6 +233,26 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
         .filter(|i| !i.pool_node.as_ref().is_some_and(|p| pns.contains(p)))
         .map(|i| i.provider_id)
         .collect();
+    let never_ready_ids = world.machines.with_fate(Fate::NeverReady);
+    let still_running: Vec<String> = world
+        .cloud
+        .list(CLUSTER)
+        .await
+        .expect("instances")
+        .into_iter()
+        .filter(|i| never_ready_ids.contains(&i.provider_id))
+        .map(|i| i.provider_id)
+        .collect();
+    // launched under the timeout; handed over at most while it booted (so
+    // before the timeout), to a gang whose own deadline is at most one
+    // timeout later
+    let held_past = never_ready.held_past(2 * PROVISIONING_TIMEOUT + SLACK);
+    let longest = never_ready
+        .machines
+        .values()
+        .map(|h| h.held_for())
+        .max()
+        .unwrap_or(0);
     let created = soak::world::created(&world.fake);
     let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
     for (name, _) in &created {
@@ -226,10 +263,13 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
     drop(ctl);
     let panics = soak::controllers::panics(&dir);
     println!(
-        "storm: {} gangs, {complete_jobs} complete, {} instances created, {} never registered, {} without a PoolNode, {doubles} double launches, {} waiting without a reason, {} Provisioning past the deadline, {} panics; gangs by phase and reason: {phases:?}",
+        "storm: {} gangs, {complete_jobs} complete, {} instances created, {} never registered, {} never Ready (held by {} gangs, at most {longest}s after launch, {} still running), {} without a PoolNode, {doubles} double launches, {} waiting without a reason, {} Provisioning past the deadline, {} panics; gangs by phase and reason: {phases:?}",
         names.len(),
         created.len(),
         world.machines.hidden(),
+        never_ready_ids.len(),
+        never_ready.gangs().len(),
+        still_running.len(),
         orphans.len(),
         silent.len(),
         overdue.len(),
@@ -258,6 +298,19 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
     assert!(
         world.machines.hidden() > 0,
         "some machines never registered"
+    );
+    assert!(
+        !never_ready.gangs().is_empty(),
+        "some gang got a machine that never turned Ready: {:?}",
+        never_ready.machines
+    );
+    assert!(
+        held_past.is_empty(),
+        "never-Ready machines held past their timeout: {held_past:?}"
+    );
+    assert!(
+        still_running.is_empty(),
+        "never-Ready machines not terminated: {still_running:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -119,7 +119,7 @@ fn provisioning_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
                     gi,
                     WaitReason::ProvisioningTimeout,
                     format!(
-                        "its capacity was not all Ready by its provisioning deadline ({} ago): the nodes are released and the gang queues again; if this repeats, the PoolNodes' Events say why (launch errors, nodes that never register)",
+                        "its capacity was not all Ready by its provisioning deadline ({} ago): the nodes are released and the gang queues again; if this repeats, the PoolNodes' Events say why (launch errors, nodes that never register or never turn Ready)",
                         w.now.since(g.provisioning_deadline.unwrap_or(w.now))
                     ),
                 );

@@ -107,7 +107,7 @@ pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
             else {
                 continue;
             };
-            // a machine given up (never registered in time) is not handed on
+            // a machine given up (not Ready in time) is not handed on
             if early_nodes.iter().any(|&ni| w.nodes[ni].given_up) {
                 continue;
             }

@@ -115,13 +115,15 @@ pub(crate) struct NodeInfo<'a> {
     /// Set when the node was reserved for a gang whose provisioning timed out
     /// (offered to the next gang that fits) or for a gang that is gone.
     pub released_from: Option<ReleasedFrom>,
-    /// A machine that has not registered a Node (`Pending`, `Launched`)
-    /// although launched longer ago than its pool's provisioning timeout, or
-    /// held for a gang past its provisioning deadline: never offered to a
-    /// gang as capacity to come (nor handed over), so its release has no heir
-    /// and cancels it. Without this, a machine that never joins is handed
-    /// from gang to gang until its `registrationTimeout`, each gang waiting
-    /// out its own timeout on it.
+    /// A machine not Ready yet (`Pending`, `Launched`, or `Registered`: no
+    /// Node, or a Node not Ready with its GPUs) although launched longer ago
+    /// than its pool's provisioning timeout, or held for a gang past its
+    /// provisioning deadline: never offered to a gang as capacity to come
+    /// (nor handed over), so its release has no heir and cancels it. Without
+    /// this, a machine that never joins, or joins but never turns Ready (a
+    /// kubelet whose network plugin never starts), is handed from gang to
+    /// gang until its `registrationTimeout` or `initializationTimeout`, each
+    /// gang waiting out its own timeout on it.
     pub given_up: bool,
     /// Chosen for removal this cycle.
     pub removed: bool,
@@ -511,11 +513,11 @@ impl<'a> World<'a> {
             }
         }
 
-        // Machines given up: not registered although launched longer ago
-        // than their pool's provisioning timeout, or held for a gang past its
+        // Machines given up: not Ready although launched longer ago than
+        // their pool's provisioning timeout, or held for a gang past its
         // provisioning deadline.
         for n in nodes.iter_mut() {
-            if !unregistered(n.node) {
+            if !not_ready(n.node) {
                 continue;
             }
             let Some(p) = n.pool else { continue };
@@ -833,10 +835,10 @@ impl<'a> World<'a> {
     }
 }
 
-/// A managed machine whose Node has not registered yet (`Pending` or
-/// `Launched`).
-pub(crate) fn unregistered(n: &Node) -> bool {
-    n.managed() && matches!(n.phase, NodePhase::Pending | NodePhase::Launched)
+/// A managed machine that is not Ready yet: its Node has not registered
+/// (`Pending`, `Launched`) or is not Ready with its GPUs (`Registered`).
+pub(crate) fn not_ready(n: &Node) -> bool {
+    n.managed() && n.phase.in_flight()
 }
 
 /// How many pods of `shape` fit in `free`; `u32::MAX` for an empty shape.

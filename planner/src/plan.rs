@@ -241,7 +241,7 @@ pub enum WaitReason {
     /// Its capacity is being launched.
     Provisioning,
     /// Its capacity was not all Ready by its provisioning deadline: released
-    /// (machines that never registered cancelled), the gang queues again.
+    /// (machines not Ready by then cancelled), the gang queues again.
     ProvisioningTimeout,
     /// Its capacity is launched-to-be but the cycle's launch budget is spent.
     LaunchBudget,

@@ -151,6 +151,7 @@ fn build(seed: u64) -> Snapshot {
                 NodePhase::Ready,
                 NodePhase::Ready,
                 NodePhase::Launched,
+                NodePhase::Registered,
                 NodePhase::Draining,
             ],
         );
@@ -573,14 +574,15 @@ fn check(s: &Snapshot, p: &Plan) -> Result<(), TestCaseError> {
     {
         prop_assert!(cohort_after <= cohort_nominal, "cohort over quota");
     }
-    // A machine that has not registered although launched longer ago than
-    // its pool's provisioning timeout, or held for a gang past its deadline,
-    // is never capacity to come for a gang: no launch reserves or assigns
-    // it, no release hands it on (released to no gang, it is cancelled).
+    // A machine not Ready (not registered, or registered but not Ready)
+    // although launched longer ago than its pool's provisioning timeout, or
+    // held for a gang past its deadline, is never capacity to come for a
+    // gang: no launch reserves or assigns it, no release hands it on
+    // (released to no gang, it is cancelled).
     let given_up: BTreeSet<&str> = s
         .nodes
         .iter()
-        .filter(|n| matches!(n.phase, NodePhase::Pending | NodePhase::Launched))
+        .filter(|n| n.phase.in_flight())
         .filter(|n| {
             let timeout = s
                 .pools
@@ -605,7 +607,7 @@ fn check(s: &Snapshot, p: &Plan) -> Result<(), TestCaseError> {
         {
             prop_assert!(
                 !given_up.contains(name.as_str()),
-                "{} takes {name}, which never registered in time",
+                "{} takes {name}, which was not Ready in time",
                 l.gang
             );
         }
@@ -614,7 +616,7 @@ fn check(s: &Snapshot, p: &Plan) -> Result<(), TestCaseError> {
         for name in &r.nodes {
             prop_assert!(
                 !given_up.contains(name.as_str()),
-                "{name}, never registered in time, handed from {} to another gang",
+                "{name}, not Ready in time, handed from {} to another gang",
                 r.gang
             );
         }

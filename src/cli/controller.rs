@@ -148,8 +148,9 @@ pub struct ControllerArgs {
     /// (e.g. 1m; at least the exporter's scrape interval).
     #[arg(long, env = "MUSTER_PROMETHEUS_STEP", default_value = "1m", value_parser = parse_duration)]
     pub prometheus_step: Duration,
-    /// Most cloud calls (launches, terminations, offerings listings) at
-    /// once per NodeClass; they run off the planning path.
+    /// Most cloud calls (launches, terminations, offerings listings,
+    /// NodeClass resolutions) at once per NodeClass; they run off the
+    /// planning path.
     #[arg(long, env = "MUSTER_CLOUD_CONCURRENCY", default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
     pub cloud_concurrency: u16,
     /// AWS: endpoint override for EC2, SQS, EKS and SSM (private endpoints, tests).

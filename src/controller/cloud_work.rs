@@ -1,7 +1,8 @@
 //! Cloud calls off the planning path. A planning cycle never waits for a
 //! cloud: it asks [`CloudWork`] for the outcome of a job (launch one
-//! PoolNode's machine, terminate one, list a pool's offerings, read a
-//! cloud's interruption notices, collect its orphans), and gets
+//! PoolNode's machine, terminate one, list a pool's offerings, resolve a
+//! NodeClass, read a cloud's interruption notices, collect its orphans),
+//! and gets
 //! either the outcome of a job that finished since, or [`Progress::Waiting`]
 //! while the job runs in the background (started on the first ask). A
 //! finished job notifies the planning loop, whose next cycle takes the
@@ -33,6 +34,9 @@ pub enum Job {
     Terminate(String),
     /// List the offerings of this pool.
     Offerings(String),
+    /// Resolve this NodeClass's selectors (subnets, images, zones) for its
+    /// status.
+    Resolve(String),
     /// Read the interruption notices of this NodeClass's cloud.
     Interruptions(String),
     /// Collect the orphans of this NodeClass's cloud.
@@ -44,7 +48,7 @@ impl Job {
     fn pool_node(&self) -> Option<&str> {
         match self {
             Job::Launch(n) | Job::Terminate(n) => Some(n),
-            Job::Offerings(_) | Job::Interruptions(_) | Job::Orphans(_) => None,
+            Job::Offerings(_) | Job::Resolve(_) | Job::Interruptions(_) | Job::Orphans(_) => None,
         }
     }
 }

@@ -164,6 +164,15 @@ impl CycleProviders {
         }
     }
 
+    /// The provider of a NodeClass, or why it has none; `None` for a
+    /// NodeClass not observed when the cycle began.
+    pub fn setup(
+        &self,
+        node_class: &str,
+    ) -> Option<Result<&Arc<dyn CloudProvider>, &ProviderSetupError>> {
+        self.0.get(node_class).map(Result::as_ref)
+    }
+
     /// Every NodeClass that has a provider (those without one are skipped:
     /// their status already says why).
     pub fn ready(&self) -> impl Iterator<Item = (&str, &Arc<dyn CloudProvider>)> {

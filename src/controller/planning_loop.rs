@@ -150,7 +150,7 @@ pub async fn cycle(ctx: &Ctx) {
     );
     let figures = super::report_metrics::report(&ctx.deps.metrics, &tr.snapshot, &plan, now);
     act::reconcile::pool_status::update(ctx, &tr.snapshot, &observed, &figures, now).await;
-    act::reconcile::class_status::update(ctx, &observed, now).await;
+    act::reconcile::class_status::update(ctx, &observed, &providers, now).await;
 }
 
 /// The plan applied in the order the driver contract prescribes

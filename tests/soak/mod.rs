@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod controllers;
+pub mod never_ready;
 pub mod summary;
 pub mod trigger;
 pub mod workload;

@@ -33,59 +33,101 @@ pub fn node_class() -> Value {
     }})
 }
 
+/// What becomes of a machine the double runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Its kubelet registers a Node that turns Ready.
+    Boots,
+    /// It never registers a Node (a machine that never joins).
+    NeverRegisters,
+    /// Its kubelet registers a Node that stays `Ready=False`
+    /// (`KubeletNotReady`: the network plugin never starts).
+    NeverReady,
+}
+
 /// The emulated kubelet boots every instance the double runs for the
-/// cluster, but those `hidden` names: while `hiding` is on, one new instance
-/// in four never registers a Node (a machine that never joins).
+/// cluster, but while faults are on ([`FakeMachines::fail_from`]) each new
+/// instance draws its [`Fate`] from a generator seeded by the caller: one
+/// in four never registers a Node, one in four registers one that never
+/// turns Ready.
 pub struct FakeMachines {
     cloud: Arc<GcpProvider>,
-    /// Whether new instances may be hidden now.
-    pub hiding: Arc<std::sync::atomic::AtomicBool>,
-    hidden: std::sync::Mutex<std::collections::BTreeMap<String, bool>>,
+    /// The draws while faults are on; `None` when every new instance boots.
+    faults: std::sync::Mutex<Option<super::Rng>>,
+    fates: std::sync::Mutex<std::collections::BTreeMap<String, Fate>>,
 }
 
 impl FakeMachines {
-    /// Every instance boots until `hiding` is set.
+    /// Every instance boots until [`FakeMachines::fail_from`].
     pub fn new(cloud: Arc<GcpProvider>) -> FakeMachines {
         FakeMachines {
             cloud,
-            hiding: Arc::default(),
-            hidden: Default::default(),
+            faults: Default::default(),
+            fates: Default::default(),
         }
+    }
+
+    /// From now on, each new instance draws its fate from `seed`'s
+    /// generator (in the order the instances are first seen).
+    pub fn fail_from(&self, seed: u64) {
+        *self.faults.lock().unwrap_or_else(|e| e.into_inner()) = Some(super::Rng::new(seed));
+    }
+
+    /// From now on, every new instance boots (the fates drawn stay).
+    pub fn stop_failing(&self) {
+        *self.faults.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// The provider ids of the instances that drew `fate`.
+    pub fn with_fate(&self, fate: Fate) -> std::collections::BTreeSet<String> {
+        self.fates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(_, f)| **f == fate)
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// Instances that never registered.
     pub fn hidden(&self) -> usize {
-        self.hidden
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .filter(|h| **h)
-            .count()
+        self.with_fate(Fate::NeverRegisters).len()
+    }
+
+    /// Instances whose Node never turned Ready.
+    pub fn never_ready(&self) -> usize {
+        self.with_fate(Fate::NeverReady).len()
     }
 }
 
 #[async_trait::async_trait]
 impl Machines for FakeMachines {
     async fn machines(&self) -> Vec<Machine> {
-        let hiding = self.hiding.load(std::sync::atomic::Ordering::Relaxed);
         let instances = self.cloud.list(CLUSTER).await.unwrap_or_default();
-        let mut hidden = self.hidden.lock().unwrap_or_else(|e| e.into_inner());
+        let mut faults = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+        let mut fates = self.fates.lock().unwrap_or_else(|e| e.into_inner());
         instances
             .into_iter()
-            .filter(|i| {
-                let n = hidden.len();
-                !*hidden
-                    .entry(i.provider_id.clone())
-                    .or_insert_with(|| hiding && n % 4 == 3)
-            })
-            .map(|i| {
+            .filter_map(|i| {
+                let fate = *fates.entry(i.provider_id.clone()).or_insert_with(|| {
+                    match faults.as_mut().map(|r| r.below(8)) {
+                        Some(0 | 1) => Fate::NeverRegisters,
+                        Some(2 | 3) => Fate::NeverReady,
+                        _ => Fate::Boots,
+                    }
+                });
+                if fate == Fate::NeverRegisters {
+                    return None;
+                }
                 let gpus = u32::from(i.offering.instance_type == MACHINE);
                 let pool = i
                     .tags
                     .get(&label_key(tags::POOL))
                     .cloned()
                     .unwrap_or_default();
-                machine(i, pool, gpus)
+                let mut m = machine(i, pool, gpus);
+                m.never_ready = fate == Fate::NeverReady;
+                Some(m)
             })
             .collect()
     }

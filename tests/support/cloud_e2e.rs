@@ -150,6 +150,7 @@ pub fn machine(
         gpus,
         taints: muster_planner::model::pool::default_taints(),
         terminated: false,
+        never_ready: false,
     }
 }
 

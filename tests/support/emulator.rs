@@ -1,6 +1,8 @@
 //! A test-only stand-in for kubelet and kube-scheduler (like KWOK): registers
 //! a Node for every launched fake instance (first NotReady with no GPUs, then
-//! Ready with the offering's GPUs) under a name that is not the PoolNode's
+//! Ready with the offering's GPUs; a machine marked [`Machine::never_ready`]
+//! stays `Ready=False`, reason `KubeletNotReady`, as a kubelet whose network
+//! plugin never starts reports) under a name that is not the PoolNode's
 //! (see [`node_name`]), binds pending pods without scheduling gates to nodes
 //! through `pods/binding`, honouring node selectors, required node affinity,
 //! taints and GPU capacity, and marks bound pods Running and Ready; when
@@ -41,7 +43,22 @@ pub struct Machine {
     pub taints: Vec<Taint>,
     /// The machine is gone: its Node goes too.
     pub terminated: bool,
+    /// The kubelet registers the Node but never turns it Ready: its runtime
+    /// network never comes up (no CNI configuration), so the kubelet keeps
+    /// reporting `Ready=False` with reason `KubeletNotReady` and the runtime's
+    /// error as message (kubelet `pkg/kubelet/nodestatus/setters.go`,
+    /// `ReadyCondition`; the message from `pkg/kubelet/kubelet.go`,
+    /// `updateRuntimeUp`), and no device plugin registers its GPUs.
+    pub never_ready: bool,
 }
+
+/// The `Ready` condition's reason while the kubelet is not ready
+/// (`KubeletNotReady` in `pkg/kubelet/nodestatus/setters.go`).
+pub const KUBELET_NOT_READY: &str = "KubeletNotReady";
+
+/// What a kubelet on containerd reports while no CNI plugin is configured.
+const NETWORK_NOT_READY: &str = "container runtime network not ready: NetworkReady=false \
+     reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized";
 
 /// Where the emulator learns which machines exist (a fake cloud, or a local
 /// cloud API server such as moto).
@@ -72,6 +89,7 @@ impl Machines for FakeCloud {
                 labels: fi.request.labels.clone(),
                 taints: fi.request.taints.clone(),
                 terminated: fi.instance.state == muster_provider_api::InstanceState::Terminated,
+                never_ready: false,
             })
             .collect()
     }
@@ -285,15 +303,20 @@ async fn tick(
                     }))
                     .expect("node");
                     nodes.create(&PostParams::default(), &node).await?;
+                    let mut not_ready = json!({"type": "Ready", "status": "False"});
+                    if m.never_ready {
+                        not_ready["reason"] = json!(KUBELET_NOT_READY);
+                        not_ready["message"] = json!(NETWORK_NOT_READY);
+                    }
                     nodes
                         .patch_status(&name, &pp, &Patch::Merge(json!({"status": {
-                            "conditions": [{"type": "Ready", "status": "False"}],
+                            "conditions": [not_ready],
                             "allocatable": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "0"},
                         }})))
                         .await?;
                 }
                 (Some(n), _) => {
-                    if !ready(n) {
+                    if !ready(n) && !m.never_ready {
                         let mut resources = json!({"cpu": "96", "memory": "1Ti"});
                         if plugin == DevicePlugin::Runs {
                             resources["nvidia.com/gpu"] = json!(gpu_count.to_string());

@@ -2,8 +2,9 @@
 //! (idempotent by key, tagged by cluster, injectable capacity shortages and
 //! interruptions: what the provider conformance suite checks of every
 //! provider) with test controls layered on top: an optional delay before
-//! every launch answers (a slow cloud), hangs to simulate a controller
-//! killed mid-launch, a failing `resolve`, offerings listed as unavailable,
+//! every launch or `resolve` answers (a slow cloud), hangs to simulate a
+//! controller killed mid-launch, a failing `resolve`, offerings listed as
+//! unavailable,
 //! and a log of every call (with how many PoolNodes existed in the API at
 //! the time of each launch call).
 
@@ -64,6 +65,7 @@ struct State {
     unresolvable: Option<String>,
     unavailable: BTreeMap<String, Time>,
     launch_delay: Option<std::time::Duration>,
+    resolve_delay: Option<std::time::Duration>,
 }
 
 /// The fake cloud: the simulated cloud (`muster_provider_sim::SimProvider`,
@@ -73,6 +75,7 @@ pub struct FakeCloud {
     sim: SimProvider,
     state: Mutex<State>,
     in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    resolving: Arc<std::sync::atomic::AtomicUsize>,
     catalog: Vec<Offering>,
     client: Option<kube::Client>,
 }
@@ -144,6 +147,7 @@ impl FakeCloud {
             sim,
             state: Mutex::new(State::default()),
             in_flight: Arc::default(),
+            resolving: Arc::default(),
             catalog: catalog(),
             client,
         })
@@ -167,6 +171,17 @@ impl FakeCloud {
     /// slow cloud, such as a GCP insert waiting on its zone operation).
     pub fn set_launch_delay(&self, delay: std::time::Duration) {
         self.lock().launch_delay = Some(delay);
+    }
+
+    /// Makes every `resolve` call take `delay` before the cloud answers (a
+    /// slow cloud, such as describe calls retried under throttling).
+    pub fn set_resolve_delay(&self, delay: std::time::Duration) {
+        self.lock().resolve_delay = Some(delay);
+    }
+
+    /// `resolve` calls the cloud has not answered yet.
+    pub fn resolves_in_flight(&self) -> usize {
+        self.resolving.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Launch calls that have been made and not answered yet.
@@ -292,6 +307,11 @@ impl CloudProvider for FakeCloud {
     }
 
     async fn resolve(&self) -> Result<Resolution, ProviderError> {
+        let _in_flight = InFlight::start(&self.resolving);
+        let delay = self.lock().resolve_delay;
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
         if let Some(what) = self.lock().unresolvable.clone() {
             return Err(ProviderError::NotFound { what });
         }
@@ -367,7 +387,7 @@ impl CloudProvider for FakeCloud {
     }
 }
 
-/// Counts a launch call in flight until it is answered or dropped.
+/// Counts a call in flight until it is answered or dropped.
 struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
 
 impl InFlight {
@@ -380,6 +400,30 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A factory handing out the fake cloud named for a NodeClass, and
+/// `default` for every other.
+pub struct ByClassFactory {
+    /// The cloud of every NodeClass not named.
+    pub default: Arc<FakeCloud>,
+    /// NodeClass name → its cloud.
+    pub classes: BTreeMap<String, Arc<FakeCloud>>,
+}
+
+#[async_trait]
+impl ProviderFactory for ByClassFactory {
+    async fn provider(
+        &self,
+        node_class: &str,
+        _spec: &serde_json::Value,
+    ) -> Result<Arc<dyn CloudProvider>, ProviderSetupError> {
+        Ok(self
+            .classes
+            .get(node_class)
+            .unwrap_or(&self.default)
+            .clone())
     }
 }
 

@@ -57,6 +57,22 @@ pub fn spawn(
     planner: PlanFn,
     config: ControllerConfig,
 ) -> Running {
+    spawn_with(
+        client,
+        Arc::new(FakeFactory(cloud.clone())),
+        planner,
+        config,
+    )
+}
+
+/// Starts the controller with `config` on the clouds `providers` hands
+/// out, deciding with `planner`.
+pub fn spawn_with(
+    client: &kube::Client,
+    providers: Arc<dyn controller::ProviderFactory>,
+    planner: PlanFn,
+    config: ControllerConfig,
+) -> Running {
     // `MUSTER_TEST_LOG=muster=debug` shows the controller's log
     if let Ok(filter) = std::env::var("MUSTER_TEST_LOG") {
         let _ = tracing_subscriber::fmt()
@@ -66,7 +82,7 @@ pub fn spawn(
     }
     let metrics = Arc::new(Metrics::new());
     let deps = Deps {
-        providers: Arc::new(FakeFactory(cloud.clone())),
+        providers,
         planner,
         metrics: metrics.clone(),
     };

@@ -2,18 +2,21 @@
 //! (subnets, security groups, images, zones), with `Ready=True`, or
 //! `Ready=False` naming what is missing (a selector that matched nothing, a
 //! cloud muster was not built for, credentials that do not work). Resolved
-//! when the class changes and at most once per `offerings_ttl` otherwise.
+//! when the class changes and at most once per `offerings_ttl` otherwise,
+//! off the planning path ([`crate::controller::cloud_work`]): a NodeClass
+//! whose cloud answers slowly delays no cycle.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use kube::ResourceExt;
 use muster_crds::common::Provider as CrdProvider;
-use muster_provider_api::{ProviderError, Resolution};
+use muster_provider_api::{CloudProvider, ProviderError, Resolution};
 
 use super::super::{patch_status, status_patch, with_condition};
-use crate::controller::ctx::Ctx;
+use crate::controller::cloud_work::{Job, Progress};
+use crate::controller::ctx::{Ctx, CycleProviders};
 use crate::controller::objects::Kind;
 use crate::controller::translate::Observed;
 use muster_crds::NodeClassStatus;
@@ -98,59 +101,124 @@ pub fn status(
     }
 }
 
-/// Resolves every NodeClass that is due and writes its status.
-pub async fn update(ctx: &Ctx, observed: &Observed, now: Time) {
+/// What a resolution job hands back: the generation of the spec it
+/// resolved, and the outcome.
+type Resolving = (Option<i64>, Result<Resolution, String>);
+
+/// Resolves every NodeClass that is due off the planning path, and writes
+/// the status of every NodeClass whose resolution finished since: a cycle
+/// starts the provider's `resolve` as background cloud work (on the
+/// NodeClass's own permits) and a later cycle, woken by its end, writes
+/// what it found. A NodeClass without a provider (a cloud not built in or
+/// not enabled, an invalid spec) asks no cloud: its status is written in
+/// the cycle that finds it due.
+pub async fn update(ctx: &Ctx, observed: &Observed, providers: &CycleProviders, now: Time) {
     for nc in observed.of(Kind::NodeClass) {
         let name = nc.name_any();
-        if !ctx
+        let generation = nc.metadata.generation;
+        let due = ctx
             .resolved
-            .due(&name, nc.metadata.generation, ctx.config.offerings_ttl)
-        {
-            continue;
-        }
-        let spec = nc.data.get("spec").cloned().unwrap_or_default();
-        let provider = if spec.get("aws").is_some() {
-            Some(CrdProvider::Aws)
-        } else if spec.get("gcp").is_some() {
-            Some(CrdProvider::Gcp)
-        } else {
-            None
+            .due(&name, generation, ctx.config.offerings_ttl);
+        let outcome = match providers.setup(&name) {
+            None => continue,
+            Some(Err(e)) if due => Err(e.to_string()),
+            Some(Err(_)) => continue,
+            Some(Ok(provider)) => match resolution(ctx, &name, provider, generation, due) {
+                Some(outcome) => outcome,
+                None => continue,
+            },
         };
-        let outcome = match ctx.deps.providers.provider(&name, &spec).await {
-            Ok(p) => p.resolve().await.map_err(|e| match e {
+        write(ctx, nc, &outcome, now).await;
+    }
+}
+
+/// The outcome of the NodeClass's resolution for `generation` if one
+/// finished since the last cycle; otherwise `None`, having started one when
+/// `due` (or when none ran: a new leader resolves once).
+fn resolution(
+    ctx: &Ctx,
+    name: &str,
+    provider: &Arc<dyn CloudProvider>,
+    generation: Option<i64>,
+    due: bool,
+) -> Option<Result<Resolution, String>> {
+    let job = Job::Resolve(name.to_string());
+    let start = |provider: Arc<dyn CloudProvider>| {
+        move || async move {
+            let outcome = provider.resolve().await.map_err(|e| match e {
                 ProviderError::NotFound { what } => format!("{what} matched nothing"),
                 e => e.to_string(),
-            }),
-            Err(e) => Err(e.to_string()),
-        };
-        let before: NodeClassStatus = nc
-            .data
-            .get("status")
-            .cloned()
-            .and_then(|s| serde_json::from_value(s).ok())
-            .unwrap_or_default();
-        let (mut after, ok, reason, message) = status(&before, &outcome, provider);
-        let cond = crate::controller::act::condition(
-            "Ready",
-            ok,
-            reason,
-            message.clone(),
-            now,
-            nc.metadata.generation,
-        );
-        let changed = with_condition(nc, cond);
-        if let Some(c) = &changed {
-            after.conditions = c.clone();
+            });
+            (generation, outcome)
         }
-        after.observed_generation = nc.metadata.generation;
-        if let Some(patch) = status_patch(&before, &after)
-            && let Err(e) = patch_status(&ctx.client, Kind::NodeClass, None, &name, patch).await
-        {
-            tracing::warn!(node_class = %name, error = %e, "could not write status");
+    };
+    let wake = |_: &Resolving| true;
+    if due {
+        // a finished or settled resolution is stale: start another
+        ctx.cloud.forget(&job);
+    }
+    match ctx
+        .cloud
+        .poll(job.clone(), name, wake, start(provider.clone()))
+    {
+        Progress::Waiting => None,
+        Progress::Done((resolved, outcome)) => {
+            ctx.cloud.settle(job.clone());
+            if resolved == generation {
+                return Some(outcome);
+            }
+            // resolved for a spec that has changed since: resolve this one
+            ctx.cloud.forget(&job);
+            let _ = ctx.cloud.poll(job, name, wake, start(provider.clone()));
+            None
         }
-        if !ok && changed.is_some() {
-            ctx.events.warn(Kind::NodeClass, nc, reason, message).await;
-        }
+    }
+}
+
+/// Writes a NodeClass's status and `Ready` condition from a resolution
+/// outcome, with a Warning Event when it turns (or changes while) not Ready.
+async fn write(
+    ctx: &Ctx,
+    nc: &kube::api::DynamicObject,
+    outcome: &Result<Resolution, String>,
+    now: Time,
+) {
+    let name = nc.name_any();
+    let spec = nc.data.get("spec").cloned().unwrap_or_default();
+    let provider = if spec.get("aws").is_some() {
+        Some(CrdProvider::Aws)
+    } else if spec.get("gcp").is_some() {
+        Some(CrdProvider::Gcp)
+    } else {
+        None
+    };
+    let before: NodeClassStatus = nc
+        .data
+        .get("status")
+        .cloned()
+        .and_then(|s| serde_json::from_value(s).ok())
+        .unwrap_or_default();
+    let (mut after, ok, reason, message) = status(&before, outcome, provider);
+    let cond = crate::controller::act::condition(
+        "Ready",
+        ok,
+        reason,
+        message.clone(),
+        now,
+        nc.metadata.generation,
+    );
+    let changed = with_condition(nc, cond);
+    if let Some(c) = &changed {
+        after.conditions = c.clone();
+    }
+    after.observed_generation = nc.metadata.generation;
+    if let Some(patch) = status_patch(&before, &after)
+        && let Err(e) = patch_status(&ctx.client, Kind::NodeClass, None, &name, patch).await
+    {
+        tracing::warn!(node_class = %name, error = %e, "could not write status");
+    }
+    if !ok && changed.is_some() {
+        ctx.events.warn(Kind::NodeClass, nc, reason, message).await;
     }
 }
 
