@@ -3,8 +3,9 @@
 //!
 //! A plan reads the time in two ways. Some comparisons decide things: an
 //! offering is usable again once its `unavailableUntil` passed, a
-//! provisioning gang is timed out at its deadline, a machine that never
-//! registered is given up once its pool's provisioning timeout passed, an
+//! provisioning gang is timed out at its deadline, a machine not Ready yet
+//! (no Node, or a Node not Ready) is given up once its pool's provisioning
+//! timeout passed, an
 //! evicted gang queues again when its backoff ends. The rest only renders
 //! times as durations from now in messages, or stamps new deadlines.
 //!
@@ -17,7 +18,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::index::unregistered;
+use crate::index::not_ready;
 use crate::model::{Gang, GangId, GangPhase, Node, Offering};
 use crate::snapshot::{Policy, Snapshot};
 use crate::time::{Dur, Time};
@@ -74,7 +75,7 @@ pub(crate) fn changes(s: &Snapshot, policy: &Policy, a: Time, b: Time) -> Change
             backoffs.insert(g.id.clone());
         }
     }
-    for n in s.nodes.iter().filter(|n| unregistered(n)) {
+    for n in s.nodes.iter().filter(|n| not_ready(n)) {
         let Some(pool) = n.pool.as_deref() else {
             continue;
         };
@@ -174,5 +175,13 @@ mod tests {
             Changes::Backoffs(BTreeSet::new())
         );
         assert_eq!(changes(&s, &p, Time(0), at), Changes::Other);
+        // A Node registered but not Ready is given up the same way.
+        s.nodes[0].phase = crate::model::NodePhase::Registered;
+        assert_eq!(changes(&s, &p, Time(0), at), Changes::Other);
+        s.nodes[0].phase = crate::model::NodePhase::Ready;
+        assert_eq!(
+            changes(&s, &p, Time(0), at),
+            Changes::Backoffs(BTreeSet::new())
+        );
     }
 }
