@@ -84,7 +84,7 @@ pub(crate) struct Cycle {
     pub retimed: bool,
     /// Launch-message notes rendered this cycle
     /// ([`reasons::retime_launch_message`]).
-    pub notes: BTreeMap<(usize, Option<usize>), (String, String)>,
+    pub notes: reasons::Notes,
 }
 
 impl Cycle {

@@ -137,59 +137,72 @@ pub(crate) fn launch_message(w: &World<'_>, c: &LaunchChoice) -> String {
 /// unavailable and for how long: the only part of a launch message that
 /// depends on the time ([`retime_launch_message`]).
 fn push_skipped_note(w: &World<'_>, c: &LaunchChoice, m: &mut String) {
-    use std::fmt::Write;
-    let Some(off) = c.skipped.map(|o| w.offerings[o]) else {
-        return;
-    };
-    let Some(t) = off.unavailable_until else {
-        return;
-    };
+    if let Some((start, duration, rest)) = note_parts(w, c) {
+        m.push_str(&start);
+        m.push_str(&duration);
+        m.push_str(&rest);
+    }
+}
+
+/// The note's three parts: "; offering K unavailable for another ", the
+/// duration, " after a capacity error; planning T".
+fn note_parts(w: &World<'_>, c: &LaunchChoice) -> Option<(String, String, String)> {
+    let off = w.offerings[c.skipped?];
+    let t = off.unavailable_until?;
     let first = c
         .new
         .first()
         .map(|n| w.offerings[n.offering].instance_type.as_str());
-    // Writing to a String cannot fail.
-    let _ = write!(
-        m,
-        "; offering {}{UNAVAILABLE_FOR}{} after a capacity error; planning {}",
-        off.key(),
-        t.since(w.now),
-        first.unwrap_or("existing capacity")
-    );
+    Some((
+        format!("; offering {} unavailable for another ", off.key()),
+        t.since(w.now).to_string(),
+        format!(
+            " after a capacity error; planning {}",
+            first.unwrap_or("existing capacity")
+        ),
+    ))
 }
 
-const UNAVAILABLE_FOR: &str = " unavailable for another ";
+/// Launch-message notes of one cycle, in parts (`note_parts`), by skipped
+/// offering and first new offering.
+pub(crate) type Notes = BTreeMap<(usize, Option<usize>), Option<(String, String, String)>>;
 
-fn skipped_prefix(off: &crate::model::Offering) -> String {
-    format!("; offering {}", off.key())
-}
+/// Longer than any duration a note states ("5124095576030431h59m59s").
+const LONGEST_DURATION: usize = 32;
 
 /// Renders a launch message made at another time at this cycle's time:
 /// the same as [`launch_message`] gives now, at the cost of its last part.
-/// `notes` keeps the notes rendered this cycle, by skipped offering and
-/// first new offering: many launches share one.
+/// `notes` keeps the parts rendered this cycle, by skipped offering and
+/// first new offering: many launches share them.
 pub(crate) fn retime_launch_message(
     w: &World<'_>,
     c: &LaunchChoice,
-    notes: &mut BTreeMap<(usize, Option<usize>), (String, String)>,
+    notes: &mut Notes,
     message: &mut String,
 ) {
     let Some(skipped) = c.skipped else {
         return;
     };
-    let (start, note) = notes
+    let parts = notes
         .entry((skipped, c.new.first().map(|n| n.offering)))
-        .or_insert_with(|| {
-            let mut start = skipped_prefix(w.offerings[skipped]);
-            start.push_str(UNAVAILABLE_FOR);
-            let mut note = String::new();
-            push_skipped_note(w, c, &mut note);
-            (start, note)
-        });
-    match message.rfind(start.as_str()) {
+        .or_insert_with(|| note_parts(w, c));
+    let Some((start, duration, rest)) = parts else {
+        return;
+    };
+    // The note ends the message; only its duration differs. Search for its
+    // start just before the rest, not through the whole message.
+    let found = message.strip_suffix(rest.as_str()).and_then(|head| {
+        let mut from = head.len().saturating_sub(start.len() + LONGEST_DURATION);
+        while !head.is_char_boundary(from) {
+            from -= 1;
+        }
+        head[from..].rfind(start.as_str()).map(|at| from + at)
+    });
+    match found {
         Some(at) => {
-            message.truncate(at);
-            message.push_str(note);
+            message.truncate(at + start.len());
+            message.push_str(duration);
+            message.push_str(rest);
         }
         None => *message = launch_message(w, c),
     }

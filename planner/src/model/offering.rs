@@ -244,31 +244,6 @@ pub fn family_of(instance_type: &str) -> &str {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gpu_models_normalise() {
-        assert_eq!(GpuModel::new("nvidia-tesla-a100").as_str(), "A100");
-        assert_eq!(GpuModel::new("NVIDIA-L4").as_str(), "L4");
-        assert_eq!(GpuModel::new("nvidia-h100-80gb").as_str(), "H100-80GB");
-        assert_eq!(GpuModel::new(" h100 ").as_str(), "H100");
-        assert!(GpuModel::new("A100-80GB").satisfies(&GpuModel::new("A100")));
-        assert!(!GpuModel::new("A100").satisfies(&GpuModel::new("A10")));
-        assert!(!GpuModel::new("A10G").satisfies(&GpuModel::new("A10")));
-    }
-
-    #[test]
-    fn families() {
-        assert_eq!(family_of("p4d.24xlarge"), "p4d");
-        assert_eq!(family_of("a2-highgpu-8g"), "a2-highgpu");
-        assert_eq!(family_of("g2-standard-4"), "g2-standard");
-        assert_eq!(family_of("n1-standard-8"), "n1-standard");
-        assert_eq!(family_of("weird"), "weird");
-    }
-}
-
 /// Hashed field by field, as `PartialEq` compares (the interruption rate by
 /// value). The destructuring lists every field, so a field added later does
 /// not compile until it is hashed too.
@@ -308,5 +283,30 @@ impl std::hash::Hash for Offering {
         super::float_bits(*interruption_rate_per_hour).hash(state);
         placement_groups.hash(state);
         boot_secs.hash(state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_models_normalise() {
+        assert_eq!(GpuModel::new("nvidia-tesla-a100").as_str(), "A100");
+        assert_eq!(GpuModel::new("NVIDIA-L4").as_str(), "L4");
+        assert_eq!(GpuModel::new("nvidia-h100-80gb").as_str(), "H100-80GB");
+        assert_eq!(GpuModel::new(" h100 ").as_str(), "H100");
+        assert!(GpuModel::new("A100-80GB").satisfies(&GpuModel::new("A100")));
+        assert!(!GpuModel::new("A100").satisfies(&GpuModel::new("A10")));
+        assert!(!GpuModel::new("A10G").satisfies(&GpuModel::new("A10")));
+    }
+
+    #[test]
+    fn families() {
+        assert_eq!(family_of("p4d.24xlarge"), "p4d");
+        assert_eq!(family_of("a2-highgpu-8g"), "a2-highgpu");
+        assert_eq!(family_of("g2-standard-4"), "g2-standard");
+        assert_eq!(family_of("n1-standard-8"), "n1-standard");
+        assert_eq!(family_of("weird"), "weird");
     }
 }
