@@ -9,8 +9,10 @@ use std::process::{Child, Command, Stdio};
 pub struct Flags {
     /// API server URL.
     pub kube_url: String,
-    /// Compute endpoint.
-    pub gcp_endpoint: String,
+    /// Flags that point the controller at the cloud.
+    pub cloud: Vec<String>,
+    /// Environment the cloud needs (credentials, region).
+    pub env: Vec<(String, String)>,
     /// Cluster name.
     pub cluster: String,
     /// With leader election (lease, renew deadline, retry period, API
@@ -25,6 +27,21 @@ pub struct Controller {
     /// Identity (unique per process).
     pub identity: String,
     child: Child,
+}
+
+impl Flags {
+    /// One replica (no leader election) against `cloud`, on the API server
+    /// at `kube_url`.
+    pub fn for_cloud(kube_url: &str, (cloud, env): (Vec<String>, Vec<(String, String)>)) -> Flags {
+        Flags {
+            kube_url: kube_url.to_string(),
+            cloud,
+            env,
+            cluster: super::world::CLUSTER.to_string(),
+            election: None,
+            extra: Vec::new(),
+        }
+    }
 }
 
 impl Controller {
@@ -47,9 +64,6 @@ impl Controller {
             identity,
             "--cluster-name",
             &flags.cluster,
-            "--gcp-endpoint",
-            &flags.gcp_endpoint,
-            "--gcp-anonymous",
             "--metrics-addr",
             &format!("127.0.0.1:{port}"),
             "--log-format",
@@ -82,7 +96,9 @@ impl Controller {
                 ]);
             }
         }
+        cmd.args(&flags.cloud);
         cmd.args(&flags.extra);
+        cmd.envs(flags.env.iter().map(|(k, v)| (k, v)));
         let child = cmd
             .env("RUST_LOG", "info")
             .stdout(Stdio::from(out))

@@ -1,130 +1,112 @@
-//! The soak's world: the Compute test double (its state outlives every
-//! controller), the API test server, one GCP NodeClass, a pool of 1-GPU
-//! L4 machines that consolidates empty nodes after a second, one queue, and
-//! the emulated kubelet that boots a Node for every instance and runs pods
-//! for a while.
+//! The soak's world: a cloud (its state outlives every controller), the
+//! API test server, one NodeClass, a pool of one-GPU machines that
+//! consolidates empty nodes after a second, one queue whose quota holds
+//! fewer GPUs than the pool (so higher-priority gangs preempt lower ones,
+//! whole), and the emulated kubelet that runs pods for a while (and boots a
+//! Node for every instance of a cloud whose machines are not Nodes already).
+//!
+//! The cloud is behind [`SoakCloud`]: the Compute test double
+//! (`super::gcp`), the simulated cloud of `--cloud sim` (`super::sim`) and
+//! moto (`super::aws`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use muster_provider_api::{CloudProvider, label_key, tags};
-use muster_provider_gcp::GcpProvider;
-use muster_provider_gcp::fake::ComputeFake;
+use muster_provider_api::{CloudProvider, Instance, label_key, tags};
 use serde_json::{Value, json};
 
-use crate::support::cloud_e2e::machine;
-use crate::support::emulator::{Emulator, Machine, Machines};
+use crate::support::emulator::{Emulator, Machines};
 use crate::support::{ApiServer, create, install_crds};
 
 /// The cluster name instances are labelled with.
 pub const CLUSTER: &str = "soak-cluster";
 /// The namespace of the workload.
 pub const NAMESPACE: &str = "soak";
-/// The one machine type (1 L4 GPU).
-pub const MACHINE: &str = "g2-standard-4";
+/// The NodeClass every cloud's machines are launched for.
+pub const NODE_CLASS: &str = "soak-class";
+/// GPUs the queue's quota holds (its gangs wait, or preempt, beyond it).
+pub const QUOTA_GPUS: u32 = 16;
 
-/// The NodeClass spec.
-pub fn node_class() -> Value {
-    json!({"gcp": {
-        "project": "soak-project",
-        "region": "us-central1",
-        "zones": ["us-central1-a"],
-        "image": "projects/cos-cloud/global/images/family/cos-stable"
-    }})
-}
-
-/// The emulated kubelet boots every instance the double runs for the
-/// cluster, but those `hidden` names: while `hiding` is on, one new instance
-/// in four never registers a Node (a machine that never joins).
-pub struct FakeMachines {
-    cloud: Arc<GcpProvider>,
-    /// Whether new instances may be hidden now.
-    pub hiding: Arc<std::sync::atomic::AtomicBool>,
-    hidden: std::sync::Mutex<std::collections::BTreeMap<String, bool>>,
-}
-
-impl FakeMachines {
-    /// Every instance boots until `hiding` is set.
-    pub fn new(cloud: Arc<GcpProvider>) -> FakeMachines {
-        FakeMachines {
-            cloud,
-            hiding: Arc::default(),
-            hidden: Default::default(),
-        }
-    }
-
-    /// Instances that never registered.
-    pub fn hidden(&self) -> usize {
-        self.hidden
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .filter(|h| **h)
-            .count()
-    }
-}
-
+/// What the soak needs of a cloud.
 #[async_trait::async_trait]
-impl Machines for FakeMachines {
-    async fn machines(&self) -> Vec<Machine> {
-        let hiding = self.hiding.load(std::sync::atomic::Ordering::Relaxed);
-        let instances = self.cloud.list(CLUSTER).await.unwrap_or_default();
-        let mut hidden = self.hidden.lock().unwrap_or_else(|e| e.into_inner());
-        instances
-            .into_iter()
-            .filter(|i| {
-                let n = hidden.len();
-                !*hidden
-                    .entry(i.provider_id.clone())
-                    .or_insert_with(|| hiding && n % 4 == 3)
-            })
-            .map(|i| {
-                let gpus = u32::from(i.offering.instance_type == MACHINE);
-                let pool = i
-                    .tags
-                    .get(&label_key(tags::POOL))
-                    .cloned()
-                    .unwrap_or_default();
-                machine(i, pool, gpus)
-            })
-            .collect()
-    }
+pub trait SoakCloud: Send + Sync + 'static {
+    /// Its name in the summary: `gcp`, `sim`, `aws`.
+    fn name(&self) -> &'static str;
+    /// The NodeClass spec.
+    fn node_class(&self) -> Value;
+    /// The pool's `requirements` (one one-GPU instance type).
+    fn requirements(&self) -> Value;
+    /// Controller flags and environment that point it at this cloud.
+    fn controller(&self) -> (Vec<String>, Vec<(String, String)>);
+    /// The cloud as the test reads it (instances of the cluster now).
+    fn provider(&self) -> Arc<dyn CloudProvider>;
+    /// The machines the emulated kubelet boots a Node for; `None` when the
+    /// cloud's machines are Nodes already.
+    fn machines(&self) -> Option<Arc<dyn Machines>>;
+    /// Launch calls the cloud received so far; `None` when its calls are
+    /// requests to the API server (read from the audit log instead).
+    fn launches(&self) -> Option<usize>;
+    /// Terminate calls the cloud received so far; `None` as for launches.
+    fn terminations(&self) -> Option<usize>;
+    /// Every instance the cloud ever created, terminated ones included:
+    /// `(instance, PoolNode)`, one entry per creation (an instance name
+    /// created twice appears twice).
+    async fn created(&self) -> Vec<(String, String)>;
+}
+
+/// The PoolNode an instance was launched for.
+pub fn pool_node_of(i: &Instance) -> String {
+    i.tags
+        .get(&label_key(tags::POOL_NODE))
+        .or_else(|| i.tags.get(tags::POOL_NODE))
+        .cloned()
+        .or(i.pool_node.clone())
+        .unwrap_or_default()
 }
 
 /// Everything but the controllers.
-pub struct World {
-    /// The Compute double.
-    pub fake: ComputeFake,
+pub struct World<C: SoakCloud> {
+    /// The cloud.
+    pub cloud: Arc<C>,
     /// The API test server.
     pub server: ApiServer,
     /// A client exempt from chaos.
     pub client: kube::Client,
-    /// The cloud as the test reads it.
-    pub cloud: Arc<GcpProvider>,
-    /// What the emulated kubelet boots.
-    pub machines: Arc<FakeMachines>,
     /// The kubelet and scheduler stand-in (runs until dropped).
     pub _emulator: Emulator,
 }
 
-/// Builds the world; pods run `run_for`, the pool holds at most `max_gpus`
-/// and gives a gang's machines `provisioning_timeout` to become Ready.
-pub async fn start(
-    run_for: Duration,
-    max_gpus: u32,
-    provisioning_timeout: &str,
-    server_args: &[&str],
-) -> World {
-    let fake = ComputeFake::start();
+/// How the world is set up.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// How long pods run (unless their Job says otherwise).
+    pub run_for: Duration,
+    /// The pool's GPU limit.
+    pub max_gpus: u32,
+    /// The queue's GPU quota; none when `None`.
+    pub quota_gpus: Option<u32>,
+    /// How long a gang's machines may take to become Ready.
+    pub provisioning_timeout: String,
+}
+
+/// Builds the world on the API server started with `server_args`; `cloud`
+/// makes the cloud from the server's client.
+pub async fn start<C, F, Fut>(setup: &Setup, server_args: &[&str], cloud: F) -> World<C>
+where
+    C: SoakCloud,
+    F: FnOnce(kube::Client) -> Fut,
+    Fut: std::future::Future<Output = C>,
+{
     let server = ApiServer::start_with(server_args);
     let client = server.client();
     install_crds(&client).await;
+    let cloud = Arc::new(cloud(client.clone()).await);
     create(
         &client,
         "NodeClass",
         "nodeclasses",
         None,
-        json!({"metadata": {"name": "gcp-default"}, "spec": node_class()}),
+        json!({"metadata": {"name": NODE_CLASS}, "spec": cloud.node_class()}),
     )
     .await;
     create(
@@ -133,65 +115,42 @@ pub async fn start(
         "gpupools",
         None,
         json!({
-            "metadata": {"name": "l4"},
+            "metadata": {"name": "gpu"},
             "spec": {
-                "nodeClassRef": {"name": "gcp-default"},
-                "requirements": {"instanceTypes": [MACHINE], "capacityTypes": ["on-demand"]},
-                "limits": {"maxGPUs": max_gpus},
+                "nodeClassRef": {"name": NODE_CLASS},
+                "requirements": cloud.requirements(),
+                "limits": {"maxGPUs": setup.max_gpus},
                 "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1s"},
-                "provisioningTimeout": provisioning_timeout
+                "provisioningTimeout": setup.provisioning_timeout
             }
         }),
     )
     .await;
+    let mut queue = json!({
+        "pools": ["gpu"],
+        "namespaceSelector": {},
+        "preemption": {"withinQueue": "LowerPriority"}
+    });
+    if let Some(gpus) = setup.quota_gpus {
+        queue["resources"] = json!([{"name": "nvidia.com/gpu", "nominal": gpus.to_string()}]);
+    }
     create(
         &client,
         "GPUQueue",
         "gpuqueues",
         None,
-        json!({
-            "metadata": {"name": "team-a"},
-            "spec": {"pools": ["l4"], "namespaceSelector": {}}
-        }),
+        json!({"metadata": {"name": "team-a"}, "spec": queue}),
     )
     .await;
-    let cloud = Arc::new(
-        GcpProvider::new("gcp-default", &node_class(), &fake.options())
-            .await
-            .expect("provider"),
-    );
-    let machines = Arc::new(FakeMachines::new(cloud.clone()));
     let emulator = Emulator::start_running_for(
         client.clone(),
-        vec![machines.clone() as Arc<dyn Machines>],
-        Some(run_for),
+        cloud.machines().into_iter().collect(),
+        Some(setup.run_for),
     );
     World {
-        fake,
+        cloud,
         server,
         client,
-        cloud,
-        machines,
         _emulator: emulator,
     }
-}
-
-/// Every instance the double ever created: `(name, PoolNode label)`.
-pub fn created(fake: &ComputeFake) -> Vec<(String, String)> {
-    let v: Value = serde_json::from_str(&fake.control("GET", "created")).unwrap_or_default();
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .map(|c| {
-                    (
-                        c["name"].as_str().unwrap_or_default().to_string(),
-                        c["labels"][label_key(tags::POOL_NODE)]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_string(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
