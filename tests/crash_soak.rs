@@ -32,7 +32,6 @@ use std::time::{Duration, Instant, SystemTime};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DynamicObject, ListParams};
-use muster_provider_api::CloudProvider;
 use soak::Rng;
 use soak::controllers::{Controller, Flags};
 use soak::summary::Summary;
@@ -64,7 +63,7 @@ const STALL: Duration = Duration::from_secs(90);
 /// 2 s, `--orphan-grace` 3 s), with slack.
 const ORPHAN_PERIOD: Duration = Duration::from_secs(8);
 /// Share of the gangs of low priority (preempted by the others).
-const LOW_SHARE: f64 = 0.3;
+const LOW_SHARE: f64 = 0.25;
 /// The API test server's flags: pods go 0.2 s after a graceful delete; the
 /// audit log holds each write's body (the kill windows read it).
 const SERVER_ARGS: [&str; 4] = ["--pod-termination-secs", "0.2", "--audit-level", "Request"];
@@ -110,7 +109,12 @@ fn watch_partial(
 /// Waits for every Job to complete while they make progress (a Job that
 /// does not complete while none other does for `stall` is stuck), then one
 /// orphan period; fills in the end-state figures.
-async fn settle<C: SoakCloud>(world: &World<C>, names: &BTreeSet<String>, stall: Duration, s: &mut Summary) {
+async fn settle<C: SoakCloud>(
+    world: &World<C>,
+    names: &BTreeSet<String>,
+    stall: Duration,
+    s: &mut Summary,
+) {
     let jobs: Api<Job> = Api::namespaced(world.client.clone(), NAMESPACE);
     let mut last = Vec::new();
     let mut done_before = 0;
@@ -224,8 +228,9 @@ fn jitter(rng: &mut Rng, w: Window) -> Duration {
 /// Waits for the window `w` of the process `identity` (see `wait_for`).
 async fn open<C: SoakCloud>(world: &World<C>, w: Window, identity: &str) -> bool {
     let mut tail = AuditTail::at_end(world.server.audit_log.clone());
-    let launches = || world.cloud.launches();
-    let terminations = || world.cloud.terminations();
+    let (a, b) = (world.cloud.clone(), world.cloud.clone());
+    let launches = move || a.launches();
+    let terminations = move || b.terminations();
     let counters = Counters {
         launches: &launches,
         terminations: &terminations,
@@ -273,6 +278,9 @@ async fn one_controller<C: SoakCloud>(world: World<C>, kills: u64, gangs: u64) -
     let mut ctl = Controller::start(&flags, "soak-0", &dir);
     for k in 1..=kills {
         tokio::time::sleep(rng.millis(200, 1500)).await;
+        if rng.below(4) == 0 && world.cloud.interrupt(rng.next()).await.is_some() {
+            s.interrupted += 1;
+        }
         let w = rng.weighted(&Window::WEIGHTED);
         let opened = open(&world, w, &ctl.identity).await;
         tokio::time::sleep(jitter(&mut rng, w)).await;
@@ -296,6 +304,8 @@ async fn one_controller<C: SoakCloud>(world: World<C>, kills: u64, gangs: u64) -
     soak::summary::disruptions(&world.server.audit_log, &mut s);
     s.secs = t0.elapsed().as_secs_f64();
     s.publish();
+    // kept with the controllers' logs while the run fails
+    let _ = std::fs::copy(&world.server.audit_log, dir.join("audit.jsonl"));
     assert_safe(&s);
     let in_disruption: u32 = DISRUPTION_WINDOWS
         .iter()
@@ -313,7 +323,7 @@ async fn one_controller<C: SoakCloud>(world: World<C>, kills: u64, gangs: u64) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_controller_survives_sigkills_at_every_step_on_gcp() {
-    let world = soak::world::start(&setup(), &SERVER_ARGS, soak::gcp::Gcp::start).await;
+    let world = soak::world::start(&setup(), &SERVER_ARGS, soak::gcp::Gcp::start_with_spot).await;
     one_controller(world, 50, 100).await;
 }
 

@@ -1,11 +1,19 @@
 //! The soak on GCP: the Compute test double
 //! (`providers/gcp/tests/compute_fake.py`, a separate process), one-GPU
-//! `g2-standard-4` machines (one L4), and the emulated kubelet booting a
-//! Node for every instance the double runs for the cluster.
+//! `g2-standard-4` machines (one L4), on demand or also Spot VMs, and the
+//! emulated kubelet booting a Node for every instance the double runs for
+//! the cluster (and removing it once the instance stopped).
+//!
+//! With Spot VMs, the soak reclaims some: the double stops a Spot VM as GCE
+//! does when it preempts one (status `TERMINATED`, `lastStopTimestamp`
+//! set; `POST /fake/preempt`), which the controller reads as a preemption
+//! notice on its next `instances.list` and answers by draining the node and
+//! evicting its gang whole.
 
 use std::sync::Arc;
 
-use muster_provider_api::{CloudProvider, label_key, tags};
+use muster_planner::CapacityType;
+use muster_provider_api::{CloudProvider, InstanceState, label_key, tags};
 use muster_provider_gcp::GcpProvider;
 use muster_provider_gcp::fake::ComputeFake;
 use serde_json::{Value, json};
@@ -74,12 +82,15 @@ impl Machines for FakeMachines {
             })
             .map(|i| {
                 let gpus = u32::from(i.offering.instance_type == MACHINE);
+                let stopped = i.state == InstanceState::Terminated;
                 let pool = i
                     .tags
                     .get(&label_key(tags::POOL))
                     .cloned()
                     .unwrap_or_default();
-                machine(i, pool, gpus)
+                let mut m = machine(i, pool, gpus);
+                m.terminated = stopped;
+                m
             })
             .collect()
     }
@@ -93,11 +104,22 @@ pub struct Gcp {
     pub provider: Arc<GcpProvider>,
     /// What the emulated kubelet boots.
     pub machines: Arc<FakeMachines>,
+    /// Whether the pool may launch Spot VMs (which the soak reclaims).
+    pub spot: bool,
 }
 
 impl Gcp {
-    /// Starts the double.
-    pub async fn start(_client: kube::Client) -> Gcp {
+    /// Starts the double; the pool launches on-demand machines only.
+    pub async fn start(client: kube::Client) -> Gcp {
+        Gcp::start_with(client, false).await
+    }
+
+    /// Starts the double; the pool launches Spot VMs too.
+    pub async fn start_with_spot(client: kube::Client) -> Gcp {
+        Gcp::start_with(client, true).await
+    }
+
+    async fn start_with(_client: kube::Client, spot: bool) -> Gcp {
         let fake = ComputeFake::start();
         let provider = Arc::new(
             GcpProvider::new(NODE_CLASS, &node_class(), &fake.options())
@@ -109,6 +131,7 @@ impl Gcp {
             fake,
             provider,
             machines,
+            spot,
         }
     }
 
@@ -128,18 +151,50 @@ impl SoakCloud for Gcp {
     }
 
     fn requirements(&self) -> Value {
-        json!({"instanceTypes": [MACHINE], "capacityTypes": ["on-demand"]})
+        let capacity = if self.spot {
+            json!(["spot", "on-demand"])
+        } else {
+            json!(["on-demand"])
+        };
+        json!({"instanceTypes": [MACHINE], "capacityTypes": capacity})
     }
 
     fn controller(&self) -> (Vec<String>, Vec<(String, String)>) {
-        (
-            vec![
-                "--gcp-endpoint".into(),
-                self.fake.endpoint.clone(),
-                "--gcp-anonymous".into(),
-            ],
-            Vec::new(),
-        )
+        let mut args = vec![
+            "--gcp-endpoint".into(),
+            self.fake.endpoint.clone(),
+            "--gcp-anonymous".into(),
+        ];
+        if self.spot {
+            // a preempted offering is planned again after 10 s, not 3 min,
+            // so Spot VMs keep being launched (and reclaimed)
+            args.extend(["--unavailable-offering-ttl".into(), "10s".into()]);
+        }
+        (args, Vec::new())
+    }
+
+    async fn interrupt(&self, pick: u64) -> Option<String> {
+        if !self.spot {
+            return None;
+        }
+        let mut running: Vec<String> = self
+            .provider
+            .list(CLUSTER)
+            .await
+            .ok()?
+            .into_iter()
+            .filter(|i| {
+                i.offering.capacity_type == CapacityType::Spot && i.state == InstanceState::Running
+            })
+            .filter_map(|i| i.provider_id.rsplit('/').next().map(str::to_string))
+            .collect();
+        running.sort();
+        if running.is_empty() {
+            return None;
+        }
+        let name = running.swap_remove((pick % running.len() as u64) as usize);
+        self.fake.control("POST", &format!("preempt?name={name}"));
+        Some(name)
     }
 
     fn provider(&self) -> Arc<dyn CloudProvider> {

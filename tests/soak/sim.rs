@@ -55,7 +55,8 @@ impl Sim {
         let ledger: Ledger = Arc::default();
         let l = ledger.clone();
         let nodes: Api<Node> = Api::all(client);
-        let cfg = watcher::Config::default().labels(&format!("muster.dev/sim-nodeclass={NODE_CLASS}"));
+        let cfg =
+            watcher::Config::default().labels(&format!("muster.dev/sim-nodeclass={NODE_CLASS}"));
         let watch = tokio::spawn(async move {
             let mut stream = watcher(nodes, cfg).boxed();
             while let Some(ev) = stream.next().await {

@@ -22,6 +22,8 @@ pub struct Summary {
     pub kills: BTreeMap<&'static str, (u32, u32)>,
     /// Instances the cloud created.
     pub instances_created: usize,
+    /// Spot machines the cloud reclaimed.
+    pub interrupted: usize,
     /// PoolNodes set Draining (by any controller process).
     pub drains: usize,
     /// Whole-gang evictions written, by reason.
@@ -87,6 +89,7 @@ impl Summary {
             .collect();
         row("kills by window", by_window.join(", "));
         row("instances created", self.instances_created.to_string());
+        row("spot machines reclaimed", self.interrupted.to_string());
         row("PoolNodes drained", self.drains.to_string());
         let evicted: Vec<String> = self
             .evicted
@@ -169,8 +172,13 @@ pub fn disruptions(audit: &std::path::Path, s: &mut Summary) {
         if e["resource"] == "poolnodes" && st["phase"] == "Draining" {
             drained.insert(name);
         } else if e["resource"] == "gangs" && st["phase"] == "Evicted" {
-            let reason = st["reason"].as_str().unwrap_or("-").to_string();
-            let key = (e["namespace"].as_str().unwrap_or_default().to_string(), name);
+            // a preemption sets the phase alone (its reason is the Plan's,
+            // in the Event); the life-cycle evictions write their reason
+            let reason = st["reason"].as_str().unwrap_or("Preempted").to_string();
+            let key = (
+                e["namespace"].as_str().unwrap_or_default().to_string(),
+                name,
+            );
             evicted.insert((key, st["evictions"].as_u64()), reason);
         }
     }

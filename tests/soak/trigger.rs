@@ -115,7 +115,11 @@ impl Window {
                 status_write && s("resource") == "gangs" && body["status"]["phase"] == "Evicted"
             }
             Window::JobRequeued => {
-                spec_write && s("resource") == "jobs" && body["spec"]["suspend"] == true
+                s("verb") == "patch"
+                    && s("resource") == "jobs"
+                    && s("subresource").is_empty()
+                    && body["spec"]["suspend"] == true
+                    && body["metadata"]["annotations"]["muster.dev/stopping"] == "true"
             }
             Window::InstanceCreated => s("verb") == "create" && s("resource") == "nodes",
             Window::InstanceTerminated | Window::NodeDeleted => {
@@ -126,11 +130,7 @@ impl Window {
                     && s("subresource").is_empty()
                     && matches!(s("verb"), "delete" | "patch" | "update")
             }
-            Window::JobWrite => {
-                write
-                    && s("resource") == "jobs"
-                    && !Window::JobRequeued.matches(e)
-            }
+            Window::JobWrite => write && s("resource") == "jobs" && !Window::JobRequeued.matches(e),
             Window::GangWrite => {
                 write && s("resource") == "gangs" && !Window::GangEvicted.matches(e)
             }

@@ -1,6 +1,6 @@
 //! The workload: gangs of 1–8 one-GPU pods (a Job each) arriving over time,
-//! a share of them of low priority and running longer (the gangs
-//! higher-priority ones preempt, whole); a watcher of partial gangs; the
+//! a share of them of low priority, in the queue that borrows, and running
+//! longer (the gangs the other queue's reclaim preempts, whole); a watcher of partial gangs; the
 //! final reading of every Job.
 
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 use super::Rng;
-use super::world::NAMESPACE;
+use super::world::{LOW_QUEUE, NAMESPACE, QUEUE};
 use crate::support::emulator::RUN_FOR_ANNOTATION;
 
 /// One gang: Job name, pods, arrival after the start.
@@ -24,7 +24,7 @@ pub struct Gang {
     pub pods: u32,
     /// When it arrives.
     pub at: Duration,
-    /// Of low priority, running [`LOW_RUN_FOR`].
+    /// Of low priority, in [`LOW_QUEUE`], running [`LOW_RUN_FOR`].
     pub low: bool,
 }
 
@@ -33,7 +33,7 @@ pub const HIGH_PRIORITY: &str = "10";
 /// Priority of the low-priority share.
 pub const LOW_PRIORITY: &str = "0";
 /// How long the pods of a low-priority gang run.
-pub const LOW_RUN_FOR: Duration = Duration::from_secs(6);
+pub const LOW_RUN_FOR: Duration = Duration::from_secs(4);
 
 /// `n` gangs of 1–8 pods arriving uniformly over `over`, sorted by arrival.
 pub fn gangs(n: usize, over: Duration, seed: u64) -> Vec<Gang> {
@@ -67,15 +67,15 @@ pub async fn submit(client: kube::Client, gangs: Vec<Gang>) {
         if let Some(wait) = g.at.checked_sub(t0.elapsed()) {
             tokio::time::sleep(wait).await;
         }
-        let (priority, pod_annotations) = if g.low {
+        let (queue, priority, pod_annotations) = if g.low {
             let ms = LOW_RUN_FOR.as_millis().to_string();
-            (LOW_PRIORITY, json!({RUN_FOR_ANNOTATION: ms}))
+            (LOW_QUEUE, LOW_PRIORITY, json!({RUN_FOR_ANNOTATION: ms}))
         } else {
-            (HIGH_PRIORITY, json!({}))
+            (QUEUE, HIGH_PRIORITY, json!({}))
         };
         let job: Job = serde_json::from_value(json!({
             "metadata": {"name": g.name, "namespace": NAMESPACE,
-                "labels": {"muster.dev/queue": "team-a"},
+                "labels": {"muster.dev/queue": queue},
                 "annotations": {"muster.dev/priority": priority}},
             "spec": {"parallelism": g.pods, "completions": g.pods, "suspend": true,
                 "template": {"metadata": {"annotations": pod_annotations},

@@ -1,9 +1,11 @@
 //! The soak's world: a cloud (its state outlives every controller), the
 //! API test server, one NodeClass, a pool of one-GPU machines that
-//! consolidates empty nodes after a second, one queue whose quota holds
-//! fewer GPUs than the pool (so higher-priority gangs preempt lower ones,
-//! whole), and the emulated kubelet that runs pods for a while (and boots a
-//! Node for every instance of a cloud whose machines are not Nodes already).
+//! consolidates empty nodes after a second, a queue whose quota holds fewer
+//! GPUs than the pool and a low-priority queue of the same cohort that owns
+//! none and borrows the first one's (which the first reclaims by
+//! preempting its gangs, whole), and the emulated kubelet that runs pods
+//! for a while (and boots a Node for every instance of a cloud whose
+//! machines are not Nodes already).
 //!
 //! The cloud is behind [`SoakCloud`]: the Compute test double
 //! (`super::gcp`), the simulated cloud of `--cloud sim` (`super::sim`) and
@@ -25,7 +27,14 @@ pub const NAMESPACE: &str = "soak";
 /// The NodeClass every cloud's machines are launched for.
 pub const NODE_CLASS: &str = "soak-class";
 /// GPUs the queue's quota holds (its gangs wait, or preempt, beyond it).
-pub const QUOTA_GPUS: u32 = 16;
+pub const QUOTA_GPUS: u32 = 24;
+/// The queue of most gangs.
+pub const QUEUE: &str = "team-a";
+/// The low-priority queue: it borrows the other's unused quota, which the
+/// other reclaims by preempting its gangs.
+pub const LOW_QUEUE: &str = "team-b";
+/// The cohort of the two queues.
+pub const COHORT: &str = "soak";
 
 /// What the soak needs of a cloud.
 #[async_trait::async_trait]
@@ -52,6 +61,11 @@ pub trait SoakCloud: Send + Sync + 'static {
     /// `(instance, PoolNode)`, one entry per creation (an instance name
     /// created twice appears twice).
     async fn created(&self) -> Vec<(String, String)>;
+    /// Reclaims one running instance (the `pick`-th, modulo), as a cloud
+    /// interrupts a spot machine, when this cloud does; returns its name.
+    async fn interrupt(&self, _pick: u64) -> Option<String> {
+        None
+    }
 }
 
 /// The PoolNode an instance was launched for.
@@ -129,17 +143,34 @@ where
     let mut queue = json!({
         "pools": ["gpu"],
         "namespaceSelector": {},
-        "preemption": {"withinQueue": "LowerPriority"}
+        "preemption": {"withinQueue": "LowerPriority", "reclaimWithinCohort": "LowerPriority"}
     });
     if let Some(gpus) = setup.quota_gpus {
+        queue["cohort"] = json!(COHORT);
         queue["resources"] = json!([{"name": "nvidia.com/gpu", "nominal": gpus.to_string()}]);
+        // the low-priority queue owns nothing: its gangs run on what it
+        // borrows from the cohort, which the other queue reclaims
+        let low = json!({
+            "pools": ["gpu"],
+            "namespaceSelector": {},
+            "cohort": COHORT,
+            "resources": [{"name": "nvidia.com/gpu", "nominal": "0"}]
+        });
+        create(
+            &client,
+            "GPUQueue",
+            "gpuqueues",
+            None,
+            json!({"metadata": {"name": LOW_QUEUE}, "spec": low}),
+        )
+        .await;
     }
     create(
         &client,
         "GPUQueue",
         "gpuqueues",
         None,
-        json!({"metadata": {"name": "team-a"}, "spec": queue}),
+        json!({"metadata": {"name": QUEUE}, "spec": queue}),
     )
     .await;
     let emulator = Emulator::start_running_for(
