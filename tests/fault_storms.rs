@@ -134,7 +134,7 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
     let flags = Flags {
         // capacity errors keep an offering out of plans for 20 s, not 3 min
         extra: vec!["--unavailable-offering-ttl".into(), "20s".into()],
-        ..Flags::for_cloud(&world.server.url, world.cloud.controller())
+        ..Flags::for_cloud(&world.server.url, world.cloud.controller(), &dir)
     };
     let gangs = soak::workload::gangs(40, Duration::from_secs(40), 17);
     let names: BTreeSet<String> = gangs.iter().map(|g| g.name.clone()).collect();

@@ -111,12 +111,12 @@ impl SoakCloud for Aws {
         Some(Arc::new(MotoMachines(self.provider.clone())))
     }
 
-    fn launches(&self) -> Option<usize> {
-        Some(self.moto.run_instances_calls() as usize)
+    fn launches(&self) -> usize {
+        self.moto.run_instances_calls() as usize
     }
 
-    fn terminations(&self) -> Option<usize> {
-        Some(self.moto.terminate_instances_calls() as usize)
+    fn terminations(&self) -> usize {
+        self.moto.terminate_instances_calls() as usize
     }
 
     /// Every instance moto holds for the cluster, terminated ones included

@@ -20,6 +20,18 @@ pub struct Flags {
     pub election: Option<(u64, u64, u64, u64)>,
     /// More flags.
     pub extra: Vec<String>,
+    /// The binary every process runs (see [`pin_binary`]).
+    pub binary: std::path::PathBuf,
+}
+
+/// Copies the `muster` binary cargo built for this test into `dir` and
+/// returns the copy's path: every controller of a run starts from it, so a
+/// rebuild of the target directory during a long run (with other
+/// features) cannot change the binary under the soak.
+pub fn pin_binary(dir: &std::path::Path) -> std::path::PathBuf {
+    let to = dir.join("muster");
+    std::fs::copy(env!("CARGO_BIN_EXE_muster"), &to).expect("copy of the muster binary");
+    to
 }
 
 /// One running process; its log (stdout and stderr) in `DIR/IDENTITY.log`.
@@ -32,7 +44,12 @@ pub struct Controller {
 impl Flags {
     /// One replica (no leader election) against `cloud`, on the API server
     /// at `kube_url`.
-    pub fn for_cloud(kube_url: &str, (cloud, env): (Vec<String>, Vec<(String, String)>)) -> Flags {
+    /// The binary is copied into `dir` ([`pin_binary`]).
+    pub fn for_cloud(
+        kube_url: &str,
+        (cloud, env): (Vec<String>, Vec<(String, String)>),
+        dir: &std::path::Path,
+    ) -> Flags {
         Flags {
             kube_url: kube_url.to_string(),
             cloud,
@@ -40,6 +57,7 @@ impl Flags {
             cluster: super::world::CLUSTER.to_string(),
             election: None,
             extra: Vec::new(),
+            binary: pin_binary(dir),
         }
     }
 }
@@ -55,7 +73,7 @@ impl Controller {
         let log = dir.join(format!("{identity}.log"));
         let out = std::fs::File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_muster"));
+        let mut cmd = Command::new(&flags.binary);
         cmd.args([
             "controller",
             "--kube-url",
@@ -138,6 +156,9 @@ pub fn panics(dir: &std::path::Path) -> Vec<(String, String)> {
         return out;
     };
     for e in entries.flatten() {
+        if e.path().extension().is_none_or(|x| x != "log") {
+            continue;
+        }
         let text = std::fs::read_to_string(e.path()).unwrap_or_default();
         for line in text.lines().filter(|l| l.contains("panicked")) {
             out.push((

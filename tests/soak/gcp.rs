@@ -205,12 +205,12 @@ impl SoakCloud for Gcp {
         Some(self.machines.clone())
     }
 
-    fn launches(&self) -> Option<usize> {
-        Some(self.calls("POST projects/zones/instances"))
+    fn launches(&self) -> usize {
+        self.calls("POST projects/zones/instances")
     }
 
-    fn terminations(&self) -> Option<usize> {
-        Some(self.calls("DELETE projects/zones/instances"))
+    fn terminations(&self) -> usize {
+        self.calls("DELETE projects/zones/instances")
     }
 
     async fn created(&self) -> Vec<(String, String)> {

@@ -1,12 +1,14 @@
 //! The soak on the simulated cloud (`--cloud sim`): its machines are Node
-//! objects the controller creates (named after the idempotency key) and
-//! deletes, so its launch and terminate calls are requests to the API
-//! server, read from the audit log like every other step. The built-in
-//! catalog's one-GPU `g2-standard-4`, booting for a second.
+//! objects the controller's simulated cloud creates (named after the
+//! idempotency key) and deletes. The built-in catalog's one-GPU
+//! `g2-standard-4`, booting for a second.
 //!
-//! Every Node the cloud ever created is kept by a watch from the start
-//! (name, uid, PoolNode label): a Node deleted and created again under the
-//! same name is two creations.
+//! A watch from the start keeps every Node the cloud ever created (name,
+//! uid, PoolNode label: a Node deleted and created again under the same
+//! name is two creations) and counts the deleted ones: the cloud's launches
+//! and terminations. (The simulated cloud writes with the controller's
+//! plain client, whose requests carry no process identity in the audit
+//! log, so the kill windows read them here.)
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -27,12 +29,15 @@ pub const MACHINE: &str = "g2-standard-4";
 
 /// Creations seen: `(Node name, uid, PoolNode label)`.
 type Ledger = Arc<Mutex<BTreeSet<(String, String, String)>>>;
+/// Deletions seen.
+type Deleted = Arc<std::sync::atomic::AtomicUsize>;
 
 /// The simulated cloud as the test reads it, and the watch keeping its
 /// ledger of created Nodes.
 pub struct Sim {
     provider: Arc<SimNodes>,
     ledger: Ledger,
+    deleted: Deleted,
     watch: tokio::task::JoinHandle<()>,
 }
 
@@ -53,15 +58,21 @@ impl Sim {
         let provider =
             Arc::new(SimNodes::new(client.clone(), NODE_CLASS, &node_class()).expect("sim cloud"));
         let ledger: Ledger = Arc::default();
-        let l = ledger.clone();
+        let deleted: Deleted = Arc::default();
+        let (l, d) = (ledger.clone(), deleted.clone());
         let nodes: Api<Node> = Api::all(client);
         let cfg =
             watcher::Config::default().labels(&format!("muster.dev/sim-nodeclass={NODE_CLASS}"));
         let watch = tokio::spawn(async move {
             let mut stream = watcher(nodes, cfg).boxed();
             while let Some(ev) = stream.next().await {
-                let (Ok(watcher::Event::Apply(n)) | Ok(watcher::Event::InitApply(n))) = ev else {
-                    continue;
+                let n = match ev {
+                    Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => n,
+                    Ok(watcher::Event::Delete(_)) => {
+                        d.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        continue;
+                    }
+                    _ => continue,
                 };
                 let pool_node = n
                     .metadata
@@ -80,6 +91,7 @@ impl Sim {
         Sim {
             provider,
             ledger,
+            deleted,
             watch,
         }
     }
@@ -111,12 +123,12 @@ impl SoakCloud for Sim {
         None
     }
 
-    fn launches(&self) -> Option<usize> {
-        None
+    fn launches(&self) -> usize {
+        self.ledger.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
-    fn terminations(&self) -> Option<usize> {
-        None
+    fn terminations(&self) -> usize {
+        self.deleted.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn created(&self) -> Vec<(String, String)> {

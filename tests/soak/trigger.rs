@@ -87,9 +87,8 @@ impl Window {
     /// Whether an audit record of the process to kill opens this window
     /// (the record's `requestObject` is the write's body: the server runs
     /// with `--audit-level Request`). The cloud's launch and terminate open
-    /// [`Window::InstanceCreated`] and [`Window::InstanceTerminated`] here
-    /// only on a cloud whose calls are API requests (the simulated cloud's
-    /// Node create and delete).
+    /// [`Window::InstanceCreated`] and [`Window::InstanceTerminated`] by its
+    /// counts instead.
     fn matches(self, e: &Value) -> bool {
         let s = |k: &str| e[k].as_str().unwrap_or_default();
         let write = matches!(s("verb"), "create" | "update" | "patch" | "delete");
@@ -121,10 +120,7 @@ impl Window {
                     && body["spec"]["suspend"] == true
                     && body["metadata"]["annotations"]["muster.dev/stopping"] == "true"
             }
-            Window::InstanceCreated => s("verb") == "create" && s("resource") == "nodes",
-            Window::InstanceTerminated | Window::NodeDeleted => {
-                s("verb") == "delete" && s("resource") == "nodes"
-            }
+            Window::NodeDeleted => s("verb") == "delete" && s("resource") == "nodes",
             Window::PoolNodeRemoved => {
                 s("resource") == "poolnodes"
                     && s("subresource").is_empty()
@@ -134,18 +130,17 @@ impl Window {
             Window::GangWrite => {
                 write && s("resource") == "gangs" && !Window::GangEvicted.matches(e)
             }
-            Window::Random => false,
+            Window::InstanceCreated | Window::InstanceTerminated | Window::Random => false,
         }
     }
 }
 
-/// The cloud's call counters, read while waiting for a window; `None`: the
-/// cloud's calls are API requests, read from the audit log.
+/// The cloud's call counters, read while waiting for a window.
 pub struct Counters<'a> {
     /// Launch calls so far.
-    pub launches: &'a (dyn Fn() -> Option<usize> + Send + Sync),
+    pub launches: &'a (dyn Fn() -> usize + Send + Sync),
     /// Terminate calls so far.
-    pub terminations: &'a (dyn Fn() -> Option<usize> + Send + Sync),
+    pub terminations: &'a (dyn Fn() -> usize + Send + Sync),
 }
 
 /// Reads the audit log as it grows.
@@ -206,13 +201,13 @@ pub async fn wait_for(
         Window::InstanceTerminated => Some(counters.terminations),
         _ => None,
     };
-    let before = counter.and_then(|c| c());
+    let before = counter.map(|c| c());
     while Instant::now() < deadline {
         if window == Window::Random {
             return false;
         }
         if let (Some(c), Some(before)) = (counter, before) {
-            if c().is_some_and(|now| now > before) {
+            if c() > before {
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(3)).await;

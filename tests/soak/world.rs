@@ -52,11 +52,10 @@ pub trait SoakCloud: Send + Sync + 'static {
     /// The machines the emulated kubelet boots a Node for; `None` when the
     /// cloud's machines are Nodes already.
     fn machines(&self) -> Option<Arc<dyn Machines>>;
-    /// Launch calls the cloud received so far; `None` when its calls are
-    /// requests to the API server (read from the audit log instead).
-    fn launches(&self) -> Option<usize>;
-    /// Terminate calls the cloud received so far; `None` as for launches.
-    fn terminations(&self) -> Option<usize>;
+    /// Launch calls the cloud received (or machines it created) so far.
+    fn launches(&self) -> usize;
+    /// Terminate calls the cloud received (or machines it deleted) so far.
+    fn terminations(&self) -> usize;
     /// Every instance the cloud ever created, terminated ones included:
     /// `(instance, PoolNode)`, one entry per creation (an instance name
     /// created twice appears twice).
