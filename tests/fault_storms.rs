@@ -21,7 +21,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use muster_provider_api::CloudProvider;
 use soak::controllers::{Controller, Flags};
 use soak::workload::complete;
-use soak::world::{CLUSTER, NAMESPACE};
+use soak::world::{CLUSTER, NAMESPACE, SoakCloud};
 use support::ar;
 
 /// The pool's provisioning timeout, in seconds.
