@@ -1,19 +1,25 @@
 //! The crash soak: the real `muster controller` binary against the API test
-//! server and the Compute test double (whose instances outlive every
-//! controller), a workload of gangs of 1–8 nodes arriving over time and
-//! completing, and SIGKILLs of the controller at seeded moments biased
-//! toward the steps that matter (see `soak/trigger.rs`), each followed by a
-//! restart. Asserted: no double launch (never two instances for one
-//! idempotency key), no instance without a PoolNode after one
+//! server and a cloud whose instances outlive every controller — the
+//! Compute test double (GCP), the simulated cloud (`--cloud sim`, machines
+//! as Nodes) and moto (AWS, with the `aws-test-support` feature) — a
+//! workload of gangs of 1–8 nodes arriving over time and completing, a
+//! share of them of low priority that higher-priority gangs preempt whole
+//! once the queue's quota is used, and SIGKILLs of the controller at seeded
+//! moments biased toward the steps that matter (the launch path, each drain
+//! and eviction step, the Job life cycle; see `soak/trigger.rs`), each
+//! followed by a restart. Asserted: no double launch (never two instances
+//! for one idempotency key), no instance without a PoolNode after one
 //! orphan-collection period, every Job complete (none lost or stuck), no
-//! gang partly running, no panic. With two replicas, the leader is the one
-//! killed: leadership moves within 15 s each time and no process writes
-//! while another holds the Lease.
+//! gang partly running, no panic; and that the run reached the drain and
+//! eviction steps. With two replicas (GCP), the leader is the one killed:
+//! leadership moves within 15 s each time and no process writes while
+//! another holds the Lease.
 //!
 //! Short form in `cargo test`; the full form and the figures of
 //! docs/reliability.md come from `scripts/soak`. Knobs (environment):
-//! `MUSTER_SOAK_KILLS` (default 50), `MUSTER_SOAK_GANGS` (100),
-//! `MUSTER_SOAK_LEADER_KILLS` (8), `MUSTER_SOAK_SEED` (1),
+//! `MUSTER_SOAK_KILLS` (default 25 on GCP, 12 on the simulated cloud and
+//! AWS), `MUSTER_SOAK_GANGS` (50 on GCP, 30 on the others),
+//! `MUSTER_SOAK_LEADER_KILLS` (6), `MUSTER_SOAK_SEED` (1),
 //! `MUSTER_SOAK_REPORT` (file the summaries are appended to).
 
 mod soak;
@@ -26,13 +32,12 @@ use std::time::{Duration, Instant, SystemTime};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DynamicObject, ListParams};
-use muster_provider_api::{CloudProvider, label_key, tags};
 use soak::Rng;
 use soak::controllers::{Controller, Flags};
 use soak::summary::Summary;
-use soak::trigger::{AuditTail, Window};
+use soak::trigger::{AuditTail, Counters, Window};
 use soak::workload::{Partial, complete};
-use soak::world::{CLUSTER, NAMESPACE, World};
+use soak::world::{CLUSTER, NAMESPACE, QUOTA_GPUS, Setup, SoakCloud, World};
 use support::ar;
 
 fn env(name: &str, default: u64) -> u64 {
@@ -57,19 +62,27 @@ const STALL: Duration = Duration::from_secs(90);
 /// One orphan-collection period of the controllers (`--orphan-gc-period`
 /// 2 s, `--orphan-grace` 3 s), with slack.
 const ORPHAN_PERIOD: Duration = Duration::from_secs(8);
+/// Share of the gangs of low priority (preempted by the others).
+const LOW_SHARE: f64 = 0.25;
+/// The API test server's flags: pods go 0.2 s after a graceful delete; the
+/// audit log holds each write's body (the kill windows read it).
+const SERVER_ARGS: [&str; 4] = ["--pod-termination-secs", "0.2", "--audit-level", "Request"];
+
+/// The world's settings of every soak.
+fn setup() -> Setup {
+    Setup {
+        run_for: RUN_FOR,
+        max_gpus: MAX_GPUS,
+        quota_gpus: Some(QUOTA_GPUS),
+        provisioning_timeout: "15m".into(),
+    }
+}
 
 fn log_dir(tag: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("muster-soak-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("log dir");
     dir
-}
-
-/// Insert calls the cloud received so far.
-fn inserts(world: &World) -> usize {
-    world.fake.calls()["POST projects/zones/instances"]
-        .as_u64()
-        .unwrap_or(0) as usize
 }
 
 /// Samples partial gangs every 500 ms until `stop`.
@@ -96,7 +109,12 @@ fn watch_partial(
 /// Waits for every Job to complete while they make progress (a Job that
 /// does not complete while none other does for `stall` is stuck), then one
 /// orphan period; fills in the end-state figures.
-async fn settle(world: &World, names: &BTreeSet<String>, stall: Duration, s: &mut Summary) {
+async fn settle<C: SoakCloud>(
+    world: &World<C>,
+    names: &BTreeSet<String>,
+    stall: Duration,
+    s: &mut Summary,
+) {
     let jobs: Api<Job> = Api::namespaced(world.client.clone(), NAMESPACE);
     let mut last = Vec::new();
     let mut done_before = 0;
@@ -126,7 +144,7 @@ async fn settle(world: &World, names: &BTreeSet<String>, stall: Duration, s: &mu
     s.jobs_stuck = names.len() - s.jobs_complete - s.jobs_lost;
     tokio::time::sleep(ORPHAN_PERIOD).await;
     s.orphans = orphans(world).await.len();
-    let created = soak::world::created(&world.fake);
+    let created = world.cloud.created().await;
     s.instances_created = created.len();
     let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
     let mut by_pool_node: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
@@ -141,7 +159,7 @@ async fn settle(world: &World, names: &BTreeSet<String>, stall: Duration, s: &mu
 /// Instances no PoolNode accounts for, in two readings of the PoolNodes
 /// around one of the instances (a PoolNode is written before its instance
 /// and removed after it).
-async fn orphans(world: &World) -> Vec<String> {
+async fn orphans<C: SoakCloud>(world: &World<C>) -> Vec<String> {
     let pns: Api<DynamicObject> = Api::all_with(world.client.clone(), &ar("PoolNode", "poolnodes"));
     let names = |l: Vec<DynamicObject>| -> BTreeSet<String> {
         l.into_iter().filter_map(|p| p.metadata.name).collect()
@@ -152,7 +170,12 @@ async fn orphans(world: &World) -> Vec<String> {
             .expect("poolnodes")
             .items,
     );
-    let instances = world.cloud.list(CLUSTER).await.expect("instances");
+    let instances = world
+        .cloud
+        .provider()
+        .list(CLUSTER)
+        .await
+        .expect("instances");
     let after = names(
         pns.list(&ListParams::default())
             .await
@@ -162,12 +185,7 @@ async fn orphans(world: &World) -> Vec<String> {
     instances
         .into_iter()
         .filter(|i| {
-            let pn = i
-                .tags
-                .get(&label_key(tags::POOL_NODE))
-                .cloned()
-                .or(i.pool_node.clone())
-                .unwrap_or_default();
+            let pn = soak::world::pool_node_of(i);
             !before.contains(&pn) && !after.contains(&pn)
         })
         .map(|i| i.provider_id)
@@ -184,7 +202,19 @@ fn assert_safe(s: &Summary) {
     assert_eq!(s.partial_gangs, 0, "partial gangs\n{table}");
     assert_eq!(s.panics, 0, "panics\n{table}");
     assert_eq!(s.unexpected_exits, 0, "exits\n{table}");
+    assert!(s.drains > 0, "no node was drained\n{table}");
+    assert!(s.evictions() > 0, "no gang was evicted\n{table}");
 }
+
+/// The drain and eviction windows.
+const DISRUPTION_WINDOWS: [Window; 6] = [
+    Window::Draining,
+    Window::Cordon,
+    Window::GangEvicted,
+    Window::JobRequeued,
+    Window::InstanceTerminated,
+    Window::NodeDeleted,
+];
 
 /// The delay between a window opening and the kill.
 fn jitter(rng: &mut Rng, w: Window) -> Duration {
@@ -195,30 +225,49 @@ fn jitter(rng: &mut Rng, w: Window) -> Duration {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn one_controller_survives_sigkills_at_every_step() {
-    let kills = env("MUSTER_SOAK_KILLS", 50);
-    let n_gangs = env("MUSTER_SOAK_GANGS", 100) as usize;
+/// Waits for the window `w` of the process `identity` (see `wait_for`).
+async fn open<C: SoakCloud>(world: &World<C>, w: Window, identity: &str) -> bool {
+    let mut tail = AuditTail::at_end(world.server.audit_log.clone());
+    let (a, b) = (world.cloud.clone(), world.cloud.clone());
+    let launches = move || a.launches();
+    let terminations = move || b.terminations();
+    let counters = Counters {
+        launches: &launches,
+        terminations: &terminations,
+    };
+    soak::trigger::wait_for(w, identity, &mut tail, &counters, WINDOW_WAIT).await
+}
+
+/// Counts the window a kill fell in: opened, or at the end of the wait.
+fn count_kill(s: &mut Summary, w: Window, opened: bool) {
+    let e = s.kills.entry(w.as_str()).or_default();
+    if opened || w == Window::Random {
+        e.0 += 1;
+    } else {
+        e.1 += 1;
+    }
+}
+
+/// One controller SIGKILLed `MUSTER_SOAK_KILLS` times (default `kills`)
+/// over `MUSTER_SOAK_GANGS` gangs (default `gangs`) on the cloud `world`
+/// runs; returns the summary, asserted.
+async fn one_controller<C: SoakCloud>(world: World<C>, kills: u64, gangs: u64) -> Summary {
+    let kills = env("MUSTER_SOAK_KILLS", kills);
+    let n_gangs = env("MUSTER_SOAK_GANGS", gangs) as usize;
     let seed = env("MUSTER_SOAK_SEED", 1);
     let t0 = Instant::now();
-    let world =
-        soak::world::start(RUN_FOR, MAX_GPUS, "15m", &["--pod-termination-secs", "0.2"]).await;
-    let dir = log_dir("one");
-    let flags = Flags {
-        kube_url: world.server.url.clone(),
-        gcp_endpoint: world.fake.endpoint.clone(),
-        cluster: CLUSTER.to_string(),
-        election: None,
-        extra: Vec::new(),
-    };
+    let cloud = world.cloud.name();
+    let dir = log_dir(&format!("one-{cloud}"));
+    let flags = Flags::for_cloud(&world.server.url, world.cloud.controller(), &dir);
     // arrivals spread over the kills (about 2 s each)
     let arrival = Duration::from_millis(kills.max(30) * 2000);
-    let gangs = soak::workload::gangs(n_gangs, arrival, seed);
+    let gangs = soak::workload::mixed(n_gangs, arrival, seed, LOW_SHARE);
     let names: BTreeSet<String> = gangs.iter().map(|g| g.name.clone()).collect();
     let mut s = Summary {
-        mode: "1 replica".into(),
+        mode: format!("{cloud}, 1 replica"),
         seed,
         gangs: gangs.len(),
+        low_priority: gangs.iter().filter(|g| g.low).count(),
         pods: gangs.iter().map(|g| u64::from(g.pods)).sum(),
         ..Summary::default()
     };
@@ -229,22 +278,17 @@ async fn one_controller_survives_sigkills_at_every_step() {
     let mut ctl = Controller::start(&flags, "soak-0", &dir);
     for k in 1..=kills {
         tokio::time::sleep(rng.millis(200, 1500)).await;
+        if rng.below(4) == 0 && world.cloud.interrupt(rng.next()).await.is_some() {
+            s.interrupted += 1;
+        }
         let w = rng.weighted(&Window::WEIGHTED);
-        let mut tail = AuditTail::at_end(world.server.audit_log.clone());
-        let count = || inserts(&world);
-        let opened =
-            soak::trigger::wait_for(w, &ctl.identity, &mut tail, &count, WINDOW_WAIT).await;
+        let opened = open(&world, w, &ctl.identity).await;
         tokio::time::sleep(jitter(&mut rng, w)).await;
         if ctl.exited().is_some() {
             s.unexpected_exits += 1;
         }
         ctl.kill();
-        let e = s.kills.entry(w.as_str()).or_default();
-        if opened || w == Window::Random {
-            e.0 += 1;
-        } else {
-            e.1 += 1;
-        }
+        count_kill(&mut s, w, opened);
         ctl = Controller::start(&flags, &format!("soak-{k}"), &dir);
     }
     submitting.await.expect("workload submitted");
@@ -257,10 +301,45 @@ async fn one_controller_survives_sigkills_at_every_step() {
     s.partial_gangs = partial.lock().unwrap_or_else(|e| e.into_inner()).len();
     drop(ctl);
     s.panics = soak::controllers::panics(&dir).len();
+    soak::summary::disruptions(&world.server.audit_log, &mut s);
     s.secs = t0.elapsed().as_secs_f64();
     s.publish();
+    // kept with the controllers' logs while the run fails
+    let _ = std::fs::copy(&world.server.audit_log, dir.join("audit.jsonl"));
     assert_safe(&s);
+    let in_disruption: u32 = DISRUPTION_WINDOWS
+        .iter()
+        .filter_map(|w| s.kills.get(w.as_str()))
+        .map(|(hit, _)| hit)
+        .sum();
+    // about one kill in six lands in an opened drain or eviction window;
+    // a run of a dozen kills may see none
+    assert!(
+        kills < 25 || in_disruption > 0,
+        "no kill fell in a drain or eviction step\n{}",
+        s.markdown()
+    );
     let _ = std::fs::remove_dir_all(&dir);
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_controller_survives_sigkills_at_every_step_on_gcp() {
+    let world = soak::world::start(&setup(), &SERVER_ARGS, soak::gcp::Gcp::start_with_spot).await;
+    one_controller(world, 25, 50).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_controller_survives_sigkills_at_every_step_on_sim() {
+    let world = soak::world::start(&setup(), &SERVER_ARGS, soak::sim::Sim::start).await;
+    one_controller(world, 12, 30).await;
+}
+
+#[cfg(feature = "aws-test-support")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_controller_survives_sigkills_at_every_step_on_aws() {
+    let world = soak::world::start(&setup(), &SERVER_ARGS, soak::aws::Aws::start).await;
+    one_controller(world, 12, 30).await;
 }
 
 /// Seconds since the epoch (the audit log's clock).
@@ -345,29 +424,26 @@ fn non_leader_writes(audit: &std::path::Path, leases: &[(f64, String)]) -> Vec<S
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn killing_the_leader_moves_leadership_and_no_follower_writes() {
-    let kills = env("MUSTER_SOAK_LEADER_KILLS", 8);
-    let n_gangs = env("MUSTER_SOAK_GANGS", 200).min(kills * 10).max(40) as usize;
+async fn killing_the_leader_moves_leadership_and_no_follower_writes_on_gcp() {
+    let kills = env("MUSTER_SOAK_LEADER_KILLS", 6);
+    let n_gangs = env("MUSTER_SOAK_GANGS", 200).min(kills * 5).max(30) as usize;
     let seed = env("MUSTER_SOAK_SEED", 1) + 1000;
     let t0 = Instant::now();
-    let world =
-        soak::world::start(RUN_FOR, MAX_GPUS, "15m", &["--pod-termination-secs", "0.2"]).await;
+    let world = soak::world::start(&setup(), &SERVER_ARGS, soak::gcp::Gcp::start).await;
     let dir = log_dir("two");
     // lease 6 s, renew deadline 4 s, retry 1 s, API timeout 1.5 s
     let flags = Flags {
-        kube_url: world.server.url.clone(),
-        gcp_endpoint: world.fake.endpoint.clone(),
-        cluster: CLUSTER.to_string(),
         election: Some((6, 4, 1, 1500)),
-        extra: Vec::new(),
+        ..Flags::for_cloud(&world.server.url, world.cloud.controller(), &dir)
     };
     let arrival = Duration::from_secs(kills * 8);
-    let gangs = soak::workload::gangs(n_gangs, arrival, seed);
+    let gangs = soak::workload::mixed(n_gangs, arrival, seed, LOW_SHARE);
     let names: BTreeSet<String> = gangs.iter().map(|g| g.name.clone()).collect();
     let mut s = Summary {
-        mode: "2 replicas".into(),
+        mode: "gcp, 2 replicas".into(),
         seed,
         gangs: gangs.len(),
+        low_priority: gangs.iter().filter(|g| g.low).count(),
         pods: gangs.iter().map(|g| u64::from(g.pods)).sum(),
         ..Summary::default()
     };
@@ -393,9 +469,7 @@ async fn killing_the_leader_moves_leadership_and_no_follower_writes() {
         .await;
         tokio::time::sleep(rng.millis(500, 2500)).await;
         let w = rng.weighted(&Window::WEIGHTED);
-        let mut tail = AuditTail::at_end(world.server.audit_log.clone());
-        let count = || inserts(&world);
-        let opened = soak::trigger::wait_for(w, &leader, &mut tail, &count, WINDOW_WAIT).await;
+        let opened = open(&world, w, &leader).await;
         tokio::time::sleep(jitter(&mut rng, w)).await;
         let i = live
             .iter()
@@ -408,12 +482,7 @@ async fn killing_the_leader_moves_leadership_and_no_follower_writes() {
         }
         live.remove(i).kill();
         let killed_at = Instant::now();
-        let e = s.kills.entry(w.as_str()).or_default();
-        if opened || w == Window::Random {
-            e.0 += 1;
-        } else {
-            e.1 += 1;
-        }
+        count_kill(&mut s, w, opened);
         live.push(start(&mut next));
         let ids: Vec<String> = live.iter().map(|c| c.identity.clone()).collect();
         support::eventually(20, "leadership moved", || {
@@ -437,6 +506,7 @@ async fn killing_the_leader_moves_leadership_and_no_follower_writes() {
     s.non_leader_writes = Some(writes.len());
     drop(live);
     s.panics = soak::controllers::panics(&dir).len();
+    soak::summary::disruptions(&world.server.audit_log, &mut s);
     s.secs = t0.elapsed().as_secs_f64();
     s.publish();
     assert_safe(&s);

@@ -25,9 +25,10 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DynamicObject, ListParams};
 use muster_provider_api::CloudProvider;
 use soak::controllers::{Controller, Flags};
+use soak::gcp::Fate;
 use soak::never_ready::NeverReady;
 use soak::workload::complete;
-use soak::world::{CLUSTER, Fate, NAMESPACE};
+use soak::world::{CLUSTER, NAMESPACE, SoakCloud};
 use support::ar;
 
 /// The pool's provisioning timeout, in seconds.
@@ -121,10 +122,14 @@ async fn phases(client: &kube::Client) -> BTreeMap<String, usize> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
     let chaos = std::env::var("MUSTER_STORM_API_CHAOS").unwrap_or_else(|_| "0.03".into());
+    let setup = soak::world::Setup {
+        run_for: Duration::from_millis(1500),
+        max_gpus: 24,
+        quota_gpus: None,
+        provisioning_timeout: format!("{PROVISIONING_TIMEOUT}s"),
+    };
     let world = soak::world::start(
-        Duration::from_millis(1500),
-        24,
-        &format!("{PROVISIONING_TIMEOUT}s"),
+        &setup,
         &[
             "--pod-termination-secs",
             "0.2",
@@ -133,24 +138,22 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
             "--chaos-seed",
             &SEED.to_string(),
         ],
+        soak::gcp::Gcp::start,
     )
     .await;
     let dir = std::env::temp_dir().join(format!("muster-storm-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("log dir");
     let flags = Flags {
-        kube_url: world.server.url.clone(),
-        gcp_endpoint: world.fake.endpoint.clone(),
-        cluster: CLUSTER.to_string(),
-        election: None,
         // capacity errors keep an offering out of plans for 20 s, not 3 min
         extra: vec!["--unavailable-offering-ttl".into(), "20s".into()],
+        ..Flags::for_cloud(&world.server.url, world.cloud.controller(), &dir)
     };
     let gangs = soak::workload::gangs(40, Duration::from_secs(40), 17);
     let names: BTreeSet<String> = gangs.iter().map(|g| g.name.clone()).collect();
     let mut ctl = Controller::start(&flags, "storm-0", &dir);
     let submitting = tokio::spawn(soak::workload::submit(world.client.clone(), gangs));
-    let machine = soak::world::MACHINE;
+    let machine = soak::gcp::MACHINE;
     // the storm, step by step: (seconds from the start, control request)
     let storm: Vec<(u64, String)> = vec![
         (
@@ -163,7 +166,7 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
         (32, "fail?code=503&n=40".into()),
         (40, "fail?code=429&n=40".into()),
     ];
-    world.machines.fail_from(SEED);
+    world.cloud.machines.fail_from(SEED);
     let mut never_ready = NeverReady::default();
     let t0 = Instant::now();
     let mut steps = storm.into_iter().peekable();
@@ -176,17 +179,17 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
                 break;
             }
             let (_, req) = steps.next().expect("peeked");
-            world.fake.control("POST", &req);
+            world.cloud.fake.control("POST", &req);
         }
         let (s, o) = look(&world.client, &mut without_reason).await;
         silent.extend(s);
         overdue.extend(o);
-        let ids = world.machines.with_fate(Fate::NeverReady);
+        let ids = world.cloud.machines.with_fate(Fate::NeverReady);
         never_ready.sample(&world.client, &ids, now()).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    world.machines.stop_failing();
-    world.fake.control("POST", "restock");
+    world.cloud.machines.stop_failing();
+    world.cloud.fake.control("POST", "restock");
     submitting.await.expect("workload submitted");
     // after the storm: everything completes
     let jobs: Api<Job> = Api::namespaced(world.client.clone(), NAMESPACE);
@@ -197,7 +200,7 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
         let (s, o) = look(&world.client, &mut without_reason).await;
         silent.extend(s);
         overdue.extend(o);
-        let ids = world.machines.with_fate(Fate::NeverReady);
+        let ids = world.cloud.machines.with_fate(Fate::NeverReady);
         never_ready.sample(&world.client, &ids, now()).await;
         let done = jobs
             .list(&ListParams::default())
@@ -226,6 +229,7 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
             .collect();
     let orphans: Vec<String> = world
         .cloud
+        .provider
         .list(CLUSTER)
         .await
         .expect("instances")
@@ -233,9 +237,10 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
         .filter(|i| !i.pool_node.as_ref().is_some_and(|p| pns.contains(p)))
         .map(|i| i.provider_id)
         .collect();
-    let never_ready_ids = world.machines.with_fate(Fate::NeverReady);
+    let never_ready_ids = world.cloud.machines.with_fate(Fate::NeverReady);
     let still_running: Vec<String> = world
         .cloud
+        .provider
         .list(CLUSTER)
         .await
         .expect("instances")
@@ -253,7 +258,7 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
         .map(|h| h.held_for())
         .max()
         .unwrap_or(0);
-    let created = soak::world::created(&world.fake);
+    let created = soak::gcp::created(&world.cloud.fake);
     let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
     for (name, _) in &created {
         *by_name.entry(name).or_default() += 1;
@@ -266,7 +271,7 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
         "storm: {} gangs, {complete_jobs} complete, {} instances created, {} never registered, {} never Ready (held by {} gangs, at most {longest}s after launch, {} still running), {} without a PoolNode, {doubles} double launches, {} waiting without a reason, {} Provisioning past the deadline, {} panics; gangs by phase and reason: {phases:?}",
         names.len(),
         created.len(),
-        world.machines.hidden(),
+        world.cloud.machines.hidden(),
         never_ready_ids.len(),
         never_ready.gangs().len(),
         still_running.len(),
@@ -296,7 +301,7 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
     assert!(panics.is_empty(), "{panics:?}");
     assert!(exited.is_none(), "the controller exited: {exited:?}");
     assert!(
-        world.machines.hidden() > 0,
+        world.cloud.machines.hidden() > 0,
         "some machines never registered"
     );
     assert!(

@@ -898,6 +898,7 @@ class Handler(BaseHTTPRequestHandler):
     log_errors = False
     bookmark_secs = 1.0
     audit = None
+    audit_level = "Metadata"
     audit_lock = threading.Lock()
 
     def log_message(self, fmt, *args):  # quiet unless asked
@@ -907,6 +908,8 @@ class Handler(BaseHTTPRequestHandler):
     # -- plumbing
 
     def _body(self):
+        if self.body_read:
+            return self.body_bytes
         self.body_read = True
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             data = b""
@@ -917,9 +920,11 @@ class Handler(BaseHTTPRequestHandler):
                     break
                 data += self.rfile.read(size)
                 self.rfile.readline()
-            return data
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
+        else:
+            n = int(self.headers.get("Content-Length") or 0)
+            data = self.rfile.read(n) if n else b""
+        self.body_bytes = data
+        return data
 
     def _json_body(self, ctype=None):
         raw = self._body()
@@ -1018,11 +1023,19 @@ class Handler(BaseHTTPRequestHandler):
             verb = "delete" if name is not None else "deletecollection"
         else:
             verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
-        line = json.dumps({"ts": time.time(), "client": self.headers.get("x-audit-as", ""),
-                           "userAgent": self.headers.get("User-Agent", ""),
-                           "verb": verb, "apiGroup": group, "resource": plural,
-                           "subresource": sub or "", "namespace": ns or "",
-                           "name": name or ""})
+        record = {"ts": time.time(), "client": self.headers.get("x-audit-as", ""),
+                  "userAgent": self.headers.get("User-Agent", ""),
+                  "verb": verb, "apiGroup": group, "resource": plural,
+                  "subresource": sub or "", "namespace": ns or "",
+                  "name": name or ""}
+        if Handler.audit_level == "Request" and method in ("POST", "PUT", "PATCH"):
+            # level Request logs the request body as `requestObject`
+            # (k8s.io/apiserver pkg/apis/audit/types.go, LevelRequest)
+            try:
+                record["requestObject"] = json.loads(self._body() or b"null")
+            except ValueError:
+                record["requestObject"] = None
+        line = json.dumps(record)
         with Handler.audit_lock:
             Handler.audit.write(line + "\n")
             Handler.audit.flush()
@@ -1065,6 +1078,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _handle(self, method):
         self.body_read = False
+        self.body_bytes = b""
         REQUEST.warnings = []
         try:
             route = self._route()
@@ -1319,6 +1333,9 @@ def main():
                     "(status kept as given); for large benchmark clusters")
     ap.add_argument("--audit-log", help="append one JSON line per resource request (client, userAgent, "
                     "verb, apiGroup, resource, subresource, namespace) to this file, in arrival order")
+    ap.add_argument("--audit-level", choices=["Metadata", "Request"], default="Metadata",
+                    help="Request: each write's line also holds its body as requestObject, as the "
+                    "audit level of that name does")
     ap.add_argument("--watch-window", type=float, default=None,
                     help="seconds of watch history kept (older resourceVersions get 410 Gone) and the longest "
                     "a watch stays open; default: unlimited")
@@ -1348,6 +1365,7 @@ def main():
     Handler.bookmark_secs = args.bookmark_secs
     if args.audit_log:
         Handler.audit = open(args.audit_log, "a", encoding="utf-8")
+        Handler.audit_level = args.audit_level
     if args.preload:
         preload(Handler.store, args.preload)
     srv = Server((args.host, args.port), Handler)

@@ -9,8 +9,10 @@ use std::process::{Child, Command, Stdio};
 pub struct Flags {
     /// API server URL.
     pub kube_url: String,
-    /// Compute endpoint.
-    pub gcp_endpoint: String,
+    /// Flags that point the controller at the cloud.
+    pub cloud: Vec<String>,
+    /// Environment the cloud needs (credentials, region).
+    pub env: Vec<(String, String)>,
     /// Cluster name.
     pub cluster: String,
     /// With leader election (lease, renew deadline, retry period, API
@@ -18,6 +20,18 @@ pub struct Flags {
     pub election: Option<(u64, u64, u64, u64)>,
     /// More flags.
     pub extra: Vec<String>,
+    /// The binary every process runs (see [`pin_binary`]).
+    pub binary: std::path::PathBuf,
+}
+
+/// Copies the `muster` binary cargo built for this test into `dir` and
+/// returns the copy's path: every controller of a run starts from it, so a
+/// rebuild of the target directory during a long run (with other
+/// features) cannot change the binary under the soak.
+pub fn pin_binary(dir: &std::path::Path) -> std::path::PathBuf {
+    let to = dir.join("muster");
+    std::fs::copy(env!("CARGO_BIN_EXE_muster"), &to).expect("copy of the muster binary");
+    to
 }
 
 /// One running process; its log (stdout and stderr) in `DIR/IDENTITY.log`.
@@ -25,6 +39,27 @@ pub struct Controller {
     /// Identity (unique per process).
     pub identity: String,
     child: Child,
+}
+
+impl Flags {
+    /// One replica (no leader election) against `cloud`, on the API server
+    /// at `kube_url`.
+    /// The binary is copied into `dir` ([`pin_binary`]).
+    pub fn for_cloud(
+        kube_url: &str,
+        (cloud, env): (Vec<String>, Vec<(String, String)>),
+        dir: &std::path::Path,
+    ) -> Flags {
+        Flags {
+            kube_url: kube_url.to_string(),
+            cloud,
+            env,
+            cluster: super::world::CLUSTER.to_string(),
+            election: None,
+            extra: Vec::new(),
+            binary: pin_binary(dir),
+        }
+    }
 }
 
 impl Controller {
@@ -38,7 +73,7 @@ impl Controller {
         let log = dir.join(format!("{identity}.log"));
         let out = std::fs::File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_muster"));
+        let mut cmd = Command::new(&flags.binary);
         cmd.args([
             "controller",
             "--kube-url",
@@ -47,9 +82,6 @@ impl Controller {
             identity,
             "--cluster-name",
             &flags.cluster,
-            "--gcp-endpoint",
-            &flags.gcp_endpoint,
-            "--gcp-anonymous",
             "--metrics-addr",
             &format!("127.0.0.1:{port}"),
             "--log-format",
@@ -82,7 +114,9 @@ impl Controller {
                 ]);
             }
         }
+        cmd.args(&flags.cloud);
         cmd.args(&flags.extra);
+        cmd.envs(flags.env.iter().map(|(k, v)| (k, v)));
         let child = cmd
             .env("RUST_LOG", "info")
             .stdout(Stdio::from(out))
@@ -122,6 +156,9 @@ pub fn panics(dir: &std::path::Path) -> Vec<(String, String)> {
         return out;
     };
     for e in entries.flatten() {
+        if e.path().extension().is_none_or(|x| x != "log") {
+            continue;
+        }
         let text = std::fs::read_to_string(e.path()).unwrap_or_default();
         for line in text.lines().filter(|l| l.contains("panicked")) {
             out.push((

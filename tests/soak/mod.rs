@@ -1,11 +1,16 @@
-//! The crash soak's parts: the world (cloud double, API server, emulated
-//! kubelet), the controller processes, the kill windows, the workload and
-//! its checks, and the summary.
+//! The crash soak's parts: the world (a cloud, API server, emulated
+//! kubelet) over each cloud (`gcp`, `sim`, `aws`), the controller
+//! processes, the kill windows, the workload and its checks, and the
+//! summary.
 
 #![allow(dead_code)]
 
+#[cfg(feature = "aws-test-support")]
+pub mod aws;
 pub mod controllers;
+pub mod gcp;
 pub mod never_ready;
+pub mod sim;
 pub mod summary;
 pub mod trigger;
 pub mod workload;

@@ -14,12 +14,20 @@ pub struct Summary {
     pub seed: u64,
     /// Gangs submitted.
     pub gangs: usize,
+    /// Of those, gangs of low priority.
+    pub low_priority: usize,
     /// Pods (= nodes asked for) over all gangs.
     pub pods: u64,
     /// Kills per window: (opened, fell back to the end of the wait).
     pub kills: BTreeMap<&'static str, (u32, u32)>,
     /// Instances the cloud created.
     pub instances_created: usize,
+    /// Spot machines the cloud reclaimed.
+    pub interrupted: usize,
+    /// PoolNodes set Draining (by any controller process).
+    pub drains: usize,
+    /// Whole-gang evictions written, by reason.
+    pub evicted: BTreeMap<String, usize>,
     /// Idempotency keys with more than one instance ever created.
     pub double_launches: usize,
     /// Instances without a PoolNode after one orphan-collection period.
@@ -45,6 +53,11 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Whole-gang evictions.
+    pub fn evictions(&self) -> usize {
+        self.evicted.values().sum()
+    }
+
     /// Total kills.
     pub fn total_kills(&self) -> u32 {
         self.kills.values().map(|(a, b)| a + b).sum()
@@ -58,7 +71,10 @@ impl Summary {
         };
         row("mode", self.mode.clone());
         row("seed", self.seed.to_string());
-        row("gangs (pods)", format!("{} ({})", self.gangs, self.pods));
+        row(
+            "gangs (pods; of low priority)",
+            format!("{} ({}; {})", self.gangs, self.pods, self.low_priority),
+        );
         row("SIGKILLs", self.total_kills().to_string());
         let by_window: Vec<String> = self
             .kills
@@ -73,6 +89,17 @@ impl Summary {
             .collect();
         row("kills by window", by_window.join(", "));
         row("instances created", self.instances_created.to_string());
+        row("spot machines reclaimed", self.interrupted.to_string());
+        row("PoolNodes drained", self.drains.to_string());
+        let evicted: Vec<String> = self
+            .evicted
+            .iter()
+            .map(|(reason, n)| format!("{reason} {n}"))
+            .collect();
+        row(
+            "gang evictions by reason",
+            format!("{} ({})", self.evictions(), evicted.join(", ")),
+        );
         row("double launches", self.double_launches.to_string());
         row(
             "instances without a PoolNode after one orphan-collection period",
@@ -122,5 +149,42 @@ impl Summary {
                 let _ = writeln!(f, "{table}");
             }
         }
+    }
+}
+
+/// Reads from the audit log (level `Request`) how far the run disrupted:
+/// the PoolNodes set Draining and the whole-gang evictions written, each
+/// counted once however often a restarted controller wrote it again (a
+/// gang's eviction by its `status.evictions` count).
+pub fn disruptions(audit: &std::path::Path, s: &mut Summary) {
+    let text = std::fs::read_to_string(audit).unwrap_or_default();
+    let mut drained = std::collections::BTreeSet::new();
+    let mut evicted = BTreeMap::new();
+    for e in text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    {
+        let st = &e["requestObject"]["status"];
+        if e["subresource"] != "status" {
+            continue;
+        }
+        let name = e["name"].as_str().unwrap_or_default().to_string();
+        if e["resource"] == "poolnodes" && st["phase"] == "Draining" {
+            drained.insert(name);
+        } else if e["resource"] == "gangs" && st["phase"] == "Evicted" {
+            // a preemption sets the phase alone (its reason is the Plan's,
+            // in the Event); the life-cycle evictions write their reason
+            let reason = st["reason"].as_str().unwrap_or("Preempted").to_string();
+            let key = (
+                e["namespace"].as_str().unwrap_or_default().to_string(),
+                name,
+            );
+            evicted.insert((key, st["evictions"].as_u64()), reason);
+        }
+    }
+    s.drains = drained.len();
+    s.evicted.clear();
+    for reason in evicted.into_values() {
+        *s.evicted.entry(reason).or_default() += 1;
     }
 }

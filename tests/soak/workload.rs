@@ -1,5 +1,7 @@
-//! The workload: gangs of 1–8 one-GPU pods (a Job each) arriving over time;
-//! a watcher of partial gangs; the final reading of every Job.
+//! The workload: gangs of 1–8 one-GPU pods (a Job each) arriving over time,
+//! a share of them of low priority, in the queue that borrows, and running
+//! longer (the gangs the other queue's reclaim preempts, whole); a watcher of partial gangs; the
+//! final reading of every Job.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -10,7 +12,8 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 use super::Rng;
-use super::world::NAMESPACE;
+use super::world::{LOW_QUEUE, NAMESPACE, QUEUE};
+use crate::support::emulator::RUN_FOR_ANNOTATION;
 
 /// One gang: Job name, pods, arrival after the start.
 #[derive(Debug, Clone)]
@@ -21,18 +24,36 @@ pub struct Gang {
     pub pods: u32,
     /// When it arrives.
     pub at: Duration,
+    /// Of low priority, in [`LOW_QUEUE`], running [`LOW_RUN_FOR`].
+    pub low: bool,
 }
+
+/// Priority (`muster.dev/priority`) of most gangs.
+pub const HIGH_PRIORITY: &str = "10";
+/// Priority of the low-priority share.
+pub const LOW_PRIORITY: &str = "0";
+/// How long the pods of a low-priority gang run.
+pub const LOW_RUN_FOR: Duration = Duration::from_secs(4);
 
 /// `n` gangs of 1–8 pods arriving uniformly over `over`, sorted by arrival.
 pub fn gangs(n: usize, over: Duration, seed: u64) -> Vec<Gang> {
+    mixed(n, over, seed, 0.0)
+}
+
+/// [`gangs`], each of low priority with probability `low_share`.
+pub fn mixed(n: usize, over: Duration, seed: u64, low_share: f64) -> Vec<Gang> {
     let mut rng = Rng::new(seed);
     let mut out: Vec<Gang> = (0..n)
         .map(|i| Gang {
             name: format!("g-{i:04}"),
             pods: 1 + rng.below(8) as u32,
             at: over.mul_f64(rng.unit()),
+            low: false,
         })
         .collect();
+    for g in &mut out {
+        g.low = rng.unit() < low_share;
+    }
     out.sort_by_key(|g| g.at);
     out
 }
@@ -46,10 +67,19 @@ pub async fn submit(client: kube::Client, gangs: Vec<Gang>) {
         if let Some(wait) = g.at.checked_sub(t0.elapsed()) {
             tokio::time::sleep(wait).await;
         }
+        let (queue, priority, pod_annotations) = if g.low {
+            let ms = LOW_RUN_FOR.as_millis().to_string();
+            (LOW_QUEUE, LOW_PRIORITY, json!({RUN_FOR_ANNOTATION: ms}))
+        } else {
+            (QUEUE, HIGH_PRIORITY, json!({}))
+        };
         let job: Job = serde_json::from_value(json!({
-            "metadata": {"name": g.name, "namespace": NAMESPACE, "labels": {"muster.dev/queue": "team-a"}},
+            "metadata": {"name": g.name, "namespace": NAMESPACE,
+                "labels": {"muster.dev/queue": queue},
+                "annotations": {"muster.dev/priority": priority}},
             "spec": {"parallelism": g.pods, "completions": g.pods, "suspend": true,
-                "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                "template": {"metadata": {"annotations": pod_annotations},
+                "spec": {"restartPolicy": "Never", "containers": [{
                     "name": "w", "image": "trainer",
                     "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1", "memory": "1Gi"}}
                 }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}

@@ -1,172 +1,125 @@
-//! The soak's world: the Compute test double (its state outlives every
-//! controller), the API test server, one GCP NodeClass, a pool of 1-GPU
-//! L4 machines that consolidates empty nodes after a second, one queue, and
-//! the emulated kubelet that boots a Node for every instance and runs pods
-//! for a while.
+//! The soak's world: a cloud (its state outlives every controller), the
+//! API test server, one NodeClass, a pool of one-GPU machines that
+//! consolidates empty nodes after a second, a queue whose quota holds fewer
+//! GPUs than the pool and a low-priority queue of the same cohort that owns
+//! none and borrows the first one's (which the first reclaims by
+//! preempting its gangs, whole), and the emulated kubelet that runs pods
+//! for a while (and boots a Node for every instance of a cloud whose
+//! machines are not Nodes already).
+//!
+//! The cloud is behind [`SoakCloud`]: the Compute test double
+//! (`super::gcp`), the simulated cloud of `--cloud sim` (`super::sim`) and
+//! moto (`super::aws`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use muster_provider_api::{CloudProvider, label_key, tags};
-use muster_provider_gcp::GcpProvider;
-use muster_provider_gcp::fake::ComputeFake;
+use muster_provider_api::{CloudProvider, Instance, label_key, tags};
 use serde_json::{Value, json};
 
-use crate::support::cloud_e2e::machine;
-use crate::support::emulator::{Emulator, Machine, Machines};
+use crate::support::emulator::{Emulator, Machines};
 use crate::support::{ApiServer, create, install_crds};
 
 /// The cluster name instances are labelled with.
 pub const CLUSTER: &str = "soak-cluster";
 /// The namespace of the workload.
 pub const NAMESPACE: &str = "soak";
-/// The one machine type (1 L4 GPU).
-pub const MACHINE: &str = "g2-standard-4";
+/// The NodeClass every cloud's machines are launched for.
+pub const NODE_CLASS: &str = "soak-class";
+/// GPUs the queue's quota holds (its gangs wait, or preempt, beyond it).
+pub const QUOTA_GPUS: u32 = 24;
+/// The queue of most gangs.
+pub const QUEUE: &str = "team-a";
+/// The low-priority queue: it borrows the other's unused quota, which the
+/// other reclaims by preempting its gangs.
+pub const LOW_QUEUE: &str = "team-b";
+/// The cohort of the two queues.
+pub const COHORT: &str = "soak";
 
-/// The NodeClass spec.
-pub fn node_class() -> Value {
-    json!({"gcp": {
-        "project": "soak-project",
-        "region": "us-central1",
-        "zones": ["us-central1-a"],
-        "image": "projects/cos-cloud/global/images/family/cos-stable"
-    }})
-}
-
-/// What becomes of a machine the double runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fate {
-    /// Its kubelet registers a Node that turns Ready.
-    Boots,
-    /// It never registers a Node (a machine that never joins).
-    NeverRegisters,
-    /// Its kubelet registers a Node that stays `Ready=False`
-    /// (`KubeletNotReady`: the network plugin never starts).
-    NeverReady,
-}
-
-/// The emulated kubelet boots every instance the double runs for the
-/// cluster, but while faults are on ([`FakeMachines::fail_from`]) each new
-/// instance draws its [`Fate`] from a generator seeded by the caller: one
-/// in four never registers a Node, one in four registers one that never
-/// turns Ready.
-pub struct FakeMachines {
-    cloud: Arc<GcpProvider>,
-    /// The draws while faults are on; `None` when every new instance boots.
-    faults: std::sync::Mutex<Option<super::Rng>>,
-    fates: std::sync::Mutex<std::collections::BTreeMap<String, Fate>>,
-}
-
-impl FakeMachines {
-    /// Every instance boots until [`FakeMachines::fail_from`].
-    pub fn new(cloud: Arc<GcpProvider>) -> FakeMachines {
-        FakeMachines {
-            cloud,
-            faults: Default::default(),
-            fates: Default::default(),
-        }
-    }
-
-    /// From now on, each new instance draws its fate from `seed`'s
-    /// generator (in the order the instances are first seen).
-    pub fn fail_from(&self, seed: u64) {
-        *self.faults.lock().unwrap_or_else(|e| e.into_inner()) = Some(super::Rng::new(seed));
-    }
-
-    /// From now on, every new instance boots (the fates drawn stay).
-    pub fn stop_failing(&self) {
-        *self.faults.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    }
-
-    /// The provider ids of the instances that drew `fate`.
-    pub fn with_fate(&self, fate: Fate) -> std::collections::BTreeSet<String> {
-        self.fates
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter(|(_, f)| **f == fate)
-            .map(|(id, _)| id.clone())
-            .collect()
-    }
-
-    /// Instances that never registered.
-    pub fn hidden(&self) -> usize {
-        self.with_fate(Fate::NeverRegisters).len()
-    }
-
-    /// Instances whose Node never turned Ready.
-    pub fn never_ready(&self) -> usize {
-        self.with_fate(Fate::NeverReady).len()
-    }
-}
-
+/// What the soak needs of a cloud.
 #[async_trait::async_trait]
-impl Machines for FakeMachines {
-    async fn machines(&self) -> Vec<Machine> {
-        let instances = self.cloud.list(CLUSTER).await.unwrap_or_default();
-        let mut faults = self.faults.lock().unwrap_or_else(|e| e.into_inner());
-        let mut fates = self.fates.lock().unwrap_or_else(|e| e.into_inner());
-        instances
-            .into_iter()
-            .filter_map(|i| {
-                let fate = *fates.entry(i.provider_id.clone()).or_insert_with(|| {
-                    match faults.as_mut().map(|r| r.below(8)) {
-                        Some(0 | 1) => Fate::NeverRegisters,
-                        Some(2 | 3) => Fate::NeverReady,
-                        _ => Fate::Boots,
-                    }
-                });
-                if fate == Fate::NeverRegisters {
-                    return None;
-                }
-                let gpus = u32::from(i.offering.instance_type == MACHINE);
-                let pool = i
-                    .tags
-                    .get(&label_key(tags::POOL))
-                    .cloned()
-                    .unwrap_or_default();
-                let mut m = machine(i, pool, gpus);
-                m.never_ready = fate == Fate::NeverReady;
-                Some(m)
-            })
-            .collect()
+pub trait SoakCloud: Send + Sync + 'static {
+    /// Its name in the summary: `gcp`, `sim`, `aws`.
+    fn name(&self) -> &'static str;
+    /// The NodeClass spec.
+    fn node_class(&self) -> Value;
+    /// The pool's `requirements` (one one-GPU instance type).
+    fn requirements(&self) -> Value;
+    /// Controller flags and environment that point it at this cloud.
+    fn controller(&self) -> (Vec<String>, Vec<(String, String)>);
+    /// The cloud as the test reads it (instances of the cluster now).
+    fn provider(&self) -> Arc<dyn CloudProvider>;
+    /// The machines the emulated kubelet boots a Node for; `None` when the
+    /// cloud's machines are Nodes already.
+    fn machines(&self) -> Option<Arc<dyn Machines>>;
+    /// Launch calls the cloud received (or machines it created) so far.
+    fn launches(&self) -> usize;
+    /// Terminate calls the cloud received (or machines it deleted) so far.
+    fn terminations(&self) -> usize;
+    /// Every instance the cloud ever created, terminated ones included:
+    /// `(instance, PoolNode)`, one entry per creation (an instance name
+    /// created twice appears twice).
+    async fn created(&self) -> Vec<(String, String)>;
+    /// Reclaims one running instance (the `pick`-th, modulo), as a cloud
+    /// interrupts a spot machine, when this cloud does; returns its name.
+    async fn interrupt(&self, _pick: u64) -> Option<String> {
+        None
     }
+}
+
+/// The PoolNode an instance was launched for.
+pub fn pool_node_of(i: &Instance) -> String {
+    i.tags
+        .get(&label_key(tags::POOL_NODE))
+        .or_else(|| i.tags.get(tags::POOL_NODE))
+        .cloned()
+        .or(i.pool_node.clone())
+        .unwrap_or_default()
 }
 
 /// Everything but the controllers.
-pub struct World {
-    /// The Compute double.
-    pub fake: ComputeFake,
+pub struct World<C: SoakCloud> {
+    /// The cloud.
+    pub cloud: Arc<C>,
     /// The API test server.
     pub server: ApiServer,
     /// A client exempt from chaos.
     pub client: kube::Client,
-    /// The cloud as the test reads it.
-    pub cloud: Arc<GcpProvider>,
-    /// What the emulated kubelet boots.
-    pub machines: Arc<FakeMachines>,
     /// The kubelet and scheduler stand-in (runs until dropped).
     pub _emulator: Emulator,
 }
 
-/// Builds the world; pods run `run_for`, the pool holds at most `max_gpus`
-/// and gives a gang's machines `provisioning_timeout` to become Ready.
-pub async fn start(
-    run_for: Duration,
-    max_gpus: u32,
-    provisioning_timeout: &str,
-    server_args: &[&str],
-) -> World {
-    let fake = ComputeFake::start();
+/// How the world is set up.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// How long pods run (unless their Job says otherwise).
+    pub run_for: Duration,
+    /// The pool's GPU limit.
+    pub max_gpus: u32,
+    /// The queue's GPU quota; none when `None`.
+    pub quota_gpus: Option<u32>,
+    /// How long a gang's machines may take to become Ready.
+    pub provisioning_timeout: String,
+}
+
+/// Builds the world on the API server started with `server_args`; `cloud`
+/// makes the cloud from the server's client.
+pub async fn start<C, F, Fut>(setup: &Setup, server_args: &[&str], cloud: F) -> World<C>
+where
+    C: SoakCloud,
+    F: FnOnce(kube::Client) -> Fut,
+    Fut: std::future::Future<Output = C>,
+{
     let server = ApiServer::start_with(server_args);
     let client = server.client();
     install_crds(&client).await;
+    let cloud = Arc::new(cloud(client.clone()).await);
     create(
         &client,
         "NodeClass",
         "nodeclasses",
         None,
-        json!({"metadata": {"name": "gcp-default"}, "spec": node_class()}),
+        json!({"metadata": {"name": NODE_CLASS}, "spec": cloud.node_class()}),
     )
     .await;
     create(
@@ -175,65 +128,59 @@ pub async fn start(
         "gpupools",
         None,
         json!({
-            "metadata": {"name": "l4"},
+            "metadata": {"name": "gpu"},
             "spec": {
-                "nodeClassRef": {"name": "gcp-default"},
-                "requirements": {"instanceTypes": [MACHINE], "capacityTypes": ["on-demand"]},
-                "limits": {"maxGPUs": max_gpus},
+                "nodeClassRef": {"name": NODE_CLASS},
+                "requirements": cloud.requirements(),
+                "limits": {"maxGPUs": setup.max_gpus},
                 "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1s"},
-                "provisioningTimeout": provisioning_timeout
+                "provisioningTimeout": setup.provisioning_timeout
             }
         }),
     )
     .await;
+    let mut queue = json!({
+        "pools": ["gpu"],
+        "namespaceSelector": {},
+        "preemption": {"withinQueue": "LowerPriority", "reclaimWithinCohort": "LowerPriority"}
+    });
+    if let Some(gpus) = setup.quota_gpus {
+        queue["cohort"] = json!(COHORT);
+        queue["resources"] = json!([{"name": "nvidia.com/gpu", "nominal": gpus.to_string()}]);
+        // the low-priority queue owns nothing: its gangs run on what it
+        // borrows from the cohort, which the other queue reclaims
+        let low = json!({
+            "pools": ["gpu"],
+            "namespaceSelector": {},
+            "cohort": COHORT,
+            "resources": [{"name": "nvidia.com/gpu", "nominal": "0"}]
+        });
+        create(
+            &client,
+            "GPUQueue",
+            "gpuqueues",
+            None,
+            json!({"metadata": {"name": LOW_QUEUE}, "spec": low}),
+        )
+        .await;
+    }
     create(
         &client,
         "GPUQueue",
         "gpuqueues",
         None,
-        json!({
-            "metadata": {"name": "team-a"},
-            "spec": {"pools": ["l4"], "namespaceSelector": {}}
-        }),
+        json!({"metadata": {"name": QUEUE}, "spec": queue}),
     )
     .await;
-    let cloud = Arc::new(
-        GcpProvider::new("gcp-default", &node_class(), &fake.options())
-            .await
-            .expect("provider"),
-    );
-    let machines = Arc::new(FakeMachines::new(cloud.clone()));
     let emulator = Emulator::start_running_for(
         client.clone(),
-        vec![machines.clone() as Arc<dyn Machines>],
-        Some(run_for),
+        cloud.machines().into_iter().collect(),
+        Some(setup.run_for),
     );
     World {
-        fake,
+        cloud,
         server,
         client,
-        cloud,
-        machines,
         _emulator: emulator,
     }
-}
-
-/// Every instance the double ever created: `(name, PoolNode label)`.
-pub fn created(fake: &ComputeFake) -> Vec<(String, String)> {
-    let v: Value = serde_json::from_str(&fake.control("GET", "created")).unwrap_or_default();
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .map(|c| {
-                    (
-                        c["name"].as_str().unwrap_or_default().to_string(),
-                        c["labels"][label_key(tags::POOL_NODE)]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_string(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }

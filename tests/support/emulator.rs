@@ -24,6 +24,10 @@ use serde_json::json;
 
 use super::fake_cloud::FakeCloud;
 
+/// Annotation of a pod (from its template): how long, in milliseconds, its
+/// container runs before it succeeds, instead of the emulator's `run_for`.
+pub const RUN_FOR_ANNOTATION: &str = "emulator.muster.dev/run-for-ms";
+
 /// A machine the emulated kubelet registers a Node for.
 #[derive(Debug, Clone)]
 pub struct Machine {
@@ -463,11 +467,11 @@ async fn tick(
     Ok(())
 }
 
-/// Pods that ran for `run_for` succeed (the kubelet's part); the Job
-/// controller in the API server counts them and completes their Jobs. A pod
-/// whose restartPolicy is Always (the default: Ray heads and workers,
-/// LeaderWorkerSet groups) never succeeds, as the kubelet restarts its
-/// containers (the pod lifecycle of kubernetes.io/docs, Pod phase).
+/// Pods that ran for `run_for` (or their [`RUN_FOR_ANNOTATION`]) succeed (the
+/// kubelet's part); the Job controller in the API server counts them and
+/// completes their Jobs. A pod whose restartPolicy is Always (the default:
+/// Ray heads and workers, LeaderWorkerSet groups) never succeeds, as the
+/// kubelet restarts its containers (the pod lifecycle of kubernetes.io/docs, Pod phase).
 async fn complete(
     client: &kube::Client,
     seen: &Arc<Mutex<Seen>>,
@@ -494,6 +498,11 @@ async fn complete(
             .started
             .get(&format!("{ns}/{}", p.name_any()))
             .copied();
+        let run_for = p
+            .annotations()
+            .get(RUN_FOR_ANNOTATION)
+            .and_then(|ms| ms.parse().ok())
+            .map_or(run_for, Duration::from_millis);
         if started.is_some_and(|t| t.elapsed() >= run_for) {
             Api::<Pod>::namespaced(client.clone(), &ns)
                 .patch_status(

@@ -206,10 +206,19 @@ impl Moto {
 
     /// `RunInstances` requests so far, retries included.
     pub fn run_instances_calls(&self) -> u64 {
+        self.calls("runInstances")
+    }
+
+    /// `TerminateInstances` requests so far, retries included.
+    pub fn terminate_instances_calls(&self) -> u64 {
+        self.calls("terminateInstances")
+    }
+
+    fn calls(&self, what: &str) -> u64 {
         let body = self.control("GET", "/calls");
         serde_json::from_str::<serde_json::Value>(&body)
             .ok()
-            .and_then(|v| v["runInstances"].as_u64())
+            .and_then(|v| v[what].as_u64())
             .unwrap_or(0)
     }
 }

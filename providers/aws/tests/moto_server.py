@@ -14,7 +14,8 @@ real EC2 in three ways the tests need:
   POST /fail?code=<code> (e.g. `UnauthorizedOperation`).
 
 GET /calls answers how many RunInstances requests arrived (retries
-included), so a test can tell a retried call from one that was not.
+included), so a test can tell a retried call from one that was not, and
+how many TerminateInstances requests.
 POST /reset clears the injections, the count and the call log. An instance
 profile `muster-node` holding the role `muster-node-role` exists from the
 start.
@@ -47,7 +48,8 @@ from werkzeug.serving import WSGIRequestHandler
 # quiet: one line per request would flood test output
 WSGIRequestHandler.log_request = lambda *args, **kwargs: None
 
-STATE = {"ice": set(), "throttle": 0, "tokens": {}, "calls": 0, "fail": None, "log": []}
+STATE = {"ice": set(), "throttle": 0, "tokens": {}, "calls": 0, "terminates": 0, "fail": None,
+         "log": []}
 LOCK = threading.Lock()
 _run_instances = InstanceResponse.run_instances
 
@@ -132,6 +134,8 @@ def call_action(self):
             entry["resourceTags"] = _instance_tags(self.current_account, self.region, ids)
         with LOCK:
             STATE["log"].append(entry)
+            if action == "TerminateInstances":
+                STATE["terminates"] += 1
     except Exception as e:  # the log must never break a call
         with LOCK:
             STATE["log"].append({"service": "?", "action": f"unrecorded: {e}"})
@@ -173,7 +177,8 @@ class Control(BaseHTTPRequestHandler):
         path = urlparse(self.path).path
         with LOCK:
             if path == "/calls":
-                body = json.dumps({"runInstances": STATE["calls"]})
+                body = json.dumps({"runInstances": STATE["calls"],
+                                   "terminateInstances": STATE["terminates"]})
             elif path == "/log":
                 body = json.dumps(STATE["log"])
             else:
@@ -200,6 +205,7 @@ class Control(BaseHTTPRequestHandler):
                 STATE["ice"].clear()
                 STATE["throttle"] = 0
                 STATE["calls"] = 0
+                STATE["terminates"] = 0
                 STATE["fail"] = None
                 STATE["log"].clear()
             elif url.path == "/public-parameter":
