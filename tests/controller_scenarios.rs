@@ -22,9 +22,9 @@ use support::fake_cloud::{FakeCloud, Hang};
 use support::in_process::Running;
 use support::objects::{gpu_node, job, pool, start_world};
 use support::waits::{
-    assert_no_invalid_writes, events_of, gang, gang_phase, patch_pool, patch_queue, poolnodes,
-    running_pods, wait_for_gang_phase, wait_for_job_suspended, wait_for_no_poolnodes,
-    wait_for_poolnode_gone, wait_for_poolnode_phase, wait_for_running_pods,
+    assert_no_invalid_writes, events_of, gang, gang_phase, nodeclass_ready_status, patch_pool,
+    patch_queue, poolnodes, running_pods, wait_for_gang_phase, wait_for_job_suspended,
+    wait_for_no_poolnodes, wait_for_poolnode_gone, wait_for_poolnode_phase, wait_for_running_pods,
 };
 use support::{ApiServer, ar, eventually};
 
@@ -544,16 +544,8 @@ async fn planning_goes_on_while_a_nodeclass_resolves_slowly() {
         "admitted only after the cloud answered ({:?})",
         asked.elapsed()
     );
-    let class = eventually(30, "the NodeClass resolved", || async {
-        let nc = Api::<DynamicObject>::all_with(client.clone(), &ar("NodeClass", "nodeclasses"))
-            .get("gcp-default")
-            .await
-            .ok()?;
-        nc.data["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            .then_some(nc.data["status"].clone())
+    let class = eventually(30, "the NodeClass resolved", || {
+        nodeclass_ready_status(&client, "gcp-default")
     })
     .await;
     assert_eq!(class["zones"], json!(["us-central1-a"]), "{class}");

@@ -227,26 +227,17 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
             .into_iter()
             .filter_map(|p| p.metadata.name)
             .collect();
-    let orphans: Vec<String> = world
-        .cloud
-        .provider
-        .list(CLUSTER)
-        .await
-        .expect("instances")
-        .into_iter()
+    let instances = world.cloud.provider.list(CLUSTER).await.expect("instances");
+    let orphans: Vec<String> = instances
+        .iter()
         .filter(|i| !i.pool_node.as_ref().is_some_and(|p| pns.contains(p)))
-        .map(|i| i.provider_id)
+        .map(|i| i.provider_id.clone())
         .collect();
     let never_ready_ids = world.cloud.machines.with_fate(Fate::NeverReady);
-    let still_running: Vec<String> = world
-        .cloud
-        .provider
-        .list(CLUSTER)
-        .await
-        .expect("instances")
-        .into_iter()
+    let still_running: Vec<String> = instances
+        .iter()
         .filter(|i| never_ready_ids.contains(&i.provider_id))
-        .map(|i| i.provider_id)
+        .map(|i| i.provider_id.clone())
         .collect();
     // launched under the timeout; handed over at most while it booted (so
     // before the timeout), to a gang whose own deadline is at most one

@@ -543,35 +543,6 @@ mod aws {
     use muster_provider_api::{CloudProvider, InstanceState, tags};
     use muster_provider_aws::AwsProvider;
     use muster_provider_aws::moto::Moto;
-    use support::emulator::{Machine, Machines};
-
-    /// The instances moto runs for `cluster`, as machines that boot a kubelet.
-    struct MotoMachines {
-        provider: Arc<AwsProvider>,
-        cluster: String,
-    }
-
-    #[async_trait::async_trait]
-    impl Machines for MotoMachines {
-        async fn machines(&self) -> Vec<Machine> {
-            self.provider
-                .list(&self.cluster)
-                .await
-                .unwrap_or_default()
-                .into_iter()
-                .map(|i| {
-                    let gone = matches!(
-                        i.state,
-                        InstanceState::ShuttingDown | InstanceState::Terminated
-                    );
-                    let pool = i.tags.get(tags::POOL).cloned().unwrap_or_default();
-                    let mut m = support::cloud_e2e::machine(i, pool, 1);
-                    m.terminated = gone;
-                    m
-                })
-                .collect()
-        }
-    }
 
     async fn running(provider: &AwsProvider, cluster: &str) -> usize {
         provider
@@ -628,9 +599,10 @@ mod aws {
         );
         let _emulator = Emulator::start_running_for(
             client.clone(),
-            vec![Arc::new(MotoMachines {
+            vec![Arc::new(support::cloud_e2e::TaggedMachines {
                 provider: provider.clone(),
                 cluster: cluster.clone(),
+                gpus: |_| 1,
             })],
             Some(Duration::from_secs(2)),
         );

@@ -6,43 +6,17 @@
 
 use std::sync::Arc;
 
-use muster_provider_api::{CloudProvider, InstanceState, tags};
+use muster_provider_api::{CloudProvider, tags};
 use muster_provider_aws::AwsProvider;
 use muster_provider_aws::moto::Moto;
 use serde_json::{Value, json};
 
 use super::world::{CLUSTER, SoakCloud};
-use crate::support::cloud_e2e::machine;
-use crate::support::emulator::{Machine, Machines};
+use crate::support::cloud_e2e::TaggedMachines;
+use crate::support::emulator::Machines;
 
 /// The one instance type (1 L4 GPU).
 pub const MACHINE: &str = "g6.xlarge";
-
-/// The instances moto runs for the cluster, as machines that boot a kubelet.
-struct MotoMachines(Arc<AwsProvider>);
-
-#[async_trait::async_trait]
-impl Machines for MotoMachines {
-    async fn machines(&self) -> Vec<Machine> {
-        self.0
-            .list(CLUSTER)
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .map(|i| {
-                let gone = matches!(
-                    i.state,
-                    InstanceState::ShuttingDown | InstanceState::Terminated
-                );
-                let pool = i.tags.get(tags::POOL).cloned().unwrap_or_default();
-                let gpus = u32::from(i.offering.instance_type == MACHINE);
-                let mut m = machine(i, pool, gpus);
-                m.terminated = gone;
-                m
-            })
-            .collect()
-    }
-}
 
 /// moto and the provider the test reads it with.
 pub struct Aws {
@@ -108,7 +82,11 @@ impl SoakCloud for Aws {
     }
 
     fn machines(&self) -> Option<Arc<dyn Machines>> {
-        Some(Arc::new(MotoMachines(self.provider.clone())))
+        Some(Arc::new(TaggedMachines {
+            provider: self.provider.clone(),
+            cluster: CLUSTER.to_string(),
+            gpus: |t| u32::from(t == MACHINE),
+        }))
     }
 
     fn launches(&self) -> usize {

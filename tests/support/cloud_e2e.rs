@@ -159,3 +159,37 @@ pub async fn not_ready_message(client: &kube::Client, name: &str) -> String {
     let cond = super::nodeclass_not_ready(client, name).await;
     cond["message"].as_str().unwrap_or_default().to_string()
 }
+
+/// The instances a cloud runs for `cluster`, as machines that boot a
+/// kubelet: each with its pool from the instance's `tags::POOL` tag (as the
+/// AWS provider writes it) and `gpus(instance type)` GPUs; an instance
+/// shutting down or terminated is a machine gone, whose Node is removed.
+pub struct TaggedMachines {
+    pub provider: Arc<dyn muster_provider_api::CloudProvider>,
+    pub cluster: String,
+    pub gpus: fn(&str) -> u32,
+}
+
+#[async_trait::async_trait]
+impl super::emulator::Machines for TaggedMachines {
+    async fn machines(&self) -> Vec<super::emulator::Machine> {
+        use muster_provider_api::{InstanceState, tags};
+        self.provider
+            .list(&self.cluster)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| {
+                let gone = matches!(
+                    i.state,
+                    InstanceState::ShuttingDown | InstanceState::Terminated
+                );
+                let pool = i.tags.get(tags::POOL).cloned().unwrap_or_default();
+                let gpus = (self.gpus)(&i.offering.instance_type);
+                let mut m = machine(i, pool, gpus);
+                m.terminated = gone;
+                m
+            })
+            .collect()
+    }
+}

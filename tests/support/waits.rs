@@ -206,3 +206,16 @@ pub fn assert_no_invalid_writes() {
         "a controller write was refused as invalid (see the warnings)"
     );
 }
+
+/// A NodeClass's status once its `Ready` condition is `True`; `None` before.
+pub async fn nodeclass_ready_status(client: &kube::Client, name: &str) -> Option<Value> {
+    let nc = Api::<DynamicObject>::all_with(client.clone(), &ar("NodeClass", "nodeclasses"))
+        .get(name)
+        .await
+        .ok()?;
+    nc.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        .then(|| nc.data["status"].clone())
+}
