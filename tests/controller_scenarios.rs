@@ -1324,7 +1324,7 @@ async fn deleting_a_poolnode_terminates_its_instance_first() {
 
 #[tokio::test]
 async fn pods_not_ready_in_time_evict_the_whole_gang() {
-    let (server, client) = start_world(&[]).await;
+    let (server, client) = start_world(&["--audit-level", "Request"]).await;
     gpu_node("gpu-0").create(&client).await;
     let cloud = FakeCloud::new(None);
     // no emulator: the admitted pods never run; the queue allows them 1 s
@@ -1348,21 +1348,31 @@ async fn pods_not_ready_in_time_evict_the_whole_gang() {
     assert_eq!(st["evictions"], 1);
     assert_eq!(st["reason"], "PodsReadyTimeout");
     assert!(st["requeueAfter"].is_string());
-    let job = jobs.get("stuck").await.expect("job");
-    assert_eq!(
-        job.spec.as_ref().and_then(|s| s.suspend),
-        Some(true),
-        "re-suspended"
-    );
-    let admitted_nodes = job.annotations().contains_key("muster.dev/admitted-nodes");
-    let tmpl = job.spec.expect("spec").template.spec.expect("pod spec");
+    // the Gang records the eviction first; the Job's stop follows
+    let job = eventually(10, "the stop finished", || {
+        let jobs = jobs.clone();
+        async move {
+            let j = jobs.get("stuck").await.ok()?;
+            let done = j.spec.as_ref()?.suspend == Some(true) && !pinned_to_gang(&j);
+            done.then_some(j)
+        }
+    })
+    .await;
     assert!(
-        tmpl.node_selector
-            .is_none_or(|s| !s.contains_key("muster.dev/gang")),
-        "pins removed"
+        !job.annotations().contains_key("muster.dev/admitted-nodes"),
+        "admission record removed"
     );
+    let tmpl = job.spec.expect("spec").template.spec.expect("pod spec");
     assert!(tmpl.affinity.is_none(), "submitted template restored");
-    assert!(!admitted_nodes);
+    // the Gang records the eviction before its Job is stopped
+    let log = writes(&server);
+    let unsuspended = job_suspend_written(&log, "stuck", false, 0).expect("Job unsuspended");
+    let evicted = gang_phase_written(&log, "stuck", "Evicted", unsuspended).expect("Gang Evicted");
+    let suspended = job_suspend_written(&log, "stuck", true, unsuspended).expect("Job suspended");
+    assert!(
+        evicted < suspended,
+        "the Gang was set Evicted (write {evicted}) after its Job was suspended (write {suspended})"
+    );
 }
 
 // ---------------------------------------------------------------- metrics and RBAC over scenario (2)
@@ -1571,6 +1581,131 @@ async fn eviction_then_readmission() {
         Some("gpu-0")
     );
     wait_for_gang_phase(&client, NS, "again", &["Running"], 10).await;
+    server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
+}
+
+/// The stub planner, except that once `team-a/second` is pending while
+/// `team-a/first` runs, `first` is preempted for it; once `second` exists,
+/// neither is admitted.
+fn preempting_planner() -> PlanFn {
+    use muster_planner::plan::{Preemption, PreemptionReason};
+    use muster_planner::{GangId, GangPhase};
+    Arc::new(
+        |s: &muster_planner::Snapshot, p: &muster_planner::Policy, now| {
+            let first = GangId::new("team-a/first");
+            let second = GangId::new("team-a/second");
+            let phase = |id: &GangId| s.gangs.iter().find(|g| &g.id == id).map(|g| g.phase);
+            let mut plan = support::stub_planner::plan(s, p, now);
+            if phase(&first) == Some(GangPhase::Running)
+                && phase(&second).is_some_and(|ph| ph.pending())
+            {
+                plan.admissions.clear();
+                plan.launches.clear();
+                plan.preemptions.push(Preemption {
+                    victim: first.clone(),
+                    for_gang: second.clone(),
+                    reason: PreemptionReason::WithinQueue,
+                    message: "room for team-a/second".into(),
+                });
+            }
+            if phase(&second).is_some() {
+                // neither is admitted again: the test looks at one preemption
+                plan.admissions
+                    .retain(|a| a.gang != second && a.gang != first);
+                plan.launches
+                    .retain(|l| l.gang != second && l.gang != first);
+            }
+            plan
+        },
+    )
+}
+
+/// One write of the controller, from an audit log at level `Request`.
+struct Write {
+    resource: String,
+    name: String,
+    body: serde_json::Value,
+}
+
+/// The controller's writes so far, in order.
+fn writes(server: &ApiServer) -> Vec<Write> {
+    let text = std::fs::read_to_string(&server.audit_log).expect("audit log");
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["client"] == "controller" && !e["requestObject"].is_null())
+        .map(|e| Write {
+            resource: match e["subresource"].as_str().unwrap_or_default() {
+                "" => e["resource"].as_str().unwrap_or_default().to_string(),
+                sub => format!("{}/{sub}", e["resource"].as_str().unwrap_or_default()),
+            },
+            name: e["name"].as_str().unwrap_or_default().to_string(),
+            body: e["requestObject"].clone(),
+        })
+        .collect()
+}
+
+/// Index of the first write at or after `after` that sets Gang `name`'s phase to `phase`.
+fn gang_phase_written(log: &[Write], name: &str, phase: &str, after: usize) -> Option<usize> {
+    (after..log.len()).find(|&i| {
+        let w = &log[i];
+        w.name == name && w.resource == "gangs/status" && w.body["status"]["phase"] == phase
+    })
+}
+
+/// Index of the first write at or after `after` that sets Job `name`'s `spec.suspend` to `value`.
+fn job_suspend_written(log: &[Write], name: &str, value: bool, after: usize) -> Option<usize> {
+    (after..log.len()).find(|&i| {
+        let w = &log[i];
+        w.name == name && w.resource == "jobs" && w.body["spec"]["suspend"] == value
+    })
+}
+
+/// Intent before action for gangs as for machines: the Gang's status
+/// records an admission before its Job is unsuspended, and an eviction
+/// before its Job is suspended, so a process killed between the two leaves
+/// a Gang that says what its Job is to become (the next process's workload
+/// life cycle carries it out) rather than a running Job whose Gang says
+/// `Queued`, or a stopping one whose Gang says `Admitted`. A preemption
+/// requeues at once and is not counted in `evictions`.
+#[tokio::test]
+async fn gang_status_is_written_before_its_job() {
+    let (server, client) = start_world(&["--audit-level", "Request"]).await;
+    gpu_node("gpu-0").create(&client).await;
+    let cloud = FakeCloud::new(None);
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(&server, &cloud, preempting_planner());
+    job("first").queue("team-a").create(&client).await;
+    wait_for_running_pods(&client, NS, "job-name=first", 1, 20).await;
+    wait_for_gang_phase(&client, NS, "first", &["Running"], 10).await;
+    job("second").queue("team-a").create(&client).await;
+    wait_for_job_suspended(&client, NS, "first", 20).await;
+    let st = eventually(10, "first evicted", || {
+        let client = client.clone();
+        async move {
+            let g = gang(&client, NS, "first").await?;
+            (g.data["status"]["phase"] != "Running").then(|| g.data["status"].clone())
+        }
+    })
+    .await;
+
+    let log = writes(&server);
+    let gang_phase_at = |phase: &str, after| gang_phase_written(&log, "first", phase, after);
+    let job_suspend_at = |value, after| job_suspend_written(&log, "first", value, after);
+    let admitted = gang_phase_at("Admitted", 0).expect("Gang set Admitted");
+    let unsuspended = job_suspend_at(false, 0).expect("Job unsuspended");
+    assert!(
+        admitted < unsuspended,
+        "the Gang was set Admitted (write {admitted}) after its Job was unsuspended (write {unsuspended})"
+    );
+    let evicted = gang_phase_at("Evicted", unsuspended).expect("Gang set Evicted");
+    let suspended = job_suspend_at(true, unsuspended).expect("Job suspended again");
+    assert!(
+        evicted < suspended,
+        "the Gang was set Evicted (write {evicted}) after its Job was suspended (write {suspended})"
+    );
+    assert_eq!(st["evictions"].as_i64().unwrap_or(0), 0, "{st}");
+    assert!(st["requeueAfter"].is_string(), "{st}");
     server.assert_rbac_allows_controller();
     assert_no_invalid_writes();
 }

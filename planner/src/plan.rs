@@ -10,9 +10,11 @@
 //! Apply the items of one plan in this order ([`crate::apply::apply`] is a
 //! reference implementation for an instant cloud):
 //!
-//! 1. **Preemptions** — evict the victim gang as a whole: re-suspend the
-//!    workload, clear its assignments, phase `Evicted` with `notBefore` = now
-//!    (preemption does not back off and does not count in `evictions`), clear
+//! 1. **Preemptions** — evict the victim gang as a whole: phase `Evicted`
+//!    with `notBefore` = now (preemption does not back off and does not
+//!    count in `evictions`), assignments cleared — recorded before the
+//!    workload is re-suspended, and the workload left alone when that
+//!    record cannot be written; clear
 //!    `reservedFor` on nodes reserved for it. The preemptor is not admitted in
 //!    this plan; it is planned again once the victim's capacity is free.
 //! 2. **Releases** — for every node listed: if `handedTo` is set, set its
@@ -32,7 +34,8 @@
 //!    key. Pods are not started; the gang is admitted by a later plan once
 //!    every node in its assignments is Ready.
 //! 4. **Admissions** — set the gang `Admitted` (`admittedAt` = now) with the
-//!    given assignments, pin every pod to its node (node selector on
+//!    given assignments, and only once that is recorded, pin every pod to
+//!    its node (node selector on
 //!    `kubernetes.io/hostname`, tolerations for the taints of the node's
 //!    pool — the planner treats those as tolerated for pod sets that request
 //!    GPUs or another device; a pod set that requests none, and any other

@@ -4,7 +4,7 @@
 //! debounce (capped, so a constant stream of events cannot starve planning),
 //! then run one cycle: bookkeeping steps, snapshot, plan, act.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -140,8 +140,8 @@ pub async fn cycle(ctx: &Ctx) {
         waiting = plan.waiting.len(),
         "planned"
     );
-    apply(ctx, &plan, &observed, &tr).await;
-    act::reconcile::gang_status::update(ctx, &plan, &tr.snapshot, &observed, now).await;
+    let recorded = apply(ctx, &plan, &observed, &tr, now).await;
+    act::reconcile::gang_status::update(ctx, &plan, &tr.snapshot, &observed, now, &recorded).await;
     super::gpu_usage::report(ctx, &plan.idle, &observed, now).await;
     super::report_metrics::merge_from_status(
         &ctx.deps.metrics,
@@ -155,17 +155,39 @@ pub async fn cycle(ctx: &Ctx) {
 
 /// The plan applied in the order the driver contract prescribes
 /// (`muster_planner::plan`): preemptions, releases, launches, admissions,
-/// removals (waiting gangs are written with the status afterwards).
+/// removals (waiting gangs are written with the status afterwards). The
+/// Gang of a preemption or an admission is written before its workload
+/// ([`act::reconcile::gang_status::record`]), and a workload is written
+/// only for a Gang so recorded. Returns the ids of those Gangs.
 async fn apply(
     ctx: &Ctx,
     plan: &muster_planner::Plan,
     observed: &Observed,
     tr: &translate::Translation,
-) {
+    now: muster_planner::Time,
+) -> BTreeSet<String> {
+    let mut recorded = BTreeSet::new();
     for step in APPLY_ORDER {
         match step {
             Applier::Preemptions => {
-                act::apply::preempt::run(ctx, &plan.preemptions, observed, &tr.snapshot).await;
+                let ids = plan.preemptions.iter().map(|p| p.victim.as_str()).collect();
+                let done = act::reconcile::gang_status::record(
+                    ctx,
+                    plan,
+                    &tr.snapshot,
+                    observed,
+                    now,
+                    &ids,
+                )
+                .await;
+                let items: Vec<_> = plan
+                    .preemptions
+                    .iter()
+                    .filter(|p| done.contains(p.victim.as_str()))
+                    .cloned()
+                    .collect();
+                act::apply::preempt::run(ctx, &items, observed, &tr.snapshot).await;
+                recorded.extend(done);
             }
             Applier::Releases => {
                 act::apply::release::run(ctx, &plan.releases, observed, tr).await;
@@ -174,7 +196,24 @@ async fn apply(
                 act::apply::launch::write(ctx, &plan.launches, &tr.snapshot).await;
             }
             Applier::Admissions => {
-                act::apply::admit::run(ctx, &plan.admissions, &tr.snapshot, observed).await;
+                let ids = plan.admissions.iter().map(|a| a.gang.as_str()).collect();
+                let done = act::reconcile::gang_status::record(
+                    ctx,
+                    plan,
+                    &tr.snapshot,
+                    observed,
+                    now,
+                    &ids,
+                )
+                .await;
+                let items: Vec<_> = plan
+                    .admissions
+                    .iter()
+                    .filter(|a| done.contains(a.gang.as_str()))
+                    .cloned()
+                    .collect();
+                act::apply::admit::run(ctx, &items, &tr.snapshot, observed).await;
+                recorded.extend(done);
             }
             Applier::Removals => {
                 act::apply::remove::mark(ctx, &plan.removals, observed, tr).await;
@@ -182,6 +221,7 @@ async fn apply(
             }
         }
     }
+    recorded
 }
 
 /// One kind of plan item a driver carries out.

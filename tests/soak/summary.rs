@@ -155,11 +155,13 @@ impl Summary {
 /// Reads from the audit log (level `Request`) how far the run disrupted:
 /// the PoolNodes set Draining and the whole-gang evictions written, each
 /// counted once however often a restarted controller wrote it again (a
-/// gang's eviction by its `status.evictions` count).
+/// gang's eviction is a status write of phase `Evicted` after one of
+/// another phase).
 pub fn disruptions(audit: &std::path::Path, s: &mut Summary) {
     let text = std::fs::read_to_string(audit).unwrap_or_default();
     let mut drained = std::collections::BTreeSet::new();
-    let mut evicted = BTreeMap::new();
+    let mut evicted: Vec<String> = Vec::new();
+    let mut last_phase: BTreeMap<(String, String), String> = BTreeMap::new();
     for e in text
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -171,20 +173,25 @@ pub fn disruptions(audit: &std::path::Path, s: &mut Summary) {
         let name = e["name"].as_str().unwrap_or_default().to_string();
         if e["resource"] == "poolnodes" && st["phase"] == "Draining" {
             drained.insert(name);
-        } else if e["resource"] == "gangs" && st["phase"] == "Evicted" {
-            // a preemption sets the phase alone (its reason is the Plan's,
-            // in the Event); the life-cycle evictions write their reason
-            let reason = st["reason"].as_str().unwrap_or("Preempted").to_string();
+        } else if e["resource"] == "gangs"
+            && let Some(phase) = st["phase"].as_str()
+        {
             let key = (
                 e["namespace"].as_str().unwrap_or_default().to_string(),
                 name,
             );
-            evicted.insert((key, st["evictions"].as_u64()), reason);
+            let before = last_phase.insert(key, phase.to_string());
+            if phase == "Evicted" && before.as_deref() != Some("Evicted") {
+                // a preemption sets the phase alone (its reason is the
+                // Plan's, in the Event); the life-cycle evictions write
+                // their reason
+                evicted.push(st["reason"].as_str().unwrap_or("Preempted").to_string());
+            }
         }
     }
     s.drains = drained.len();
     s.evicted.clear();
-    for reason in evicted.into_values() {
+    for reason in evicted {
         *s.evicted.entry(reason).or_default() += 1;
     }
 }

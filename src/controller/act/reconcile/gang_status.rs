@@ -135,8 +135,10 @@ pub fn desired(
         return (st, false);
     }
     if plan.preemptions.iter().any(|p| p.victim.as_str() == id) {
+        // driver contract: queued again at once, and not counted in
+        // `evictions` (the count the backoff of a later eviction grows with)
         set_phase(&mut st, GangPhase::Evicted);
-        st.evictions += 1;
+        st.requeue_after = Some(time::format(now));
         st.assignments.clear();
         st.reserved_nodes.clear();
         st.admitted_at = None;
@@ -308,13 +310,95 @@ pub fn finished_gangs(observed: &Observed) -> BTreeSet<String> {
         .collect()
 }
 
-/// Writes Gang statuses that changed and refreshes the gangs gauge.
+/// Writes, before their workloads are written, the status of the gangs in
+/// `ids` that this plan evicts (`Evicted`) or admits (`Admitted`): intent
+/// before action, as a PoolNode is written before its cloud call. A kill
+/// between the two leaves a Gang whose phase says what its workload is to
+/// become, and the next process's workload life cycle
+/// ([`super::workloads::reconcile`]) carries it out. Returns the ids
+/// recorded (written now, or already so); a gang whose write failed is
+/// left out, and its workload is not to be written this cycle.
+pub async fn record(
+    ctx: &Ctx,
+    plan: &Plan,
+    snapshot: &Snapshot,
+    observed: &Observed,
+    now: Time,
+    ids: &BTreeSet<&str>,
+) -> BTreeSet<String> {
+    let facts = Facts {
+        draining: draining_nodes(observed),
+        finished: finished_gangs(observed),
+    };
+    let mut recorded = BTreeSet::new();
+    for obj in observed.of(Kind::Gang) {
+        let id = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
+        if !ids.contains(id.as_str()) {
+            continue;
+        }
+        let (after, _) = desired(
+            obj,
+            plan,
+            snapshot,
+            observed,
+            &facts,
+            now,
+            &ctx.config.policy,
+        );
+        let phase = gang::phase(after.phase.as_deref());
+        if !matches!(phase, Some(GangPhase::Admitted | GangPhase::Evicted)) {
+            // finished meanwhile: nothing to carry out
+            continue;
+        }
+        if write(ctx, obj, &gang::status_of(obj), &after).await.is_ok() {
+            recorded.insert(id);
+        }
+    }
+    recorded
+}
+
+/// Writes `after` over `before` when they differ; `Ok(false)` when there
+/// was nothing to write.
+async fn write(
+    ctx: &Ctx,
+    obj: &DynamicObject,
+    before: &GangView,
+    after: &GangView,
+) -> Result<bool, ()> {
+    if before == after {
+        return Ok(false);
+    }
+    let Some(status) = gang::write_view(before, after) else {
+        return Ok(false);
+    };
+    let ns = obj.namespace();
+    match patch_status(
+        &ctx.client,
+        Kind::Gang,
+        ns.as_deref(),
+        &obj.name_any(),
+        status,
+    )
+    .await
+    {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            tracing::warn!(gang = %obj.name_any(), error = %e, "could not write gang status");
+            Err(())
+        }
+    }
+}
+
+/// Writes Gang statuses that changed (all but those [`record`] wrote this
+/// cycle, `recorded`) and refreshes the gangs gauge. A gang its life-cycle
+/// table evicts is written `Evicted` first and its workload stopped after.
 pub async fn update(
     ctx: &Ctx,
     plan: &Plan,
     snapshot: &Snapshot,
     observed: &Observed,
     now: Time,
+    recorded: &BTreeSet<String>,
 ) -> usize {
     let mut writes = 0;
     let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
@@ -333,14 +417,30 @@ pub async fn update(
             now,
             &ctx.config.policy,
         );
+        let queue = spec::<GangSpec>(Kind::Gang, obj)
+            .map(|s| s.queue)
+            .unwrap_or_default();
+        *counts
+            .entry((queue, after.phase.clone().unwrap_or_default()))
+            .or_default() += 1;
+        let id = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
+        if recorded.contains(&id) {
+            continue;
+        }
+        match write(ctx, obj, &before, &after).await {
+            Ok(true) => writes += 1,
+            Ok(false) => {}
+            // an eviction not recorded is not carried out: decided again next cycle
+            Err(()) => continue,
+        }
         if evict {
             let ns = obj.namespace().unwrap_or_default();
             if let Err(e) =
                 super::super::apply::preempt::suspend(ctx, &ns, &obj.name_any(), observed, snapshot)
                     .await
             {
+                // the Gang says Evicted: the workload life cycle stops it next cycle
                 tracing::warn!(gang = %obj.name_any(), error = %e, "could not evict gang");
-                continue;
             }
             ctx.deps
                 .metrics
@@ -352,33 +452,6 @@ pub async fn update(
                         .unwrap_or_else(|| "Unknown".to_string()),
                 })
                 .inc();
-        }
-        let queue = spec::<GangSpec>(Kind::Gang, obj)
-            .map(|s| s.queue)
-            .unwrap_or_default();
-        *counts
-            .entry((queue, after.phase.clone().unwrap_or_default()))
-            .or_default() += 1;
-        if before == after {
-            continue;
-        }
-        let Some(status) = gang::write_view(&before, &after) else {
-            continue;
-        };
-        let ns = obj.namespace();
-        let result = patch_status(
-            &ctx.client,
-            Kind::Gang,
-            ns.as_deref(),
-            &obj.name_any(),
-            status,
-        )
-        .await;
-        match result {
-            Ok(()) => writes += 1,
-            Err(e) => {
-                tracing::warn!(gang = %obj.name_any(), error = %e, "could not write gang status")
-            }
         }
     }
     ctx.deps.metrics.gangs.clear();
