@@ -47,6 +47,9 @@ pub(crate) fn run(s: &Snapshot, policy: &Policy, now: Time) -> Plan {
 /// try is a function of that state and of its gang.
 pub(crate) fn run_traced(s: &Snapshot, policy: &Policy, now: Time, trace: &mut Trace) -> Plan {
     let mut w = World::build(s, policy, now);
+    if let Some(c) = trace.carried.take() {
+        w.carry_in(c);
+    }
     let mut book = QuotaBook::build(&w);
     let mut cx = Cycle {
         retimed: trace.earlier_now.is_some_and(|t| t != now),
@@ -59,6 +62,9 @@ pub(crate) fn run_traced(s: &Snapshot, policy: &Policy, now: Time, trace: &mut T
     scale_to_zero::plan(&mut w, &mut cx);
     consolidation::plan(&mut w, &mut cx);
     waiting(&w, &mut cx);
+    if trace.record {
+        trace.carried = Some(w.carry_out());
+    }
     let mut plan = cx.plan;
     plan.idle = crate::idle::decide(s, policy, now)
         .into_iter()

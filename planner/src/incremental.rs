@@ -54,6 +54,7 @@ use std::hash::{Hash, Hasher};
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_128};
 
+use crate::carry::Carried;
 use crate::cycle::run_traced;
 use crate::model::{Gang, GangId, Node};
 use crate::plan::Plan;
@@ -74,6 +75,8 @@ struct Memory {
     changed: BTreeSet<GangId>,
     /// Something else changed: plan from scratch.
     rebuild: bool,
+    /// The last plan's caches (`carry.rs`).
+    carried: Option<Carried>,
     reused: usize,
     tried: usize,
 }
@@ -85,6 +88,7 @@ impl Memory {
             plan: Plan::default(),
             changed: BTreeSet::new(),
             rebuild: true,
+            carried: None,
             reused: 0,
             tried: 0,
         }
@@ -130,21 +134,27 @@ impl Memory {
                 time_facts::Changes::Other => self.rebuild = true,
             }
         }
-        let (earlier, earlier_plan, earlier_now) = match self.last.take() {
+        let carried = self.carried.take();
+        let (earlier, earlier_plan, earlier_now, mut carried) = match self.last.take() {
             Some((steps, at)) if !self.must_rebuild(s) => {
-                (steps, std::mem::take(&mut self.plan), Some(at))
+                (steps, std::mem::take(&mut self.plan), Some(at), carried)
             }
-            _ => (Vec::new(), Plan::default(), None),
+            _ => (Vec::new(), Plan::default(), None, None),
         };
+        if let Some(c) = &mut carried {
+            c.forget(&self.changed);
+        }
         let mut trace = Trace {
             record: true,
             earlier,
             earlier_plan,
             earlier_now,
             changed: std::mem::take(&mut self.changed),
+            carried,
             ..Trace::default()
         };
         self.plan = run_traced(s, policy, now, &mut trace);
+        self.carried = trace.carried.take();
         self.reused = trace.reused;
         self.tried = trace.steps.len();
         self.last = Some((trace.steps, now));

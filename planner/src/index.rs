@@ -219,16 +219,16 @@ pub(crate) struct World<'a> {
     /// Machine kinds of a domain for a list of pod-set signatures (see
     /// `provisioning::alike_kinds`), with their offering positions.
     pub kinds_cache: FastMap<Vec<u64>, KindSet>,
-    elig_cache: FastMap<(Option<usize>, u32), Rc<Vec<bool>>>,
+    pub(crate) elig_cache: FastMap<(Option<usize>, u32), Rc<Vec<bool>>>,
     /// Node labels (with pool and offering labels), built when a selector
     /// first needs them.
-    node_labels: Vec<Option<BTreeMap<String, String>>>,
+    pub(crate) node_labels: Vec<Option<BTreeMap<String, String>>>,
     /// Per signature: eligibility on new nodes, pool-major (0 unknown, 1
     /// no, 2 yes).
-    new_elig_cache: Vec<Vec<u8>>,
-    sig_ids: FastMap<String, u32>,
+    pub(crate) new_elig_cache: Vec<Vec<u8>>,
+    pub(crate) sig_ids: FastMap<String, u32>,
     /// Per gang: the signature id of each pod set.
-    gang_sigs: Vec<Option<Vec<u32>>>,
+    pub(crate) gang_sigs: Vec<Option<Vec<u32>>>,
 }
 
 /// Sorts with `cmp` and drops duplicates (equal under `cmp`), keeping the

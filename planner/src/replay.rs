@@ -127,6 +127,9 @@ pub(crate) struct Trace {
     pub earlier_now: Option<crate::time::Time>,
     /// How many tries were taken over.
     pub reused: usize,
+    /// Caches an earlier cycle left, to start from (`carry.rs`); a recorded
+    /// cycle leaves its own here.
+    pub carried: Option<crate::carry::Carried>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
