@@ -20,7 +20,8 @@
 use std::collections::BTreeMap;
 
 use crate::admission::{
-    Cycle, Decision, Outcome, commit, commit_again, fail_message, released_label, try_gang,
+    Cycle, Decision, Outcome, commit, commit_again, commit_counted, fail_message, released_label,
+    try_gang,
 };
 use crate::index::{ProvState, ReleasedFrom, World};
 use crate::model::{Assignment, QueueingStrategy, QuotaResource};
@@ -325,13 +326,16 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, trace:
                         ),
                     );
                 } else {
-                    names_clean = match unused.take() {
+                    let added = turn.take_added();
+                    let (clean, amounts) = match unused.take() {
                         Some(m) => {
-                            commit_again(w, book, cx, gi, a, m);
-                            turn.names_clean()
+                            let (_, amounts) = commit_again(w, book, cx, gi, a, m, added);
+                            (turn.names_clean(), amounts)
                         }
-                        None => commit(w, book, cx, gi, a),
+                        None => commit_counted(w, book, cx, gi, a),
                     };
+                    names_clean = clean;
+                    turn.added = amounts;
                     committed = true;
                 }
             }

@@ -29,7 +29,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::admission::{Attempt, Cycle, Decision, Fail, Made};
+use crate::admission::{Added, Attempt, Cycle, Decision, Fail, Made};
 use crate::index::{FastSet, PoolUsage, World, fit_count};
 use crate::model::{GangId, GpuModel, QuotaResource};
 use crate::plan::{Admission, Launch, Plan};
@@ -51,6 +51,9 @@ pub(crate) struct Step {
     /// Its new nodes got the first names derived for them (no name was
     /// skipped because it was taken).
     pub names_clean: bool,
+    /// What its commit added to the queue's quota usage (empty without a
+    /// commit).
+    pub added: Added,
 }
 
 /// A try's result in a form that outlives the cycle (no per-cycle
@@ -282,9 +285,20 @@ pub(crate) struct Turn {
     pub take: bool,
     pub made: Option<Made>,
     excluded: Vec<GpuModel>,
+    /// What this pick's commit added to the quota usage.
+    pub added: Added,
 }
 
 impl Turn {
+    /// What the commit of the try taken over added to the quota usage (the
+    /// same try adds the same).
+    pub fn take_added(&mut self) -> Option<Added> {
+        match (&mut self.old, self.take) {
+            (Some(s), true) if s.made.is_some() => Some(std::mem::take(&mut s.added)),
+            _ => None,
+        }
+    }
+
     /// Whether the taken-over plan item's nodes got their first names.
     pub fn names_clean(&self) -> bool {
         self.old.as_ref().is_none_or(|s| s.names_clean)
@@ -383,6 +397,7 @@ impl Replay {
             take: false,
             made: None,
             excluded: Vec::new(),
+            added: Added::new(),
         };
         if self.mode == Mode::Off {
             return turn;
@@ -567,6 +582,7 @@ impl Replay {
             old,
             take,
             excluded,
+            added,
             ..
         } = turn;
         let full = match tried {
@@ -640,6 +656,7 @@ impl Replay {
                 full,
                 excluded,
                 names_clean,
+                added,
             });
         }
     }
