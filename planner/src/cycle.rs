@@ -306,6 +306,7 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, trace:
             None => try_gang(w, book, gi, false),
         };
         replay.tried(&mut turn, w, book, gi, &tried);
+        replay.reuse(trace, &mut turn, &tried);
         let mut committed = false;
         let mut names_clean = true;
         let mut unused = turn.made.take();

@@ -19,7 +19,9 @@
 //!   size is taken over when none of those differ, or when the quota check
 //!   gives the same answer on the new usage; any other try is computed
 //!   again, and when its commit differs from the earlier one, what either
-//!   touched joins the drift.
+//!   touched joins the drift. A try computed again that gives the earlier
+//!   answer commits as the earlier one did: its plan item is reused under
+//!   the rules for a try taken over.
 //! - **Off**: once the loop picks a gang the earlier loop did not pick at
 //!   that point (the order changed), or when a cycle's launch budget could
 //!   see the drift, every remaining try is computed.
@@ -83,6 +85,31 @@ impl Tried {
                 generic: a.generic.clone(),
             },
             Err((f, c)) => Tried::Fail(f.clone(), c.clone()),
+        }
+    }
+
+    /// True when a try's result is this one (what [`Tried::from_result`]
+    /// of it would equal).
+    pub fn answers(&self, r: &Result<Attempt, (Fail, Vec<u32>)>) -> bool {
+        match (self, r) {
+            (
+                Tried::Fit {
+                    groups,
+                    decision,
+                    generic,
+                },
+                Ok(a),
+            ) => {
+                groups.len() == a.groups.len()
+                    && groups
+                        .iter()
+                        .zip(&a.groups)
+                        .all(|(g, h)| g.0 == h.set && g.1 == h.shape && g.2 == h.count)
+                    && *decision == a.decision
+                    && *generic == a.generic
+            }
+            (Tried::Fail(f, c), Err((g, d))) => f == g && c == d,
+            _ => false,
         }
     }
 
@@ -287,13 +314,19 @@ pub(crate) struct Turn {
     excluded: Vec<GpuModel>,
     /// What this pick's commit added to the quota usage.
     pub added: Added,
+    /// The earlier try was not taken over although its gang did not change
+    /// (the drift may have changed its answer): computed again, it may give
+    /// the same answer.
+    recheck: bool,
+    /// Computed again, the try gave the earlier answer.
+    same_try: bool,
 }
 
 impl Turn {
     /// What the commit of the try taken over added to the quota usage (the
     /// same try adds the same).
     pub fn take_added(&mut self) -> Option<Added> {
-        match (&mut self.old, self.take) {
+        match (&mut self.old, self.take || self.same_try) {
             (Some(s), true) if s.made.is_some() => Some(std::mem::take(&mut s.added)),
             _ => None,
         }
@@ -398,6 +431,8 @@ impl Replay {
             made: None,
             excluded: Vec::new(),
             added: Added::new(),
+            recheck: false,
+            same_try: false,
         };
         if self.mode == Mode::Off {
             return turn;
@@ -442,8 +477,41 @@ impl Replay {
             }
         }
         turn.take = take;
+        turn.recheck = !take;
         turn.old = Some(old);
         turn
+    }
+
+    /// After a try computed again for an unchanged gang: when it gave the
+    /// earlier answer, its commit is the earlier commit, and the earlier
+    /// plan item is reused under the rules for a try taken over (its new
+    /// nodes got their first names, none of which the drift touched).
+    pub fn reuse(
+        &self,
+        trace: &mut Trace,
+        turn: &mut Turn,
+        tried: &Result<Attempt, (Fail, Vec<u32>)>,
+    ) {
+        if !turn.recheck {
+            return;
+        }
+        let Some(old) = &turn.old else {
+            return;
+        };
+        let Some(at) = old.made else {
+            return;
+        };
+        if !old.names_clean || !old.tried.answers(tried) {
+            return;
+        }
+        if plan_names(&trace.earlier_plan, at)
+            .iter()
+            .any(|n| self.drift.names.contains(*n))
+        {
+            return;
+        }
+        turn.same_try = true;
+        turn.made = take_made(&mut trace.earlier_plan, at);
     }
 
     /// True when an earlier try of gang `gi` reads nothing the drift
