@@ -56,6 +56,7 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_128};
 
 use crate::carry::Carried;
 use crate::cycle::run_traced;
+use crate::index::FastMap;
 use crate::model::{Gang, GangId, Node};
 use crate::plan::Plan;
 use crate::replay::{Step, Trace};
@@ -546,14 +547,17 @@ struct Prints {
     pools: u128,
     offerings: u128,
     nodes: u128,
-    /// Every gang's fingerprint and whether it is free-floating, by id.
-    gangs: BTreeMap<GangId, Vec<(u128, bool)>>,
+    /// Every gang's fingerprint and whether it is free-floating, by id
+    /// (the gangs are compared by id, in no particular order: what a
+    /// comparison notes does not depend on the order).
+    gangs: FastMap<GangId, Vec<(u128, bool)>>,
 }
 
 impl Prints {
     fn of(s: &Snapshot) -> Prints {
         let mut buf = Bytes::default();
-        let mut gangs: BTreeMap<GangId, Vec<(u128, bool)>> = BTreeMap::new();
+        let mut gangs: FastMap<GangId, Vec<(u128, bool)>> = FastMap::default();
+        gangs.reserve(s.gangs.len());
         for g in &s.gangs {
             gangs
                 .entry(g.id.clone())
