@@ -392,7 +392,7 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, trace:
             gi,
             q,
             turn,
-            &tried,
+            tried,
             committed,
             names_clean,
             unused,

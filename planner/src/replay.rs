@@ -32,7 +32,7 @@
 use std::collections::BTreeMap;
 
 use crate::admission::{Added, Attempt, Cycle, Decision, Fail, Made};
-use crate::index::{FastSet, PoolUsage, World, fit_count};
+use crate::index::{FastSet, PoolUsage, World};
 use crate::model::{GangId, GpuModel, QuotaResource};
 use crate::plan::{Admission, Launch, Plan};
 use crate::quota::QuotaBook;
@@ -73,22 +73,7 @@ pub(crate) enum Tried {
 }
 
 impl Tried {
-    pub fn from_result(r: &Result<Attempt, (Fail, Vec<u32>)>) -> Tried {
-        match r {
-            Ok(a) => Tried::Fit {
-                groups: a
-                    .groups
-                    .iter()
-                    .map(|g| (g.set, g.shape.clone(), g.count))
-                    .collect(),
-                decision: a.decision.clone(),
-                generic: a.generic.clone(),
-            },
-            Err((f, c)) => Tried::Fail(f.clone(), c.clone()),
-        }
-    }
-
-    /// True when a try's result is this one (what [`Tried::from_result`]
+    /// True when a try's result is this one (what [`Tried::from_owned`]
     /// of it would equal).
     pub fn answers(&self, r: &Result<Attempt, (Fail, Vec<u32>)>) -> bool {
         match (self, r) {
@@ -113,8 +98,26 @@ impl Tried {
         }
     }
 
+    /// A try's result, as kept.
+    pub fn from_owned(r: Result<Attempt, (Fail, Vec<u32>)>) -> Tried {
+        match r {
+            Ok(a) => Tried::Fit {
+                groups: a
+                    .groups
+                    .into_iter()
+                    .map(|g| (g.set, g.shape, g.count))
+                    .collect(),
+                decision: a.decision,
+                generic: a.generic,
+            },
+            Err((f, c)) => Tried::Fail(f, c),
+        }
+    }
+
+    /// The try's result (with empty eligibility: nothing after a try reads
+    /// it).
     #[allow(clippy::result_large_err)]
-    pub fn to_result(&self) -> Result<Attempt, (Fail, Vec<u32>)> {
+    pub fn into_result(self) -> Result<Attempt, (Fail, Vec<u32>)> {
         match self {
             Tried::Fit {
                 groups,
@@ -122,18 +125,18 @@ impl Tried {
                 generic,
             } => Ok(Attempt {
                 groups: groups
-                    .iter()
+                    .into_iter()
                     .map(|(set, shape, count)| crate::placement::Group {
-                        set: *set,
-                        shape: shape.clone(),
-                        count: *count,
+                        set,
+                        shape,
+                        count,
                         elig: std::rc::Rc::default(),
                     })
                     .collect(),
-                decision: decision.clone(),
-                generic: generic.clone(),
+                decision,
+                generic,
             }),
-            Tried::Fail(f, c) => Err((f.clone(), c.clone())),
+            Tried::Fail(f, c) => Err((f, c)),
         }
     }
 }
@@ -337,13 +340,21 @@ impl Turn {
         self.old.as_ref().is_none_or(|s| s.names_clean)
     }
 
-    /// The try taken over.
+    /// The try taken over, moved out of the earlier step (which keeps a
+    /// placeholder: only the try's result is read after this, and
+    /// [`Replay::done`] records it from that result).
     #[allow(clippy::result_large_err)]
-    pub fn tried(&self) -> Option<Result<Attempt, (Fail, Vec<u32>)>> {
+    pub fn tried(&mut self) -> Option<Result<Attempt, (Fail, Vec<u32>)>> {
         if !self.take {
             return None;
         }
-        self.old.as_ref().map(|s| s.tried.to_result())
+        self.old.as_mut().map(|s| {
+            let placeholder = Tried::Fail(
+                Fail::Launch(crate::provisioning::LaunchFail::LaunchBudget { need: 0 }),
+                Vec::new(),
+            );
+            std::mem::replace(&mut s.tried, placeholder).into_result()
+        })
     }
 }
 
@@ -556,10 +567,11 @@ impl Replay {
                     {
                         continue;
                     }
-                    let fits_now = fit_count(&w.nodes[ni].free, shape) > 0;
+                    // (`fits_in` is `fit_count(..) > 0`, without divisions.)
+                    let fits_now = shape.fits_in(&w.nodes[ni].free);
                     let fitted = self.drift.earlier_free[ni]
                         .as_ref()
-                        .is_none_or(|f| fit_count(f, shape) > 0);
+                        .is_none_or(|f| shape.fits_in(f));
                     if fits_now || fitted {
                         return false;
                     }
@@ -630,7 +642,7 @@ impl Replay {
         gi: usize,
         q: usize,
         turn: Turn,
-        tried: &Result<Attempt, (Fail, Vec<u32>)>,
+        tried: Result<Attempt, (Fail, Vec<u32>)>,
         committed: bool,
         names_clean: bool,
         unused: Option<Made>,
@@ -639,7 +651,7 @@ impl Replay {
             return;
         }
         let gang = w.gangs[gi].gang;
-        let made = committed.then(|| match tried {
+        let made = committed.then(|| match &tried {
             Ok(Attempt {
                 decision: Decision::Admit(_),
                 ..
@@ -653,7 +665,7 @@ impl Replay {
             added,
             ..
         } = turn;
-        let full = match tried {
+        let full = match &tried {
             Ok(a) => {
                 a.groups.len() == gang.pod_sets.len()
                     && a.groups.iter().all(|g| {
@@ -668,16 +680,18 @@ impl Replay {
         // whether the two commits are the same.
         let (new_tried, old_committed, same) = match old {
             Some(o) if take => {
+                // The try taken over, moved out of the earlier step and back.
+                let new_tried = Tried::from_owned(tried);
                 let same = o.made.is_some() == committed;
                 let old_committed = if same {
                     None
                 } else {
-                    o.made.map(|at| (o.tried.clone(), at))
+                    o.made.map(|at| (new_tried.clone(), at))
                 };
-                (o.tried, old_committed, same)
+                (new_tried, old_committed, same)
             }
             Some(o) => {
-                let new_tried = Tried::from_result(tried);
+                let new_tried = Tried::from_owned(tried);
                 let same = match (o.made.is_some(), committed) {
                     (false, false) => true,
                     (true, true) => o.tried == new_tried,
@@ -686,7 +700,7 @@ impl Replay {
                 let old_committed = o.made.map(|at| (o.tried, at));
                 (new_tried, old_committed, same)
             }
-            None => (Tried::from_result(tried), None, !committed),
+            None => (Tried::from_owned(tried), None, !committed),
         };
         if self.mode == Mode::Drift && !same {
             let off = self.drift.differ(
