@@ -39,6 +39,9 @@ pub(crate) struct Carried {
     pub covers: FastMap<Vec<u64>, Option<Cover>>,
     /// Machine kinds, by domain and pod-set signatures.
     pub kinds: FastMap<Vec<u64>, (Vec<usize>, Vec<Kind>)>,
+    /// How many new node names the cycle gave: room reserved for the next
+    /// cycle's, which are mostly the same.
+    pub new_names: usize,
 }
 
 impl Carried {
@@ -67,11 +70,13 @@ impl World<'_> {
         self.new_elig_cache = c.new_elig;
         self.cover_cache = c.covers;
         self.kinds_cache = c.kinds.into_iter().map(|(k, v)| (k, Rc::new(v))).collect();
+        self.new_names.reserve(c.new_names);
     }
 
     /// What this cycle's caches leave for the next cycle.
     pub fn carry_out(&mut self) -> Carried {
         let mut gang_sigs = FastMap::default();
+        gang_sigs.reserve(self.gangs.len());
         for (g, sigs) in self.gangs.iter().zip(&mut self.gang_sigs) {
             if let Some(v) = sigs.take() {
                 gang_sigs.insert(g.gang.id.clone(), v);
@@ -91,6 +96,7 @@ impl World<'_> {
                 .into_iter()
                 .map(|(k, v)| (k, Rc::unwrap_or_clone(v)))
                 .collect(),
+            new_names: self.new_names.len(),
         }
     }
 }
