@@ -39,6 +39,11 @@
 //! renders again for the tries it takes over, so a controller that plans
 //! at a new time every cycle still takes tries over.
 //!
+//! A plan that takes tries over also starts from the caches the last plan
+//! filled — eligibility, pod-set signatures, machine kinds, covers
+//! ([`crate::carry`]) — since everything they are computed from is the
+//! same; the signatures of changed gangs are dropped.
+//!
 //! Any other change (nodes, queues, pools, offerings, the policy, gangs
 //! that hold or reserve capacity) plans from scratch. The result is
 //! the plan [`crate::plan()`] gives for the same snapshot, policy and time:
