@@ -226,6 +226,9 @@ pub(crate) enum Made {
     Launch(Launch),
 }
 
+/// What a commit added to its queue's quota usage.
+pub(crate) type Added = BTreeMap<QuotaResource, u64>;
+
 /// Applies a successful try: working state, quota, plan items. True when
 /// every new node got the first name derived for it (none was taken).
 pub(crate) fn commit(
@@ -235,13 +238,15 @@ pub(crate) fn commit(
     gi: usize,
     a: &Attempt,
 ) -> bool {
-    commit_inner(w, book, cx, gi, a, None)
+    commit_inner(w, book, cx, gi, a, None, None).0
 }
 
 /// Applies a try an earlier cycle committed from the same state: the same
 /// working state and quota changes as [`commit`], with the plan item that
 /// commit made (its node names, assignments and message are the same; the
-/// launch deadline is taken from this cycle's time).
+/// launch deadline is taken from this cycle's time) and, when given, what
+/// it added to the quota usage (a function of the try and the queue).
+/// Returns whether the names were clean, and what was added to the quota.
 pub(crate) fn commit_again(
     w: &mut World<'_>,
     book: &mut QuotaBook,
@@ -249,8 +254,20 @@ pub(crate) fn commit_again(
     gi: usize,
     a: &Attempt,
     made: Made,
-) -> bool {
-    commit_inner(w, book, cx, gi, a, Some(made))
+    added: Option<Added>,
+) -> (bool, Added) {
+    commit_inner(w, book, cx, gi, a, Some(made), added)
+}
+
+/// Like [`commit`], also returning what was added to the quota usage.
+pub(crate) fn commit_counted(
+    w: &mut World<'_>,
+    book: &mut QuotaBook,
+    cx: &mut Cycle,
+    gi: usize,
+    a: &Attempt,
+) -> (bool, Added) {
+    commit_inner(w, book, cx, gi, a, None, None)
 }
 
 fn commit_inner(
@@ -260,7 +277,8 @@ fn commit_inner(
     gi: usize,
     a: &Attempt,
     made: Option<Made>,
-) -> bool {
+    added: Option<Added>,
+) -> (bool, Added) {
     let gang = w.gangs[gi].gang;
     let mut names_clean = true;
     let q = w.gangs[gi].queue;
@@ -272,6 +290,9 @@ fn commit_inner(
         _ => None,
     };
     let fresh = made.is_none();
+    // (shape, pods, GPU model) of every pod placed, for the quota: not
+    // needed when what the commit adds is known.
+    let count = added.is_none();
     let mut next_index = vec![0u32; gang.pod_sets.len()];
     let mut assignments = Vec::new();
     let mut model_pods = Vec::new();
@@ -297,7 +318,9 @@ fn commit_inner(
         if !w.nodes[t.node].gangs.contains(&gi) {
             w.nodes[t.node].gangs.push(gi);
         }
-        model_pods.push((g.shape.clone(), t.n, w.nodes[t.node].node.gpu_model.clone()));
+        if count {
+            model_pods.push((g.shape.clone(), t.n, w.nodes[t.node].node.gpu_model.clone()));
+        }
         used.insert(t.node);
         if w.nodes[t.node].released_from.is_some() {
             cx.handed.insert(t.node, gi);
@@ -334,8 +357,10 @@ fn commit_inner(
                 let off = w.offerings[nn.offering];
                 if let Some(l) = &made {
                     w.new_names.insert(l.nodes[i].name.clone());
-                    for (k, &n) in nn.pods.iter().enumerate() {
-                        model_pods.push((a.groups[k].shape.clone(), n, off.gpu_model.clone()));
+                    if count {
+                        for (k, &n) in nn.pods.iter().enumerate() {
+                            model_pods.push((a.groups[k].shape.clone(), n, off.gpu_model.clone()));
+                        }
                     }
                 } else {
                     let name = loop {
@@ -425,13 +450,16 @@ fn commit_inner(
             cx.outcome.insert(gi, Outcome::Launched);
         }
     }
+    let mut amounts = Added::new();
     if let Some(q) = q {
-        let amounts = book.amounts(q, model_pods.iter().map(|(s, n, m)| (s, *n, m.as_ref())));
+        amounts = added.unwrap_or_else(|| {
+            book.amounts(q, model_pods.iter().map(|(s, n, m)| (s, *n, m.as_ref())))
+        });
         book.add(q, &amounts);
     }
     cx.all_used.extend(used.iter().copied());
     cx.used_nodes.insert(gi, used);
-    names_clean
+    (names_clean, amounts)
 }
 
 /// The gang id of a node's release source, for messages.

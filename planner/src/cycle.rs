@@ -20,7 +20,8 @@
 use std::collections::BTreeMap;
 
 use crate::admission::{
-    Cycle, Decision, Outcome, commit, commit_again, fail_message, released_label, try_gang,
+    Cycle, Decision, Outcome, commit, commit_again, commit_counted, fail_message, released_label,
+    try_gang,
 };
 use crate::index::{ProvState, ReleasedFrom, World};
 use crate::model::{Assignment, QueueingStrategy, QuotaResource};
@@ -47,6 +48,9 @@ pub(crate) fn run(s: &Snapshot, policy: &Policy, now: Time) -> Plan {
 /// try is a function of that state and of its gang.
 pub(crate) fn run_traced(s: &Snapshot, policy: &Policy, now: Time, trace: &mut Trace) -> Plan {
     let mut w = World::build(s, policy, now);
+    if let Some(c) = trace.carried.take() {
+        w.carry_in(c);
+    }
     let mut book = QuotaBook::build(&w);
     let mut cx = Cycle {
         retimed: trace.earlier_now.is_some_and(|t| t != now),
@@ -59,6 +63,9 @@ pub(crate) fn run_traced(s: &Snapshot, policy: &Policy, now: Time, trace: &mut T
     scale_to_zero::plan(&mut w, &mut cx);
     consolidation::plan(&mut w, &mut cx);
     waiting(&w, &mut cx);
+    if trace.record {
+        trace.carried = Some(w.carry_out());
+    }
     let mut plan = cx.plan;
     plan.idle = crate::idle::decide(s, policy, now)
         .into_iter()
@@ -299,6 +306,7 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, trace:
             None => try_gang(w, book, gi, false),
         };
         replay.tried(&mut turn, w, book, gi, &tried);
+        replay.reuse(trace, &mut turn, &tried);
         let mut committed = false;
         let mut names_clean = true;
         let mut unused = turn.made.take();
@@ -319,13 +327,16 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, trace:
                         ),
                     );
                 } else {
-                    names_clean = match unused.take() {
+                    let added = turn.take_added();
+                    let (clean, amounts) = match unused.take() {
                         Some(m) => {
-                            commit_again(w, book, cx, gi, a, m);
-                            turn.names_clean()
+                            let (_, amounts) = commit_again(w, book, cx, gi, a, m, added);
+                            (turn.names_clean(), amounts)
                         }
-                        None => commit(w, book, cx, gi, a),
+                        None => commit_counted(w, book, cx, gi, a),
                     };
+                    names_clean = clean;
+                    turn.added = amounts;
                     committed = true;
                 }
             }
@@ -381,7 +392,7 @@ fn pending_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, trace:
             gi,
             q,
             turn,
-            &tried,
+            tried,
             committed,
             names_clean,
             unused,

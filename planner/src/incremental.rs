@@ -39,6 +39,11 @@
 //! renders again for the tries it takes over, so a controller that plans
 //! at a new time every cycle still takes tries over.
 //!
+//! A plan that takes tries over also starts from the caches the last plan
+//! filled — eligibility, pod-set signatures, machine kinds, covers
+//! ([`crate::carry`]) — since everything they are computed from is the
+//! same; the signatures of changed gangs are dropped.
+//!
 //! Any other change (nodes, queues, pools, offerings, the policy, gangs
 //! that hold or reserve capacity) plans from scratch. The result is
 //! the plan [`crate::plan()`] gives for the same snapshot, policy and time:
@@ -54,7 +59,9 @@ use std::hash::{Hash, Hasher};
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_128};
 
+use crate::carry::Carried;
 use crate::cycle::run_traced;
+use crate::index::FastMap;
 use crate::model::{Gang, GangId, Node};
 use crate::plan::Plan;
 use crate::replay::{Step, Trace};
@@ -74,6 +81,8 @@ struct Memory {
     changed: BTreeSet<GangId>,
     /// Something else changed: plan from scratch.
     rebuild: bool,
+    /// The last plan's caches (`carry.rs`).
+    carried: Option<Carried>,
     reused: usize,
     tried: usize,
 }
@@ -85,6 +94,7 @@ impl Memory {
             plan: Plan::default(),
             changed: BTreeSet::new(),
             rebuild: true,
+            carried: None,
             reused: 0,
             tried: 0,
         }
@@ -130,21 +140,27 @@ impl Memory {
                 time_facts::Changes::Other => self.rebuild = true,
             }
         }
-        let (earlier, earlier_plan, earlier_now) = match self.last.take() {
+        let carried = self.carried.take();
+        let (earlier, earlier_plan, earlier_now, mut carried) = match self.last.take() {
             Some((steps, at)) if !self.must_rebuild(s) => {
-                (steps, std::mem::take(&mut self.plan), Some(at))
+                (steps, std::mem::take(&mut self.plan), Some(at), carried)
             }
-            _ => (Vec::new(), Plan::default(), None),
+            _ => (Vec::new(), Plan::default(), None, None),
         };
+        if let Some(c) = &mut carried {
+            c.forget(&self.changed);
+        }
         let mut trace = Trace {
             record: true,
             earlier,
             earlier_plan,
             earlier_now,
             changed: std::mem::take(&mut self.changed),
+            carried,
             ..Trace::default()
         };
         self.plan = run_traced(s, policy, now, &mut trace);
+        self.carried = trace.carried.take();
         self.reused = trace.reused;
         self.tried = trace.steps.len();
         self.last = Some((trace.steps, now));
@@ -536,14 +552,17 @@ struct Prints {
     pools: u128,
     offerings: u128,
     nodes: u128,
-    /// Every gang's fingerprint and whether it is free-floating, by id.
-    gangs: BTreeMap<GangId, Vec<(u128, bool)>>,
+    /// Every gang's fingerprint and whether it is free-floating, by id
+    /// (the gangs are compared by id, in no particular order: what a
+    /// comparison notes does not depend on the order).
+    gangs: FastMap<GangId, Vec<(u128, bool)>>,
 }
 
 impl Prints {
     fn of(s: &Snapshot) -> Prints {
         let mut buf = Bytes::default();
-        let mut gangs: BTreeMap<GangId, Vec<(u128, bool)>> = BTreeMap::new();
+        let mut gangs: FastMap<GangId, Vec<(u128, bool)>> = FastMap::default();
+        gangs.reserve(s.gangs.len());
         for g in &s.gangs {
             gangs
                 .entry(g.id.clone())

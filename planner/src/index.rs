@@ -219,16 +219,16 @@ pub(crate) struct World<'a> {
     /// Machine kinds of a domain for a list of pod-set signatures (see
     /// `provisioning::alike_kinds`), with their offering positions.
     pub kinds_cache: FastMap<Vec<u64>, KindSet>,
-    elig_cache: FastMap<(Option<usize>, u32), Rc<Vec<bool>>>,
+    pub(crate) elig_cache: FastMap<(Option<usize>, u32), Rc<Vec<bool>>>,
     /// Node labels (with pool and offering labels), built when a selector
     /// first needs them.
-    node_labels: Vec<Option<BTreeMap<String, String>>>,
+    pub(crate) node_labels: Vec<Option<BTreeMap<String, String>>>,
     /// Per signature: eligibility on new nodes, pool-major (0 unknown, 1
     /// no, 2 yes).
-    new_elig_cache: Vec<Vec<u8>>,
-    sig_ids: FastMap<String, u32>,
+    pub(crate) new_elig_cache: Vec<Vec<u8>>,
+    pub(crate) sig_ids: FastMap<String, u32>,
     /// Per gang: the signature id of each pod set.
-    gang_sigs: Vec<Option<Vec<u32>>>,
+    pub(crate) gang_sigs: Vec<Option<Vec<u32>>>,
 }
 
 /// Sorts with `cmp` and drops duplicates (equal under `cmp`), keeping the
@@ -601,13 +601,25 @@ impl<'a> World<'a> {
                     .map(|i| i as u32)
             })
             .collect();
-        w.zone_index = vec![BTreeSet::new(); w.zones.len()];
+        // The free-capacity indexes, built in bulk (sorted, then collected):
+        // the same sets as inserting node by node, at a fraction of the cost.
+        let mut keys: Vec<(u64, u64, u32)> = Vec::with_capacity(w.nodes.len());
+        let mut per_zone: Vec<Vec<(u64, u64, u32)>> = vec![Vec::new(); w.zones.len()];
         for i in 0..w.nodes.len() {
-            w.index_insert(i);
+            if w.indexable(i) {
+                let f = &w.nodes[i].free;
+                let key = (f.gpu_millis, f.cpu_millis, i as u32);
+                keys.push(key);
+                if let Some(z) = per_zone.get_mut(w.node_zone[i] as usize) {
+                    z.push(key);
+                }
+            }
             if w.nodes[i].node.phase.in_flight() {
                 w.inflight.push(i);
             }
         }
+        w.free_index = keys.into_iter().collect();
+        w.zone_index = per_zone.into_iter().map(BTreeSet::from_iter).collect();
         w
     }
 

@@ -10,6 +10,7 @@
 
 mod admission;
 pub mod apply;
+mod carry;
 mod consolidation;
 pub mod cover;
 mod cycle;

@@ -167,9 +167,6 @@ fn note_parts(w: &World<'_>, c: &LaunchChoice) -> Option<(String, String, String
 /// offering and first new offering.
 pub(crate) type Notes = BTreeMap<(usize, Option<usize>), Option<(String, String, String)>>;
 
-/// Longer than any duration a note states ("5124095576030431h59m59s").
-const LONGEST_DURATION: usize = 32;
-
 /// Renders a launch message made at another time at this cycle's time:
 /// the same as [`launch_message`] gives now, at the cost of its last part.
 /// `notes` keeps the parts rendered this cycle, by skipped offering and
@@ -189,14 +186,16 @@ pub(crate) fn retime_launch_message(
     let Some((start, duration, rest)) = parts else {
         return;
     };
-    // The note ends the message; only its duration differs. Search for its
-    // start just before the rest, not through the whole message.
+    // The note ends the message; only its duration differs. Its start
+    // stands right before the duration ("1h4m28s": digits and units, none
+    // of which ends the start), which stands right before the rest.
     let found = message.strip_suffix(rest.as_str()).and_then(|head| {
-        let mut from = head.len().saturating_sub(start.len() + LONGEST_DURATION);
-        while !head.is_char_boundary(from) {
-            from -= 1;
-        }
-        head[from..].rfind(start.as_str()).map(|at| from + at)
+        let end = head
+            .trim_end_matches(|c: char| c.is_ascii_digit() || matches!(c, 'h' | 'm' | 's'))
+            .len();
+        head[..end]
+            .ends_with(start.as_str())
+            .then(|| end - start.len())
     });
     match found {
         Some(at) => {

@@ -19,7 +19,9 @@
 //!   size is taken over when none of those differ, or when the quota check
 //!   gives the same answer on the new usage; any other try is computed
 //!   again, and when its commit differs from the earlier one, what either
-//!   touched joins the drift.
+//!   touched joins the drift. A try computed again that gives the earlier
+//!   answer commits as the earlier one did: its plan item is reused under
+//!   the rules for a try taken over.
 //! - **Off**: once the loop picks a gang the earlier loop did not pick at
 //!   that point (the order changed), or when a cycle's launch budget could
 //!   see the drift, every remaining try is computed.
@@ -29,8 +31,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::admission::{Attempt, Cycle, Decision, Fail, Made};
-use crate::index::{FastSet, PoolUsage, World, fit_count};
+use crate::admission::{Added, Attempt, Cycle, Decision, Fail, Made};
+use crate::index::{FastSet, PoolUsage, World};
 use crate::model::{GangId, GpuModel, QuotaResource};
 use crate::plan::{Admission, Launch, Plan};
 use crate::quota::QuotaBook;
@@ -51,6 +53,9 @@ pub(crate) struct Step {
     /// Its new nodes got the first names derived for them (no name was
     /// skipped because it was taken).
     pub names_clean: bool,
+    /// What its commit added to the queue's quota usage (empty without a
+    /// commit).
+    pub added: Added,
 }
 
 /// A try's result in a form that outlives the cycle (no per-cycle
@@ -68,23 +73,51 @@ pub(crate) enum Tried {
 }
 
 impl Tried {
-    pub fn from_result(r: &Result<Attempt, (Fail, Vec<u32>)>) -> Tried {
+    /// True when a try's result is this one (what [`Tried::from_owned`]
+    /// of it would equal).
+    pub fn answers(&self, r: &Result<Attempt, (Fail, Vec<u32>)>) -> bool {
+        match (self, r) {
+            (
+                Tried::Fit {
+                    groups,
+                    decision,
+                    generic,
+                },
+                Ok(a),
+            ) => {
+                groups.len() == a.groups.len()
+                    && groups
+                        .iter()
+                        .zip(&a.groups)
+                        .all(|(g, h)| g.0 == h.set && g.1 == h.shape && g.2 == h.count)
+                    && *decision == a.decision
+                    && *generic == a.generic
+            }
+            (Tried::Fail(f, c), Err((g, d))) => f == g && c == d,
+            _ => false,
+        }
+    }
+
+    /// A try's result, as kept.
+    pub fn from_owned(r: Result<Attempt, (Fail, Vec<u32>)>) -> Tried {
         match r {
             Ok(a) => Tried::Fit {
                 groups: a
                     .groups
-                    .iter()
-                    .map(|g| (g.set, g.shape.clone(), g.count))
+                    .into_iter()
+                    .map(|g| (g.set, g.shape, g.count))
                     .collect(),
-                decision: a.decision.clone(),
-                generic: a.generic.clone(),
+                decision: a.decision,
+                generic: a.generic,
             },
-            Err((f, c)) => Tried::Fail(f.clone(), c.clone()),
+            Err((f, c)) => Tried::Fail(f, c),
         }
     }
 
+    /// The try's result (with empty eligibility: nothing after a try reads
+    /// it).
     #[allow(clippy::result_large_err)]
-    pub fn to_result(&self) -> Result<Attempt, (Fail, Vec<u32>)> {
+    pub fn into_result(self) -> Result<Attempt, (Fail, Vec<u32>)> {
         match self {
             Tried::Fit {
                 groups,
@@ -92,18 +125,18 @@ impl Tried {
                 generic,
             } => Ok(Attempt {
                 groups: groups
-                    .iter()
+                    .into_iter()
                     .map(|(set, shape, count)| crate::placement::Group {
-                        set: *set,
-                        shape: shape.clone(),
-                        count: *count,
+                        set,
+                        shape,
+                        count,
                         elig: std::rc::Rc::default(),
                     })
                     .collect(),
-                decision: decision.clone(),
-                generic: generic.clone(),
+                decision,
+                generic,
             }),
-            Tried::Fail(f, c) => Err((f.clone(), c.clone())),
+            Tried::Fail(f, c) => Err((f, c)),
         }
     }
 }
@@ -127,6 +160,9 @@ pub(crate) struct Trace {
     pub earlier_now: Option<crate::time::Time>,
     /// How many tries were taken over.
     pub reused: usize,
+    /// Caches an earlier cycle left, to start from (`carry.rs`); a recorded
+    /// cycle leaves its own here.
+    pub carried: Option<crate::carry::Carried>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,21 +315,46 @@ pub(crate) struct Turn {
     pub take: bool,
     pub made: Option<Made>,
     excluded: Vec<GpuModel>,
+    /// What this pick's commit added to the quota usage.
+    pub added: Added,
+    /// The earlier try was not taken over although its gang did not change
+    /// (the drift may have changed its answer): computed again, it may give
+    /// the same answer.
+    recheck: bool,
+    /// Computed again, the try gave the earlier answer.
+    same_try: bool,
 }
 
 impl Turn {
+    /// What the commit of the try taken over added to the quota usage (the
+    /// same try adds the same).
+    pub fn take_added(&mut self) -> Option<Added> {
+        match (&mut self.old, self.take || self.same_try) {
+            (Some(s), true) if s.made.is_some() => Some(std::mem::take(&mut s.added)),
+            _ => None,
+        }
+    }
+
     /// Whether the taken-over plan item's nodes got their first names.
     pub fn names_clean(&self) -> bool {
         self.old.as_ref().is_none_or(|s| s.names_clean)
     }
 
-    /// The try taken over.
+    /// The try taken over, moved out of the earlier step (which keeps a
+    /// placeholder: only the try's result is read after this, and
+    /// [`Replay::done`] records it from that result).
     #[allow(clippy::result_large_err)]
-    pub fn tried(&self) -> Option<Result<Attempt, (Fail, Vec<u32>)>> {
+    pub fn tried(&mut self) -> Option<Result<Attempt, (Fail, Vec<u32>)>> {
         if !self.take {
             return None;
         }
-        self.old.as_ref().map(|s| s.tried.to_result())
+        self.old.as_mut().map(|s| {
+            let placeholder = Tried::Fail(
+                Fail::Launch(crate::provisioning::LaunchFail::LaunchBudget { need: 0 }),
+                Vec::new(),
+            );
+            std::mem::replace(&mut s.tried, placeholder).into_result()
+        })
     }
 }
 
@@ -380,6 +441,9 @@ impl Replay {
             take: false,
             made: None,
             excluded: Vec::new(),
+            added: Added::new(),
+            recheck: false,
+            same_try: false,
         };
         if self.mode == Mode::Off {
             return turn;
@@ -424,8 +488,41 @@ impl Replay {
             }
         }
         turn.take = take;
+        turn.recheck = !take;
         turn.old = Some(old);
         turn
+    }
+
+    /// After a try computed again for an unchanged gang: when it gave the
+    /// earlier answer, its commit is the earlier commit, and the earlier
+    /// plan item is reused under the rules for a try taken over (its new
+    /// nodes got their first names, none of which the drift touched).
+    pub fn reuse(
+        &self,
+        trace: &mut Trace,
+        turn: &mut Turn,
+        tried: &Result<Attempt, (Fail, Vec<u32>)>,
+    ) {
+        if !turn.recheck {
+            return;
+        }
+        let Some(old) = &turn.old else {
+            return;
+        };
+        let Some(at) = old.made else {
+            return;
+        };
+        if !old.names_clean || !old.tried.answers(tried) {
+            return;
+        }
+        if plan_names(&trace.earlier_plan, at)
+            .iter()
+            .any(|n| self.drift.names.contains(*n))
+        {
+            return;
+        }
+        turn.same_try = true;
+        turn.made = take_made(&mut trace.earlier_plan, at);
     }
 
     /// True when an earlier try of gang `gi` reads nothing the drift
@@ -470,10 +567,11 @@ impl Replay {
                     {
                         continue;
                     }
-                    let fits_now = fit_count(&w.nodes[ni].free, shape) > 0;
+                    // (`fits_in` is `fit_count(..) > 0`, without divisions.)
+                    let fits_now = shape.fits_in(&w.nodes[ni].free);
                     let fitted = self.drift.earlier_free[ni]
                         .as_ref()
-                        .is_none_or(|f| fit_count(f, shape) > 0);
+                        .is_none_or(|f| shape.fits_in(f));
                     if fits_now || fitted {
                         return false;
                     }
@@ -544,7 +642,7 @@ impl Replay {
         gi: usize,
         q: usize,
         turn: Turn,
-        tried: &Result<Attempt, (Fail, Vec<u32>)>,
+        tried: Result<Attempt, (Fail, Vec<u32>)>,
         committed: bool,
         names_clean: bool,
         unused: Option<Made>,
@@ -553,7 +651,7 @@ impl Replay {
             return;
         }
         let gang = w.gangs[gi].gang;
-        let made = committed.then(|| match tried {
+        let made = committed.then(|| match &tried {
             Ok(Attempt {
                 decision: Decision::Admit(_),
                 ..
@@ -564,9 +662,10 @@ impl Replay {
             old,
             take,
             excluded,
+            added,
             ..
         } = turn;
-        let full = match tried {
+        let full = match &tried {
             Ok(a) => {
                 a.groups.len() == gang.pod_sets.len()
                     && a.groups.iter().all(|g| {
@@ -581,16 +680,18 @@ impl Replay {
         // whether the two commits are the same.
         let (new_tried, old_committed, same) = match old {
             Some(o) if take => {
+                // The try taken over, moved out of the earlier step and back.
+                let new_tried = Tried::from_owned(tried);
                 let same = o.made.is_some() == committed;
                 let old_committed = if same {
                     None
                 } else {
-                    o.made.map(|at| (o.tried.clone(), at))
+                    o.made.map(|at| (new_tried.clone(), at))
                 };
-                (o.tried, old_committed, same)
+                (new_tried, old_committed, same)
             }
             Some(o) => {
-                let new_tried = Tried::from_result(tried);
+                let new_tried = Tried::from_owned(tried);
                 let same = match (o.made.is_some(), committed) {
                     (false, false) => true,
                     (true, true) => o.tried == new_tried,
@@ -599,7 +700,7 @@ impl Replay {
                 let old_committed = o.made.map(|at| (o.tried, at));
                 (new_tried, old_committed, same)
             }
-            None => (Tried::from_result(tried), None, !committed),
+            None => (Tried::from_owned(tried), None, !committed),
         };
         if self.mode == Mode::Drift && !same {
             let off = self.drift.differ(
@@ -637,6 +738,7 @@ impl Replay {
                 full,
                 excluded,
                 names_clean,
+                added,
             });
         }
     }

@@ -128,6 +128,74 @@ fn change(planner: &mut Planner, r: &mut SplitMix64, p: &Params, step: u32, whol
     }
 }
 
+/// One random change of a gang's pod-set constraints (GPU models, node
+/// selector, GPU memory), its id kept: what a re-plan carries of a gang
+/// (its pod-set signatures, and through them eligibility, machine kinds and
+/// covers) must not outlive such a change.
+fn constrain(planner: &mut Planner, r: &mut SplitMix64, whole: bool) {
+    let mut s = planner.snapshot().clone();
+    if s.gangs.is_empty() {
+        return;
+    }
+    let models: Vec<GpuModel> = s
+        .offerings
+        .iter()
+        .filter_map(|o| o.gpu_model.clone())
+        .collect();
+    let zones: Vec<String> = s.nodes.iter().map(|n| n.zone.clone()).collect();
+    let gi = r.below(s.gangs.len() as u64) as usize;
+    let g = &mut s.gangs[gi];
+    if g.pod_sets.is_empty() {
+        return;
+    }
+    let si = r.below(g.pod_sets.len() as u64) as usize;
+    let ps = &mut g.pod_sets[si];
+    match r.below(3) {
+        0 => {
+            ps.gpu_models = match models.get(r.below(models.len() as u64 + 1) as usize) {
+                Some(m) => vec![m.clone()],
+                None => Vec::new(),
+            };
+        }
+        1 => match zones.get(r.below(zones.len() as u64 + 1) as usize) {
+            Some(z) => {
+                ps.node_selector
+                    .insert("topology.kubernetes.io/zone".into(), z.clone());
+            }
+            None => ps.node_selector.clear(),
+        },
+        _ => ps.min_gpu_memory_mib = [0, 24_000, 80_000][r.below(3) as usize],
+    }
+    let g = g.clone();
+    if whole {
+        planner.replace(s);
+    } else {
+        planner.upsert_gang(g);
+    }
+}
+
+/// Like [`check_sequence`], with every other change one of [`constrain`].
+fn check_constraints(seed: u64, steps: u32, whole: bool) -> Result<(), TestCaseError> {
+    let mut r = SplitMix64::new(seed);
+    let p = small(seed, &mut r);
+    let policy = Policy::default();
+    let mut planner = Planner::new(synthetic::generate(&p), policy.clone(), synthetic::NOW);
+    let mut replanner = Replanner::with_min_tries(0);
+    for step in 0..steps {
+        let got = planner.plan().clone();
+        let want = plan(planner.snapshot(), &policy, planner.now());
+        prop_assert_eq!(&got, &want, "re-plan differs at step {}", step);
+        let again = replanner.plan(planner.snapshot(), &policy, planner.now());
+        prop_assert_eq!(again, &want, "Replanner's plan differs at step {}", step);
+        if r.percent(50) {
+            constrain(&mut planner, &mut r, whole);
+        } else {
+            change(&mut planner, &mut r, &p, step, whole);
+        }
+    }
+    Ok(())
+}
+
 fn check_sequence(seed: u64, steps: u32, whole: bool) -> Result<(), TestCaseError> {
     let mut r = SplitMix64::new(seed);
     let p = small(seed, &mut r);
@@ -184,6 +252,11 @@ proptest! {
     #[test]
     fn replans_equal_full_plans_snapshot_by_snapshot(seed in any::<u64>()) {
         check_sequence(seed, 12, true)?;
+    }
+
+    #[test]
+    fn replans_equal_full_plans_when_pod_constraints_change(seed in any::<u64>()) {
+        check_constraints(seed, 12, seed % 2 == 0)?;
     }
 }
 
