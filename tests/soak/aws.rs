@@ -102,13 +102,13 @@ impl SoakCloud for Aws {
     /// PoolNode tag)`.
     async fn created(&self) -> Vec<(String, String)> {
         let clients = self.moto.clients().await;
-        let out = clients
-            .ec2
-            .describe_instances()
-            .send()
-            .await
-            .expect("describe instances");
-        out.reservations()
+        // every page: EC2 (and moto, 100 reservations a page) paginates
+        let mut pages = clients.ec2.describe_instances().into_paginator().send();
+        let mut reservations = Vec::new();
+        while let Some(page) = pages.next().await {
+            reservations.extend(page.expect("describe instances").reservations().to_vec());
+        }
+        reservations
             .iter()
             .flat_map(|r| r.instances())
             .filter_map(|i| {
