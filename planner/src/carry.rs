@@ -14,6 +14,11 @@
 //! changed. Whenever the next plan is made from scratch, nothing is carried.
 //!
 //! The launch domains are not carried: they borrow from the snapshot.
+//!
+//! Carried caches keep the entries of gangs that have left, so over a long
+//! run of re-plans in which gangs with new signatures or demands keep
+//! arriving (and nothing forces a plan from scratch) they would only grow.
+//! They are bounded by what a plan from scratch used: [`Sizes::within`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
@@ -22,9 +27,51 @@ use crate::cover::{Cover, Kind};
 use crate::index::{FastMap, World};
 use crate::model::GangId;
 
+/// How many times (per gang) the entries a plan from scratch left the
+/// carried caches may hold. A long-running controller must not grow
+/// without bound; a few times leaves room for the arrivals between plans
+/// from scratch, so the caches are seldom dropped.
+const CARRY_GROWTH: usize = 4;
+
+/// Entries every carried cache may hold whatever the plan from scratch
+/// left (for small snapshots, where a few times nearly nothing is too
+/// tight).
+const CARRY_SLACK: usize = 256;
+
+/// The number of gangs and the entries of the caches that grow with what
+/// is planned. The eligibility of new machines is indexed by signature id,
+/// so it is bounded with the signatures; node labels are bounded by the
+/// nodes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sizes {
+    pub gangs: usize,
+    pub sigs: usize,
+    pub elig: usize,
+    pub covers: usize,
+    pub kinds: usize,
+}
+
+impl Sizes {
+    /// True when no cache holds more than [`CARRY_GROWTH`] times what
+    /// `scratch` (a plan from scratch) held per gang, for the larger of the
+    /// two gang counts, plus [`CARRY_SLACK`].
+    pub fn within(&self, scratch: &Sizes) -> bool {
+        let per = scratch.gangs.max(1);
+        let gangs = self.gangs.max(per);
+        let limit =
+            |n: usize| CARRY_GROWTH.saturating_mul(n).saturating_mul(gangs) / per + CARRY_SLACK;
+        self.sigs <= limit(scratch.sigs)
+            && self.elig <= limit(scratch.elig)
+            && self.covers <= limit(scratch.covers)
+            && self.kinds <= limit(scratch.kinds)
+    }
+}
+
 /// The caches a cycle leaves for the next (see the module comment).
 #[derive(Debug, Default)]
 pub(crate) struct Carried {
+    /// What the last plan from scratch left, the measure of the bound.
+    pub scratch: Sizes,
     /// Pod-set signature → id.
     pub sig_ids: FastMap<String, u32>,
     /// The signature id of each pod set, by gang.
@@ -45,6 +92,18 @@ pub(crate) struct Carried {
 }
 
 impl Carried {
+    /// The sizes of the bounded caches carried, for `gangs` gangs.
+    #[cfg(test)]
+    pub fn sizes(&self, gangs: usize) -> Sizes {
+        Sizes {
+            gangs,
+            sigs: self.sig_ids.len(),
+            elig: self.elig.len(),
+            covers: self.covers.len(),
+            kinds: self.kinds.len(),
+        }
+    }
+
     /// Drops what is carried of gangs that changed since.
     pub fn forget(&mut self, changed: &BTreeSet<GangId>) {
         for id in changed {
@@ -55,8 +114,9 @@ impl Carried {
 
 impl World<'_> {
     /// Starts this cycle's caches from those an earlier cycle left (see the
-    /// module comment for when that is allowed).
-    pub fn carry_in(&mut self, mut c: Carried) {
+    /// module comment for when that is allowed); returns what the last plan
+    /// from scratch left, for [`World::carry_out`].
+    pub fn carry_in(&mut self, mut c: Carried) -> Sizes {
         self.sig_ids = c.sig_ids;
         for (gi, g) in self.gangs.iter().enumerate() {
             if let Some(v) = c.gang_sigs.remove(&g.gang.id) {
@@ -71,10 +131,36 @@ impl World<'_> {
         self.cover_cache = c.covers;
         self.kinds_cache = c.kinds.into_iter().map(|(k, v)| (k, Rc::new(v))).collect();
         self.new_names.reserve(c.new_names);
+        c.scratch
     }
 
-    /// What this cycle's caches leave for the next cycle.
-    pub fn carry_out(&mut self) -> Carried {
+    /// The sizes of this cycle's bounded caches.
+    fn sizes(&self) -> Sizes {
+        Sizes {
+            gangs: self.gangs.len(),
+            sigs: self.sig_ids.len(),
+            elig: self.elig_cache.len(),
+            covers: self.cover_cache.len(),
+            kinds: self.kinds_cache.len(),
+        }
+    }
+
+    /// What this cycle's caches leave for the next cycle. `scratch` is what
+    /// the last plan from scratch left (`None`: this cycle is one, and
+    /// becomes the measure). Caches that outgrew the bound
+    /// ([`Sizes::within`]) are all dropped — they share the signature ids —
+    /// and the next cycle starts them empty.
+    pub fn carry_out(&mut self, scratch: Option<Sizes>) -> Carried {
+        let now = self.sizes();
+        let scratch = scratch.unwrap_or(now);
+        if !now.within(&scratch) {
+            return Carried {
+                scratch,
+                node_labels: std::mem::take(&mut self.node_labels),
+                new_names: self.new_names.len(),
+                ..Carried::default()
+            };
+        }
         let mut gang_sigs = FastMap::default();
         gang_sigs.reserve(self.gangs.len());
         for (g, sigs) in self.gangs.iter().zip(&mut self.gang_sigs) {
@@ -83,6 +169,7 @@ impl World<'_> {
             }
         }
         Carried {
+            scratch,
             sig_ids: std::mem::take(&mut self.sig_ids),
             gang_sigs,
             elig: std::mem::take(&mut self.elig_cache)

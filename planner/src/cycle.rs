@@ -48,9 +48,7 @@ pub(crate) fn run(s: &Snapshot, policy: &Policy, now: Time) -> Plan {
 /// try is a function of that state and of its gang.
 pub(crate) fn run_traced(s: &Snapshot, policy: &Policy, now: Time, trace: &mut Trace) -> Plan {
     let mut w = World::build(s, policy, now);
-    if let Some(c) = trace.carried.take() {
-        w.carry_in(c);
-    }
+    let scratch = trace.carried.take().map(|c| w.carry_in(c));
     let mut book = QuotaBook::build(&w);
     let mut cx = Cycle {
         retimed: trace.earlier_now.is_some_and(|t| t != now),
@@ -64,7 +62,7 @@ pub(crate) fn run_traced(s: &Snapshot, policy: &Policy, now: Time, trace: &mut T
     consolidation::plan(&mut w, &mut cx);
     waiting(&w, &mut cx);
     if trace.record {
-        trace.carried = Some(w.carry_out());
+        trace.carried = Some(w.carry_out(scratch));
     }
     let mut plan = cx.plan;
     plan.idle = crate::idle::decide(s, policy, now)

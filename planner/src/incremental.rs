@@ -611,3 +611,76 @@ fn multiset<T: Hash>(items: &[T], buf: &mut Bytes) -> u128 {
     prints.sort_unstable();
     print(&prints, buf)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Toleration, TolerationOperator};
+    use crate::synthetic::{self, Params};
+
+    /// Over a long run of re-plans in which every arrival brings a new
+    /// pod-set signature and a new demand and an older arrival leaves, the
+    /// caches carried stay within their bound (`carry.rs`), more
+    /// signatures arrive than the bound would let them keep, tries are still
+    /// taken over, and every plan is the full plan.
+    #[test]
+    fn carried_caches_stay_bounded_over_many_arrivals() {
+        let p = Params {
+            pods: 200,
+            gangs: 20,
+            nodes: 6,
+            offerings: 40,
+            seed: 11,
+        };
+        let policy = Policy::default();
+        let s = synthetic::generate(&p);
+        let gangs = s.gangs.len();
+        let mut planner = Planner::new(s, policy.clone(), synthetic::NOW);
+        planner.plan();
+        let scratch = planner.memory.carried.as_ref().map(|c| c.scratch);
+        let scratch = scratch.expect("a plan carries its caches");
+        assert_eq!(scratch.gangs, gangs);
+        let steps = 400;
+        let (mut max_sigs, mut reused, mut dropped) = (0, 0, 0);
+        let mut last_sigs = 0;
+        for step in 0..steps {
+            let mut g = synthetic::arrival(&p, step % 4);
+            g.id = GangId(format!("ns-new/job-{step}"));
+            for ps in &mut g.pod_sets {
+                ps.requests.cpu_millis += u64::from(step) + 1;
+                ps.tolerations.push(Toleration {
+                    key: format!("muster.test/step-{step}"),
+                    operator: TolerationOperator::Exists,
+                    value: String::new(),
+                    effect: None,
+                });
+            }
+            planner.upsert_gang(g);
+            if step >= 3 {
+                planner.remove_gang(&GangId(format!("ns-new/job-{}", step - 3)));
+            }
+            let got = planner.plan().clone();
+            let want = crate::plan(planner.snapshot(), &policy, planner.now());
+            assert_eq!(
+                got, want,
+                "re-plan differs from the full plan at step {step}"
+            );
+            reused += planner.stats().reused;
+            let c = planner.memory.carried.as_ref().expect("carried");
+            assert_eq!(c.scratch, scratch, "no plan from scratch at step {step}");
+            let now = c.sizes(planner.snapshot().gangs.len());
+            assert!(
+                now.within(&scratch),
+                "{now:?} outgrew {scratch:?} at step {step}"
+            );
+            if now.sigs < last_sigs {
+                dropped += 1;
+            }
+            last_sigs = now.sigs;
+            max_sigs = max_sigs.max(now.sigs);
+        }
+        assert!(max_sigs < steps as usize, "signatures kept: {max_sigs}");
+        assert!(dropped > 0, "the caches were never dropped");
+        assert!(reused > steps as usize, "tries taken over: {reused}");
+    }
+}
