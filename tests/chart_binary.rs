@@ -225,20 +225,7 @@ async fn run_rendered(values: Option<&str>, set: &[&str], node_class: Option<Jso
         .await;
         eventually(60, "the NodeClass Ready", || {
             let client = client.clone();
-            async move {
-                let nc = Api::<kube::api::DynamicObject>::all_with(
-                    client,
-                    &support::ar("NodeClass", "nodeclasses"),
-                )
-                .get("chart-class")
-                .await
-                .ok()?;
-                nc.data["status"]["conditions"]
-                    .as_array()?
-                    .iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    .then_some(())
-            }
+            async move { support::waits::nodeclass_ready_status(&client, "chart-class").await }
         })
         .await;
     }

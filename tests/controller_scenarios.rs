@@ -26,7 +26,7 @@ use support::waits::{
     patch_queue, poolnodes, running_pods, wait_for_gang_phase, wait_for_job_suspended,
     wait_for_no_poolnodes, wait_for_poolnode_gone, wait_for_poolnode_phase, wait_for_running_pods,
 };
-use support::{ApiServer, ar, eventually};
+use support::{ApiServer, AuditedWrite, ar, eventually};
 
 const NS: &str = "team-a";
 
@@ -1365,7 +1365,7 @@ async fn pods_not_ready_in_time_evict_the_whole_gang() {
     let tmpl = job.spec.expect("spec").template.spec.expect("pod spec");
     assert!(tmpl.affinity.is_none(), "submitted template restored");
     // the Gang records the eviction before its Job is stopped
-    let log = writes(&server);
+    let log = server.audited_writes("controller");
     let unsuspended = job_suspend_written(&log, "stuck", false, 0).expect("Job unsuspended");
     let evicted = gang_phase_written(&log, "stuck", "Evicted", unsuspended).expect("Gang Evicted");
     let suspended = job_suspend_written(&log, "stuck", true, unsuspended).expect("Job suspended");
@@ -1621,32 +1621,13 @@ fn preempting_planner() -> PlanFn {
     )
 }
 
-/// One write of the controller, from an audit log at level `Request`.
-struct Write {
-    resource: String,
-    name: String,
-    body: serde_json::Value,
-}
-
-/// The controller's writes so far, in order.
-fn writes(server: &ApiServer) -> Vec<Write> {
-    let text = std::fs::read_to_string(&server.audit_log).expect("audit log");
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["client"] == "controller" && !e["requestObject"].is_null())
-        .map(|e| Write {
-            resource: match e["subresource"].as_str().unwrap_or_default() {
-                "" => e["resource"].as_str().unwrap_or_default().to_string(),
-                sub => format!("{}/{sub}", e["resource"].as_str().unwrap_or_default()),
-            },
-            name: e["name"].as_str().unwrap_or_default().to_string(),
-            body: e["requestObject"].clone(),
-        })
-        .collect()
-}
-
 /// Index of the first write at or after `after` that sets Gang `name`'s phase to `phase`.
-fn gang_phase_written(log: &[Write], name: &str, phase: &str, after: usize) -> Option<usize> {
+fn gang_phase_written(
+    log: &[AuditedWrite],
+    name: &str,
+    phase: &str,
+    after: usize,
+) -> Option<usize> {
     (after..log.len()).find(|&i| {
         let w = &log[i];
         w.name == name && w.resource == "gangs/status" && w.body["status"]["phase"] == phase
@@ -1654,7 +1635,12 @@ fn gang_phase_written(log: &[Write], name: &str, phase: &str, after: usize) -> O
 }
 
 /// Index of the first write at or after `after` that sets Job `name`'s `spec.suspend` to `value`.
-fn job_suspend_written(log: &[Write], name: &str, value: bool, after: usize) -> Option<usize> {
+fn job_suspend_written(
+    log: &[AuditedWrite],
+    name: &str,
+    value: bool,
+    after: usize,
+) -> Option<usize> {
     (after..log.len()).find(|&i| {
         let w = &log[i];
         w.name == name && w.resource == "jobs" && w.body["spec"]["suspend"] == value
@@ -1689,7 +1675,7 @@ async fn gang_status_is_written_before_its_job() {
     })
     .await;
 
-    let log = writes(&server);
+    let log = server.audited_writes("controller");
     let gang_phase_at = |phase: &str, after| gang_phase_written(&log, "first", phase, after);
     let job_suspend_at = |value, after| job_suspend_written(&log, "first", value, after);
     let admitted = gang_phase_at("Admitted", 0).expect("Gang set Admitted");

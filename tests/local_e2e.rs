@@ -212,17 +212,7 @@ async fn apply(client: &kube::Client, nodeclass: Json, pool: Json) {
     eventually(30, &format!("NodeClass {class} Ready"), || {
         let client = client.clone();
         let class = class.clone();
-        async move {
-            let nc = Api::<DynamicObject>::all_with(client, &ar("NodeClass", "nodeclasses"))
-                .get(&class)
-                .await
-                .ok()?;
-            nc.data["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                .then_some(())
-        }
+        async move { support::waits::nodeclass_ready_status(&client, &class).await }
     })
     .await;
 }

@@ -140,8 +140,18 @@ pub async fn cycle(ctx: &Ctx) {
         waiting = plan.waiting.len(),
         "planned"
     );
-    let recorded = apply(ctx, &plan, &observed, &tr, now).await;
-    act::reconcile::gang_status::update(ctx, &plan, &tr.snapshot, &observed, now, &recorded).await;
+    let facts = act::reconcile::gang_status::Facts::of(&observed);
+    let recorded = apply(ctx, &plan, &observed, &tr, &facts, now).await;
+    act::reconcile::gang_status::update(
+        ctx,
+        &plan,
+        &tr.snapshot,
+        &observed,
+        &facts,
+        now,
+        &recorded,
+    )
+    .await;
     super::gpu_usage::report(ctx, &plan.idle, &observed, now).await;
     super::report_metrics::merge_from_status(
         &ctx.deps.metrics,
@@ -164,30 +174,16 @@ async fn apply(
     plan: &muster_planner::Plan,
     observed: &Observed,
     tr: &translate::Translation,
+    facts: &act::reconcile::gang_status::Facts,
     now: muster_planner::Time,
 ) -> BTreeSet<String> {
     let mut recorded = BTreeSet::new();
     for step in APPLY_ORDER {
         match step {
             Applier::Preemptions => {
-                let ids = plan.preemptions.iter().map(|p| p.victim.as_str()).collect();
-                let done = act::reconcile::gang_status::record(
-                    ctx,
-                    plan,
-                    &tr.snapshot,
-                    observed,
-                    now,
-                    &ids,
-                )
-                .await;
-                let items: Vec<_> = plan
-                    .preemptions
-                    .iter()
-                    .filter(|p| done.contains(p.victim.as_str()))
-                    .cloned()
-                    .collect();
+                let items = intended(ctx, plan, tr, observed, facts, now, &plan.preemptions).await;
                 act::apply::preempt::run(ctx, &items, observed, &tr.snapshot).await;
-                recorded.extend(done);
+                recorded.extend(items.iter().map(|p| p.gang().to_string()));
             }
             Applier::Releases => {
                 act::apply::release::run(ctx, &plan.releases, observed, tr).await;
@@ -196,24 +192,9 @@ async fn apply(
                 act::apply::launch::write(ctx, &plan.launches, &tr.snapshot).await;
             }
             Applier::Admissions => {
-                let ids = plan.admissions.iter().map(|a| a.gang.as_str()).collect();
-                let done = act::reconcile::gang_status::record(
-                    ctx,
-                    plan,
-                    &tr.snapshot,
-                    observed,
-                    now,
-                    &ids,
-                )
-                .await;
-                let items: Vec<_> = plan
-                    .admissions
-                    .iter()
-                    .filter(|a| done.contains(a.gang.as_str()))
-                    .cloned()
-                    .collect();
+                let items = intended(ctx, plan, tr, observed, facts, now, &plan.admissions).await;
                 act::apply::admit::run(ctx, &items, &tr.snapshot, observed).await;
-                recorded.extend(done);
+                recorded.extend(items.iter().map(|a| a.gang().to_string()));
             }
             Applier::Removals => {
                 act::apply::remove::mark(ctx, &plan.removals, observed, tr).await;
@@ -222,6 +203,47 @@ async fn apply(
         }
     }
     recorded
+}
+
+/// A plan item that writes a gang's workload once its Gang records it.
+trait GangItem: Clone {
+    /// The gang whose workload the item writes.
+    fn gang(&self) -> &str;
+}
+
+impl GangItem for muster_planner::plan::Preemption {
+    fn gang(&self) -> &str {
+        self.victim.as_str()
+    }
+}
+
+impl GangItem for muster_planner::plan::Admission {
+    fn gang(&self) -> &str {
+        self.gang.as_str()
+    }
+}
+
+/// The plan items among `items` whose Gang is recorded first
+/// ([`act::reconcile::gang_status::record`]): those whose workload may be
+/// written now.
+async fn intended<T: GangItem>(
+    ctx: &Ctx,
+    plan: &muster_planner::Plan,
+    tr: &translate::Translation,
+    observed: &Observed,
+    facts: &act::reconcile::gang_status::Facts,
+    now: muster_planner::Time,
+    items: &[T],
+) -> Vec<T> {
+    let ids = items.iter().map(GangItem::gang).collect();
+    let done =
+        act::reconcile::gang_status::record(ctx, plan, &tr.snapshot, observed, facts, now, &ids)
+            .await;
+    items
+        .iter()
+        .filter(|x| done.contains(x.gang()))
+        .cloned()
+        .collect()
 }
 
 /// One kind of plan item a driver carries out.

@@ -33,6 +33,25 @@ pub struct ApiServer {
     pub audit_log: std::path::PathBuf,
 }
 
+/// One write of an audit log at level `Request`.
+pub struct AuditedWrite {
+    /// `resource[/subresource]`.
+    pub resource: String,
+    /// The object written.
+    pub name: String,
+    /// The request's body.
+    pub body: serde_json::Value,
+}
+
+/// `resource[/subresource]` of an audit line.
+fn audited_resource(e: &serde_json::Value) -> String {
+    let resource = e["resource"].as_str().unwrap_or_default();
+    match e["subresource"].as_str().unwrap_or_default() {
+        "" => resource.to_string(),
+        sub => format!("{resource}/{sub}"),
+    }
+}
+
 impl ApiServer {
     /// Starts a fresh server on a free port.
     pub fn start() -> ApiServer {
@@ -98,44 +117,52 @@ impl ApiServer {
         }
     }
 
-    /// Requests of `who` (see [`ApiServer::client_as`]) so far, as
-    /// `(verb, apiGroup, resource[/subresource], namespace)`.
-    pub fn audited(&self, who: &str) -> Vec<(String, String, String, String)> {
+    /// The audit log's lines of `who` (see [`ApiServer::client_as`]) so far.
+    fn audit_lines(&self, who: &str) -> Vec<serde_json::Value> {
         let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
         text.lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .filter(|e| e["client"] == who)
-            .map(|e| {
-                let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
-                let resource = match s("subresource").as_str() {
-                    "" => s("resource"),
-                    sub => format!("{}/{sub}", s("resource")),
-                };
-                (s("verb"), s("apiGroup"), resource, s("namespace"))
-            })
+            .collect()
+    }
+
+    /// Requests of `who` so far, as
+    /// `(verb, apiGroup, resource[/subresource], namespace)`.
+    pub fn audited(&self, who: &str) -> Vec<(String, String, String, String)> {
+        self.audited_named(who)
+            .into_iter()
+            .map(|(verb, group, resource, ns, _)| (verb, group, resource, ns))
             .collect()
     }
 
     /// The requests of `who` so far, as in [`ApiServer::audited`], each with
     /// the object it names (`""` for none): (verb, group, resource, namespace, name).
     pub fn audited_named(&self, who: &str) -> Vec<(String, String, String, String, String)> {
-        let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
-        text.lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|e| e["client"] == who)
+        self.audit_lines(who)
+            .iter()
             .map(|e| {
                 let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
-                let resource = match s("subresource").as_str() {
-                    "" => s("resource"),
-                    sub => format!("{}/{sub}", s("resource")),
-                };
                 (
                     s("verb"),
                     s("apiGroup"),
-                    resource,
+                    audited_resource(e),
                     s("namespace"),
                     s("name"),
                 )
+            })
+            .collect()
+    }
+
+    /// The writes of `who` so far whose body the log holds (a server
+    /// started with `--audit-level Request`), in order.
+    pub fn audited_writes(&self, who: &str) -> Vec<AuditedWrite> {
+        self.audit_lines(who)
+            .into_iter()
+            .filter(|e| !e["requestObject"].is_null())
+            .map(|e| AuditedWrite {
+                resource: audited_resource(&e),
+                name: e["name"].as_str().unwrap_or_default().to_string(),
+                body: e["requestObject"].clone(),
             })
             .collect()
     }

@@ -282,6 +282,16 @@ fn evicted(st: &mut GangView, reason: String, not_before: Time, counts: bool) {
     st.started_at = None;
 }
 
+impl Facts {
+    /// The facts of one observation, gathered once per cycle.
+    pub fn of(observed: &Observed) -> Facts {
+        Facts {
+            draining: draining_nodes(observed),
+            finished: finished_gangs(observed),
+        }
+    }
+}
+
 /// Names (PoolNode and Node) of the PoolNodes being drained, and whether
 /// each was interrupted by its cloud.
 pub fn draining_nodes(observed: &Observed) -> BTreeMap<String, bool> {
@@ -323,13 +333,10 @@ pub async fn record(
     plan: &Plan,
     snapshot: &Snapshot,
     observed: &Observed,
+    facts: &Facts,
     now: Time,
     ids: &BTreeSet<&str>,
 ) -> BTreeSet<String> {
-    let facts = Facts {
-        draining: draining_nodes(observed),
-        finished: finished_gangs(observed),
-    };
     let mut recorded = BTreeSet::new();
     for obj in observed.of(Kind::Gang) {
         let id = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
@@ -341,7 +348,7 @@ pub async fn record(
             plan,
             snapshot,
             observed,
-            &facts,
+            facts,
             now,
             &ctx.config.policy,
         );
@@ -397,15 +404,12 @@ pub async fn update(
     plan: &Plan,
     snapshot: &Snapshot,
     observed: &Observed,
+    facts: &Facts,
     now: Time,
     recorded: &BTreeSet<String>,
 ) -> usize {
     let mut writes = 0;
     let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
-    let facts = Facts {
-        draining: draining_nodes(observed),
-        finished: finished_gangs(observed),
-    };
     for obj in observed.of(Kind::Gang) {
         let before = gang::status_of(obj);
         let (after, evict) = desired(
@@ -413,7 +417,7 @@ pub async fn update(
             plan,
             snapshot,
             observed,
-            &facts,
+            facts,
             now,
             &ctx.config.policy,
         );
