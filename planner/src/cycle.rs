@@ -92,9 +92,8 @@ fn provisioning_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
             }
             ProvState::Waiting | ProvState::AllReady => {
                 let mut pending: Vec<&str> = Vec::new();
-                for a in &g.assignments {
-                    if let Some(ni) = w.node_by_name(&a.node)
-                        && !w.nodes[ni].node.schedulable()
+                for &ni in w.gangs[gi].assigned.iter().flatten() {
+                    if !w.nodes[ni].node.schedulable()
                         && !pending.contains(&w.nodes[ni].node.name.as_str())
                     {
                         pending.push(&w.nodes[ni].node.name);

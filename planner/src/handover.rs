@@ -24,8 +24,8 @@ use crate::plan::{Admission, Launch, Release, ReleaseReason};
 /// Nodes a Provisioning gang holds through its assignments, sorted.
 fn held_nodes(w: &World<'_>, gi: usize) -> Option<Vec<usize>> {
     let mut out: Vec<usize> = Vec::new();
-    for a in &w.gangs[gi].gang.assignments {
-        let ni = w.node_by_name(&a.node)?;
+    for &ni in &w.gangs[gi].assigned {
+        let ni = ni?;
         if !out.contains(&ni) {
             out.push(ni);
         }

@@ -150,6 +150,10 @@ pub(crate) struct GangInfo<'a> {
     pub prov: ProvState,
     /// Nodes reserved for it (`reservedFor`).
     pub reserved: Vec<usize>,
+    /// The node of each of its assignments (same order as
+    /// `gang.assignments`; `None` when no node has that name), looked up
+    /// once per cycle.
+    pub assigned: Vec<Option<usize>>,
 }
 
 /// (eligibility vector, shape GPU, CPU, memory, domain, excluded GPU
@@ -237,6 +241,42 @@ pub(crate) struct World<'a> {
 fn sorted_unique<T: Debug>(items: &[T], cmp: impl Fn(&T, &T) -> Ordering) -> Vec<&T> {
     let mut v: Vec<&T> = items.iter().collect();
     v.sort_by(|a, b| cmp(a, b));
+    unique(v, cmp)
+}
+
+/// [`sorted_unique`] by a name, for the long lists (nodes, gangs): names
+/// are compared after the prefix they all share, first by their next 24
+/// bytes as three numbers — the same order as comparing the names, with the
+/// full comparison only when those bytes are equal.
+fn sorted_unique_by_name<T: Debug>(items: &[T], name: impl Fn(&T) -> &str) -> Vec<&T> {
+    let mut shared: &[u8] = items.first().map_or(&[], |x| name(x).as_bytes());
+    for x in items {
+        let b = name(x).as_bytes();
+        let n = shared.iter().zip(b).take_while(|(p, q)| p == q).count();
+        shared = &shared[..n];
+    }
+    let skip = shared.len();
+    let key = |x: &T| {
+        let rest = name(x).as_bytes().get(skip..).unwrap_or_default();
+        let mut k = [0u8; 24];
+        let n = rest.len().min(24);
+        k[..n].copy_from_slice(&rest[..n]);
+        let word = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&k[i * 8..i * 8 + 8]);
+            u64::from_be_bytes(b)
+        };
+        [word(0), word(1), word(2)]
+    };
+    let mut v: Vec<([u64; 3], &T)> = items.iter().map(|x| (key(x), x)).collect();
+    v.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| name(a.1).cmp(name(b.1))));
+    unique(v.into_iter().map(|(_, x)| x).collect(), |a, b| {
+        name(a).cmp(name(b))
+    })
+}
+
+/// Drops duplicates from a sorted list (see [`sorted_unique`]).
+fn unique<T: Debug>(v: Vec<&T>, cmp: impl Fn(&T, &T) -> Ordering) -> Vec<&T> {
     let mut out: Vec<&T> = Vec::with_capacity(v.len());
     let mut i = 0;
     while i < v.len() {
@@ -346,8 +386,8 @@ impl<'a> World<'a> {
         let queues = sorted_unique(&s.queues, |a, b| a.name.cmp(&b.name));
         let pools = sorted_unique(&s.pools, |a, b| a.name.cmp(&b.name));
         let offerings = sorted_unique(&s.offerings, offering_cmp);
-        let nodes_sorted = sorted_unique(&s.nodes, |a, b| a.name.cmp(&b.name));
-        let gangs_sorted = sorted_unique(&s.gangs, |a, b| a.id.cmp(&b.id));
+        let nodes_sorted = sorted_unique_by_name(&s.nodes, |n| &n.name);
+        let gangs_sorted = sorted_unique_by_name(&s.gangs, |g| &g.id.0);
 
         let queue_ix: BTreeMap<&str, usize> = queues
             .iter()
@@ -404,6 +444,11 @@ impl<'a> World<'a> {
                 holds: false,
                 prov: ProvState::None,
                 reserved: Vec::new(),
+                assigned: g
+                    .assignments
+                    .iter()
+                    .map(|a| node_ix.get(a.node.as_str()).copied())
+                    .collect(),
             })
             .collect();
         let gang_ix: FastMap<&str, usize> = gangs
@@ -423,34 +468,27 @@ impl<'a> World<'a> {
         #[allow(clippy::needless_range_loop)]
         for gi in 0..gangs.len() {
             let g = gangs[gi].gang;
-            let alive = |name: &str| {
-                node_ix
-                    .get(name)
-                    .is_some_and(|&i| nodes[i].node.phase != NodePhase::Terminating)
-            };
+            let assigned = &gangs[gi].assigned;
             let mut prov = ProvState::None;
             if g.phase == GangPhase::Provisioning {
                 let deadline_passed = crate::time_facts::deadline_passed(g, now);
-                let missing = g.assignments.iter().any(|a| !alive(&a.node))
+                let missing = assigned
+                    .iter()
+                    .any(|i| i.is_none_or(|i| nodes[i].node.phase == NodePhase::Terminating))
                     || gangs[gi]
                         .reserved
                         .iter()
                         .any(|&ni| nodes[ni].node.phase == NodePhase::Terminating);
-                let all_nodes: BTreeSet<&str> = g
-                    .assignments
-                    .iter()
-                    .map(|a| a.node.as_str())
-                    .chain(
-                        gangs[gi]
-                            .reserved
-                            .iter()
-                            .map(|&ni| nodes[ni].node.name.as_str()),
-                    )
-                    .collect();
-                let all_ready = !all_nodes.is_empty()
-                    && all_nodes
+                // Every node it is assigned or holds is Ready (a node named
+                // twice is checked twice: no set needed for an "all").
+                let all_ready = !(g.assignments.is_empty() && gangs[gi].reserved.is_empty())
+                    && assigned
                         .iter()
-                        .all(|n| node_ix.get(n).is_some_and(|&i| nodes[i].node.schedulable()));
+                        .all(|i| i.is_some_and(|i| nodes[i].node.schedulable()))
+                    && gangs[gi]
+                        .reserved
+                        .iter()
+                        .all(|&ni| nodes[ni].node.schedulable());
                 prov = if missing {
                     ProvState::Replan
                 } else if all_ready {
@@ -472,12 +510,12 @@ impl<'a> World<'a> {
             gangs[gi].holds = holds;
             if holds {
                 let mut held = vec![0u32; g.pod_sets.len()];
-                for a in &g.assignments {
+                for (a, &at) in g.assignments.iter().zip(&gangs[gi].assigned) {
                     let Some(si) = g.pod_sets.iter().position(|p| p.name == a.pod_set) else {
                         continue;
                     };
                     held[si] = held[si].saturating_add(1);
-                    if let Some(&ni) = node_ix.get(a.node.as_str()) {
+                    if let Some(ni) = at {
                         nodes[ni].free.saturating_sub(&g.pod_sets[si].requests);
                         if !nodes[ni].gangs.contains(&gi) {
                             nodes[ni].gangs.push(gi);
@@ -581,13 +619,17 @@ impl<'a> World<'a> {
             gang_sigs: Vec::new(),
         };
         w.gang_sigs = vec![None; w.gangs.len()];
-        let zones: BTreeSet<&'a str> = nodes_sorted.iter().map(|n| n.zone.as_str()).collect();
+        // Few distinct zones and placement groups among many nodes: drop
+        // repeats by hash, then sort what is left.
+        let zones: FastSet<&'a str> = nodes_sorted.iter().map(|n| n.zone.as_str()).collect();
         w.zones = zones.into_iter().collect();
-        let pgs: BTreeSet<&'a str> = nodes_sorted
+        w.zones.sort_unstable();
+        let pgs: FastSet<&'a str> = nodes_sorted
             .iter()
             .filter_map(|n| n.placement_group.as_deref())
             .collect();
         w.pgs = pgs.into_iter().collect();
+        w.pgs.sort_unstable();
         w.node_zone = nodes_sorted
             .iter()
             .map(|n| w.zones.binary_search(&n.zone.as_str()).unwrap_or(0) as u32)

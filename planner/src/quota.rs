@@ -194,48 +194,76 @@ impl QuotaBook {
         for q in 0..nq {
             book.shares[q] = book.compute_share(q);
         }
+        // What the holding gangs use, summed per queue first and added once
+        // (the same usage as adding gang by gang: saturating sums of
+        // amounts, whatever the grouping).
+        let mut held: Vec<Option<BTreeMap<QuotaResource, u64>>> = vec![None; nq];
         for g in &w.gangs {
             let (Some(q), true) = (g.queue, g.holds) else {
                 continue;
             };
-            let amounts = book.held_amounts(w, q, g);
-            book.add(q, &amounts);
+            book.held_amounts(w, q, g, held[q].get_or_insert_with(BTreeMap::new));
+        }
+        for (q, amounts) in held.into_iter().enumerate() {
+            if let Some(a) = amounts {
+                book.add(q, &a);
+            }
         }
         book
     }
 
-    /// What a holding gang uses, by its assignments (GPU models from the
-    /// nodes), or by its full size when it has no assignments.
+    /// Adds to `out` what a holding gang uses, by its assignments (GPU
+    /// models from the nodes), or by its full size when it has no
+    /// assignments.
     fn held_amounts(
         &self,
         w: &World<'_>,
         q: usize,
         g: &crate::index::GangInfo<'_>,
-    ) -> BTreeMap<QuotaResource, u64> {
-        let mut out = BTreeMap::new();
+        out: &mut BTreeMap<QuotaResource, u64>,
+    ) {
+        let mut put = |r: &QuotaResource, v: u64| match out.get_mut(r) {
+            Some(e) => *e = e.saturating_add(v),
+            None => {
+                out.insert(r.clone(), v);
+            }
+        };
         let gang = g.gang;
         if gang.assignments.is_empty() {
             for (si, ps) in gang.pod_sets.iter().enumerate() {
                 let n = u64::from(g.held.get(si).copied().unwrap_or(0));
                 for r in &self.tracked[q] {
-                    *out.entry(r.clone()).or_insert(0u64) +=
-                        amount(&ps.requests, r, None).saturating_mul(n);
+                    put(r, amount(&ps.requests, r, None).saturating_mul(n));
                 }
             }
-            return out;
+            return;
         }
-        for a in &gang.assignments {
-            let Some(ps) = gang.pod_set(&a.pod_set) else {
+        // Pods counted per (pod set, GPU model of their node) first: a gang
+        // has many assignments but few such pairs, and the book's map is
+        // then written once per tracked resource.
+        let mut counts: Vec<(usize, Option<&GpuModel>, u64)> = Vec::new();
+        for (a, &at) in gang.assignments.iter().zip(&g.assigned) {
+            let Some(si) = gang.pod_sets.iter().position(|p| p.name == a.pod_set) else {
                 continue;
             };
-            let model = w
-                .node_by_name(&a.node)
-                .and_then(|ni| w.nodes[ni].node.gpu_model.as_ref());
-            for r in &self.tracked[q] {
-                *out.entry(r.clone()).or_insert(0u64) += amount(&ps.requests, r, model);
+            let model = at.and_then(|ni| w.nodes[ni].node.gpu_model.as_ref());
+            match counts.iter_mut().find(|c| c.0 == si && c.1 == model) {
+                Some(c) => c.2 += 1,
+                None => counts.push((si, model, 1)),
             }
         }
-        out
+        if counts.is_empty() {
+            return;
+        }
+        for r in &self.tracked[q] {
+            let total = counts
+                .iter()
+                .map(|&(si, model, n)| {
+                    amount(&gang.pod_sets[si].requests, r, model).saturating_mul(n)
+                })
+                .fold(0u64, u64::saturating_add);
+            put(r, total);
+        }
     }
 
     /// Adds usage to a queue.
