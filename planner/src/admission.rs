@@ -192,6 +192,7 @@ pub(crate) fn try_gang(
     gi: usize,
     skip_quota: bool,
 ) -> Result<Attempt, (Fail, Vec<u32>)> {
+    w.flush_index();
     let mut first: Option<(Fail, Vec<u32>)> = None;
     for counts in sizes(w, gi) {
         match try_size(w, book, gi, &counts, skip_quota) {

@@ -110,8 +110,9 @@ fn try_moves(w: &mut World<'_>, ni: usize) -> bool {
     for m in &pods {
         let elig = m.gang.map(|(gi, si)| w.eligible_nodes(gi, si));
         let topo = m.gang.map(|(gi, _)| w.gangs[gi].gang.topology);
+        w.flush_index();
         let dest = w
-            .free_index
+            .free_index()
             .range((m.shape.gpu_millis, 0, 0)..)
             .map(|k| k.2 as usize)
             .find(|&d| {

@@ -189,11 +189,21 @@ pub(crate) struct World<'a> {
     /// Offerings each pool may buy (ignoring availability), in offering order.
     pub pool_offerings: Vec<Vec<usize>>,
     pub pool_usage: Vec<PoolUsage>,
-    /// Schedulable nodes by (free GPU millis, free CPU millis, index).
-    pub free_index: BTreeSet<(u64, u64, u32)>,
+    /// Schedulable nodes by (free GPU millis, free CPU millis, index); read
+    /// through [`World::free_index`].
+    free_index: BTreeSet<(u64, u64, u32)>,
     /// The same, per zone (`node_zone`): a zone-scoped search visits only
     /// its zone's nodes, in the order of `free_index`.
-    pub zone_index: Vec<BTreeSet<(u64, u64, u32)>>,
+    zone_index: Vec<BTreeSet<(u64, u64, u32)>>,
+    /// Nodes changed since the indexes were last brought up to date, each
+    /// with its key in them then (`None`: not in them). A commit changes
+    /// nodes without touching the indexes; the next search brings them up
+    /// to date ([`World::flush_index`]), once per node however many
+    /// commits changed it — so a run of commits taken over from an earlier
+    /// plan costs no index updates until a try reads them.
+    stale: Vec<(u32, Option<(u64, u64, u32)>)>,
+    /// Per node: it is in `stale`.
+    stale_mark: Vec<bool>,
     /// Names given to new nodes this cycle.
     pub new_names: FastSet<String>,
     /// New nodes planned this cycle.
@@ -600,6 +610,8 @@ impl<'a> World<'a> {
             pool_usage,
             free_index: BTreeSet::new(),
             zone_index: Vec::new(),
+            stale: Vec::new(),
+            stale_mark: Vec::new(),
             new_names: FastSet::default(),
             new_nodes_planned: 0,
             inflight: Vec::new(),
@@ -643,81 +655,143 @@ impl<'a> World<'a> {
                     .map(|i| i as u32)
             })
             .collect();
-        // The free-capacity indexes, built in bulk (sorted, then collected):
-        // the same sets as inserting node by node, at a fraction of the cost.
-        let mut keys: Vec<(u64, u64, u32)> = Vec::with_capacity(w.nodes.len());
-        let mut per_zone: Vec<Vec<(u64, u64, u32)>> = vec![Vec::new(); w.zones.len()];
         for i in 0..w.nodes.len() {
-            if w.indexable(i) {
-                let f = &w.nodes[i].free;
-                let key = (f.gpu_millis, f.cpu_millis, i as u32);
-                keys.push(key);
-                if let Some(z) = per_zone.get_mut(w.node_zone[i] as usize) {
-                    z.push(key);
-                }
-            }
             if w.nodes[i].node.phase.in_flight() {
                 w.inflight.push(i);
             }
         }
-        w.free_index = keys.into_iter().collect();
-        w.zone_index = per_zone.into_iter().map(BTreeSet::from_iter).collect();
+        w.rebuild_index();
+        w.stale_mark = vec![false; w.nodes.len()];
         w
     }
 
-    fn indexable(&self, ni: usize) -> bool {
-        let n = &self.nodes[ni];
-        n.node.schedulable() && !n.removed
-    }
-
-    fn index_insert(&mut self, ni: usize) {
-        if self.indexable(ni) {
-            let f = &self.nodes[ni].free;
-            let key = (f.gpu_millis, f.cpu_millis, ni as u32);
-            self.free_index.insert(key);
-            if let Some(z) = self.zone_index.get_mut(self.node_zone[ni] as usize) {
-                z.insert(key);
+    /// Builds the free-capacity indexes from every node, in bulk (sorted,
+    /// then collected): the same sets as inserting node by node, at a
+    /// fraction of the cost.
+    fn rebuild_index(&mut self) {
+        let mut keys: Vec<(u64, u64, u32)> = Vec::with_capacity(self.nodes.len());
+        let mut per_zone: Vec<Vec<(u64, u64, u32)>> = vec![Vec::new(); self.zones.len()];
+        for i in 0..self.nodes.len() {
+            if let Some(key) = self.index_key(i) {
+                keys.push(key);
+                if let Some(z) = per_zone.get_mut(self.node_zone[i] as usize) {
+                    z.push(key);
+                }
             }
         }
+        self.free_index = keys.into_iter().collect();
+        self.zone_index = per_zone.into_iter().map(BTreeSet::from_iter).collect();
     }
 
-    fn index_remove(&mut self, ni: usize) {
-        let f = &self.nodes[ni].free;
-        let key = (f.gpu_millis, f.cpu_millis, ni as u32);
-        self.free_index.remove(&key);
-        if let Some(z) = self.zone_index.get_mut(self.node_zone[ni] as usize) {
-            z.remove(&key);
+    /// The free-capacity index of all schedulable nodes. Only read after
+    /// [`World::flush_index`].
+    pub fn free_index(&self) -> &BTreeSet<(u64, u64, u32)> {
+        debug_assert!(
+            self.stale.is_empty(),
+            "free-capacity index read while stale"
+        );
+        &self.free_index
+    }
+
+    /// The free-capacity index of one zone's nodes (see
+    /// [`World::free_index`]).
+    pub fn zone_index(&self, zone: usize) -> Option<&BTreeSet<(u64, u64, u32)>> {
+        debug_assert!(
+            self.stale.is_empty(),
+            "free-capacity index read while stale"
+        );
+        self.zone_index.get(zone)
+    }
+
+    /// The key of node `ni` in the free-capacity indexes, when it is in them.
+    fn index_key(&self, ni: usize) -> Option<(u64, u64, u32)> {
+        let n = &self.nodes[ni];
+        (n.node.schedulable() && !n.removed).then_some((
+            n.free.gpu_millis,
+            n.free.cpu_millis,
+            ni as u32,
+        ))
+    }
+
+    /// Notes that node `ni` is about to change (its key now, if first).
+    fn touch(&mut self, ni: usize) {
+        if let Some(m) = self.stale_mark.get_mut(ni)
+            && !*m
+        {
+            *m = true;
+            let key = self.index_key(ni);
+            self.stale.push((ni as u32, key));
         }
+    }
+
+    /// Brings the free-capacity indexes up to date with every node changed
+    /// since the last call.
+    pub fn flush_index(&mut self) {
+        let stale = std::mem::take(&mut self.stale);
+        // Past a quarter of the nodes, building the indexes again in bulk
+        // (sorted keys, collected) costs less than two updates per node.
+        if stale.len() * 4 > self.nodes.len() {
+            for &(ni, _) in &stale {
+                self.stale_mark[ni as usize] = false;
+            }
+            self.stale = stale;
+            self.stale.clear();
+            self.rebuild_index();
+            return;
+        }
+        for &(ni, old) in &stale {
+            let ni = ni as usize;
+            self.stale_mark[ni] = false;
+            let new = self.index_key(ni);
+            if old == new {
+                continue;
+            }
+            let zone = self.zone_index.get_mut(self.node_zone[ni] as usize);
+            if let Some(k) = old {
+                self.free_index.remove(&k);
+            }
+            if let Some(k) = new {
+                self.free_index.insert(k);
+            }
+            if let Some(z) = zone {
+                if let Some(k) = old {
+                    z.remove(&k);
+                }
+                if let Some(k) = new {
+                    z.insert(k);
+                }
+            }
+        }
+        self.stale = stale;
+        self.stale.clear();
     }
 
     /// Takes `n` pods of `shape` from a node's free capacity.
     pub fn take(&mut self, ni: usize, shape: &Resources, n: u32) {
-        self.index_remove(ni);
+        self.touch(ni);
         self.nodes[ni]
             .free
             .saturating_sub(&shape.times(u64::from(n)));
-        self.index_insert(ni);
     }
 
     /// Gives `n` pods of `shape` back to a node's free capacity.
     pub fn give(&mut self, ni: usize, shape: &Resources, n: u32) {
         self.generation += 1;
-        self.index_remove(ni);
+        self.touch(ni);
         self.nodes[ni].free.add(&shape.times(u64::from(n)));
-        self.index_insert(ni);
     }
 
     /// Marks a node as removed this cycle (no longer schedulable).
     pub fn mark_removed(&mut self, ni: usize) {
-        self.index_remove(ni);
+        self.touch(ni);
         self.nodes[ni].removed = true;
     }
 
     /// Undoes [`World::mark_removed`].
     pub fn unmark_removed(&mut self, ni: usize) {
         self.generation += 1;
+        self.touch(ni);
         self.nodes[ni].removed = false;
-        self.index_insert(ni);
     }
 
     /// Pools a queue may use, in its order (all pools by weight then name

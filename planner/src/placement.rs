@@ -96,8 +96,8 @@ impl Scope<'_> {
 fn index_for<'w>(w: &'w World<'_>, ids: ScopeIds) -> &'w BTreeSet<(u64, u64, u32)> {
     static EMPTY: BTreeSet<(u64, u64, u32)> = BTreeSet::new();
     match ids.zone {
-        Some(z) => w.zone_index.get(z as usize).unwrap_or(&EMPTY),
-        None => &w.free_index,
+        Some(z) => w.zone_index(z as usize).unwrap_or(&EMPTY),
+        None => w.free_index(),
     }
 }
 
@@ -368,7 +368,7 @@ pub(crate) fn domains<'w>(w: &'w World<'_>, groups: &[Group], by_pg: bool) -> Ve
     let names: &[&str] = if by_pg { &w.pgs } else { &w.zones };
     let mut seen = vec![false; names.len()];
     let mut left = names.len();
-    for k in &w.free_index {
+    for k in w.free_index() {
         if left == 0 {
             break;
         }
