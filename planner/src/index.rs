@@ -985,3 +985,71 @@ pub(crate) fn fit_count(free: &Resources, shape: &Resources) -> u32 {
     }
     u32::try_from(n).unwrap_or(u32::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synthetic::{self, Params};
+    use proptest::prelude::*;
+
+    /// What the free-capacity indexes hold when built from the nodes as
+    /// they are now.
+    fn fresh(w: &World<'_>) -> (BTreeSet<(u64, u64, u32)>, Vec<BTreeSet<(u64, u64, u32)>>) {
+        let mut all = BTreeSet::new();
+        let mut zones = vec![BTreeSet::new(); w.zones.len()];
+        for i in 0..w.nodes.len() {
+            if let Some(k) = w.index_key(i) {
+                all.insert(k);
+                zones[w.node_zone[i] as usize].insert(k);
+            }
+        }
+        (all, zones)
+    }
+
+    proptest! {
+        /// After any run of takes, gives and removals, bringing the indexes
+        /// up to date (node by node for a few changed nodes, in bulk for
+        /// many) gives the indexes built from scratch.
+        #[test]
+        fn flushed_indexes_equal_fresh_ones(
+            ops in proptest::collection::vec((0u8..4, 0usize..1000, 1u32..4), 1..80),
+            flush_every in 1usize..40,
+        ) {
+            let s = synthetic::generate(&Params {
+                pods: 200,
+                gangs: 20,
+                nodes: 40,
+                offerings: 40,
+                seed: 3,
+            });
+            let policy = Policy::default();
+            let mut w = World::build(&s, &policy, synthetic::NOW);
+            let shape = Resources {
+                gpu_millis: 500,
+                cpu_millis: 1000,
+                ..Resources::zero()
+            };
+            for (i, &(op, node, n)) in ops.iter().enumerate() {
+                let ni = node % w.nodes.len();
+                match op {
+                    0 => w.take(ni, &shape, n),
+                    1 => w.give(ni, &shape, n),
+                    2 if !w.nodes[ni].removed => w.mark_removed(ni),
+                    _ if w.nodes[ni].removed => w.unmark_removed(ni),
+                    _ => w.take(ni, &shape, n),
+                }
+                if (i + 1) % flush_every == 0 {
+                    w.flush_index();
+                    let (all, zones) = fresh(&w);
+                    prop_assert_eq!(w.free_index(), &all);
+                    for (z, set) in zones.iter().enumerate() {
+                        prop_assert_eq!(w.zone_index(z), Some(set));
+                    }
+                }
+            }
+            w.flush_index();
+            let (all, _) = fresh(&w);
+            prop_assert_eq!(w.free_index(), &all);
+        }
+    }
+}
