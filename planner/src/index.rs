@@ -156,6 +156,10 @@ pub(crate) struct GangInfo<'a> {
     pub assigned: Vec<Option<usize>>,
 }
 
+/// A node's key in the free-capacity indexes: (free GPU millis, free CPU
+/// millis, node index).
+pub(crate) type FreeKey = (u64, u64, u32);
+
 /// (eligibility vector, shape GPU, CPU, memory, domain, excluded GPU
 /// models) of a cached packing failure.
 pub(crate) type PackKey = (usize, u64, u64, u64, u32, u64);
@@ -191,17 +195,17 @@ pub(crate) struct World<'a> {
     pub pool_usage: Vec<PoolUsage>,
     /// Schedulable nodes by (free GPU millis, free CPU millis, index); read
     /// through [`World::free_index`].
-    free_index: BTreeSet<(u64, u64, u32)>,
+    free_index: BTreeSet<FreeKey>,
     /// The same, per zone (`node_zone`): a zone-scoped search visits only
     /// its zone's nodes, in the order of `free_index`.
-    zone_index: Vec<BTreeSet<(u64, u64, u32)>>,
+    zone_index: Vec<BTreeSet<FreeKey>>,
     /// Nodes changed since the indexes were last brought up to date, each
     /// with its key in them then (`None`: not in them). A commit changes
     /// nodes without touching the indexes; the next search brings them up
     /// to date ([`World::flush_index`]), once per node however many
     /// commits changed it — so a run of commits taken over from an earlier
     /// plan costs no index updates until a try reads them.
-    stale: Vec<(u32, Option<(u64, u64, u32)>)>,
+    stale: Vec<(u32, Option<FreeKey>)>,
     /// Per node: it is in `stale`.
     stale_mark: Vec<bool>,
     /// Names given to new nodes this cycle.
@@ -256,8 +260,9 @@ fn sorted_unique<T: Debug>(items: &[T], cmp: impl Fn(&T, &T) -> Ordering) -> Vec
 
 /// [`sorted_unique`] by a name, for the long lists (nodes, gangs): names
 /// are compared after the prefix they all share, first by their next 24
-/// bytes as three numbers — the same order as comparing the names, with the
-/// full comparison only when those bytes are equal.
+/// bytes as three numbers (sorted as plain integers) — the same order as
+/// comparing the names; runs equal in those bytes are then sorted by the
+/// full names.
 fn sorted_unique_by_name<T: Debug>(items: &[T], name: impl Fn(&T) -> &str) -> Vec<&T> {
     let mut shared: &[u8] = items.first().map_or(&[], |x| name(x).as_bytes());
     for x in items {
@@ -266,23 +271,40 @@ fn sorted_unique_by_name<T: Debug>(items: &[T], name: impl Fn(&T) -> &str) -> Ve
         shared = &shared[..n];
     }
     let skip = shared.len();
-    let key = |x: &T| {
-        let rest = name(x).as_bytes().get(skip..).unwrap_or_default();
-        let mut k = [0u8; 24];
-        let n = rest.len().min(24);
-        k[..n].copy_from_slice(&rest[..n]);
-        let word = |i: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&k[i * 8..i * 8 + 8]);
-            u64::from_be_bytes(b)
-        };
-        [word(0), word(1), word(2)]
+    let word = |b: &[u8], i: usize| {
+        let mut w = [0u8; 8];
+        let part = b.get(i * 8..).unwrap_or_default();
+        let n = part.len().min(8);
+        w[..n].copy_from_slice(&part[..n]);
+        u64::from_be_bytes(w)
     };
-    let mut v: Vec<([u64; 3], &T)> = items.iter().map(|x| (key(x), x)).collect();
-    v.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| name(a.1).cmp(name(b.1))));
-    unique(v.into_iter().map(|(_, x)| x).collect(), |a, b| {
-        name(a).cmp(name(b))
-    })
+    let mut keys: Vec<(u64, u64, u64, u32)> = items
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let rest = name(x).as_bytes().get(skip..).unwrap_or_default();
+            (word(rest, 0), word(rest, 1), word(rest, 2), i as u32)
+        })
+        .collect();
+    keys.sort_unstable();
+    let mut v: Vec<&T> = keys.iter().map(|k| &items[k.3 as usize]).collect();
+    // Runs whose first 24 bytes are equal, in full.
+    let mut i = 0;
+    while i < keys.len() {
+        let mut j = i + 1;
+        while j < keys.len()
+            && keys[j].0 == keys[i].0
+            && keys[j].1 == keys[i].1
+            && keys[j].2 == keys[i].2
+        {
+            j += 1;
+        }
+        if j - i > 1 {
+            v[i..j].sort_by(|a, b| name(a).cmp(name(b)));
+        }
+        i = j;
+    }
+    unique(v, |a, b| name(a).cmp(name(b)))
 }
 
 /// Drops duplicates from a sorted list (see [`sorted_unique`]).
@@ -669,8 +691,8 @@ impl<'a> World<'a> {
     /// then collected): the same sets as inserting node by node, at a
     /// fraction of the cost.
     fn rebuild_index(&mut self) {
-        let mut keys: Vec<(u64, u64, u32)> = Vec::with_capacity(self.nodes.len());
-        let mut per_zone: Vec<Vec<(u64, u64, u32)>> = vec![Vec::new(); self.zones.len()];
+        let mut keys: Vec<FreeKey> = Vec::with_capacity(self.nodes.len());
+        let mut per_zone: Vec<Vec<FreeKey>> = vec![Vec::new(); self.zones.len()];
         for i in 0..self.nodes.len() {
             if let Some(key) = self.index_key(i) {
                 keys.push(key);
@@ -685,7 +707,7 @@ impl<'a> World<'a> {
 
     /// The free-capacity index of all schedulable nodes. Only read after
     /// [`World::flush_index`].
-    pub fn free_index(&self) -> &BTreeSet<(u64, u64, u32)> {
+    pub fn free_index(&self) -> &BTreeSet<FreeKey> {
         debug_assert!(
             self.stale.is_empty(),
             "free-capacity index read while stale"
@@ -695,7 +717,7 @@ impl<'a> World<'a> {
 
     /// The free-capacity index of one zone's nodes (see
     /// [`World::free_index`]).
-    pub fn zone_index(&self, zone: usize) -> Option<&BTreeSet<(u64, u64, u32)>> {
+    pub fn zone_index(&self, zone: usize) -> Option<&BTreeSet<FreeKey>> {
         debug_assert!(
             self.stale.is_empty(),
             "free-capacity index read while stale"
@@ -704,7 +726,7 @@ impl<'a> World<'a> {
     }
 
     /// The key of node `ni` in the free-capacity indexes, when it is in them.
-    fn index_key(&self, ni: usize) -> Option<(u64, u64, u32)> {
+    fn index_key(&self, ni: usize) -> Option<FreeKey> {
         let n = &self.nodes[ni];
         (n.node.schedulable() && !n.removed).then_some((
             n.free.gpu_millis,
@@ -994,7 +1016,7 @@ mod tests {
 
     /// What the free-capacity indexes hold when built from the nodes as
     /// they are now.
-    fn fresh(w: &World<'_>) -> (BTreeSet<(u64, u64, u32)>, Vec<BTreeSet<(u64, u64, u32)>>) {
+    fn fresh(w: &World<'_>) -> (BTreeSet<FreeKey>, Vec<BTreeSet<FreeKey>>) {
         let mut all = BTreeSet::new();
         let mut zones = vec![BTreeSet::new(); w.zones.len()];
         for i in 0..w.nodes.len() {
@@ -1007,6 +1029,19 @@ mod tests {
     }
 
     proptest! {
+        /// Sorting by precomputed name keys gives the order (and the
+        /// duplicates dropped) of sorting by the names, for names with long
+        /// shared prefixes, names that are prefixes of others and repeats.
+        #[test]
+        fn sorting_by_name_keys_is_sorting_by_names(
+            names in proptest::collection::vec(("ab(c|cd|\\x00)?[a-c]{0,30}", 0u8..3), 0..60),
+        ) {
+            let items: Vec<(String, u8)> = names;
+            let by_keys = sorted_unique_by_name(&items, |x| &x.0);
+            let by_names = sorted_unique(&items, |a, b| a.0.cmp(&b.0));
+            prop_assert_eq!(by_keys, by_names);
+        }
+
         /// After any run of takes, gives and removals, bringing the indexes
         /// up to date (node by node for a few changed nodes, in bulk for
         /// many) gives the indexes built from scratch.

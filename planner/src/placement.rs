@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::rc::Rc;
 
-use crate::index::{World, fit_count};
+use crate::index::{FreeKey, World, fit_count};
 use crate::model::{GpuModel, Topology};
 use crate::resources::Resources;
 
@@ -93,8 +93,8 @@ impl Scope<'_> {
 /// The free-capacity index a search within `ids` walks: the zone's own
 /// when the scope is a zone, else the whole one (nodes outside the scope
 /// are then skipped by [`Scope::admits`]).
-fn index_for<'w>(w: &'w World<'_>, ids: ScopeIds) -> &'w BTreeSet<(u64, u64, u32)> {
-    static EMPTY: BTreeSet<(u64, u64, u32)> = BTreeSet::new();
+fn index_for<'w>(w: &'w World<'_>, ids: ScopeIds) -> &'w BTreeSet<FreeKey> {
+    static EMPTY: BTreeSet<FreeKey> = BTreeSet::new();
     match ids.zone {
         Some(z) => w.zone_index(z as usize).unwrap_or(&EMPTY),
         None => w.free_index(),
@@ -264,7 +264,7 @@ pub(crate) fn pack(
         }
         // 2. Smallest node for all that remains, else the largest node.
         let mut skip: Vec<usize> = t.touched.clone();
-        let mut below: Option<(u64, u64, u32)> = None;
+        let mut below: Option<FreeKey> = None;
         while rem > 0 {
             let need = g.shape.times(u64::from(rem));
             let best = index
