@@ -264,6 +264,10 @@ fn sorted_unique<T: Debug>(items: &[T], cmp: impl Fn(&T, &T) -> Ordering) -> Vec
 /// comparing the names; runs equal in those bytes are then sorted by the
 /// full names.
 fn sorted_unique_by_name<T: Debug>(items: &[T], name: impl Fn(&T) -> &str) -> Vec<&T> {
+    // Already in order (stops at the first pair out of order).
+    if items.windows(2).all(|p| name(&p[0]) <= name(&p[1])) {
+        return unique(items.iter().collect(), |a, b| name(a).cmp(name(b)));
+    }
     let mut shared: &[u8] = items.first().map_or(&[], |x| name(x).as_bytes());
     for x in items {
         let b = name(x).as_bytes();
