@@ -100,6 +100,14 @@ impl Memory {
         }
     }
 
+    /// Drops what only a plan taking tries over reads — the tries and the
+    /// carried caches — keeping the plan: the next plan is made from
+    /// scratch, so they would only hold memory until then.
+    fn forget(&mut self) {
+        self.last = None;
+        self.carried = None;
+    }
+
     /// A gang changed: `before` and `after` say whether it was and is
     /// free-floating (`None`: absent).
     fn note_gang(&mut self, id: &GangId, before: Option<bool>, after: Option<bool>) {
@@ -504,6 +512,7 @@ impl Replanner {
         self.prints = if self.memory.tried >= self.min_tries {
             Some(new.unwrap_or_else(|| Prints::of(s)))
         } else {
+            self.memory.forget();
             None
         };
         &self.memory.plan
@@ -617,6 +626,33 @@ mod tests {
     use super::*;
     use crate::model::{Toleration, TolerationOperator};
     use crate::synthetic::{self, Params};
+
+    /// After a loop too small to fingerprint for, a `Replanner` keeps the
+    /// plan and nothing else (the next plan is made from scratch); after a
+    /// loop it fingerprints for, it keeps the tries and the caches.
+    #[test]
+    fn a_replanner_keeps_only_the_plan_after_a_small_loop() {
+        let s = synthetic::generate(&Params {
+            pods: 40,
+            gangs: 4,
+            nodes: 6,
+            offerings: 40,
+            seed: 5,
+        });
+        let policy = Policy::default();
+        let mut small = Replanner::new();
+        let plan = small.plan(&s, &policy, synthetic::NOW).clone();
+        assert!(small.memory.tried < Replanner::DEFAULT_MIN_TRIES);
+        assert!(small.prints.is_none());
+        assert!(small.memory.last.is_none());
+        assert!(small.memory.carried.is_none());
+        assert_eq!(small.memory.plan, plan);
+        let mut every = Replanner::with_min_tries(0);
+        every.plan(&s, &policy, synthetic::NOW);
+        assert!(every.prints.is_some());
+        assert!(every.memory.last.is_some());
+        assert!(every.memory.carried.is_some());
+    }
 
     /// Over a long run of re-plans in which every arrival brings a new
     /// pod-set signature and a new demand and an older arrival leaves, the
