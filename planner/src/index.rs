@@ -21,11 +21,16 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 use crate::labels;
+
+mod free;
+mod sorting;
+
 use crate::model::scheduling::{selector_matches, tolerates_all};
 use crate::model::{Gang, GangPhase, Node, NodePhase, Offering, PodSet, Pool, Queue};
 use crate::resources::Resources;
 use crate::snapshot::{Policy, Snapshot};
 use crate::time::Time;
+use sorting::{sorted_unique, sorted_unique_by_name};
 
 /// A hash map with a fixed, fast hash (the multiply-rotate hash of rustc's
 /// `FxHasher`): the planner's maps are keyed by small numbers and names it
@@ -247,92 +252,6 @@ pub(crate) struct World<'a> {
     pub(crate) sig_ids: FastMap<String, u32>,
     /// Per gang: the signature id of each pod set.
     pub(crate) gang_sigs: Vec<Option<Vec<u32>>>,
-}
-
-/// Sorts with `cmp` and drops duplicates (equal under `cmp`), keeping the
-/// one with the smallest debug text, so the result does not depend on input
-/// order.
-fn sorted_unique<T: Debug>(items: &[T], cmp: impl Fn(&T, &T) -> Ordering) -> Vec<&T> {
-    let mut v: Vec<&T> = items.iter().collect();
-    v.sort_by(|a, b| cmp(a, b));
-    unique(v, cmp)
-}
-
-/// [`sorted_unique`] by a name, for the long lists (nodes, gangs): names
-/// are compared after the prefix they all share, first by their next 24
-/// bytes as three numbers (sorted as plain integers) — the same order as
-/// comparing the names; runs equal in those bytes are then sorted by the
-/// full names.
-fn sorted_unique_by_name<T: Debug>(items: &[T], name: impl Fn(&T) -> &str) -> Vec<&T> {
-    // Already in order (stops at the first pair out of order).
-    if items.windows(2).all(|p| name(&p[0]) <= name(&p[1])) {
-        return unique(items.iter().collect(), |a, b| name(a).cmp(name(b)));
-    }
-    let mut shared: &[u8] = items.first().map_or(&[], |x| name(x).as_bytes());
-    for x in items {
-        let b = name(x).as_bytes();
-        let n = shared.iter().zip(b).take_while(|(p, q)| p == q).count();
-        shared = &shared[..n];
-    }
-    let skip = shared.len();
-    let word = |b: &[u8], i: usize| {
-        let mut w = [0u8; 8];
-        let part = b.get(i * 8..).unwrap_or_default();
-        let n = part.len().min(8);
-        w[..n].copy_from_slice(&part[..n]);
-        u64::from_be_bytes(w)
-    };
-    let mut keys: Vec<(u64, u64, u64, u32)> = items
-        .iter()
-        .enumerate()
-        .map(|(i, x)| {
-            let rest = name(x).as_bytes().get(skip..).unwrap_or_default();
-            (word(rest, 0), word(rest, 1), word(rest, 2), i as u32)
-        })
-        .collect();
-    keys.sort_unstable();
-    let mut v: Vec<&T> = keys.iter().map(|k| &items[k.3 as usize]).collect();
-    // Runs whose first 24 bytes are equal, in full.
-    let mut i = 0;
-    while i < keys.len() {
-        let mut j = i + 1;
-        while j < keys.len()
-            && keys[j].0 == keys[i].0
-            && keys[j].1 == keys[i].1
-            && keys[j].2 == keys[i].2
-        {
-            j += 1;
-        }
-        if j - i > 1 {
-            v[i..j].sort_by(|a, b| name(a).cmp(name(b)));
-        }
-        i = j;
-    }
-    unique(v, |a, b| name(a).cmp(name(b)))
-}
-
-/// Drops duplicates from a sorted list (see [`sorted_unique`]).
-fn unique<T: Debug>(v: Vec<&T>, cmp: impl Fn(&T, &T) -> Ordering) -> Vec<&T> {
-    let mut out: Vec<&T> = Vec::with_capacity(v.len());
-    let mut i = 0;
-    while i < v.len() {
-        let mut j = i + 1;
-        while j < v.len() && cmp(v[j], v[i]) == Ordering::Equal {
-            j += 1;
-        }
-        if j - i == 1 {
-            out.push(v[i]);
-        } else {
-            let best = v[i..j]
-                .iter()
-                .min_by_key(|x| format!("{x:?}"))
-                .copied()
-                .unwrap_or(v[i]);
-            out.push(best);
-        }
-        i = j;
-    }
-    out
 }
 
 fn offering_cmp(a: &Offering, b: &Offering) -> Ordering {
@@ -691,135 +610,6 @@ impl<'a> World<'a> {
         w
     }
 
-    /// Builds the free-capacity indexes from every node, in bulk (sorted,
-    /// then collected): the same sets as inserting node by node, at a
-    /// fraction of the cost.
-    fn rebuild_index(&mut self) {
-        let mut keys: Vec<FreeKey> = Vec::with_capacity(self.nodes.len());
-        let mut per_zone: Vec<Vec<FreeKey>> = vec![Vec::new(); self.zones.len()];
-        for i in 0..self.nodes.len() {
-            if let Some(key) = self.index_key(i) {
-                keys.push(key);
-                if let Some(z) = per_zone.get_mut(self.node_zone[i] as usize) {
-                    z.push(key);
-                }
-            }
-        }
-        self.free_index = keys.into_iter().collect();
-        self.zone_index = per_zone.into_iter().map(BTreeSet::from_iter).collect();
-    }
-
-    /// The free-capacity index of all schedulable nodes. Only read after
-    /// [`World::flush_index`].
-    pub fn free_index(&self) -> &BTreeSet<FreeKey> {
-        debug_assert!(
-            self.stale.is_empty(),
-            "free-capacity index read while stale"
-        );
-        &self.free_index
-    }
-
-    /// The free-capacity index of one zone's nodes (see
-    /// [`World::free_index`]).
-    pub fn zone_index(&self, zone: usize) -> Option<&BTreeSet<FreeKey>> {
-        debug_assert!(
-            self.stale.is_empty(),
-            "free-capacity index read while stale"
-        );
-        self.zone_index.get(zone)
-    }
-
-    /// The key of node `ni` in the free-capacity indexes, when it is in them.
-    fn index_key(&self, ni: usize) -> Option<FreeKey> {
-        let n = &self.nodes[ni];
-        (n.node.schedulable() && !n.removed).then_some((
-            n.free.gpu_millis,
-            n.free.cpu_millis,
-            ni as u32,
-        ))
-    }
-
-    /// Notes that node `ni` is about to change (its key now, if first).
-    fn touch(&mut self, ni: usize) {
-        if let Some(m) = self.stale_mark.get_mut(ni)
-            && !*m
-        {
-            *m = true;
-            let key = self.index_key(ni);
-            self.stale.push((ni as u32, key));
-        }
-    }
-
-    /// Brings the free-capacity indexes up to date with every node changed
-    /// since the last call.
-    pub fn flush_index(&mut self) {
-        let stale = std::mem::take(&mut self.stale);
-        // Past a quarter of the nodes, building the indexes again in bulk
-        // (sorted keys, collected) costs less than two updates per node.
-        if stale.len() * 4 > self.nodes.len() {
-            for &(ni, _) in &stale {
-                self.stale_mark[ni as usize] = false;
-            }
-            self.stale = stale;
-            self.stale.clear();
-            self.rebuild_index();
-            return;
-        }
-        for &(ni, old) in &stale {
-            let ni = ni as usize;
-            self.stale_mark[ni] = false;
-            let new = self.index_key(ni);
-            if old == new {
-                continue;
-            }
-            let zone = self.zone_index.get_mut(self.node_zone[ni] as usize);
-            if let Some(k) = old {
-                self.free_index.remove(&k);
-            }
-            if let Some(k) = new {
-                self.free_index.insert(k);
-            }
-            if let Some(z) = zone {
-                if let Some(k) = old {
-                    z.remove(&k);
-                }
-                if let Some(k) = new {
-                    z.insert(k);
-                }
-            }
-        }
-        self.stale = stale;
-        self.stale.clear();
-    }
-
-    /// Takes `n` pods of `shape` from a node's free capacity.
-    pub fn take(&mut self, ni: usize, shape: &Resources, n: u32) {
-        self.touch(ni);
-        self.nodes[ni]
-            .free
-            .saturating_sub(&shape.times(u64::from(n)));
-    }
-
-    /// Gives `n` pods of `shape` back to a node's free capacity.
-    pub fn give(&mut self, ni: usize, shape: &Resources, n: u32) {
-        self.generation += 1;
-        self.touch(ni);
-        self.nodes[ni].free.add(&shape.times(u64::from(n)));
-    }
-
-    /// Marks a node as removed this cycle (no longer schedulable).
-    pub fn mark_removed(&mut self, ni: usize) {
-        self.touch(ni);
-        self.nodes[ni].removed = true;
-    }
-
-    /// Undoes [`World::mark_removed`].
-    pub fn unmark_removed(&mut self, ni: usize) {
-        self.generation += 1;
-        self.touch(ni);
-        self.nodes[ni].removed = false;
-    }
-
     /// Pools a queue may use, in its order (all pools by weight then name
     /// when the queue lists none).
     pub fn queue_pools(&self, q: Option<usize>) -> Vec<usize> {
@@ -1010,85 +800,4 @@ pub(crate) fn fit_count(free: &Resources, shape: &Resources) -> u32 {
         dim(free.extended.get(k).copied().unwrap_or(0), *v);
     }
     u32::try_from(n).unwrap_or(u32::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::synthetic::{self, Params};
-    use proptest::prelude::*;
-
-    /// What the free-capacity indexes hold when built from the nodes as
-    /// they are now.
-    fn fresh(w: &World<'_>) -> (BTreeSet<FreeKey>, Vec<BTreeSet<FreeKey>>) {
-        let mut all = BTreeSet::new();
-        let mut zones = vec![BTreeSet::new(); w.zones.len()];
-        for i in 0..w.nodes.len() {
-            if let Some(k) = w.index_key(i) {
-                all.insert(k);
-                zones[w.node_zone[i] as usize].insert(k);
-            }
-        }
-        (all, zones)
-    }
-
-    proptest! {
-        /// Sorting by precomputed name keys gives the order (and the
-        /// duplicates dropped) of sorting by the names, for names with long
-        /// shared prefixes, names that are prefixes of others and repeats.
-        #[test]
-        fn sorting_by_name_keys_is_sorting_by_names(
-            names in proptest::collection::vec(("ab(c|cd|\\x00)?[a-c]{0,30}", 0u8..3), 0..60),
-        ) {
-            let items: Vec<(String, u8)> = names;
-            let by_keys = sorted_unique_by_name(&items, |x| &x.0);
-            let by_names = sorted_unique(&items, |a, b| a.0.cmp(&b.0));
-            prop_assert_eq!(by_keys, by_names);
-        }
-
-        /// After any run of takes, gives and removals, bringing the indexes
-        /// up to date (node by node for a few changed nodes, in bulk for
-        /// many) gives the indexes built from scratch.
-        #[test]
-        fn flushed_indexes_equal_fresh_ones(
-            ops in proptest::collection::vec((0u8..4, 0usize..1000, 1u32..4), 1..80),
-            flush_every in 1usize..40,
-        ) {
-            let s = synthetic::generate(&Params {
-                pods: 200,
-                gangs: 20,
-                nodes: 40,
-                offerings: 40,
-                seed: 3,
-            });
-            let policy = Policy::default();
-            let mut w = World::build(&s, &policy, synthetic::NOW);
-            let shape = Resources {
-                gpu_millis: 500,
-                cpu_millis: 1000,
-                ..Resources::zero()
-            };
-            for (i, &(op, node, n)) in ops.iter().enumerate() {
-                let ni = node % w.nodes.len();
-                match op {
-                    0 => w.take(ni, &shape, n),
-                    1 => w.give(ni, &shape, n),
-                    2 if !w.nodes[ni].removed => w.mark_removed(ni),
-                    _ if w.nodes[ni].removed => w.unmark_removed(ni),
-                    _ => w.take(ni, &shape, n),
-                }
-                if (i + 1) % flush_every == 0 {
-                    w.flush_index();
-                    let (all, zones) = fresh(&w);
-                    prop_assert_eq!(w.free_index(), &all);
-                    for (z, set) in zones.iter().enumerate() {
-                        prop_assert_eq!(w.zone_index(z), Some(set));
-                    }
-                }
-            }
-            w.flush_index();
-            let (all, _) = fresh(&w);
-            prop_assert_eq!(w.free_index(), &all);
-        }
-    }
 }
