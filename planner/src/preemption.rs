@@ -26,12 +26,19 @@ use crate::quota::QuotaBook;
 /// Most candidates considered (deterministic cut-off for large clusters).
 const MAX_CANDIDATES: usize = 64;
 
-fn unhold(w: &mut World<'_>, book: &mut QuotaBook, vi: usize) {
+/// The node and requests of every assigned pod of gang `vi`.
+fn placed_pods<'a>(w: &World<'a>, vi: usize) -> Vec<(usize, &'a crate::resources::Resources)> {
     let g = w.gangs[vi].gang;
-    for a in &g.assignments {
-        if let (Some(ni), Some(ps)) = (w.node_by_name(&a.node), g.pod_set(&a.pod_set)) {
-            w.give(ni, &ps.requests, 1);
-        }
+    g.assignments
+        .iter()
+        .zip(&w.gangs[vi].assigned)
+        .filter_map(|(a, &at)| Some((at?, &g.pod_set(&a.pod_set)?.requests)))
+        .collect()
+}
+
+fn unhold(w: &mut World<'_>, book: &mut QuotaBook, vi: usize) {
+    for (ni, requests) in placed_pods(w, vi) {
+        w.give(ni, requests, 1);
     }
     if let Some(q) = w.gangs[vi].queue {
         let amounts = held(w, book, vi, q);
@@ -40,11 +47,8 @@ fn unhold(w: &mut World<'_>, book: &mut QuotaBook, vi: usize) {
 }
 
 fn rehold(w: &mut World<'_>, book: &mut QuotaBook, vi: usize) {
-    let g = w.gangs[vi].gang;
-    for a in &g.assignments {
-        if let (Some(ni), Some(ps)) = (w.node_by_name(&a.node), g.pod_set(&a.pod_set)) {
-            w.take(ni, &ps.requests, 1);
-        }
+    for (ni, requests) in placed_pods(w, vi) {
+        w.take(ni, requests, 1);
     }
     if let Some(q) = w.gangs[vi].queue {
         let amounts = held(w, book, vi, q);
@@ -64,13 +68,14 @@ fn held(
     }
     book.amounts(
         q,
-        g.assignments.iter().filter_map(|a| {
-            let ps = g.pod_set(&a.pod_set)?;
-            let model = w
-                .node_by_name(&a.node)
-                .and_then(|ni| w.nodes[ni].node.gpu_model.as_ref());
-            Some((&ps.requests, 1, model))
-        }),
+        g.assignments
+            .iter()
+            .zip(&w.gangs[vi].assigned)
+            .filter_map(|(a, &at)| {
+                let ps = g.pod_set(&a.pod_set)?;
+                let model = at.and_then(|ni| w.nodes[ni].node.gpu_model.as_ref());
+                Some((&ps.requests, 1, model))
+            }),
     )
 }
 

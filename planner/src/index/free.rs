@@ -72,43 +72,35 @@ impl World<'_> {
     /// Brings the free-capacity indexes up to date with every node changed
     /// since the last call.
     pub fn flush_index(&mut self) {
-        let stale = std::mem::take(&mut self.stale);
+        let mut stale = std::mem::take(&mut self.stale);
         // Past a quarter of the nodes, building the indexes again in bulk
         // (sorted keys, collected) costs less than two updates per node.
-        if stale.len() * 4 > self.nodes.len() {
-            for &(ni, _) in &stale {
-                self.stale_mark[ni as usize] = false;
-            }
-            self.stale = stale;
-            self.stale.clear();
-            self.rebuild_index();
-            return;
-        }
+        let bulk = stale.len() * 4 > self.nodes.len();
         for &(ni, old) in &stale {
             let ni = ni as usize;
             self.stale_mark[ni] = false;
+            if bulk {
+                continue;
+            }
             let new = self.index_key(ni);
             if old == new {
                 continue;
             }
             let zone = self.zone_index.get_mut(self.node_zone[ni] as usize);
-            if let Some(k) = old {
-                self.free_index.remove(&k);
-            }
-            if let Some(k) = new {
-                self.free_index.insert(k);
-            }
-            if let Some(z) = zone {
+            for set in std::iter::once(&mut self.free_index).chain(zone) {
                 if let Some(k) = old {
-                    z.remove(&k);
+                    set.remove(&k);
                 }
                 if let Some(k) = new {
-                    z.insert(k);
+                    set.insert(k);
                 }
             }
         }
+        if bulk {
+            self.rebuild_index();
+        }
+        stale.clear();
         self.stale = stale;
-        self.stale.clear();
     }
 
     /// Takes `n` pods of `shape` from a node's free capacity.
