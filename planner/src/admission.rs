@@ -163,7 +163,13 @@ pub(crate) fn try_size(
         zone: None,
         placement_group: None,
     };
-    if let Some(takes) = place(w, &groups, gang.topology, &scope) {
+    // A failed check of an earlier launch (`replay.rs`) found, on this
+    // state, that the whole gang has no room.
+    let known = w
+        .known_existing
+        .as_ref()
+        .is_some_and(|k| k.is_for(gi, counts, &excluded));
+    if !known && let Some(takes) = place(w, &groups, gang.topology, &scope) {
         return Ok(Attempt {
             groups,
             decision: Decision::Admit(takes),
@@ -195,7 +201,10 @@ pub(crate) fn try_gang(
     w.flush_index();
     let mut first: Option<(Fail, Vec<u32>)> = None;
     for counts in sizes(w, gi) {
-        match try_size(w, book, gi, &counts, skip_quota) {
+        let r = try_size(w, book, gi, &counts, skip_quota);
+        // Found on the state before this try only.
+        w.known_existing = None;
+        match r {
             Ok(a) => return Ok(a),
             Err(f) => {
                 if first.is_none() {
@@ -357,7 +366,8 @@ fn commit_inner(
             for (i, nn) in c.new.iter().enumerate() {
                 let off = w.offerings[nn.offering];
                 if let Some(l) = &made {
-                    w.new_names.insert(l.nodes[i].name.clone());
+                    w.new_names
+                        .insert(crate::index::name_hash(&l.nodes[i].name));
                     if count {
                         for (k, &n) in nn.pods.iter().enumerate() {
                             model_pods.push((a.groups[k].shape.clone(), n, off.gpu_model.clone()));
@@ -368,13 +378,14 @@ fn commit_inner(
                         let candidate =
                             naming::new_node_name(gang.id.as_str(), &gang.uid, attempt, idx);
                         idx += 1;
-                        if w.node_by_name(&candidate).is_none() && !w.new_names.contains(&candidate)
+                        if w.node_by_name(&candidate).is_none()
+                            && !new_name_taken(w, cx, &nodes, &candidate)
                         {
                             break candidate;
                         }
                     };
                     names_clean &= idx == i + 1;
-                    w.new_names.insert(name.clone());
+                    w.new_names.insert(crate::index::name_hash(&name));
                     for (k, &n) in nn.pods.iter().enumerate() {
                         let g = &a.groups[k];
                         let ps = &gang.pod_sets[g.set];
@@ -461,6 +472,18 @@ fn commit_inner(
     cx.all_used.extend(used.iter().copied());
     cx.used_nodes.insert(gi, used);
     (names_clean, amounts)
+}
+
+/// True when a launch of this cycle, or the one being made (`nodes` so
+/// far), gave a new node this name.
+fn new_name_taken(w: &World<'_>, cx: &Cycle, nodes: &[NewNode], name: &str) -> bool {
+    w.new_names.contains(&crate::index::name_hash(name))
+        && (nodes.iter().any(|n| n.name == name)
+            || cx
+                .plan
+                .launches
+                .iter()
+                .any(|l| l.nodes.iter().any(|n| n.name == name)))
 }
 
 /// The gang id of a node's release source, for messages.

@@ -84,6 +84,9 @@ struct Memory {
     /// The last plan's caches (`carry.rs`).
     carried: Option<Carried>,
     reused: usize,
+    /// Of those, launch tries taken over after their existing capacity was
+    /// searched again (`replay.rs`).
+    rechecked: usize,
     tried: usize,
 }
 
@@ -96,6 +99,7 @@ impl Memory {
             rebuild: true,
             carried: None,
             reused: 0,
+            rechecked: 0,
             tried: 0,
         }
     }
@@ -170,6 +174,7 @@ impl Memory {
         self.plan = run_traced(s, policy, now, &mut trace);
         self.carried = trace.carried.take();
         self.reused = trace.reused;
+        self.rechecked = trace.rechecked;
         self.tried = trace.steps.len();
         self.last = Some((trace.steps, now));
         self.rebuild = false;
@@ -652,6 +657,45 @@ mod tests {
         assert!(every.prints.is_some());
         assert!(every.memory.last.is_some());
         assert!(every.memory.carried.is_some());
+    }
+
+    /// When an arrival takes room on nodes that later launches may use but
+    /// did not, those launch tries search existing capacity again and are
+    /// taken over when it gives them what it gave before; every plan is
+    /// the full plan of its snapshot.
+    #[test]
+    fn launches_are_taken_over_when_existing_capacity_reads_the_same() {
+        let p = Params {
+            pods: 1000,
+            gangs: 100,
+            nodes: 200,
+            ..Params::default()
+        };
+        let policy = Policy::default();
+        let s = synthetic::generate(&p);
+        let later = Time(synthetic::NOW.0 + 1);
+        let mut rechecked = Vec::new();
+        for q in 0..8 {
+            let mut r = Replanner::with_min_tries(0);
+            r.plan(&s, &policy, synthetic::NOW);
+            let mut next = s.clone();
+            next.gangs.push(synthetic::arrival(&p, q));
+            let got = r.plan(&next, &policy, later).clone();
+            assert_eq!(
+                got,
+                crate::plan(&next, &policy, later),
+                "arrival in team-{q}"
+            );
+            assert!(
+                r.stats().reused > 0,
+                "arrival in team-{q}: nothing taken over"
+            );
+            rechecked.push(r.memory.rechecked);
+        }
+        assert!(
+            rechecked.iter().any(|&n| n > 0),
+            "no launch taken over after a search of existing capacity: {rechecked:?}"
+        );
     }
 
     /// Over a long run of re-plans in which every arrival brings a new

@@ -213,8 +213,11 @@ pub(crate) struct World<'a> {
     stale: Vec<(u32, Option<FreeKey>)>,
     /// Per node: it is in `stale`.
     stale_mark: Vec<bool>,
-    /// Names given to new nodes this cycle.
-    pub new_names: FastSet<String>,
+    /// 64-bit hashes ([`name_hash`]) of the names given to new nodes this
+    /// cycle: a name whose hash is not here is free; one whose hash is
+    /// here is looked up in the cycle's launches. Hashing is cheaper than
+    /// copying every name of every launch a re-plan takes over.
+    pub new_names: FastSet<u64>,
     /// New nodes planned this cycle.
     pub new_nodes_planned: u32,
     /// Nodes in flight (Pending, Launched, Registered), by index.
@@ -234,6 +237,10 @@ pub(crate) struct World<'a> {
     /// was seen at. Free
     /// capacity only shrinks between generations, so a failure stays valid.
     pub pack_failures: std::cell::RefCell<FastMap<PackKey, (u64, u32)>>,
+    /// What a re-plan's check of an earlier launch found existing capacity
+    /// gives a gang's launch search, when the check failed and the try is
+    /// computed next, on the same state (`provisioning::reads_same_nodes`).
+    pub known_existing: Option<crate::provisioning::KnownExisting>,
     /// Cheapest covers already computed this cycle, by domain and demand.
     pub cover_cache: FastMap<Vec<u64>, Option<crate::cover::Cover>>,
     /// Launch domains by (queue, topology, excluded GPU models), see
@@ -562,6 +569,7 @@ impl<'a> World<'a> {
             inflight: Vec::new(),
             generation: 0,
             pack_failures: Default::default(),
+            known_existing: None,
             zones: Vec::new(),
             node_zone: Vec::new(),
             pgs: Vec::new(),
@@ -777,6 +785,11 @@ impl<'a> World<'a> {
     pub fn node_by_name(&self, name: &str) -> Option<usize> {
         self.node_ix.get(name).copied()
     }
+}
+
+/// The hash of a new node's name kept in [`World::new_names`].
+pub(crate) fn name_hash(name: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(name.as_bytes())
 }
 
 /// A managed machine that is not Ready yet: its Node has not registered

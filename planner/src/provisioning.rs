@@ -41,8 +41,9 @@ pub(crate) struct NewPlanned {
     pub pods: Vec<u32>,
 }
 
-/// The chosen launch for a gang.
-#[derive(Debug, Clone, PartialEq)]
+/// The chosen launch for a gang. Two choices are equal when they launch
+/// and take the same; what their searches read is not compared.
+#[derive(Debug, Clone)]
 pub(crate) struct LaunchChoice {
     pub existing: Vec<Take>,
     pub new: Vec<NewPlanned>,
@@ -53,6 +54,36 @@ pub(crate) struct LaunchChoice {
     pub placement_group: bool,
     /// An offering skipped because it is unavailable for now (message).
     pub skipped: Option<usize>,
+    /// Everything the search read of existing capacity ([`ExistingParts`],
+    /// encoded): the search over new capacity reads nothing else of the
+    /// nodes, so on other nodes' free capacity a search that reads the same
+    /// parts makes the same choice (`replay.rs` relies on it).
+    pub existing_read: Vec<u32>,
+}
+
+impl PartialEq for LaunchChoice {
+    fn eq(&self, other: &Self) -> bool {
+        // Every field but `existing_read`.
+        let LaunchChoice {
+            existing,
+            new,
+            pool,
+            capacity_type,
+            price,
+            expected,
+            placement_group,
+            skipped,
+            existing_read: _,
+        } = self;
+        *existing == other.existing
+            && *new == other.new
+            && *pool == other.pool
+            && *capacity_type == other.capacity_type
+            && *price == other.price
+            && *expected == other.expected
+            && *placement_group == other.placement_group
+            && *skipped == other.skipped
+    }
 }
 
 /// Why no launch was planned.
@@ -97,64 +128,27 @@ pub(crate) fn plan_launch(
     let q = w.gangs[gi].queue;
     let gang = w.gangs[gi].gang;
     let pools = w.queue_pools(q);
-    // Nodes in flight this gang may use.
-    let extras: Vec<usize> = w
-        .inflight
-        .iter()
-        .copied()
-        .filter(|&ni| {
-            let n = &w.nodes[ni];
-            !n.removed
-                && !n.given_up
-                && w.reservation_allows(ni, gi)
-                && groups.iter().any(|g| g.elig[ni])
-        })
-        .collect();
-    let scope = Scope {
-        gang: gi,
-        excluded_models: excluded,
-        zone: None,
-        placement_group: None,
-    };
     let shapes: Vec<Resources> = groups.iter().map(|g| g.shape.clone()).collect();
     let model_ok = |o: &crate::model::Offering| {
         o.gpu_model
             .as_ref()
             .is_none_or(|m| !excluded.iter().any(|x| m.satisfies(x)))
     };
-
-    // Domains (the same for every gang of the queue with this topology and
-    // these excluded models: cached for the cycle).
     let excluded_hash = naming::fnv1a64(format!("{excluded:?}").as_bytes());
-    let dkey = (q, topology as u8, excluded_hash);
-    let cached = match w.domain_cache.get(&dkey) {
-        Some(d) => d.clone(),
-        None => {
-            let d = std::rc::Rc::new(build_domains(w, &pools, topology, &model_ok));
-            w.domain_cache.insert(dkey, d.clone());
-            d
-        }
-    };
+    let cached = domains_for(w, gi, topology, excluded);
     let (domains, skipped_all) = (&cached.0, &cached.1);
     let offerings = w.offerings.clone();
 
     // Existing capacity first.
-    let any_part = match topology {
-        Topology::Any => Some(pack(w, groups, &scope, &extras, true)),
-        _ => None,
+    let parts = match w.known_existing.take() {
+        Some(k) if k.gang == gi && k.counts_of(groups) && k.excluded == excluded => k.parts,
+        _ => ExistingParts::of(w, gi, groups, topology, excluded, domains),
     };
-    let mut zone_parts: std::collections::BTreeMap<String, (Vec<Take>, Vec<u32>)> =
-        std::collections::BTreeMap::new();
-    if topology == Topology::SameZone {
-        let zones: BTreeSet<&str> = domains.iter().filter_map(|d| d.zone).collect();
-        for z in zones {
-            let s = Scope {
-                zone: Some(z),
-                ..scope
-            };
-            zone_parts.insert(z.to_string(), pack(w, groups, &s, &extras, true));
-        }
-    }
+    let existing_read = parts.encode();
+    let ExistingParts {
+        any: any_part,
+        zones: zone_parts,
+    } = parts;
 
     let counts: Vec<u32> = groups.iter().map(|g| g.count).collect();
     let sigs = w.gang_sigs(gi);
@@ -398,6 +392,7 @@ pub(crate) fn plan_launch(
                     expected,
                     placement_group: topology == Topology::SamePlacementGroup,
                     skipped,
+                    existing_read: existing_read.clone(),
                 },
             ));
         }
@@ -478,6 +473,182 @@ pub(crate) fn plan_launch(
         .copied()
         .min_by_key(|&o| (offerings[o].price.map_or(u64::MAX, |p| p.0), o));
     Err(LaunchFail::NoOffering { skipped })
+}
+
+/// The launch domains of gang `gi`'s queue for `topology` and the GPU
+/// models the quota excludes (the same for every gang of the queue with
+/// this topology and these excluded models: cached for the cycle), and the
+/// offerings skipped as unavailable for now.
+fn domains_for<'a>(
+    w: &mut World<'a>,
+    gi: usize,
+    topology: Topology,
+    excluded: &[GpuModel],
+) -> crate::index::DomainSet<'a> {
+    let q = w.gangs[gi].queue;
+    let excluded_hash = naming::fnv1a64(format!("{excluded:?}").as_bytes());
+    let dkey = (q, topology as u8, excluded_hash);
+    if let Some(d) = w.domain_cache.get(&dkey) {
+        return d.clone();
+    }
+    let model_ok = |o: &crate::model::Offering| {
+        o.gpu_model
+            .as_ref()
+            .is_none_or(|m| !excluded.iter().any(|x| m.satisfies(x)))
+    };
+    let pools = w.queue_pools(q);
+    let d = std::rc::Rc::new(build_domains(w, &pools, topology, &model_ok));
+    w.domain_cache.insert(dkey, d.clone());
+    d
+}
+
+/// What existing capacity (Ready nodes, and nodes in flight the gang may
+/// use) takes of a launch's pods before new nodes are bought: one packing
+/// for `Any`, one per zone of the domains for `SameZone`, nothing for
+/// `SameNode` and `SamePlacementGroup` (new nodes only). Each part is the
+/// takes and the pods left per group.
+pub(crate) struct ExistingParts {
+    any: Option<(Vec<Take>, Vec<u32>)>,
+    zones: std::collections::BTreeMap<String, (Vec<Take>, Vec<u32>)>,
+}
+
+impl ExistingParts {
+    fn of(
+        w: &World<'_>,
+        gi: usize,
+        groups: &[Group],
+        topology: Topology,
+        excluded: &[GpuModel],
+        domains: &[Domain<'_>],
+    ) -> ExistingParts {
+        let mut parts = ExistingParts {
+            any: None,
+            zones: std::collections::BTreeMap::new(),
+        };
+        if !matches!(topology, Topology::Any | Topology::SameZone) {
+            return parts;
+        }
+        // Nodes in flight this gang may use.
+        let extras: Vec<usize> = w
+            .inflight
+            .iter()
+            .copied()
+            .filter(|&ni| {
+                let n = &w.nodes[ni];
+                !n.removed
+                    && !n.given_up
+                    && w.reservation_allows(ni, gi)
+                    && groups.iter().any(|g| g.elig[ni])
+            })
+            .collect();
+        let scope = Scope {
+            gang: gi,
+            excluded_models: excluded,
+            zone: None,
+            placement_group: None,
+        };
+        if topology == Topology::Any {
+            parts.any = Some(pack(w, groups, &scope, &extras, true));
+        } else {
+            let zones: BTreeSet<&str> = domains.iter().filter_map(|d| d.zone).collect();
+            for z in zones {
+                let s = Scope {
+                    zone: Some(z),
+                    ..scope
+                };
+                parts
+                    .zones
+                    .insert(z.to_string(), pack(w, groups, &s, &extras, true));
+            }
+        }
+        parts
+    }
+
+    /// The parts as numbers (zones by their index in the world's zones, in
+    /// order): equal encodings are equal parts.
+    fn encode(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut part = |tag: u32, (takes, left): &(Vec<Take>, Vec<u32>)| {
+            out.extend([tag, takes.len() as u32, left.len() as u32]);
+            for t in takes {
+                out.extend([t.node as u32, t.group as u32, t.n]);
+            }
+            out.extend_from_slice(left);
+        };
+        if let Some(p) = &self.any {
+            part(u32::MAX, p);
+        }
+        for (i, p) in self.zones.values().enumerate() {
+            part(i as u32, p);
+        }
+        out
+    }
+}
+
+/// A failed [`reads_same_nodes`] check's findings, for the try computed
+/// right after it on the same state: `place` found no room for the whole
+/// gang, and existing capacity gives its launch search `parts`.
+pub(crate) struct KnownExisting {
+    gang: usize,
+    counts: Vec<u32>,
+    excluded: Vec<GpuModel>,
+    parts: ExistingParts,
+}
+
+impl KnownExisting {
+    fn counts_of(&self, groups: &[Group]) -> bool {
+        self.counts.len() == groups.len()
+            && groups.iter().zip(&self.counts).all(|(g, c)| g.count == *c)
+    }
+
+    /// True when it was found for gang `gi` at `counts` with `excluded`.
+    pub fn is_for(&self, gi: usize, counts: &[u32], excluded: &[GpuModel]) -> bool {
+        self.gang == gi && self.counts == counts && self.excluded == excluded
+    }
+}
+
+/// True when a launch search for gang `gi` (pod sets at `counts`, GPU
+/// models `excluded` by the quota) would, on the current nodes, read what
+/// an earlier search read: `place` still finds no room for the whole gang,
+/// and existing capacity takes the same pods ([`LaunchChoice::existing_read`]).
+/// The pool usage and launch budget the search also reads are checked by
+/// the caller.
+pub(crate) fn reads_same_nodes(
+    w: &mut World<'_>,
+    gi: usize,
+    counts: &[u32],
+    excluded: &[GpuModel],
+    earlier: &LaunchChoice,
+) -> bool {
+    let topology = w.gangs[gi].gang.topology;
+    w.flush_index();
+    let groups = crate::admission::groups_for(w, gi, counts);
+    let scope = Scope {
+        gang: gi,
+        excluded_models: excluded,
+        zone: None,
+        placement_group: None,
+    };
+    if crate::placement::place(w, &groups, topology, &scope).is_some() {
+        return false;
+    }
+    let parts = if topology == Topology::SameZone {
+        let cached = domains_for(w, gi, topology, excluded);
+        ExistingParts::of(w, gi, &groups, topology, excluded, &cached.0)
+    } else {
+        // (The domains are read for their zones only.)
+        ExistingParts::of(w, gi, &groups, topology, excluded, &[])
+    };
+    if parts.encode() == earlier.existing_read {
+        return true;
+    }
+    w.known_existing = Some(KnownExisting {
+        gang: gi,
+        counts: counts.to_vec(),
+        excluded: excluded.to_vec(),
+        parts,
+    });
+    false
 }
 
 /// The machine kinds of a domain's allowed offerings for `groups`: only

@@ -17,7 +17,11 @@
 //!   and the GPU models that check excludes) and the usage of the limited
 //!   pools its queue may launch in. An earlier try that succeeded at full
 //!   size is taken over when none of those differ, or when the quota check
-//!   gives the same answer on the new usage; any other try is computed
+//!   gives the same answer on the new usage. An earlier launch whose only
+//!   difference is the free capacity of nodes it may use (and did not use
+//!   where they no longer fit) is taken over when the searches of
+//!   existing capacity a launch makes give what they gave before
+//!   ([`crate::provisioning::reads_same_nodes`]). Any other try is computed
 //!   again, and when its commit differs from the earlier one, what either
 //!   touched joins the drift. A try computed again that gives the earlier
 //!   answer commits as the earlier one did: its plan item is reused under
@@ -160,9 +164,24 @@ pub(crate) struct Trace {
     pub earlier_now: Option<crate::time::Time>,
     /// How many tries were taken over.
     pub reused: usize,
+    /// Of those, launch tries whose existing capacity was searched again
+    /// and read the same.
+    pub rechecked: usize,
     /// Caches an earlier cycle left, to start from (`carry.rs`); a recorded
     /// cycle leaves its own here.
     pub carried: Option<crate::carry::Carried>,
+}
+
+/// What an earlier try read, compared with what it would read now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    /// Nothing it reads differs, or it reads the same answer.
+    Same,
+    /// Only the free capacity of nodes it may use may differ (its quota
+    /// and pool limits read the same).
+    Nodes,
+    /// It must be computed again.
+    Differ,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -468,7 +487,34 @@ impl Replay {
         let (take, keep_item) = match self.mode {
             Mode::Same => (true, true),
             _ => {
-                let take = self.still_valid(w, book, gi, &old);
+                let take = match self.reads(w, book, gi, &old) {
+                    Reads::Same => true,
+                    Reads::Differ => false,
+                    Reads::Nodes => match &old.tried {
+                        Tried::Fit {
+                            decision: Decision::Launch(c),
+                            groups,
+                            ..
+                        } => {
+                            let mut counts = vec![0; w.gangs[gi].gang.pod_sets.len()];
+                            for &(set, _, n) in groups {
+                                if let Some(c) = counts.get_mut(set) {
+                                    *c = n;
+                                }
+                            }
+                            let same = crate::provisioning::reads_same_nodes(
+                                w,
+                                gi,
+                                &counts,
+                                &old.excluded,
+                                c,
+                            );
+                            trace.rechecked += usize::from(same);
+                            same
+                        }
+                        _ => false,
+                    },
+                };
                 let keep = take
                     && old.names_clean
                     && old.made.is_none_or(|at| {
@@ -525,31 +571,65 @@ impl Replay {
         turn.made = take_made(&mut trace.earlier_plan, at);
     }
 
-    /// True when an earlier try of gang `gi` reads nothing the drift
+    /// Whether an earlier try of gang `gi` reads nothing the drift
     /// touched, or reads it with the same answer.
-    fn still_valid(&self, w: &mut World<'_>, book: &QuotaBook, gi: usize, old: &Step) -> bool {
+    fn reads(&self, w: &mut World<'_>, book: &QuotaBook, gi: usize, old: &Step) -> Reads {
         let Tried::Fit {
             generic, groups, ..
         } = &old.tried
         else {
-            return false;
+            return Reads::Differ;
         };
         if !old.full {
-            return false;
+            return Reads::Differ;
         }
         let Some(q) = w.gangs[gi].queue else {
-            return false;
+            return Reads::Differ;
         };
         if book.cohort_members[q].iter().any(|&m| self.drift.queues[m]) {
             let gpu = generic.get(&QuotaResource::Gpu).copied().unwrap_or(0);
             if book.check(q, generic).is_err() || book.excluded_models(q, gpu) != old.excluded {
-                return false;
+                return Reads::Differ;
+            }
+        }
+        // A pool's usage is read only against its limits, for launches of
+        // at most one machine per pod: when no such launch reaches a limit
+        // in either cycle, the difference is not seen.
+        if self.drift.earlier_usage.iter().any(Option::is_some) {
+            let pods: u64 = groups.iter().map(|g| u64::from(g.2)).sum();
+            let max_gpus = self.max_gpus;
+            for p in w.queue_pools(Some(q)) {
+                let Some(before) = &self.drift.earlier_usage[p] else {
+                    continue;
+                };
+                let l = &w.pools[p].limits;
+                if l.max_price_per_hour.is_some() {
+                    return Reads::Differ;
+                }
+                for u in [before, &w.pool_usage[p]] {
+                    if l.max_nodes
+                        .is_some_and(|m| u.nodes.saturating_add(pods) > m)
+                        || l.max_gpus.is_some_and(|m| {
+                            u.gpus.saturating_add(pods.saturating_mul(max_gpus)) > m
+                        })
+                    {
+                        return Reads::Differ;
+                    }
+                }
             }
         }
         // A node whose free capacity differs matters only when one of the
         // gang's pods may go there and fits in either cycle: the searches
         // over existing capacity skip every other node.
         if !self.drift.node_list.is_empty() {
+            // It took pods where they no longer fit: it differs.
+            for (ni, shape, n) in takes(&old.tried) {
+                if self.drift.earlier_free[ni].is_some()
+                    && !shape.times(u64::from(n)).fits_in(&w.nodes[ni].free)
+                {
+                    return Reads::Differ;
+                }
+            }
             for (set, shape, count) in groups {
                 if *count == 0 {
                     continue;
@@ -573,38 +653,12 @@ impl Replay {
                         .as_ref()
                         .is_none_or(|f| shape.fits_in(f));
                     if fits_now || fitted {
-                        return false;
+                        return Reads::Nodes;
                     }
                 }
             }
         }
-        // A pool's usage is read only against its limits, for launches of
-        // at most one machine per pod: when no such launch reaches a limit
-        // in either cycle, the difference is not seen.
-        if self.drift.earlier_usage.iter().any(Option::is_some) {
-            let pods: u64 = groups.iter().map(|g| u64::from(g.2)).sum();
-            let max_gpus = self.max_gpus;
-            for p in w.queue_pools(Some(q)) {
-                let Some(before) = &self.drift.earlier_usage[p] else {
-                    continue;
-                };
-                let l = &w.pools[p].limits;
-                if l.max_price_per_hour.is_some() {
-                    return false;
-                }
-                for u in [before, &w.pool_usage[p]] {
-                    if l.max_nodes
-                        .is_some_and(|m| u.nodes.saturating_add(pods) > m)
-                        || l.max_gpus.is_some_and(|m| {
-                            u.gpus.saturating_add(pods.saturating_mul(max_gpus)) > m
-                        })
-                    {
-                        return false;
-                    }
-                }
-            }
-        }
-        true
+        Reads::Same
     }
 
     /// Right after the try (before its commit): what the step records of

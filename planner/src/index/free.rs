@@ -15,13 +15,19 @@ impl World<'_> {
     /// fraction of the cost.
     pub(super) fn rebuild_index(&mut self) {
         let mut keys: Vec<FreeKey> = Vec::with_capacity(self.nodes.len());
-        let mut per_zone: Vec<Vec<FreeKey>> = vec![Vec::new(); self.zones.len()];
         for i in 0..self.nodes.len() {
             if let Some(key) = self.index_key(i) {
                 keys.push(key);
-                if let Some(z) = per_zone.get_mut(self.node_zone[i] as usize) {
-                    z.push(key);
-                }
+            }
+        }
+        // The keys are distinct (the last part is the node). Sorted here
+        // (unstable sorting is the cheaper), they are split by zone in
+        // order, and collecting sorted input only checks the order.
+        keys.sort_unstable();
+        let mut per_zone: Vec<Vec<FreeKey>> = vec![Vec::new(); self.zones.len()];
+        for &key in &keys {
+            if let Some(z) = per_zone.get_mut(self.node_zone[key.2 as usize] as usize) {
+                z.push(key);
             }
         }
         self.free_index = keys.into_iter().collect();
