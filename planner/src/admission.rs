@@ -363,6 +363,7 @@ fn commit_inner(
                 .then(|| naming::placement_group_name(gang.id.as_str(), attempt));
             let mut nodes = Vec::new();
             let mut idx = 0usize;
+            let mut namer: Option<naming::NodeNamer> = None;
             for (i, nn) in c.new.iter().enumerate() {
                 let off = w.offerings[nn.offering];
                 if let Some(l) = &made {
@@ -374,9 +375,11 @@ fn commit_inner(
                         }
                     }
                 } else {
+                    let namer = namer.get_or_insert_with(|| {
+                        naming::NodeNamer::new(gang.id.as_str(), &gang.uid, attempt)
+                    });
                     let name = loop {
-                        let candidate =
-                            naming::new_node_name(gang.id.as_str(), &gang.uid, attempt, idx);
+                        let candidate = namer.name(idx);
                         idx += 1;
                         if w.node_by_name(&candidate).is_none()
                             && !new_name_taken(w, cx, &nodes, &candidate)
@@ -401,12 +404,7 @@ fn commit_inner(
                     }
                     nodes.push(NewNode {
                         name,
-                        idempotency_key: naming::idempotency_key(
-                            gang.id.as_str(),
-                            &gang.uid,
-                            attempt,
-                            idx - 1,
-                        ),
+                        idempotency_key: namer.key(idx - 1),
                         pool: pool.name.clone(),
                         offering: off.key(),
                         price: off.price.unwrap_or_default(),

@@ -94,6 +94,105 @@ pub fn idempotency_key(gang: &str, uid: &str, attempt: u32, index: usize) -> Str
     )
 }
 
+/// The names and idempotency keys of the new nodes of one launch attempt:
+/// what [`new_node_name`] and [`idempotency_key`] give, with the work that
+/// depends only on the gang (its slug and hashes) done once per launch
+/// instead of once per node.
+pub struct NodeNamer {
+    /// `dns_slug(gang)`, or `x` when empty (ASCII only).
+    slug: String,
+    /// The 8 hex digits of the gang's hash a shortened name carries.
+    hash: String,
+    /// `uid_tag(uid)`.
+    uid_tag: String,
+    attempt: u32,
+    /// The hash in the idempotency key.
+    identity: u64,
+}
+
+impl NodeNamer {
+    /// The namer of launch attempt `attempt` of gang `gang` whose workload
+    /// has the UID `uid`.
+    pub fn new(gang: &str, uid: &str, attempt: u32) -> NodeNamer {
+        let slug = dns_slug(gang);
+        let identity = if uid.is_empty() {
+            fnv1a64(gang.as_bytes())
+        } else {
+            fnv1a64(format!("{gang}\u{0}{uid}").as_bytes())
+        };
+        NodeNamer {
+            slug: if slug.is_empty() {
+                "x".to_string()
+            } else {
+                slug
+            },
+            hash: format!("{:08x}", fnv1a64(gang.as_bytes()) as u32),
+            uid_tag: uid_tag(uid),
+            attempt,
+            identity,
+        }
+    }
+
+    /// [`new_node_name`] of the `index`-th new node.
+    pub fn name(&self, index: usize) -> String {
+        const MAX: usize = 63;
+        let mut suffix = String::with_capacity(self.uid_tag.len() + 24);
+        suffix.push_str(&self.uid_tag);
+        suffix.push('a');
+        push_decimal(&mut suffix, u64::from(self.attempt));
+        suffix.push('-');
+        push_decimal(&mut suffix, index as u64);
+        let mut out = String::with_capacity(MAX);
+        if self.slug.len() + 1 + suffix.len() <= MAX {
+            out.push_str(&self.slug);
+        } else {
+            // The slug is ASCII: a byte count is a character count.
+            let keep = MAX.saturating_sub(suffix.len() + self.hash.len() + 2);
+            let cut = &self.slug[..keep.min(self.slug.len())];
+            out.push_str(cut.trim_end_matches('-'));
+            out.push('-');
+            out.push_str(&self.hash);
+        }
+        out.push('-');
+        out.push_str(&suffix);
+        out
+    }
+
+    /// [`idempotency_key`] of the `index`-th new node.
+    pub fn key(&self, index: usize) -> String {
+        let mut out = String::with_capacity(48);
+        out.push_str("muster-");
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        for shift in (0..16).rev() {
+            out.push(char::from(
+                HEX[((self.identity >> (shift * 4)) & 0xf) as usize],
+            ));
+        }
+        out.push('-');
+        push_decimal(&mut out, u64::from(self.attempt));
+        out.push('-');
+        push_decimal(&mut out, index as u64);
+        out
+    }
+}
+
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[i..] {
+        out.push(char::from(d));
+    }
+}
+
 /// Name of the node that replaces `node` during consolidation.
 pub fn replacement_name(node: &str) -> String {
     bounded_name(node, "r")
@@ -107,6 +206,30 @@ pub fn placement_group_name(gang: &str, attempt: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A [`NodeNamer`] gives the names and keys of the functions it
+        /// stands for: short and long ids (shortened names), ids that slug
+        /// to nothing, non-ASCII ids, with and without a UID, any attempt
+        /// and index.
+        #[test]
+        fn a_namer_names_as_the_functions_do(
+            gang in prop_oneof![
+                "[a-zA-Z0-9/_.-]{0,20}",
+                "[a-z/-]{40,90}",
+                "[ -~]{0,70}",
+                "\\PC{0,30}",
+            ],
+            uid in prop_oneof![Just(String::new()), "[a-f0-9-]{1,36}"],
+            attempt in any::<u32>(),
+            index in prop_oneof![0usize..40, any::<usize>()],
+        ) {
+            let namer = NodeNamer::new(&gang, &uid, attempt);
+            prop_assert_eq!(namer.name(index), new_node_name(&gang, &uid, attempt, index));
+            prop_assert_eq!(namer.key(index), idempotency_key(&gang, &uid, attempt, index));
+        }
+    }
 
     #[test]
     fn fnv_matches_reference_values() {

@@ -97,12 +97,20 @@ pub(crate) fn launch_fail_message(w: &World<'_>, need: &str, f: &LaunchFail) -> 
 /// Why this launch: "launching 2× p4d.24xlarge (us-east-1a, spot) in pool
 /// gpu for $65.540/h, 1 existing node".
 pub(crate) fn launch_message(w: &World<'_>, c: &LaunchChoice) -> String {
-    let mut by_type: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
+    // Counted by offering first (a launch has few), rendered once each.
+    let mut per_offering: Vec<(usize, u32)> = Vec::new();
     for n in &c.new {
-        let o = w.offerings[n.offering];
+        match per_offering.iter_mut().find(|(o, _)| *o == n.offering) {
+            Some((_, k)) => *k += 1,
+            None => per_offering.push((n.offering, 1)),
+        }
+    }
+    let mut by_type: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
+    for (o, k) in per_offering {
+        let o = w.offerings[o];
         *by_type
             .entry(format!("{} ({})", o.instance_type, o.zone))
-            .or_default() += 1;
+            .or_default() += k;
     }
     let types: Vec<String> = by_type.iter().map(|(t, n)| format!("{n}× {t}")).collect();
     let mut m = if c.new.is_empty() {
