@@ -13,7 +13,9 @@
 //! signature ids are carried by its id, and dropped for every gang that
 //! changed. Whenever the next plan is made from scratch, nothing is carried.
 //!
-//! The launch domains are not carried: they borrow from the snapshot.
+//! The launch domains are carried too (by queue, topology and the GPU
+//! models the quota excludes): a few per queue, dropped whenever more than
+//! [`CARRY_SLACK`] are kept.
 //!
 //! Carried caches keep the entries of gangs that have left, so over a long
 //! run of re-plans in which gangs with new signatures or demands keep
@@ -86,6 +88,8 @@ pub(crate) struct Carried {
     pub covers: FastMap<Vec<u64>, Option<Cover>>,
     /// Machine kinds, by domain and pod-set signatures.
     pub kinds: FastMap<Vec<u64>, (Vec<usize>, Vec<Kind>)>,
+    /// Launch domains, by (queue, topology, excluded GPU models).
+    pub domains: FastMap<(Option<usize>, u8, u64), crate::index::DomainSet>,
     /// How many new node names the cycle gave: room reserved for the next
     /// cycle's, which are mostly the same.
     pub new_names: usize,
@@ -130,6 +134,7 @@ impl World<'_> {
         self.new_elig_cache = c.new_elig;
         self.cover_cache = c.covers;
         self.kinds_cache = c.kinds.into_iter().map(|(k, v)| (k, Rc::new(v))).collect();
+        self.domain_cache = c.domains;
         self.new_names.reserve(c.new_names);
         c.scratch
     }
@@ -183,6 +188,11 @@ impl World<'_> {
                 .into_iter()
                 .map(|(k, v)| (k, Rc::unwrap_or_clone(v)))
                 .collect(),
+            domains: if self.domain_cache.len() <= CARRY_SLACK {
+                std::mem::take(&mut self.domain_cache)
+            } else {
+                FastMap::default()
+            },
             new_names: self.new_names.len(),
         }
     }

@@ -170,7 +170,7 @@ pub(crate) type FreeKey = (u64, u64, u32);
 pub(crate) type PackKey = (usize, u64, u64, u64, u32, u64);
 
 /// Launch domains and the offerings skipped as unavailable now.
-pub(crate) type DomainSet<'a> = Rc<(Vec<crate::provisioning::Domain<'a>>, Vec<usize>)>;
+pub(crate) type DomainSet = Rc<(Vec<crate::provisioning::Domain>, Vec<usize>)>;
 
 /// Machine kinds of a domain, with each kind's position in the domain's
 /// offerings.
@@ -245,7 +245,7 @@ pub(crate) struct World<'a> {
     pub cover_cache: FastMap<Vec<u64>, Option<crate::cover::Cover>>,
     /// Launch domains by (queue, topology, excluded GPU models), see
     /// `provisioning::build_domains`.
-    pub domain_cache: FastMap<(Option<usize>, u8, u64), DomainSet<'a>>,
+    pub domain_cache: FastMap<(Option<usize>, u8, u64), DomainSet>,
     /// Machine kinds of a domain for a list of pod-set signatures (see
     /// `provisioning::alike_kinds`), with their offering positions.
     pub kinds_cache: FastMap<Vec<u64>, KindSet>,

@@ -102,12 +102,15 @@ pub(crate) enum LaunchFail {
 /// Added to every machine's price to minimise the node count first.
 const NODE_PENALTY: u64 = 1 << 50;
 
-pub(crate) struct Domain<'d> {
+/// A launch domain. It owns what it holds (the zone by a shared name), so
+/// a re-plan can carry a cycle's domains to the next (`carry.rs`).
+#[derive(Debug)]
+pub(crate) struct Domain {
     pool: usize,
     pool_rank: usize,
     ct: CapacityType,
     ct_rank: usize,
-    zone: Option<&'d str>,
+    zone: Option<std::rc::Rc<str>>,
     offerings: Vec<usize>,
     /// The lowest price per GPU among the domain's offerings with GPUs, as
     /// (price, GPU millis): no set of machines holding `g` GPU millis costs
@@ -163,7 +166,7 @@ pub(crate) fn plan_launch(
         let (existing, left) = match topology {
             Topology::Any => any_part.clone().unwrap_or((Vec::new(), counts.clone())),
             Topology::SameZone => zone_parts
-                .get(d.zone.unwrap_or_default())
+                .get(d.zone.as_deref().unwrap_or_default())
                 .cloned()
                 .unwrap_or((Vec::new(), counts.clone())),
             _ => (Vec::new(), counts.clone()),
@@ -211,7 +214,9 @@ pub(crate) fn plan_launch(
             let mut key: Vec<u64> = vec![
                 d.pool as u64,
                 d.ct_rank as u64,
-                d.zone.map_or(0, |z| naming::fnv1a64(z.as_bytes())),
+                d.zone
+                    .as_deref()
+                    .map_or(0, |z| naming::fnv1a64(z.as_bytes())),
                 u64::from(fewest),
                 topology as u64,
                 excluded_hash,
@@ -479,12 +484,12 @@ pub(crate) fn plan_launch(
 /// models the quota excludes (the same for every gang of the queue with
 /// this topology and these excluded models: cached for the cycle), and the
 /// offerings skipped as unavailable for now.
-fn domains_for<'a>(
-    w: &mut World<'a>,
+fn domains_for(
+    w: &mut World<'_>,
     gi: usize,
     topology: Topology,
     excluded: &[GpuModel],
-) -> crate::index::DomainSet<'a> {
+) -> crate::index::DomainSet {
     let q = w.gangs[gi].queue;
     let excluded_hash = naming::fnv1a64(format!("{excluded:?}").as_bytes());
     let dkey = (q, topology as u8, excluded_hash);
@@ -519,7 +524,7 @@ impl ExistingParts {
         groups: &[Group],
         topology: Topology,
         excluded: &[GpuModel],
-        domains: &[Domain<'_>],
+        domains: &[Domain],
     ) -> ExistingParts {
         let mut parts = ExistingParts {
             any: None,
@@ -550,7 +555,7 @@ impl ExistingParts {
         if topology == Topology::Any {
             parts.any = Some(pack(w, groups, &scope, &extras, true));
         } else {
-            let zones: BTreeSet<&str> = domains.iter().filter_map(|d| d.zone).collect();
+            let zones: BTreeSet<&str> = domains.iter().filter_map(|d| d.zone.as_deref()).collect();
             for z in zones {
                 let s = Scope {
                     zone: Some(z),
@@ -661,7 +666,7 @@ fn alike_kinds(
     w: &mut World<'_>,
     gi: usize,
     groups: &[Group],
-    d: &Domain<'_>,
+    d: &Domain,
     allowed: &[bool],
     fewest: bool,
     any_left: bool,
@@ -716,14 +721,14 @@ fn alike_kinds(
 /// offerings allowed by `model_ok`, and the offerings skipped because they
 /// are unavailable now. They depend on nothing else within a cycle, so
 /// [`plan_launch`] caches them.
-fn build_domains<'a>(
-    w: &World<'a>,
+fn build_domains(
+    w: &World<'_>,
     pools: &[usize],
     topology: Topology,
     model_ok: &dyn Fn(&crate::model::Offering) -> bool,
-) -> (Vec<Domain<'a>>, Vec<usize>) {
+) -> (Vec<Domain>, Vec<usize>) {
     let now = w.now;
-    let mut domains: Vec<Domain<'a>> = Vec::new();
+    let mut domains: Vec<Domain> = Vec::new();
     let mut skipped_all: Vec<usize> = Vec::new();
     let offerings = &w.offerings;
     for (pool_rank, &p) in pools.iter().enumerate() {
@@ -766,7 +771,7 @@ fn build_domains<'a>(
                             pool_rank,
                             ct: *ct,
                             ct_rank,
-                            zone: Some(z),
+                            zone: Some(std::rc::Rc::from(z)),
                             offerings: usable
                                 .iter()
                                 .copied()

@@ -269,8 +269,13 @@ impl QuotaBook {
     /// Adds usage to a queue.
     pub fn add(&mut self, q: usize, amounts: &BTreeMap<QuotaResource, u64>) {
         for (r, v) in amounts {
-            let e = self.usage[q].entry(r.clone()).or_insert(0);
-            *e = e.saturating_add(*v);
+            // (Cloned only when new: most commits add to what is there.)
+            match self.usage[q].get_mut(r) {
+                Some(e) => *e = e.saturating_add(*v),
+                None => {
+                    self.usage[q].insert(r.clone(), *v);
+                }
+            }
         }
         self.shares[q] = self.compute_share(q);
     }

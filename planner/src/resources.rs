@@ -137,6 +137,7 @@ impl Resources {
     }
 
     /// True when `self` fits inside `available` in every dimension.
+    #[inline]
     pub fn fits_in(&self, available: &Resources) -> bool {
         self.cpu_millis <= available.cpu_millis
             && self.memory_bytes <= available.memory_bytes
