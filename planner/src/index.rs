@@ -159,6 +159,9 @@ pub(crate) struct GangInfo<'a> {
     /// `gang.assignments`; `None` when no node has that name), looked up
     /// once per cycle.
     pub assigned: Vec<Option<usize>>,
+    /// The pod set of each of its assignments (same order; `None` when no
+    /// pod set has that name), looked up once per cycle.
+    pub assigned_sets: Vec<Option<usize>>,
 }
 
 /// A node's key in the free-capacity indexes: (free GPU millis, free CPU
@@ -411,6 +414,7 @@ impl<'a> World<'a> {
                     .iter()
                     .map(|a| node_ix.get(a.node.as_str()).copied())
                     .collect(),
+                assigned_sets: pod_set_of_each(g),
             })
             .collect();
         let gang_ix: FastMap<&str, usize> = gangs
@@ -472,8 +476,8 @@ impl<'a> World<'a> {
             gangs[gi].holds = holds;
             if holds {
                 let mut held = vec![0u32; g.pod_sets.len()];
-                for (a, &at) in g.assignments.iter().zip(&gangs[gi].assigned) {
-                    let Some(si) = g.pod_sets.iter().position(|p| p.name == a.pod_set) else {
+                for (&si, &at) in gangs[gi].assigned_sets.iter().zip(&gangs[gi].assigned) {
+                    let Some(si) = si else {
                         continue;
                     };
                     held[si] = held[si].saturating_add(1);
@@ -790,6 +794,23 @@ impl<'a> World<'a> {
 /// The hash of a new node's name kept in [`World::new_names`].
 pub(crate) fn name_hash(name: &str) -> u64 {
     xxhash_rust::xxh3::xxh3_64(name.as_bytes())
+}
+
+/// The index of the pod set each of `g`'s assignments names (assignments
+/// of one pod set mostly come together: the last match is tried first).
+fn pod_set_of_each(g: &Gang) -> Vec<Option<usize>> {
+    let mut last = 0;
+    g.assignments
+        .iter()
+        .map(|a| {
+            if g.pod_sets.get(last).is_some_and(|p| p.name == a.pod_set) {
+                return Some(last);
+            }
+            let si = g.pod_sets.iter().position(|p| p.name == a.pod_set)?;
+            last = si;
+            Some(si)
+        })
+        .collect()
 }
 
 /// A managed machine that is not Ready yet: its Node has not registered

@@ -394,6 +394,58 @@ pub(crate) fn domains<'w>(w: &'w World<'_>, groups: &[Group], by_pg: bool) -> Ve
         .collect()
 }
 
+/// Whether [`place`] finds room now, given that it found none at an
+/// earlier point where every node but those of `changed` was as it is now.
+/// For `SameZone` and `SamePlacementGroup` only the zones or placement
+/// groups holding a changed node are searched again: the others are as
+/// they were, and had no room.
+pub(crate) fn place_finds_room_again(
+    w: &World<'_>,
+    groups: &[Group],
+    topology: Topology,
+    scope: &Scope<'_>,
+    changed: &[usize],
+) -> bool {
+    let by_pg = match topology {
+        Topology::Any | Topology::SameNode => return place(w, groups, topology, scope).is_some(),
+        Topology::SameZone => false,
+        Topology::SamePlacementGroup => true,
+    };
+    if groups.iter().all(|g| g.count == 0) {
+        return true;
+    }
+    let ids: Vec<u32> = changed
+        .iter()
+        .filter_map(|&ni| {
+            if by_pg {
+                w.node_pg[ni]
+            } else {
+                Some(w.node_zone[ni])
+            }
+        })
+        .collect();
+    let names: &[&str] = if by_pg { &w.pgs } else { &w.zones };
+    domains(w, groups, by_pg).into_iter().any(|d| {
+        let touched = names
+            .binary_search(&d)
+            .is_ok_and(|i| ids.contains(&(i as u32)));
+        touched && {
+            let s = if by_pg {
+                Scope {
+                    placement_group: Some(d),
+                    ..*scope
+                }
+            } else {
+                Scope {
+                    zone: Some(d),
+                    ..*scope
+                }
+            };
+            whole(w, groups, &s).is_some()
+        }
+    })
+}
+
 /// Places every pod of `groups` on existing, Ready capacity, or returns None.
 pub(crate) fn place(
     w: &World<'_>,

@@ -533,61 +533,84 @@ impl ExistingParts {
         if !matches!(topology, Topology::Any | Topology::SameZone) {
             return parts;
         }
-        // Nodes in flight this gang may use.
-        let extras: Vec<usize> = w
-            .inflight
-            .iter()
-            .copied()
-            .filter(|&ni| {
-                let n = &w.nodes[ni];
-                !n.removed
-                    && !n.given_up
-                    && w.reservation_allows(ni, gi)
-                    && groups.iter().any(|g| g.elig[ni])
-            })
-            .collect();
-        let scope = Scope {
-            gang: gi,
-            excluded_models: excluded,
-            zone: None,
-            placement_group: None,
-        };
+        let extras = extras(w, gi, groups);
         if topology == Topology::Any {
+            let scope = Scope {
+                gang: gi,
+                excluded_models: excluded,
+                zone: None,
+                placement_group: None,
+            };
             parts.any = Some(pack(w, groups, &scope, &extras, true));
         } else {
-            let zones: BTreeSet<&str> = domains.iter().filter_map(|d| d.zone.as_deref()).collect();
-            for z in zones {
-                let s = Scope {
-                    zone: Some(z),
-                    ..scope
-                };
-                parts
-                    .zones
-                    .insert(z.to_string(), pack(w, groups, &s, &extras, true));
+            for z in zone_names(domains) {
+                let part = zone_part(w, gi, groups, excluded, z, &extras);
+                parts.zones.insert(z.to_string(), part);
             }
         }
         parts
     }
 
-    /// The parts as numbers (zones by their index in the world's zones, in
-    /// order): equal encodings are equal parts.
+    /// The parts as numbers (zones by their index in the domains' zones,
+    /// in order): equal encodings are equal parts.
     fn encode(&self) -> Vec<u32> {
         let mut out = Vec::new();
-        let mut part = |tag: u32, (takes, left): &(Vec<Take>, Vec<u32>)| {
-            out.extend([tag, takes.len() as u32, left.len() as u32]);
-            for t in takes {
-                out.extend([t.node as u32, t.group as u32, t.n]);
-            }
-            out.extend_from_slice(left);
-        };
         if let Some(p) = &self.any {
-            part(u32::MAX, p);
+            encode_part(&mut out, u32::MAX, p);
         }
         for (i, p) in self.zones.values().enumerate() {
-            part(i as u32, p);
+            encode_part(&mut out, i as u32, p);
         }
         out
     }
+}
+
+/// Nodes in flight gang `gi` may use.
+fn extras(w: &World<'_>, gi: usize, groups: &[Group]) -> Vec<usize> {
+    w.inflight
+        .iter()
+        .copied()
+        .filter(|&ni| {
+            let n = &w.nodes[ni];
+            !n.removed
+                && !n.given_up
+                && w.reservation_allows(ni, gi)
+                && groups.iter().any(|g| g.elig[ni])
+        })
+        .collect()
+}
+
+/// The zones of launch domains, in order.
+fn zone_names(domains: &[Domain]) -> Vec<&str> {
+    let zones: BTreeSet<&str> = domains.iter().filter_map(|d| d.zone.as_deref()).collect();
+    zones.into_iter().collect()
+}
+
+/// What existing capacity in zone `z` takes of a `SameZone` launch.
+fn zone_part(
+    w: &World<'_>,
+    gi: usize,
+    groups: &[Group],
+    excluded: &[GpuModel],
+    z: &str,
+    extras: &[usize],
+) -> (Vec<Take>, Vec<u32>) {
+    let scope = Scope {
+        gang: gi,
+        excluded_models: excluded,
+        zone: Some(z),
+        placement_group: None,
+    };
+    pack(w, groups, &scope, extras, true)
+}
+
+/// Appends one part, tagged, to an encoding ([`ExistingParts::encode`]).
+fn encode_part(out: &mut Vec<u32>, tag: u32, (takes, left): &(Vec<Take>, Vec<u32>)) {
+    out.extend([tag, takes.len() as u32, left.len() as u32]);
+    for t in takes {
+        out.extend([t.node as u32, t.group as u32, t.n]);
+    }
+    out.extend_from_slice(left);
 }
 
 /// A failed [`reads_same_nodes`] check's findings, for the try computed
@@ -616,14 +639,16 @@ impl KnownExisting {
 /// models `excluded` by the quota) would, on the current nodes, read what
 /// an earlier search read: `place` still finds no room for the whole gang,
 /// and existing capacity takes the same pods ([`LaunchChoice::existing_read`]).
-/// The pool usage and launch budget the search also reads are checked by
-/// the caller.
+/// Only the nodes of `changed` may differ from what the earlier search
+/// saw. The pool usage and launch budget the search also reads are checked
+/// by the caller.
 pub(crate) fn reads_same_nodes(
     w: &mut World<'_>,
     gi: usize,
     counts: &[u32],
     excluded: &[GpuModel],
     earlier: &LaunchChoice,
+    changed: &[usize],
 ) -> bool {
     let topology = w.gangs[gi].gang.topology;
     w.flush_index();
@@ -634,7 +659,7 @@ pub(crate) fn reads_same_nodes(
         zone: None,
         placement_group: None,
     };
-    if crate::placement::place(w, &groups, topology, &scope).is_some() {
+    if crate::placement::place_finds_room_again(w, &groups, topology, &scope, changed) {
         return false;
     }
     let parts = if topology == Topology::SameZone {

@@ -242,8 +242,8 @@ impl QuotaBook {
         // has many assignments but few such pairs, and the book's map is
         // then written once per tracked resource.
         let mut counts: Vec<(usize, Option<&GpuModel>, u64)> = Vec::new();
-        for (a, &at) in gang.assignments.iter().zip(&g.assigned) {
-            let Some(si) = gang.pod_sets.iter().position(|p| p.name == a.pod_set) else {
+        for (&si, &at) in g.assigned_sets.iter().zip(&g.assigned) {
+            let Some(si) = si else {
                 continue;
             };
             let model = at.and_then(|ni| w.nodes[ni].node.gpu_model.as_ref());

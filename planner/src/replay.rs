@@ -508,6 +508,7 @@ impl Replay {
                                 &counts,
                                 &old.excluded,
                                 c,
+                                &self.drift.node_list,
                             );
                             trace.rechecked += usize::from(same);
                             same
