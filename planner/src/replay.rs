@@ -733,8 +733,11 @@ impl Replay {
         };
         // This step's try; the earlier step's try if its commit happened;
         // whether the two commits are the same.
+        // The earlier step is the same gang's: its id is moved over.
+        let mut old_gang: Option<GangId> = None;
         let (new_tried, old_committed, same) = match old {
             Some(o) if take => {
+                old_gang = Some(o.gang);
                 // The try taken over, moved out of the earlier step and back.
                 let new_tried = Tried::from_owned(tried);
                 let same = o.made.is_some() == committed;
@@ -746,6 +749,7 @@ impl Replay {
                 (new_tried, old_committed, same)
             }
             Some(o) => {
+                old_gang = Some(o.gang);
                 let new_tried = Tried::from_owned(tried);
                 let same = match (o.made.is_some(), committed) {
                     (false, false) => true,
@@ -787,7 +791,7 @@ impl Replay {
         }
         if trace.record {
             trace.steps.push(Step {
-                gang: gang.id.clone(),
+                gang: old_gang.unwrap_or_else(|| gang.id.clone()),
                 tried: new_tried,
                 made,
                 full,
