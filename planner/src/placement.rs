@@ -414,7 +414,10 @@ pub(crate) fn place_finds_room_again(
     if groups.iter().all(|g| g.count == 0) {
         return true;
     }
-    let ids: Vec<u32> = changed
+    // The zones or placement groups of changed nodes, each once, in order
+    // (a domain without a node the gang may use has no room either, as
+    // `place` would not search it).
+    let mut ids: Vec<u32> = changed
         .iter()
         .filter_map(|&ni| {
             if by_pg {
@@ -424,25 +427,25 @@ pub(crate) fn place_finds_room_again(
             }
         })
         .collect();
+    ids.sort_unstable();
+    ids.dedup();
     let names: &[&str] = if by_pg { &w.pgs } else { &w.zones };
-    domains(w, groups, by_pg).into_iter().any(|d| {
-        let touched = names
-            .binary_search(&d)
-            .is_ok_and(|i| ids.contains(&(i as u32)));
-        touched && {
-            let s = if by_pg {
-                Scope {
-                    placement_group: Some(d),
-                    ..*scope
-                }
-            } else {
-                Scope {
-                    zone: Some(d),
-                    ..*scope
-                }
-            };
-            whole(w, groups, &s).is_some()
-        }
+    ids.into_iter().any(|id| {
+        let Some(&d) = names.get(id as usize) else {
+            return false;
+        };
+        let s = if by_pg {
+            Scope {
+                placement_group: Some(d),
+                ..*scope
+            }
+        } else {
+            Scope {
+                zone: Some(d),
+                ..*scope
+            }
+        };
+        whole(w, groups, &s).is_some()
     })
 }
 
