@@ -69,6 +69,11 @@ impl Sizes {
     }
 }
 
+/// A queue's launch domains and the offerings skipped as unavailable, as
+/// carried (owned: what a driver keeps between cycles may move between
+/// threads).
+type Domains = (Vec<crate::provisioning::Domain>, Vec<usize>);
+
 /// The caches a cycle leaves for the next (see the module comment).
 #[derive(Debug, Default)]
 pub(crate) struct Carried {
@@ -89,7 +94,7 @@ pub(crate) struct Carried {
     /// Machine kinds, by domain and pod-set signatures.
     pub kinds: FastMap<Vec<u64>, (Vec<usize>, Vec<Kind>)>,
     /// Launch domains, by (queue, topology, excluded GPU models).
-    pub domains: FastMap<(Option<usize>, u8, u64), crate::index::DomainSet>,
+    pub domains: FastMap<(Option<usize>, u8, u64), Domains>,
     /// How many new node names the cycle gave: room reserved for the next
     /// cycle's, which are mostly the same.
     pub new_names: usize,
@@ -134,7 +139,11 @@ impl World<'_> {
         self.new_elig_cache = c.new_elig;
         self.cover_cache = c.covers;
         self.kinds_cache = c.kinds.into_iter().map(|(k, v)| (k, Rc::new(v))).collect();
-        self.domain_cache = c.domains;
+        self.domain_cache = c
+            .domains
+            .into_iter()
+            .map(|(k, v)| (k, Rc::new(v)))
+            .collect();
         self.new_names.reserve(c.new_names);
         c.scratch
     }
@@ -190,6 +199,9 @@ impl World<'_> {
                 .collect(),
             domains: if self.domain_cache.len() <= CARRY_SLACK {
                 std::mem::take(&mut self.domain_cache)
+                    .into_iter()
+                    .map(|(k, v)| (k, Rc::unwrap_or_clone(v)))
+                    .collect()
             } else {
                 FastMap::default()
             },

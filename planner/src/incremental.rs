@@ -632,6 +632,15 @@ mod tests {
     use crate::model::{Toleration, TolerationOperator};
     use crate::synthetic::{self, Params};
 
+    /// What a driver keeps between cycles may move between threads (the
+    /// controller's planning runs on its own thread).
+    #[test]
+    fn planners_are_send() {
+        fn send<T: Send>() {}
+        send::<Replanner>();
+        send::<Planner>();
+    }
+
     /// After a loop too small to fingerprint for, a `Replanner` keeps the
     /// plan and nothing else (the next plan is made from scratch); after a
     /// loop it fingerprints for, it keeps the tries and the caches.

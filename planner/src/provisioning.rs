@@ -102,15 +102,15 @@ pub(crate) enum LaunchFail {
 /// Added to every machine's price to minimise the node count first.
 const NODE_PENALTY: u64 = 1 << 50;
 
-/// A launch domain. It owns what it holds (the zone by a shared name), so
-/// a re-plan can carry a cycle's domains to the next (`carry.rs`).
-#[derive(Debug)]
+/// A launch domain. It owns what it holds (the zone's name too), so a
+/// re-plan can carry a cycle's domains to the next (`carry.rs`).
+#[derive(Debug, Clone)]
 pub(crate) struct Domain {
     pool: usize,
     pool_rank: usize,
     ct: CapacityType,
     ct_rank: usize,
-    zone: Option<std::rc::Rc<str>>,
+    zone: Option<Box<str>>,
     offerings: Vec<usize>,
     /// The lowest price per GPU among the domain's offerings with GPUs, as
     /// (price, GPU millis): no set of machines holding `g` GPU millis costs
@@ -796,7 +796,7 @@ fn build_domains(
                             pool_rank,
                             ct: *ct,
                             ct_rank,
-                            zone: Some(std::rc::Rc::from(z)),
+                            zone: Some(Box::from(z)),
                             offerings: usable
                                 .iter()
                                 .copied()
