@@ -90,6 +90,23 @@ impl Scope<'_> {
     }
 }
 
+impl<'s> Scope<'s> {
+    /// This scope narrowed to placement group `d` (`by_pg`) or zone `d`.
+    fn within(&self, d: &'s str, by_pg: bool) -> Scope<'s> {
+        if by_pg {
+            Scope {
+                placement_group: Some(d),
+                ..*self
+            }
+        } else {
+            Scope {
+                zone: Some(d),
+                ..*self
+            }
+        }
+    }
+}
+
 /// The free-capacity index a search within `ids` walks: the zone's own
 /// when the scope is a zone, else the whole one (nodes outside the scope
 /// are then skipped by [`Scope::admits`]).
@@ -434,18 +451,7 @@ pub(crate) fn place_finds_room_again(
         let Some(&d) = names.get(id as usize) else {
             return false;
         };
-        let s = if by_pg {
-            Scope {
-                placement_group: Some(d),
-                ..*scope
-            }
-        } else {
-            Scope {
-                zone: Some(d),
-                ..*scope
-            }
-        };
-        whole(w, groups, &s).is_some()
+        whole(w, groups, &scope.within(d, by_pg)).is_some()
     })
 }
 
@@ -466,18 +472,7 @@ pub(crate) fn place(
             let by_pg = topology == Topology::SamePlacementGroup;
             let mut best: Option<Vec<Take>> = None;
             for d in domains(w, groups, by_pg) {
-                let s = if by_pg {
-                    Scope {
-                        placement_group: Some(d),
-                        ..*scope
-                    }
-                } else {
-                    Scope {
-                        zone: Some(d),
-                        ..*scope
-                    }
-                };
-                if let Some(takes) = whole(w, groups, &s)
+                if let Some(takes) = whole(w, groups, &scope.within(d, by_pg))
                     && best
                         .as_ref()
                         .is_none_or(|b| nodes_touched(&takes) < nodes_touched(b))
