@@ -79,9 +79,10 @@ fn movables(w: &World<'_>, ni: usize) -> Vec<Movable> {
     }
     for &gi in &n.gangs {
         let g = w.gangs[gi].gang;
-        for a in &g.assignments {
-            if a.node == n.node.name
-                && let Some(si) = g.pod_sets.iter().position(|p| p.name == a.pod_set)
+        let info = &w.gangs[gi];
+        for (&at, &set) in info.assigned.iter().zip(&info.assigned_sets) {
+            if at == Some(ni)
+                && let Some(si) = set
             {
                 out.push(Movable {
                     shape: g.pod_sets[si].requests.clone(),

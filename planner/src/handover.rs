@@ -63,8 +63,9 @@ fn renamed(w: &World<'_>, from: usize, to: usize) -> Vec<Assignment> {
     let mut out: Vec<Assignment> = gf
         .assignments
         .iter()
-        .filter_map(|a| {
-            let si = gf.pod_sets.iter().position(|p| p.name == a.pod_set)?;
+        .zip(&w.gangs[from].assigned_sets)
+        .filter_map(|(a, &si)| {
+            let si = si?;
             Some(Assignment {
                 pod_set: gt.pod_sets.get(si)?.name.clone(),
                 index: a.index,

@@ -29,10 +29,11 @@ const MAX_CANDIDATES: usize = 64;
 /// The node and requests of every assigned pod of gang `vi`.
 fn placed_pods<'a>(w: &World<'a>, vi: usize) -> Vec<(usize, &'a crate::resources::Resources)> {
     let g = w.gangs[vi].gang;
-    g.assignments
+    w.gangs[vi]
+        .assigned
         .iter()
-        .zip(&w.gangs[vi].assigned)
-        .filter_map(|(a, &at)| Some((at?, &g.pod_set(&a.pod_set)?.requests)))
+        .zip(&w.gangs[vi].assigned_sets)
+        .filter_map(|(&at, &si)| Some((at?, &g.pod_sets.get(si?)?.requests)))
         .collect()
 }
 

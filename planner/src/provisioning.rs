@@ -132,19 +132,16 @@ pub(crate) fn plan_launch(
     let gang = w.gangs[gi].gang;
     let pools = w.queue_pools(q);
     let shapes: Vec<Resources> = groups.iter().map(|g| g.shape.clone()).collect();
-    let model_ok = |o: &crate::model::Offering| {
-        o.gpu_model
-            .as_ref()
-            .is_none_or(|m| !excluded.iter().any(|x| m.satisfies(x)))
-    };
-    let excluded_hash = naming::fnv1a64(format!("{excluded:?}").as_bytes());
+    let model_ok = |o: &crate::model::Offering| model_allowed(o, excluded);
+    let excluded_hash = excluded_key(excluded);
     let cached = domains_for(w, gi, topology, excluded);
     let (domains, skipped_all) = (&cached.0, &cached.1);
     let offerings = w.offerings.clone();
+    let counts: Vec<u32> = groups.iter().map(|g| g.count).collect();
 
     // Existing capacity first.
     let parts = match w.known_existing.take() {
-        Some(k) if k.gang == gi && k.counts_of(groups) && k.excluded == excluded => k.parts,
+        Some(k) if k.is_for(gi, &counts, excluded) => k.parts,
         _ => ExistingParts::of(w, gi, groups, topology, excluded, domains),
     };
     let existing_read = parts.encode();
@@ -153,7 +150,6 @@ pub(crate) fn plan_launch(
         zones: zone_parts,
     } = parts;
 
-    let counts: Vec<u32> = groups.iter().map(|g| g.count).collect();
     let sigs = w.gang_sigs(gi);
     let ext_hash: Vec<u64> = groups
         .iter()
@@ -491,20 +487,27 @@ fn domains_for(
     excluded: &[GpuModel],
 ) -> crate::index::DomainSet {
     let q = w.gangs[gi].queue;
-    let excluded_hash = naming::fnv1a64(format!("{excluded:?}").as_bytes());
-    let dkey = (q, topology as u8, excluded_hash);
+    let dkey = (q, topology as u8, excluded_key(excluded));
     if let Some(d) = w.domain_cache.get(&dkey) {
         return d.clone();
     }
-    let model_ok = |o: &crate::model::Offering| {
-        o.gpu_model
-            .as_ref()
-            .is_none_or(|m| !excluded.iter().any(|x| m.satisfies(x)))
-    };
+    let model_ok = |o: &crate::model::Offering| model_allowed(o, excluded);
     let pools = w.queue_pools(q);
     let d = std::rc::Rc::new(build_domains(w, &pools, topology, &model_ok));
     w.domain_cache.insert(dkey, d.clone());
     d
+}
+
+/// True when an offering's GPU model is none of those the quota excludes.
+fn model_allowed(o: &crate::model::Offering, excluded: &[GpuModel]) -> bool {
+    o.gpu_model
+        .as_ref()
+        .is_none_or(|m| !excluded.iter().any(|x| m.satisfies(x)))
+}
+
+/// The excluded GPU models as part of a cache key.
+fn excluded_key(excluded: &[GpuModel]) -> u64 {
+    naming::fnv1a64(format!("{excluded:?}").as_bytes())
 }
 
 /// What existing capacity (Ready nodes, and nodes in flight the gang may
@@ -624,11 +627,6 @@ pub(crate) struct KnownExisting {
 }
 
 impl KnownExisting {
-    fn counts_of(&self, groups: &[Group]) -> bool {
-        self.counts.len() == groups.len()
-            && groups.iter().zip(&self.counts).all(|(g, c)| g.count == *c)
-    }
-
     /// True when it was found for gang `gi` at `counts` with `excluded`.
     pub fn is_for(&self, gi: usize, counts: &[u32], excluded: &[GpuModel]) -> bool {
         self.gang == gi && self.counts == counts && self.excluded == excluded

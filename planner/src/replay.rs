@@ -490,31 +490,11 @@ impl Replay {
                 let take = match self.reads(w, book, gi, &old) {
                     Reads::Same => true,
                     Reads::Differ => false,
-                    Reads::Nodes => match &old.tried {
-                        Tried::Fit {
-                            decision: Decision::Launch(c),
-                            groups,
-                            ..
-                        } => {
-                            let mut counts = vec![0; w.gangs[gi].gang.pod_sets.len()];
-                            for &(set, _, n) in groups {
-                                if let Some(c) = counts.get_mut(set) {
-                                    *c = n;
-                                }
-                            }
-                            let same = crate::provisioning::reads_same_nodes(
-                                w,
-                                gi,
-                                &counts,
-                                &old.excluded,
-                                c,
-                                &self.drift.node_list,
-                            );
-                            trace.rechecked += usize::from(same);
-                            same
-                        }
-                        _ => false,
-                    },
+                    Reads::Nodes => {
+                        let same = self.launch_reads_same(w, gi, &old);
+                        trace.rechecked += usize::from(same);
+                        same
+                    }
                 };
                 let keep = take
                     && old.names_clean
@@ -570,6 +550,28 @@ impl Replay {
         }
         turn.same_try = true;
         turn.made = take_made(&mut trace.earlier_plan, at);
+    }
+
+    /// True when an earlier try of gang `gi` was a launch whose searches of
+    /// existing capacity read the same now. It succeeded at full size
+    /// ([`Reads::Nodes`]), so it was made at the pod sets' counts.
+    fn launch_reads_same(&self, w: &mut World<'_>, gi: usize, old: &Step) -> bool {
+        let Tried::Fit {
+            decision: Decision::Launch(c),
+            ..
+        } = &old.tried
+        else {
+            return false;
+        };
+        let counts: Vec<u32> = w.gangs[gi].gang.pod_sets.iter().map(|p| p.count).collect();
+        crate::provisioning::reads_same_nodes(
+            w,
+            gi,
+            &counts,
+            &old.excluded,
+            c,
+            &self.drift.node_list,
+        )
     }
 
     /// Whether an earlier try of gang `gi` reads nothing the drift
