@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::by_index::ByIndex;
 use crate::index::{ReleasedFrom, World};
 use crate::model::{Assignment, GangId, QuotaResource};
 use crate::naming;
@@ -70,15 +71,15 @@ pub(crate) enum Outcome {
 #[derive(Debug, Default)]
 pub(crate) struct Cycle {
     pub plan: Plan,
-    pub outcome: BTreeMap<usize, Outcome>,
+    pub outcome: ByIndex<Outcome>,
     /// Released (timed-out / orphan) nodes taken by a gang this cycle.
     pub handed: BTreeMap<usize, usize>,
     /// Gangs chosen as preemption victims.
     pub victims: BTreeSet<usize>,
-    /// Nodes used by each gang's decision this cycle.
-    pub used_nodes: BTreeMap<usize, BTreeSet<usize>>,
+    /// Nodes used by each gang's decision this cycle, sorted.
+    pub used_nodes: ByIndex<Vec<usize>>,
     /// Every node used by a decision this cycle.
-    pub all_used: BTreeSet<usize>,
+    pub all_used: ByIndex<()>,
     /// The plan items taken over were made at another time: their messages
     /// are rendered again.
     pub retimed: bool,
@@ -306,7 +307,7 @@ fn commit_inner(
     let mut next_index = vec![0u32; gang.pod_sets.len()];
     let mut assignments = Vec::new();
     let mut model_pods = Vec::new();
-    let mut used = BTreeSet::new();
+    let mut used: Vec<usize> = Vec::new();
     let existing: &[Take] = match &a.decision {
         Decision::Admit(t) => t,
         Decision::Launch(c) => &c.existing,
@@ -331,11 +332,13 @@ fn commit_inner(
         if count {
             model_pods.push((g.shape.clone(), t.n, w.nodes[t.node].node.gpu_model.clone()));
         }
-        used.insert(t.node);
+        used.push(t.node);
         if w.nodes[t.node].released_from.is_some() {
             cx.handed.insert(t.node, gi);
         }
     }
+    used.sort_unstable();
+    used.dedup();
     match (&a.decision, made) {
         (Decision::Admit(_), made) => {
             let admission = match made {
@@ -467,7 +470,9 @@ fn commit_inner(
         });
         book.add(q, &amounts);
     }
-    cx.all_used.extend(used.iter().copied());
+    for &ni in &used {
+        cx.all_used.insert(ni, ());
+    }
     cx.used_nodes.insert(gi, used);
     (names_clean, amounts)
 }

@@ -52,7 +52,7 @@ fn untouchable(w: &World<'_>, cx: &Cycle, ni: usize) -> bool {
         || n.node.pods.iter().any(|p| p.do_not_disrupt)
         || n.exclusive.is_some()
         || n.node.phase != NodePhase::Ready
-        || cx.all_used.contains(&ni)
+        || cx.all_used.contains_key(&ni)
         || n.gangs.iter().any(|&gi| {
             let g = w.gangs[gi].gang;
             !(g.disruptible && matches!(g.phase, GangPhase::Admitted | GangPhase::Running))

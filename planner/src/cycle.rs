@@ -479,12 +479,12 @@ fn releases(w: &World<'_>, cx: &mut Cycle) {
 
 fn waiting(w: &World<'_>, cx: &mut Cycle) {
     let mut by_queue: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for (gi, o) in &cx.outcome {
+    for (gi, o) in cx.outcome.iter() {
         if let Outcome::Waiting(..) = o {
             by_queue
-                .entry(w.gangs[*gi].gang.queue.clone())
+                .entry(w.gangs[gi].gang.queue.clone())
                 .or_default()
-                .push(*gi);
+                .push(gi);
         }
     }
     for (queue, mut gangs) in by_queue {

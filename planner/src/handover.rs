@@ -170,12 +170,17 @@ pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
         for &ni in &early_nodes {
             w.nodes[ni].exclusive = Some(late);
         }
-        cx.used_nodes
-            .insert(early, late_nodes.iter().copied().collect());
-        cx.used_nodes
-            .insert(late, early_nodes.iter().copied().collect());
-        cx.all_used
-            .extend(late_nodes.iter().chain(&early_nodes).copied());
+        let sorted = |nodes: &[usize]| {
+            let mut v = nodes.to_vec();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        cx.used_nodes.insert(early, sorted(&late_nodes));
+        cx.used_nodes.insert(late, sorted(&early_nodes));
+        for &ni in late_nodes.iter().chain(&early_nodes) {
+            cx.all_used.insert(ni, ());
+        }
         cx.outcome.insert(early, Outcome::Admitted);
         cx.outcome.insert(late, Outcome::Launched);
     }

@@ -54,20 +54,16 @@
 //! how many later decisions it really changes: docs/benchmarks.md has the
 //! figures of one arrival in each queue of the 10k reference snapshot.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::hash::{Hash, Hasher};
-
-use xxhash_rust::xxh3::{xxh3_64, xxh3_128};
-
 use crate::carry::Carried;
 use crate::cycle::run_traced;
-use crate::index::FastMap;
 use crate::model::{Gang, GangId, Node};
 use crate::plan::Plan;
+use crate::prints::Prints;
 use crate::replay::{Step, Trace};
 use crate::snapshot::{Policy, Snapshot};
 use crate::time::Time;
 use crate::time_facts;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a re-plan keeps of the last plan: its tries, its time, the plan,
 /// and what changed since.
@@ -164,6 +160,9 @@ impl Memory {
         }
         let mut trace = Trace {
             record: true,
+            // As many tries as last time, give or take the changes: the
+            // steps are large, and growing the list copies them all.
+            steps: Vec::with_capacity(earlier.len() + self.changed.len()),
             earlier,
             earlier_plan,
             earlier_now,
@@ -504,7 +503,7 @@ impl Replanner {
         }
         let new = match self.prints.take() {
             Some(old) => {
-                let new = Prints::of(s);
+                let new = Prints::of(s, floating);
                 self.note(&old, &new);
                 Some(new)
             }
@@ -515,7 +514,7 @@ impl Replanner {
         };
         self.memory.plan(s, policy, now);
         self.prints = if self.memory.tried >= self.min_tries {
-            Some(new.unwrap_or_else(|| Prints::of(s)))
+            Some(new.unwrap_or_else(|| Prints::of(s, floating)))
         } else {
             self.memory.forget();
             None
@@ -524,106 +523,12 @@ impl Replanner {
     }
 
     fn note(&mut self, old: &Prints, new: &Prints) {
-        if old.queues != new.queues
-            || old.pools != new.pools
-            || old.offerings != new.offerings
-            || old.nodes != new.nodes
-        {
-            self.memory.rebuild = true;
-        }
-        for (id, before) in &old.gangs {
-            let after = new.gangs.get(id);
-            if after == Some(before) {
-                continue;
-            }
-            if before.len() > 1 || after.is_some_and(|a| a.len() > 1) {
-                // Duplicate ids: which copy counts is decided in the cycle.
-                self.memory.rebuild = true;
-                continue;
-            }
-            self.memory.note_gang(
-                id,
-                before.first().map(|p| p.1),
-                after.and_then(|a| a.first()).map(|p| p.1),
-            );
-        }
-        for (id, after) in &new.gangs {
-            if !old.gangs.contains_key(id) {
-                if after.len() > 1 {
-                    self.memory.rebuild = true;
-                    continue;
-                }
-                self.memory.note_gang(id, None, after.first().map(|p| p.1));
-            }
+        let changes = new.since(old);
+        self.memory.rebuild |= changes.other;
+        for (id, before, after) in changes.gangs {
+            self.memory.note_gang(&id, before, after);
         }
     }
-}
-
-/// Fingerprints of a snapshot: what a [`Replanner`] keeps of it.
-#[derive(Debug)]
-struct Prints {
-    queues: u128,
-    pools: u128,
-    offerings: u128,
-    nodes: u128,
-    /// Every gang's fingerprint and whether it is free-floating, by id
-    /// (the gangs are compared by id, in no particular order: what a
-    /// comparison notes does not depend on the order).
-    gangs: FastMap<GangId, Vec<(u128, bool)>>,
-}
-
-impl Prints {
-    fn of(s: &Snapshot) -> Prints {
-        let mut buf = Bytes::default();
-        let mut gangs: FastMap<GangId, Vec<(u128, bool)>> = FastMap::default();
-        gangs.reserve(s.gangs.len());
-        for g in &s.gangs {
-            gangs
-                .entry(g.id.clone())
-                .or_default()
-                .push((print(g, &mut buf), floating(g)));
-        }
-        Prints {
-            queues: multiset(&s.queues, &mut buf),
-            pools: multiset(&s.pools, &mut buf),
-            offerings: multiset(&s.offerings, &mut buf),
-            nodes: multiset(&s.nodes, &mut buf),
-            gangs,
-        }
-    }
-}
-
-/// Collects what an item's `Hash` writes, to be hashed in one go: one
-/// 128-bit XXH3 over the bytes is much cheaper than a hasher called for
-/// every field.
-#[derive(Default)]
-struct Bytes(Vec<u8>);
-
-impl Hasher for Bytes {
-    fn write(&mut self, bytes: &[u8]) {
-        self.0.extend_from_slice(bytes);
-    }
-
-    fn finish(&self) -> u64 {
-        // Only `print` reads what was written.
-        xxh3_64(&self.0)
-    }
-}
-
-/// The fingerprint of one item: XXH3-128 of everything its `Hash` writes
-/// (every field; `Hash` agrees with `==` on the model types).
-fn print<T: Hash>(item: &T, buf: &mut Bytes) -> u128 {
-    buf.0.clear();
-    item.hash(buf);
-    xxh3_128(&buf.0)
-}
-
-/// The fingerprint of a list as a multiset (its order does not matter to a
-/// plan).
-fn multiset<T: Hash>(items: &[T], buf: &mut Bytes) -> u128 {
-    let mut prints: Vec<u128> = items.iter().map(|x| print(x, buf)).collect();
-    prints.sort_unstable();
-    print(&prints, buf)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 
 mod admission;
 pub mod apply;
+mod by_index;
 mod carry;
 mod consolidation;
 pub mod cover;
@@ -28,6 +29,7 @@ pub mod orphans;
 mod placement;
 pub mod plan;
 mod preemption;
+mod prints;
 mod provisioning;
 pub mod quantity;
 mod quota;

@@ -38,7 +38,7 @@ fn pool_wanted(w: &mut World<'_>, cx: &Cycle, p: usize, pool_nodes: &[usize]) ->
             ),
             _ => false,
         })
-        .map(|(g, _)| *g)
+        .map(|(g, _)| g)
         .collect();
     for gi in waiting {
         let q = w.gangs[gi].queue;
@@ -84,7 +84,7 @@ pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
         let mut busy = false;
         for &ni in &pool_nodes {
             let n = &w.nodes[ni];
-            let used_now = cx.all_used.contains(&ni);
+            let used_now = cx.all_used.contains_key(&ni);
             if !n.gangs.is_empty()
                 || n.exclusive.is_some()
                 || n.node.pods.iter().any(|p| !p.daemon)
