@@ -127,7 +127,6 @@ impl Prints {
 }
 
 impl GangPrints {
-    #[inline(never)]
     fn of(gangs: &[Gang], floating: &impl Fn(&Gang) -> bool, buf: &mut Bytes) -> GangPrints {
         let mut out = GangPrints {
             ids: String::with_capacity(gangs.iter().map(|g| g.id.0.len()).sum()),
@@ -144,14 +143,28 @@ impl GangPrints {
                 floating: floating(g),
             });
         }
+        // By key alone first (a plain integer sort); the few runs of equal
+        // keys then by id, fingerprint and flag, so that the order the
+        // gangs came in does not matter.
+        out.entries.sort_unstable_by_key(|e| e.key);
         let ids = &out.ids;
-        out.entries.sort_unstable_by(|x, y| {
-            x.key
-                .cmp(&y.key)
-                .then_with(|| ids[x.start..x.end].cmp(&ids[y.start..y.end]))
-                .then(x.print.cmp(&y.print))
-                .then(x.floating.cmp(&y.floating))
-        });
+        let mut k = 0;
+        while k < out.entries.len() {
+            let key = out.entries[k].key;
+            let mut n = 1;
+            while out.entries.get(k + n).is_some_and(|e| e.key == key) {
+                n += 1;
+            }
+            if n > 1 {
+                out.entries[k..k + n].sort_unstable_by(|x, y| {
+                    ids[x.start..x.end]
+                        .cmp(&ids[y.start..y.end])
+                        .then(x.print.cmp(&y.print))
+                        .then(x.floating.cmp(&y.floating))
+                });
+            }
+            k += n;
+        }
         out
     }
 
@@ -188,6 +201,38 @@ impl Hasher for Bytes {
         self.0.extend_from_slice(bytes);
     }
 
+    // Most of what the model types write are small numbers (lengths, enum
+    // tags, quantities): written as fixed-size arrays, not through `write`.
+    #[inline]
+    fn write_u8(&mut self, n: u8) {
+        self.0.push(n);
+    }
+
+    #[inline]
+    fn write_u32(&mut self, n: u32) {
+        self.0.extend_from_slice(&n.to_le_bytes());
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.0.extend_from_slice(&n.to_le_bytes());
+    }
+
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.0.extend_from_slice(&(n as u64).to_le_bytes());
+    }
+
+    #[inline]
+    fn write_isize(&mut self, n: isize) {
+        self.0.extend_from_slice(&(n as i64).to_le_bytes());
+    }
+
+    #[inline]
+    fn write_i64(&mut self, n: i64) {
+        self.0.extend_from_slice(&n.to_le_bytes());
+    }
+
     fn finish(&self) -> u64 {
         // Only `print` reads what was written.
         xxh3_64(&self.0)
@@ -195,18 +240,20 @@ impl Hasher for Bytes {
 }
 
 /// The fingerprint of one item.
+#[inline]
 fn print<T: Hash>(item: &T, buf: &mut Bytes) -> u128 {
     buf.0.clear();
     item.hash(buf);
     xxh3_128(&buf.0)
 }
 
-/// The fingerprint of a list as a multiset.
-#[inline(never)]
+/// The fingerprint of a list as a multiset: the sum of its items'
+/// fingerprints (modulo 2^128, the same in any order) and its length.
 fn multiset<T: Hash>(items: &[T], buf: &mut Bytes) -> u128 {
-    let mut prints: Vec<u128> = items.iter().map(|x| print(x, buf)).collect();
-    prints.sort_unstable();
-    print(&prints, buf)
+    let sum = items
+        .iter()
+        .fold(0u128, |sum, x| sum.wrapping_add(print(x, buf)));
+    print(&(sum, items.len()), buf)
 }
 
 #[cfg(test)]
