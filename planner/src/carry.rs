@@ -22,7 +22,7 @@
 //! arriving (and nothing forces a plan from scratch) they would only grow.
 //! They are bounded by what a plan from scratch used: [`Sizes::within`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::rc::Rc;
 
 use crate::cover::{Cover, Kind};
@@ -85,8 +85,6 @@ pub(crate) struct Carried {
     pub gang_sigs: FastMap<GangId, Vec<u32>>,
     /// Static eligibility of every node, by (queue, signature id).
     pub elig: FastMap<(Option<usize>, u32), Vec<bool>>,
-    /// Node labels built so far.
-    pub node_labels: Vec<Option<BTreeMap<String, String>>>,
     /// Eligibility on new machines, by signature id (pool-major).
     pub new_elig: Vec<Vec<u8>>,
     /// Cheapest covers, by domain and demand.
@@ -133,9 +131,6 @@ impl World<'_> {
             }
         }
         self.elig_cache = c.elig.into_iter().map(|(k, v)| (k, Rc::new(v))).collect();
-        if c.node_labels.len() == self.nodes.len() {
-            self.node_labels = c.node_labels;
-        }
         self.new_elig_cache = c.new_elig;
         self.cover_cache = c.covers;
         self.kinds_cache = c.kinds.into_iter().map(|(k, v)| (k, Rc::new(v))).collect();
@@ -170,7 +165,6 @@ impl World<'_> {
         if !now.within(&scratch) {
             return Carried {
                 scratch,
-                node_labels: std::mem::take(&mut self.node_labels),
                 new_names: self.new_names.len(),
                 ..Carried::default()
             };
@@ -190,7 +184,6 @@ impl World<'_> {
                 .into_iter()
                 .map(|(k, v)| (k, Rc::unwrap_or_clone(v)))
                 .collect(),
-            node_labels: std::mem::take(&mut self.node_labels),
             new_elig: std::mem::take(&mut self.new_elig_cache),
             covers: std::mem::take(&mut self.cover_cache),
             kinds: std::mem::take(&mut self.kinds_cache)

@@ -216,6 +216,9 @@ pub(crate) struct World<'a> {
     stale: Vec<(u32, Option<FreeKey>)>,
     /// Per node: it is in `stale`.
     stale_mark: Vec<bool>,
+    /// The indexes have been built (by the first [`World::flush_index`]);
+    /// until then no change is noted.
+    indexed: bool,
     /// 64-bit hashes ([`name_hash`]) of the names given to new nodes this
     /// cycle: a name whose hash is not here is free; one whose hash is
     /// here is looked up in the cycle's launches. Hashing is cheaper than
@@ -253,9 +256,6 @@ pub(crate) struct World<'a> {
     /// `provisioning::alike_kinds`), with their offering positions.
     pub kinds_cache: FastMap<Vec<u64>, KindSet>,
     pub(crate) elig_cache: FastMap<(Option<usize>, u32), Rc<Vec<bool>>>,
-    /// Node labels (with pool and offering labels), built when a selector
-    /// first needs them.
-    pub(crate) node_labels: Vec<Option<BTreeMap<String, String>>>,
     /// Per signature: eligibility on new nodes, pool-major (0 unknown, 1
     /// no, 2 yes).
     pub(crate) new_elig_cache: Vec<Vec<u8>>,
@@ -301,9 +301,17 @@ pub(crate) fn pod_set_matches(
     gpu_model: Option<&crate::model::GpuModel>,
     gpu_memory_mib: u64,
 ) -> bool {
-    if !selector_matches(&ps.node_selector, labels) || !tolerates_all(&ps.tolerations, taints) {
-        return false;
-    }
+    selector_matches(&ps.node_selector, labels)
+        && tolerates_all(&ps.tolerations, taints)
+        && model_matches(ps, gpu_model, gpu_memory_mib)
+}
+
+/// Fit of a pod set on a GPU model and its memory.
+pub(crate) fn model_matches(
+    ps: &PodSet,
+    gpu_model: Option<&crate::model::GpuModel>,
+    gpu_memory_mib: u64,
+) -> bool {
     if !ps.gpu_models.is_empty()
         && !gpu_model.is_some_and(|m| ps.gpu_models.iter().any(|w| m.satisfies(w)))
     {
@@ -414,12 +422,8 @@ impl<'a> World<'a> {
         let accelerated = requests_accelerator(ps);
         let pools = self.queue_pools(q);
         let explicit = q.is_some_and(|q| !self.queues[q].pools.is_empty());
-        let empty = BTreeMap::new();
-        if !ps.node_selector.is_empty() && self.node_labels.len() != self.nodes.len() {
-            self.node_labels = vec![None; self.nodes.len()];
-        }
         let mut v: Vec<bool> = Vec::with_capacity(self.nodes.len());
-        for (ni, n) in self.nodes.iter().enumerate() {
+        for n in &self.nodes {
             let pool_ok = match n.pool {
                 Some(p) => !explicit || pools.contains(&p),
                 None => true,
@@ -441,21 +445,14 @@ impl<'a> World<'a> {
                 v.push(false);
                 continue;
             }
-            // Labels are only built when a selector needs them, once per node.
-            let lbl = if ps.node_selector.is_empty() {
-                &empty
-            } else {
-                &*self.node_labels[ni].get_or_insert_with(|| {
-                    labels::node_labels(n.node, n.pool.map(|p| self.pools[p]))
-                })
-            };
-            v.push(pod_set_matches(
-                ps,
-                lbl,
-                &[],
-                n.node.gpu_model.as_ref(),
-                n.node.gpu_memory_mib,
-            ));
+            // The selector's few keys are looked up one by one, not in a
+            // map of every label the node has.
+            let pool = n.pool.map(|p| self.pools[p]);
+            let selected = ps
+                .node_selector
+                .iter()
+                .all(|(k, want)| labels::node_label(n.node, pool, k) == Some(want.as_str()));
+            v.push(selected && model_matches(ps, n.node.gpu_model.as_ref(), n.node.gpu_memory_mib));
         }
         let v = Rc::new(v);
         self.elig_cache.insert((q, sig), v.clone());

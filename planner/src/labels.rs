@@ -37,6 +37,24 @@ pub fn new_node_labels(pool: &Pool, offering: &Offering) -> BTreeMap<String, Str
     l
 }
 
+/// One effective label of an existing node: what [`node_labels`] holds
+/// under `key`, found without building the map (a node selector names a
+/// few keys; a node has dozens of labels).
+pub fn node_label<'n>(node: &'n Node, pool: Option<&'n Pool>, key: &str) -> Option<&'n str> {
+    if let Some(v) = node.labels.get(key) {
+        return Some(v);
+    }
+    let derived = match key {
+        POOL => node.pool.as_deref(),
+        GPU_MODEL => node.gpu_model.as_ref().map(|m| m.as_str()),
+        CAPACITY_TYPE => node.capacity_type.map(|c| c.as_str()),
+        ZONE if !node.zone.is_empty() => Some(node.zone.as_str()),
+        INSTANCE_TYPE => node.offering.as_ref().map(|o| o.instance_type.as_str()),
+        _ => None,
+    };
+    derived.or_else(|| pool.and_then(|p| p.labels.get(key)).map(String::as_str))
+}
+
 /// Effective labels of an existing node: derived well-known labels (and its
 /// pool's labels, if the pool is known), overridden by the node's own.
 pub fn node_labels(node: &Node, pool: Option<&Pool>) -> BTreeMap<String, String> {
@@ -60,4 +78,74 @@ pub fn node_labels(node: &Node, pool: Option<&Pool>) -> BTreeMap<String, String>
         l.insert(k.clone(), v.clone());
     }
     l
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{node, pool};
+    use crate::model::{CapacityType, GpuModel, OfferingKey, Provider};
+    use proptest::prelude::*;
+
+    /// Keys a selector may name: every derived key, and two others.
+    const KEYS: [&str; 7] = [
+        POOL,
+        GPU_MODEL,
+        CAPACITY_TYPE,
+        ZONE,
+        INSTANCE_TYPE,
+        "team",
+        "kubernetes.io/arch",
+    ];
+
+    fn some_labels() -> impl Strategy<Value = BTreeMap<String, String>> {
+        proptest::collection::btree_map(
+            proptest::sample::select(KEYS.to_vec()).prop_map(String::from),
+            "[ab]",
+            0..4,
+        )
+    }
+
+    proptest! {
+        /// A label looked up on its own is the label of the whole map, for
+        /// nodes with and without each derived field, own labels that
+        /// override derived ones, and pools with and without labels.
+        #[test]
+        fn one_label_is_the_label_of_the_map(
+            own in some_labels(),
+            pool_labels in some_labels(),
+            in_pool in any::<bool>(),
+            known_pool in any::<bool>(),
+            offering in any::<bool>(),
+            zone in "(|z1)",
+            spot in proptest::option::of(any::<bool>()),
+            model in proptest::option::of("(A100|H100)"),
+        ) {
+            let mut n = node("n").labels(own).zone(zone);
+            if in_pool {
+                n = n.pool("p");
+            }
+            if offering {
+                n = n.offering(OfferingKey {
+                    provider: Provider::Aws,
+                    zone: "z1".into(),
+                    instance_type: "p4d.24xlarge".into(),
+                    capacity_type: CapacityType::Spot,
+                });
+            }
+            if let Some(s) = spot {
+                n = n.capacity_type(if s { CapacityType::Spot } else { CapacityType::OnDemand });
+            }
+            if let Some(m) = model {
+                n = n.gpu_model(GpuModel::new(&m));
+            }
+            let n = n.build();
+            let p = pool("p").labels(pool_labels).build();
+            let p = known_pool.then_some(&p);
+            let all = node_labels(&n, p);
+            for key in KEYS {
+                prop_assert_eq!(node_label(&n, p, key), all.get(key).map(String::as_str), "{}", key);
+            }
+        }
+    }
 }

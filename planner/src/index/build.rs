@@ -2,7 +2,7 @@
 //! by name, the nodes and gangs with what each says of the other (looked up
 //! once per node and per assignment), the provisioning state and holdings
 //! of every gang, reservations, machines given up, pool usage, zones and
-//! placement groups, and the free-capacity indexes.
+//! placement groups, and the free-capacity indexes (built by the first search, see `free.rs`).
 
 use std::collections::BTreeMap;
 
@@ -91,7 +91,7 @@ impl<'a> World<'a> {
         let stale_mark = vec![false; nodes.len()];
         let gang_sigs = vec![None; gangs.len()];
 
-        let mut w = World {
+        World {
             now,
             policy,
             queues,
@@ -107,6 +107,7 @@ impl<'a> World<'a> {
             zone_index: Vec::new(),
             stale: Vec::new(),
             stale_mark,
+            indexed: false,
             new_names: FastSet::default(),
             new_nodes_planned: 0,
             inflight,
@@ -121,13 +122,10 @@ impl<'a> World<'a> {
             kinds_cache: FastMap::default(),
             domain_cache: FastMap::default(),
             elig_cache: FastMap::default(),
-            node_labels: Vec::new(),
             new_elig_cache: Vec::new(),
             sig_ids: FastMap::default(),
             gang_sigs,
-        };
-        w.rebuild_index();
-        w
+        }
     }
 }
 

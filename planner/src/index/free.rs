@@ -2,7 +2,9 @@
 //! ordered by free (GPU, CPU), for all nodes and per zone. Commits change
 //! nodes and only note them; every search first brings the indexes up to
 //! date with [`World::flush_index`], and the getters assert it in debug
-//! builds.
+//! builds. The indexes are first built by the first search, not with the
+//! working state: a re-plan commits many tries taken over before it
+//! searches, and would otherwise build them twice.
 
 use std::collections::BTreeSet;
 
@@ -38,7 +40,7 @@ impl World<'_> {
     /// [`World::flush_index`].
     pub fn free_index(&self) -> &BTreeSet<FreeKey> {
         debug_assert!(
-            self.stale.is_empty(),
+            self.indexed && self.stale.is_empty(),
             "free-capacity index read while stale"
         );
         &self.free_index
@@ -48,7 +50,7 @@ impl World<'_> {
     /// [`World::free_index`]).
     pub fn zone_index(&self, zone: usize) -> Option<&BTreeSet<FreeKey>> {
         debug_assert!(
-            self.stale.is_empty(),
+            self.indexed && self.stale.is_empty(),
             "free-capacity index read while stale"
         );
         self.zone_index.get(zone)
@@ -66,6 +68,9 @@ impl World<'_> {
 
     /// Notes that node `ni` is about to change (its key now, if first).
     fn touch(&mut self, ni: usize) {
+        if !self.indexed {
+            return;
+        }
         if let Some(m) = self.stale_mark.get_mut(ni)
             && !*m
         {
@@ -78,6 +83,11 @@ impl World<'_> {
     /// Brings the free-capacity indexes up to date with every node changed
     /// since the last call.
     pub fn flush_index(&mut self) {
+        if !self.indexed {
+            self.rebuild_index();
+            self.indexed = true;
+            return;
+        }
         let mut stale = std::mem::take(&mut self.stale);
         // Past a quarter of the nodes, building the indexes again in bulk
         // (sorted keys, collected) costs less than two updates per node.
