@@ -442,15 +442,15 @@ impl Planner {
 /// Each [`plan`](Replanner::plan) compares the snapshot it is given with
 /// the fingerprints of the last one — every queue, pool, offering and node
 /// as a multiset, every gang by its id — and takes the tries over as a
-/// [`Planner`] does. Fingerprints are 128-bit XXH3 hashes of each item's
-/// fields: a change that left an item's fingerprint as it was would go
-/// unseen, which for 128 bits is not a practical concern. The plan is the plan [`crate::plan()`]
-/// gives for the same snapshot, policy and time
-/// (`planner/tests/incremental.rs`).
+/// [`Planner`] does (`prints.rs`). Fingerprints are 128-bit XXH3 hashes of
+/// each item's fields: a change that left an item's fingerprint as it was
+/// would go unseen, which for 128 bits is not a practical concern. The
+/// plan is the plan [`crate::plan()`] gives for the same snapshot, policy
+/// and time (`planner/tests/incremental.rs`).
 ///
-/// Fingerprinting a snapshot costs about as much as a tenth of building
-/// its working state, and pays only when the next plan can take many tries
-/// over. So fingerprints are kept only after a plan whose fair-share loop
+/// Fingerprinting a snapshot costs about as much as building its working
+/// state when its gangs hold nothing, and pays only when the next plan can
+/// take many tries over. So fingerprints are kept only after a plan whose fair-share loop
 /// had at least [`Replanner::DEFAULT_MIN_TRIES`] tries (a backlog of pending
 /// gangs); after a smaller loop the next plan is made from scratch, which
 /// costs the same as taking its few tries over.

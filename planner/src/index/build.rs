@@ -204,29 +204,27 @@ fn gang_infos<'a>(
 /// The provisioning state of every gang and what each holds: the pods it
 /// holds per pod set, taken from the free capacity of their nodes.
 fn gang_states(gangs: &mut [GangInfo<'_>], nodes: &mut [NodeInfo<'_>], now: Time) {
-    for gi in 0..gangs.len() {
-        let g = gangs[gi].gang;
-        let assigned = &gangs[gi].assigned;
+    for (gi, info) in gangs.iter_mut().enumerate() {
+        let g = info.gang;
         let mut prov = ProvState::None;
         if g.phase == GangPhase::Provisioning {
             let deadline_passed = crate::time_facts::deadline_passed(g, now);
-            let missing = assigned
+            let missing = info
+                .assigned
                 .iter()
                 .any(|i| i.is_none_or(|i| nodes[i].node.phase == NodePhase::Terminating))
-                || gangs[gi]
+                || info
                     .reserved
                     .iter()
                     .any(|&ni| nodes[ni].node.phase == NodePhase::Terminating);
             // Every node it is assigned or holds is Ready (a node named
             // twice is checked twice: no set needed for an "all").
-            let all_ready = !(g.assignments.is_empty() && gangs[gi].reserved.is_empty())
-                && assigned
+            let all_ready = !(g.assignments.is_empty() && info.reserved.is_empty())
+                && info
+                    .assigned
                     .iter()
                     .all(|i| i.is_some_and(|i| nodes[i].node.schedulable()))
-                && gangs[gi]
-                    .reserved
-                    .iter()
-                    .all(|&ni| nodes[ni].node.schedulable());
+                && info.reserved.iter().all(|&ni| nodes[ni].node.schedulable());
             prov = if missing {
                 ProvState::Replan
             } else if all_ready {
@@ -237,16 +235,15 @@ fn gang_states(gangs: &mut [GangInfo<'_>], nodes: &mut [NodeInfo<'_>], now: Time
                 ProvState::Waiting
             };
         }
-        gangs[gi].prov = prov;
-        let holds = match g.phase {
+        info.prov = prov;
+        info.holds = match g.phase {
             GangPhase::Admitted | GangPhase::Running => true,
             GangPhase::Provisioning => matches!(prov, ProvState::Waiting | ProvState::AllReady),
             _ => false,
         };
-        gangs[gi].holds = holds;
-        if holds {
+        if info.holds {
             let mut held = vec![0u32; g.pod_sets.len()];
-            for (&si, &at) in gangs[gi].assigned_sets.iter().zip(&gangs[gi].assigned) {
+            for (&si, &at) in info.assigned_sets.iter().zip(&info.assigned) {
                 let Some(si) = si else {
                     continue;
                 };
@@ -261,7 +258,7 @@ fn gang_states(gangs: &mut [GangInfo<'_>], nodes: &mut [NodeInfo<'_>], now: Time
             if g.assignments.is_empty() {
                 held = g.pod_sets.iter().map(|p| p.count).collect();
             }
-            gangs[gi].held = held;
+            info.held = held;
         }
     }
 }
