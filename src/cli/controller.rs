@@ -246,7 +246,7 @@ pub fn run(args: ControllerArgs) -> Result<(), CliError> {
     // A planning cycle frees most of what it allocates (the snapshot, the
     // working state); with mimalloc's default purge delay each cycle's
     // peak stayed resident. At 5,000 Nodes and 50,000 Pods the RSS peak
-    // over 50 cycles went from 142–150 MiB to about 125 MiB, at the same
+    // over 50 cycles went from 143–151 MiB to 128–134 MiB, at the same
     // event-to-plan latency (docs/benchmarks.md, "Controller at scale").
     muster_alloc::return_freed_memory_at_once();
     init_logging(args.log_format);
