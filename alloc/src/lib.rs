@@ -27,11 +27,12 @@ pub fn return_freed_memory_at_once() {
 
 /// How long mimalloc waits before it returns freed memory, in milliseconds
 /// (0: at once; -1: never).
-pub fn purge_delay_ms() -> i64 {
+pub fn purge_delay_ms() -> std::ffi::c_long {
     #[allow(unsafe_code)]
     // SAFETY: `mi_option_get` reads an integer option.
-    let ms = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
-    i64::from(ms)
+    unsafe {
+        libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY)
+    }
 }
 
 #[cfg(test)]
