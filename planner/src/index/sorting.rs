@@ -46,25 +46,9 @@ pub(super) fn sorted_unique_by_name<T: Debug>(items: &[T], name: impl Fn(&T) -> 
         })
         .collect();
     keys.sort_unstable();
-    let mut v: Vec<&T> = keys.iter().map(|k| &items[k.3 as usize]).collect();
-    // Runs whose first 24 bytes are equal, in full.
-    let mut i = 0;
-    while i < keys.len() {
-        let mut j = i + 1;
-        while j < keys.len()
-            && keys[j].0 == keys[i].0
-            && keys[j].1 == keys[i].1
-            && keys[j].2 == keys[i].2
-        {
-            j += 1;
-        }
-        if j - i > 1 {
-            v[i..j].sort_by(|a, b| name(a).cmp(name(b)));
-        }
-        i = j;
-    }
-    // Repeats are neighbours with the same first 24 bytes: only those runs
-    // are compared in full.
+    let v: Vec<&T> = keys.iter().map(|k| &items[k.3 as usize]).collect();
+    // Runs whose first 24 bytes are equal are sorted by the full names;
+    // only they can hold repeats.
     let mut out: Vec<&T> = Vec::with_capacity(v.len());
     let mut i = 0;
     while i < keys.len() {
@@ -79,7 +63,9 @@ pub(super) fn sorted_unique_by_name<T: Debug>(items: &[T], name: impl Fn(&T) -> 
         if j - i == 1 {
             out.push(v[i]);
         } else {
-            out.extend(unique(v[i..j].to_vec(), |a, b| name(a).cmp(name(b))));
+            let mut run = v[i..j].to_vec();
+            run.sort_by(|a, b| name(a).cmp(name(b)));
+            out.extend(unique(run, |a, b| name(a).cmp(name(b))));
         }
         i = j;
     }
