@@ -93,6 +93,21 @@ impl Cycle {
     pub fn wait(&mut self, gi: usize, reason: WaitReason, message: String) {
         self.outcome.insert(gi, Outcome::Waiting(reason, message));
     }
+
+    /// Records the nodes gang `gi`'s decision uses ([`node_set`]).
+    pub fn record_used(&mut self, gi: usize, nodes: Vec<usize>) {
+        for &ni in &nodes {
+            self.all_used.insert(ni, ());
+        }
+        self.used_nodes.insert(gi, nodes);
+    }
+}
+
+/// Node indexes sorted, without repeats.
+pub(crate) fn node_set(mut nodes: Vec<usize>) -> Vec<usize> {
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
 }
 
 /// The pod groups of a gang at the given counts.
@@ -337,8 +352,7 @@ fn commit_inner(
             cx.handed.insert(t.node, gi);
         }
     }
-    used.sort_unstable();
-    used.dedup();
+    let used = node_set(used);
     match (&a.decision, made) {
         (Decision::Admit(_), made) => {
             let admission = match made {
@@ -470,10 +484,7 @@ fn commit_inner(
         });
         book.add(q, &amounts);
     }
-    for &ni in &used {
-        cx.all_used.insert(ni, ());
-    }
-    cx.used_nodes.insert(gi, used);
+    cx.record_used(gi, used);
     (names_clean, amounts)
 }
 

@@ -7,15 +7,11 @@
 #[derive(Debug, Clone)]
 pub(crate) struct ByIndex<T> {
     slots: Vec<Option<T>>,
-    len: usize,
 }
 
 impl<T> Default for ByIndex<T> {
     fn default() -> Self {
-        ByIndex {
-            slots: Vec::new(),
-            len: 0,
-        }
+        ByIndex { slots: Vec::new() }
     }
 }
 
@@ -25,11 +21,7 @@ impl<T> ByIndex<T> {
         if i >= self.slots.len() {
             self.slots.resize_with(i + 1, || None);
         }
-        let old = self.slots[i].replace(value);
-        if old.is_none() {
-            self.len += 1;
-        }
-        old
+        self.slots[i].replace(value)
     }
 
     /// The value at `i`.
@@ -40,12 +32,6 @@ impl<T> ByIndex<T> {
     /// True when `i` has a value.
     pub fn contains_key(&self, i: &usize) -> bool {
         self.get(i).is_some()
-    }
-
-    /// How many positions have a value.
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.len
     }
 
     /// The positions with a value and their values, by position.
@@ -65,7 +51,7 @@ mod tests {
 
     proptest! {
         /// Any run of inserts leaves the map a `BTreeMap` would hold: the
-        /// same replaced values, lookups, length and iteration order.
+        /// same replaced values, lookups and iteration order.
         #[test]
         fn a_map_by_index_is_a_btree_map(ops in proptest::collection::vec((0usize..50, 0u8..9), 0..80)) {
             let mut ours = ByIndex::default();
@@ -77,7 +63,6 @@ mod tests {
                 prop_assert_eq!(ours.get(&i), theirs.get(&i));
                 prop_assert_eq!(ours.contains_key(&i), theirs.contains_key(&i));
             }
-            prop_assert_eq!(ours.len(), theirs.len());
             let a: Vec<(usize, u8)> = ours.iter().map(|(i, v)| (i, *v)).collect();
             let b: Vec<(usize, u8)> = theirs.iter().map(|(i, v)| (*i, *v)).collect();
             prop_assert_eq!(a, b);

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::admission::{Cycle, Outcome};
+use crate::admission::{Cycle, Outcome, node_set};
 use crate::index::{ProvState, World};
 use crate::model::Assignment;
 use crate::order::within_queue_cmp;
@@ -170,17 +170,8 @@ pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
         for &ni in &early_nodes {
             w.nodes[ni].exclusive = Some(late);
         }
-        let sorted = |nodes: &[usize]| {
-            let mut v = nodes.to_vec();
-            v.sort_unstable();
-            v.dedup();
-            v
-        };
-        cx.used_nodes.insert(early, sorted(&late_nodes));
-        cx.used_nodes.insert(late, sorted(&early_nodes));
-        for &ni in late_nodes.iter().chain(&early_nodes) {
-            cx.all_used.insert(ni, ());
-        }
+        cx.record_used(early, node_set(late_nodes));
+        cx.record_used(late, node_set(early_nodes));
         cx.outcome.insert(early, Outcome::Admitted);
         cx.outcome.insert(late, Outcome::Launched);
     }

@@ -54,6 +54,8 @@
 //! how many later decisions it really changes: docs/benchmarks.md has the
 //! figures of one arrival in each queue of the 10k reference snapshot.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::carry::Carried;
 use crate::cycle::run_traced;
 use crate::model::{Gang, GangId, Node};
@@ -63,7 +65,6 @@ use crate::replay::{Step, Trace};
 use crate::snapshot::{Policy, Snapshot};
 use crate::time::Time;
 use crate::time_facts;
-use std::collections::{BTreeMap, BTreeSet};
 
 /// What a re-plan keeps of the last plan: its tries, its time, the plan,
 /// and what changed since.
@@ -450,9 +451,9 @@ impl Planner {
 ///
 /// Fingerprinting a snapshot costs about as much as building its working
 /// state when its gangs hold nothing, and pays only when the next plan can
-/// take many tries over. So fingerprints are kept only after a plan whose fair-share loop
-/// had at least [`Replanner::DEFAULT_MIN_TRIES`] tries (a backlog of pending
-/// gangs); after a smaller loop the next plan is made from scratch, which
+/// take many tries over. So fingerprints are kept only after a plan whose
+/// fair-share loop had at least [`Replanner::DEFAULT_MIN_TRIES`] tries (a
+/// backlog of pending gangs); after a smaller loop the next plan is made from scratch, which
 /// costs the same as taking its few tries over.
 #[derive(Debug)]
 pub struct Replanner {

@@ -26,7 +26,7 @@ mod build;
 mod free;
 mod sorting;
 
-use crate::model::scheduling::{selector_matches, tolerates_all};
+use crate::model::scheduling::{selector_matches, selector_matches_by, tolerates_all};
 use crate::model::{Gang, Node, NodePhase, Offering, PodSet, Pool, Queue};
 use crate::resources::Resources;
 use crate::snapshot::Policy;
@@ -445,13 +445,9 @@ impl<'a> World<'a> {
                 v.push(false);
                 continue;
             }
-            // The selector's few keys are looked up one by one, not in a
-            // map of every label the node has.
             let pool = n.pool.map(|p| self.pools[p]);
-            let selected = ps
-                .node_selector
-                .iter()
-                .all(|(k, want)| labels::node_label(n.node, pool, k) == Some(want.as_str()));
+            let selected =
+                selector_matches_by(&ps.node_selector, |k| labels::node_label(n.node, pool, k));
             v.push(selected && model_matches(ps, n.node.gpu_model.as_ref(), n.node.gpu_memory_mib));
         }
         let v = Rc::new(v);

@@ -37,8 +37,9 @@ pub fn new_node_labels(pool: &Pool, offering: &Offering) -> BTreeMap<String, Str
     l
 }
 
-/// One effective label of an existing node: what [`node_labels`] holds
-/// under `key`, found without building the map (a node selector names a
+/// One effective label of an existing node: derived well-known labels (and
+/// its pool's labels, if the pool is known), overridden by the node's own;
+/// found without building the whole map (a node selector names a
 /// few keys; a node has dozens of labels).
 pub fn node_label<'n>(node: &'n Node, pool: Option<&'n Pool>, key: &str) -> Option<&'n str> {
     if let Some(v) = node.labels.get(key) {
@@ -55,37 +56,38 @@ pub fn node_label<'n>(node: &'n Node, pool: Option<&'n Pool>, key: &str) -> Opti
     derived.or_else(|| pool.and_then(|p| p.labels.get(key)).map(String::as_str))
 }
 
-/// Effective labels of an existing node: derived well-known labels (and its
-/// pool's labels, if the pool is known), overridden by the node's own.
-pub fn node_labels(node: &Node, pool: Option<&Pool>) -> BTreeMap<String, String> {
-    let mut l = pool.map(|p| p.labels.clone()).unwrap_or_default();
-    if let Some(o) = &node.offering {
-        l.insert(INSTANCE_TYPE.into(), o.instance_type.clone());
-    }
-    if !node.zone.is_empty() {
-        l.insert(ZONE.into(), node.zone.clone());
-    }
-    if let Some(c) = node.capacity_type {
-        l.insert(CAPACITY_TYPE.into(), c.as_str().to_string());
-    }
-    if let Some(m) = &node.gpu_model {
-        l.insert(GPU_MODEL.into(), m.as_str().to_string());
-    }
-    if let Some(p) = &node.pool {
-        l.insert(POOL.into(), p.clone());
-    }
-    for (k, v) in &node.labels {
-        l.insert(k.clone(), v.clone());
-    }
-    l
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fixtures::{node, pool};
     use crate::model::{CapacityType, GpuModel, OfferingKey, Provider};
     use proptest::prelude::*;
+
+    /// Every effective label of an existing node, built as a map in order of
+    /// precedence: its pool's labels, then the derived well-known labels,
+    /// then the node's own.
+    fn node_labels(node: &Node, pool: Option<&Pool>) -> BTreeMap<String, String> {
+        let mut l = pool.map(|p| p.labels.clone()).unwrap_or_default();
+        if let Some(o) = &node.offering {
+            l.insert(INSTANCE_TYPE.into(), o.instance_type.clone());
+        }
+        if !node.zone.is_empty() {
+            l.insert(ZONE.into(), node.zone.clone());
+        }
+        if let Some(c) = node.capacity_type {
+            l.insert(CAPACITY_TYPE.into(), c.as_str().to_string());
+        }
+        if let Some(m) = &node.gpu_model {
+            l.insert(GPU_MODEL.into(), m.as_str().to_string());
+        }
+        if let Some(p) = &node.pool {
+            l.insert(POOL.into(), p.clone());
+        }
+        for (k, v) in &node.labels {
+            l.insert(k.clone(), v.clone());
+        }
+        l
+    }
 
     /// Keys a selector may name: every derived key, and two others.
     const KEYS: [&str; 7] = [

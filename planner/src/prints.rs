@@ -32,14 +32,14 @@ pub(crate) struct Prints {
 /// when it changed), so fingerprinting a snapshot allocates a handful of
 /// times, not once or twice per gang; entries are sorted by a hash of the
 /// id first, so that sorting and comparing them seldom compares strings.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct GangPrints {
     ids: String,
     entries: Vec<GangEntry>,
 }
 
 /// One gang of [`GangPrints`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct GangEntry {
     /// XXH3 of the id.
     key: u64,
@@ -143,27 +143,20 @@ impl GangPrints {
                 floating: floating(g),
             });
         }
-        // By key alone first (a plain integer sort); the few runs of equal
-        // keys then by id, fingerprint and flag, so that the order the
-        // gangs came in does not matter.
+        // By a hash of the id alone (a plain integer sort); the rare runs
+        // of one hash then by id, fingerprint and flag, so that the order
+        // the gangs came in does not matter.
         out.entries.sort_unstable_by_key(|e| e.key);
         let ids = &out.ids;
-        let mut k = 0;
-        while k < out.entries.len() {
-            let key = out.entries[k].key;
-            let mut n = 1;
-            while out.entries.get(k + n).is_some_and(|e| e.key == key) {
-                n += 1;
-            }
-            if n > 1 {
-                out.entries[k..k + n].sort_unstable_by(|x, y| {
+        for run in out.entries.chunk_by_mut(|x, y| x.key == y.key) {
+            if run.len() > 1 {
+                run.sort_unstable_by(|x, y| {
                     ids[x.start..x.end]
                         .cmp(&ids[y.start..y.end])
                         .then(x.print.cmp(&y.print))
                         .then(x.floating.cmp(&y.floating))
                 });
             }
-            k += n;
         }
         out
     }
@@ -201,38 +194,6 @@ impl Hasher for Bytes {
         self.0.extend_from_slice(bytes);
     }
 
-    // Most of what the model types write are small numbers (lengths, enum
-    // tags, quantities): written as fixed-size arrays, not through `write`.
-    #[inline]
-    fn write_u8(&mut self, n: u8) {
-        self.0.push(n);
-    }
-
-    #[inline]
-    fn write_u32(&mut self, n: u32) {
-        self.0.extend_from_slice(&n.to_le_bytes());
-    }
-
-    #[inline]
-    fn write_u64(&mut self, n: u64) {
-        self.0.extend_from_slice(&n.to_le_bytes());
-    }
-
-    #[inline]
-    fn write_usize(&mut self, n: usize) {
-        self.0.extend_from_slice(&(n as u64).to_le_bytes());
-    }
-
-    #[inline]
-    fn write_isize(&mut self, n: isize) {
-        self.0.extend_from_slice(&(n as i64).to_le_bytes());
-    }
-
-    #[inline]
-    fn write_i64(&mut self, n: i64) {
-        self.0.extend_from_slice(&n.to_le_bytes());
-    }
-
     fn finish(&self) -> u64 {
         // Only `print` reads what was written.
         xxh3_64(&self.0)
@@ -240,7 +201,6 @@ impl Hasher for Bytes {
 }
 
 /// The fingerprint of one item.
-#[inline]
 fn print<T: Hash>(item: &T, buf: &mut Bytes) -> u128 {
     buf.0.clear();
     item.hash(buf);

@@ -2,7 +2,8 @@
 //! by name, the nodes and gangs with what each says of the other (looked up
 //! once per node and per assignment), the provisioning state and holdings
 //! of every gang, reservations, machines given up, pool usage, zones and
-//! placement groups, and the free-capacity indexes (built by the first search, see `free.rs`).
+//! placement groups. The free-capacity indexes are built by the first
+//! search (`free.rs`).
 
 use std::collections::BTreeMap;
 
@@ -57,19 +58,12 @@ impl<'a> World<'a> {
                 .collect();
             // The machines of one launch are reserved for one gang, and
             // sort together.
-            let mut last: Option<(&str, Option<usize>)> = None;
+            let mut owner = LastLookup::default();
             nodes
                 .iter()
                 .map(|n| {
                     let g = n.node.reserved_for.as_ref()?.as_str();
-                    match last {
-                        Some((l, gi)) if l == g => gi,
-                        _ => {
-                            let gi = gang_ix.get(g).copied();
-                            last = Some((g, gi));
-                            gi
-                        }
-                    }
+                    owner.get(g, |g| gang_ix.get(g).copied())
                 })
                 .collect()
         };
@@ -174,18 +168,11 @@ fn gang_infos<'a>(
         .map(|g| {
             // A gang's pods often share a node: its assignments in a row
             // name it once.
-            let mut last: Option<(&str, Option<usize>)> = None;
+            let mut node = LastLookup::default();
             let assigned = g
                 .assignments
                 .iter()
-                .map(|a| match last {
-                    Some((name, ix)) if name == a.node => ix,
-                    _ => {
-                        let ix = node_ix.get(a.node.as_str()).copied();
-                        last = Some((a.node.as_str(), ix));
-                        ix
-                    }
-                })
+                .map(|a| node.get(&a.node, |name| node_ix.get(name).copied()))
                 .collect();
             GangInfo {
                 gang: g,
@@ -340,21 +327,15 @@ fn ids_of<'a>(names: impl Iterator<Item = Option<&'a str>>) -> (Vec<&'a str>, Ve
     // Ids in the order first seen, then renumbered in name order.
     let mut seen: FastMap<&'a str, u32> = FastMap::default();
     let mut first: Vec<&'a str> = Vec::new();
-    let mut last: Option<(&str, u32)> = None;
+    let mut run = LastLookup::default();
     let ids: Vec<Option<u32>> = names
         .map(|name| {
-            let name = name?;
-            match last {
-                Some((l, id)) if l == name => Some(id),
-                _ => {
-                    let id = *seen.entry(name).or_insert_with(|| {
-                        first.push(name);
-                        first.len() as u32 - 1
-                    });
-                    last = Some((name, id));
-                    Some(id)
-                }
-            }
+            Some(run.get(name?, |name| {
+                *seen.entry(name).or_insert_with(|| {
+                    first.push(name);
+                    first.len() as u32 - 1
+                })
+            }))
         })
         .collect();
     let mut order: Vec<u32> = (0..first.len() as u32).collect();
@@ -369,4 +350,32 @@ fn ids_of<'a>(names: impl Iterator<Item = Option<&'a str>>) -> (Vec<&'a str>, Ve
         .map(|id| id.map(|i| renumber[i as usize]))
         .collect();
     (sorted, ids)
+}
+
+/// The last name looked up and what it gave: lists in name order hold runs
+/// of one name (a gang's pods on one node, the machines of one launch),
+/// each looked up once.
+struct LastLookup<'n, V> {
+    last: Option<(&'n str, V)>,
+}
+
+impl<V> Default for LastLookup<'_, V> {
+    fn default() -> Self {
+        LastLookup { last: None }
+    }
+}
+
+impl<'n, V: Copy> LastLookup<'n, V> {
+    /// What `look` gives for `name`, looked up only when the name before
+    /// was another.
+    fn get(&mut self, name: &'n str, look: impl FnOnce(&'n str) -> V) -> V {
+        match self.last {
+            Some((l, v)) if l == name => v,
+            _ => {
+                let v = look(name);
+                self.last = Some((name, v));
+                v
+            }
+        }
+    }
 }

@@ -46,10 +46,9 @@ pub(super) fn sorted_unique_by_name<T: Debug>(items: &[T], name: impl Fn(&T) -> 
         })
         .collect();
     keys.sort_unstable();
-    let v: Vec<&T> = keys.iter().map(|k| &items[k.3 as usize]).collect();
     // Runs whose first 24 bytes are equal are sorted by the full names;
     // only they can hold repeats.
-    let mut out: Vec<&T> = Vec::with_capacity(v.len());
+    let mut out: Vec<&T> = Vec::with_capacity(keys.len());
     let mut i = 0;
     while i < keys.len() {
         let mut j = i + 1;
@@ -61,9 +60,9 @@ pub(super) fn sorted_unique_by_name<T: Debug>(items: &[T], name: impl Fn(&T) -> 
             j += 1;
         }
         if j - i == 1 {
-            out.push(v[i]);
+            out.push(&items[keys[i].3 as usize]);
         } else {
-            let mut run = v[i..j].to_vec();
+            let mut run: Vec<&T> = keys[i..j].iter().map(|k| &items[k.3 as usize]).collect();
             run.sort_by(|a, b| name(a).cmp(name(b)));
             out.extend(unique(run, |a, b| name(a).cmp(name(b))));
         }

@@ -92,7 +92,18 @@ pub fn selector_matches(
     selector: &BTreeMap<String, String>,
     labels: &BTreeMap<String, String>,
 ) -> bool {
-    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+    selector_matches_by(selector, |k| labels.get(k).map(String::as_str))
+}
+
+/// [`selector_matches`] with each label looked up by `label` (a node
+/// selector names a few keys; building a node's whole label map for them
+/// costs more than looking them up one by one).
+#[inline]
+pub fn selector_matches_by<'l>(
+    selector: &BTreeMap<String, String>,
+    label: impl Fn(&str) -> Option<&'l str>,
+) -> bool {
+    selector.iter().all(|(k, v)| label(k) == Some(v.as_str()))
 }
 
 #[cfg(test)]
