@@ -9,6 +9,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
+#[path = "architecture/layers.rs"]
+mod layers;
+
 /// Package name → names of its normal (non-dev, non-build) dependencies.
 fn graph() -> BTreeMap<String, Vec<String>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
@@ -203,4 +206,35 @@ fn the_graph_is_what_we_think_it_is() {
     }
     assert!(closure(&g, "muster").contains("muster-planner"));
     assert!(closure(&g, "muster-provider-api").contains("muster-planner"));
+}
+
+/// The layer check itself: a tree whose lower module imports a higher one
+/// (directly, in a `{..}` group, and through `super::`) is refused, a
+/// comment naming a higher module is not an import, and a cycle is found.
+#[test]
+fn the_layer_check_refuses_an_upward_import() {
+    let dir = std::env::temp_dir().join(format!("muster-layers-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("low")).expect("temp dir");
+    let write = |p: &str, s: &str| std::fs::write(dir.join(p), s).expect("write");
+    write("mod.rs", "pub mod low; pub mod mid; pub mod high;");
+    write("low/mod.rs", "// crate::m::high is named in a comment only\npub mod inner;");
+    write("low/inner.rs", "use super::super::high::Thing;");
+    write("mid.rs", "use crate::m::{low, high::Other};");
+    write("high.rs", "use crate::m::low::X; use crate::m::mid;");
+    let edges = layers::edges(&dir, "crate::m");
+    let layers_table: &[(&str, &[&str])] = &[("base", &["low"]), ("middle", &["mid"]), ("top", &["high"])];
+    let found = layers::violations(&edges, layers_table);
+    std::fs::remove_dir_all(&dir).expect("clean up");
+    assert_eq!(
+        found,
+        vec![
+            "`low` (layer base) imports the higher `high` (layer top) in low/inner.rs".to_string(),
+            "`mid` (layer middle) imports the higher `high` (layer top) in mid.rs".to_string(),
+        ]
+    );
+    assert_eq!(
+        layers::cycles(&edges),
+        vec![vec!["high".to_string(), "low".to_string(), "mid".to_string()]]
+    );
 }
