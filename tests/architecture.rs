@@ -218,12 +218,16 @@ fn the_layer_check_refuses_an_upward_import() {
     std::fs::create_dir_all(dir.join("low")).expect("temp dir");
     let write = |p: &str, s: &str| std::fs::write(dir.join(p), s).expect("write");
     write("mod.rs", "pub mod low; pub mod mid; pub mod high;");
-    write("low/mod.rs", "// crate::m::high is named in a comment only\npub mod inner;");
+    write(
+        "low/mod.rs",
+        "// crate::m::high is named in a comment only\npub mod inner;",
+    );
     write("low/inner.rs", "use super::super::high::Thing;");
     write("mid.rs", "use crate::m::{low, high::Other};");
     write("high.rs", "use crate::m::low::X; use crate::m::mid;");
     let edges = layers::edges(&dir, "crate::m");
-    let layers_table: &[(&str, &[&str])] = &[("base", &["low"]), ("middle", &["mid"]), ("top", &["high"])];
+    let layers_table: &[(&str, &[&str])] =
+        &[("base", &["low"]), ("middle", &["mid"]), ("top", &["high"])];
     let found = layers::violations(&edges, layers_table);
     std::fs::remove_dir_all(&dir).expect("clean up");
     assert_eq!(
@@ -235,6 +239,71 @@ fn the_layer_check_refuses_an_upward_import() {
     );
     assert_eq!(
         layers::cycles(&edges),
-        vec![vec!["high".to_string(), "low".to_string(), "mid".to_string()]]
+        vec![vec![
+            "high".to_string(),
+            "low".to_string(),
+            "mid".to_string()
+        ]]
+    );
+}
+
+/// The controller's layers, lowest first: a module imports only modules of
+/// lower layers (ARCHITECTURE.md draws the same table).
+const CONTROLLER_LAYERS: &[(&str, &[&str])] = &[
+    // objects, API helpers, client, conditions, reasons, Events, metrics
+    ("plumbing", &["base"]),
+    // clouds behind the provider seam; workload adapters; the Lease election
+    (
+        "clouds, adapters, election",
+        &["cloud", "leader", "workloads"],
+    ),
+    // watch caches, CRD checks, the Prometheus read, one cycle's observation
+    ("observation", &["observe"]),
+    // pure: kube objects -> planner snapshot
+    ("translation", &["translate"]),
+    // the handles every step is given
+    ("context", &["ctx"]),
+    // one folder per concern, siblings never importing each other
+    ("steps", &["steps"]),
+    // the only code that orders steps and passes data between them
+    ("cycle", &["cycle"]),
+    // `muster explain`, the admission webhook
+    ("entry points", &["explain", "webhook"]),
+    // the one HTTP stack: metrics, health, the webhook's endpoint
+    ("serving", &["http"]),
+];
+
+fn controller_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/controller")
+}
+
+#[test]
+fn controller_modules_import_down_the_layers() {
+    let edges = layers::edges(&controller_root(), "crate::controller");
+    let bad = layers::violations(&edges, CONTROLLER_LAYERS);
+    assert!(
+        bad.is_empty(),
+        "layering of src/controller:\n{}",
+        bad.join("\n")
+    );
+    let cycles = layers::cycles(&edges);
+    assert!(
+        cycles.is_empty(),
+        "import cycles in src/controller: {cycles:?}"
+    );
+}
+
+#[test]
+fn controller_steps_never_import_each_other() {
+    let root = controller_root().join("steps");
+    let edges = layers::edges(&root, "crate::controller::steps");
+    let steps: Vec<&str> = edges.keys().map(String::as_str).collect();
+    assert!(steps.len() >= 4, "steps found: {steps:?}");
+    let table: &[(&str, &[&str])] = &[("steps", &steps)];
+    let bad = layers::violations(&edges, table);
+    assert!(
+        bad.is_empty(),
+        "steps import each other:\n{}",
+        bad.join("\n")
     );
 }

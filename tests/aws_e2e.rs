@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kube::api::{Api, DynamicObject};
-use muster::controller::clouds::CloudOptions;
+use muster::controller::cloud::clouds::CloudOptions;
 use muster_provider_api::{CloudProvider, tags};
 use muster_provider_aws::AwsProvider;
 use muster_provider_aws::moto::Moto;

@@ -391,7 +391,7 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 /// Whether `name` is exported: a metric of the reference, with the suffixes
 /// of its type on the wire.
 fn exported(name: &str) -> bool {
-    use muster::controller::metrics::{METRICS, MetricKind};
+    use muster::controller::base::metrics::{METRICS, MetricKind};
     METRICS.iter().any(|m| {
         let base = format!("muster_{}", m.name);
         match m.kind {

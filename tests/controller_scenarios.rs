@@ -856,7 +856,7 @@ async fn draining_evicts_gangs_whole_honours_pdbs_and_do_not_disrupt() {
 async fn orphan_collection_terminates_exactly_the_orphans() {
     let (server, client) = start_world(&[]).await;
     let cloud = FakeCloud::new(Some(client.clone()));
-    let now = muster::controller::translate::time::now();
+    let now = muster::controller::base::time::now();
     let old = cloud.plant(
         "stray-old",
         "test-cluster",
@@ -1390,7 +1390,7 @@ async fn s2_metrics_scraped_by_prometheus() {
         .await
         .expect("bind metrics");
     let target = listener.local_addr().expect("metrics address");
-    let serving = tokio::spawn(controller::metrics::serve(
+    let serving = tokio::spawn(controller::http::serve_metrics(
         listener,
         done.ctl.metrics.clone(),
     ));

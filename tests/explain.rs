@@ -9,8 +9,8 @@ mod support;
 use std::process::Command;
 
 use kube::api::{Api, Patch, PatchParams};
+use muster::controller::base::time;
 use muster::controller::explain;
-use muster::controller::translate::time;
 use muster_planner::Time;
 use serde_json::json;
 use support::fake_cloud::{FakeCloud, FakeFactory};
@@ -87,7 +87,9 @@ async fn explained(
     gang: &str,
 ) -> explain::Explanation {
     let now = time::now();
-    let observed = explain::observe_once(client).await.expect("observe");
+    let observed = muster::controller::observe::once::once(client)
+        .await
+        .expect("observe");
     let (tr, notes) = explain::snapshot(&observed, &FakeFactory(cloud.clone()), now).await;
     assert!(notes.is_empty(), "{notes:?}");
     explain::explain(&tr, &Default::default(), now, &format!("{NS}/{gang}"))

@@ -10,7 +10,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use muster::controller::clouds::CloudOptions;
+use muster::controller::cloud::clouds::CloudOptions;
 use muster_provider_api::{CloudProvider, label_key, tags};
 use muster_provider_gcp::GcpProvider;
 use muster_provider_gcp::fake::ComputeFake;

@@ -21,7 +21,7 @@ fn hour_start(secs_ago: i64) -> String {
         .expect("clock")
         .as_secs() as i64;
     let t = (now - secs_ago).div_euclid(3600) * 3600;
-    muster::controller::translate::time::format(muster_planner::Time(t))
+    muster::controller::base::time::format(muster_planner::Time(t))
 }
 
 async fn queue_status(client: &kube::Client) -> Value {

@@ -38,7 +38,7 @@ fn check_generated(relative: &str, want: &str) {
 fn metrics_reference_is_current() {
     check_generated(
         "docs/reference/metrics.md",
-        &muster::controller::metrics::reference_markdown(),
+        &muster::controller::base::metrics::reference_markdown(),
     );
 }
 
@@ -46,6 +46,6 @@ fn metrics_reference_is_current() {
 fn events_reference_is_current() {
     check_generated(
         "docs/reference/events.md",
-        &muster::controller::reasons::reference_markdown(),
+        &muster::controller::base::reasons::reference_markdown(),
     );
 }

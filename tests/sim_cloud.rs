@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use muster::controller::ProviderFactory;
-use muster::controller::clouds::{CloudName, CloudOptions, Clouds};
-use muster::controller::sim_cloud::SimNodes;
+use muster::controller::cloud::clouds::{CloudName, CloudOptions, Clouds};
+use muster::controller::cloud::sim::SimNodes;
 use muster_planner::{CapacityType, PoolRequirements, Taint, TaintEffect, Time};
 use muster_provider_api::{CloudProvider, InstanceState, LaunchRequest, ProviderError};
 use serde_json::json;
@@ -174,7 +174,7 @@ async fn a_node_of_another_launch_is_not_taken_over() {
     ));
     // not booted yet: a boot of 600 s is not over now
     assert_eq!(
-        p.end_boots(muster::controller::translate::time::now())
+        p.end_boots(muster::controller::base::time::now())
             .await
             .expect("boots"),
         0

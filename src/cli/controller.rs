@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use muster::controller::{
-    self, ControllerConfig, Deps, LeaseConfig, TimingError, metrics::Metrics,
+    self, ControllerConfig, Deps, LeaseConfig, TimingError, base::metrics::Metrics,
 };
 
 use super::CliError;
@@ -32,11 +32,11 @@ pub enum CloudArg {
 }
 
 impl CloudArg {
-    fn name(self) -> controller::clouds::CloudName {
+    fn name(self) -> controller::cloud::clouds::CloudName {
         match self {
-            CloudArg::Aws => controller::clouds::CloudName::Aws,
-            CloudArg::Gcp => controller::clouds::CloudName::Gcp,
-            CloudArg::Sim => controller::clouds::CloudName::Sim,
+            CloudArg::Aws => controller::cloud::clouds::CloudName::Aws,
+            CloudArg::Gcp => controller::cloud::clouds::CloudName::Gcp,
+            CloudArg::Sim => controller::cloud::clouds::CloudName::Sim,
         }
     }
 }
@@ -334,8 +334,8 @@ fn lease_config(args: &ControllerArgs) -> Result<Option<LeaseConfig>, CliError> 
 }
 
 /// How the built-in providers reach their clouds.
-fn cloud_options(args: &ControllerArgs) -> controller::clouds::CloudOptions {
-    controller::clouds::CloudOptions {
+fn cloud_options(args: &ControllerArgs) -> controller::cloud::clouds::CloudOptions {
+    controller::cloud::clouds::CloudOptions {
         enabled: (!args.clouds.is_empty()).then(|| args.clouds.iter().map(|c| c.name()).collect()),
         #[cfg(feature = "aws")]
         aws: muster_provider_aws::AwsOptions {
@@ -491,7 +491,7 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
     config.workload_kinds = args.workload_kinds.0.clone();
     config.prometheus_url = match &args.prometheus_url {
         Some(u) => Some(
-            controller::prometheus::Endpoint::parse(u)
+            controller::observe::prometheus::Endpoint::parse(u)
                 .map_err(|e| CliError::input(format!("--prometheus-url {u}: {e}")))?
                 .to_string(),
         ),
@@ -504,14 +504,14 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
         .map_err(|e| CliError::failed(format!("--metrics-addr {}: {e}", args.metrics_addr)))?;
-    tokio::spawn(controller::metrics::serve(listener, metrics.clone()));
+    tokio::spawn(controller::http::serve_metrics(listener, metrics.clone()));
     if let Some((task, managed)) = webhook_server(&args, &client, metrics.clone()).await? {
         tokio::spawn(task);
         config.webhook_certs = managed;
     }
     let deps = Deps {
         providers: Arc::new(
-            controller::clouds::Clouds::new(cloud_options(&args)).with_client(client.clone()),
+            controller::cloud::clouds::Clouds::new(cloud_options(&args)).with_client(client.clone()),
         ),
         planner: controller::real_planner(),
         metrics,

@@ -2,7 +2,7 @@
 //! controller plans it, for people. Installed as the kubectl plugin
 //! `kubectl-muster` (a link to this binary; see docs/kubectl-plugin.md).
 
-use muster::controller::{self, explain, translate::time};
+use muster::controller::{self, base::time, explain};
 
 use super::CliError;
 
@@ -56,17 +56,19 @@ async fn translation(
     args: &ClusterArgs,
 ) -> Result<(controller::translate::Translation, Vec<String>), CliError> {
     let client = client(args).await?;
-    let observed = explain::observe_once(&client).await.map_err(|e| {
-        CliError::failed(format!(
-            "reading the cluster: {}",
-            controller::crd_check::short_error(&e)
-        ))
-    })?;
+    let observed = controller::observe::once::once(&client)
+        .await
+        .map_err(|e| {
+            CliError::failed(format!(
+                "reading the cluster: {}",
+                controller::observe::crd_check::short_error(&e)
+            ))
+        })?;
     // every cloud built in, the simulated one included: explain only lists
     // offerings, it never launches
     let options =
-        controller::clouds::CloudOptions::default().enable(&controller::clouds::CloudName::ALL);
-    let providers = controller::clouds::Clouds::new(options).with_client(client.clone());
+        controller::cloud::clouds::CloudOptions::default().enable(&controller::cloud::clouds::CloudName::ALL);
+    let providers = controller::cloud::clouds::Clouds::new(options).with_client(client.clone());
     Ok(explain::snapshot(&observed, &providers, time::now()).await)
 }
 

@@ -1,27 +1,28 @@
-//! What every step of a cycle works with: the long-lived context ([`Ctx`]:
-//! client, configuration, dependencies, caches, Events, offering cache,
-//! housekeeping clocks) and the cloud providers of one cycle
-//! ([`CycleProviders`], every NodeClass's resolved once per cycle).
+//! What every step of a cycle works with: a handful of long-lived handles
+//! ([`Ctx`]: the API client, configuration, dependencies, watch caches,
+//! Events, the offering cache and cloud work), and the cloud providers of
+//! one cycle ([`CycleProviders`], every NodeClass's resolved once per
+//! cycle). What a step remembers between cycles is the step's own, not
+//! the context's.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use kube::ResourceExt;
 use muster_provider_api::CloudProvider;
 
-use super::act::{self, ActError};
-use super::cloud_work::CloudWork;
-use super::events::Events;
-use super::objects::Kind;
-use super::observe::Caches;
-use super::providers::{OfferingCache, ProviderSetupError};
-use super::translate::Observed;
-use super::{ControllerConfig, Deps};
+use crate::controller::base::api::ActError;
+use crate::controller::base::events::Events;
+use crate::controller::base::objects::Kind;
+use crate::controller::cloud::providers::{OfferingCache, ProviderSetupError};
+use crate::controller::cloud::work::CloudWork;
+use crate::controller::observe::{Caches, Observed};
+use crate::controller::{ControllerConfig, Deps};
 
-/// Everything a cycle needs.
+/// The handles every step of a cycle is given.
 pub struct Ctx {
-    /// The API client.
+    /// The API client (deadline and write fence, see
+    /// [`crate::controller::base::client`]).
     pub client: kube::Client,
     /// Configuration.
     pub config: Arc<ControllerConfig>,
@@ -35,49 +36,6 @@ pub struct Ctx {
     pub offerings: Arc<OfferingCache>,
     /// Cloud calls running off the planning path.
     pub cloud: CloudWork,
-    /// Pod evictions in flight (drains).
-    pub evicting: Arc<act::apply::remove::InFlight>,
-    /// When periodic housekeeping last ran.
-    pub last: std::sync::Mutex<Housekeeping>,
-    /// When each NodeClass was last resolved.
-    pub resolved: act::reconcile::class_status::Resolved,
-    /// Jobs this process started lately (UID → when), so a watch cache that
-    /// shows the Job started but not yet its Gang admitted is not taken for
-    /// a Job running without admission.
-    pub started: act::reconcile::workloads::Started,
-    /// The enabled workload kinds the API server serves.
-    pub workload_kinds: std::collections::BTreeSet<crate::controller::workloads::WorkloadKind>,
-    /// Enabled workload kinds whose CRD is not served (skipped; reported on
-    /// every GPUQueue's `WorkloadKindsServed` condition).
-    pub missing_workload_kinds: Vec<crate::controller::workloads::WorkloadKind>,
-    /// The last GPU utilisation read from Prometheus (idle detection).
-    pub gpu_usage: super::gpu_usage::Cache,
-}
-
-/// When each periodic housekeeping step last ran.
-#[derive(Debug, Default)]
-pub struct Housekeeping {
-    /// Orphan collection.
-    pub orphans: Option<Instant>,
-    /// Interruption polling.
-    pub interruptions: Option<Instant>,
-}
-
-impl Ctx {
-    /// True (and noted) when `step` last ran at least `period` ago.
-    pub(crate) fn due(
-        &self,
-        period: std::time::Duration,
-        step: fn(&mut Housekeeping) -> &mut Option<Instant>,
-    ) -> bool {
-        let mut h = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = step(&mut h);
-        if slot.is_some_and(|t| t.elapsed() < period) {
-            return false;
-        }
-        *slot = Some(Instant::now());
-        true
-    }
 }
 
 impl Ctx {
@@ -89,7 +47,6 @@ impl Ctx {
         caches: Caches,
     ) -> Ctx {
         let events = Events::new(client.clone(), &config.identity);
-        let workload_kinds = config.workload_kinds.clone();
         let cloud = CloudWork::new(config.cloud_concurrency, caches.changes.clone());
         Ctx {
             client,
@@ -99,35 +56,6 @@ impl Ctx {
             events,
             offerings: Arc::default(),
             cloud,
-            evicting: Arc::default(),
-            last: std::sync::Mutex::default(),
-            resolved: Default::default(),
-            started: Default::default(),
-            workload_kinds,
-            missing_workload_kinds: Vec::new(),
-            gpu_usage: Default::default(),
-        }
-    }
-
-    pub(crate) fn observed(&self) -> Observed {
-        Observed {
-            jobs: self.caches.jobs(),
-            pods: self.caches.pods(),
-            nodes: self.caches.nodes(),
-            namespaces: self.caches.namespaces(),
-            pdbs: self.caches.pdbs(),
-            objects: Kind::ALL
-                .into_iter()
-                .map(|k| (k, self.caches.objects(k)))
-                .collect(),
-            kinds: self.workload_kinds.clone(),
-            workloads: self
-                .workload_kinds
-                .iter()
-                .filter(|k| k.custom().is_some())
-                .map(|&k| (k, self.caches.workloads(k)))
-                .collect(),
-            related: self.caches.related(),
         }
     }
 }

@@ -1,8 +1,8 @@
 //! `muster explain`, `muster queues`, `muster pools`: the controller's view
 //! of one gang, of every queue and of every pool, for people.
 //!
-//! The cluster is read once ([`observe_once`]), translated by the same
-//! [`translate`](super::translate) code the controller runs, and planned by
+//! The cluster is read once ([`crate::controller::observe::once`]), translated by the same
+//! [`translate`](crate::controller::translate) code the controller runs, and planned by
 //! the same planner. Nothing here decides: what would unblock a gang is read
 //! from the planner's reason and the snapshot's quota and pool limits, and the
 //! start estimate is the planner asked again with running gangs gone at the
@@ -10,83 +10,17 @@
 //! pure.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Node};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, DynamicObject, ListParams};
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
 use muster_planner::plan::WaitReason;
 use muster_planner::{GangId, Offering, Plan, Policy, Price, Snapshot, Time};
 use serde::Serialize;
 
-use super::objects::{Kind, KindExt};
-use super::providers::ProviderFactory;
-use super::translate::cached::{CachedPod, slim_node};
-use super::translate::{self, Observed, time};
-use super::workloads::WorkloadKind;
-
-/// Reads every object the controller watches, once.
-pub async fn observe_once(client: &Client) -> Result<Observed, kube::Error> {
-    let lp = ListParams::default();
-    let jobs = Api::<Job>::all(client.clone()).list(&lp).await?;
-    let pods = Api::<CachedPod>::all(client.clone()).list(&lp).await?;
-    let mut nodes = Api::<Node>::all(client.clone()).list(&lp).await?.items;
-    for n in &mut nodes {
-        slim_node(n);
-    }
-    let namespaces = Api::<Namespace>::all(client.clone()).list(&lp).await?;
-    let pdbs = Api::<PodDisruptionBudget>::all(client.clone())
-        .list(&lp)
-        .await?;
-    let mut objects = BTreeMap::new();
-    for kind in Kind::ALL {
-        let ar = kind.api_resource();
-        let list = Api::<DynamicObject>::all_with(client.clone(), &ar)
-            .list(&lp)
-            .await?;
-        objects.insert(kind, list.items.into_iter().map(Arc::new).collect());
-    }
-    // the custom workload kinds the server serves (which ones the install
-    // enables is the controller's flag, not known here)
-    let mut kinds: std::collections::BTreeSet<WorkloadKind> = WorkloadKind::ALL
-        .into_iter()
-        .filter(|k| k.custom().is_none())
-        .collect();
-    let mut workloads = BTreeMap::new();
-    for kind in WorkloadKind::ALL {
-        let Some(custom) = kind.custom() else {
-            continue;
-        };
-        let api = Api::<DynamicObject>::all_with(client.clone(), &custom.api_resource());
-        if let Ok(list) = api.list(&lp).await {
-            kinds.insert(kind);
-            workloads.insert(kind, list.items.into_iter().map(Arc::new).collect());
-        }
-    }
-    let mut related = BTreeMap::new();
-    for r in WorkloadKind::ALL.iter().flat_map(|k| k.related()) {
-        let api = Api::<DynamicObject>::all_with(client.clone(), &r.kind.api_resource());
-        if let Ok(list) = api.list(&lp).await {
-            related.insert(
-                r.kind.crd_name(),
-                list.items.into_iter().map(Arc::new).collect(),
-            );
-        }
-    }
-    Ok(Observed {
-        kinds,
-        workloads,
-        related,
-        jobs: jobs.items.into_iter().map(Arc::new).collect(),
-        pods: pods.items.into_iter().map(Arc::new).collect(),
-        nodes: nodes.into_iter().map(Arc::new).collect(),
-        namespaces: namespaces.items.into_iter().map(Arc::new).collect(),
-        pdbs: pdbs.items.into_iter().map(Arc::new).collect(),
-        objects,
-    })
-}
+use crate::controller::base::objects::Kind;
+use crate::controller::base::time;
+use crate::controller::cloud::providers::{ProviderFactory, list_offerings};
+use crate::controller::observe::Observed;
+use crate::controller::translate::{self};
 
 /// The snapshot the controller would build now, and why a pool has no
 /// offerings where none could be listed: offerings are listed from each
@@ -118,13 +52,8 @@ pub async fn snapshot(
                 continue;
             }
         };
-        match provider.offerings(&pool.requirements).await {
-            Ok(mut list) => {
-                for o in &mut list {
-                    if o.node_class.is_empty() {
-                        o.node_class = pool.node_class.clone();
-                    }
-                }
+        match list_offerings(provider.as_ref(), pool).await {
+            Ok(list) => {
                 offerings.insert(pool.name.clone(), list);
             }
             Err(e) => notes.push(format!(
@@ -336,7 +265,7 @@ pub fn unblock(snapshot: &Snapshot, queue: &str, reason: WaitReason) -> Vec<Stri
             out.push("allow more zones, GPU models or capacity types in the pools".into());
         }
         other => out.push(
-            crate::controller::reasons::catalog()
+            crate::controller::base::reasons::catalog()
                 .into_iter()
                 .find(|d| d.reason == other.as_str())
                 .map_or_else(String::new, |d| d.todo.to_string()),

@@ -14,8 +14,8 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use super::metrics::Metrics;
-use super::webhook::{self, Webhook};
+use crate::controller::base::metrics::Metrics;
+use crate::controller::webhook::{self, Webhook};
 
 /// Largest request body read: an AdmissionReview carries the object (the API
 /// server caps a request at 3 MiB) plus its metadata.
@@ -118,4 +118,14 @@ pub async fn serve_tls(listener: TcpListener, tls: Arc<rustls::ServerConfig>, ap
                 .await;
         });
     }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` (plain HTTP,
+/// see [`serve_plain`]) until the task is dropped.
+pub async fn serve_metrics(listener: TcpListener, metrics: Arc<Metrics>) {
+    let app = App {
+        metrics,
+        webhook: None,
+    };
+    serve_plain(listener, app).await
 }

@@ -9,26 +9,15 @@
 //! never takes a decision of its own; whatever it cannot do shows in the next
 //! snapshot and is planned again.
 
-pub mod act;
-pub mod api_client;
-pub mod cloud_work;
-pub mod clouds;
-pub mod crd_check;
+pub mod base;
+pub mod cloud;
 pub mod ctx;
-pub mod events;
+pub mod cycle;
 pub mod explain;
-pub mod gpu_usage;
 pub mod http;
 pub mod leader;
-pub mod metrics;
-pub mod objects;
 pub mod observe;
-pub mod planning_loop;
-pub mod prometheus;
-pub mod providers;
-pub mod reasons;
-pub mod report_metrics;
-pub mod sim_cloud;
+pub mod steps;
 pub mod translate;
 pub mod webhook;
 pub mod workloads;
@@ -39,8 +28,8 @@ use std::time::Duration;
 
 use muster_planner::{Plan, Policy, Snapshot, Time};
 
+pub use cloud::providers::{ProviderFactory, ProviderSetupError};
 pub use leader::{LeaseConfig, TimingError};
-pub use providers::{ProviderFactory, ProviderSetupError};
 
 /// The planning function: [`real_planner`] in production; tests may
 /// substitute a scripted planner to exercise the driver alone.
@@ -98,7 +87,7 @@ pub struct ControllerConfig {
     pub orphan_grace: Duration,
     /// How often each cloud's interruption notices are read.
     pub interruption_poll: Duration,
-    /// Deadline of every API request but watches (see [`api_client`]); with
+    /// Deadline of every API request but watches (see [`base::client`]); with
     /// leader election, shorter than lease duration − renew deadline.
     pub api_timeout: Duration,
     /// The workload kinds run as gangs (`--workload-kinds`).
@@ -152,7 +141,7 @@ pub struct Deps {
     /// The planner.
     pub planner: PlanFn,
     /// Metrics registry and readiness flags.
-    pub metrics: Arc<metrics::Metrics>,
+    pub metrics: Arc<base::metrics::Metrics>,
 }
 
 /// Why the controller stopped.
@@ -172,7 +161,7 @@ pub enum ControllerError {
 /// Runs the controller until `shutdown` resolves.
 ///
 /// Writes go through a client that refuses them unless this instance leads
-/// ([`api_client`]); the planning loop runs cycles only while leading and
+/// ([`base::client`]); the planning loop runs cycles only while leading and
 /// cancels the one in flight when leadership is lost. On `shutdown` the
 /// loop is stopped first, then the Lease is released, so the next leader
 /// takes over at its next try and no write of this instance follows.
@@ -190,16 +179,16 @@ pub async fn run(
         Some(_) => leader::Leadership::elected(deps.metrics.clone()),
         None => leader::Leadership::always(deps.metrics.clone()),
     };
-    let options = api_client::Options {
+    let options = base::client::Options {
         timeout: config.api_timeout,
         fence: Some(leadership.clone()),
         identity: config.identity.clone(),
         purpose: None,
     };
     let election = config.lease.as_ref().map(|lease| {
-        let lease_client = api_client::wrap(
+        let lease_client = base::client::wrap(
             client.clone(),
-            api_client::Options {
+            base::client::Options {
                 fence: None,
                 purpose: Some("leader-election"),
                 ..options.clone()
@@ -207,7 +196,7 @@ pub async fn run(
         );
         leader::start(lease_client, lease, &config.identity, leadership.clone())
     });
-    let client = api_client::wrap(client, options);
+    let client = base::client::wrap(client, options);
     // every replica serves the webhook's certificate; only the leader writes it
     let _certs = config.webhook_certs.clone().map(|settings| {
         AbortOnDrop(tokio::spawn(webhook::managed::run(
@@ -219,7 +208,7 @@ pub async fn run(
     });
     let mut shutdown = std::pin::pin!(shutdown);
     tokio::select! {
-        () = crd_check::wait_until_installed(&client) => {}
+        () = observe::crd_check::wait_until_installed(&client) => {}
         () = &mut shutdown => {
             tracing::info!("shutting down before the CRDs were installed");
             if let Some(election) = election {
@@ -228,15 +217,13 @@ pub async fn run(
             return Ok(());
         }
     }
-    let (served, missing) = crd_check::served_workload_kinds(&client, &config.workload_kinds).await;
-    let caches = observe::Caches::start(client.clone(), &config, &served);
+    let (served, missing) =
+        observe::crd_check::served_workload_kinds(&client, &config.workload_kinds).await;
+    let caches = observe::Caches::start(client.clone(), &config, &served).with_missing(missing);
     // Every task below dies with this future: aborting `run` is a process kill.
     let _caches_guard = StopOnDrop(Some(caches.clone()));
-    let mut ctx = ctx::Ctx::new(client, config.clone(), deps, caches.clone());
-    ctx.workload_kinds = served;
-    ctx.missing_workload_kinds = missing;
-    let ctx = Arc::new(ctx);
-    let mut loop_task = AbortOnDrop(tokio::spawn(planning_loop::run(
+    let ctx = Arc::new(ctx::Ctx::new(client, config.clone(), deps, caches.clone()));
+    let mut loop_task = AbortOnDrop(tokio::spawn(cycle::run(
         ctx.clone(),
         leadership.subscribe(),
     )));

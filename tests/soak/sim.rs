@@ -17,7 +17,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use kube_runtime::watcher;
-use muster::controller::sim_cloud::SimNodes;
+use muster::controller::cloud::sim::SimNodes;
 use muster_provider_api::{CloudProvider, tags};
 use serde_json::{Value, json};
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use muster::controller::clouds::{CloudOptions, Clouds};
-use muster::controller::metrics::Metrics;
+use muster::controller::base::metrics::Metrics;
+use muster::controller::cloud::clouds::{CloudOptions, Clouds};
 use muster::controller::{self, ControllerConfig, Deps};
 use serde_json::json;
 

@@ -159,7 +159,7 @@ impl FakeCloud {
 
     /// Moves the simulated cloud's clock to the wall clock (never back).
     fn tick(&self) {
-        self.sim.set_now(muster::controller::translate::time::now());
+        self.sim.set_now(muster::controller::base::time::now());
     }
 
     /// Makes launch calls hang.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use muster::controller::metrics::Metrics;
+use muster::controller::base::metrics::Metrics;
 use muster::controller::{self, ControllerConfig, Deps, PlanFn};
 
 use super::fake_cloud::{FakeCloud, FakeFactory};

@@ -201,7 +201,7 @@ async fn patch_spec(client: &kube::Client, kind: &str, plural: &str, name: &str,
 /// every CRD's schema and CEL rules.
 pub fn assert_no_invalid_writes() {
     assert_eq!(
-        muster::controller::act::invalid_writes(),
+        muster::controller::base::api::invalid_writes(),
         0,
         "a controller write was refused as invalid (see the warnings)"
     );

@@ -19,9 +19,9 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::jiff::Timestamp;
 use tokio::time::{Instant, sleep_until};
 
-use super::Leadership;
-use super::record::{Elector, Step};
-use super::store::{LeaderError, LeaseStore};
+use crate::controller::leader::Leadership;
+use crate::controller::leader::record::{Elector, Step};
+use crate::controller::leader::store::{LeaderError, LeaseStore};
 
 /// client-go's jitter factor: a follower waits between one and 2.2 retry
 /// periods between tries.

@@ -45,7 +45,10 @@ impl LeaseConfig {
             return Err(TimingError::RenewDeadline);
         }
         let retry = self.retry_period;
-        if retry.is_zero() || retry.mul_f64(super::campaign::JITTER_FACTOR) >= self.renew_deadline {
+        if retry.is_zero()
+            || retry.mul_f64(crate::controller::leader::campaign::JITTER_FACTOR)
+                >= self.renew_deadline
+        {
             return Err(TimingError::RetryPeriod);
         }
         if api_timeout.is_zero() || api_timeout >= whole - self.renew_deadline {

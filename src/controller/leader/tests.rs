@@ -8,11 +8,11 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use tokio::time::Instant;
 
-use super::campaign::{Candidate, Timing};
-use super::record::Elector;
-use super::store::{LeaderError, LeaseStore};
-use super::{Leadership, campaign_until, while_leading};
-use crate::controller::metrics::Metrics;
+use crate::controller::base::metrics::Metrics;
+use crate::controller::leader::campaign::{Candidate, Timing};
+use crate::controller::leader::record::Elector;
+use crate::controller::leader::store::{LeaderError, LeaseStore};
+use crate::controller::leader::{Leadership, campaign_until, while_leading};
 
 /// The API server's copy of the Lease.
 #[derive(Default)]

@@ -9,9 +9,10 @@ use muster_planner::{
     Topology,
 };
 
-use super::pool::spec;
-use super::{Issue, IssueReason, gang_id, time};
-use crate::controller::objects::{AssignmentStatus, GangSpec, GangView, Kind};
+use crate::controller::base::objects::{AssignmentStatus, GangSpec, GangView, Kind};
+use crate::controller::base::time;
+use crate::controller::translate::pool::spec;
+use crate::controller::translate::{Issue, IssueReason, gang_id};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time as KubeTime;
 
 /// Gangs in every phase but Finished. Unreadable ones become issues.
@@ -119,36 +120,8 @@ pub fn write_view(before: &GangView, view: &GangView) -> Option<serde_json::Valu
             o.remove("phase");
         }
     }
-    let patch = merge_patch(&b, &a);
+    let patch = crate::controller::base::api::merge_patch(&b, &a);
     (patch.as_object().is_some_and(|o| !o.is_empty())).then_some(patch)
-}
-
-/// The JSON merge patch (RFC 7386) from `before` to `after`.
-pub fn merge_patch(before: &serde_json::Value, after: &serde_json::Value) -> serde_json::Value {
-    use serde_json::Value;
-    match (before, after) {
-        (Value::Object(b), Value::Object(a)) => {
-            let mut out = serde_json::Map::new();
-            for (k, v) in a {
-                match b.get(k) {
-                    Some(old) if old == v => {}
-                    Some(old) => {
-                        out.insert(k.clone(), merge_patch(old, v));
-                    }
-                    None => {
-                        out.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-            for k in b.keys() {
-                if !a.contains_key(k) {
-                    out.insert(k.clone(), Value::Null);
-                }
-            }
-            Value::Object(out)
-        }
-        _ => after.clone(),
-    }
 }
 
 /// A phase name → phase.
@@ -273,23 +246,5 @@ pub fn crd_toleration(t: &muster_crds::common::Toleration) -> Toleration {
             E::PreferNoSchedule => muster_planner::TaintEffect::PreferNoSchedule,
             E::NoExecute => muster_planner::TaintEffect::NoExecute,
         }),
-    }
-}
-
-/// A Kubernetes toleration → planner toleration.
-pub fn toleration(t: &k8s_openapi::api::core::v1::Toleration) -> Toleration {
-    Toleration {
-        key: t.key.clone().unwrap_or_default(),
-        operator: match t.operator.as_deref() {
-            Some("Exists") => TolerationOperator::Exists,
-            _ => TolerationOperator::Equal,
-        },
-        value: t.value.clone().unwrap_or_default(),
-        effect: match t.effect.as_deref() {
-            Some("NoSchedule") => Some(muster_planner::TaintEffect::NoSchedule),
-            Some("PreferNoSchedule") => Some(muster_planner::TaintEffect::PreferNoSchedule),
-            Some("NoExecute") => Some(muster_planner::TaintEffect::NoExecute),
-            _ => None,
-        },
     }
 }

@@ -6,50 +6,21 @@
 //! out of the snapshot and reported as an [`Issue`] (a condition and an Event
 //! on that object); it never stops the translation of the others.
 
-pub mod cached;
 pub mod gang;
 pub mod namespaces;
 pub mod node;
 pub mod pool;
-pub mod time;
 pub mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Node as KubeNode;
-
-use cached::CachedPod;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use muster_planner::{Offering, Snapshot, Time};
 
-use super::objects::Kind;
-use super::workloads::WorkloadKind;
-
-/// Bounded reasons an object could not be translated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum IssueReason {
-    /// `spec` does not have the expected shape or a value does not parse.
-    InvalidSpec,
-    /// A reference (NodeClass, pool) names nothing that exists or works.
-    InvalidReference,
-    /// The gang's queue does not select its namespace.
-    NamespaceNotAllowed,
-}
-
-impl IssueReason {
-    /// The reason as a condition/Event reason.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IssueReason::InvalidSpec => "InvalidSpec",
-            IssueReason::InvalidReference => "InvalidReference",
-            IssueReason::NamespaceNotAllowed => "NamespaceNotAllowed",
-        }
-    }
-}
+pub use crate::controller::base::errors::IssueReason;
+use crate::controller::base::objects::Kind;
+use crate::controller::observe::Observed;
 
 /// An object left out of the snapshot, and why.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -75,53 +46,6 @@ impl Issue {
             reason,
             message,
         }
-    }
-}
-
-/// What the caches hold, as plain lists.
-#[derive(Default, Clone)]
-pub struct Observed {
-    /// Jobs.
-    pub jobs: Vec<Arc<Job>>,
-    /// Pods.
-    pub pods: Vec<Arc<CachedPod>>,
-    /// Nodes.
-    pub nodes: Vec<Arc<KubeNode>>,
-    /// Namespaces.
-    pub namespaces: Vec<Arc<k8s_openapi::api::core::v1::Namespace>>,
-    /// PodDisruptionBudgets.
-    pub pdbs: Vec<Arc<PodDisruptionBudget>>,
-    /// muster objects by kind.
-    pub objects: BTreeMap<Kind, Vec<Arc<DynamicObject>>>,
-    /// The workload kinds enabled and served.
-    pub kinds: BTreeSet<WorkloadKind>,
-    /// Objects of the enabled custom workload kinds (JobSets, ...).
-    pub workloads: BTreeMap<WorkloadKind, Vec<Arc<DynamicObject>>>,
-    /// Objects the adapters of enabled kinds read besides their own (a
-    /// TrainJob's training runtimes), by CRD name.
-    pub related: BTreeMap<String, Vec<Arc<DynamicObject>>>,
-}
-
-impl Observed {
-    /// The cached objects of one kind.
-    pub fn of(&self, kind: Kind) -> &[Arc<DynamicObject>] {
-        self.objects.get(&kind).map(Vec::as_slice).unwrap_or(&[])
-    }
-
-    /// The cached objects of one custom workload kind.
-    pub fn workload_objects(&self, kind: WorkloadKind) -> &[Arc<DynamicObject>] {
-        self.workloads.get(&kind).map(Vec::as_slice).unwrap_or(&[])
-    }
-
-    /// The cached objects of a related custom resource.
-    pub fn related_objects(
-        &self,
-        kind: crate::controller::workloads::CustomKind,
-    ) -> &[Arc<DynamicObject>] {
-        self.related
-            .get(&kind.crd_name())
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
     }
 }
 
@@ -290,7 +214,7 @@ pub fn snapshot_with(
 /// Gang ids (`namespace/name`) of workloads that have pods which have not
 /// finished, or whose status counts active ones.
 pub fn unadmitted_with_pods(observed: &Observed) -> BTreeSet<String> {
-    let mut out: BTreeSet<String> = super::workloads::all(observed)
+    let mut out: BTreeSet<String> = crate::controller::observe::workloads::all(observed)
         .iter()
         .filter(|w| w.counts_active())
         .map(|w| format!("{}/{}", w.namespace(), w.gang_name()))
@@ -299,9 +223,9 @@ pub fn unadmitted_with_pods(observed: &Observed) -> BTreeSet<String> {
         if matches!(p.phase.as_deref(), Some("Succeeded") | Some("Failed")) {
             continue;
         }
-        if let Some((ns, name)) = super::workloads::pod_gang(p) {
+        if let Some((ns, name)) = crate::controller::workloads::pod_gang(p) {
             // a pod group's pods exist before admission, held by their gate
-            if super::workloads::pod_group::gated(p) {
+            if crate::controller::workloads::pod_group::gated(p) {
                 continue;
             }
             out.insert(format!("{ns}/{name}"));
@@ -318,6 +242,7 @@ pub fn gang_id(namespace: &str, name: &str) -> muster_planner::GangId {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
     use muster_planner::{GangPhase, NodePhase, Provider};
     use serde_json::json;
 

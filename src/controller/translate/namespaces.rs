@@ -18,8 +18,8 @@ use kube::api::DynamicObject;
 use muster_crds::common::{LabelSelector, LabelSelectorOperator};
 use muster_crds::gpuqueue::GpuQueueSpec;
 
-use super::pool::spec;
-use crate::controller::objects::Kind;
+use crate::controller::base::objects::Kind;
+use crate::controller::translate::pool::spec;
 
 /// True when `selector` selects a namespace with these labels.
 pub fn selects(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Node as KubeNode;
 
-use crate::controller::translate::cached::CachedPod;
+use crate::controller::workloads::pod::CachedPod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use muster_planner::{
@@ -18,11 +18,14 @@ use muster_planner::{
     TaintEffect, Time,
 };
 
-use super::pool::spec;
-use super::{Issue, Observed, time};
-use crate::controller::objects::{
+use crate::controller::base::objects::node_ready;
+use crate::controller::base::objects::{
     GANG_LABEL, Kind, POOLNODE_LABEL, PoolNodePhase, PoolNodeSpec, PoolNodeStatus,
 };
+use crate::controller::base::time;
+use crate::controller::observe::Observed;
+use crate::controller::translate::Issue;
+use crate::controller::translate::pool::spec;
 
 /// Nodes plus the PoolNode → Node name map.
 pub struct Nodes {
@@ -42,7 +45,7 @@ pub fn offering_key(s: &PoolNodeSpec) -> OfferingKey {
         },
         zone: s.offering.zone.clone(),
         instance_type: s.offering.instance_type.clone(),
-        capacity_type: super::pool::capacity_type(s.offering.capacity_type),
+        capacity_type: crate::controller::translate::pool::capacity_type(s.offering.capacity_type),
     }
 }
 
@@ -105,14 +108,6 @@ pub fn allocatable(node: &KubeNode) -> Resources {
             .map(|(k, v)| (k.as_str(), v.0.as_str())),
     )
     .unwrap_or_default()
-}
-
-/// True when the Node's Ready condition is True.
-pub fn node_ready(node: &KubeNode) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// Karpenter's label on every Node it launched (the NodePool's name), from
@@ -365,7 +360,7 @@ pub fn nodes(
     let mut out = Vec::new();
     let mut registered = BTreeMap::new();
     let mut claimed: BTreeSet<String> = BTreeSet::new();
-    let uids = super::gang::workload_uids(observed.of(Kind::Gang));
+    let uids = crate::controller::translate::gang::workload_uids(observed.of(Kind::Gang));
     for pn in observed.of(Kind::PoolNode) {
         let s: PoolNodeSpec = match spec(Kind::PoolNode, pn) {
             Ok(s) => s,

@@ -18,8 +18,8 @@ use muster_planner::{
 };
 use serde::de::DeserializeOwned;
 
-use super::{Issue, IssueReason};
-use crate::controller::objects::Kind;
+use crate::controller::base::objects::Kind;
+use crate::controller::translate::{Issue, IssueReason};
 
 /// The `spec` of an object parsed into `T`, or an issue.
 pub fn spec<T: DeserializeOwned>(kind: Kind, obj: &DynamicObject) -> Result<T, Issue> {

@@ -13,7 +13,7 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose,
 };
 
-use super::rotation::{Policy, first_der};
+use crate::controller::webhook::rotation::{Policy, first_der};
 
 /// How far back a new certificate's validity starts (clock skew).
 const BACKDATE: i64 = 3600;

@@ -7,7 +7,7 @@
 //! Only the leader writes, as Kueue's internal certificate management does
 //! with open-policy-agent/cert-controller (`pkg/rotator/rotator.go`) — there
 //! every replica may rotate and conflicts settle it; here only the Lease
-//! holder does, and the write fence of the API client ([`crate::controller::api_client`])
+//! holder does, and the write fence of the API client ([`crate::controller::base::client`])
 //! refuses the writes of any other. The leader decides from the Secret it
 //! last saw ([`rotation::decide`]); to issue, it creates the Secret or
 //! replaces it at the resourceVersion it read (a 409 Conflict or
@@ -35,10 +35,10 @@ use kube_runtime::WatchStreamExt;
 use kube_runtime::watcher;
 use tokio::sync::watch;
 
-use super::issue::{self, Issued};
-use super::rotation::{self, Material, Policy, Verdict};
-use super::tls::CertSlot;
-use crate::controller::metrics::Metrics;
+use crate::controller::base::metrics::Metrics;
+use crate::controller::webhook::issue::{self, Issued};
+use crate::controller::webhook::rotation::{self, Material, Policy, Verdict};
+use crate::controller::webhook::tls::CertSlot;
 
 /// The type of the Secret (kubernetes.io/tls: `tls.crt` and `tls.key`
 /// required), plus `ca.crt` and `ca.key`.

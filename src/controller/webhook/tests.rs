@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::*;
+use crate::controller::webhook::*;
 
 /// An AdmissionReview as the API server sends it for `kind` (group, version,
 /// kind, resource) and `object`.

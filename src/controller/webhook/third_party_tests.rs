@@ -5,8 +5,8 @@
 
 use serde_json::{Value, json};
 
-use super::tests::review;
-use super::*;
+use crate::controller::webhook::tests::review;
+use crate::controller::webhook::*;
 
 fn request(body: Value) -> AdmissionRequest<DynamicObject> {
     let review: AdmissionReview<DynamicObject> = serde_json::from_value(body).expect("review");

@@ -16,13 +16,14 @@ use kube::api::{Api, Patch, PostParams};
 use kube::{Resource, ResourceExt};
 use muster_planner::lifecycle::workload::{Observed, Step};
 
-use super::template::{self, PinStyle, decode_pins, encode_pins};
-use super::{Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind};
-use crate::controller::act::{ActError, params};
-use crate::controller::ctx::Ctx;
-use crate::controller::objects::{
+use crate::controller::base::api::{ActError, params};
+use crate::controller::base::objects::{
     ADMITTED_NODES_ANNOTATION, MIN_COUNT_ANNOTATION, ORIGINAL_PARALLELISM_ANNOTATION,
     ORIGINAL_TEMPLATE_ANNOTATION, STOPPING_ANNOTATION,
+};
+use crate::controller::workloads::template::{self, PinStyle, decode_pins, encode_pins};
+use crate::controller::workloads::{
+    Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
 
 /// The name of a Job's one pod set.
@@ -39,9 +40,9 @@ pub fn owned_by_other_kind(job: &Job) -> bool {
     job.owner_references().iter().any(|o| {
         o.controller == Some(true)
             && [
-                super::jobset::KIND.kind,
-                super::trainjob::KIND.kind,
-                super::rayjob::KIND.kind,
+                crate::controller::workloads::jobset::KIND.kind,
+                crate::controller::workloads::trainjob::KIND.kind,
+                crate::controller::workloads::rayjob::KIND.kind,
             ]
             .contains(&o.kind.as_str())
     })
@@ -178,8 +179,8 @@ impl Workload for JobWorkload {
         self.0.status.as_ref().and_then(|s| s.active).unwrap_or(0) > 0
     }
 
-    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &self.namespace());
+    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let jobs: Api<Job> = Api::namespaced(client.clone(), &self.namespace());
         let job = jobs
             .get_opt(&self.0.name_any())
             .await
@@ -189,14 +190,14 @@ impl Workload for JobWorkload {
 
     async fn write(
         &self,
-        ctx: &Ctx,
+        client: &kube::Client,
         step: &Step,
         directives: &Directives,
     ) -> Result<Box<dyn Workload>, ActError> {
         let job = &self.0;
         let ns = job.namespace().unwrap_or_default();
         let name = job.name_any();
-        let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+        let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
         let stored = match step {
             Step::None => return Ok(Box::new(self.clone())),
             Step::Suspend => jobs

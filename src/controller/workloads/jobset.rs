@@ -10,7 +10,7 @@
 //!   selector, tolerations and scheduling gates while the old or the new
 //!   object is suspended. Affinity is never mutable, so a JobSet is pinned
 //!   by node selector: the gang's node label and one label per pod set
-//!   ([`super::template::PinStyle::NodeSelector`]).
+//!   ([`crate::controller::workloads::template::PinStyle::NodeSelector`]).
 //! - `pkg/controllers/jobset_controller.go`: a suspended JobSet suspends its
 //!   child Jobs (whose controller deletes their pods); on resume it merges
 //!   the templates' labels, annotations, node selector, tolerations and
@@ -29,15 +29,14 @@ use kube::api::{Api, DynamicObject, Patch, PostParams};
 use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::Value;
 
-use super::template::{self, PinStyle, encode_pins};
-use super::templated;
-use super::{
-    AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
-};
-use crate::controller::act::{ActError, params};
-use crate::controller::ctx::Ctx;
-use crate::controller::objects::{
+use crate::controller::base::api::{ActError, params};
+use crate::controller::base::objects::{
     ADMITTED_NODES_ANNOTATION, ORIGINAL_TEMPLATE_ANNOTATION, STOPPING_ANNOTATION,
+};
+use crate::controller::workloads::template::{self, PinStyle, encode_pins};
+use crate::controller::workloads::templated;
+use crate::controller::workloads::{
+    AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
 
 /// The JobSet custom resource.
@@ -146,11 +145,11 @@ impl Workload for JobSetWorkload {
     }
 
     fn gang_owner(&self) -> Option<OwnerReference> {
-        super::custom_owner(KIND, &self.0)
+        crate::controller::workloads::custom_owner(KIND, &self.0)
     }
 
     fn object_ref(&self) -> ObjectReference {
-        super::custom_object_ref(KIND, &self.0)
+        crate::controller::workloads::custom_object_ref(KIND, &self.0)
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
@@ -175,7 +174,7 @@ impl Workload for JobSetWorkload {
                 count: u32::try_from(replicas.saturating_mul(pods)).unwrap_or(u32::MAX),
                 // elastic only where the JobSet is one pod set
                 min_count: if single {
-                    super::job::min_count(&self.0.metadata)?
+                    crate::controller::workloads::job::min_count(&self.0.metadata)?
                 } else {
                     None
                 },
@@ -202,14 +201,14 @@ impl Workload for JobSetWorkload {
         templated::observe(obj, "/spec/suspend", finished, &sole)
     }
 
-    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let obj = templated::read_again(ctx, KIND, &self.0, "read JobSet").await?;
+    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let obj = templated::read_again(client, KIND, &self.0, "read JobSet").await?;
         Ok(obj.map(|o| Box::new(JobSetWorkload(Arc::new(o))) as Box<dyn Workload>))
     }
 
     async fn write(
         &self,
-        ctx: &Ctx,
+        client: &kube::Client,
         step: &Step,
         directives: &Directives,
     ) -> Result<Box<dyn Workload>, ActError> {
@@ -217,7 +216,7 @@ impl Workload for JobSetWorkload {
         let ns = obj.namespace().unwrap_or_default();
         let name = obj.name_any();
         let api: Api<DynamicObject> =
-            Api::namespaced_with(ctx.client.clone(), &ns, &KIND.api_resource());
+            Api::namespaced_with(client.clone(), &ns, &KIND.api_resource());
         let stored = match step {
             // no start mark: the JobSet controller clears its child Jobs' own
             Step::None | Step::ClearStartTime => return Ok(Box::new(self.clone())),

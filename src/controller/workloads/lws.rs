@@ -1,6 +1,6 @@
 //! LeaderWorkerSet (`leaderworkerset.x-k8s.io/v1`) behind the workload seam:
 //! each group (a leader and `size - 1` workers) is a gang of its own, held
-//! and released like a pod group ([`super::pod_group`]): the admission
+//! and released like a pod group ([`crate::controller::workloads::pod_group`]): the admission
 //! webhook adds muster's scheduling gate to the leader and worker templates
 //! when the LeaderWorkerSet is created, so every pod the LeaderWorkerSet
 //! controller creates waits gated until its group is admitted, then the
@@ -34,14 +34,13 @@ use kube::api::DynamicObject;
 use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::Value;
 
-use super::pod_group::{GROUP_SIZE_ANNOTATION, PodGroup};
-use super::{
+use crate::controller::base::api::ActError;
+use crate::controller::base::objects::QUEUE_LABEL;
+use crate::controller::workloads::pod::CachedPod;
+use crate::controller::workloads::pod_group::{GROUP_SIZE_ANNOTATION, PodGroup};
+use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
-use crate::controller::act::ActError;
-use crate::controller::ctx::Ctx;
-use crate::controller::objects::QUEUE_LABEL;
-use crate::controller::translate::cached::CachedPod;
 
 /// The LeaderWorkerSet custom resource.
 pub const KIND: CustomKind = CustomKind {
@@ -162,11 +161,11 @@ impl Workload for LwsGroup {
     }
 
     fn gang_owner(&self) -> Option<OwnerReference> {
-        super::custom_owner(KIND, &self.lws)
+        crate::controller::workloads::custom_owner(KIND, &self.lws)
     }
 
     fn object_ref(&self) -> ObjectReference {
-        super::custom_object_ref(KIND, &self.lws)
+        crate::controller::workloads::custom_object_ref(KIND, &self.lws)
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
@@ -199,14 +198,14 @@ impl Workload for LwsGroup {
 
     async fn write(
         &self,
-        ctx: &Ctx,
+        client: &kube::Client,
         step: &Step,
         directives: &Directives,
     ) -> Result<Box<dyn Workload>, ActError> {
         // the group's pods are pinned, released and deleted as a pod
         // group's; what comes back is that group as stored (the same rules,
         // so the next step is decided alike)
-        self.group.write(ctx, step, directives).await
+        self.group.write(client, step, directives).await
     }
 }
 
@@ -221,7 +220,7 @@ mod tests {
             "metadata": {"name": name, "namespace": "ns", "uid": name,
                 "labels": {NAME_LABEL: "infer", GROUP_INDEX_LABEL: g}},
             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": gpus}}}],
-                "schedulingGates": [{"name": super::super::pod_group::SCHEDULING_GATE}]},
+                "schedulingGates": [{"name": crate::controller::workloads::pod_group::SCHEDULING_GATE}]},
             "status": {"phase": "Pending"}
         }))
         .expect("pod");

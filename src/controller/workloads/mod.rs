@@ -26,15 +26,17 @@
 //! one entry in [`WorkloadKind`]; the kinds that keep pod templates in their
 //! own spec share [`templated`]. Kinds are enabled per install
 //! (`--workload-kinds`); a custom kind whose CRD the API server does not
-//! serve is skipped (see [`crate::controller::crd_check`]).
+//! serve is skipped (see [`crate::controller::observe::crd_check`]).
 
 pub mod job;
 pub mod jobset;
 pub mod lws;
+pub mod pod;
 pub mod pod_group;
 pub mod pytorchjob;
 pub mod raycluster;
 pub mod rayjob;
+pub mod requests;
 pub mod template;
 pub mod templated;
 pub mod trainjob;
@@ -49,10 +51,9 @@ use kube::api::DynamicObject;
 use kube::core::{ApiResource, GroupVersionKind};
 use muster_planner::lifecycle::workload::{Observed as TableObserved, Rules, Step};
 
-use crate::controller::act::ActError;
-use crate::controller::ctx::Ctx;
-use crate::controller::translate::Observed;
-use crate::controller::translate::cached::CachedPod;
+use crate::controller::base::api::ActError;
+pub use crate::controller::base::errors::WorkloadError;
+use crate::controller::workloads::pod::CachedPod;
 
 /// A kind of workload muster can run as a gang.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -288,35 +289,6 @@ pub struct PodSetTemplate {
     pub template: PodTemplateSpec,
 }
 
-/// Why a workload cannot become a Gang.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum WorkloadError {
-    /// The queue label is empty.
-    #[error("label {} is empty", crate::controller::objects::QUEUE_LABEL)]
-    NoQueue,
-    /// An annotation does not parse.
-    #[error("annotation {0}: {1}")]
-    BadAnnotation(&'static str, String),
-    /// A request quantity does not parse.
-    #[error("container {0}: {1}")]
-    BadRequest(String, String),
-    /// The object does not have the shape its kind's API gives it.
-    #[error("{0}")]
-    BadShape(String),
-}
-
-impl WorkloadError {
-    /// Bounded reason.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            WorkloadError::NoQueue => "NoQueue",
-            WorkloadError::BadAnnotation(..) => "InvalidAnnotation",
-            WorkloadError::BadRequest(..) => "InvalidRequests",
-            WorkloadError::BadShape(..) => "InvalidWorkload",
-        }
-    }
-}
-
 /// What a pin writes besides the nodes: the gang's node label value, the
 /// taints of each node (tolerated by the pod sets placed there), and how
 /// many pods of each pod set were admitted (fewer than submitted when the
@@ -372,13 +344,13 @@ pub trait Workload: Send + Sync {
     /// refused because it changed meanwhile (its controller wrote its
     /// status); `None` where there is nothing to read again (a pod group is
     /// written pod by pod, without a version precondition).
-    async fn reread(&self, _ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
+    async fn reread(&self, _client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
         Ok(None)
     }
     /// Carries out one step; returns the workload as the server stored it.
     async fn write(
         &self,
-        ctx: &Ctx,
+        client: &kube::Client,
         step: &Step,
         directives: &Directives,
     ) -> Result<Box<dyn Workload>, ActError>;
@@ -404,158 +376,13 @@ pub trait Workload: Send + Sync {
         self.meta()
             .labels
             .as_ref()
-            .and_then(|l| l.get(crate::controller::objects::QUEUE_LABEL))
+            .and_then(|l| l.get(crate::controller::base::objects::QUEUE_LABEL))
             .map(String::as_str)
     }
     /// Being deleted.
     fn deleting(&self) -> bool {
         self.meta().deletion_timestamp.is_some()
     }
-}
-
-/// Every workload of the enabled kinds that asks for a queue, not being
-/// deleted. Jobs created by another workload kind (a JobSet's child Jobs)
-/// are that workload's, not workloads of their own.
-pub fn all(observed: &Observed) -> Vec<Box<dyn Workload>> {
-    let mut out: Vec<Box<dyn Workload>> = Vec::new();
-    if observed.kinds.contains(&WorkloadKind::Job) {
-        for j in &observed.jobs {
-            if job::owned_by_other_kind(j) {
-                continue;
-            }
-            out.push(Box::new(job::JobWorkload(j.clone())));
-        }
-    }
-    if observed.kinds.contains(&WorkloadKind::JobSet) {
-        for o in observed.workload_objects(WorkloadKind::JobSet) {
-            out.push(Box::new(jobset::JobSetWorkload(o.clone())));
-        }
-    }
-    if observed.kinds.contains(&WorkloadKind::PodGroup) {
-        for g in pod_group::groups(&observed.pods) {
-            out.push(Box::new(g));
-        }
-    }
-    if observed.kinds.contains(&WorkloadKind::TrainJob) {
-        for o in observed.workload_objects(WorkloadKind::TrainJob) {
-            let (kind, ns, name) = trainjob::runtime_ref(o);
-            let runtime = observed
-                .related_objects(kind)
-                .iter()
-                .find(|r| r.namespace().unwrap_or_default() == ns && r.name_any() == name)
-                .cloned();
-            out.push(Box::new(trainjob::TrainJobWorkload {
-                job: o.clone(),
-                runtime,
-            }));
-        }
-    }
-    if observed.kinds.contains(&WorkloadKind::PyTorchJob) {
-        for o in observed.workload_objects(WorkloadKind::PyTorchJob) {
-            out.push(Box::new(pytorchjob::PyTorchJobWorkload(o.clone())));
-        }
-    }
-    if observed.kinds.contains(&WorkloadKind::RayCluster) {
-        for o in observed.workload_objects(WorkloadKind::RayCluster) {
-            if raycluster::owned_by_rayjob(o) {
-                continue;
-            }
-            out.push(Box::new(raycluster::RayClusterWorkload(o.clone())));
-        }
-    }
-    if observed.kinds.contains(&WorkloadKind::RayJob) {
-        for o in observed.workload_objects(WorkloadKind::RayJob) {
-            // a RayJob on an existing cluster runs on that cluster's gang
-            if o.data
-                .pointer("/spec/clusterSelector")
-                .and_then(serde_json::Value::as_object)
-                .is_some_and(|m| !m.is_empty())
-            {
-                continue;
-            }
-            out.push(Box::new(rayjob::RayJobWorkload(o.clone())));
-        }
-    }
-    if observed.kinds.contains(&WorkloadKind::LeaderWorkerSet) {
-        for o in observed.workload_objects(WorkloadKind::LeaderWorkerSet) {
-            for g in lws::groups(o, &observed.pods) {
-                out.push(Box::new(g));
-            }
-        }
-    }
-    out.retain(|w| w.queue().is_some() && !w.deleting());
-    out
-}
-
-/// The workload whose Gang is `namespace/gang`, looked up by the Gang's
-/// name (a Job of that name, a JobSet or pod group its prefix names)
-/// rather than by listing every workload.
-pub fn find(observed: &Observed, namespace: &str, gang: &str) -> Option<Box<dyn Workload>> {
-    let wanted = |w: &dyn Workload| {
-        w.namespace() == namespace && w.gang_name() == gang && w.queue().is_some() && !w.deleting()
-    };
-    if observed.kinds.contains(&WorkloadKind::Job) {
-        let hit = observed.jobs.iter().find(|j| {
-            j.metadata.name.as_deref() == Some(gang)
-                && j.metadata.namespace.as_deref() == Some(namespace)
-                && !job::owned_by_other_kind(j)
-        });
-        if let Some(w) = hit.map(|j| job::JobWorkload(j.clone()))
-            && wanted(&w)
-        {
-            return Some(Box::new(w));
-        }
-    }
-    if let Some(name) = gang.strip_prefix("jobset-")
-        && observed.kinds.contains(&WorkloadKind::JobSet)
-    {
-        let hit = observed
-            .workload_objects(WorkloadKind::JobSet)
-            .iter()
-            .find(|o| {
-                o.metadata.name.as_deref() == Some(name)
-                    && o.metadata.namespace.as_deref() == Some(namespace)
-            });
-        if let Some(w) = hit.map(|o| jobset::JobSetWorkload(o.clone()))
-            && wanted(&w)
-        {
-            return Some(Box::new(w));
-        }
-    }
-    if let Some(name) = gang.strip_prefix("podgroup-")
-        && observed.kinds.contains(&WorkloadKind::PodGroup)
-    {
-        let pods: Vec<Arc<CachedPod>> = observed
-            .pods
-            .iter()
-            .filter(|p| {
-                p.metadata.namespace.as_deref() == Some(namespace)
-                    && p.label(pod_group::POD_GROUP_LABEL).map(String::as_str) == Some(name)
-            })
-            .cloned()
-            .collect();
-        if let Some(g) = pod_group::groups(&pods).into_iter().next()
-            && wanted(&g)
-        {
-            return Some(Box::new(g));
-        }
-    }
-    // the other kinds: by their gang name's prefix, from every workload of
-    // the kinds that name gangs so
-    let others = [
-        WorkloadKind::TrainJob,
-        WorkloadKind::PyTorchJob,
-        WorkloadKind::RayCluster,
-        WorkloadKind::RayJob,
-        WorkloadKind::LeaderWorkerSet,
-    ];
-    if others
-        .iter()
-        .any(|k| observed.kinds.contains(k) && gang.starts_with(&k.gang_name("")))
-    {
-        return all(observed).into_iter().find(|w| wanted(w.as_ref()));
-    }
-    None
 }
 
 /// The Gang (namespace, name) a pod belongs to, by its labels and owners
@@ -588,91 +415,12 @@ pub fn pod_gang(pod: &CachedPod) -> Option<(String, String)> {
         .map(|o| (ns, o.name.clone()))
 }
 
-/// The pods of a workload that have not finished.
-pub fn live_pods<'a>(observed: &'a Observed, w: &dyn Workload) -> Vec<&'a Arc<CachedPod>> {
-    let key = (w.namespace(), w.gang_name());
-    observed
-        .pods
-        .iter()
-        .filter(|p| !matches!(p.phase.as_deref(), Some("Succeeded") | Some("Failed")))
-        .filter(|p| pod_gang(p).as_ref() == Some(&key))
-        .collect()
-}
-
 /// A workload object of a custom kind as cached.
 pub type Object = Arc<DynamicObject>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    fn observed() -> Observed {
-        let mut o = Observed {
-            kinds: WorkloadKind::ALL.into_iter().collect(),
-            ..Observed::default()
-        };
-        let labels = json!({"muster.dev/queue": "q"});
-        o.jobs = vec![
-            Arc::new(serde_json::from_value(json!({"metadata": {"name": "train", "namespace": "ns", "labels": labels}, "spec": {"template": {}}})).expect("job")),
-            // a JobSet's child Job: not a workload of its own
-            Arc::new(serde_json::from_value(json!({"metadata": {"name": "js-w-0", "namespace": "ns", "labels": labels,
-                "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "u", "controller": true}]},
-                "spec": {"template": {}}})).expect("job")),
-            // no queue: not muster's
-            Arc::new(serde_json::from_value(json!({"metadata": {"name": "other", "namespace": "ns"}, "spec": {"template": {}}})).expect("job")),
-        ];
-        o.workloads.insert(
-            WorkloadKind::JobSet,
-            vec![Arc::new(serde_json::from_value(json!({
-                "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-                "metadata": {"name": "js", "namespace": "ns", "labels": labels},
-                "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": {}}}}]}
-            })).expect("jobset"))],
-        );
-        let pod = |name: &str| -> Arc<CachedPod> {
-            let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
-                "metadata": {"name": name, "namespace": "ns", "labels": {"muster.dev/queue": "q", "muster.dev/pod-group": "ring"},
-                    "annotations": {"muster.dev/pod-group-size": "2"}},
-                "spec": {"containers": [], "schedulingGates": [{"name": pod_group::SCHEDULING_GATE}]}
-            }))
-            .expect("pod");
-            Arc::new(CachedPod::from(p))
-        };
-        o.pods = vec![pod("a"), pod("b")];
-        o
-    }
-
-    #[test]
-    fn every_workload_is_found_by_its_gang_and_pods_by_their_labels() {
-        let o = observed();
-        let names: Vec<(WorkloadKind, String)> =
-            all(&o).iter().map(|w| (w.kind(), w.gang_name())).collect();
-        assert_eq!(
-            names,
-            [
-                (WorkloadKind::Job, "train".to_string()),
-                (WorkloadKind::JobSet, "jobset-js".to_string()),
-                (WorkloadKind::PodGroup, "podgroup-ring".to_string()),
-            ]
-        );
-        for (kind, gang) in &names {
-            let w = find(&o, "ns", gang).expect("found");
-            assert_eq!((w.kind(), w.gang_name()), (*kind, gang.clone()));
-        }
-        assert!(find(&o, "ns", "other").is_none(), "unlabelled");
-        assert!(find(&o, "ns", "js-w-0").is_none(), "a JobSet's child");
-        assert!(find(&o, "elsewhere", "train").is_none());
-        assert_eq!(
-            pod_gang(&o.pods[0]),
-            Some(("ns".to_string(), "podgroup-ring".to_string()))
-        );
-        // a kind not enabled is not a workload
-        let mut only_jobs = o.clone();
-        only_jobs.kinds = [WorkloadKind::Job].into();
-        assert_eq!(all(&only_jobs).len(), 1);
-        assert!(find(&only_jobs, "ns", "jobset-js").is_none());
-    }
 
     #[test]
     fn kinds_parse_from_the_flag() {

@@ -30,12 +30,13 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, Preconditions};
 use muster_planner::lifecycle::workload::{Observed, Step};
 
-use super::template::{decode_pins, encode_pins, pod_set_label};
-use super::{Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind};
-use crate::controller::act::{ActError, is_not_found, params};
-use crate::controller::ctx::Ctx;
-use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, GANG_LABEL, QUEUE_LABEL};
-use crate::controller::translate::cached::CachedPod;
+use crate::controller::base::api::{ActError, is_not_found, params};
+use crate::controller::base::objects::{ADMITTED_NODES_ANNOTATION, GANG_LABEL, QUEUE_LABEL};
+use crate::controller::workloads::pod::CachedPod;
+use crate::controller::workloads::template::{decode_pins, encode_pins, pod_set_label};
+use crate::controller::workloads::{
+    Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
+};
 
 /// Label on Pods: the group they belong to.
 pub const POD_GROUP_LABEL: &str = "muster.dev/pod-group";
@@ -45,11 +46,12 @@ pub const GROUP_SIZE_ANNOTATION: &str = "muster.dev/pod-group-size";
 pub const SCHEDULING_GATE: &str = "muster.dev/admission";
 /// What the controller does with the pods of groups beyond reading them:
 /// pin and release them, and delete them to stop a group.
-pub const ACCESS: &[super::AccessRule] = &[super::AccessRule {
-    group: "",
-    resources: &["pods"],
-    verbs: &["patch", "update", "delete"],
-}];
+pub const ACCESS: &[crate::controller::workloads::AccessRule] =
+    &[crate::controller::workloads::AccessRule {
+        group: "",
+        resources: &["pods"],
+        verbs: &["patch", "update", "delete"],
+    }];
 
 /// The name of a pod group's one pod set.
 pub const POD_SET: &str = "main";
@@ -169,13 +171,13 @@ fn pin_patch(
                 ..Default::default()
             }),
         };
-        let pinned = super::template::pin(
+        let pinned = crate::controller::workloads::template::pin(
             template,
             POD_SET,
             nodes,
             &directives.gang_label,
             &directives.taints_of(nodes),
-            super::template::PinStyle::NodeSelector,
+            crate::controller::workloads::template::PinStyle::NodeSelector,
         );
         let tolerations = pinned.spec.and_then(|s| s.tolerations).unwrap_or_default();
         if tolerations != held.tolerations {
@@ -267,7 +269,7 @@ impl Workload for PodGroup {
         Ok(vec![PodSetTemplate {
             name: POD_SET.to_string(),
             count: size,
-            min_count: super::job::min_count(&self.meta)?,
+            min_count: crate::controller::workloads::job::min_count(&self.meta)?,
             template,
         }])
     }
@@ -310,12 +312,12 @@ impl Workload for PodGroup {
 
     async fn write(
         &self,
-        ctx: &Ctx,
+        client: &kube::Client,
         step: &Step,
         directives: &Directives,
     ) -> Result<Box<dyn Workload>, ActError> {
         let ns = self.meta.namespace.clone().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+        let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
         let mut next = self.clone();
         match step {
             Step::None | Step::ClearStartTime | Step::Restore => {}

@@ -13,7 +13,7 @@
 //!   changes, so a PyTorchJob keeps no start mark
 //!   ([`muster_planner::lifecycle::workload::Rules::TEMPLATED`]) and is pinned
 //!   by required node affinity on the node names, like a Job
-//!   ([`super::template::PinStyle::Affinity`]);
+//!   ([`crate::controller::workloads::template::PinStyle::Affinity`]);
 //! - finished: the `Succeeded` or `Failed` condition is `True`;
 //! - its pods carry `training.kubeflow.org/job-name` and
 //!   `training.kubeflow.org/operator-name: pytorchjob-controller`
@@ -30,14 +30,13 @@ use kube::api::DynamicObject;
 use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::Value;
 
-use super::template::PinStyle;
-use super::templated::{self, Actions, TemplateAt, Writer};
-use super::{
+use crate::controller::base::api::ActError;
+use crate::controller::workloads::pod::CachedPod;
+use crate::controller::workloads::template::PinStyle;
+use crate::controller::workloads::templated::{self, Actions, TemplateAt, Writer};
+use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
-use crate::controller::act::ActError;
-use crate::controller::ctx::Ctx;
-use crate::controller::translate::cached::CachedPod;
 
 /// The PyTorchJob custom resource.
 pub const KIND: CustomKind = CustomKind {
@@ -123,11 +122,11 @@ impl Workload for PyTorchJobWorkload {
     }
 
     fn gang_owner(&self) -> Option<OwnerReference> {
-        super::custom_owner(KIND, &self.0)
+        crate::controller::workloads::custom_owner(KIND, &self.0)
     }
 
     fn object_ref(&self) -> ObjectReference {
-        super::custom_object_ref(KIND, &self.0)
+        crate::controller::workloads::custom_object_ref(KIND, &self.0)
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
@@ -166,21 +165,21 @@ impl Workload for PyTorchJobWorkload {
         templated::observe(obj, WRITER.suspend, finished, &first)
     }
 
-    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let obj = templated::read_again(ctx, KIND, &self.0, "read PyTorchJob").await?;
+    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let obj = templated::read_again(client, KIND, &self.0, "read PyTorchJob").await?;
         Ok(obj.map(|o| Box::new(PyTorchJobWorkload(Arc::new(o))) as Box<dyn Workload>))
     }
 
     async fn write(
         &self,
-        ctx: &Ctx,
+        client: &kube::Client,
         step: &Step,
         directives: &Directives,
     ) -> Result<Box<dyn Workload>, ActError> {
         let at = template_at(&self.0);
         Ok(
             match WRITER
-                .write(ctx, &self.0, &at, step, directives, None)
+                .write(client, &self.0, &at, step, directives, None)
                 .await?
             {
                 Some(stored) => Box::new(PyTorchJobWorkload(Arc::new(stored))),

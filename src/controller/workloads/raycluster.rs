@@ -14,11 +14,11 @@
 //!   group templates as they are then;
 //! - no webhook rule on template changes (`pkg/webhooks/v1/raycluster_webhook.go`
 //!   checks names only), so a RayCluster keeps no start mark and is pinned by
-//!   required node affinity ([`super::template::PinStyle::Affinity`]);
+//!   required node affinity ([`crate::controller::workloads::template::PinStyle::Affinity`]);
 //! - a RayCluster never finishes: its gang ends when it is deleted;
 //! - its pods carry `ray.io/cluster: <name>` (`common/pod.go`, `labelPod`).
 //!
-//! A RayCluster a RayJob created is that RayJob's (see [`super::rayjob`]).
+//! A RayCluster a RayJob created is that RayJob's (see [`crate::controller::workloads::rayjob`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,13 +30,14 @@ use kube::api::DynamicObject;
 use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::Value;
 
-use super::template::PinStyle;
-use super::templated::{self, Actions, Elastic, ORIGINAL_SIZES_ANNOTATION, TemplateAt, Writer};
-use super::{
+use crate::controller::base::api::ActError;
+use crate::controller::workloads::template::PinStyle;
+use crate::controller::workloads::templated::{
+    self, Actions, Elastic, ORIGINAL_SIZES_ANNOTATION, TemplateAt, Writer,
+};
+use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
-use crate::controller::act::ActError;
-use crate::controller::ctx::Ctx;
 
 /// The RayCluster custom resource.
 pub const KIND: CustomKind = CustomKind {
@@ -253,11 +254,11 @@ impl Workload for RayClusterWorkload {
     }
 
     fn gang_owner(&self) -> Option<OwnerReference> {
-        super::custom_owner(KIND, &self.0)
+        crate::controller::workloads::custom_owner(KIND, &self.0)
     }
 
     fn object_ref(&self) -> ObjectReference {
-        super::custom_object_ref(KIND, &self.0)
+        crate::controller::workloads::custom_object_ref(KIND, &self.0)
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
@@ -271,14 +272,14 @@ impl Workload for RayClusterWorkload {
         templated::observe(&self.0, WRITER.suspend, false, HEAD)
     }
 
-    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let obj = templated::read_again(ctx, KIND, &self.0, "read RayCluster").await?;
+    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let obj = templated::read_again(client, KIND, &self.0, "read RayCluster").await?;
         Ok(obj.map(|o| Box::new(RayClusterWorkload(Arc::new(o))) as Box<dyn Workload>))
     }
 
     async fn write(
         &self,
-        ctx: &Ctx,
+        client: &kube::Client,
         step: &Step,
         directives: &Directives,
     ) -> Result<Box<dyn Workload>, ActError> {
@@ -286,7 +287,7 @@ impl Workload for RayClusterWorkload {
         let at = template_at(&spec, "/spec");
         Ok(
             match WRITER
-                .write(ctx, &self.0, &at, step, directives, None)
+                .write(client, &self.0, &at, step, directives, None)
                 .await?
             {
                 Some(stored) => Box::new(RayClusterWorkload(Arc::new(stored))),

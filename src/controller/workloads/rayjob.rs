@@ -1,5 +1,5 @@
 //! KubeRay RayJob (`ray.io/v1`) behind the workload seam: the pod sets of its
-//! `rayClusterSpec` (head and worker groups, see [`super::raycluster`]) and,
+//! `rayClusterSpec` (head and worker groups, see [`crate::controller::workloads::raycluster`]) and,
 //! in `K8sJobMode` (the default), the submitter (`submitter`, one pod: the
 //! `submitterPodTemplate`, or the one KubeRay builds without it).
 //!
@@ -21,7 +21,7 @@
 //! - finished: `jobDeploymentStatus` Complete or Failed;
 //! - the cluster's pods carry `ray.io/cluster` with the generated cluster
 //!   name only, so the pin labels every template with
-//!   [`super::templated::WORKLOAD_LABEL`].
+//!   [`crate::controller::workloads::templated::WORKLOAD_LABEL`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,14 +32,13 @@ use kube::api::DynamicObject;
 use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::{Value, json};
 
-use super::raycluster::{self, HEAD};
-use super::template::PinStyle;
-use super::templated::{self, Actions, TemplateAt, Writer};
-use super::{
+use crate::controller::base::api::ActError;
+use crate::controller::workloads::raycluster::{self, HEAD};
+use crate::controller::workloads::template::PinStyle;
+use crate::controller::workloads::templated::{self, Actions, TemplateAt, Writer};
+use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
-use crate::controller::act::ActError;
-use crate::controller::ctx::Ctx;
 
 /// The RayJob custom resource.
 pub const KIND: CustomKind = CustomKind {
@@ -140,11 +139,11 @@ impl Workload for RayJobWorkload {
     }
 
     fn gang_owner(&self) -> Option<OwnerReference> {
-        super::custom_owner(KIND, &self.0)
+        crate::controller::workloads::custom_owner(KIND, &self.0)
     }
 
     fn object_ref(&self) -> ObjectReference {
-        super::custom_object_ref(KIND, &self.0)
+        crate::controller::workloads::custom_object_ref(KIND, &self.0)
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
@@ -182,14 +181,14 @@ impl Workload for RayJobWorkload {
         templated::observe(obj, WRITER.suspend, finished, HEAD)
     }
 
-    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let obj = templated::read_again(ctx, KIND, &self.0, "read RayJob").await?;
+    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let obj = templated::read_again(client, KIND, &self.0, "read RayJob").await?;
         Ok(obj.map(|o| Box::new(RayJobWorkload(Arc::new(o))) as Box<dyn Workload>))
     }
 
     async fn write(
         &self,
-        ctx: &Ctx,
+        client: &kube::Client,
         step: &Step,
         directives: &Directives,
     ) -> Result<Box<dyn Workload>, ActError> {
@@ -197,7 +196,7 @@ impl Workload for RayJobWorkload {
         let gang = self.gang_name();
         Ok(
             match WRITER
-                .write(ctx, &self.0, &at, step, directives, Some(&gang))
+                .write(client, &self.0, &at, step, directives, Some(&gang))
                 .await?
             {
                 Some(stored) => Box::new(RayJobWorkload(Arc::new(stored))),

@@ -12,8 +12,7 @@ use k8s_openapi::api::core::v1::{
 use muster_planner::TaintEffect;
 use muster_planner::lifecycle::workload::Pins;
 
-use crate::controller::objects::GANG_LABEL;
-use crate::controller::translate::gang;
+use crate::controller::base::objects::GANG_LABEL;
 
 /// The prefix of the node labels that name the pod sets a node is reserved
 /// for: `pod-set.muster.dev/<pod set>: <gang label>`.
@@ -103,7 +102,7 @@ pub fn pin(
     let taints = if nodes.is_empty() { &[][..] } else { taints };
     let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
     let planner_tols: Vec<muster_planner::Toleration> =
-        tolerations.iter().map(gang::toleration).collect();
+        tolerations.iter().map(toleration).collect();
     for t in taints {
         if t.effect == TaintEffect::PreferNoSchedule || planner_tols.iter().any(|x| x.tolerates(t))
         {
@@ -170,6 +169,24 @@ pub fn decode_pins(value: &str, sole: &str) -> Option<Pins> {
         }
     }
     (!out.is_empty()).then_some(out)
+}
+
+/// A Kubernetes toleration → planner toleration.
+pub fn toleration(t: &k8s_openapi::api::core::v1::Toleration) -> muster_planner::Toleration {
+    muster_planner::Toleration {
+        key: t.key.clone().unwrap_or_default(),
+        operator: match t.operator.as_deref() {
+            Some("Exists") => muster_planner::TolerationOperator::Exists,
+            _ => muster_planner::TolerationOperator::Equal,
+        },
+        value: t.value.clone().unwrap_or_default(),
+        effect: match t.effect.as_deref() {
+            Some("NoSchedule") => Some(muster_planner::TaintEffect::NoSchedule),
+            Some("PreferNoSchedule") => Some(muster_planner::TaintEffect::PreferNoSchedule),
+            Some("NoExecute") => Some(muster_planner::TaintEffect::NoExecute),
+            _ => None,
+        },
+    }
 }
 
 #[cfg(test)]

@@ -16,13 +16,12 @@ use kube::api::{Api, DynamicObject, Patch, PostParams};
 use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::{Map, Value, json};
 
-use super::template::{self, PinStyle, encode_pins};
-use super::{CustomKind, Directives, WorkloadError};
-use crate::controller::act::{ActError, params};
-use crate::controller::ctx::Ctx;
-use crate::controller::objects::{
+use crate::controller::base::api::{ActError, params};
+use crate::controller::base::objects::{
     ADMITTED_NODES_ANNOTATION, ORIGINAL_TEMPLATE_ANNOTATION, STOPPING_ANNOTATION,
 };
+use crate::controller::workloads::template::{self, PinStyle, encode_pins};
+use crate::controller::workloads::{CustomKind, Directives, WorkloadError};
 
 /// Where one pod set's pod template is in the object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,13 +160,13 @@ pub fn condition_true(obj: &DynamicObject, types: &[&str]) -> bool {
 /// The object as stored now (`None`: deleted), for a step refused with 409
 /// Conflict.
 pub async fn read_again(
-    ctx: &Ctx,
+    client: &kube::Client,
     kind: CustomKind,
     obj: &DynamicObject,
     action: &'static str,
 ) -> Result<Option<DynamicObject>, ActError> {
     let api: Api<DynamicObject> = Api::namespaced_with(
-        ctx.client.clone(),
+        client.clone(),
         &obj.namespace().unwrap_or_default(),
         &kind.api_resource(),
     );
@@ -236,7 +235,7 @@ impl Writer<'_> {
     /// labels their controller gives them.
     pub async fn write(
         &self,
-        ctx: &Ctx,
+        client: &kube::Client,
         obj: &DynamicObject,
         at: &[TemplateAt],
         step: &Step,
@@ -246,7 +245,7 @@ impl Writer<'_> {
         let ns = obj.namespace().unwrap_or_default();
         let name = obj.name_any();
         let api: Api<DynamicObject> =
-            Api::namespaced_with(ctx.client.clone(), &ns, &self.kind.api_resource());
+            Api::namespaced_with(client.clone(), &ns, &self.kind.api_resource());
         let stored = match step {
             Step::None | Step::ClearStartTime => return Ok(None),
             Step::Suspend => {

@@ -17,7 +17,7 @@
 //!   may change only while the TrainJob is suspended before or after the
 //!   write and none of its JobSet's jobs has active pods, so the pin is a
 //!   runtime patch of muster's own (manager `muster.dev/controller`: node
-//!   selector, tolerations and the [`super::templated::WORKLOAD_LABEL`] of
+//!   selector, tolerations and the [`crate::controller::workloads::templated::WORKLOAD_LABEL`] of
 //!   each replicated job's pods, which the JobSet controller carries into
 //!   its child Jobs on resume), the restore takes it out, and a stopped
 //!   TrainJob counts as active until its jobs' pods are gone;
@@ -34,15 +34,14 @@ use kube::api::{Api, DynamicObject, Patch, PostParams};
 use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::{Value, json};
 
-use super::template::{self, PinStyle, encode_pins};
-use super::templated::{self, WORKLOAD_LABEL};
-use super::{
+use crate::controller::base::api::{ActError, params};
+use crate::controller::base::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
+use crate::controller::workloads::template::{self, PinStyle, encode_pins};
+use crate::controller::workloads::templated::{self, WORKLOAD_LABEL};
+use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Related, Workload, WorkloadError,
     WorkloadKind,
 };
-use crate::controller::act::{ActError, params};
-use crate::controller::ctx::Ctx;
-use crate::controller::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
 
 /// The TrainJob custom resource.
 pub const KIND: CustomKind = CustomKind {
@@ -296,11 +295,11 @@ impl Workload for TrainJobWorkload {
     }
 
     fn gang_owner(&self) -> Option<OwnerReference> {
-        super::custom_owner(KIND, &self.job)
+        crate::controller::workloads::custom_owner(KIND, &self.job)
     }
 
     fn object_ref(&self) -> ObjectReference {
-        super::custom_object_ref(KIND, &self.job)
+        crate::controller::workloads::custom_object_ref(KIND, &self.job)
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
@@ -343,8 +342,8 @@ impl Workload for TrainJobWorkload {
             .any(|s| s.get("active").and_then(Value::as_i64).unwrap_or(0) > 0)
     }
 
-    async fn reread(&self, ctx: &Ctx) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let obj = templated::read_again(ctx, KIND, &self.job, "read TrainJob").await?;
+    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
+        let obj = templated::read_again(client, KIND, &self.job, "read TrainJob").await?;
         Ok(obj.map(|o| {
             Box::new(TrainJobWorkload {
                 job: Arc::new(o),
@@ -355,7 +354,7 @@ impl Workload for TrainJobWorkload {
 
     async fn write(
         &self,
-        ctx: &Ctx,
+        client: &kube::Client,
         step: &Step,
         directives: &Directives,
     ) -> Result<Box<dyn Workload>, ActError> {
@@ -363,7 +362,7 @@ impl Workload for TrainJobWorkload {
         let ns = job.namespace().unwrap_or_default();
         let name = job.name_any();
         let api: Api<DynamicObject> =
-            Api::namespaced_with(ctx.client.clone(), &ns, &KIND.api_resource());
+            Api::namespaced_with(client.clone(), &ns, &KIND.api_resource());
         let stored = match step {
             Step::None | Step::ClearStartTime => return Ok(Box::new(self.clone())),
             Step::Suspend => api

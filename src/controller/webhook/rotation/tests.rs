@@ -1,5 +1,5 @@
-use super::*;
 use crate::controller::webhook::issue::{Issued, dns_names, issue};
+use crate::controller::webhook::rotation::*;
 
 const NOW: i64 = 1_800_000_000;
 const NAME: &str = "muster-webhook.muster-system.svc";

@@ -1,0 +1,144 @@
+//! The muster custom resources as the controller reads and writes them.
+//!
+//! The controller handles every muster object as a `DynamicObject` and parses
+//! its `spec`/`status` per object, so one malformed object becomes a condition
+//! and an Event on that object instead of an error that stops a whole watch.
+//! Specs and statuses are the `muster-crds` types; [`GangView`] is a Gang's
+//! status with times as strings, written back as the typed `GangStatus`.
+
+use kube::core::{ApiResource, GroupVersionKind};
+use serde::{Deserialize, Serialize};
+
+pub use muster_crds::{GROUP, VERSION};
+
+/// Label on Jobs: the GPUQueue they wait in.
+pub const QUEUE_LABEL: &str = "muster.dev/queue";
+/// Annotation on Jobs: the least number of pods the gang may start with.
+pub const MIN_COUNT_ANNOTATION: &str = "muster.dev/min-count";
+/// Annotation on Jobs: acceptable GPU models, comma-separated.
+pub const GPU_MODEL_ANNOTATION: &str = "muster.dev/gpu-model";
+/// Annotation on Jobs: priority of the gang (an integer).
+pub const PRIORITY_ANNOTATION: &str = "muster.dev/priority";
+/// Annotation on Jobs: the pod template as submitted, before muster pinned it.
+pub const ORIGINAL_TEMPLATE_ANNOTATION: &str = "muster.dev/original-template";
+/// Annotation on Jobs: the nodes the admitted gang was pinned to (comma-separated).
+pub const ADMITTED_NODES_ANNOTATION: &str = "muster.dev/admitted-nodes";
+/// Annotation on Jobs admitted at fewer pods than submitted (elastic): the
+/// submitted `parallelism`, and `completions` where it changed in tandem
+/// (`4` or `4/4`).
+pub const ORIGINAL_PARALLELISM_ANNOTATION: &str = "muster.dev/original-parallelism";
+/// Annotation on Jobs: a stop (suspend, clear `startTime`, restore the
+/// template) was begun and is not finished; written with the suspension.
+pub const STOPPING_ANNOTATION: &str = "muster.dev/stopping";
+/// Label on nodes reserved for a gang, and node selector of its pinned pods.
+pub const GANG_LABEL: &str = "muster.dev/gang";
+/// Label on nodes launched by muster: their pool.
+pub const POOL_LABEL: &str = "muster.dev/pool";
+/// Label on nodes launched by muster: their PoolNode.
+pub const POOLNODE_LABEL: &str = "muster.dev/poolnode";
+/// Finalizer on PoolNodes: the instance is terminated before the object goes.
+pub const TERMINATE_FINALIZER: &str = "muster.dev/terminate-instance";
+/// Field manager of every write the controller makes.
+pub const FIELD_MANAGER: &str = "muster-controller";
+
+pub use muster_crds::Kind;
+
+/// What the controller needs of a kind beyond its names.
+pub trait KindExt {
+    /// True for the one namespaced kind, `Gang`.
+    fn namespaced(self) -> bool;
+    /// The `ApiResource` for a dynamic `Api`.
+    fn api_resource(self) -> ApiResource;
+}
+
+impl KindExt for Kind {
+    fn namespaced(self) -> bool {
+        self == Kind::Gang
+    }
+
+    fn api_resource(self) -> ApiResource {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(GROUP, VERSION, self.name()),
+            self.plural(),
+        )
+    }
+}
+
+pub use muster_crds::common::{Condition, ConditionStatus};
+
+pub use muster_crds::gang::{GangSpec, PodSet as PodSetSpec};
+
+/// A pod placed on a node, in Gang status.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssignmentStatus {
+    /// Pod set.
+    pub pod_set: String,
+    /// Index in the set.
+    pub index: u32,
+    /// Node (or PoolNode, while in flight).
+    pub node: String,
+}
+
+/// The controller's view of a Gang's `status` (the `muster-crds`
+/// `GangStatus`, times as RFC 3339 strings): read by
+/// `translate::gang::status_of`, written back as the typed status by
+/// `translate::gang::write_view`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GangView {
+    /// `Queued, Provisioning, Admitted, Running, Finished, Evicted, Unsatisfiable`.
+    #[serde(default)]
+    pub phase: Option<String>,
+    /// 1-based position in its queue while it waits.
+    #[serde(default)]
+    pub position: Option<u32>,
+    /// Bounded reason it waits.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// For people.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// Nodes (or PoolNodes) held for it.
+    #[serde(default)]
+    pub reserved_nodes: Vec<String>,
+    /// Where its pods go.
+    #[serde(default)]
+    pub assignments: Vec<AssignmentStatus>,
+    /// When capacity must be complete (RFC 3339).
+    #[serde(default)]
+    pub provisioning_deadline: Option<String>,
+    /// RFC 3339.
+    #[serde(default)]
+    pub admitted_at: Option<String>,
+    /// RFC 3339.
+    #[serde(default)]
+    pub started_at: Option<String>,
+    /// RFC 3339.
+    #[serde(default)]
+    pub finished_at: Option<String>,
+    /// Launch sets planned so far.
+    #[serde(default)]
+    pub launch_attempts: u32,
+    /// Evictions so far.
+    #[serde(default)]
+    pub evictions: u32,
+    /// After an eviction: queued again from this time (RFC 3339).
+    #[serde(default)]
+    pub requeue_after: Option<String>,
+    /// Conditions.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+pub use muster_crds::poolnode::{
+    GangRef, Offering as OfferingSpec, PoolNodePhase, PoolNodeSpec, PoolNodeStatus,
+};
+
+/// True when the Node's Ready condition is True.
+pub fn node_ready(node: &k8s_openapi::api::core::v1::Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}

@@ -1,0 +1,191 @@
+//! Before any watch starts: are the muster CRDs installed?
+//!
+//! A watch on a kind the API server does not serve fails with 404 on every
+//! retry. Instead of five such failures a second, the controller asks API
+//! discovery once which muster kinds are served, says once which CRDs are
+//! missing and the command that installs them, and asks again with a
+//! growing pause until they are there.
+
+use std::time::Duration;
+
+use kube::Client;
+
+use crate::controller::base::objects::{GROUP, Kind, VERSION};
+use crate::controller::workloads::WorkloadKind;
+
+/// The command that installs the CRDs, as the message prints it.
+pub const INSTALL_COMMAND: &str = "muster crds | kubectl apply -f -";
+
+/// First pause between two discovery requests while CRDs are missing.
+const FIRST_PAUSE: Duration = Duration::from_secs(1);
+/// Longest pause between two discovery requests.
+const LONGEST_PAUSE: Duration = Duration::from_secs(30);
+
+/// The muster kinds the API server does not serve, by discovery of the
+/// muster group version. `Err` when discovery itself failed for another
+/// reason than "not found" (the caller cannot tell, and proceeds).
+pub async fn missing_kinds(client: &Client) -> Result<Vec<Kind>, kube::Error> {
+    match client
+        .list_api_group_resources(&format!("{GROUP}/{VERSION}"))
+        .await
+    {
+        Ok(list) => Ok(Kind::ALL
+            .into_iter()
+            .filter(|k| !list.resources.iter().any(|r| r.name == k.plural()))
+            .collect()),
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(Kind::ALL.to_vec()),
+        Err(e) => Err(e),
+    }
+}
+
+/// What the operator reads when CRDs are missing: which ones, and the
+/// command that installs them.
+pub fn missing_message(missing: &[Kind]) -> String {
+    let names: Vec<String> = missing
+        .iter()
+        .map(|k| format!("{}.{GROUP}", k.plural()))
+        .collect();
+    format!(
+        "the API server does not serve {} of muster's custom resources ({}): \
+         install the CRDs with `{INSTALL_COMMAND}`; the controller waits and \
+         starts once they are served",
+        names.len(),
+        names.join(", ")
+    )
+}
+
+/// Waits until every muster kind is served. Says once what is missing (and
+/// again only if the set of missing kinds changes), then asks again with a
+/// pause that doubles up to [`LONGEST_PAUSE`].
+pub async fn wait_until_installed(client: &Client) {
+    let mut pause = FIRST_PAUSE;
+    let mut said: Option<Vec<Kind>> = None;
+    loop {
+        match missing_kinds(client).await {
+            Ok(missing) if missing.is_empty() => {
+                if said.is_some() {
+                    tracing::info!("muster CRDs installed; starting");
+                }
+                return;
+            }
+            Ok(missing) => {
+                if said.as_ref() != Some(&missing) {
+                    tracing::error!("{}", missing_message(&missing));
+                    said = Some(missing);
+                }
+            }
+            Err(e) => {
+                // discovery may be forbidden or failing; the watches will tell
+                tracing::warn!(
+                    error = %short_error(&e),
+                    "could not check whether the muster CRDs are installed; starting anyway"
+                );
+                return;
+            }
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(LONGEST_PAUSE);
+    }
+}
+
+/// The enabled workload kinds the API server serves, and the custom ones it
+/// does not (their CRD is not installed). Each missing kind is said once, in
+/// one line naming the CRD; it is skipped until the controller restarts —
+/// no watch is started for it, so nothing retries. A discovery that fails
+/// for another reason counts the kind as served (its watch then says why).
+pub async fn served_workload_kinds(
+    client: &Client,
+    enabled: &std::collections::BTreeSet<WorkloadKind>,
+) -> (std::collections::BTreeSet<WorkloadKind>, Vec<WorkloadKind>) {
+    let mut served = std::collections::BTreeSet::new();
+    let mut missing = Vec::new();
+    for &kind in enabled {
+        let Some(custom) = kind.custom() else {
+            served.insert(kind);
+            continue;
+        };
+        // the kind's own resource and those its adapter reads must all be served
+        let mut all_served = true;
+        for c in std::iter::once(custom).chain(kind.related().iter().map(|r| r.kind)) {
+            match client
+                .list_api_group_resources(&format!("{}/{}", c.group, c.version))
+                .await
+            {
+                Ok(list) if list.resources.iter().any(|r| r.name == c.plural) => {}
+                Ok(_) => all_served = false,
+                Err(kube::Error::Api(s)) if s.is_not_found() => all_served = false,
+                Err(e) => {
+                    tracing::warn!(kind = kind.as_str(), error = %short_error(&e), "could not check whether the workload kind is served; watching it anyway");
+                }
+            }
+        }
+        if all_served {
+            served.insert(kind);
+        } else {
+            missing.push(kind);
+        }
+    }
+    for kind in &missing {
+        tracing::error!("{}", missing_workload_message(*kind));
+    }
+    (served, missing)
+}
+
+/// What the operator reads when an enabled workload kind's CRD is missing.
+pub fn missing_workload_message(kind: WorkloadKind) -> String {
+    let crd = kind
+        .custom()
+        .into_iter()
+        .chain(kind.related().iter().map(|r| r.kind))
+        .map(|c| c.crd_name())
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "workload kind {} is enabled but the API server does not serve {crd}: \
+         its objects are not run as gangs; install its CRD (or its controller) \
+         and restart muster, or drop it from --workload-kinds",
+        kind.as_str()
+    )
+}
+
+/// One line for a kube client error: code, reason and message of an API
+/// answer, never the `Debug` form kube's `Display` appends.
+pub fn short_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
+        other => other.to_string(),
+    }
+}
+
+/// One line for a watch error (see [`short_error`]).
+pub fn short_watch_error(e: &kube_runtime::watcher::Error) -> String {
+    use kube_runtime::watcher::Error as W;
+    match e {
+        W::InitialListFailed(e) => format!("initial list failed: {}", short_error(e)),
+        W::WatchStartFailed(e) => format!("watch start failed: {}", short_error(e)),
+        W::WatchFailed(e) => format!("watch failed: {}", short_error(e)),
+        W::WatchError(s) => format!("watch error: {} {}: {}", s.code, s.reason, s.message),
+        W::NoResourceVersion => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_names_each_missing_crd_and_the_install_command() {
+        let m = missing_message(&[Kind::GpuQueue, Kind::Gang]);
+        assert!(m.contains("2 of muster's"), "{m}");
+        assert!(m.contains("gpuqueues.muster.dev, gangs.muster.dev"), "{m}");
+        assert!(m.contains("`muster crds | kubectl apply -f -`"), "{m}");
+        assert!(!m.contains("nodeclasses"), "{m}");
+    }
+
+    #[test]
+    fn a_missing_workload_kind_names_its_crd_and_the_flag() {
+        let m = missing_workload_message(WorkloadKind::JobSet);
+        assert!(m.contains("jobsets.jobset.x-k8s.io"), "{m}");
+        assert!(m.contains("--workload-kinds"), "{m}");
+    }
+}

@@ -1,0 +1,125 @@
+//! Launches: intent first. [`write`] creates every PoolNode of a plan's
+//! launch sets before any cloud call (names and idempotency keys come from
+//! the plan, so writing again is a no-op); the PoolNode life cycle
+//! (`reconcile::pool_nodes`) then calls the cloud.
+
+use kube::api::{DynamicObject, PostParams};
+use muster_crds::common::{CapacityType as CrdCapacity, Provider as CrdProvider, Usd};
+use muster_planner::plan::{Launch, NewNode};
+use muster_planner::{CapacityType, Provider, Snapshot};
+
+use crate::controller::base::api::{ActError, api, gang_label_value, is_already_exists};
+use crate::controller::base::objects::{
+    GANG_LABEL, GangRef, Kind, KindExt, OfferingSpec, POOL_LABEL, PoolNodeSpec, TERMINATE_FINALIZER,
+};
+use crate::controller::ctx::Ctx;
+
+/// Writes every PoolNode of every launch set. Returns how many were created.
+pub async fn write(ctx: &Ctx, launches: &[Launch], snapshot: &Snapshot) -> usize {
+    let mut created = 0;
+    for launch in launches {
+        for n in &launch.nodes {
+            match create(ctx, n, Some(launch.gang.as_str()), snapshot).await {
+                Ok(true) => created += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(poolnode = %n.name, error = %e, "could not write PoolNode")
+                }
+            }
+        }
+    }
+    created
+}
+
+/// Writes the PoolNode of one new node, for a gang (`namespace/name`) or
+/// for none (a consolidation replacement). True when it was created, false
+/// when it already existed.
+pub async fn create(
+    ctx: &Ctx,
+    n: &NewNode,
+    gang: Option<&str>,
+    snapshot: &Snapshot,
+) -> Result<bool, ActError> {
+    let node_class = snapshot
+        .pools
+        .iter()
+        .find(|p| p.name == n.pool)
+        .map(|p| p.node_class.clone())
+        .unwrap_or_default();
+    let listed = snapshot.offerings.iter().find(|o| o.key() == n.offering);
+    let spec = PoolNodeSpec {
+        pool: n.pool.clone(),
+        node_class,
+        offering: OfferingSpec {
+            provider: match n.offering.provider {
+                Provider::Aws => CrdProvider::Aws,
+                Provider::Gcp => CrdProvider::Gcp,
+                Provider::Sim => CrdProvider::Sim,
+            },
+            region: listed.map(|o| o.region.clone()).unwrap_or_default(),
+            zone: n.offering.zone.clone(),
+            instance_type: n.offering.instance_type.clone(),
+            capacity_type: match n.offering.capacity_type {
+                CapacityType::Spot => CrdCapacity::Spot,
+                CapacityType::OnDemand => CrdCapacity::OnDemand,
+            },
+            price_per_hour: Usd(format!("{:.6}", n.price.usd())),
+            gpu_model: listed
+                .and_then(|o| o.gpu_model.as_ref())
+                .map(|m| m.as_str().to_string())
+                .unwrap_or_default(),
+            gpu_count: listed
+                .map(|o| i32::try_from(o.gpu_count).unwrap_or(i32::MAX))
+                .unwrap_or(0),
+        },
+        gang: gang.and_then(|g| gang_ref(g, snapshot)),
+        idempotency_key: n.idempotency_key.clone(),
+    };
+    let mut obj = DynamicObject::new(&n.name, &Kind::PoolNode.api_resource());
+    obj.metadata.finalizers = Some(vec![TERMINATE_FINALIZER.to_string()]);
+    obj.metadata.labels = Some([(POOL_LABEL.to_string(), n.pool.clone())].into());
+    if let (Some(g), Some(labels)) = (gang, obj.metadata.labels.as_mut()) {
+        labels.insert(GANG_LABEL.to_string(), gang_label_value(g));
+    }
+    obj.data = serde_json::json!({ "spec": spec });
+    let pns = api(&ctx.client, Kind::PoolNode, None);
+    match pns.create(&PostParams::default(), &obj).await {
+        Ok(_) => Ok(true),
+        Err(e) if is_already_exists(&e) => {
+            // the same intent written before (a re-plan after a crash) is
+            // success; another launch under the same name is not
+            let existing = pns
+                .get(&n.name)
+                .await
+                .map_err(ActError::api("read PoolNode"))?;
+            let key = existing
+                .data
+                .get("spec")
+                .and_then(|s| s.get("idempotencyKey"))
+                .and_then(|k| k.as_str());
+            if key == Some(n.idempotency_key.as_str()) {
+                Ok(false)
+            } else {
+                Err(ActError::NameTaken(n.name.clone()))
+            }
+        }
+        Err(e) => Err(ActError::api("create PoolNode")(e)),
+    }
+}
+
+/// The reservation of a gang (`namespace/name`), with its Job's UID when
+/// the snapshot knows it.
+pub fn gang_ref(gang: &str, snapshot: &Snapshot) -> Option<GangRef> {
+    let (ns, name) = gang.split_once('/')?;
+    let uid = snapshot
+        .gangs
+        .iter()
+        .find(|g| g.id.as_str() == gang)
+        .map(|g| g.uid.clone())
+        .filter(|u| !u.is_empty());
+    Some(GangRef {
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        uid,
+    })
+}
