@@ -182,7 +182,10 @@ fn names_after(text: &str, prefix: &str) -> Vec<String> {
 /// the parent module whose folder is `root`.
 fn supers_to_parent(root: &Path, file: &Path) -> usize {
     let rel = file.strip_prefix(root).expect("file under root");
-    let parts: Vec<_> = rel.iter().map(|p| p.to_string_lossy().to_string()).collect();
+    let parts: Vec<_> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().to_string())
+        .collect();
     let last = parts.last().expect("a file name");
     // the module path of the file, relative to the parent
     parts.len() - 1 + usize::from(last != "mod.rs")
@@ -205,9 +208,12 @@ pub fn edges(root: &Path, prefix: &str) -> Edges {
             }
             for name in names {
                 if &name != child && kids.contains(&name) {
-                    entry
-                        .entry(name)
-                        .or_insert_with(|| file.strip_prefix(root).expect("under root").display().to_string());
+                    entry.entry(name).or_insert_with(|| {
+                        file.strip_prefix(root)
+                            .expect("under root")
+                            .display()
+                            .to_string()
+                    });
                 }
             }
         }
@@ -240,7 +246,11 @@ pub fn violations(edges: &Edges, layers: &[(&str, &[&str])]) -> Vec<String> {
         for (to, file) in tos {
             let Some(&lt) = level.get(to) else { continue };
             if lt >= lf {
-                let how = if lt == lf { "its sibling" } else { "the higher" };
+                let how = if lt == lf {
+                    "its sibling"
+                } else {
+                    "the higher"
+                };
                 out.push(format!(
                     "`{from}` (layer {}) imports {how} `{to}` (layer {}) in {file}",
                     layers[lf].0, layers[lt].0
