@@ -38,7 +38,8 @@ pub(crate) struct Group {
     pub elig: Rc<Vec<bool>>,
 }
 
-/// The pod groups of a gang at the given counts.
+/// The pod groups of gang `gi` at `counts` (pods per pod set), each with
+/// its static eligibility per node: what a try places or launches.
 pub(crate) fn groups_for(w: &mut World<'_>, gi: usize, counts: &[u32]) -> Vec<Group> {
     let g = w.gangs[gi].gang;
     g.pod_sets

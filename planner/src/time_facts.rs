@@ -24,6 +24,7 @@ use crate::time::{Dur, Time};
 
 /// A managed machine that is not Ready yet: its Node has not registered
 /// (`Pending`, `Launched`) or is not Ready with its GPUs (`Registered`).
+/// Only such a machine is given up once [`launch_overdue`].
 pub(crate) fn not_ready(n: &Node) -> bool {
     n.managed() && n.phase.in_flight()
 }
