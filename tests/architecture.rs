@@ -5,6 +5,7 @@
 //! depends on the root package.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
@@ -274,7 +275,7 @@ const CONTROLLER_LAYERS: &[(&str, &[&str])] = &[
 ];
 
 fn controller_root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/controller")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src/controller")
 }
 
 #[test]
@@ -305,5 +306,68 @@ fn controller_steps_never_import_each_other() {
         bad.is_empty(),
         "steps import each other:\n{}",
         bad.join("\n")
+    );
+}
+
+/// The layers of `muster-planner`'s modules (the direct children of
+/// `planner/src`), lowest first: a module imports only modules of lower
+/// layers, so the planner's modules import one way.
+const PLANNER_LAYERS: &[(&str, &[&str])] = &[
+    // Plain values that import nothing of the planner.
+    (
+        "primitives",
+        &["quantity", "time", "naming", "by_index", "orphans"],
+    ),
+    // Resource vectors; spot risk over a duration.
+    ("resources", &["resources", "spot"]),
+    // The domain types; the cheapest-cover solver (resources only).
+    ("model", &["model", "cover"]),
+    // What a plan reads and writes; model builders; a launch search's plain types.
+    (
+        "input and output",
+        &["snapshot", "plan", "fixtures", "launch_domain", "takes"],
+    ),
+    // Read off the input before deciding: labels, life cycles, the time; generated snapshots.
+    ("facts", &["labels", "lifecycle", "time_facts", "synthetic"]),
+    // The indexed working state of a cycle; snapshot fingerprints for re-plans.
+    ("working state", &["index", "prints"]),
+    // Over the working state: quota, placement on existing nodes, caches a re-plan carries.
+    ("quota and placement", &["quota", "placement", "carry"]),
+    // The launch search: new machines under pool limits.
+    ("provisioning", &["provisioning"]),
+    // Messages for waiting gangs, launches and idle gangs.
+    ("reasons", &["reasons"]),
+    // What the cycle decided so far; idle verdicts.
+    ("decisions", &["decided", "idle"]),
+    // One gang's try and its commit; steps that decide without a try.
+    (
+        "admission",
+        &["admission", "scale_to_zero", "consolidation"],
+    ),
+    // Built on tries: fair-share order, preemption, taking earlier tries over.
+    ("tries", &["order", "preemption", "replay"]),
+    // Ready nodes handed to the earlier of two provisioning gangs (queue order).
+    ("handover", &["handover"]),
+    // One planning cycle, every step in order.
+    ("cycle", &["cycle"]),
+    // What drivers call: re-planning, quota usage, the reference driver.
+    ("drivers", &["incremental", "usage", "apply"]),
+];
+
+#[test]
+fn planner_modules_import_down_the_layers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("planner/src");
+    let edges = layers::edges(&root, "crate");
+    let found = layers::violations(&edges, PLANNER_LAYERS);
+    assert!(
+        found.is_empty(),
+        "planner modules must import down PLANNER_LAYERS; {} do not:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+    let cycles = layers::cycles(&edges);
+    assert!(
+        cycles.is_empty(),
+        "planner modules import in cycles: {cycles:?}"
     );
 }

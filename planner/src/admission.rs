@@ -7,17 +7,18 @@
 //! (`PodSet::min`). Pods are admitted all together or not at all at either
 //! size; the assignments say how many pods each set got (indices `0..n`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use crate::by_index::ByIndex;
+use crate::decided::{Cycle, Outcome, node_set};
 use crate::index::{ReleasedFrom, World};
 use crate::model::{Assignment, GangId, QuotaResource};
 use crate::naming;
-use crate::placement::{Group, Scope, Take, place};
-use crate::plan::{Admission, Launch, NewNode, Plan, WaitReason};
+use crate::placement::{Group, Scope, groups_for, place};
+use crate::plan::{Admission, Launch, NewNode, WaitReason};
 use crate::provisioning::{LaunchChoice, LaunchFail, plan_launch};
 use crate::quota::{QuotaBook, Short};
 use crate::reasons;
+use crate::takes::Take;
 
 /// What a successful try decided.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,72 +58,6 @@ impl Fail {
             Fail::Launch(LaunchFail::LaunchBudget { .. }) => WaitReason::LaunchBudget,
         }
     }
-}
-
-/// Outcome of a gang in this cycle.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    Admitted,
-    Launched,
-    Waiting(WaitReason, String),
-}
-
-/// Everything decided so far in the cycle.
-#[derive(Debug, Default)]
-pub(crate) struct Cycle {
-    pub plan: Plan,
-    pub outcome: ByIndex<Outcome>,
-    /// Released (timed-out / orphan) nodes taken by a gang this cycle.
-    pub handed: BTreeMap<usize, usize>,
-    /// Gangs chosen as preemption victims.
-    pub victims: BTreeSet<usize>,
-    /// Nodes used by each gang's decision this cycle, sorted.
-    pub used_nodes: ByIndex<Vec<usize>>,
-    /// Every node used by a decision this cycle.
-    pub all_used: ByIndex<()>,
-    /// The plan items taken over were made at another time: their messages
-    /// are rendered again.
-    pub retimed: bool,
-    /// Launch-message notes rendered this cycle
-    /// ([`reasons::retime_launch_message`]).
-    pub notes: reasons::Notes,
-}
-
-impl Cycle {
-    /// Records why a gang waits.
-    pub fn wait(&mut self, gi: usize, reason: WaitReason, message: String) {
-        self.outcome.insert(gi, Outcome::Waiting(reason, message));
-    }
-
-    /// Records the nodes gang `gi`'s decision uses ([`node_set`]).
-    pub fn record_used(&mut self, gi: usize, nodes: Vec<usize>) {
-        for &ni in &nodes {
-            self.all_used.insert(ni, ());
-        }
-        self.used_nodes.insert(gi, nodes);
-    }
-}
-
-/// Node indexes sorted, without repeats.
-pub(crate) fn node_set(mut nodes: Vec<usize>) -> Vec<usize> {
-    nodes.sort_unstable();
-    nodes.dedup();
-    nodes
-}
-
-/// The pod groups of a gang at the given counts.
-pub(crate) fn groups_for(w: &mut World<'_>, gi: usize, counts: &[u32]) -> Vec<Group> {
-    let g = w.gangs[gi].gang;
-    g.pod_sets
-        .iter()
-        .enumerate()
-        .map(|(si, ps)| Group {
-            set: si,
-            shape: ps.requests.clone(),
-            count: counts.get(si).copied().unwrap_or(0),
-            elig: w.eligible_nodes(gi, si),
-        })
-        .collect()
 }
 
 /// Pod counts to try: full size, then every pod set at its minimum.

@@ -27,6 +27,7 @@ use std::rc::Rc;
 
 use crate::cover::{Cover, Kind};
 use crate::index::{FastMap, World};
+use crate::launch_domain::Domain;
 use crate::model::GangId;
 
 /// How many times (per gang) the entries a plan from scratch left the
@@ -72,7 +73,7 @@ impl Sizes {
 /// A queue's launch domains and the offerings skipped as unavailable, as
 /// carried (owned: what a driver keeps between cycles may move between
 /// threads).
-type Domains = (Vec<crate::provisioning::Domain>, Vec<usize>);
+type Domains = (Vec<Domain>, Vec<usize>);
 
 /// The caches a cycle leaves for the next (see the module comment).
 #[derive(Debug, Default)]

@@ -22,12 +22,12 @@
 //! holds everything the node runs (daemons included), in the same zone and
 //! placement group.
 
-use crate::admission::Cycle;
-use crate::index::{World, fit_count};
+use crate::decided::Cycle;
+use crate::index::World;
 use crate::model::{ConsolidationPolicy, GangPhase, NodePhase, Topology};
 use crate::naming;
 use crate::plan::{NewNode, Removal, RemovalKind};
-use crate::resources::Resources;
+use crate::resources::{Resources, fit_count};
 
 fn budget(w: &World<'_>, p: usize) -> u64 {
     let d = &w.pools[p].disruption;

@@ -14,8 +14,7 @@
 //! the common case (a gang has few distinct pod shapes). Beyond
 //! [`MAX_STATES`] a greedy rule (most resource covered per dollar) is used.
 
-use crate::index::fit_count;
-use crate::resources::Resources;
+use crate::resources::{Resources, fit_count};
 
 /// Largest state space solved exactly.
 pub const MAX_STATES: usize = 200_000;

@@ -20,9 +20,9 @@
 use std::collections::BTreeMap;
 
 use crate::admission::{
-    Cycle, Decision, Outcome, commit, commit_again, commit_counted, fail_message, released_label,
-    try_gang,
+    Decision, commit, commit_again, commit_counted, fail_message, released_label, try_gang,
 };
+use crate::decided::{Cycle, Outcome};
 use crate::index::{ProvState, ReleasedFrom, World};
 use crate::model::{Assignment, QueueingStrategy, QuotaResource};
 use crate::order::{Blocker, Cursor, pick, within_queue_cmp};

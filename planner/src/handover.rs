@@ -15,7 +15,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::admission::{Cycle, Outcome, node_set};
+use crate::decided::{Cycle, Outcome, node_set};
 use crate::index::{ProvState, World};
 use crate::model::Assignment;
 use crate::order::within_queue_cmp;

@@ -26,10 +26,13 @@ mod build;
 mod free;
 mod sorting;
 
+use crate::cover::{Cover, Kind};
+use crate::launch_domain::Domain;
 use crate::model::scheduling::{selector_matches, selector_matches_by, tolerates_all};
 use crate::model::{Gang, Node, NodePhase, Offering, PodSet, Pool, Queue};
 use crate::resources::Resources;
 use crate::snapshot::Policy;
+use crate::takes::KnownExisting;
 use crate::time::Time;
 
 /// A hash map with a fixed, fast hash (the multiply-rotate hash of rustc's
@@ -173,11 +176,11 @@ pub(crate) type FreeKey = (u64, u64, u32);
 pub(crate) type PackKey = (usize, u64, u64, u64, u32, u64);
 
 /// Launch domains and the offerings skipped as unavailable now.
-pub(crate) type DomainSet = Rc<(Vec<crate::provisioning::Domain>, Vec<usize>)>;
+pub(crate) type DomainSet = Rc<(Vec<Domain>, Vec<usize>)>;
 
 /// Machine kinds of a domain, with each kind's position in the domain's
 /// offerings.
-pub(crate) type KindSet = Rc<(Vec<usize>, Vec<crate::cover::Kind>)>;
+pub(crate) type KindSet = Rc<(Vec<usize>, Vec<Kind>)>;
 
 /// Usage of a pool, for its limits.
 #[derive(Debug, Clone, Default)]
@@ -246,9 +249,9 @@ pub(crate) struct World<'a> {
     /// What a re-plan's check of an earlier launch found existing capacity
     /// gives a gang's launch search, when the check failed and the try is
     /// computed next, on the same state (`provisioning::reads_same_nodes`).
-    pub known_existing: Option<crate::provisioning::KnownExisting>,
+    pub known_existing: Option<KnownExisting>,
     /// Cheapest covers already computed this cycle, by domain and demand.
-    pub cover_cache: FastMap<Vec<u64>, Option<crate::cover::Cover>>,
+    pub cover_cache: FastMap<Vec<u64>, Option<Cover>>,
     /// Launch domains by (queue, topology, excluded GPU models), see
     /// `provisioning::build_domains`.
     pub domain_cache: FastMap<(Option<usize>, u8, u64), DomainSet>,
@@ -528,27 +531,4 @@ fn pod_set_of_each(g: &Gang) -> Vec<Option<usize>> {
             Some(si)
         })
         .collect()
-}
-
-/// A managed machine that is not Ready yet: its Node has not registered
-/// (`Pending`, `Launched`) or is not Ready with its GPUs (`Registered`).
-pub(crate) fn not_ready(n: &Node) -> bool {
-    n.managed() && n.phase.in_flight()
-}
-
-/// How many pods of `shape` fit in `free`; `u32::MAX` for an empty shape.
-pub(crate) fn fit_count(free: &Resources, shape: &Resources) -> u32 {
-    let mut n = u64::MAX;
-    let mut dim = |have: u64, need: u64| {
-        if let Some(k) = have.checked_div(need) {
-            n = n.min(k);
-        }
-    };
-    dim(free.cpu_millis, shape.cpu_millis);
-    dim(free.memory_bytes, shape.memory_bytes);
-    dim(free.gpu_millis, shape.gpu_millis);
-    for (k, v) in &shape.extended {
-        dim(free.extended.get(k).copied().unwrap_or(0), *v);
-    }
-    u32::try_from(n).unwrap_or(u32::MAX)
 }

@@ -20,9 +20,10 @@ use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::rc::Rc;
 
-use crate::index::{FreeKey, World, fit_count};
+use crate::index::{FreeKey, World};
 use crate::model::{GpuModel, Topology};
-use crate::resources::Resources;
+use crate::resources::{Resources, fit_count};
+use crate::takes::Take;
 
 /// Pods of one pod set to place.
 #[derive(Debug, Clone)]
@@ -37,12 +38,20 @@ pub(crate) struct Group {
     pub elig: Rc<Vec<bool>>,
 }
 
-/// `n` pods of group `group` on node `node`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Take {
-    pub node: usize,
-    pub group: usize,
-    pub n: u32,
+/// The pod groups of gang `gi` at `counts` (pods per pod set), each with
+/// its static eligibility per node: what a try places or launches.
+pub(crate) fn groups_for(w: &mut World<'_>, gi: usize, counts: &[u32]) -> Vec<Group> {
+    let g = w.gangs[gi].gang;
+    g.pod_sets
+        .iter()
+        .enumerate()
+        .map(|(si, ps)| Group {
+            set: si,
+            shape: ps.requests.clone(),
+            count: counts.get(si).copied().unwrap_or(0),
+            elig: w.eligible_nodes(gi, si),
+        })
+        .collect()
 }
 
 /// Where a gang may go.

@@ -17,7 +17,8 @@
 //! every victim that is not needed (least preferred first). If even all
 //! candidates do not make it fit, nobody is preempted.
 
-use crate::admission::{Cycle, try_gang};
+use crate::admission::try_gang;
+use crate::decided::Cycle;
 use crate::index::World;
 use crate::model::{GangPhase, PreemptionPolicy, ReclaimPolicy};
 use crate::plan::PreemptionReason;

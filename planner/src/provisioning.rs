@@ -23,15 +23,17 @@
 //! pool weight (higher first), the pool's capacity-type preference order,
 //! fewer new nodes, and the domain's name.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::cover::{self, Cover, Kind};
-use crate::index::{World, fit_count};
+use crate::index::{DomainSet, World};
+use crate::launch_domain::Domain;
 use crate::model::{CapacityType, GpuModel, Topology};
 use crate::naming;
-use crate::placement::{Group, Scope, Take, pack};
-use crate::resources::Resources;
+use crate::placement::{Group, Scope, groups_for, pack, place_finds_room_again};
+use crate::resources::{Resources, fit_count};
 use crate::spot;
+use crate::takes::{ExistingParts, KnownExisting, Take};
 use crate::time::Dur;
 
 /// A new node to buy and the pods (per group) it will hold.
@@ -102,22 +104,6 @@ pub(crate) enum LaunchFail {
 /// Added to every machine's price to minimise the node count first.
 const NODE_PENALTY: u64 = 1 << 50;
 
-/// A launch domain. It owns what it holds (the zone's name too), so a
-/// re-plan can carry a cycle's domains to the next (`carry.rs`).
-#[derive(Debug, Clone)]
-pub(crate) struct Domain {
-    pool: usize,
-    pool_rank: usize,
-    ct: CapacityType,
-    ct_rank: usize,
-    zone: Option<Box<str>>,
-    offerings: Vec<usize>,
-    /// The lowest price per GPU among the domain's offerings with GPUs, as
-    /// (price, GPU millis): no set of machines holding `g` GPU millis costs
-    /// less than `g × price / millis`.
-    gpu_price: Option<(u64, u64)>,
-}
-
 /// Plans a launch for the pods of `groups` that existing capacity cannot
 /// take. `excluded` GPU models are not bought (quota).
 pub(crate) fn plan_launch(
@@ -142,7 +128,7 @@ pub(crate) fn plan_launch(
     // Existing capacity first.
     let parts = match w.known_existing.take() {
         Some(k) if k.is_for(gi, &counts, excluded) => k.parts,
-        _ => ExistingParts::of(w, gi, groups, topology, excluded, domains),
+        _ => existing_parts(w, gi, groups, topology, excluded, domains),
     };
     let existing_read = parts.encode();
     let ExistingParts {
@@ -485,7 +471,7 @@ fn domains_for(
     gi: usize,
     topology: Topology,
     excluded: &[GpuModel],
-) -> crate::index::DomainSet {
+) -> DomainSet {
     let q = w.gangs[gi].queue;
     let dkey = (q, topology as u8, excluded_key(excluded));
     if let Some(d) = w.domain_cache.get(&dkey) {
@@ -511,61 +497,40 @@ fn excluded_key(excluded: &[GpuModel]) -> u64 {
 }
 
 /// What existing capacity (Ready nodes, and nodes in flight the gang may
-/// use) takes of a launch's pods before new nodes are bought: one packing
-/// for `Any`, one per zone of the domains for `SameZone`, nothing for
-/// `SameNode` and `SamePlacementGroup` (new nodes only). Each part is the
-/// takes and the pods left per group.
-pub(crate) struct ExistingParts {
-    any: Option<(Vec<Take>, Vec<u32>)>,
-    zones: std::collections::BTreeMap<String, (Vec<Take>, Vec<u32>)>,
-}
-
-impl ExistingParts {
-    fn of(
-        w: &World<'_>,
-        gi: usize,
-        groups: &[Group],
-        topology: Topology,
-        excluded: &[GpuModel],
-        domains: &[Domain],
-    ) -> ExistingParts {
-        let mut parts = ExistingParts {
-            any: None,
-            zones: std::collections::BTreeMap::new(),
+/// use) takes of gang `gi`'s launch before new nodes are bought: one
+/// packing for `Any`, one per zone of `domains` for `SameZone`, nothing
+/// for `SameNode` and `SamePlacementGroup` (new nodes only).
+fn existing_parts(
+    w: &World<'_>,
+    gi: usize,
+    groups: &[Group],
+    topology: Topology,
+    excluded: &[GpuModel],
+    domains: &[Domain],
+) -> ExistingParts {
+    let mut parts = ExistingParts {
+        any: None,
+        zones: BTreeMap::new(),
+    };
+    if !matches!(topology, Topology::Any | Topology::SameZone) {
+        return parts;
+    }
+    let extras = extras(w, gi, groups);
+    if topology == Topology::Any {
+        let scope = Scope {
+            gang: gi,
+            excluded_models: excluded,
+            zone: None,
+            placement_group: None,
         };
-        if !matches!(topology, Topology::Any | Topology::SameZone) {
-            return parts;
+        parts.any = Some(pack(w, groups, &scope, &extras, true));
+    } else {
+        for z in zone_names(domains) {
+            let part = zone_part(w, gi, groups, excluded, z, &extras);
+            parts.zones.insert(z.to_string(), part);
         }
-        let extras = extras(w, gi, groups);
-        if topology == Topology::Any {
-            let scope = Scope {
-                gang: gi,
-                excluded_models: excluded,
-                zone: None,
-                placement_group: None,
-            };
-            parts.any = Some(pack(w, groups, &scope, &extras, true));
-        } else {
-            for z in zone_names(domains) {
-                let part = zone_part(w, gi, groups, excluded, z, &extras);
-                parts.zones.insert(z.to_string(), part);
-            }
-        }
-        parts
     }
-
-    /// The parts as numbers (zones by their index in the domains' zones,
-    /// in order): equal encodings are equal parts.
-    fn encode(&self) -> Vec<u32> {
-        let mut out = Vec::new();
-        if let Some(p) = &self.any {
-            encode_part(&mut out, u32::MAX, p);
-        }
-        for (i, p) in self.zones.values().enumerate() {
-            encode_part(&mut out, i as u32, p);
-        }
-        out
-    }
+    parts
 }
 
 /// Nodes in flight gang `gi` may use.
@@ -607,32 +572,6 @@ fn zone_part(
     pack(w, groups, &scope, extras, true)
 }
 
-/// Appends one part, tagged, to an encoding ([`ExistingParts::encode`]).
-fn encode_part(out: &mut Vec<u32>, tag: u32, (takes, left): &(Vec<Take>, Vec<u32>)) {
-    out.extend([tag, takes.len() as u32, left.len() as u32]);
-    for t in takes {
-        out.extend([t.node as u32, t.group as u32, t.n]);
-    }
-    out.extend_from_slice(left);
-}
-
-/// A failed [`reads_same_nodes`] check's findings, for the try computed
-/// right after it on the same state: `place` found no room for the whole
-/// gang, and existing capacity gives its launch search `parts`.
-pub(crate) struct KnownExisting {
-    gang: usize,
-    counts: Vec<u32>,
-    excluded: Vec<GpuModel>,
-    parts: ExistingParts,
-}
-
-impl KnownExisting {
-    /// True when it was found for gang `gi` at `counts` with `excluded`.
-    pub fn is_for(&self, gi: usize, counts: &[u32], excluded: &[GpuModel]) -> bool {
-        self.gang == gi && self.counts == counts && self.excluded == excluded
-    }
-}
-
 /// True when a launch search for gang `gi` (pod sets at `counts`, GPU
 /// models `excluded` by the quota) would, on the current nodes, read what
 /// an earlier search read: `place` still finds no room for the whole gang,
@@ -650,22 +589,22 @@ pub(crate) fn reads_same_nodes(
 ) -> bool {
     let topology = w.gangs[gi].gang.topology;
     w.flush_index();
-    let groups = crate::admission::groups_for(w, gi, counts);
+    let groups = groups_for(w, gi, counts);
     let scope = Scope {
         gang: gi,
         excluded_models: excluded,
         zone: None,
         placement_group: None,
     };
-    if crate::placement::place_finds_room_again(w, &groups, topology, &scope, changed) {
+    if place_finds_room_again(w, &groups, topology, &scope, changed) {
         return false;
     }
     let parts = if topology == Topology::SameZone {
         let cached = domains_for(w, gi, topology, excluded);
-        ExistingParts::of(w, gi, &groups, topology, excluded, &cached.0)
+        existing_parts(w, gi, &groups, topology, excluded, &cached.0)
     } else {
         // (The domains are read for their zones only.)
-        ExistingParts::of(w, gi, &groups, topology, excluded, &[])
+        existing_parts(w, gi, &groups, topology, excluded, &[])
     };
     if parts.encode() == earlier.existing_read {
         return true;

@@ -35,7 +35,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::admission::{Added, Attempt, Cycle, Decision, Fail, Made};
+use crate::admission::{Added, Attempt, Decision, Fail, Made};
+use crate::decided::Cycle;
 use crate::index::{FastSet, PoolUsage, World};
 use crate::model::{GangId, GpuModel, QuotaResource};
 use crate::plan::{Admission, Launch, Plan};

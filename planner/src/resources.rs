@@ -249,6 +249,23 @@ pub fn format_bytes(bytes: u64) -> String {
     }
 }
 
+/// How many pods of `shape` fit in `free`; `u32::MAX` for an empty shape.
+pub(crate) fn fit_count(free: &Resources, shape: &Resources) -> u32 {
+    let mut n = u64::MAX;
+    let mut dim = |have: u64, need: u64| {
+        if let Some(k) = have.checked_div(need) {
+            n = n.min(k);
+        }
+    };
+    dim(free.cpu_millis, shape.cpu_millis);
+    dim(free.memory_bytes, shape.memory_bytes);
+    dim(free.gpu_millis, shape.gpu_millis);
+    for (k, v) in &shape.extended {
+        dim(free.extended.get(k).copied().unwrap_or(0), *v);
+    }
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 impl Serialize for Resources {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.to_quantities().serialize(s)

@@ -14,10 +14,11 @@
 //! the pool except `doNotDisrupt` ones is removed (`ScaleToZero`),
 //! regardless of disruption budgets.
 
-use crate::admission::{Cycle, Outcome};
-use crate::index::{World, fit_count};
+use crate::decided::{Cycle, Outcome};
+use crate::index::World;
 use crate::model::NodePhase;
 use crate::plan::{Removal, RemovalKind, WaitReason};
+use crate::resources::fit_count;
 
 fn pool_wanted(w: &mut World<'_>, cx: &Cycle, p: usize, pool_nodes: &[usize]) -> bool {
     let launching = cx

@@ -18,10 +18,16 @@
 
 use std::collections::BTreeSet;
 
-use crate::index::not_ready;
 use crate::model::{Gang, GangId, GangPhase, Node, Offering};
 use crate::snapshot::{Policy, Snapshot};
 use crate::time::{Dur, Time};
+
+/// A managed machine that is not Ready yet: its Node has not registered
+/// (`Pending`, `Launched`) or is not Ready with its GPUs (`Registered`).
+/// Only such a machine is given up once [`launch_overdue`].
+pub(crate) fn not_ready(n: &Node) -> bool {
+    n.managed() && n.phase.in_flight()
+}
 
 /// The provisioning deadline of a gang has passed.
 pub(crate) fn deadline_passed(g: &Gang, now: Time) -> bool {

@@ -511,7 +511,8 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
     }
     let deps = Deps {
         providers: Arc::new(
-            controller::cloud::clouds::Clouds::new(cloud_options(&args)).with_client(client.clone()),
+            controller::cloud::clouds::Clouds::new(cloud_options(&args))
+                .with_client(client.clone()),
         ),
         planner: controller::real_planner(),
         metrics,

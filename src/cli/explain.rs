@@ -66,8 +66,8 @@ async fn translation(
         })?;
     // every cloud built in, the simulated one included: explain only lists
     // offerings, it never launches
-    let options =
-        controller::cloud::clouds::CloudOptions::default().enable(&controller::cloud::clouds::CloudName::ALL);
+    let options = controller::cloud::clouds::CloudOptions::default()
+        .enable(&controller::cloud::clouds::CloudName::ALL);
     let providers = controller::cloud::clouds::Clouds::new(options).with_client(client.clone());
     Ok(explain::snapshot(&observed, &providers, time::now()).await)
 }

@@ -25,10 +25,10 @@ pub fn children(root: &Path) -> BTreeSet<String> {
         let path = entry.path();
         if path.is_dir() {
             out.insert(name);
-        } else if let Some(stem) = name.strip_suffix(".rs") {
-            if !matches!(stem, "mod" | "lib" | "main") {
-                out.insert(stem.to_string());
-            }
+        } else if let Some(stem) = name.strip_suffix(".rs")
+            && !matches!(stem, "mod" | "lib" | "main")
+        {
+            out.insert(stem.to_string());
         }
     }
     out

@@ -10,11 +10,12 @@ use std::collections::BTreeMap;
 use super::sorting::{sorted_unique, sorted_unique_by_name};
 use super::{
     FastMap, FastSet, GangInfo, NodeInfo, PoolUsage, ProvState, ReleasedFrom, World, node_gpus,
-    not_ready, offering_cmp, pod_set_of_each, pool_allows,
+    offering_cmp, pod_set_of_each, pool_allows,
 };
 use crate::model::{Gang, GangPhase, Node, NodePhase, Pool};
 use crate::snapshot::{Policy, Snapshot};
 use crate::time::Time;
+use crate::time_facts::not_ready;
 
 impl<'a> World<'a> {
     /// Builds the working state.

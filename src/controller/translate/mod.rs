@@ -242,9 +242,9 @@ pub fn gang_id(namespace: &str, name: &str) -> muster_planner::GangId {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use muster_planner::{GangPhase, NodePhase, Provider};
     use serde_json::json;
+    use std::sync::Arc;
 
     fn dynamic(kind: Kind, body: serde_json::Value) -> Arc<DynamicObject> {
         let mut obj: DynamicObject = serde_json::from_value(body).expect("object");
