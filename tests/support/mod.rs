@@ -64,7 +64,8 @@ impl ApiServer {
     /// watches, e.g. `0.05`), `MUSTER_API_CHAOS_SEED` (default 1) and
     /// `MUSTER_API_WATCH_WINDOW` (seconds of watch history and longest
     /// watch, default 10; `none` for unlimited); `MUSTER_API_LOG_ERRORS=1`
-    /// prints every error answer but 404 on stderr.
+    /// prints every error answer but 404 on stderr; `MUSTER_AUDIT_DIR`
+    /// (see `Drop`) sets `--audit-level Request`.
     pub fn start_with(extra: &[&str]) -> ApiServer {
         let t0 = Instant::now();
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -220,9 +221,21 @@ impl ApiServer {
 }
 
 impl Drop for ApiServer {
+    /// Kills the server and deletes its audit log. With `MUSTER_AUDIT_DIR`
+    /// set, a copy of the log is kept first, as
+    /// `$MUSTER_AUDIT_DIR/<test>.jsonl`: `<test>` is the name libtest gives
+    /// the test's thread, `::` written `__` (`scripts/audit-writes` reads
+    /// these copies). A test that passes its own `--audit-log` keeps none.
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(dir) = std::env::var_os("MUSTER_AUDIT_DIR") {
+            let thread = std::thread::current();
+            let test = thread.name().unwrap_or("unnamed").replace("::", "__");
+            let kept = std::path::Path::new(&dir).join(format!("{test}.jsonl"));
+            let _ = std::fs::create_dir_all(&dir);
+            let _ = std::fs::copy(&self.audit_log, kept);
+        }
         let _ = std::fs::remove_file(&self.audit_log);
     }
 }
@@ -243,6 +256,11 @@ fn env_options(extra: &[&str]) -> Vec<String> {
     add("--chaos", "MUSTER_API_CHAOS", None);
     add("--chaos-seed", "MUSTER_API_CHAOS_SEED", Some("1"));
     add("--watch-window", "MUSTER_API_WATCH_WINDOW", Some("10"));
+    // a log kept for MUSTER_AUDIT_DIR (see `Drop`) names what each create
+    // makes: only level Request logs the body, where a create's name is
+    if std::env::var_os("MUSTER_AUDIT_DIR").is_some() && !extra.contains(&"--audit-level") {
+        out.extend(["--audit-level".to_string(), "Request".to_string()]);
+    }
     if std::env::var("MUSTER_API_LOG_ERRORS").is_ok_and(|v| v == "1") {
         out.push("--log-errors".to_string());
     }
