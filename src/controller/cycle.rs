@@ -191,9 +191,16 @@ pub async fn cycle(ctx: &Ctx, memory: &Memory) {
         "planned"
     );
     let facts = gangs::status::Facts::of(&observed);
-    let recorded = apply(ctx, memory, &plan, &observed, &tr, &facts, now).await;
-    let evictions =
-        gangs::status::update(ctx, &plan, &tr.snapshot, &observed, &facts, now, &recorded).await;
+    let decided = gangs::status::Decided::of(
+        &plan,
+        &tr.snapshot,
+        &observed,
+        &facts,
+        &ctx.config.policy,
+        now,
+    );
+    let recorded = apply(ctx, memory, &plan, &observed, &tr, &decided).await;
+    let evictions = gangs::status::update(ctx, &decided, &recorded).await;
     let evictions: Vec<(&str, &str, &str)> = evictions
         .iter()
         .map(|e| (e.namespace.as_str(), e.name.as_str(), e.reason.as_str()))
@@ -218,14 +225,13 @@ async fn apply(
     plan: &muster_planner::Plan,
     observed: &Observed,
     tr: &translate::Translation,
-    facts: &gangs::status::Facts,
-    now: muster_planner::Time,
+    decided: &gangs::status::Decided,
 ) -> BTreeSet<String> {
     let mut recorded = BTreeSet::new();
     for step in APPLY_ORDER {
         match step {
             Applier::Preemptions => {
-                let items = intended(ctx, plan, tr, observed, facts, now, &plan.preemptions).await;
+                let items = intended(ctx, decided, &plan.preemptions).await;
                 workloads::preempt::run(ctx, &memory.started, &items, observed, &tr.snapshot).await;
                 recorded.extend(items.iter().map(|p| p.gang().to_string()));
             }
@@ -236,7 +242,7 @@ async fn apply(
                 pool_nodes::launch::write(ctx, &plan.launches, &tr.snapshot).await;
             }
             Applier::Admissions => {
-                let items = intended(ctx, plan, tr, observed, facts, now, &plan.admissions).await;
+                let items = intended(ctx, decided, &plan.admissions).await;
                 workloads::admit::run(ctx, &memory.started, &items, &tr.snapshot, observed).await;
                 recorded.extend(items.iter().map(|a| a.gang().to_string()));
             }
@@ -269,17 +275,9 @@ impl GangItem for muster_planner::plan::Admission {
 /// The plan items among `items` whose Gang is recorded first
 /// ([`gangs::status::record`]): those whose workload may be
 /// written now.
-async fn intended<T: GangItem>(
-    ctx: &Ctx,
-    plan: &muster_planner::Plan,
-    tr: &translate::Translation,
-    observed: &Observed,
-    facts: &gangs::status::Facts,
-    now: muster_planner::Time,
-    items: &[T],
-) -> Vec<T> {
+async fn intended<T: GangItem>(ctx: &Ctx, decided: &gangs::status::Decided, items: &[T]) -> Vec<T> {
     let ids = items.iter().map(GangItem::gang).collect();
-    let done = gangs::status::record(ctx, plan, &tr.snapshot, observed, facts, now, &ids).await;
+    let done = gangs::status::record(ctx, decided, &ids).await;
     items
         .iter()
         .filter(|x| done.contains(x.gang()))

@@ -55,6 +55,20 @@ pub enum GangPhase {
 }
 
 impl GangPhase {
+    /// The phase's name as the Gang status and metric labels spell it
+    /// (its serialized form).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GangPhase::Queued => "Queued",
+            GangPhase::Provisioning => "Provisioning",
+            GangPhase::Admitted => "Admitted",
+            GangPhase::Running => "Running",
+            GangPhase::Finished => "Finished",
+            GangPhase::Evicted => "Evicted",
+            GangPhase::Unsatisfiable => "Unsatisfiable",
+        }
+    }
+
     /// True for gangs that want capacity.
     pub fn pending(self) -> bool {
         matches!(

@@ -3,11 +3,11 @@
 //! The controller handles every muster object as a `DynamicObject` and parses
 //! its `spec`/`status` per object, so one malformed object becomes a condition
 //! and an Event on that object instead of an error that stops a whole watch.
-//! Specs and statuses are the `muster-crds` types; [`GangView`] is a Gang's
-//! status with times as strings, written back as the typed `GangStatus`.
+//! Specs and statuses are the `muster-crds` types, read and written typed
+//! (a Gang's status as the planner's record of it:
+//! `translate::gang::record_of` and `write_record`).
 
 use kube::core::{ApiResource, GroupVersionKind};
-use serde::{Deserialize, Serialize};
 
 pub use muster_crds::{GROUP, VERSION};
 
@@ -67,69 +67,6 @@ impl KindExt for Kind {
 pub use muster_crds::common::{Condition, ConditionStatus};
 
 pub use muster_crds::gang::{GangSpec, PodSet as PodSetSpec};
-
-/// A pod placed on a node, in Gang status.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AssignmentStatus {
-    /// Pod set.
-    pub pod_set: String,
-    /// Index in the set.
-    pub index: u32,
-    /// Node (or PoolNode, while in flight).
-    pub node: String,
-}
-
-/// The controller's view of a Gang's `status` (the `muster-crds`
-/// `GangStatus`, times as RFC 3339 strings): read by
-/// `translate::gang::status_of`, written back as the typed status by
-/// `translate::gang::write_view`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GangView {
-    /// `Queued, Provisioning, Admitted, Running, Finished, Evicted, Unsatisfiable`.
-    #[serde(default)]
-    pub phase: Option<String>,
-    /// 1-based position in its queue while it waits.
-    #[serde(default)]
-    pub position: Option<u32>,
-    /// Bounded reason it waits.
-    #[serde(default)]
-    pub reason: Option<String>,
-    /// For people.
-    #[serde(default)]
-    pub message: Option<String>,
-    /// Nodes (or PoolNodes) held for it.
-    #[serde(default)]
-    pub reserved_nodes: Vec<String>,
-    /// Where its pods go.
-    #[serde(default)]
-    pub assignments: Vec<AssignmentStatus>,
-    /// When capacity must be complete (RFC 3339).
-    #[serde(default)]
-    pub provisioning_deadline: Option<String>,
-    /// RFC 3339.
-    #[serde(default)]
-    pub admitted_at: Option<String>,
-    /// RFC 3339.
-    #[serde(default)]
-    pub started_at: Option<String>,
-    /// RFC 3339.
-    #[serde(default)]
-    pub finished_at: Option<String>,
-    /// Launch sets planned so far.
-    #[serde(default)]
-    pub launch_attempts: u32,
-    /// Evictions so far.
-    #[serde(default)]
-    pub evictions: u32,
-    /// After an eviction: queued again from this time (RFC 3339).
-    #[serde(default)]
-    pub requeue_after: Option<String>,
-    /// Conditions.
-    #[serde(default)]
-    pub conditions: Vec<Condition>,
-}
 
 pub use muster_crds::poolnode::{
     GangRef, Offering as OfferingSpec, PoolNodePhase, PoolNodeSpec, PoolNodeStatus,

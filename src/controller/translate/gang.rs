@@ -4,12 +4,13 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
+use muster_planner::lifecycle::record::GangRecord;
 use muster_planner::{
     Assignment, Gang, GangPhase, GpuModel, PodSet, Resources, Toleration, TolerationOperator,
     Topology,
 };
 
-use crate::controller::base::objects::{AssignmentStatus, GangSpec, GangView, Kind};
+use crate::controller::base::objects::{GangSpec, Kind};
 use crate::controller::base::time;
 use crate::controller::translate::pool::spec;
 use crate::controller::translate::{Issue, IssueReason, gang_id};
@@ -28,20 +29,13 @@ pub fn gangs(objs: &[Arc<DynamicObject>], issues: &mut Vec<Issue>) -> Vec<Gang> 
     out
 }
 
-/// The controller's view of a Gang's status (times as RFC 3339 strings,
-/// counts unsigned). Unreadable parts read as absent.
-pub fn status_of(obj: &DynamicObject) -> GangView {
-    let status = obj.data.get("status");
-    let crd: muster_crds::GangStatus = status
-        .cloned()
-        .and_then(|s| serde_json::from_value(s).ok())
-        .unwrap_or_default();
-    let t = |x: &Option<KubeTime>| x.as_ref().map(|t| time::format(time::from_kube(t)));
-    GangView {
-        phase: status
-            .and_then(|s| s.get("phase"))
-            .and_then(|p| p.as_str())
-            .map(String::from),
+/// A Gang's status as the planner's record of it (typed; times in the
+/// planner's seconds). Unreadable parts read as absent.
+pub fn record_of(obj: &DynamicObject) -> GangRecord {
+    let crd = typed_status(obj);
+    let t = |x: &Option<KubeTime>| x.as_ref().map(time::from_kube);
+    GangRecord {
+        phase: has_phase(obj).then(|| phase_from_crd(crd.phase)),
         position: crd.position.and_then(|p| u32::try_from(p).ok()),
         reason: crd.reason.clone(),
         message: crd.message.clone(),
@@ -49,7 +43,7 @@ pub fn status_of(obj: &DynamicObject) -> GangView {
         assignments: crd
             .assignments
             .iter()
-            .map(|a| AssignmentStatus {
+            .map(|a| Assignment {
                 pod_set: a.pod_set.clone(),
                 index: u32::try_from(a.index).unwrap_or(0),
                 node: a.node.clone(),
@@ -62,32 +56,95 @@ pub fn status_of(obj: &DynamicObject) -> GangView {
         launch_attempts: u32::try_from(crd.launch_attempts).unwrap_or(0),
         evictions: u32::try_from(crd.evictions).unwrap_or(0),
         requeue_after: t(&crd.requeue_after),
-        conditions: status
-            .and_then(|s| s.get("conditions"))
-            .cloned()
-            .and_then(|c| serde_json::from_value(c).ok())
-            .unwrap_or_default(),
     }
 }
 
-/// `view` as the CRD's typed `GangStatus`.
-pub fn typed_status(view: &GangView) -> muster_crds::GangStatus {
-    let t = |x: &Option<String>| {
-        x.as_deref()
-            .and_then(|s| s.parse::<k8s_openapi::jiff::Timestamp>().ok())
-            .map(KubeTime)
-    };
-    muster_crds::GangStatus {
-        phase: view
-            .phase
-            .as_deref()
-            .and_then(|p| serde_json::from_value(serde_json::Value::String(p.to_string())).ok())
-            .unwrap_or_default(),
-        position: view.position.and_then(|p| i32::try_from(p).ok()),
-        reason: view.reason.clone(),
-        message: view.message.clone(),
-        reserved_nodes: view.reserved_nodes.clone(),
-        assignments: view
+/// The Gang's `status` as the CRD's typed `GangStatus` (the default when
+/// absent or unreadable; the phase read on its own, so one bad field does
+/// not lose it).
+fn typed_status(obj: &DynamicObject) -> muster_crds::GangStatus {
+    let status = obj.data.get("status");
+    let mut crd: muster_crds::GangStatus = status
+        .cloned()
+        .and_then(|s| serde_json::from_value(s).ok())
+        .unwrap_or_default();
+    if let Some(p) = status
+        .and_then(|s| s.get("phase"))
+        .and_then(|p| serde_json::from_value(p.clone()).ok())
+    {
+        crd.phase = p;
+    }
+    crd
+}
+
+/// Whether the Gang's status names a phase it can be read as.
+fn has_phase(obj: &DynamicObject) -> bool {
+    obj.data
+        .get("status")
+        .and_then(|s| s.get("phase"))
+        .and_then(|p| serde_json::from_value::<muster_crds::gang::GangPhase>(p.clone()).ok())
+        .is_some()
+}
+
+/// The CRD's phase as the planner's.
+fn phase_from_crd(p: muster_crds::gang::GangPhase) -> GangPhase {
+    use muster_crds::gang::GangPhase as Crd;
+    match p {
+        Crd::Queued => GangPhase::Queued,
+        Crd::Provisioning => GangPhase::Provisioning,
+        Crd::Admitted => GangPhase::Admitted,
+        Crd::Running => GangPhase::Running,
+        Crd::Finished => GangPhase::Finished,
+        Crd::Evicted => GangPhase::Evicted,
+        Crd::Unsatisfiable => GangPhase::Unsatisfiable,
+    }
+}
+
+/// The planner's phase as the CRD's.
+fn phase_to_crd(p: GangPhase) -> muster_crds::gang::GangPhase {
+    use muster_crds::gang::GangPhase as Crd;
+    match p {
+        GangPhase::Queued => Crd::Queued,
+        GangPhase::Provisioning => Crd::Provisioning,
+        GangPhase::Admitted => Crd::Admitted,
+        GangPhase::Running => Crd::Running,
+        GangPhase::Finished => Crd::Finished,
+        GangPhase::Evicted => Crd::Evicted,
+        GangPhase::Unsatisfiable => Crd::Unsatisfiable,
+    }
+}
+
+/// The merge patch of `status` that takes the Gang from `before` (its
+/// record as read, [`record_of`]) to `after`: the typed `GangStatus` as
+/// stored, with each field the record changed set anew (fields that went
+/// away are nulled, fields the record does not hold are left alone); `None`
+/// when nothing changes. A status without a phase gets one written, even
+/// the default.
+pub fn write_record(
+    obj: &DynamicObject,
+    before: &GangRecord,
+    after: &GangRecord,
+) -> Option<serde_json::Value> {
+    let stored = typed_status(obj);
+    let mut next = stored.clone();
+    let kube_time = |t: Option<muster_planner::Time>| t.map(time::to_kube);
+    if after.phase != before.phase {
+        next.phase = phase_to_crd(after.phase.unwrap_or_default());
+    }
+    if after.position != before.position {
+        next.position = after.position.and_then(|p| i32::try_from(p).ok());
+    }
+    if after.reason != before.reason {
+        next.reason.clone_from(&after.reason);
+    }
+    if after.message != before.message {
+        next.message.clone_from(&after.message);
+    }
+    if after.reserved_nodes != before.reserved_nodes {
+        next.reserved_nodes.clone_from(&after.reserved_nodes);
+    }
+    if after.assignments != before.assignments {
+        next.assignments = after
             .assignments
             .iter()
             .map(|a| muster_crds::gang::PodAssignment {
@@ -95,25 +152,31 @@ pub fn typed_status(view: &GangView) -> muster_crds::GangStatus {
                 index: i32::try_from(a.index).unwrap_or(i32::MAX),
                 node: a.node.clone(),
             })
-            .collect(),
-        launch_attempts: i32::try_from(view.launch_attempts).unwrap_or(i32::MAX),
-        provisioning_deadline: t(&view.provisioning_deadline),
-        admitted_at: t(&view.admitted_at),
-        started_at: t(&view.started_at),
-        finished_at: t(&view.finished_at),
-        evictions: i32::try_from(view.evictions).unwrap_or(i32::MAX),
-        requeue_after: t(&view.requeue_after),
-        conditions: view.conditions.clone(),
-        ..Default::default()
+            .collect();
     }
-}
-
-/// The merge patch of `status` that turns `before` into `view`, built from
-/// the typed `GangStatus` of each (fields that went away are nulled, fields
-/// the view does not hold are left alone); `None` when nothing changes.
-pub fn write_view(before: &GangView, view: &GangView) -> Option<serde_json::Value> {
-    let mut b = serde_json::to_value(typed_status(before)).ok()?;
-    let a = serde_json::to_value(typed_status(view)).ok()?;
+    if after.provisioning_deadline != before.provisioning_deadline {
+        next.provisioning_deadline = kube_time(after.provisioning_deadline);
+    }
+    if after.admitted_at != before.admitted_at {
+        next.admitted_at = kube_time(after.admitted_at);
+    }
+    if after.started_at != before.started_at {
+        next.started_at = kube_time(after.started_at);
+    }
+    if after.finished_at != before.finished_at {
+        next.finished_at = kube_time(after.finished_at);
+    }
+    if after.launch_attempts != before.launch_attempts {
+        next.launch_attempts = i32::try_from(after.launch_attempts).unwrap_or(i32::MAX);
+    }
+    if after.evictions != before.evictions {
+        next.evictions = i32::try_from(after.evictions).unwrap_or(i32::MAX);
+    }
+    if after.requeue_after != before.requeue_after {
+        next.requeue_after = kube_time(after.requeue_after);
+    }
+    let mut b = serde_json::to_value(&stored).ok()?;
+    let a = serde_json::to_value(&next).ok()?;
     if before.phase.is_none() {
         // an absent phase reads as the typed default: written out all the same
         if let Some(o) = b.as_object_mut() {
@@ -122,11 +185,6 @@ pub fn write_view(before: &GangView, view: &GangView) -> Option<serde_json::Valu
     }
     let patch = crate::controller::base::api::merge_patch(&b, &a);
     (patch.as_object().is_some_and(|o| !o.is_empty())).then_some(patch)
-}
-
-/// A phase name → phase.
-pub fn phase(name: Option<&str>) -> Option<GangPhase> {
-    name.and_then(|p| serde_json::from_value(serde_json::Value::String(p.to_string())).ok())
 }
 
 /// The identity of the workload behind a Gang: the UID of the workload that
@@ -158,8 +216,8 @@ pub fn workload_uids(
 pub fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
     let k = Kind::Gang;
     let s: GangSpec = spec(k, obj)?;
-    let st = status_of(obj);
-    let phase = phase(st.phase.as_deref()).unwrap_or_default();
+    let st = record_of(obj);
+    let phase = st.phase.unwrap_or_default();
     if phase == GangPhase::Finished || obj.metadata.deletion_timestamp.is_some() {
         return Ok(None);
     }
@@ -206,24 +264,16 @@ pub fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
         pod_sets,
         topology,
         phase,
-        assignments: st
-            .assignments
-            .iter()
-            .map(|a| Assignment {
-                pod_set: a.pod_set.clone(),
-                index: a.index,
-                node: a.node.clone(),
-            })
-            .collect(),
-        provisioning_deadline: st.provisioning_deadline.as_deref().and_then(time::parse),
-        admitted_at: st.admitted_at.as_deref().and_then(time::parse),
-        started_at: st.started_at.as_deref().and_then(time::parse),
+        assignments: st.assignments,
+        provisioning_deadline: st.provisioning_deadline,
+        admitted_at: st.admitted_at,
+        started_at: st.started_at,
         expected_duration: s
             .expected_duration
             .as_ref()
             .and_then(|d| d.to_std().ok())
             .map(|d| muster_planner::Dur(d.as_secs())),
-        not_before: st.requeue_after.as_deref().and_then(time::parse),
+        not_before: st.requeue_after,
         evictions: st.evictions,
         launch_attempts: st.launch_attempts,
         disruptible: s.disruptible,

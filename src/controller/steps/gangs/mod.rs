@@ -102,9 +102,9 @@ async fn end_ownerless(ctx: &Ctx, observed: &Observed) {
                     && p.label(pod_group::POD_GROUP_LABEL).map(String::as_str) == Some(group)
             })
             .count();
-        let view = gang::status_of(g);
-        let phase = gang::phase(view.phase.as_deref()).unwrap_or_default();
-        let requeue_after = view.requeue_after.as_deref().and_then(time::parse);
+        let view = gang::record_of(g);
+        let phase = view.phase.unwrap_or_default();
+        let requeue_after = view.requeue_after;
         if !lifecycle::gang::ownerless_ends(phase, pods_left, requeue_after, now) {
             continue;
         }

@@ -5,28 +5,22 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use std::sync::Arc;
+
 use kube::ResourceExt;
 use kube::api::DynamicObject;
-use muster_planner::lifecycle::gang as lifecycle;
-use muster_planner::{GangPhase, IdleAction, Plan, Policy, Snapshot, Time, plan::WaitReason};
+use muster_planner::lifecycle::record::{self, GangRecord, Outcome};
+use muster_planner::{GangId, GangPhase, Plan, Policy, Snapshot, Time};
 
 use crate::controller::base::api::patch_status;
 use crate::controller::base::metrics::GangLabels;
-use crate::controller::base::objects::{AssignmentStatus, Condition, GangSpec, GangView, Kind};
-use crate::controller::base::time;
+use crate::controller::base::objects::{Condition, GangSpec, Kind};
 use crate::controller::ctx::Ctx;
 use crate::controller::observe::Observed;
 use crate::controller::translate::node::pod_active;
 use crate::controller::translate::pool::spec;
 use crate::controller::translate::{Issue, gang};
 use crate::controller::workloads::pod_gang;
-
-fn phase_name(p: GangPhase) -> String {
-    serde_json::to_value(p)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default()
-}
 
 /// What the status of every Gang is decided from besides the Gang itself,
 /// gathered once per cycle from the same observation.
@@ -39,249 +33,103 @@ pub struct Facts {
     pub finished: BTreeSet<String>,
 }
 
-/// The status a Gang should have after this plan, given the cycle's `facts`.
-pub fn desired(
-    obj: &DynamicObject,
-    plan: &Plan,
-    snapshot: &Snapshot,
-    observed: &Observed,
-    facts: &Facts,
-    now: Time,
-    policy: &Policy,
-) -> (GangView, bool) {
-    let draining = &facts.draining;
-    let policy_timeout = policy.provisioning_timeout;
-    let ns = obj.namespace().unwrap_or_default();
-    let name = obj.name_any();
-    let id = format!("{ns}/{name}");
-    let mut st = gang::status_of(obj);
-    let current = gang::phase(st.phase.as_deref()).unwrap_or_default();
-    let finished = facts.finished.contains(&id);
-    let assignments = |list: &[muster_planner::Assignment]| -> Vec<AssignmentStatus> {
-        list.iter()
-            .map(|a| AssignmentStatus {
-                pod_set: a.pod_set.clone(),
-                index: a.index,
-                node: a.node.clone(),
-            })
-            .collect()
-    };
-    let set_phase = |st: &mut GangView, p: GangPhase| st.phase = Some(phase_name(p));
-    let as_planned = gang::gang(obj).ok().flatten();
-    let pods_ready_timeout = as_planned.as_ref().and_then(|g| {
-        snapshot
-            .queues
-            .iter()
-            .find(|q| q.name == g.queue)
-            .and_then(|q| q.pods_ready_timeout)
-    });
-    let step = |event| {
-        as_planned
-            .as_ref()
-            .map(|g| lifecycle::on_event(g, pods_ready_timeout, event, policy, now))
-            .unwrap_or(lifecycle::Step::Stay)
-    };
-    let finish = finished
-        && (current == GangPhase::Finished
-            || matches!(step(lifecycle::Event::Completed), lifecycle::Step::Finish)
-            || !current.holds_capacity());
-    if finish {
-        if current != GangPhase::Finished {
-            set_phase(&mut st, GangPhase::Finished);
-            st.finished_at = Some(time::format(now));
-            st.position = None;
-            st.reason = None;
-            st.message = None;
-        }
-        return (st, false);
-    }
-    if let Some(a) = plan.admissions.iter().find(|a| a.gang.as_str() == id) {
-        set_phase(&mut st, GangPhase::Admitted);
-        st.assignments = assignments(&a.assignments);
-        st.reserved_nodes = a
-            .assignments
-            .iter()
-            .map(|x| x.node.clone())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        st.admitted_at.get_or_insert_with(|| time::format(now));
-        st.position = None;
-        st.reason = None;
-        st.message = None;
-        return (st, false);
-    }
-    if let Some(l) = plan.launches.iter().find(|l| l.gang.as_str() == id) {
-        let set: BTreeSet<String> = l.nodes.iter().map(|n| n.name.clone()).collect();
-        let held: BTreeSet<String> = st.reserved_nodes.iter().cloned().collect();
-        // a new launch set (first, or planned again after a failure) counts as an attempt
-        if current != GangPhase::Provisioning || !set.is_subset(&held) {
-            st.launch_attempts += 1;
-            let timeout = l
-                .nodes
-                .first()
-                .and_then(|n| snapshot.pools.iter().find(|p| p.name == n.pool))
-                .and_then(|p| p.provisioning_timeout)
-                .unwrap_or(policy_timeout);
-            let deadline = l.deadline.unwrap_or(now + timeout);
-            st.provisioning_deadline = Some(time::format(deadline));
-        }
-        set_phase(&mut st, GangPhase::Provisioning);
-        st.assignments = assignments(&l.assignments);
-        let mut reserved: BTreeSet<String> = l.nodes.iter().map(|n| n.name.clone()).collect();
-        reserved.extend(l.reserve.iter().cloned());
-        st.reserved_nodes = reserved.into_iter().collect();
-        st.position = None;
-        st.reason = Some(WaitReason::Provisioning.as_str().to_string());
-        st.message = Some(l.message.clone());
-        return (st, false);
-    }
-    if plan.preemptions.iter().any(|p| p.victim.as_str() == id) {
-        // driver contract: queued again at once, and not counted in
-        // `evictions` (the count the backoff of a later eviction grows with)
-        set_phase(&mut st, GangPhase::Evicted);
-        st.requeue_after = Some(time::format(now));
-        st.assignments.clear();
-        st.reserved_nodes.clear();
-        st.admitted_at = None;
-        st.started_at = None;
-        return (st, false);
-    }
-    // a node the gang holds is going (interrupted, or drained for
-    // consolidation): the life-cycle table evicts the whole gang
-    if current.holds_capacity() {
-        let losing = as_planned
-            .iter()
-            .flat_map(|g| &g.assignments)
-            .find_map(|a| draining.get(&a.node).copied());
-        if let Some(interrupted) = losing {
-            let event = if interrupted {
-                lifecycle::Event::SpotInterruption
-            } else {
-                lifecycle::Event::NodeLost
-            };
-            if let lifecycle::Step::Evict {
-                reason,
-                not_before,
-                counts,
-            } = step(event)
-            {
-                evicted(&mut st, reason.as_str().to_string(), not_before, counts);
-                return (st, true);
-            }
-        }
-    }
-    // the planner found its GPUs idle past its queue's window: the queue's
-    // idle policy evicts it whole (requeued, or stopped and left suspended)
-    if current == GangPhase::Running
-        && let Some(v) = plan.idle.iter().find(|v| v.gang.as_str() == id)
-    {
-        match v.action {
-            IdleAction::Report => {}
-            IdleAction::Requeue => {
-                evicted(
-                    &mut st,
-                    v.reason.as_str().to_string(),
-                    v.not_before.unwrap_or(now),
-                    true,
-                );
-                st.message = Some(v.message.clone());
-                return (st, true);
-            }
-            IdleAction::Stop => {
-                set_phase(&mut st, GangPhase::Finished);
-                st.finished_at = Some(time::format(now));
-                st.reason = Some(v.reason.as_str().to_string());
-                st.message = Some(v.message.clone());
-                st.position = None;
-                st.assignments.clear();
-                st.reserved_nodes.clear();
-                return (st, true);
-            }
-        }
-    }
-    if current == GangPhase::Admitted {
-        // the pods admitted (fewer than submitted for an elastic gang
-        // admitted at its least count), else the full size
-        let want: u64 = if st.assignments.is_empty() {
-            spec::<GangSpec>(Kind::Gang, obj)
-                .map(|s| {
-                    s.pod_sets
-                        .iter()
-                        .map(|p| u64::try_from(p.count).unwrap_or(0))
-                        .sum()
-                })
-                .unwrap_or(u64::MAX)
-        } else {
-            st.assignments.len() as u64
-        };
-        let running = observed
-            .pods
-            .iter()
-            .filter(|p| pod_gang(p).is_some_and(|j| j == (ns.clone(), name.clone())))
-            .filter(|p| pod_active(p) && p.phase.as_deref() == Some("Running"))
-            .count() as u64;
-        // the planner's gang life-cycle table decides: running, wait, or evict
-        match step(lifecycle::Event::PodsCheck {
-            all_running: running >= want,
-        }) {
-            lifecycle::Step::MarkRunning => {
-                set_phase(&mut st, GangPhase::Running);
-                st.started_at.get_or_insert_with(|| time::format(now));
-            }
-            lifecycle::Step::Evict {
-                reason,
-                not_before,
-                counts,
-            } => {
-                evicted(&mut st, reason.as_str().to_string(), not_before, counts);
-                return (st, true);
-            }
-            _ => {}
-        }
-        return (st, false);
-    }
-    if let Some(w) = plan.waiting.iter().find(|w| w.gang.as_str() == id) {
-        if w.reason == WaitReason::ProvisioningTimeout {
-            // released by this plan (driver contract): back to Queued
-            st.assignments.clear();
-            st.reserved_nodes.clear();
-            st.provisioning_deadline = None;
-        }
-        let phase = match w.reason {
-            WaitReason::Provisioning if current == GangPhase::Provisioning => {
-                GangPhase::Provisioning
-            }
-            WaitReason::ProvisioningTimeout => GangPhase::Queued,
-            WaitReason::Unsatisfiable => GangPhase::Unsatisfiable,
-            WaitReason::Backoff => GangPhase::Evicted,
-            _ if current.holds_capacity() => current,
-            _ => GangPhase::Queued,
-        };
-        set_phase(&mut st, phase);
-        st.position = Some(w.position);
-        st.reason = Some(w.reason.as_str().to_string());
-        st.message = Some(w.message.clone());
-        return (st, false);
-    }
-    if st.phase.is_none() {
-        set_phase(&mut st, GangPhase::Queued);
-    }
-    (st, false)
+/// One Gang's record before and after this plan.
+struct Decision {
+    /// The Gang object as observed.
+    obj: Arc<DynamicObject>,
+    /// `namespace/name`.
+    id: String,
+    /// Its record as read.
+    before: GangRecord,
+    /// The planner's mapping of this plan onto it.
+    outcome: Outcome,
 }
 
-/// A gang's status after an eviction by its life-cycle table.
-fn evicted(st: &mut GangView, reason: String, not_before: Time, counts: bool) {
-    st.phase = Some(phase_name(GangPhase::Evicted));
-    if counts {
-        st.evictions += 1;
+/// Every Gang's record after this plan: the planner's one mapping from plan
+/// items to gang phases ([`muster_planner::lifecycle::record`]), applied
+/// once per cycle to every observed Gang; [`record`] and [`update`] write
+/// from it.
+pub struct Decided(Vec<Decision>);
+
+impl Decided {
+    /// Maps `plan` onto every Gang of `observed`.
+    pub fn of(
+        plan: &Plan,
+        snapshot: &Snapshot,
+        observed: &Observed,
+        facts: &Facts,
+        policy: &Policy,
+        now: Time,
+    ) -> Decided {
+        let cx = record::Context {
+            plan,
+            snapshot,
+            draining: &facts.draining,
+            policy,
+            now,
+        };
+        let decisions = observed
+            .of(Kind::Gang)
+            .iter()
+            .map(|obj| {
+                let ns = obj.namespace().unwrap_or_default();
+                let name = obj.name_any();
+                let id = format!("{ns}/{name}");
+                let before = gang::record_of(obj);
+                let planned = gang::gang(obj).ok().flatten();
+                let seen = record::Seen {
+                    finished: facts.finished.contains(&id),
+                    all_running: before.phase == Some(GangPhase::Admitted)
+                        && all_running(obj, &before, observed, &ns, &name),
+                };
+                let outcome = record::after_plan(
+                    &GangId::new(id.clone()),
+                    &before,
+                    planned.as_ref(),
+                    seen,
+                    &cx,
+                );
+                Decision {
+                    obj: obj.clone(),
+                    id,
+                    before,
+                    outcome,
+                }
+            })
+            .collect();
+        Decided(decisions)
     }
-    st.requeue_after = Some(time::format(not_before));
-    st.reason = Some(reason);
-    st.assignments.clear();
-    st.reserved_nodes.clear();
-    st.admitted_at = None;
-    st.started_at = None;
+}
+
+/// Whether every pod an Admitted gang was admitted with runs: its
+/// assignments (fewer than submitted for an elastic gang admitted at its
+/// least count), else its full size.
+fn all_running(
+    obj: &DynamicObject,
+    st: &GangRecord,
+    observed: &Observed,
+    ns: &str,
+    name: &str,
+) -> bool {
+    let want: u64 = if st.assignments.is_empty() {
+        spec::<GangSpec>(Kind::Gang, obj)
+            .map(|s| {
+                s.pod_sets
+                    .iter()
+                    .map(|p| u64::try_from(p.count).unwrap_or(0))
+                    .sum()
+            })
+            .unwrap_or(u64::MAX)
+    } else {
+        st.assignments.len() as u64
+    };
+    let running = observed
+        .pods
+        .iter()
+        .filter(|p| pod_gang(p).is_some_and(|(n, g)| n == ns && g == name))
+        .filter(|p| pod_active(p) && p.phase.as_deref() == Some("Running"))
+        .count() as u64;
+    running >= want
 }
 
 impl Facts {
@@ -331,37 +179,24 @@ pub fn finished_gangs(observed: &Observed) -> BTreeSet<String> {
 /// ([`crate::controller::steps::workloads::reconcile`]) carries it out. Returns the ids
 /// recorded (written now, or already so); a gang whose write failed is
 /// left out, and its workload is not to be written this cycle.
-pub async fn record(
-    ctx: &Ctx,
-    plan: &Plan,
-    snapshot: &Snapshot,
-    observed: &Observed,
-    facts: &Facts,
-    now: Time,
-    ids: &BTreeSet<&str>,
-) -> BTreeSet<String> {
+pub async fn record(ctx: &Ctx, decided: &Decided, ids: &BTreeSet<&str>) -> BTreeSet<String> {
     let mut recorded = BTreeSet::new();
-    for obj in observed.of(Kind::Gang) {
-        let id = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
-        if !ids.contains(id.as_str()) {
+    for d in &decided.0 {
+        if !ids.contains(d.id.as_str()) {
             continue;
         }
-        let (after, _) = desired(
-            obj,
-            plan,
-            snapshot,
-            observed,
-            facts,
-            now,
-            &ctx.config.policy,
-        );
-        let phase = gang::phase(after.phase.as_deref());
-        if !matches!(phase, Some(GangPhase::Admitted | GangPhase::Evicted)) {
+        if !matches!(
+            d.outcome.record.phase,
+            Some(GangPhase::Admitted | GangPhase::Evicted)
+        ) {
             // finished meanwhile: nothing to carry out
             continue;
         }
-        if write(ctx, obj, &gang::status_of(obj), &after).await.is_ok() {
-            recorded.insert(id);
+        if write(ctx, &d.obj, &d.before, &d.outcome.record)
+            .await
+            .is_ok()
+        {
+            recorded.insert(d.id.clone());
         }
     }
     recorded
@@ -372,13 +207,13 @@ pub async fn record(
 async fn write(
     ctx: &Ctx,
     obj: &DynamicObject,
-    before: &GangView,
-    after: &GangView,
+    before: &GangRecord,
+    after: &GangRecord,
 ) -> Result<bool, ()> {
     if before == after {
         return Ok(false);
     }
-    let Some(status) = gang::write_view(before, after) else {
+    let Some(status) = gang::write_record(obj, before, after) else {
         return Ok(false);
     };
     let ns = obj.namespace();
@@ -416,47 +251,28 @@ pub struct Eviction {
 /// cycle, `recorded`) and refreshes the gangs gauge. Returns the gangs its
 /// life-cycle table evicts, written `Evicted` first: the workloads step
 /// stops their workloads after.
-pub async fn update(
-    ctx: &Ctx,
-    plan: &Plan,
-    snapshot: &Snapshot,
-    observed: &Observed,
-    facts: &Facts,
-    now: Time,
-    recorded: &BTreeSet<String>,
-) -> Vec<Eviction> {
+pub async fn update(ctx: &Ctx, decided: &Decided, recorded: &BTreeSet<String>) -> Vec<Eviction> {
     let mut evictions = Vec::new();
     let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
-    for obj in observed.of(Kind::Gang) {
-        let before = gang::status_of(obj);
-        let (after, evict) = desired(
-            obj,
-            plan,
-            snapshot,
-            observed,
-            facts,
-            now,
-            &ctx.config.policy,
-        );
-        let queue = spec::<GangSpec>(Kind::Gang, obj)
+    for d in &decided.0 {
+        let after = &d.outcome.record;
+        let queue = spec::<GangSpec>(Kind::Gang, &d.obj)
             .map(|s| s.queue)
             .unwrap_or_default();
-        *counts
-            .entry((queue, after.phase.clone().unwrap_or_default()))
-            .or_default() += 1;
-        let id = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
-        if recorded.contains(&id) {
+        let phase = after.phase.map(GangPhase::as_str).unwrap_or_default();
+        *counts.entry((queue, phase.to_string())).or_default() += 1;
+        if recorded.contains(&d.id) {
             continue;
         }
-        match write(ctx, obj, &before, &after).await {
+        match write(ctx, &d.obj, &d.before, after).await {
             Ok(_) => {}
             // an eviction not recorded is not carried out: decided again next cycle
             Err(()) => continue,
         }
-        if evict {
+        if d.outcome.evict {
             evictions.push(Eviction {
-                namespace: obj.namespace().unwrap_or_default(),
-                name: obj.name_any(),
+                namespace: d.obj.namespace().unwrap_or_default(),
+                name: d.obj.name_any(),
                 reason: after
                     .reason
                     .clone()

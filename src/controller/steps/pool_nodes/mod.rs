@@ -66,7 +66,7 @@ fn set_written(observed: &Observed, s: &PoolNodeSpec, name: &str) -> bool {
     else {
         return false;
     };
-    let assigned: Vec<String> = crate::controller::translate::gang::status_of(gang)
+    let assigned: Vec<String> = crate::controller::translate::gang::record_of(gang)
         .assignments
         .into_iter()
         .map(|a| a.node)

@@ -14,6 +14,7 @@ pub mod preempt;
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube_runtime::events::EventType;
+use muster_planner::lifecycle::record::GangRecord;
 use muster_planner::lifecycle::workload::{self as table, Pins, Step, Want};
 use muster_planner::{GangPhase, Snapshot};
 
@@ -91,7 +92,7 @@ pub fn counts_of<'a>(pod_sets: impl Iterator<Item = &'a String>) -> BTreeMap<Str
 
 /// The pins an admitted gang's assignments ask for: each pod set's nodes,
 /// PoolNode names replaced by the Nodes registered for them.
-pub fn pins_of(view: &crate::controller::base::objects::GangView, tr: &Translation) -> Pins {
+pub fn pins_of(view: &GangRecord, tr: &Translation) -> Pins {
     let mut pins = Pins::new();
     for a in &view.assignments {
         pins.entry(a.pod_set.clone())
@@ -120,12 +121,9 @@ pub async fn reconcile(
             g.metadata.namespace.as_deref() == Some(ns.as_str())
                 && g.metadata.name.as_deref() == Some(name.as_str())
         });
-        let view = gang_obj.map(|g| gang::status_of(g));
+        let view = gang_obj.map(|g| gang::record_of(g));
         let gang_version = gang_obj.and_then(|g| g.metadata.resource_version.as_deref());
-        let phase = view
-            .as_ref()
-            .and_then(|v| gang::phase(v.phase.as_deref()))
-            .unwrap_or_default();
+        let phase = view.as_ref().and_then(|v| v.phase).unwrap_or_default();
         if phase == GangPhase::Finished {
             continue;
         }
