@@ -6,6 +6,8 @@
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
+use crate::controller::base::conditions::ConditionType;
+
 use crate::controller::base::objects::{Condition, ConditionStatus, FIELD_MANAGER, Kind, KindExt};
 
 /// Why one write failed, in bounded categories.
@@ -160,7 +162,7 @@ pub fn with_condition(obj: &DynamicObject, cond: Condition) -> Option<Vec<Condit
 /// A condition (`metav1.Condition` shape, the CRDs' type) of `type_` that
 /// holds when `ok`, with a bounded `reason`, stamped `now`.
 pub fn condition(
-    type_: &str,
+    type_: ConditionType,
     ok: bool,
     reason: &str,
     message: String,
@@ -168,7 +170,7 @@ pub fn condition(
     generation: Option<i64>,
 ) -> Condition {
     Condition {
-        type_: type_.to_string(),
+        type_: type_.as_str().to_string(),
         status: if ok {
             ConditionStatus::True
         } else {

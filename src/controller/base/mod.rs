@@ -9,6 +9,7 @@
 pub mod api;
 
 pub mod client;
+pub mod conditions;
 pub mod errors;
 pub mod events;
 pub mod leadership;

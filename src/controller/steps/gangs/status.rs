@@ -13,6 +13,7 @@ use muster_planner::lifecycle::record::{self, GangRecord, Outcome};
 use muster_planner::{GangId, GangPhase, Plan, Policy, Snapshot, Time};
 
 use crate::controller::base::api::patch_status;
+use crate::controller::base::conditions::ConditionType;
 use crate::controller::base::metrics::GangLabels;
 use crate::controller::base::objects::{Condition, GangSpec, Kind};
 use crate::controller::ctx::Ctx;
@@ -306,7 +307,9 @@ pub async fn report_issues(ctx: &Ctx, issues: &[Issue], observed: &Observed, now
                 i.kind == kind && i.name == obj.name_any() && i.namespace == obj.namespace()
             });
             let conds: Vec<Condition> = crate::controller::base::api::conditions(obj);
-            let current = conds.iter().find(|c| c.type_ == "Valid");
+            let current = conds
+                .iter()
+                .find(|c| c.type_ == ConditionType::Valid.as_str());
             let (ok, reason, message) = match issue {
                 Some(i) => (false, i.reason.as_str(), i.message.clone()),
                 None if matches!(kind, Kind::Gang | Kind::PoolNode) && current.is_none() => {
@@ -315,7 +318,7 @@ pub async fn report_issues(ctx: &Ctx, issues: &[Issue], observed: &Observed, now
                 None => (true, "Valid", "read and part of planning".to_string()),
             };
             let cond = crate::controller::base::api::condition(
-                "Valid",
+                ConditionType::Valid,
                 ok,
                 reason,
                 message.clone(),

@@ -29,6 +29,7 @@ use std::time::Instant;
 use kube::ResourceExt;
 use muster_planner::{GangId, GangUtilization, Snapshot, Time, UtilSample, plan::IdleGang};
 
+use crate::controller::base::conditions::ConditionType;
 use crate::controller::base::metrics::{IdleLabels, ReasonLabels};
 use crate::controller::base::objects::Kind;
 use crate::controller::base::reasons::NOT_IDLE;
@@ -39,9 +40,6 @@ use crate::controller::translate::node::pod_job;
 
 /// The metric read.
 pub const METRIC: &str = "DCGM_FI_DEV_GPU_UTIL";
-
-/// The Gang condition type.
-pub const CONDITION: &str = "GPUsIdle";
 
 /// The last utilisation read and when it was made.
 #[derive(Debug, Default)]
@@ -235,10 +233,10 @@ pub async fn report(ctx: &Ctx, idle: &[IdleGang], observed: &Observed, now: Time
         let verdict = idle.iter().find(|i| i.gang.as_str() == id);
         let current = crate::controller::base::api::conditions(obj)
             .into_iter()
-            .find(|c| c.type_ == CONDITION);
+            .find(|c| c.type_ == ConditionType::GpusIdle.as_str());
         let cond = match verdict {
             Some(v) => crate::controller::base::api::condition(
-                CONDITION,
+                ConditionType::GpusIdle,
                 true,
                 v.reason.as_str(),
                 v.message.clone(),
@@ -252,7 +250,7 @@ pub async fn report(ctx: &Ctx, idle: &[IdleGang], observed: &Observed, now: Time
                     .is_some_and(|c| c.status == muster_crds::common::ConditionStatus::True) =>
             {
                 crate::controller::base::api::condition(
-                    CONDITION,
+                    ConditionType::GpusIdle,
                     false,
                     NOT_IDLE,
                     "running and no longer judged idle: its GPUs were busy again, or there is no fresh utilisation data".to_string(),

@@ -17,6 +17,7 @@ use muster_planner::lifecycle::interruption::{self, Notice, Step};
 use muster_provider_api::{CloudProvider, Interruption, InterruptionKind, ProviderError};
 
 use crate::controller::base::api::{patch_status, with_condition};
+use crate::controller::base::conditions::ConditionType;
 use crate::controller::base::metrics::KindLabels;
 use crate::controller::base::objects::{Kind, PoolNodeSpec};
 use crate::controller::base::time;
@@ -116,7 +117,7 @@ async fn handle(
     if let Some(conds) = with_condition(
         pn,
         crate::controller::base::api::condition(
-            "Interrupted",
+            ConditionType::Interrupted,
             true,
             &kind,
             message.clone(),

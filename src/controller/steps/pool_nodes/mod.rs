@@ -32,6 +32,7 @@ use muster_provider_api::{Instance, LaunchRequest, ProviderError};
 use crate::controller::base::api::{
     ActError, api, condition, is_not_found, params, patch_status, with_condition,
 };
+use crate::controller::base::conditions::ConditionType;
 use crate::controller::base::metrics::LaunchLabels;
 use crate::controller::base::objects::node_ready;
 use crate::controller::base::objects::{
@@ -48,7 +49,6 @@ use crate::controller::translate::node::{
 use crate::controller::translate::pool::spec;
 
 /// The PoolNode condition that holds once the Node's GPUs are allocatable.
-const INITIALIZED: &str = "Initialized";
 
 /// True when the launch set this PoolNode belongs to is written: it is a
 /// spare (no gang), or its gang's status assigns pods to it and every node
@@ -259,7 +259,7 @@ async fn step(
             }
             if let Some((warning, message)) = gpu_warning {
                 let cond = condition(
-                    INITIALIZED,
+                    ConditionType::Initialized,
                     false,
                     warning.as_str(),
                     message.clone(),
@@ -285,7 +285,14 @@ async fn step(
                 if next == NodePhase::Ready {
                     status.ready_at = Some(time::to_kube(now));
                     let message = format!("{} has allocatable GPUs", n.name_any());
-                    let cond = condition(INITIALIZED, true, "GPUsAllocatable", message, now, None);
+                    let cond = condition(
+                        ConditionType::Initialized,
+                        true,
+                        "GPUsAllocatable",
+                        message,
+                        now,
+                        None,
+                    );
                     if let Some(conds) = with_condition(&pn, cond) {
                         status.conditions = conds;
                     }

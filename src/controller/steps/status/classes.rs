@@ -15,6 +15,7 @@ use muster_crds::common::Provider as CrdProvider;
 use muster_provider_api::{CloudProvider, ProviderError, Resolution};
 
 use crate::controller::base::api::{patch_status, status_patch, with_condition};
+use crate::controller::base::conditions::ConditionType;
 use crate::controller::base::objects::Kind;
 use crate::controller::cloud::work::{Job, Progress};
 use crate::controller::ctx::{Ctx, CycleProviders};
@@ -204,7 +205,7 @@ async fn write(
         .unwrap_or_default();
     let (mut after, ok, reason, message) = status(&before, outcome, provider);
     let cond = crate::controller::base::api::condition(
-        "Ready",
+        ConditionType::Ready,
         ok,
         reason,
         message.clone(),

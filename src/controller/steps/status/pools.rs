@@ -15,6 +15,7 @@ use muster_crds::{GpuPoolStatus, GpuQueueStatus};
 use muster_planner::{NodePhase, Snapshot, Time};
 
 use crate::controller::base::api::{patch_status, status_patch, with_condition};
+use crate::controller::base::conditions::ConditionType;
 use crate::controller::base::objects::{Condition, Kind};
 use crate::controller::ctx::Ctx;
 use crate::controller::observe::Observed;
@@ -118,7 +119,7 @@ async fn write<T: serde::Serialize>(
 
 fn condition(
     obj: &DynamicObject,
-    type_: &str,
+    type_: ConditionType,
     ok: bool,
     reason: &str,
     message: String,
@@ -154,7 +155,7 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
         let cond = if offerings > 0 {
             condition(
                 obj,
-                "Ready",
+                ConditionType::Ready,
                 true,
                 "OfferingsKnown",
                 format!("{offerings} offerings"),
@@ -163,7 +164,7 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
         } else {
             condition(
                 obj,
-                "Ready",
+                ConditionType::Ready,
                 false,
                 "NoOfferings",
                 "no offering of the NodeClass is known yet, so the pool cannot launch; see the NodeClass's Ready condition, and check that the pool's requirements match instance types the cloud sells".into(),
@@ -190,7 +191,7 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
         let cond = if stopped {
             condition(
                 obj,
-                "Active",
+                ConditionType::Active,
                 false,
                 "Stopped",
                 "spec.stopPolicy stops the queue: it admits no new gang; set it to None to admit again".into(),
@@ -199,7 +200,7 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
         } else {
             condition(
                 obj,
-                "Active",
+                ConditionType::Active,
                 true,
                 "Admitting",
                 "the queue admits gangs (spec.stopPolicy is None)".into(),
@@ -230,10 +231,6 @@ pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Fig
     }
 }
 
-/// The type of the GPUQueue condition that says whether every enabled
-/// workload kind is served.
-pub const WORKLOAD_KINDS_CONDITION: &str = "WorkloadKindsServed";
-
 /// `WorkloadKindsServed`: False, naming the enabled kinds whose CRD the API
 /// server does not serve (their objects are not run as gangs); True once a
 /// queue that said so sees them all served; absent on a queue that never
@@ -245,14 +242,14 @@ fn kinds_condition(
 ) -> Option<Condition> {
     let had = crate::controller::base::api::conditions(obj)
         .iter()
-        .any(|c| c.type_ == WORKLOAD_KINDS_CONDITION);
+        .any(|c| c.type_ == ConditionType::WorkloadKindsServed.as_str());
     let cond = if missing.is_empty() {
         if !had {
             return None;
         }
         condition(
             obj,
-            WORKLOAD_KINDS_CONDITION,
+            ConditionType::WorkloadKindsServed,
             true,
             "Served",
             String::new(),
@@ -274,7 +271,7 @@ fn kinds_condition(
             .collect();
         condition(
             obj,
-            WORKLOAD_KINDS_CONDITION,
+            ConditionType::WorkloadKindsServed,
             false,
             "CRDNotInstalled",
             format!(
