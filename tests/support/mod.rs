@@ -10,6 +10,7 @@ pub mod karpenter;
 pub mod objects;
 pub mod prometheus;
 pub mod rbac;
+pub mod scenario;
 pub mod stub_planner;
 pub mod waits;
 pub mod workload_crds;

@@ -8,12 +8,14 @@
 //! machines, a queue `team-a` over that pool selecting namespace `team-a`,
 //! suspended Jobs (as the admission webhook leaves them) whose pods tolerate
 //! the GPU taint (as GKE's and EKS's ExtendedResourceToleration admission
-//! makes them), and Ready Nodes in zone `us-central1-a`.
+//! makes them), Ready Nodes in zone `us-central1-a`, and pods and
+//! PodDisruptionBudgets of no workload's in namespace `team-a`.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -475,5 +477,131 @@ impl NodeBuilder {
             )
             .await
             .expect("node status");
+    }
+}
+
+// ---------------------------------------------------------------- Pod
+
+/// A pod of no workload's in namespace `team-a` (container `c`, image `x`),
+/// bound to no node until [`PodBuilder::on_node`].
+pub fn pod(name: &str) -> PodBuilder {
+    PodBuilder {
+        name: name.to_string(),
+        node: None,
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+    }
+}
+
+/// See [`pod`].
+pub struct PodBuilder {
+    name: String,
+    node: Option<String>,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+}
+
+impl PodBuilder {
+    /// Bound to `node` (`spec.nodeName`), as if scheduled there.
+    pub fn on_node(mut self, node: &str) -> Self {
+        self.node = Some(node.to_string());
+        self
+    }
+
+    /// A label.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.labels.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// An annotation.
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.annotations.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// The pod as created (its status is written after).
+    pub fn build(&self) -> Pod {
+        let mut spec = json!({"containers": [{"name": "c", "image": "x"}]});
+        if let Some(node) = &self.node {
+            spec["nodeName"] = json!(node);
+        }
+        serde_json::from_value(json!({
+            "metadata": {"name": self.name, "namespace": TEAM_A,
+                         "labels": self.labels, "annotations": self.annotations},
+            "spec": spec,
+        }))
+        .expect("pod")
+    }
+
+    /// Creates it and writes its status: Running and Ready.
+    pub async fn create_running(&self, client: &kube::Client) {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), TEAM_A);
+        pods.create(&PostParams::default(), &self.build())
+            .await
+            .expect("create pod");
+        pods.patch_status(
+            &self.name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}]}})),
+        )
+        .await
+        .expect("pod status");
+    }
+}
+
+// ---------------------------------------------------------------- PodDisruptionBudget
+
+/// A PodDisruptionBudget in namespace `team-a`; it selects nothing until
+/// [`PdbBuilder::selecting`] and sets no `minAvailable` until
+/// [`PdbBuilder::min_available`].
+pub fn pdb(name: &str) -> PdbBuilder {
+    PdbBuilder {
+        name: name.to_string(),
+        min_available: None,
+        match_labels: BTreeMap::new(),
+    }
+}
+
+/// See [`pdb`].
+pub struct PdbBuilder {
+    name: String,
+    min_available: Option<i32>,
+    match_labels: BTreeMap<String, String>,
+}
+
+impl PdbBuilder {
+    /// `spec.minAvailable`: pods that must stay available.
+    pub fn min_available(mut self, pods: i32) -> Self {
+        self.min_available = Some(pods);
+        self
+    }
+
+    /// Selects pods labelled `key=value` (`spec.selector.matchLabels`).
+    pub fn selecting(mut self, key: &str, value: &str) -> Self {
+        self.match_labels.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// The budget.
+    pub fn build(&self) -> PodDisruptionBudget {
+        let mut spec = json!({"selector": {"matchLabels": self.match_labels}});
+        if let Some(n) = self.min_available {
+            spec["minAvailable"] = json!(n);
+        }
+        serde_json::from_value(json!({
+            "metadata": {"name": self.name, "namespace": TEAM_A},
+            "spec": spec,
+        }))
+        .expect("pdb")
+    }
+
+    /// Creates it.
+    pub async fn create(&self, client: &kube::Client) {
+        Api::<PodDisruptionBudget>::namespaced(client.clone(), TEAM_A)
+            .create(&PostParams::default(), &self.build())
+            .await
+            .expect("create pdb");
     }
 }
