@@ -20,27 +20,27 @@ use crate::controller::observe::{Caches, Observed};
 use crate::controller::{ControllerConfig, Deps};
 
 /// The handles every step of a cycle is given.
-pub struct Ctx {
+pub(crate) struct Ctx {
     /// The API client (deadline and write fence, see
     /// [`crate::controller::base::client`]).
-    pub client: kube::Client,
+    pub(crate) client: kube::Client,
     /// Configuration.
-    pub config: Arc<ControllerConfig>,
+    pub(crate) config: Arc<ControllerConfig>,
     /// Providers, planner, metrics.
-    pub deps: Deps,
+    pub(crate) deps: Deps,
     /// Watch caches.
-    pub caches: Caches,
+    pub(crate) caches: Caches,
     /// Event publisher.
-    pub events: Events,
+    pub(crate) events: Events,
     /// Listed offerings and unavailable marks.
-    pub offerings: Arc<OfferingCache>,
+    pub(crate) offerings: Arc<OfferingCache>,
     /// Cloud calls running off the planning path.
-    pub cloud: CloudWork,
+    pub(crate) cloud: CloudWork,
 }
 
 impl Ctx {
     /// A context.
-    pub fn new(
+    pub(crate) fn new(
         client: kube::Client,
         config: Arc<ControllerConfig>,
         deps: Deps,
@@ -64,12 +64,14 @@ impl Ctx {
 /// cycle from the NodeClasses observed then; every step of the cycle looks
 /// its provider up here.
 #[derive(Default)]
-pub struct CycleProviders(BTreeMap<String, Result<Arc<dyn CloudProvider>, ProviderSetupError>>);
+pub(crate) struct CycleProviders(
+    BTreeMap<String, Result<Arc<dyn CloudProvider>, ProviderSetupError>>,
+);
 
 impl CycleProviders {
     /// Builds (or takes from the factory's cache) the provider of every
     /// observed NodeClass.
-    pub async fn resolve(ctx: &Ctx, observed: &Observed) -> CycleProviders {
+    pub(crate) async fn resolve(ctx: &Ctx, observed: &Observed) -> CycleProviders {
         let mut out = BTreeMap::new();
         for nc in observed.of(Kind::NodeClass) {
             let name = nc.name_any();
@@ -84,7 +86,7 @@ impl CycleProviders {
     }
 
     /// The provider of a NodeClass.
-    pub fn get(&self, node_class: &str) -> Result<Arc<dyn CloudProvider>, ActError> {
+    pub(crate) fn get(&self, node_class: &str) -> Result<Arc<dyn CloudProvider>, ActError> {
         match self.0.get(node_class) {
             Some(Ok(p)) => Ok(p.clone()),
             Some(Err(e)) => Err(ActError::Setup(e.clone())),
@@ -94,7 +96,7 @@ impl CycleProviders {
 
     /// The provider of a NodeClass, or why it has none; `None` for a
     /// NodeClass not observed when the cycle began.
-    pub fn setup(
+    pub(crate) fn setup(
         &self,
         node_class: &str,
     ) -> Option<Result<&Arc<dyn CloudProvider>, &ProviderSetupError>> {
@@ -103,7 +105,7 @@ impl CycleProviders {
 
     /// Every NodeClass that has a provider (those without one are skipped:
     /// their status already says why).
-    pub fn ready(&self) -> impl Iterator<Item = (&str, &Arc<dyn CloudProvider>)> {
+    pub(crate) fn ready(&self) -> impl Iterator<Item = (&str, &Arc<dyn CloudProvider>)> {
         self.0
             .iter()
             .filter_map(|(n, p)| p.as_ref().ok().map(|p| (n.as_str(), p)))

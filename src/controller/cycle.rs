@@ -28,7 +28,7 @@ use crate::controller::translate;
 /// What the steps remember from one cycle to the next, owned by the loop
 /// (for the life of the process, across leadership changes).
 #[derive(Default)]
-pub struct Memory {
+pub(crate) struct Memory {
     /// Pod evictions in flight (drains), so a slow eviction is not started
     /// twice by consecutive cycles.
     evicting: Arc<pool_nodes::removal::InFlight>,
@@ -70,7 +70,7 @@ impl Memory {
 }
 
 /// Runs the loop until aborted.
-pub async fn run(ctx: Arc<Ctx>, mut leader: watch::Receiver<bool>) {
+pub(crate) async fn run(ctx: Arc<Ctx>, mut leader: watch::Receiver<bool>) {
     let memory = Memory::default();
     if let Err(e) = ctx.caches.wait_synced().await {
         tracing::error!(error = %e, "watch caches never synced");
@@ -117,7 +117,7 @@ pub async fn run(ctx: Arc<Ctx>, mut leader: watch::Receiver<bool>) {
 /// Waits until no change arrived for `debounce`, but never longer than
 /// [`MAX_WAIT_DEBOUNCES`] debounces in all, so a constant stream of events
 /// cannot starve planning.
-pub async fn quiet_period(changes: &tokio::sync::Notify, debounce: std::time::Duration) {
+pub(crate) async fn quiet_period(changes: &tokio::sync::Notify, debounce: std::time::Duration) {
     let deadline = tokio::time::Instant::now() + debounce * MAX_WAIT_DEBOUNCES;
     loop {
         let quiet_until = (tokio::time::Instant::now() + debounce).min(deadline);
@@ -133,10 +133,10 @@ pub async fn quiet_period(changes: &tokio::sync::Notify, debounce: std::time::Du
 }
 
 /// The longest wait for quiet, in debounces.
-pub const MAX_WAIT_DEBOUNCES: u32 = 5;
+pub(crate) const MAX_WAIT_DEBOUNCES: u32 = 5;
 
 /// One planning cycle.
-pub async fn cycle(ctx: &Ctx, memory: &Memory) {
+pub(crate) async fn cycle(ctx: &Ctx, memory: &Memory) {
     let now = time::now();
     let mut observed = ctx.caches.observed();
     let providers = CycleProviders::resolve(ctx, &observed).await;
@@ -287,7 +287,7 @@ async fn intended<T: GangItem>(ctx: &Ctx, decided: &gangs::status::Decided, item
 
 /// One kind of plan item a driver carries out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Applier {
+pub(crate) enum Applier {
     /// `Plan::preemptions`.
     Preemptions,
     /// `Plan::releases`.
@@ -301,7 +301,7 @@ pub enum Applier {
 }
 
 /// The order of the driver contract in `muster_planner::plan`.
-pub const APPLY_ORDER: [Applier; 5] = [
+pub(crate) const APPLY_ORDER: [Applier; 5] = [
     Applier::Preemptions,
     Applier::Releases,
     Applier::Launches,

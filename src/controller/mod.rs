@@ -11,13 +11,13 @@
 
 pub mod base;
 pub mod cloud;
-pub mod ctx;
-pub mod cycle;
+pub(crate) mod ctx;
+pub(crate) mod cycle;
 pub mod explain;
 pub mod http;
 pub mod leader;
 pub mod observe;
-pub mod steps;
+pub(crate) mod steps;
 pub mod translate;
 pub mod webhook;
 pub mod workloads;

@@ -39,7 +39,7 @@ pub enum ActError {
 impl ActError {
     /// Wraps a kube error with the action it interrupted (a 422 Invalid is
     /// also counted: see [`invalid_writes`]).
-    pub fn api(action: &'static str) -> impl FnOnce(kube::Error) -> ActError {
+    pub(crate) fn api(action: &'static str) -> impl FnOnce(kube::Error) -> ActError {
         move |source| {
             if matches!(&source, kube::Error::Api(s) if s.code == 422) {
                 INVALID_WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -67,17 +67,21 @@ pub fn invalid_writes() -> u64 {
 }
 
 /// True for a 404 from the API server.
-pub fn is_not_found(e: &kube::Error) -> bool {
+pub(crate) fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
 /// True for a 409 AlreadyExists from the API server.
-pub fn is_already_exists(e: &kube::Error) -> bool {
+pub(crate) fn is_already_exists(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
 }
 
 /// The dynamic API of a muster kind (namespaced Gangs need `namespace`).
-pub fn api(client: &kube::Client, kind: Kind, namespace: Option<&str>) -> Api<DynamicObject> {
+pub(crate) fn api(
+    client: &kube::Client,
+    kind: Kind,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
     let ar = kind.api_resource();
     match (kind.namespaced(), namespace) {
         (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &ar),
@@ -86,7 +90,7 @@ pub fn api(client: &kube::Client, kind: Kind, namespace: Option<&str>) -> Api<Dy
 }
 
 /// Patch parameters of every controller write.
-pub fn params() -> PatchParams {
+pub(crate) fn params() -> PatchParams {
     PatchParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..Default::default()
@@ -94,7 +98,7 @@ pub fn params() -> PatchParams {
 }
 
 /// Merge-patches the status subresource of a muster object.
-pub async fn patch_status(
+pub(crate) async fn patch_status(
     client: &kube::Client,
     kind: Kind,
     namespace: Option<&str>,
@@ -114,7 +118,7 @@ pub async fn patch_status(
 
 /// The label value naming a gang on nodes and in node selectors:
 /// `namespace.name` (namespaces contain no dots, so it reads back).
-pub fn gang_label_value(gang: &str) -> String {
+pub(crate) fn gang_label_value(gang: &str) -> String {
     let v = gang.replacen('/', ".", 1);
     if v.len() <= 63 {
         v
@@ -128,7 +132,7 @@ pub fn gang_label_value(gang: &str) -> String {
 }
 
 /// The object's `status.conditions` (none when absent or unreadable).
-pub fn conditions(obj: &DynamicObject) -> Vec<Condition> {
+pub(crate) fn conditions(obj: &DynamicObject) -> Vec<Condition> {
     obj.data
         .get("status")
         .and_then(|s| s.get("conditions"))
@@ -140,7 +144,7 @@ pub fn conditions(obj: &DynamicObject) -> Vec<Condition> {
 /// The object's `status.conditions` with `cond` in place of any condition
 /// of its type; `None` when a condition of that type already says the same
 /// (status, reason, message), so nothing needs writing.
-pub fn with_condition(obj: &DynamicObject, cond: Condition) -> Option<Vec<Condition>> {
+pub(crate) fn with_condition(obj: &DynamicObject, cond: Condition) -> Option<Vec<Condition>> {
     let conds = conditions(obj);
     let same = conds.iter().any(|c| {
         c.type_ == cond.type_
@@ -161,7 +165,7 @@ pub fn with_condition(obj: &DynamicObject, cond: Condition) -> Option<Vec<Condit
 
 /// A condition (`metav1.Condition` shape, the CRDs' type) of `type_` that
 /// holds when `ok`, with a bounded `reason`, stamped `now`.
-pub fn condition(
+pub(crate) fn condition(
     type_: ConditionType,
     ok: bool,
     reason: &str,
@@ -186,7 +190,10 @@ pub fn condition(
 /// The merge patch of a status subresource that turns the typed status
 /// `before` into `after` (fields that went away are nulled); `None` when
 /// nothing changes.
-pub fn status_patch<T: serde::Serialize>(before: &T, after: &T) -> Option<serde_json::Value> {
+pub(crate) fn status_patch<T: serde::Serialize>(
+    before: &T,
+    after: &T,
+) -> Option<serde_json::Value> {
     let b = serde_json::to_value(before).ok()?;
     let a = serde_json::to_value(after).ok()?;
     let patch = merge_patch(&b, &a);
@@ -197,7 +204,10 @@ pub fn status_patch<T: serde::Serialize>(before: &T, after: &T) -> Option<serde_
 }
 
 /// The JSON merge patch (RFC 7386) from `before` to `after`.
-pub fn merge_patch(before: &serde_json::Value, after: &serde_json::Value) -> serde_json::Value {
+pub(crate) fn merge_patch(
+    before: &serde_json::Value,
+    after: &serde_json::Value,
+) -> serde_json::Value {
     use serde_json::Value;
     match (before, after) {
         (Value::Object(b), Value::Object(a)) => {

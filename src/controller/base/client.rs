@@ -50,19 +50,19 @@ impl RequestError {
 
 /// How to wrap a client.
 #[derive(Clone)]
-pub struct Options {
+pub(crate) struct Options {
     /// Deadline of every request but watches.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Writes only while leading; `None` for the election's own client.
-    pub fence: Option<Leadership>,
+    pub(crate) fence: Option<Leadership>,
     /// Identity named in the User-Agent.
-    pub identity: String,
+    pub(crate) identity: String,
     /// Appended to the User-Agent (e.g. `leader-election`).
-    pub purpose: Option<&'static str>,
+    pub(crate) purpose: Option<&'static str>,
 }
 
 /// `client` wrapped with `options`.
-pub fn wrap(client: kube::Client, options: Options) -> kube::Client {
+pub(crate) fn wrap(client: kube::Client, options: Options) -> kube::Client {
     let ns = client.default_namespace().to_string();
     let version = env!("CARGO_PKG_VERSION");
     let agent = match options.purpose {

@@ -5,7 +5,7 @@
 
 /// A condition type of a muster object's `status.conditions`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ConditionType {
+pub(crate) enum ConditionType {
     /// NodeClass, GPUPool, GPUQueue: usable (NodeClass: its selectors
     /// resolved; pool: offerings listed).
     Ready,
@@ -24,8 +24,9 @@ pub enum ConditionType {
 }
 
 impl ConditionType {
-    /// Every condition type, for references and tests.
-    pub const ALL: [ConditionType; 7] = [
+    /// Every condition type, for tests.
+    #[cfg(test)]
+    pub(crate) const ALL: [ConditionType; 7] = [
         ConditionType::Ready,
         ConditionType::Active,
         ConditionType::Valid,
@@ -36,7 +37,7 @@ impl ConditionType {
     ];
 
     /// The type as written in `status.conditions[].type`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ConditionType::Ready => "Ready",
             ConditionType::Active => "Active",

@@ -9,13 +9,13 @@ use crate::controller::base::objects::{Kind, KindExt};
 
 /// Publishes Events on behalf of the controller.
 #[derive(Clone)]
-pub struct Events {
+pub(crate) struct Events {
     recorder: Recorder,
 }
 
 impl Events {
     /// A publisher for this controller instance.
-    pub fn new(client: kube::Client, instance: &str) -> Events {
+    pub(crate) fn new(client: kube::Client, instance: &str) -> Events {
         let reporter = Reporter {
             controller: "muster".to_string(),
             instance: Some(instance.to_string()),
@@ -26,13 +26,13 @@ impl Events {
     }
 
     /// A Warning on a muster object. Failures to publish are logged only.
-    pub async fn warn(&self, kind: Kind, obj: &DynamicObject, reason: &str, note: String) {
+    pub(crate) async fn warn(&self, kind: Kind, obj: &DynamicObject, reason: &str, note: String) {
         self.publish(kind, obj, EventType::Warning, reason, note)
             .await;
     }
 
     /// A Normal event on a muster object.
-    pub async fn normal(&self, kind: Kind, obj: &DynamicObject, reason: &str, note: String) {
+    pub(crate) async fn normal(&self, kind: Kind, obj: &DynamicObject, reason: &str, note: String) {
         self.publish(kind, obj, EventType::Normal, reason, note)
             .await;
     }
@@ -50,7 +50,7 @@ impl Events {
     }
 
     /// An event on any object reference.
-    pub async fn publish_ref(
+    pub(crate) async fn publish_ref(
         &self,
         reference: k8s_openapi::api::core::v1::ObjectReference,
         type_: EventType,

@@ -28,13 +28,13 @@ struct State {
 
 impl Leadership {
     /// Leading for good (a single replica without election).
-    pub fn always(metrics: Arc<Metrics>) -> Leadership {
+    pub(crate) fn always(metrics: Arc<Metrics>) -> Leadership {
         metrics.leader.set(1);
         Leadership::with(true, metrics)
     }
 
     /// Not leading until the election (`leader::start`) wins.
-    pub fn elected(metrics: Arc<Metrics>) -> Leadership {
+    pub(crate) fn elected(metrics: Arc<Metrics>) -> Leadership {
         metrics.leader.set(0);
         Leadership::with(false, metrics)
     }
@@ -52,12 +52,12 @@ impl Leadership {
 
     /// True while this instance may write: always without election,
     /// otherwise until the renew deadline of its last renewal.
-    pub fn may_write(&self) -> bool {
+    pub(crate) fn may_write(&self) -> bool {
         self.state.always || self.valid_until().is_some_and(|t| Instant::now() < t)
     }
 
     /// Follows leadership: true while leading.
-    pub fn subscribe(&self) -> watch::Receiver<bool> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
         self.state.leading.subscribe()
     }
 

@@ -26,7 +26,7 @@ use tokio::task::JoinSet;
 
 /// One unit of cloud work, by what it is for.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Job {
+pub(crate) enum Job {
     /// Launch the machine of this PoolNode.
     Launch(String),
     /// Terminate the machine of this PoolNode being deleted, then let the
@@ -55,7 +55,7 @@ impl Job {
 
 /// Where a job stands.
 #[derive(Debug)]
-pub enum Progress<T> {
+pub(crate) enum Progress<T> {
     /// Running (or just started, or settled): nothing to do this cycle.
     Waiting,
     /// Finished since the last ask, with its outcome (handed out once).
@@ -74,7 +74,7 @@ enum Slot {
 type Slots = Arc<Mutex<BTreeMap<Job, Slot>>>;
 
 /// The background cloud work of one controller.
-pub struct CloudWork {
+pub(crate) struct CloudWork {
     slots: Slots,
     limits: Mutex<BTreeMap<String, Arc<Semaphore>>>,
     per_provider: usize,
@@ -89,7 +89,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl CloudWork {
     /// Work with at most `per_provider` calls at once per NodeClass; a
     /// finished job notifies `changes`.
-    pub fn new(per_provider: usize, changes: Arc<Notify>) -> CloudWork {
+    pub(crate) fn new(per_provider: usize, changes: Arc<Notify>) -> CloudWork {
         CloudWork {
             slots: Arc::default(),
             limits: Mutex::default(),
@@ -105,7 +105,7 @@ impl CloudWork {
     /// loop (an outcome the loop must act on does; a failure the next
     /// regular cycle retries does not, so a failing cloud is not called in a
     /// tight loop).
-    pub fn poll<T, F>(
+    pub(crate) fn poll<T, F>(
         &self,
         job: Job,
         node_class: &str,
@@ -162,13 +162,13 @@ impl CloudWork {
 
     /// Keeps `job` from starting again after its outcome was acted on, until
     /// [`CloudWork::retain_pool_nodes`] finds its PoolNode gone.
-    pub fn settle(&self, job: Job) {
+    pub(crate) fn settle(&self, job: Job) {
         lock(&self.slots).insert(job, Slot::Settled);
     }
 
     /// Forgets a finished or settled `job` (one still running is kept), so
     /// the next [`CloudWork::poll`] starts it again.
-    pub fn forget(&self, job: &Job) {
+    pub(crate) fn forget(&self, job: &Job) {
         let mut slots = lock(&self.slots);
         if !matches!(slots.get(job), Some(Slot::Running)) {
             slots.remove(job);
@@ -176,17 +176,18 @@ impl CloudWork {
     }
 
     /// True while `job` runs.
-    pub fn running(&self, job: &Job) -> bool {
+    pub(crate) fn running(&self, job: &Job) -> bool {
         matches!(lock(&self.slots).get(job), Some(Slot::Running))
     }
 
     /// Forgets the jobs of PoolNodes that are no longer observed.
-    pub fn retain_pool_nodes(&self, alive: impl Fn(&str) -> bool) {
+    pub(crate) fn retain_pool_nodes(&self, alive: impl Fn(&str) -> bool) {
         lock(&self.slots).retain(|job, _| job.pool_node().is_none_or(&alive));
     }
 
     /// How many jobs run (or wait for a permit) now.
-    pub fn in_flight(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self) -> usize {
         lock(&self.slots)
             .values()
             .filter(|s| matches!(s, Slot::Running))
@@ -195,7 +196,7 @@ impl CloudWork {
 
     /// Drops every job, mid-call (leadership lost, shutdown); their outcomes
     /// are lost and the next leader asks again (every call is idempotent).
-    pub fn abort_all(&self) {
+    pub(crate) fn abort_all(&self) {
         lock(&self.tasks).abort_all();
         lock(&self.slots).clear();
     }

@@ -11,8 +11,8 @@
 //! - `gpu_usage`: GPU utilisation for the snapshot and the idle verdicts;
 //! - `status`: GPUPool, GPUQueue and NodeClass status, per-cycle metrics.
 
-pub mod gangs;
-pub mod gpu_usage;
-pub mod pool_nodes;
-pub mod status;
-pub mod workloads;
+pub(crate) mod gangs;
+pub(crate) mod gpu_usage;
+pub(crate) mod pool_nodes;
+pub(crate) mod status;
+pub(crate) mod workloads;

@@ -17,7 +17,7 @@ use crate::controller::translate::{Issue, IssueReason, gang_id};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time as KubeTime;
 
 /// Gangs in every phase but Finished. Unreadable ones become issues.
-pub fn gangs(objs: &[Arc<DynamicObject>], issues: &mut Vec<Issue>) -> Vec<Gang> {
+pub(crate) fn gangs(objs: &[Arc<DynamicObject>], issues: &mut Vec<Issue>) -> Vec<Gang> {
     let mut out = Vec::new();
     for obj in objs {
         match gang(obj) {
@@ -31,7 +31,7 @@ pub fn gangs(objs: &[Arc<DynamicObject>], issues: &mut Vec<Issue>) -> Vec<Gang> 
 
 /// A Gang's status as the planner's record of it (typed; times in the
 /// planner's seconds). Unreadable parts read as absent.
-pub fn record_of(obj: &DynamicObject) -> GangRecord {
+pub(crate) fn record_of(obj: &DynamicObject) -> GangRecord {
     let crd = typed_status(obj);
     let t = |x: &Option<KubeTime>| x.as_ref().map(time::from_kube);
     GangRecord {
@@ -120,7 +120,7 @@ fn phase_to_crd(p: GangPhase) -> muster_crds::gang::GangPhase {
 /// away are nulled, fields the record does not hold are left alone); `None`
 /// when nothing changes. A status without a phase gets one written, even
 /// the default.
-pub fn write_record(
+pub(crate) fn write_record(
     obj: &DynamicObject,
     before: &GangRecord,
     after: &GangRecord,
@@ -189,7 +189,7 @@ pub fn write_record(
 
 /// The identity of the workload behind a Gang: the UID of the workload that
 /// owns it (its controller owner), else the Gang's own UID.
-pub fn workload_uid(obj: &DynamicObject) -> String {
+pub(crate) fn workload_uid(obj: &DynamicObject) -> String {
     obj.owner_references()
         .iter()
         .find(|o| o.controller == Some(true))
@@ -199,7 +199,7 @@ pub fn workload_uid(obj: &DynamicObject) -> String {
 }
 
 /// Gang id (`namespace/name`) → [`workload_uid`], for every Gang.
-pub fn workload_uids(
+pub(crate) fn workload_uids(
     objs: &[std::sync::Arc<DynamicObject>],
 ) -> std::collections::BTreeMap<String, String> {
     objs.iter()
@@ -213,7 +213,7 @@ pub fn workload_uids(
 }
 
 /// One Gang object as a planner gang; `None` when Finished or being deleted.
-pub fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
+pub(crate) fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
     let k = Kind::Gang;
     let s: GangSpec = spec(k, obj)?;
     let st = record_of(obj);
@@ -282,7 +282,7 @@ pub fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
 }
 
 /// A Gang's toleration → planner toleration.
-pub fn crd_toleration(t: &muster_crds::common::Toleration) -> Toleration {
+pub(crate) fn crd_toleration(t: &muster_crds::common::Toleration) -> Toleration {
     use muster_crds::common::{TaintEffect as E, TolerationOperator as O};
     Toleration {
         key: t.key.clone().unwrap_or_default(),

@@ -6,11 +6,11 @@
 //! out of the snapshot and reported as an [`Issue`] (a condition and an Event
 //! on that object); it never stops the translation of the others.
 
-pub mod gang;
-pub mod namespaces;
-pub mod node;
-pub mod pool;
-pub mod workload;
+pub(crate) mod gang;
+pub(crate) mod namespaces;
+pub(crate) mod node;
+pub(crate) mod pool;
+pub(crate) mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,7 +18,7 @@ use kube::ResourceExt;
 use kube::api::DynamicObject;
 use muster_planner::{Offering, Snapshot, Time};
 
-pub use crate::controller::base::errors::IssueReason;
+pub(crate) use crate::controller::base::errors::IssueReason;
 use crate::controller::base::objects::Kind;
 use crate::controller::observe::Observed;
 
@@ -64,15 +64,15 @@ pub struct Translation {
 /// the offerings are listed for these pools and the snapshot is built from
 /// them.
 #[derive(Debug, Clone, Default)]
-pub struct Catalog {
+pub(crate) struct Catalog {
     /// Valid pools.
-    pub pools: Vec<muster_planner::Pool>,
+    pub(crate) pools: Vec<muster_planner::Pool>,
     /// NodeClasses and pools left out.
-    pub issues: Vec<Issue>,
+    pub(crate) issues: Vec<Issue>,
 }
 
 /// Translates the NodeClasses and pools of `observed`.
-pub fn catalog(observed: &Observed) -> Catalog {
+pub(crate) fn catalog(observed: &Observed) -> Catalog {
     let mut issues = Vec::new();
     let node_classes = pool::node_classes(observed.of(Kind::NodeClass), &mut issues);
     let pools = pool::pools(observed.of(Kind::GpuPool), &node_classes, &mut issues);
@@ -81,7 +81,8 @@ pub fn catalog(observed: &Observed) -> Catalog {
 
 /// Builds the snapshot, translating the catalog too. `offerings` are those
 /// listed per pool.
-pub fn snapshot(
+#[cfg(test)]
+pub(crate) fn snapshot(
     observed: &Observed,
     offerings: &BTreeMap<String, Vec<Offering>>,
     now: Time,
@@ -90,7 +91,7 @@ pub fn snapshot(
 }
 
 /// Builds the snapshot from a catalog translated before.
-pub fn snapshot_with(
+pub(crate) fn snapshot_with(
     observed: &Observed,
     catalog: &Catalog,
     offerings: &BTreeMap<String, Vec<Offering>>,
@@ -213,7 +214,7 @@ pub fn snapshot_with(
 
 /// Gang ids (`namespace/name`) of workloads that have pods which have not
 /// finished, or whose status counts active ones.
-pub fn unadmitted_with_pods(observed: &Observed) -> BTreeSet<String> {
+pub(crate) fn unadmitted_with_pods(observed: &Observed) -> BTreeSet<String> {
     let mut out: BTreeSet<String> = crate::controller::observe::workloads::all(observed)
         .iter()
         .filter(|w| w.counts_active())
@@ -235,7 +236,7 @@ pub fn unadmitted_with_pods(observed: &Observed) -> BTreeSet<String> {
 }
 
 /// The gang id (`namespace/name`) of an object.
-pub fn gang_id(namespace: &str, name: &str) -> muster_planner::GangId {
+pub(crate) fn gang_id(namespace: &str, name: &str) -> muster_planner::GangId {
     muster_planner::GangId::new(format!("{namespace}/{name}"))
 }
 

@@ -22,7 +22,7 @@ use crate::controller::base::objects::Kind;
 use crate::controller::translate::pool::spec;
 
 /// True when `selector` selects a namespace with these labels.
-pub fn selects(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
+pub(crate) fn selects(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
     let Some(s) = selector else {
         return false;
     };
@@ -40,7 +40,7 @@ pub fn selects(selector: Option<&LabelSelector>, labels: &BTreeMap<String, Strin
 
 /// Queue name → its namespace selector (queues whose spec does not read are
 /// absent: their own issue says why).
-pub fn selectors(queues: &[Arc<DynamicObject>]) -> BTreeMap<String, Option<LabelSelector>> {
+pub(crate) fn selectors(queues: &[Arc<DynamicObject>]) -> BTreeMap<String, Option<LabelSelector>> {
     queues
         .iter()
         .filter_map(|q| {
@@ -51,7 +51,7 @@ pub fn selectors(queues: &[Arc<DynamicObject>]) -> BTreeMap<String, Option<Label
 }
 
 /// The labels of namespace `name`, with its `kubernetes.io/metadata.name`.
-pub fn labels(namespaces: &[Arc<Namespace>], name: &str) -> BTreeMap<String, String> {
+pub(crate) fn labels(namespaces: &[Arc<Namespace>], name: &str) -> BTreeMap<String, String> {
     let mut l = namespaces
         .iter()
         .find(|n| n.name_any() == name)

@@ -28,15 +28,15 @@ use crate::controller::translate::Issue;
 use crate::controller::translate::pool::spec;
 
 /// Nodes plus the PoolNode → Node name map.
-pub struct Nodes {
+pub(crate) struct Nodes {
     /// Planner nodes.
-    pub nodes: Vec<Node>,
+    pub(crate) nodes: Vec<Node>,
     /// PoolNode name → Node name.
-    pub registered: BTreeMap<String, String>,
+    pub(crate) registered: BTreeMap<String, String>,
 }
 
 /// A PoolNode's offering as a planner key.
-pub fn offering_key(s: &PoolNodeSpec) -> OfferingKey {
+pub(crate) fn offering_key(s: &PoolNodeSpec) -> OfferingKey {
     OfferingKey {
         provider: match s.offering.provider {
             muster_crds::common::Provider::Aws => Provider::Aws,
@@ -50,7 +50,7 @@ pub fn offering_key(s: &PoolNodeSpec) -> OfferingKey {
 }
 
 /// The gang a PoolNode is held for, as `namespace/name`.
-pub fn poolnode_gang(s: &PoolNodeSpec) -> Option<String> {
+pub(crate) fn poolnode_gang(s: &PoolNodeSpec) -> Option<String> {
     s.gang
         .as_ref()
         .map(|g| format!("{}/{}", g.namespace, g.name))
@@ -59,7 +59,10 @@ pub fn poolnode_gang(s: &PoolNodeSpec) -> Option<String> {
 /// The gang a PoolNode is held for, unless the reservation names another
 /// Job of the same name (a UID other than the gang's now, in `uids`): that
 /// reservation belonged to a Job that is gone, and the node is free.
-pub fn current_reservation(s: &PoolNodeSpec, uids: &BTreeMap<String, String>) -> Option<String> {
+pub(crate) fn current_reservation(
+    s: &PoolNodeSpec,
+    uids: &BTreeMap<String, String>,
+) -> Option<String> {
     let id = poolnode_gang(s)?;
     let reserved_uid = s.gang.as_ref().and_then(|g| g.uid.as_deref());
     match (reserved_uid, uids.get(&id)) {
@@ -69,7 +72,7 @@ pub fn current_reservation(s: &PoolNodeSpec, uids: &BTreeMap<String, String>) ->
 }
 
 /// The status of a PoolNode object (default when absent or unreadable).
-pub fn poolnode_status(obj: &kube::api::DynamicObject) -> PoolNodeStatus {
+pub(crate) fn poolnode_status(obj: &kube::api::DynamicObject) -> PoolNodeStatus {
     obj.data
         .get("status")
         .cloned()
@@ -78,7 +81,7 @@ pub fn poolnode_status(obj: &kube::api::DynamicObject) -> PoolNodeStatus {
 }
 
 /// A PoolNode phase → planner phase.
-pub fn node_phase(p: PoolNodePhase) -> NodePhase {
+pub(crate) fn node_phase(p: PoolNodePhase) -> NodePhase {
     match p {
         PoolNodePhase::Pending => NodePhase::Pending,
         PoolNodePhase::Launched => NodePhase::Launched,
@@ -90,7 +93,7 @@ pub fn node_phase(p: PoolNodePhase) -> NodePhase {
 }
 
 /// When a PoolNode entered its current phase (its newest timestamp), or `created`.
-pub fn phase_since(st: &PoolNodeStatus, created: Time) -> Time {
+pub(crate) fn phase_since(st: &PoolNodeStatus, created: Time) -> Time {
     [&st.ready_at, &st.registered_at, &st.launched_at]
         .into_iter()
         .flatten()
@@ -100,7 +103,7 @@ pub fn phase_since(st: &PoolNodeStatus, created: Time) -> Time {
 }
 
 /// Allocatable resources of a Node.
-pub fn allocatable(node: &KubeNode) -> Resources {
+pub(crate) fn allocatable(node: &KubeNode) -> Resources {
     let map = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
     Resources::parse_map(
         map.into_iter()
@@ -123,7 +126,7 @@ pub(crate) const KARPENTER_UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered
 /// registered label, its start-up taint, or an owner reference to a
 /// `karpenter.sh` NodeClaim (Karpenter's registration sets the last three:
 /// kubernetes-sigs/karpenter `pkg/controllers/nodeclaim/lifecycle/registration.go`).
-pub fn karpenter_managed(node: &KubeNode) -> bool {
+pub(crate) fn karpenter_managed(node: &KubeNode) -> bool {
     let labels = node.labels();
     labels.contains_key(KARPENTER_NODEPOOL_LABEL)
         || labels.contains_key(KARPENTER_REGISTERED_LABEL)
@@ -140,7 +143,7 @@ pub fn karpenter_managed(node: &KubeNode) -> bool {
 /// When the Node's Ready condition last turned True (its
 /// `lastTransitionTime`); `None` when the Node is not Ready, `Some(None)`
 /// when it is Ready but the kubelet wrote no time.
-pub fn ready_since(node: &KubeNode) -> Option<Option<Time>> {
+pub(crate) fn ready_since(node: &KubeNode) -> Option<Option<Time>> {
     let c = node
         .status
         .as_ref()
@@ -152,18 +155,18 @@ pub fn ready_since(node: &KubeNode) -> Option<Option<Time>> {
 
 /// Requests of a running pod (sum over containers, limits standing in for
 /// missing requests).
-pub fn pod_resources(pod: &CachedPod) -> Resources {
+pub(crate) fn pod_resources(pod: &CachedPod) -> Resources {
     pod.requests.clone()
 }
 
 /// True when the pod still holds its node's resources.
-pub fn pod_active(pod: &CachedPod) -> bool {
+pub(crate) fn pod_active(pod: &CachedPod) -> bool {
     !matches!(pod.phase.as_deref(), Some("Succeeded" | "Failed"))
 }
 
 /// The Job (namespace, name) that owns a pod, from its owner reference (for
 /// the Gang a pod belongs to, see [`crate::controller::workloads::pod_gang`]).
-pub fn pod_job(pod: &CachedPod) -> Option<(String, String)> {
+pub(crate) fn pod_job(pod: &CachedPod) -> Option<(String, String)> {
     pod.owner_references()
         .iter()
         .find(|o| o.kind == "Job")
@@ -201,7 +204,7 @@ fn job_completions(observed: &Observed) -> BTreeMap<(String, String), Time> {
 
 /// When a finished pod finished: its containers' newest `finishedAt`, else
 /// its Job's completion; rounded up to the next whole second.
-pub fn pod_finished_at(
+pub(crate) fn pod_finished_at(
     pod: &CachedPod,
     completions: &BTreeMap<(String, String), Time>,
 ) -> Option<Time> {
@@ -216,7 +219,10 @@ pub fn pod_finished_at(
 /// True when a PodDisruptionBudget selecting the pod allows no disruption
 /// now (`status.disruptionsAllowed == 0`). Selectors: `matchLabels` and
 /// `matchExpressions` (In, NotIn, Exists, DoesNotExist).
-pub fn blocked_by_pdb(pod: &CachedPod, pdbs: &[std::sync::Arc<PodDisruptionBudget>]) -> bool {
+pub(crate) fn blocked_by_pdb(
+    pod: &CachedPod,
+    pdbs: &[std::sync::Arc<PodDisruptionBudget>],
+) -> bool {
     pdbs.iter()
         .filter(|b| b.namespace() == pod.namespace())
         .filter(|b| {
@@ -270,7 +276,7 @@ pub(crate) fn taints(node: &KubeNode) -> Vec<Taint> {
 }
 
 /// Builds the planner nodes.
-pub fn nodes(
+pub(crate) fn nodes(
     observed: &Observed,
     offerings: &[Offering],
     gang_jobs: &BTreeSet<(String, String)>,

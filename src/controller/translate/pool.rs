@@ -22,7 +22,7 @@ use crate::controller::base::objects::Kind;
 use crate::controller::translate::{Issue, IssueReason};
 
 /// The `spec` of an object parsed into `T`, or an issue.
-pub fn spec<T: DeserializeOwned>(kind: Kind, obj: &DynamicObject) -> Result<T, Issue> {
+pub(crate) fn spec<T: DeserializeOwned>(kind: Kind, obj: &DynamicObject) -> Result<T, Issue> {
     let raw = obj
         .data
         .get("spec")
@@ -38,7 +38,12 @@ fn invalid(kind: Kind, obj: &DynamicObject, message: String) -> Issue {
 }
 
 /// A CRD duration as planner seconds (rounded up).
-pub fn dur(kind: Kind, obj: &DynamicObject, name: &str, d: &crd::Duration) -> Result<Dur, Issue> {
+pub(crate) fn dur(
+    kind: Kind,
+    obj: &DynamicObject,
+    name: &str,
+    d: &crd::Duration,
+) -> Result<Dur, Issue> {
     d.to_std()
         .map(|s| Dur(s.as_secs() + u64::from(s.subsec_nanos() > 0)))
         .map_err(|e| invalid(kind, obj, format!("spec.{name}: {e}")))
@@ -72,7 +77,7 @@ fn count(kind: Kind, obj: &DynamicObject, name: &str, n: i32) -> Result<u32, Iss
 }
 
 /// A CRD capacity type as the planner's.
-pub fn capacity_type(c: crd::CapacityType) -> CapacityType {
+pub(crate) fn capacity_type(c: crd::CapacityType) -> CapacityType {
     match c {
         crd::CapacityType::Spot => CapacityType::Spot,
         crd::CapacityType::OnDemand => CapacityType::OnDemand,
@@ -80,7 +85,7 @@ pub fn capacity_type(c: crd::CapacityType) -> CapacityType {
 }
 
 /// A CRD taint as the planner's.
-pub fn taint(t: &crd::Taint) -> Taint {
+pub(crate) fn taint(t: &crd::Taint) -> Taint {
     Taint {
         key: t.key.clone(),
         value: t.value.clone().unwrap_or_default(),
@@ -93,7 +98,7 @@ pub fn taint(t: &crd::Taint) -> Taint {
 }
 
 /// The cloud of each NodeClass, by name (from which provider block is set).
-pub fn node_classes(
+pub(crate) fn node_classes(
     objs: &[Arc<DynamicObject>],
     issues: &mut Vec<Issue>,
 ) -> BTreeMap<String, Provider> {
@@ -125,7 +130,7 @@ pub fn node_classes(
 }
 
 /// GPUPools → planner pools. A pool whose NodeClass is unknown is an issue.
-pub fn pools(
+pub(crate) fn pools(
     objs: &[Arc<DynamicObject>],
     node_classes: &BTreeMap<String, Provider>,
     issues: &mut Vec<Issue>,
@@ -252,7 +257,7 @@ fn pool(obj: &DynamicObject, node_classes: &BTreeMap<String, Provider>) -> Resul
 }
 
 /// GPUQueues → planner queues.
-pub fn queues(objs: &[Arc<DynamicObject>], issues: &mut Vec<Issue>) -> Vec<Queue> {
+pub(crate) fn queues(objs: &[Arc<DynamicObject>], issues: &mut Vec<Issue>) -> Vec<Queue> {
     let mut out = Vec::new();
     for obj in objs {
         match queue(obj) {

@@ -11,11 +11,11 @@ use crate::controller::base::objects::{
     GPU_MODEL_ANNOTATION, GangSpec, PRIORITY_ANNOTATION, PodSetSpec, QUEUE_LABEL,
 };
 use crate::controller::workloads::PodSetTemplate;
-pub use crate::controller::workloads::WorkloadError;
+pub(crate) use crate::controller::workloads::WorkloadError;
 use crate::controller::workloads::requests::pod_requests;
 
 /// The Gang spec of a labelled workload with metadata `meta` and `pod_sets`.
-pub fn gang_spec(
+pub(crate) fn gang_spec(
     meta: &ObjectMeta,
     pod_sets: &[PodSetTemplate],
 ) -> Result<GangSpec, WorkloadError> {
@@ -86,7 +86,9 @@ pub fn gang_spec(
 }
 
 /// A Kubernetes toleration as written in a Gang.
-pub fn toleration(t: &k8s_openapi::api::core::v1::Toleration) -> muster_crds::common::Toleration {
+pub(crate) fn toleration(
+    t: &k8s_openapi::api::core::v1::Toleration,
+) -> muster_crds::common::Toleration {
     use muster_crds::common::{TaintEffect, TolerationOperator};
     muster_crds::common::Toleration {
         key: t.key.clone().filter(|k| !k.is_empty()),

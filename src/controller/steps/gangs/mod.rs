@@ -5,7 +5,7 @@
 //! started before muster saw it — is the workload life cycle's
 //! ([`crate::controller::steps::workloads`]).
 
-pub mod status;
+pub(crate) mod status;
 
 use std::collections::BTreeMap;
 
@@ -27,7 +27,7 @@ use crate::controller::workloads::{self, Workload, WorkloadKind, pod_group};
 /// again). Returns the Gangs it created, as the API server stored them, so
 /// the cycle that created them plans them too instead of waiting for the
 /// watch to bring them back.
-pub async fn sync(ctx: &Ctx, observed: &Observed) -> Vec<DynamicObject> {
+pub(crate) async fn sync(ctx: &Ctx, observed: &Observed) -> Vec<DynamicObject> {
     let gangs: BTreeMap<(String, String), &DynamicObject> = observed
         .of(Kind::Gang)
         .iter()

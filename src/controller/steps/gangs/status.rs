@@ -26,12 +26,12 @@ use crate::controller::workloads::pod_gang;
 /// What the status of every Gang is decided from besides the Gang itself,
 /// gathered once per cycle from the same observation.
 #[derive(Debug, Clone, Default)]
-pub struct Facts {
+pub(crate) struct Facts {
     /// Nodes going away ([`draining_nodes`]).
-    pub draining: BTreeMap<String, bool>,
+    pub(crate) draining: BTreeMap<String, bool>,
     /// Gang ids whose workload completed or failed for good
     /// ([`finished_gangs`]).
-    pub finished: BTreeSet<String>,
+    pub(crate) finished: BTreeSet<String>,
 }
 
 /// One Gang's record before and after this plan.
@@ -50,11 +50,11 @@ struct Decision {
 /// items to gang phases ([`muster_planner::lifecycle::record`]), applied
 /// once per cycle to every observed Gang; [`record`] and [`update`] write
 /// from it.
-pub struct Decided(Vec<Decision>);
+pub(crate) struct Decided(Vec<Decision>);
 
 impl Decided {
     /// Maps `plan` onto every Gang of `observed`.
-    pub fn of(
+    pub(crate) fn of(
         plan: &Plan,
         snapshot: &Snapshot,
         observed: &Observed,
@@ -135,7 +135,7 @@ fn all_running(
 
 impl Facts {
     /// The facts of one observation, gathered once per cycle.
-    pub fn of(observed: &Observed) -> Facts {
+    pub(crate) fn of(observed: &Observed) -> Facts {
         Facts {
             draining: draining_nodes(observed),
             finished: finished_gangs(observed),
@@ -145,7 +145,7 @@ impl Facts {
 
 /// Names (PoolNode and Node) of the PoolNodes being drained, and whether
 /// each was interrupted by its cloud.
-pub fn draining_nodes(observed: &Observed) -> BTreeMap<String, bool> {
+pub(crate) fn draining_nodes(observed: &Observed) -> BTreeMap<String, bool> {
     let mut out = BTreeMap::new();
     for pn in observed.of(Kind::PoolNode) {
         let st = crate::controller::translate::node::poolnode_status(pn);
@@ -164,7 +164,7 @@ pub fn draining_nodes(observed: &Observed) -> BTreeMap<String, bool> {
 
 /// Gang ids (`namespace/name`) whose workload completed or failed for good,
 /// as its adapter observes it.
-pub fn finished_gangs(observed: &Observed) -> BTreeSet<String> {
+pub(crate) fn finished_gangs(observed: &Observed) -> BTreeSet<String> {
     crate::controller::observe::workloads::all(observed)
         .iter()
         .filter(|w| w.observe().finished)
@@ -180,7 +180,7 @@ pub fn finished_gangs(observed: &Observed) -> BTreeSet<String> {
 /// ([`crate::controller::steps::workloads::reconcile`]) carries it out. Returns the ids
 /// recorded (written now, or already so); a gang whose write failed is
 /// left out, and its workload is not to be written this cycle.
-pub async fn record(ctx: &Ctx, decided: &Decided, ids: &BTreeSet<&str>) -> BTreeSet<String> {
+pub(crate) async fn record(ctx: &Ctx, decided: &Decided, ids: &BTreeSet<&str>) -> BTreeSet<String> {
     let mut recorded = BTreeSet::new();
     for d in &decided.0 {
         if !ids.contains(d.id.as_str()) {
@@ -239,20 +239,24 @@ async fn write(
 /// already; its workload is to be stopped by the workloads step
 /// ([`crate::controller::steps::workloads::evict`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Eviction {
+pub(crate) struct Eviction {
     /// The Gang's namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// The Gang's name.
-    pub name: String,
+    pub(crate) name: String,
     /// The reason written on the Gang (a metric label).
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// Writes Gang statuses that changed (all but those [`record`] wrote this
 /// cycle, `recorded`) and refreshes the gangs gauge. Returns the gangs its
 /// life-cycle table evicts, written `Evicted` first: the workloads step
 /// stops their workloads after.
-pub async fn update(ctx: &Ctx, decided: &Decided, recorded: &BTreeSet<String>) -> Vec<Eviction> {
+pub(crate) async fn update(
+    ctx: &Ctx,
+    decided: &Decided,
+    recorded: &BTreeSet<String>,
+) -> Vec<Eviction> {
     let mut evictions = Vec::new();
     let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
     for d in &decided.0 {
@@ -294,7 +298,7 @@ pub async fn update(ctx: &Ctx, decided: &Decided, recorded: &BTreeSet<String>) -
 
 /// Sets `Valid=False` (and publishes a Warning Event) on objects left out of
 /// the snapshot; sets `Valid=True` on pools, queues and NodeClasses that read.
-pub async fn report_issues(ctx: &Ctx, issues: &[Issue], observed: &Observed, now: Time) {
+pub(crate) async fn report_issues(ctx: &Ctx, issues: &[Issue], observed: &Observed, now: Time) {
     for kind in [
         Kind::NodeClass,
         Kind::GpuPool,

@@ -39,11 +39,11 @@ use crate::controller::observe::prometheus::{self, Endpoint, Series};
 use crate::controller::translate::node::pod_job;
 
 /// The metric read.
-pub const METRIC: &str = "DCGM_FI_DEV_GPU_UTIL";
+pub(crate) const METRIC: &str = "DCGM_FI_DEV_GPU_UTIL";
 
 /// The last utilisation read and when it was made.
 #[derive(Debug, Default)]
-pub struct Cache(Mutex<State>);
+pub(crate) struct Cache(Mutex<State>);
 
 #[derive(Debug, Default)]
 struct State {
@@ -54,7 +54,7 @@ struct State {
 /// Puts the utilisation observed per gang into the snapshot, reading
 /// Prometheus first when the interval has passed. Does nothing without
 /// `--prometheus-url` or without a queue that has an idle policy.
-pub async fn gather(
+pub(crate) async fn gather(
     ctx: &Ctx,
     cache: &Cache,
     observed: &Observed,
@@ -149,7 +149,7 @@ fn pod_of(labels: &BTreeMap<String, String>) -> Option<(&str, &str)> {
 
 /// One utilisation series per gang: at each instant, the busiest of the
 /// gang's GPUs.
-pub fn by_gang(
+pub(crate) fn by_gang(
     series: &[Series],
     observed: &Observed,
     snapshot: &Snapshot,
@@ -217,7 +217,7 @@ pub fn by_gang(
 /// reason and message on each idle gang (and a Warning Event when that is
 /// new), `GPUsIdle=False` on gangs that had it and are no longer idle; and
 /// the idle gangs gauge.
-pub async fn report(ctx: &Ctx, idle: &[IdleGang], observed: &Observed, now: Time) {
+pub(crate) async fn report(ctx: &Ctx, idle: &[IdleGang], observed: &Observed, now: Time) {
     let m = &ctx.deps.metrics;
     m.idle_gangs.clear();
     for i in idle {

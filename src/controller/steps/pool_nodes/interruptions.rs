@@ -28,7 +28,7 @@ use crate::controller::translate::node::{node_phase, offering_key, poolnode_stat
 use crate::controller::translate::pool::spec;
 
 /// The planner's notice for a provider's interruption kind.
-pub fn notice(kind: InterruptionKind) -> Notice {
+pub(crate) fn notice(kind: InterruptionKind) -> Notice {
     match kind {
         InterruptionKind::SpotInterruption => Notice::SpotInterruption,
         InterruptionKind::RebalanceRecommendation => Notice::RebalanceRecommendation,
@@ -41,7 +41,12 @@ pub fn notice(kind: InterruptionKind) -> Notice {
 /// starts the next read (off the planning path: a read that has not
 /// answered yet is handled by a later cycle). Returns how many notices
 /// named a PoolNode.
-pub async fn poll(ctx: &Ctx, observed: &Observed, providers: &CycleProviders, now: Time) -> usize {
+pub(crate) async fn poll(
+    ctx: &Ctx,
+    observed: &Observed,
+    providers: &CycleProviders,
+    now: Time,
+) -> usize {
     let mut handled = 0;
     for (node_class, provider) in providers.ready() {
         let job = Job::Interruptions(node_class.to_string());

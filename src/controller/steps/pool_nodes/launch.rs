@@ -15,7 +15,7 @@ use crate::controller::base::objects::{
 use crate::controller::ctx::Ctx;
 
 /// Writes every PoolNode of every launch set. Returns how many were created.
-pub async fn write(ctx: &Ctx, launches: &[Launch], snapshot: &Snapshot) -> usize {
+pub(crate) async fn write(ctx: &Ctx, launches: &[Launch], snapshot: &Snapshot) -> usize {
     let mut created = 0;
     for launch in launches {
         for n in &launch.nodes {
@@ -34,7 +34,7 @@ pub async fn write(ctx: &Ctx, launches: &[Launch], snapshot: &Snapshot) -> usize
 /// Writes the PoolNode of one new node, for a gang (`namespace/name`) or
 /// for none (a consolidation replacement). True when it was created, false
 /// when it already existed.
-pub async fn create(
+pub(crate) async fn create(
     ctx: &Ctx,
     n: &NewNode,
     gang: Option<&str>,
@@ -109,7 +109,7 @@ pub async fn create(
 
 /// The reservation of a gang (`namespace/name`), with its Job's UID when
 /// the snapshot knows it.
-pub fn gang_ref(gang: &str, snapshot: &Snapshot) -> Option<GangRef> {
+pub(crate) fn gang_ref(gang: &str, snapshot: &Snapshot) -> Option<GangRef> {
     let (ns, name) = gang.split_once('/')?;
     let uid = snapshot
         .gangs

@@ -14,11 +14,11 @@
 //! `gpuRegistrationTimeout` gets the `Initialized=False` condition and one
 //! Warning Event naming what to check (`pool_node::gpu_warning`).
 
-pub mod interruptions;
-pub mod launch;
-pub mod orphans;
-pub mod release;
-pub mod removal;
+pub(crate) mod interruptions;
+pub(crate) mod launch;
+pub(crate) mod orphans;
+pub(crate) mod release;
+pub(crate) mod removal;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -85,7 +85,7 @@ fn set_written(observed: &Observed, s: &PoolNodeSpec, name: &str) -> bool {
 }
 
 /// Advances every PoolNode one or more phases. Returns how many it changed.
-pub async fn lifecycle(
+pub(crate) async fn lifecycle(
     ctx: &Ctx,
     observed: &Observed,
     providers: &CycleProviders,
@@ -487,7 +487,7 @@ async fn finalize_with(
 }
 
 /// Removes muster's finalizer (guarded by the object's resourceVersion).
-pub async fn remove_finalizer(ctx: &Ctx, pn: &DynamicObject) -> Result<(), ActError> {
+pub(crate) async fn remove_finalizer(ctx: &Ctx, pn: &DynamicObject) -> Result<(), ActError> {
     remove_finalizer_with(&ctx.client, pn).await
 }
 

@@ -20,7 +20,7 @@ use crate::controller::observe::Observed;
 use crate::controller::translate::node::poolnode_status;
 
 /// What the PoolNodes in the caches account for.
-pub fn known(observed: &Observed) -> Known {
+pub(crate) fn known(observed: &Observed) -> Known {
     let pns = observed.of(Kind::PoolNode);
     Known {
         pool_nodes: pns.iter().map(|p| p.name_any()).collect(),
@@ -34,7 +34,7 @@ pub fn known(observed: &Observed) -> Known {
 /// Starts one collection per cloud off the planning path (list, decide,
 /// terminate), unless one still runs; returns the provider ids that the
 /// collections finished since the last call terminated.
-pub async fn collect(
+pub(crate) async fn collect(
     ctx: &Ctx,
     observed: &Observed,
     providers: &CycleProviders,

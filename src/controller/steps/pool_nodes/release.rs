@@ -22,7 +22,12 @@ use crate::controller::workloads::template::POD_SET_LABEL_PREFIX;
 use muster_crds::PoolNodePhase;
 
 /// Carries out every release. Returns how many nodes it changed.
-pub async fn run(ctx: &Ctx, releases: &[Release], observed: &Observed, tr: &Translation) -> usize {
+pub(crate) async fn run(
+    ctx: &Ctx,
+    releases: &[Release],
+    observed: &Observed,
+    tr: &Translation,
+) -> usize {
     let mut n = 0;
     for r in releases {
         for node in &r.nodes {

@@ -42,18 +42,18 @@ use crate::controller::translate::node::{pod_active, poolnode_status};
 use crate::controller::workloads::pod_gang;
 
 /// Annotation on a pod or Node: never evict or remove it voluntarily.
-pub const DO_NOT_DISRUPT: &str = "muster.dev/do-not-disrupt";
+pub(crate) const DO_NOT_DISRUPT: &str = "muster.dev/do-not-disrupt";
 /// Annotation on a Draining PoolNode: the PoolNode replacing it.
-pub const REPLACED_BY_ANNOTATION: &str = "muster.dev/replaced-by";
+pub(crate) const REPLACED_BY_ANNOTATION: &str = "muster.dev/replaced-by";
 /// How long one eviction call may take (the client retries `429` by itself;
 /// a PodDisruptionBudget that keeps refusing ends the attempt, and the next
 /// cycle tries again).
-pub const EVICTION_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const EVICTION_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Evictions in flight (pod `namespace/name`), so a slow eviction is not
 /// started twice by consecutive cycles.
 #[derive(Debug, Default)]
-pub struct InFlight(Mutex<BTreeSet<String>>);
+pub(crate) struct InFlight(Mutex<BTreeSet<String>>);
 
 impl InFlight {
     fn begin(&self, key: &str) -> bool {
@@ -69,7 +69,7 @@ impl InFlight {
 }
 
 /// The reason a removal is recorded with (PoolNode status, Event).
-pub fn reason(kind: &RemovalKind) -> &'static str {
+pub(crate) fn reason(kind: &RemovalKind) -> &'static str {
     match kind {
         RemovalKind::Empty => EMPTY,
         RemovalKind::Underutilized => UNDERUTILIZED,
@@ -80,7 +80,12 @@ pub fn reason(kind: &RemovalKind) -> &'static str {
 
 /// Marks every removed node's PoolNode `Draining` (and writes replacements).
 /// Returns how many it marked.
-pub async fn mark(ctx: &Ctx, removals: &[Removal], observed: &Observed, tr: &Translation) -> usize {
+pub(crate) async fn mark(
+    ctx: &Ctx,
+    removals: &[Removal],
+    observed: &Observed,
+    tr: &Translation,
+) -> usize {
     let mut n = 0;
     for r in removals {
         let Some(pn) = poolnode_of(observed, tr, &r.node) else {
@@ -145,7 +150,7 @@ fn poolnode_of<'a>(
 
 /// Drains every Draining PoolNode one step. Returns how many PoolNodes it
 /// deleted.
-pub async fn drain(ctx: &Ctx, evicting: &Arc<InFlight>, observed: &Observed) -> usize {
+pub(crate) async fn drain(ctx: &Ctx, evicting: &Arc<InFlight>, observed: &Observed) -> usize {
     let mut deleted = 0;
     for pn in observed.of(Kind::PoolNode) {
         if pn.metadata.deletion_timestamp.is_some() {
@@ -166,7 +171,7 @@ pub async fn drain(ctx: &Ctx, evicting: &Arc<InFlight>, observed: &Observed) -> 
 
 /// What to do with one pod of a draining node.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PodAction {
+pub(crate) enum PodAction {
     /// DaemonSet, mirror or finished pod: goes with the node.
     Ignore,
     /// Pod of a muster gang: evict the whole gang (namespace, Job).
@@ -179,7 +184,7 @@ pub enum PodAction {
 
 /// Classifies a pod on a draining node; `gang_jobs` are the Jobs with a
 /// muster queue label.
-pub fn classify(pod: &CachedPod, gang_jobs: &BTreeSet<(String, String)>) -> PodAction {
+pub(crate) fn classify(pod: &CachedPod, gang_jobs: &BTreeSet<(String, String)>) -> PodAction {
     let daemon = pod.owner_references().iter().any(|o| o.kind == "DaemonSet");
     let mirror = pod
         .annotations()

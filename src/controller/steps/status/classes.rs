@@ -29,7 +29,7 @@ use muster_planner::Time;
 
 /// When each NodeClass was last resolved, and at which generation.
 #[derive(Debug, Default)]
-pub struct Resolved(Mutex<BTreeMap<String, (Option<i64>, Instant)>>);
+pub(crate) struct Resolved(Mutex<BTreeMap<String, (Option<i64>, Instant)>>);
 
 impl Resolved {
     fn due(&self, name: &str, generation: Option<i64>, ttl: std::time::Duration) -> bool {
@@ -48,7 +48,7 @@ impl Resolved {
 /// `before` (conditions aside), and the `Ready` condition's parts: a
 /// resolution replaces what was resolved before; a failure names the
 /// provider and keeps the last resolution.
-pub fn status(
+pub(crate) fn status(
     before: &NodeClassStatus,
     outcome: &Result<Resolution, String>,
     provider: Option<CrdProvider>,
@@ -113,7 +113,7 @@ type Resolving = (Option<i64>, Result<Resolution, String>);
 /// what it found. A NodeClass without a provider (a cloud not built in or
 /// not enabled, an invalid spec) asks no cloud: its status is written in
 /// the cycle that finds it due.
-pub async fn update(
+pub(crate) async fn update(
     ctx: &Ctx,
     resolved: &Resolved,
     observed: &Observed,

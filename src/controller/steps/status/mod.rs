@@ -2,6 +2,6 @@
 //! NodeClasses (`classes`), and the per-cycle figures reported as metrics
 //! and written into queue status (`report`).
 
-pub mod classes;
-pub mod pools;
-pub mod report;
+pub(crate) mod classes;
+pub(crate) mod pools;
+pub(crate) mod report;

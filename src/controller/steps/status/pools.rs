@@ -22,7 +22,7 @@ use crate::controller::observe::Observed;
 use crate::controller::steps::status::report::Figures;
 
 /// The status (without conditions) of every pool of the snapshot.
-pub fn pools(snapshot: &Snapshot, f: &Figures) -> BTreeMap<String, GpuPoolStatus> {
+pub(crate) fn pools(snapshot: &Snapshot, f: &Figures) -> BTreeMap<String, GpuPoolStatus> {
     let mut out = BTreeMap::new();
     for pool in &snapshot.pools {
         let nodes: Vec<_> = snapshot
@@ -50,7 +50,7 @@ pub fn pools(snapshot: &Snapshot, f: &Figures) -> BTreeMap<String, GpuPoolStatus
 }
 
 /// The status (without conditions) of every queue of the snapshot.
-pub fn queues(snapshot: &Snapshot) -> BTreeMap<String, GpuQueueStatus> {
+pub(crate) fn queues(snapshot: &Snapshot) -> BTreeMap<String, GpuQueueStatus> {
     let int = |n: u64| i32::try_from(n).unwrap_or(i32::MAX);
     muster_planner::usage::queues(snapshot)
         .into_iter()
@@ -136,7 +136,13 @@ fn condition(
 }
 
 /// Writes the status of every pool and queue the snapshot holds.
-pub async fn update(ctx: &Ctx, snapshot: &Snapshot, observed: &Observed, f: &Figures, now: Time) {
+pub(crate) async fn update(
+    ctx: &Ctx,
+    snapshot: &Snapshot,
+    observed: &Observed,
+    f: &Figures,
+    now: Time,
+) {
     let pools = pools(snapshot, f);
     for obj in observed.of(Kind::GpuPool) {
         let Some(fields) = pools.get(&obj.name_any()) else {
@@ -295,7 +301,7 @@ fn kinds_condition(
 /// The status form of a queue's hourly buckets: one decimal, rounded
 /// down, so what a later leader reads back never exceeds what was counted
 /// (and the status changes at most every few minutes).
-pub fn hour_buckets(buckets: &[(i64, f64)]) -> Vec<muster_crds::gpuqueue::GpuHoursBucket> {
+pub(crate) fn hour_buckets(buckets: &[(i64, f64)]) -> Vec<muster_crds::gpuqueue::GpuHoursBucket> {
     buckets
         .iter()
         .map(|&(start, hours)| muster_crds::gpuqueue::GpuHoursBucket {

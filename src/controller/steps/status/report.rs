@@ -16,38 +16,38 @@ use crate::controller::base::metrics::{
 
 /// What one cycle adds to the metrics; a pure function of its inputs.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Figures {
+pub(crate) struct Figures {
     /// Per pool: GPUs of Ready nodes.
-    pub pool_gpus: BTreeMap<String, i64>,
+    pub(crate) pool_gpus: BTreeMap<String, i64>,
     /// Per pool: GPUs assigned to Admitted or Running gangs.
-    pub pool_allocated: BTreeMap<String, i64>,
+    pub(crate) pool_allocated: BTreeMap<String, i64>,
     /// Per pool: GPUs requested by Running gangs.
-    pub pool_busy: BTreeMap<String, i64>,
+    pub(crate) pool_busy: BTreeMap<String, i64>,
     /// Per pool: dollars per hour of its nodes (any phase but Terminating).
-    pub pool_cost: BTreeMap<String, f64>,
+    pub(crate) pool_cost: BTreeMap<String, f64>,
     /// Per queue: seconds waited by each gang the plan admits.
-    pub admission_waits: Vec<(String, f64)>,
+    pub(crate) admission_waits: Vec<(String, f64)>,
     /// Preemption reasons of the plan.
-    pub preemptions: Vec<String>,
+    pub(crate) preemptions: Vec<String>,
     /// Per pool: node-seconds without pods since the previous report.
-    pub idle_node_seconds: BTreeMap<String, f64>,
+    pub(crate) idle_node_seconds: BTreeMap<String, f64>,
     /// Per queue: GPU-hours held since the previous report.
-    pub gpu_hours: BTreeMap<String, f64>,
+    pub(crate) gpu_hours: BTreeMap<String, f64>,
     /// Per queue: GPU-hours of gangs whose pods all run, since the previous
     /// report.
-    pub gpu_hours_busy: BTreeMap<String, f64>,
+    pub(crate) gpu_hours_busy: BTreeMap<String, f64>,
     /// Per queue: dollars per hour of the nodes its gangs hold now
     /// (see [`queue_cost`]).
-    pub queue_cost: BTreeMap<String, f64>,
+    pub(crate) queue_cost: BTreeMap<String, f64>,
     /// Per queue: dollars spent since the previous report (`queue_cost` ×
     /// elapsed hours).
-    pub queue_dollars: BTreeMap<String, f64>,
+    pub(crate) queue_dollars: BTreeMap<String, f64>,
     /// Per queue: GPU-hours held over the last 24 hours (filled by
     /// [`report`] from its [`HourWindow`]).
-    pub gpu_hours_24h: BTreeMap<String, f64>,
+    pub(crate) gpu_hours_24h: BTreeMap<String, f64>,
     /// Per queue: the hourly buckets behind `gpu_hours_24h` (start of the
     /// hour in unix seconds, GPU-hours), oldest first.
-    pub gpu_hours_by_hour: BTreeMap<String, Vec<(i64, f64)>>,
+    pub(crate) gpu_hours_by_hour: BTreeMap<String, Vec<(i64, f64)>>,
 }
 
 /// GPU-hours per queue in hourly buckets, for "the last 24 hours". The
@@ -55,13 +55,13 @@ pub struct Figures {
 /// merged back ([`HourWindow::merge`]) every cycle, so a new leader or a
 /// restarted controller goes on from what the previous one counted.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct HourWindow {
+pub(crate) struct HourWindow {
     buckets: BTreeMap<String, BTreeMap<i64, f64>>,
 }
 
 impl HourWindow {
     /// Adds `amounts` to the hour of `now` and forgets hours older than 24.
-    pub fn add(&mut self, now: Time, amounts: &BTreeMap<String, f64>) {
+    pub(crate) fn add(&mut self, now: Time, amounts: &BTreeMap<String, f64>) {
         let hour = now.0.div_euclid(3600);
         for (q, v) in amounts {
             *self
@@ -80,7 +80,7 @@ impl HourWindow {
     /// `queue` where it is more than this window holds: a bucket only grows
     /// within its hour, so the larger count is the later one (another
     /// leader's, or this instance's own written earlier).
-    pub fn merge(&mut self, queue: &str, hour_start: i64, hours: f64, now: Time) {
+    pub(crate) fn merge(&mut self, queue: &str, hour_start: i64, hours: f64, now: Time) {
         let hour = hour_start.div_euclid(3600);
         if hour <= now.0.div_euclid(3600) - 24 || !hours.is_finite() || hours < 0.0 {
             return;
@@ -98,7 +98,7 @@ impl HourWindow {
 
     /// The buckets of every queue: (start of the hour in unix seconds,
     /// GPU-hours), oldest first.
-    pub fn buckets(&self) -> BTreeMap<String, Vec<(i64, f64)>> {
+    pub(crate) fn buckets(&self) -> BTreeMap<String, Vec<(i64, f64)>> {
         self.buckets
             .iter()
             .map(|(q, b)| (q.clone(), b.iter().map(|(h, v)| (h * 3600, *v)).collect()))
@@ -106,7 +106,7 @@ impl HourWindow {
     }
 
     /// The sum per queue over the current hour and the 23 before it.
-    pub fn total(&self) -> BTreeMap<String, f64> {
+    pub(crate) fn total(&self) -> BTreeMap<String, f64> {
         self.buckets
             .iter()
             .map(|(q, b)| (q.clone(), b.values().sum()))
@@ -121,7 +121,7 @@ impl HourWindow {
 /// (equally when none requests GPUs); a node held for a gang with no pod
 /// placed yet is that gang's. A node nobody holds is charged to no queue
 /// (it shows in the pool's cost).
-pub fn queue_cost(snapshot: &Snapshot) -> BTreeMap<String, f64> {
+pub(crate) fn queue_cost(snapshot: &Snapshot) -> BTreeMap<String, f64> {
     let mut out: BTreeMap<String, f64> = snapshot
         .queues
         .iter()
@@ -179,7 +179,7 @@ fn billed(node: &Node) -> bool {
 
 /// The figures of one cycle; `elapsed` is the seconds since the previous
 /// report (0 on the first).
-pub fn figures(snapshot: &Snapshot, plan: &Plan, now: Time, elapsed: f64) -> Figures {
+pub(crate) fn figures(snapshot: &Snapshot, plan: &Plan, now: Time, elapsed: f64) -> Figures {
     let mut f = Figures::default();
     let mut node_pool: BTreeMap<&str, &str> = BTreeMap::new();
     for pool in &snapshot.pools {
@@ -257,7 +257,7 @@ pub fn figures(snapshot: &Snapshot, plan: &Plan, now: Time, elapsed: f64) -> Fig
 /// counters that accumulate over elapsed time) and the 24-hour window of
 /// GPU-hours per queue.
 #[derive(Debug, Default)]
-pub struct Reporter {
+pub(crate) struct Reporter {
     last: Mutex<Option<i64>>,
     window: Mutex<HourWindow>,
 }
@@ -266,7 +266,7 @@ impl Reporter {
     /// Merges the hourly GPU-hours the GPUQueues' statuses hold
     /// (`status.gpuHoursByHour`) into the window, so the 24-hour figure
     /// survives restarts and leader changes.
-    pub fn merge_from_status(
+    pub(crate) fn merge_from_status(
         &self,
         queues: &[std::sync::Arc<kube::api::DynamicObject>],
         now: Time,
@@ -300,7 +300,7 @@ impl Reporter {
     }
 
     /// Updates `metrics` after a cycle planned at `now`; returns the figures.
-    pub fn report(
+    pub(crate) fn report(
         &self,
         metrics: &Metrics,
         snapshot: &Snapshot,

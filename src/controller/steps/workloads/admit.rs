@@ -24,7 +24,7 @@ use crate::controller::steps::workloads::Started;
 use crate::controller::workloads::template::pod_set_label;
 
 /// Carries out every admission. Returns how many workloads it wrote.
-pub async fn run(
+pub(crate) async fn run(
     ctx: &Ctx,
     started: &Started,
     admissions: &[Admission],

@@ -8,8 +8,8 @@
 //! the upstream rule behind each step are in `docs/controller.md` and
 //! `docs/workloads.md`.
 
-pub mod admit;
-pub mod preempt;
+pub(crate) mod admit;
+pub(crate) mod preempt;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,7 +31,7 @@ const MAX_STEPS: usize = 6;
 /// How long after this process started a workload a cache that still shows
 /// its Gang unadmitted is taken to be behind, not the workload to run
 /// unadmitted.
-pub const STARTED_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const STARTED_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Workloads this process unsuspended, by UID, with when and the version
 /// of their Gang it saw then. Only ever delays the stop of a workload found
@@ -42,14 +42,14 @@ pub const STARTED_GRACE: std::time::Duration = std::time::Duration::from_secs(30
 /// restart it is empty and the observed state alone decides, which is the
 /// safe side.
 #[derive(Debug, Default)]
-pub struct Started(
+pub(crate) struct Started(
     std::sync::Mutex<std::collections::BTreeMap<String, (std::time::Instant, Option<String>)>>,
 );
 
 impl Started {
     /// Notes that the workload with `uid` was unsuspended now, its Gang
     /// seen at version `gang_version`.
-    pub fn note(&self, uid: &str, gang_version: Option<&str>) {
+    pub(crate) fn note(&self, uid: &str, gang_version: Option<&str>) {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         m.retain(|_, (at, _)| at.elapsed() < STARTED_GRACE);
         m.insert(
@@ -61,7 +61,7 @@ impl Started {
     /// True when the workload with `uid` was unsuspended here within the
     /// grace and its Gang, seen now at `gang_version`, was not written since
     /// (when the version was known).
-    pub fn lately(&self, uid: &str, gang_version: Option<&str>) -> bool {
+    pub(crate) fn lately(&self, uid: &str, gang_version: Option<&str>) -> bool {
         let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         m.get(uid).is_some_and(|(at, seen)| {
             at.elapsed() < STARTED_GRACE
@@ -82,7 +82,7 @@ fn has_pods(w: &dyn Workload, observed: &Observed) -> bool {
 }
 
 /// Pods admitted by pod set, from a gang's assignments.
-pub fn counts_of<'a>(pod_sets: impl Iterator<Item = &'a String>) -> BTreeMap<String, u32> {
+pub(crate) fn counts_of<'a>(pod_sets: impl Iterator<Item = &'a String>) -> BTreeMap<String, u32> {
     let mut out: BTreeMap<String, u32> = BTreeMap::new();
     for set in pod_sets {
         *out.entry(set.clone()).or_default() += 1;
@@ -92,7 +92,7 @@ pub fn counts_of<'a>(pod_sets: impl Iterator<Item = &'a String>) -> BTreeMap<Str
 
 /// The pins an admitted gang's assignments ask for: each pod set's nodes,
 /// PoolNode names replaced by the Nodes registered for them.
-pub fn pins_of(view: &GangRecord, tr: &Translation) -> Pins {
+pub(crate) fn pins_of(view: &GangRecord, tr: &Translation) -> Pins {
     let mut pins = Pins::new();
     for a in &view.assignments {
         pins.entry(a.pod_set.clone())
@@ -107,7 +107,7 @@ pub fn pins_of(view: &GangRecord, tr: &Translation) -> Pins {
 /// queued — a fresh one is suspended, and one found running without an
 /// admission is stopped (its owning controller deletes its pods) and
 /// queued. Returns how many writes it made.
-pub async fn reconcile(
+pub(crate) async fn reconcile(
     ctx: &Ctx,
     started: &Started,
     observed: &Observed,
@@ -182,7 +182,7 @@ pub async fn reconcile(
 
 /// The directives of a pin: the gang's node label, the taints of the nodes
 /// in the snapshot, and the pods admitted by pod set.
-pub fn directives(
+pub(crate) fn directives(
     gang_id: &str,
     snapshot: &Snapshot,
     pins: Option<&Pins>,
@@ -213,7 +213,7 @@ pub fn directives(
 /// from the object read anew. `gang_version` is the resourceVersion of the
 /// gang's Gang as observed, noted with an unsuspend (see [`Started`]).
 /// Returns the number of writes.
-pub async fn drive(
+pub(crate) async fn drive(
     ctx: &Ctx,
     started: &Started,
     w: Box<dyn Workload>,

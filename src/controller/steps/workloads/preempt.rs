@@ -15,7 +15,7 @@ use crate::controller::observe::Observed;
 use crate::controller::steps::workloads::Started;
 
 /// Carries out every preemption. Returns how many Jobs it wrote.
-pub async fn run(
+pub(crate) async fn run(
     ctx: &Ctx,
     started: &Started,
     preemptions: &[Preemption],
@@ -41,7 +41,7 @@ pub async fn run(
 /// (namespace, Gang name, reason), their status already `Evicted`; a
 /// failure is left to the workload life cycle, which stops an `Evicted`
 /// gang's workload next cycle.
-pub async fn evict(
+pub(crate) async fn evict(
     ctx: &Ctx,
     started: &Started,
     evictions: &[(&str, &str, &str)],
@@ -63,7 +63,7 @@ pub async fn evict(
 }
 
 /// Brings the gang's workload back to queued; true when it wrote.
-pub async fn suspend(
+pub(crate) async fn suspend(
     ctx: &Ctx,
     started: &Started,
     ns: &str,
