@@ -1,7 +1,7 @@
 //! Drift checks of the references generated from the controller's code:
 //! `docs/reference/metrics.md` from the metric descriptions in
-//! `src/controller/metrics.rs`, `docs/reference/events.md` from the reasons
-//! described in `src/controller/reasons.rs`. After changing either, regenerate
+//! `src/controller/base/metrics.rs`, `docs/reference/events.md` from the reasons
+//! described in `src/controller/base/reasons.rs`. After changing either, regenerate
 //! both with
 //!
 //! ```sh

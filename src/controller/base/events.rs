@@ -60,7 +60,7 @@ impl Events {
         if cfg!(debug_assertions) && !crate::controller::base::reasons::known(reason) {
             tracing::error!(
                 reason,
-                "Event reason missing from src/controller/reasons.rs"
+                "Event reason missing from src/controller/base/reasons.rs"
             );
         }
         let ev = Event {

@@ -434,7 +434,7 @@ impl Metrics {
 pub fn reference_markdown() -> String {
     let mut out = String::from(
         "# Metrics reference\n\n\
-         Generated from `src/controller/metrics.rs` by \
+         Generated from `src/controller/base/metrics.rs` by \
          `cargo test --features controller --test references` \
          (`MUSTER_BLESS=1` rewrites it). Served as OpenMetrics text on `/metrics` of \
          `muster controller --metrics-addr`. Counters carry the `_total` suffix on the wire; \

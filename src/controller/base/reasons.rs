@@ -591,7 +591,7 @@ pub fn known(reason: &str) -> bool {
 pub fn reference_markdown() -> String {
     let mut s = String::from(
         "# Events and conditions\n\n\
-         <!-- generated from src/controller/reasons.rs; regenerate with \
+         <!-- generated from src/controller/base/reasons.rs; regenerate with \
          MUSTER_BLESS=1 cargo test --features controller --test references -->\n\n\
          Every reason muster writes to the cluster: Event reasons, condition \
          reasons and the `status.reason` of Gangs and PoolNodes. The message \
