@@ -12,16 +12,17 @@ use std::sync::Arc;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, Patch, PostParams};
 use kube::{Resource, ResourceExt};
-use muster_planner::lifecycle::workload::{Observed, Step};
+use muster_planner::lifecycle::workload::{Observed, Pins, Step};
 
-use crate::controller::base::api::{ActError, params};
+use crate::controller::base::api::ActError;
 use crate::controller::base::objects::{
     ADMITTED_NODES_ANNOTATION, MIN_COUNT_ANNOTATION, ORIGINAL_PARALLELISM_ANNOTATION,
     ORIGINAL_TEMPLATE_ANNOTATION, STOPPING_ANNOTATION,
 };
+use crate::controller::workloads::suspendable::{self, Actions, Suspendable};
 use crate::controller::workloads::template::{self, PinStyle, decode_pins, encode_pins};
+use crate::controller::workloads::writer::{self, Change, Stored, Target, Write};
 use crate::controller::workloads::{
     Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
@@ -143,7 +144,6 @@ pub fn submitted_template(job: &Job) -> PodTemplateSpec {
         .unwrap_or(current)
 }
 
-#[async_trait::async_trait]
 impl Workload for JobWorkload {
     fn kind(&self) -> WorkloadKind {
         WorkloadKind::Job
@@ -179,111 +179,114 @@ impl Workload for JobWorkload {
         self.0.status.as_ref().and_then(|s| s.active).unwrap_or(0) > 0
     }
 
-    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let jobs: Api<Job> = Api::namespaced(client.clone(), &self.namespace());
-        let job = jobs
-            .get_opt(&self.0.name_any())
-            .await
-            .map_err(ActError::api("read Job"))?;
-        Ok(job.map(|j| Box::new(JobWorkload(Arc::new(j))) as Box<dyn Workload>))
+    fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
+        suspendable::writes(self, step, directives)
     }
 
-    async fn write(
-        &self,
-        client: &kube::Client,
-        step: &Step,
-        directives: &Directives,
-    ) -> Result<Box<dyn Workload>, ActError> {
+    fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
+        Ok(match writer::last_typed::<Job>(stored)? {
+            Some(job) => Box::new(JobWorkload(Arc::new(job))),
+            None => Box::new(self.clone()),
+        })
+    }
+
+    fn reread_from(&self) -> Option<(Target, &'static str)> {
+        Some((self.target(), "read Job"))
+    }
+}
+
+/// The names of a Job's writes.
+const ACTIONS: Actions = Actions {
+    suspend: "suspend Job",
+    restore: "restore Job template",
+    pin: "pin Job",
+    unsuspend: "unsuspend Job",
+};
+
+/// A Job's writes replace it from the object in memory, guarded by its
+/// resourceVersion (a merge patch cannot take the pins out: maps merge), so
+/// a Job its controller wrote meanwhile is refused with 409 and read again.
+impl Suspendable for JobWorkload {
+    fn target(&self) -> Target {
+        Target::typed::<Job>(&self.namespace(), &self.0.name_any())
+    }
+
+    fn suspend_flag(&self) -> &'static str {
+        "/spec/suspend"
+    }
+
+    fn actions(&self) -> Actions {
+        ACTIONS
+    }
+
+    fn clear_start_time(&self) -> Option<Write> {
+        Some(Write {
+            target: self.target(),
+            change: Change::PatchStatus(serde_json::json!({"status": {"startTime": null}})),
+            action: "clear Job startTime",
+        })
+    }
+
+    fn restore(&self) -> Result<Write, ActError> {
         let job = &self.0;
-        let ns = job.namespace().unwrap_or_default();
+        let mut next = (**job).clone();
+        let (parallelism, completions) = submitted_sizes(job);
+        if let Some(spec) = next.spec.as_mut() {
+            spec.template = submitted_template(job);
+            spec.parallelism = Some(parallelism);
+            spec.completions = completions;
+        }
+        if let Some(a) = next.metadata.annotations.as_mut() {
+            a.remove(ORIGINAL_PARALLELISM_ANNOTATION);
+            a.remove(ORIGINAL_TEMPLATE_ANNOTATION);
+            a.remove(ADMITTED_NODES_ANNOTATION);
+            a.remove(STOPPING_ANNOTATION);
+        }
+        Ok(Write {
+            target: self.target(),
+            change: Change::Replace(writer::dynamic(&next, &format!("Job {}", job.name_any()))?),
+            action: ACTIONS.restore,
+        })
+    }
+
+    fn pin(&self, pins: &Pins, directives: &Directives) -> Result<Write, ActError> {
+        let job = &self.0;
         let name = job.name_any();
-        let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
-        let stored = match step {
-            Step::None => return Ok(Box::new(self.clone())),
-            Step::Suspend => jobs
-                .patch(
-                    &name,
-                    &params(),
-                    &Patch::Merge(serde_json::json!({
-                        "metadata": {"annotations": {STOPPING_ANNOTATION: "true"}},
-                        "spec": {"suspend": true},
-                    })),
-                )
-                .await
-                .map_err(ActError::api("suspend Job"))?,
-            Step::ClearStartTime => jobs
-                .patch_status(
-                    &name,
-                    &params(),
-                    &Patch::Merge(serde_json::json!({"status": {"startTime": null}})),
-                )
-                .await
-                .map_err(ActError::api("clear Job startTime"))?,
-            Step::Restore => {
-                let mut next = (**job).clone();
-                let (parallelism, completions) = submitted_sizes(job);
-                if let Some(spec) = next.spec.as_mut() {
-                    spec.template = submitted_template(job);
-                    spec.parallelism = Some(parallelism);
-                    spec.completions = completions;
-                }
-                if let Some(a) = next.metadata.annotations.as_mut() {
-                    a.remove(ORIGINAL_PARALLELISM_ANNOTATION);
-                    a.remove(ORIGINAL_TEMPLATE_ANNOTATION);
-                    a.remove(ADMITTED_NODES_ANNOTATION);
-                    a.remove(STOPPING_ANNOTATION);
-                }
-                // a merge patch cannot take the pins out (maps merge): the Job is
-                // replaced, guarded by its resourceVersion (409 on a concurrent change)
-                jobs.replace(&name, &PostParams::default(), &next)
-                    .await
-                    .map_err(ActError::api("restore Job template"))?
-            }
-            Step::Pin(pins) => {
-                let submitted = submitted_template(job);
-                let original = serde_json::to_string(&submitted)
-                    .map_err(|e| ActError::Missing(format!("template of Job {name}: {e}")))?;
-                let nodes = pins.values().flatten().cloned().collect();
-                let (parallelism, completions, sizes) =
-                    elastic_sizes(job, directives.counts.get(POD_SET).copied());
-                let mut next = (**job).clone();
-                if let Some(spec) = next.spec.as_mut() {
-                    spec.parallelism = Some(parallelism);
-                    spec.completions = completions;
-                    spec.template = template::pin(
-                        submitted,
-                        POD_SET,
-                        &nodes,
-                        &directives.gang_label,
-                        &directives.taints_of(&nodes),
-                        PinStyle::Affinity,
-                    );
-                }
-                let a = next
-                    .metadata
-                    .annotations
-                    .get_or_insert_with(Default::default);
-                a.insert(ORIGINAL_TEMPLATE_ANNOTATION.to_string(), original);
-                a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
-                match sizes {
-                    Some(rec) => a.insert(ORIGINAL_PARALLELISM_ANNOTATION.to_string(), rec),
-                    None => a.remove(ORIGINAL_PARALLELISM_ANNOTATION),
-                };
-                a.remove(STOPPING_ANNOTATION);
-                jobs.replace(&name, &PostParams::default(), &next)
-                    .await
-                    .map_err(ActError::api("pin Job"))?
-            }
-            Step::Unsuspend => jobs
-                .patch(
-                    &name,
-                    &params(),
-                    &Patch::Merge(serde_json::json!({"spec": {"suspend": false}})),
-                )
-                .await
-                .map_err(ActError::api("unsuspend Job"))?,
+        let submitted = submitted_template(job);
+        let original = serde_json::to_string(&submitted)
+            .map_err(|e| ActError::Missing(format!("template of Job {name}: {e}")))?;
+        let nodes = pins.values().flatten().cloned().collect();
+        let (parallelism, completions, sizes) =
+            elastic_sizes(job, directives.counts.get(POD_SET).copied());
+        let mut next = (**job).clone();
+        if let Some(spec) = next.spec.as_mut() {
+            spec.parallelism = Some(parallelism);
+            spec.completions = completions;
+            spec.template = template::pin(
+                submitted,
+                POD_SET,
+                &nodes,
+                &directives.gang_label,
+                &directives.taints_of(&nodes),
+                PinStyle::Affinity,
+            );
+        }
+        let a = next
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        a.insert(ORIGINAL_TEMPLATE_ANNOTATION.to_string(), original);
+        a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
+        match sizes {
+            Some(rec) => a.insert(ORIGINAL_PARALLELISM_ANNOTATION.to_string(), rec),
+            None => a.remove(ORIGINAL_PARALLELISM_ANNOTATION),
         };
-        Ok(Box::new(JobWorkload(Arc::new(stored))))
+        a.remove(STOPPING_ANNOTATION);
+        Ok(Write {
+            target: self.target(),
+            change: Change::Replace(writer::dynamic(&next, &format!("Job {name}"))?),
+            action: ACTIONS.pin,
+        })
     }
 }
 

@@ -38,6 +38,7 @@ use crate::controller::base::api::ActError;
 use crate::controller::base::objects::QUEUE_LABEL;
 use crate::controller::workloads::pod::CachedPod;
 use crate::controller::workloads::pod_group::{GROUP_SIZE_ANNOTATION, PodGroup};
+use crate::controller::workloads::writer::{Stored, Write};
 use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
@@ -150,7 +151,6 @@ fn covering_requests(pods: &[Arc<CachedPod>]) -> muster_planner::Resources {
     r
 }
 
-#[async_trait::async_trait]
 impl Workload for LwsGroup {
     fn kind(&self) -> WorkloadKind {
         WorkloadKind::LeaderWorkerSet
@@ -196,16 +196,16 @@ impl Workload for LwsGroup {
         self.group.incomplete()
     }
 
-    async fn write(
-        &self,
-        client: &kube::Client,
-        step: &Step,
-        directives: &Directives,
-    ) -> Result<Box<dyn Workload>, ActError> {
-        // the group's pods are pinned, released and deleted as a pod
-        // group's; what comes back is that group as stored (the same rules,
-        // so the next step is decided alike)
-        self.group.write(client, step, directives).await
+    fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
+        // the group's pods are pinned, released and deleted as a pod group's
+        self.group.writes(step, directives)
+    }
+
+    fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
+        Ok(Box::new(LwsGroup {
+            lws: self.lws.clone(),
+            group: self.group.stored_group(stored)?,
+        }))
     }
 }
 

@@ -32,8 +32,10 @@ use serde_json::Value;
 
 use crate::controller::base::api::ActError;
 use crate::controller::workloads::pod::CachedPod;
+use crate::controller::workloads::suspendable::{self, Actions};
 use crate::controller::workloads::template::PinStyle;
-use crate::controller::workloads::templated::{self, Actions, TemplateAt, Writer};
+use crate::controller::workloads::templated::{self, TemplateAt, TemplatedKind};
+use crate::controller::workloads::writer::{self, Stored, Target, Write};
 use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
@@ -61,7 +63,7 @@ pub const OPERATOR_LABEL: &str = "training.kubeflow.org/operator-name";
 /// This kind's operator name.
 pub const OPERATOR: &str = "pytorchjob-controller";
 
-const WRITER: Writer<'static> = Writer {
+const WRITER: TemplatedKind = TemplatedKind {
     kind: KIND,
     suspend: "/spec/runPolicy/suspend",
     style: PinStyle::Affinity,
@@ -111,7 +113,6 @@ pub fn pod_gang_name(pod: &CachedPod) -> Option<String> {
         .map(|n| WorkloadKind::PyTorchJob.gang_name(n))
 }
 
-#[async_trait::async_trait]
 impl Workload for PyTorchJobWorkload {
     fn kind(&self) -> WorkloadKind {
         WorkloadKind::PyTorchJob
@@ -165,27 +166,23 @@ impl Workload for PyTorchJobWorkload {
         templated::observe(obj, WRITER.suspend, finished, &first)
     }
 
-    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let obj = templated::read_again(client, KIND, &self.0, "read PyTorchJob").await?;
-        Ok(obj.map(|o| Box::new(PyTorchJobWorkload(Arc::new(o))) as Box<dyn Workload>))
+    fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
+        suspendable::writes(
+            &WRITER.on(&self.0, template_at(&self.0), None),
+            step,
+            directives,
+        )
     }
 
-    async fn write(
-        &self,
-        client: &kube::Client,
-        step: &Step,
-        directives: &Directives,
-    ) -> Result<Box<dyn Workload>, ActError> {
-        let at = template_at(&self.0);
-        Ok(
-            match WRITER
-                .write(client, &self.0, &at, step, directives, None)
-                .await?
-            {
-                Some(stored) => Box::new(PyTorchJobWorkload(Arc::new(stored))),
-                None => Box::new(self.clone()),
-            },
-        )
+    fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
+        Ok(match writer::last_object(stored) {
+            Some(o) => Box::new(PyTorchJobWorkload(Arc::new(o))),
+            None => Box::new(self.clone()),
+        })
+    }
+
+    fn reread_from(&self) -> Option<(Target, &'static str)> {
+        Some((Target::custom(KIND, &self.0), "read PyTorchJob"))
     }
 }
 

@@ -31,10 +31,12 @@ use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::Value;
 
 use crate::controller::base::api::ActError;
+use crate::controller::workloads::suspendable::{self, Actions};
 use crate::controller::workloads::template::PinStyle;
 use crate::controller::workloads::templated::{
-    self, Actions, Elastic, ORIGINAL_SIZES_ANNOTATION, TemplateAt, Writer,
+    self, Elastic, ORIGINAL_SIZES_ANNOTATION, TemplateAt, TemplatedKind,
 };
+use crate::controller::workloads::writer::{self, Stored, Target, Write};
 use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
@@ -60,7 +62,7 @@ pub const CLUSTER_LABEL: &str = "ray.io/cluster";
 /// The head group's pod set.
 pub const HEAD: &str = "head";
 
-const WRITER: Writer<'static> = Writer {
+const WRITER: TemplatedKind = TemplatedKind {
     kind: KIND,
     suspend: "/spec/suspend",
     style: PinStyle::Affinity,
@@ -243,7 +245,6 @@ pub fn pod_sets(
     Ok(out)
 }
 
-#[async_trait::async_trait]
 impl Workload for RayClusterWorkload {
     fn kind(&self) -> WorkloadKind {
         WorkloadKind::RayCluster
@@ -272,28 +273,21 @@ impl Workload for RayClusterWorkload {
         templated::observe(&self.0, WRITER.suspend, false, HEAD)
     }
 
-    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let obj = templated::read_again(client, KIND, &self.0, "read RayCluster").await?;
-        Ok(obj.map(|o| Box::new(RayClusterWorkload(Arc::new(o))) as Box<dyn Workload>))
-    }
-
-    async fn write(
-        &self,
-        client: &kube::Client,
-        step: &Step,
-        directives: &Directives,
-    ) -> Result<Box<dyn Workload>, ActError> {
+    fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
         let spec = self.0.data.get("spec").cloned().unwrap_or(Value::Null);
         let at = template_at(&spec, "/spec");
-        Ok(
-            match WRITER
-                .write(client, &self.0, &at, step, directives, None)
-                .await?
-            {
-                Some(stored) => Box::new(RayClusterWorkload(Arc::new(stored))),
-                None => Box::new(self.clone()),
-            },
-        )
+        suspendable::writes(&WRITER.on(&self.0, at, None), step, directives)
+    }
+
+    fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
+        Ok(match writer::last_object(stored) {
+            Some(o) => Box::new(RayClusterWorkload(Arc::new(o))),
+            None => Box::new(self.clone()),
+        })
+    }
+
+    fn reread_from(&self) -> Option<(Target, &'static str)> {
+        Some((Target::custom(KIND, &self.0), "read RayCluster"))
     }
 }
 

@@ -34,8 +34,10 @@ use serde_json::{Value, json};
 
 use crate::controller::base::api::ActError;
 use crate::controller::workloads::raycluster::{self, HEAD};
+use crate::controller::workloads::suspendable::{self, Actions};
 use crate::controller::workloads::template::PinStyle;
-use crate::controller::workloads::templated::{self, Actions, TemplateAt, Writer};
+use crate::controller::workloads::templated::{self, TemplateAt, TemplatedKind};
+use crate::controller::workloads::writer::{self, Stored, Target, Write};
 use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
@@ -59,7 +61,7 @@ pub const ACCESS: &[AccessRule] = &[AccessRule {
 /// The submitter's pod set.
 pub const SUBMITTER: &str = "submitter";
 
-const WRITER: Writer<'static> = Writer {
+const WRITER: TemplatedKind = TemplatedKind {
     kind: KIND,
     suspend: "/spec/suspend",
     style: PinStyle::Affinity,
@@ -128,7 +130,6 @@ fn default_submitter(obj: &DynamicObject, templates: &mut BTreeMap<String, PodTe
     }
 }
 
-#[async_trait::async_trait]
 impl Workload for RayJobWorkload {
     fn kind(&self) -> WorkloadKind {
         WorkloadKind::RayJob
@@ -181,28 +182,23 @@ impl Workload for RayJobWorkload {
         templated::observe(obj, WRITER.suspend, finished, HEAD)
     }
 
-    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let obj = templated::read_again(client, KIND, &self.0, "read RayJob").await?;
-        Ok(obj.map(|o| Box::new(RayJobWorkload(Arc::new(o))) as Box<dyn Workload>))
+    fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
+        suspendable::writes(
+            &WRITER.on(&self.0, template_at(&self.0), Some(self.gang_name())),
+            step,
+            directives,
+        )
     }
 
-    async fn write(
-        &self,
-        client: &kube::Client,
-        step: &Step,
-        directives: &Directives,
-    ) -> Result<Box<dyn Workload>, ActError> {
-        let at = template_at(&self.0);
-        let gang = self.gang_name();
-        Ok(
-            match WRITER
-                .write(client, &self.0, &at, step, directives, Some(&gang))
-                .await?
-            {
-                Some(stored) => Box::new(RayJobWorkload(Arc::new(stored))),
-                None => Box::new(self.clone()),
-            },
-        )
+    fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
+        Ok(match writer::last_object(stored) {
+            Some(o) => Box::new(RayJobWorkload(Arc::new(o))),
+            None => Box::new(self.clone()),
+        })
+    }
+
+    fn reread_from(&self) -> Option<(Target, &'static str)> {
+        Some((Target::custom(KIND, &self.0), "read RayJob"))
     }
 }
 

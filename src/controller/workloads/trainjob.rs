@@ -30,14 +30,16 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PostParams};
-use muster_planner::lifecycle::workload::{Observed, Step};
+use kube::api::DynamicObject;
+use muster_planner::lifecycle::workload::{Observed, Pins, Step};
 use serde_json::{Value, json};
 
-use crate::controller::base::api::{ActError, params};
+use crate::controller::base::api::ActError;
 use crate::controller::base::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
+use crate::controller::workloads::suspendable::{self, Actions, Suspendable};
 use crate::controller::workloads::template::{self, PinStyle, encode_pins};
 use crate::controller::workloads::templated::{self, WORKLOAD_LABEL};
+use crate::controller::workloads::writer::{self, Change, Stored, Target, Write};
 use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Related, Workload, WorkloadError,
     WorkloadKind,
@@ -284,7 +286,6 @@ impl TrainJobWorkload {
     }
 }
 
-#[async_trait::async_trait]
 impl Workload for TrainJobWorkload {
     fn kind(&self) -> WorkloadKind {
         WorkloadKind::TrainJob
@@ -333,144 +334,148 @@ impl Workload for TrainJobWorkload {
     }
 
     fn counts_active(&self) -> bool {
-        self.job
-            .data
-            .pointer("/status/jobsStatus")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .any(|s| s.get("active").and_then(Value::as_i64).unwrap_or(0) > 0)
+        jobs_active(&self.job)
     }
 
-    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let obj = templated::read_again(client, KIND, &self.job, "read TrainJob").await?;
-        Ok(obj.map(|o| {
-            Box::new(TrainJobWorkload {
+    fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
+        suspendable::writes(self, step, directives)
+    }
+
+    fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
+        Ok(match writer::last_object(stored) {
+            Some(o) => Box::new(TrainJobWorkload {
                 job: Arc::new(o),
                 runtime: self.runtime.clone(),
-            }) as Box<dyn Workload>
-        }))
+            }),
+            None => Box::new(self.clone()),
+        })
     }
 
-    async fn write(
-        &self,
-        client: &kube::Client,
-        step: &Step,
-        directives: &Directives,
-    ) -> Result<Box<dyn Workload>, ActError> {
-        let job = &self.job;
-        let ns = job.namespace().unwrap_or_default();
-        let name = job.name_any();
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), &ns, &KIND.api_resource());
-        let stored = match step {
-            Step::None | Step::ClearStartTime => return Ok(Box::new(self.clone())),
-            Step::Suspend => api
-                .patch(
-                    &name,
-                    &params(),
-                    &Patch::Merge(json!({
-                        "metadata": {"annotations": {STOPPING_ANNOTATION: "true"}},
-                        "spec": {"suspend": true},
-                    })),
-                )
-                .await
-                .map_err(ActError::api("suspend TrainJob"))?,
-            Step::Restore => {
-                // the latest object: the trainer wrote its status as it stopped
-                let latest = api
-                    .get(&name)
-                    .await
-                    .map_err(ActError::api("restore TrainJob"))?;
-                let fresh = TrainJobWorkload {
-                    job: Arc::new(latest.clone()),
-                    runtime: self.runtime.clone(),
-                };
-                // the trainer's webhook refuses a patch change while a job of
-                // the JobSet still has active pods: the restore waits for them
-                if fresh.counts_active() {
-                    return Ok(Box::new(fresh));
-                }
-                let mut next = latest;
-                if let Some(Value::Array(list)) = next.data.pointer_mut("/spec/runtimePatches") {
-                    list.retain(|p| {
-                        p.get("manager").and_then(Value::as_str) != Some(PATCH_MANAGER)
-                    });
-                }
-                if let Some(a) = next.metadata.annotations.as_mut() {
-                    a.remove(ADMITTED_NODES_ANNOTATION);
-                    a.remove(STOPPING_ANNOTATION);
-                }
-                api.replace(&name, &PostParams::default(), &next)
-                    .await
-                    .map_err(ActError::api("restore TrainJob"))?
-            }
-            Step::Pin(pins) => {
-                let gang = self.gang_name();
-                let mut rjobs = Vec::new();
-                for (set, _, pod) in self
-                    .replicated_jobs()
-                    .map_err(|e| ActError::Missing(format!("TrainJob {name}: {e}")))?
-                {
-                    let submitted: PodTemplateSpec = serde_json::from_value(pod)
-                        .map_err(|e| ActError::Missing(format!("TrainJob {name}: {e}")))?;
-                    let nodes = pins.get(&set).cloned().unwrap_or_default();
-                    let pinned = template::pin(
-                        submitted,
-                        &set,
-                        &nodes,
-                        &directives.gang_label,
-                        &directives.taints_of(&nodes),
-                        PinStyle::NodeSelector,
-                    );
-                    let spec = pinned.spec.unwrap_or_default();
-                    rjobs.push(json!({"name": set, "template": {"spec": {"template": {
-                        "metadata": {"labels": {WORKLOAD_LABEL: gang}},
-                        "spec": {"nodeSelector": spec.node_selector, "tolerations": spec.tolerations},
-                    }}}}));
-                }
-                let ours = json!({"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
-                    "replicatedJobs": rjobs}}}});
-                let mut next = api
-                    .get(&name)
-                    .await
-                    .map_err(ActError::api("pin TrainJob"))?;
-                let spec = next
-                    .data
-                    .get_mut("spec")
-                    .and_then(Value::as_object_mut)
-                    .ok_or_else(|| ActError::Missing(format!("TrainJob {name} has no spec")))?;
-                let list = spec.entry("runtimePatches").or_insert_with(|| json!([]));
-                if let Value::Array(list) = list {
-                    list.retain(|p| {
-                        p.get("manager").and_then(Value::as_str) != Some(PATCH_MANAGER)
-                    });
-                    list.push(ours);
-                }
-                let a = next
-                    .metadata
-                    .annotations
-                    .get_or_insert_with(Default::default);
-                a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
-                a.remove(STOPPING_ANNOTATION);
-                api.replace(&name, &PostParams::default(), &next)
-                    .await
-                    .map_err(ActError::api("pin TrainJob"))?
-            }
-            Step::Unsuspend => api
-                .patch(
-                    &name,
-                    &params(),
-                    &Patch::Merge(json!({"spec": {"suspend": false}})),
-                )
-                .await
-                .map_err(ActError::api("unsuspend TrainJob"))?,
-        };
-        Ok(Box::new(TrainJobWorkload {
-            job: Arc::new(stored),
-            runtime: self.runtime.clone(),
-        }))
+    fn reread_from(&self) -> Option<(Target, &'static str)> {
+        Some((self.target(), "read TrainJob"))
     }
+}
+
+/// A job of the TrainJob's JobSet has active pods (its `status.jobsStatus`).
+fn jobs_active(job: &DynamicObject) -> bool {
+    job.data
+        .pointer("/status/jobsStatus")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|s| s.get("active").and_then(Value::as_i64).unwrap_or(0) > 0)
+}
+
+/// The names of a TrainJob's writes.
+const ACTIONS: Actions = Actions {
+    suspend: "suspend TrainJob",
+    restore: "restore TrainJob",
+    pin: "pin TrainJob",
+    unsuspend: "unsuspend TrainJob",
+};
+
+/// The trainer writes its status as it stops, so a restore and a pin
+/// replace the latest TrainJob, read first, guarded by its resourceVersion.
+impl Suspendable for TrainJobWorkload {
+    fn target(&self) -> Target {
+        Target::custom(KIND, &self.job)
+    }
+
+    fn suspend_flag(&self) -> &'static str {
+        "/spec/suspend"
+    }
+
+    fn actions(&self) -> Actions {
+        ACTIONS
+    }
+
+    fn restore(&self) -> Result<Write, ActError> {
+        Ok(Write {
+            target: self.target(),
+            change: Change::ReplaceLatest(Box::new(restored)),
+            action: ACTIONS.restore,
+        })
+    }
+
+    fn pin(&self, pins: &Pins, directives: &Directives) -> Result<Write, ActError> {
+        let name = self.job.name_any();
+        let gang = self.gang_name();
+        let mut rjobs = Vec::new();
+        for (set, _, pod) in self
+            .replicated_jobs()
+            .map_err(|e| ActError::Missing(format!("TrainJob {name}: {e}")))?
+        {
+            let submitted: PodTemplateSpec = serde_json::from_value(pod)
+                .map_err(|e| ActError::Missing(format!("TrainJob {name}: {e}")))?;
+            let nodes = pins.get(&set).cloned().unwrap_or_default();
+            let pinned = template::pin(
+                submitted,
+                &set,
+                &nodes,
+                &directives.gang_label,
+                &directives.taints_of(&nodes),
+                PinStyle::NodeSelector,
+            );
+            let spec = pinned.spec.unwrap_or_default();
+            rjobs.push(json!({"name": set, "template": {"spec": {"template": {
+                "metadata": {"labels": {WORKLOAD_LABEL: gang}},
+                "spec": {"nodeSelector": spec.node_selector, "tolerations": spec.tolerations},
+            }}}}));
+        }
+        let ours = json!({"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
+            "replicatedJobs": rjobs}}}});
+        let record = encode_pins(pins);
+        Ok(Write {
+            target: self.target(),
+            change: Change::ReplaceLatest(Box::new(move |latest| {
+                pinned(latest, ours, record).map(Some)
+            })),
+            action: ACTIONS.pin,
+        })
+    }
+}
+
+/// `latest` without muster's runtime patch, pins record and stopping mark;
+/// `None` while a job of its JobSet still has active pods (the trainer's
+/// webhook refuses a change of the patches then: the restore waits for
+/// them).
+fn restored(latest: &DynamicObject) -> Result<Option<DynamicObject>, ActError> {
+    if jobs_active(latest) {
+        return Ok(None);
+    }
+    let mut next = latest.clone();
+    if let Some(Value::Array(list)) = next.data.pointer_mut("/spec/runtimePatches") {
+        list.retain(|p| p.get("manager").and_then(Value::as_str) != Some(PATCH_MANAGER));
+    }
+    if let Some(a) = next.metadata.annotations.as_mut() {
+        a.remove(ADMITTED_NODES_ANNOTATION);
+        a.remove(STOPPING_ANNOTATION);
+    }
+    Ok(Some(next))
+}
+
+/// `latest` with `ours` in place of muster's runtime patch (appended after
+/// the other managers'), the pins recorded (`record`), the stopping mark
+/// taken out.
+fn pinned(latest: &DynamicObject, ours: Value, record: String) -> Result<DynamicObject, ActError> {
+    let mut next = latest.clone();
+    let spec = next
+        .data
+        .get_mut("spec")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| ActError::Missing(format!("TrainJob {} has no spec", latest.name_any())))?;
+    let list = spec.entry("runtimePatches").or_insert_with(|| json!([]));
+    if let Value::Array(list) = list {
+        list.retain(|p| p.get("manager").and_then(Value::as_str) != Some(PATCH_MANAGER));
+        list.push(ours);
+    }
+    let a = next
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    a.insert(ADMITTED_NODES_ANNOTATION.to_string(), record);
+    a.remove(STOPPING_ANNOTATION);
+    Ok(next)
 }
 
 #[cfg(test)]
