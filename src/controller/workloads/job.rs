@@ -184,10 +184,11 @@ impl Workload for JobWorkload {
     }
 
     fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
-        Ok(match writer::last_typed::<Job>(stored)? {
-            Some(job) => Box::new(JobWorkload(Arc::new(job))),
-            None => Box::new(self.clone()),
-        })
+        let job = writer::last_typed::<Job>(stored)?;
+        Ok(Box::new(job.map_or_else(
+            || self.clone(),
+            |j| JobWorkload(Arc::new(j)),
+        )))
     }
 
     fn reread_from(&self) -> Option<(Target, &'static str)> {
@@ -293,6 +294,7 @@ impl Suspendable for JobWorkload {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::base::objects::GANG_LABEL;
     use serde_json::json;
 
     fn job(body: serde_json::Value) -> Job {
@@ -396,6 +398,151 @@ mod tests {
             JobWorkload(Arc::new(pinned)).pod_sets().expect("sets")[0].count,
             4
         );
+    }
+
+    /// An Indexed Job of 4 pods, elastic down to 2, suspended and marked
+    /// stopping, at resourceVersion 7.
+    fn submitted() -> serde_json::Value {
+        json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns", "resourceVersion": "7",
+                "annotations": {MIN_COUNT_ANNOTATION: "2", STOPPING_ANNOTATION: "true"}},
+            "spec": {"suspend": true, "parallelism": 4, "completions": 4, "completionMode": "Indexed",
+                "template": {"metadata": {"labels": {"app": "x"}},
+                    "spec": {"containers": [{"name": "c"}], "restartPolicy": "Never"}}}})
+    }
+
+    fn directives(counts: &[(&str, u32)]) -> Directives {
+        Directives {
+            gang_label: "ns.j".into(),
+            taints: [(
+                "n1".to_string(),
+                vec![muster_planner::Taint {
+                    key: "gpu".into(),
+                    value: "true".into(),
+                    effect: muster_planner::TaintEffect::NoSchedule,
+                }],
+            )]
+            .into(),
+            counts: counts.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        }
+    }
+
+    fn writes(w: &JobWorkload, step: &Step, dirs: &Directives) -> Vec<Write> {
+        w.writes(step, dirs).expect("writes")
+    }
+
+    #[test]
+    fn suspend_clear_and_unsuspend_are_patches_of_the_job_and_its_status() {
+        let w = JobWorkload(Arc::new(job(submitted())));
+        let dirs = directives(&[]);
+        let sketch = |step: Step| {
+            writes(&w, &step, &dirs)
+                .iter()
+                .map(writer::sketch::of)
+                .collect::<Vec<_>>()
+        };
+        let at = "jobs ns/j".to_string();
+        assert_eq!(
+            sketch(Step::Suspend),
+            [(
+                "suspend Job",
+                at.clone(),
+                "patch",
+                json!({"metadata": {"annotations": {STOPPING_ANNOTATION: "true"}}, "spec": {"suspend": true}})
+            )]
+        );
+        assert_eq!(
+            sketch(Step::ClearStartTime),
+            [(
+                "clear Job startTime",
+                at.clone(),
+                "patch-status",
+                json!({"status": {"startTime": null}})
+            )]
+        );
+        assert_eq!(
+            sketch(Step::Unsuspend),
+            [(
+                "unsuspend Job",
+                at,
+                "patch",
+                json!({"spec": {"suspend": false}})
+            )]
+        );
+        assert!(sketch(Step::None).is_empty());
+        assert_eq!(
+            w.reread_from().map(|(t, a)| (t.resource.plural, t.name, a)),
+            Some(("jobs".to_string(), "j".to_string(), "read Job"))
+        );
+    }
+
+    #[test]
+    fn a_pin_replaces_the_job_pinned_and_sized_and_a_restore_gives_it_back() {
+        let w = JobWorkload(Arc::new(job(submitted())));
+        let pins: Pins = [(
+            POD_SET.to_string(),
+            ["n1".to_string(), "n2".to_string()].into(),
+        )]
+        .into();
+        let pin = writes(&w, &Step::Pin(pins), &directives(&[(POD_SET, 2)]));
+        assert_eq!(pin.len(), 1);
+        let (action, at, verb, body) = writer::sketch::of(&pin[0]);
+        assert_eq!(
+            (action, at.as_str(), verb),
+            ("pin Job", "jobs ns/j", "replace")
+        );
+        let template = submitted()["spec"]["template"].clone();
+        let recorded: serde_json::Value = serde_json::from_str(
+            body["metadata"]["annotations"][ORIGINAL_TEMPLATE_ANNOTATION]
+                .as_str()
+                .expect("record"),
+        )
+        .expect("json");
+        assert_eq!(recorded, template, "the template as submitted");
+        let mut expected = submitted();
+        expected["metadata"]["annotations"] = json!({
+            MIN_COUNT_ANNOTATION: "2",
+            ADMITTED_NODES_ANNOTATION: "n1,n2",
+            ORIGINAL_PARALLELISM_ANNOTATION: "4/4",
+            ORIGINAL_TEMPLATE_ANNOTATION: body["metadata"]["annotations"][ORIGINAL_TEMPLATE_ANNOTATION],
+        });
+        // admitted at 2 of 4 pods: an Indexed Job's sizes move together
+        expected["spec"]["parallelism"] = json!(2);
+        expected["spec"]["completions"] = json!(2);
+        let spec = &mut expected["spec"]["template"]["spec"];
+        spec["nodeSelector"] = json!({GANG_LABEL: "ns.j"});
+        spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}});
+        spec["tolerations"] =
+            json!([{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]);
+        assert_eq!(body, expected, "guarded by resourceVersion 7");
+
+        let pinned = JobWorkload(Arc::new(job(body)));
+        let restore = writes(&pinned, &Step::Restore, &directives(&[]));
+        let (action, _, verb, body) = writer::sketch::of(&restore[0]);
+        assert_eq!((action, verb), ("restore Job template", "replace"));
+        let mut expected = submitted();
+        expected["metadata"]["annotations"] = json!({MIN_COUNT_ANNOTATION: "2"});
+        assert_eq!(body, expected, "as submitted, without muster's records");
+    }
+
+    #[test]
+    fn what_the_server_stored_is_the_job_again() {
+        let w = JobWorkload(Arc::new(job(submitted())));
+        let mut answer = submitted();
+        answer["metadata"]["resourceVersion"] = json!("8");
+        let stored = Stored {
+            name: "j".into(),
+            object: Some(serde_json::from_value(answer).expect("object")),
+            action: "pin Job",
+        };
+        let again = w.stored(vec![stored]).expect("stored");
+        assert_eq!(again.meta().resource_version.as_deref(), Some("8"));
+        // nothing stored: the Job as it was
+        let same = w.stored(Vec::new()).expect("stored");
+        assert_eq!(same.meta().resource_version.as_deref(), Some("7"));
     }
 
     #[test]

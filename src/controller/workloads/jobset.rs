@@ -208,10 +208,9 @@ impl Workload for JobSetWorkload {
     }
 
     fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
-        Ok(match writer::last_object(stored) {
-            Some(o) => Box::new(JobSetWorkload(Arc::new(o))),
-            None => Box::new(self.clone()),
-        })
+        Ok(writer::rewrap(self, stored, |o| {
+            JobSetWorkload(Arc::new(o))
+        }))
     }
 
     fn reread_from(&self) -> Option<(Target, &'static str)> {
@@ -268,21 +267,7 @@ impl Suspendable for JobSetWorkload {
             .map_err(|e| ActError::Missing(format!("templates of JobSet {name}: {e}")))?;
         let original = serde_json::to_string(&submitted)
             .map_err(|e| ActError::Missing(format!("templates of JobSet {name}: {e}")))?;
-        let pinned: BTreeMap<String, PodTemplateSpec> = submitted
-            .iter()
-            .map(|(set, t)| {
-                let nodes = pins.get(set).cloned().unwrap_or_default();
-                let t = template::pin(
-                    t.clone(),
-                    set,
-                    &nodes,
-                    &directives.gang_label,
-                    &directives.taints_of(&nodes),
-                    PinStyle::NodeSelector,
-                );
-                (set.clone(), t)
-            })
-            .collect();
+        let pinned = template::pin_sets(&submitted, pins, directives, PinStyle::NodeSelector);
         let mut next = with_templates(obj, &pinned)?;
         let a = next
             .metadata

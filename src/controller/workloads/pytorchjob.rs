@@ -63,7 +63,9 @@ pub const OPERATOR_LABEL: &str = "training.kubeflow.org/operator-name";
 /// This kind's operator name.
 pub const OPERATOR: &str = "pytorchjob-controller";
 
-const WRITER: TemplatedKind = TemplatedKind {
+/// How a PyTorchJob is written: its suspend flag in `runPolicy`, pinned by
+/// node affinity.
+const TEMPLATED: TemplatedKind = TemplatedKind {
     kind: KIND,
     suspend: "/spec/runPolicy/suspend",
     style: PinStyle::Affinity,
@@ -163,22 +165,21 @@ impl Workload for PyTorchJobWorkload {
             .map(|a| a.pod_set.clone())
             .unwrap_or_default();
         let finished = templated::condition_true(obj, &["Succeeded", "Failed"]);
-        templated::observe(obj, WRITER.suspend, finished, &first)
+        templated::observe(obj, TEMPLATED.suspend, finished, &first)
     }
 
     fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
         suspendable::writes(
-            &WRITER.on(&self.0, template_at(&self.0), None),
+            &TEMPLATED.on(&self.0, template_at(&self.0), None),
             step,
             directives,
         )
     }
 
     fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
-        Ok(match writer::last_object(stored) {
-            Some(o) => Box::new(PyTorchJobWorkload(Arc::new(o))),
-            None => Box::new(self.clone()),
-        })
+        Ok(writer::rewrap(self, stored, |o| {
+            PyTorchJobWorkload(Arc::new(o))
+        }))
     }
 
     fn reread_from(&self) -> Option<(Target, &'static str)> {

@@ -62,7 +62,9 @@ pub const CLUSTER_LABEL: &str = "ray.io/cluster";
 /// The head group's pod set.
 pub const HEAD: &str = "head";
 
-const WRITER: TemplatedKind = TemplatedKind {
+/// How a RayCluster is written: pinned by node affinity, its autoscaling
+/// worker groups sized to the pods admitted.
+const TEMPLATED: TemplatedKind = TemplatedKind {
     kind: KIND,
     suspend: "/spec/suspend",
     style: PinStyle::Affinity,
@@ -270,20 +272,19 @@ impl Workload for RayClusterWorkload {
 
     fn observe(&self) -> Observed {
         // a RayCluster never finishes: its gang ends when it is deleted
-        templated::observe(&self.0, WRITER.suspend, false, HEAD)
+        templated::observe(&self.0, TEMPLATED.suspend, false, HEAD)
     }
 
     fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
         let spec = self.0.data.get("spec").cloned().unwrap_or(Value::Null);
         let at = template_at(&spec, "/spec");
-        suspendable::writes(&WRITER.on(&self.0, at, None), step, directives)
+        suspendable::writes(&TEMPLATED.on(&self.0, at, None), step, directives)
     }
 
     fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
-        Ok(match writer::last_object(stored) {
-            Some(o) => Box::new(RayClusterWorkload(Arc::new(o))),
-            None => Box::new(self.clone()),
-        })
+        Ok(writer::rewrap(self, stored, |o| {
+            RayClusterWorkload(Arc::new(o))
+        }))
     }
 
     fn reread_from(&self) -> Option<(Target, &'static str)> {

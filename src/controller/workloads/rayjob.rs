@@ -61,7 +61,10 @@ pub const ACCESS: &[AccessRule] = &[AccessRule {
 /// The submitter's pod set.
 pub const SUBMITTER: &str = "submitter";
 
-const WRITER: TemplatedKind = TemplatedKind {
+/// How a RayJob is written: pinned by node affinity, its default submitter
+/// filled in by the pin, its cluster's autoscaling worker groups sized to the
+/// pods admitted.
+const TEMPLATED: TemplatedKind = TemplatedKind {
     kind: KIND,
     suspend: "/spec/suspend",
     style: PinStyle::Affinity,
@@ -179,22 +182,21 @@ impl Workload for RayJobWorkload {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let finished = matches!(deployment, "Complete" | "Failed");
-        templated::observe(obj, WRITER.suspend, finished, HEAD)
+        templated::observe(obj, TEMPLATED.suspend, finished, HEAD)
     }
 
     fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
         suspendable::writes(
-            &WRITER.on(&self.0, template_at(&self.0), Some(self.gang_name())),
+            &TEMPLATED.on(&self.0, template_at(&self.0), Some(self.gang_name())),
             step,
             directives,
         )
     }
 
     fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
-        Ok(match writer::last_object(stored) {
-            Some(o) => Box::new(RayJobWorkload(Arc::new(o))),
-            None => Box::new(self.clone()),
-        })
+        Ok(writer::rewrap(self, stored, |o| {
+            RayJobWorkload(Arc::new(o))
+        }))
     }
 
     fn reread_from(&self) -> Option<(Target, &'static str)> {

@@ -265,20 +265,9 @@ impl TemplatedKind {
         if let Some(complete) = self.complete {
             complete(latest, &mut templates);
         }
-        let pinned: BTreeMap<String, PodTemplateSpec> = templates
-            .iter()
-            .map(|(set, t)| {
-                let nodes = pins.get(set).cloned().unwrap_or_default();
-                let t = template::pin(
-                    t.clone(),
-                    set,
-                    &nodes,
-                    &directives.gang_label,
-                    &directives.taints_of(&nodes),
-                    self.style,
-                );
-                (set.clone(), label(t, workload))
-            })
+        let pinned = template::pin_sets(&templates, pins, directives, self.style)
+            .into_iter()
+            .map(|(set, t)| (set, label(t, workload)))
             .collect();
         let mut next = with_templates(latest, at, &pinned)?;
         // sized as submitted, then to the pods admitted

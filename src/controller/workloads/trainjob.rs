@@ -342,13 +342,10 @@ impl Workload for TrainJobWorkload {
     }
 
     fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
-        Ok(match writer::last_object(stored) {
-            Some(o) => Box::new(TrainJobWorkload {
-                job: Arc::new(o),
-                runtime: self.runtime.clone(),
-            }),
-            None => Box::new(self.clone()),
-        })
+        Ok(writer::rewrap(self, stored, |o| TrainJobWorkload {
+            job: Arc::new(o),
+            runtime: self.runtime.clone(),
+        }))
     }
 
     fn reread_from(&self) -> Option<(Target, &'static str)> {
@@ -407,15 +404,8 @@ impl Suspendable for TrainJobWorkload {
         {
             let submitted: PodTemplateSpec = serde_json::from_value(pod)
                 .map_err(|e| ActError::Missing(format!("TrainJob {name}: {e}")))?;
-            let nodes = pins.get(&set).cloned().unwrap_or_default();
-            let pinned = template::pin(
-                submitted,
-                &set,
-                &nodes,
-                &directives.gang_label,
-                &directives.taints_of(&nodes),
-                PinStyle::NodeSelector,
-            );
+            let pinned =
+                template::pin_set(submitted, &set, pins, directives, PinStyle::NodeSelector);
             let spec = pinned.spec.unwrap_or_default();
             rjobs.push(json!({"name": set, "template": {"spec": {"template": {
                 "metadata": {"labels": {WORKLOAD_LABEL: gang}},

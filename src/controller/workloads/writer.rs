@@ -24,9 +24,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use muster_planner::lifecycle::workload::Step;
+
 use crate::controller::base::api::{ActError, is_not_found, params};
 use crate::controller::workloads::{CustomKind, Directives, Workload};
-use muster_planner::lifecycle::workload::Step;
 
 /// The object a write goes to: its API resource, namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,10 +145,21 @@ impl Stored {
     }
 }
 
-/// The last object stored, if any: a kind written as one object makes at
-/// most one write a step.
-pub(crate) fn last_object(stored: Vec<Stored>) -> Option<DynamicObject> {
-    stored.into_iter().rev().find_map(|s| s.object)
+/// `current` again from the last object stored (a kind written as one
+/// object makes at most one write a step), wrapped by `wrap`; `current`
+/// itself when nothing was stored (a step the kind writes nothing for).
+pub(crate) fn rewrap<W: Workload + Clone + 'static>(
+    current: &W,
+    stored: Vec<Stored>,
+    wrap: impl FnOnce(DynamicObject) -> W,
+) -> Box<dyn Workload> {
+    Box::new(
+        stored
+            .into_iter()
+            .rev()
+            .find_map(|s| s.object)
+            .map_or_else(|| current.clone(), wrap),
+    )
 }
 
 /// The last object stored, as a built-in kind (see [`Stored::typed`]).
@@ -255,4 +267,326 @@ async fn carry_out(client: &kube::Client, w: Write) -> Result<Stored, ActError> 
         object: Some(object),
         action,
     })
+}
+
+/// What the adapters' tests read of their writes.
+#[cfg(test)]
+pub(crate) mod sketch {
+    use super::*;
+
+    /// A write as `(action, "<plural> <namespace>/<name>", verb, body)`:
+    /// the verb `patch`, `patch-status`, `replace`, `replace-latest` or
+    /// `delete`; the body the patch, the object replaced, or the delete's
+    /// UID precondition (`null` for a replace of the latest object, see
+    /// [`revise`]).
+    pub(crate) fn of(w: &Write) -> (&'static str, String, &'static str, Value) {
+        let t = &w.target;
+        let at = format!("{} {}/{}", t.resource.plural, t.namespace, t.name);
+        let (verb, body) = match &w.change {
+            Change::Patch(p) => ("patch", p.clone()),
+            Change::PatchStatus(p) => ("patch-status", p.clone()),
+            Change::Replace(o) => ("replace", serde_json::to_value(o).expect("object")),
+            Change::ReplaceLatest(_) => ("replace-latest", Value::Null),
+            Change::Delete { uid } => ("delete", serde_json::json!(uid)),
+        };
+        (w.action, at, verb, body)
+    }
+
+    /// The object a replace of the latest object makes of `latest`
+    /// (`None`: nothing written).
+    pub(crate) fn revise(w: Write, latest: &DynamicObject) -> Option<Value> {
+        match w.change {
+            Change::ReplaceLatest(f) => f(latest)
+                .expect("revised")
+                .map(|o| serde_json::to_value(o).expect("object")),
+            other => panic!("not a replace of the latest object: {other:?}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::{Arc, Mutex};
+    use std::task::{Context, Poll};
+
+    use http::{Request, Response};
+    use http_body_util::BodyExt;
+    use k8s_openapi::api::batch::v1::Job;
+    use kube::client::Body;
+    use serde_json::json;
+
+    use super::*;
+    use crate::controller::base::objects::FIELD_MANAGER;
+    use crate::controller::workloads::job::JobWorkload;
+
+    type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+    /// An API server that answers from a script, in order, and records
+    /// each request as `METHOD uri content-type body`.
+    #[derive(Clone, Default)]
+    struct Server {
+        answers: Arc<Mutex<Vec<(u16, Value)>>>,
+        seen: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Server {
+        fn answering(answers: Vec<(u16, Value)>) -> (Server, kube::Client) {
+            let server = Server {
+                answers: Arc::new(Mutex::new(answers)),
+                ..Server::default()
+            };
+            (server.clone(), kube::Client::new(server, "default"))
+        }
+
+        fn seen(&self) -> Vec<String> {
+            std::mem::take(&mut *self.seen.lock().expect("lock"))
+        }
+    }
+
+    impl tower_service::Service<Request<Body>> for Server {
+        type Response = Response<Body>;
+        type Error = BoxError;
+        type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, BoxError>> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, req: Request<Body>) -> Self::Future {
+            let server = self.clone();
+            Box::pin(async move {
+                let (parts, body) = req.into_parts();
+                let body = body.collect().await?.to_bytes();
+                let kind = parts
+                    .headers
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-")
+                    .to_string();
+                server.seen.lock().expect("lock").push(format!(
+                    "{} {} {kind} {}",
+                    parts.method,
+                    parts.uri,
+                    String::from_utf8_lossy(&body)
+                ));
+                let (code, answer) = server.answers.lock().expect("lock").remove(0);
+                Ok(Response::builder()
+                    .status(code)
+                    .body(Body::from(serde_json::to_vec(&answer)?))?)
+            })
+        }
+    }
+
+    fn status(code: u16, reason: &str) -> (u16, Value) {
+        let s = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": reason, "reason": reason, "code": code});
+        (code, s)
+    }
+
+    fn job(rv: &str) -> Value {
+        json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns", "resourceVersion": rv},
+            "spec": {"template": {}}})
+    }
+
+    fn target() -> Target {
+        Target::typed::<Job>("ns", "j")
+    }
+
+    fn write(change: Change) -> Write {
+        Write {
+            target: target(),
+            change,
+            action: "pin Job",
+        }
+    }
+
+    fn dynamic(v: Value) -> DynamicObject {
+        serde_json::from_value(v).expect("object")
+    }
+
+    #[tokio::test]
+    async fn each_change_is_its_call_with_musters_field_manager() {
+        let path = "/apis/batch/v1/namespaces/ns/jobs/j";
+        let fm = format!("fieldManager={FIELD_MANAGER}");
+        let merge = "application/merge-patch+json";
+        let (server, client) = Server::answering(vec![(200, job("2")); 6]);
+        let patch = json!({"spec": {"suspend": true}});
+        let stored = carry_out(&client, write(Change::Patch(patch.clone())))
+            .await
+            .expect("patch");
+        assert_eq!(
+            (stored.name.as_str(), stored.action),
+            ("j", "pin Job"),
+            "what the server stored, named"
+        );
+        assert_eq!(
+            stored.object.and_then(|o| o.metadata.resource_version),
+            Some("2".to_string())
+        );
+        let status = json!({"status": {"startTime": null}});
+        carry_out(&client, write(Change::PatchStatus(status.clone())))
+            .await
+            .expect("status");
+        carry_out(&client, write(Change::Replace(dynamic(job("1")))))
+            .await
+            .expect("replace");
+        assert_eq!(
+            server.seen(),
+            [
+                format!("PATCH {path}?&{fm} {merge} {patch}"),
+                format!("PATCH {path}/status?&{fm} {merge} {status}"),
+                format!("PUT {path}? application/json {}", job("1")),
+            ]
+        );
+        // the latest read, then replaced as revised; nothing written when
+        // the revision makes nothing
+        let revised = carry_out(
+            &client,
+            write(Change::ReplaceLatest(Box::new(|latest| {
+                let mut next = latest.clone();
+                next.data["spec"]["parallelism"] = json!(2);
+                Ok(Some(next))
+            }))),
+        )
+        .await
+        .expect("replace latest");
+        assert!(revised.object.is_some());
+        let mut next = job("2");
+        next["spec"]["parallelism"] = json!(2);
+        assert_eq!(
+            server.seen(),
+            [
+                format!("GET {path} - "),
+                format!("PUT {path}? application/json {next}"),
+            ]
+        );
+        let unchanged = carry_out(
+            &client,
+            write(Change::ReplaceLatest(Box::new(|_| Ok(None)))),
+        )
+        .await
+        .expect("read only");
+        assert_eq!(
+            unchanged
+                .object
+                .map(|o| serde_json::to_value(o).expect("json")),
+            Some(job("2"))
+        );
+        assert_eq!(server.seen(), [format!("GET {path} - ")]);
+    }
+
+    #[tokio::test]
+    async fn a_delete_holds_to_the_uid_and_a_pod_gone_is_deleted() {
+        let (server, client) = Server::answering(vec![
+            (
+                200,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+            ),
+            status(404, "NotFound"),
+            status(500, "InternalError"),
+        ]);
+        let pod = |uid: Option<&str>| Write {
+            target: Target::typed::<k8s_openapi::api::core::v1::Pod>("ns", "p"),
+            change: Change::Delete {
+                uid: uid.map(String::from),
+            },
+            action: "delete pod of group",
+        };
+        for _ in 0..2 {
+            let gone = carry_out(&client, pod(Some("u1"))).await.expect("deleted");
+            assert!(gone.object.is_none() && gone.name == "p");
+        }
+        let err = carry_out(&client, pod(None)).await.expect_err("refused");
+        assert!(
+            matches!(
+                err,
+                ActError::Api {
+                    action: "delete pod of group",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let with_uid = r#"{"preconditions":{"uid":"u1"}}"#;
+        assert_eq!(
+            server.seen(),
+            [
+                format!("DELETE /api/v1/namespaces/ns/pods/p? application/json {with_uid}"),
+                format!("DELETE /api/v1/namespaces/ns/pods/p? application/json {with_uid}"),
+                "DELETE /api/v1/namespaces/ns/pods/p? application/json {}".to_string(),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn errors_carry_the_action_of_the_write_and_stop_before_the_replace() {
+        let (server, client) = Server::answering(vec![status(409, "Conflict")]);
+        let err = carry_out(&client, write(Change::Replace(dynamic(job("1")))))
+            .await
+            .expect_err("conflict");
+        assert!(err.is_conflict(), "{err}");
+        assert!(matches!(
+            err,
+            ActError::Api {
+                action: "pin Job",
+                ..
+            }
+        ));
+        // a read refused is the write's error, and nothing is replaced
+        let (server2, client2) = Server::answering(vec![status(404, "NotFound")]);
+        let err = carry_out(
+            &client2,
+            write(Change::ReplaceLatest(Box::new(|_| {
+                panic!("revised without a latest object")
+            }))),
+        )
+        .await
+        .expect_err("not found");
+        assert!(matches!(
+            err,
+            ActError::Api {
+                action: "pin Job",
+                ..
+            }
+        ));
+        assert_eq!(server.seen().len() + server2.seen().len(), 2);
+        // an answer that is not the kind is the write's error too
+        let odd = Stored {
+            name: "j".into(),
+            object: Some(dynamic(
+                json!({"metadata": {"name": "j"}, "spec": {"parallelism": "x"}}),
+            )),
+            action: "pin Job",
+        };
+        let err = odd.typed::<Job>().expect_err("not a Job");
+        assert!(
+            matches!(
+                &err,
+                ActError::Api {
+                    action: "pin Job",
+                    source: kube::Error::SerdeError(_)
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn reread_reads_the_object_again_and_wraps_it() {
+        let w = JobWorkload(Arc::new(serde_json::from_value(job("1")).expect("job")));
+        let (server, client) = Server::answering(vec![(200, job("5")), status(404, "NotFound")]);
+        let fresh = reread(&client, &w).await.expect("read").expect("there");
+        assert_eq!(fresh.meta().resource_version.as_deref(), Some("5"));
+        assert!(reread(&client, &w).await.expect("read").is_none(), "gone");
+        assert_eq!(
+            server.seen(),
+            [
+                "GET /apis/batch/v1/namespaces/ns/jobs/j - ".to_string(),
+                "GET /apis/batch/v1/namespaces/ns/jobs/j - ".to_string(),
+            ]
+        );
+    }
 }
