@@ -412,19 +412,7 @@ mod tests {
     }
 
     fn directives(counts: &[(&str, u32)]) -> Directives {
-        Directives {
-            gang_label: "ns.j".into(),
-            taints: [(
-                "n1".to_string(),
-                vec![muster_planner::Taint {
-                    key: "gpu".into(),
-                    value: "true".into(),
-                    effect: muster_planner::TaintEffect::NoSchedule,
-                }],
-            )]
-            .into(),
-            counts: counts.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-        }
+        writer::sketch::directives("ns.j", &["n1"], counts)
     }
 
     fn writes(w: &JobWorkload, step: &Step, dirs: &Directives) -> Vec<Write> {
@@ -479,11 +467,7 @@ mod tests {
     #[test]
     fn a_pin_replaces_the_job_pinned_and_sized_and_a_restore_gives_it_back() {
         let w = JobWorkload(Arc::new(job(submitted())));
-        let pins: Pins = [(
-            POD_SET.to_string(),
-            ["n1".to_string(), "n2".to_string()].into(),
-        )]
-        .into();
+        let pins = writer::sketch::pins(&[(POD_SET, &["n1", "n2"])]);
         let pin = writes(&w, &Step::Pin(pins), &directives(&[(POD_SET, 2)]));
         assert_eq!(pin.len(), 1);
         let (action, at, verb, body) = writer::sketch::of(&pin[0]);
@@ -515,8 +499,7 @@ mod tests {
             "nodeSelectorTerms": [
                 {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
                 {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}});
-        spec["tolerations"] =
-            json!([{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]);
+        spec["tolerations"] = json!([writer::sketch::toleration()]);
         assert_eq!(body, expected, "guarded by resourceVersion 7");
 
         let pinned = JobWorkload(Arc::new(job(body)));

@@ -373,6 +373,109 @@ mod tests {
         assert_eq!(submitted_templates(&next).expect("record"), submitted);
     }
 
+    fn at_version(rv: &str) -> Value {
+        let mut v = serde_json::to_value(&*driver_and_workers().0).expect("json");
+        v["metadata"]["resourceVersion"] = json!(rv);
+        v
+    }
+
+    #[test]
+    fn suspend_and_unsuspend_patch_the_flag_and_there_is_no_start_mark() {
+        let js = jobset(at_version("3"));
+        let dirs = writer::sketch::directives("ns.jobset-train", &[], &[]);
+        let sketch = |step: Step| {
+            js.writes(&step, &dirs)
+                .expect("writes")
+                .iter()
+                .map(writer::sketch::of)
+                .collect::<Vec<_>>()
+        };
+        let at = "jobsets ns/train".to_string();
+        assert_eq!(
+            sketch(Step::Suspend),
+            [(
+                "suspend JobSet",
+                at.clone(),
+                "patch",
+                json!({"metadata": {"annotations": {STOPPING_ANNOTATION: "true"}}, "spec": {"suspend": true}})
+            )]
+        );
+        assert_eq!(
+            sketch(Step::Unsuspend),
+            [(
+                "unsuspend JobSet",
+                at,
+                "patch",
+                json!({"spec": {"suspend": false}})
+            )]
+        );
+        // the JobSet controller clears its child Jobs' start marks itself
+        assert!(sketch(Step::ClearStartTime).is_empty());
+        assert_eq!(
+            js.reread_from().map(|(t, a)| (t.resource.plural, a)),
+            Some(("jobsets".to_string(), "read JobSet"))
+        );
+    }
+
+    #[test]
+    fn a_pin_replaces_the_jobset_in_memory_by_node_selector_and_a_restore_gives_it_back() {
+        let js = jobset(at_version("3"));
+        let pins = writer::sketch::pins(&[("driver", &["cpu-1"]), ("workers", &["g1", "g2"])]);
+        let dirs = writer::sketch::directives("ns.jobset-train", &["g1"], &[]);
+        let pin = js.writes(&Step::Pin(pins), &dirs).expect("writes");
+        assert_eq!(pin.len(), 1);
+        let (action, at, verb, body) = writer::sketch::of(&pin[0]);
+        assert_eq!(
+            (action, at.as_str(), verb),
+            ("pin JobSet", "jobsets ns/train", "replace")
+        );
+        let mut expected = at_version("3");
+        let record: BTreeMap<String, Value> = serde_json::from_str(
+            body["metadata"]["annotations"][ORIGINAL_TEMPLATE_ANNOTATION]
+                .as_str()
+                .expect("record"),
+        )
+        .expect("json");
+        let submitted = |i: usize| {
+            expected["spec"]["replicatedJobs"][i]["template"]["spec"]["template"].clone()
+        };
+        assert_eq!(
+            record,
+            [
+                ("driver".to_string(), submitted(0)),
+                ("workers".to_string(), submitted(1))
+            ]
+            .into()
+        );
+        expected["metadata"]["annotations"] = json!({
+            ADMITTED_NODES_ANNOTATION: "driver=cpu-1;workers=g1,g2",
+            ORIGINAL_TEMPLATE_ANNOTATION: body["metadata"]["annotations"][ORIGINAL_TEMPLATE_ANNOTATION],
+        });
+        // affinity is immutable in a JobSet: the pod set's node label, no
+        // node names; only the workers' nodes are tainted
+        let pod = |e: &mut Value, i: usize, set: &str, tolerations: Value| {
+            let spec = &mut e["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["spec"];
+            spec["nodeSelector"] = json!({"muster.dev/gang": "ns.jobset-train",
+                format!("pod-set.muster.dev/{set}"): "ns.jobset-train"});
+            spec["tolerations"] = tolerations;
+        };
+        pod(&mut expected, 0, "driver", json!([]));
+        pod(
+            &mut expected,
+            1,
+            "workers",
+            json!([writer::sketch::toleration()]),
+        );
+        assert_eq!(body, expected);
+
+        let restore = jobset(body).writes(&Step::Restore, &dirs).expect("writes");
+        let (action, _, verb, body) = writer::sketch::of(&restore[0]);
+        assert_eq!((action, verb), ("restore JobSet templates", "replace"));
+        let mut expected = at_version("3");
+        expected["metadata"]["annotations"] = json!({});
+        assert_eq!(body, expected, "the templates as submitted, from memory");
+    }
+
     #[test]
     fn completed_or_failed_is_finished() {
         for t in ["Completed", "Failed"] {

@@ -264,4 +264,44 @@ mod tests {
         assert!(gs[0].observe().suspended);
         assert_eq!(pod_gang_name(&pods[1]).as_deref(), Some("lws-infer-0"));
     }
+
+    #[test]
+    fn a_group_is_written_as_a_pod_group_and_stays_the_leaderworkersets() {
+        use crate::controller::workloads::writer::{Stored, sketch};
+        let pods = [
+            pod("infer-0", "0", "0"),
+            pod("infer-0-1", "0", "8"),
+            pod("infer-0-2", "0", "8"),
+        ];
+        let g = groups(&lws(), &pods).remove(0);
+        let dirs = sketch::directives("ns.lws-infer-0", &[], &[]);
+        let pins = sketch::pins(&[("main", &["n1"])]);
+        let writes: Vec<_> = g
+            .writes(&Step::Pin(pins), &dirs)
+            .expect("writes")
+            .iter()
+            .map(|w| {
+                let (action, at, verb, _) = sketch::of(w);
+                (action, at, verb)
+            })
+            .collect();
+        assert_eq!(
+            writes,
+            ["infer-0", "infer-0-1", "infer-0-2"].map(|p| (
+                "pin pod of group",
+                format!("pods ns/{p}"),
+                "patch"
+            ))
+        );
+        let gone = Stored {
+            name: "infer-0-2".into(),
+            object: None,
+            action: "delete pod of group",
+        };
+        let again = g.stored(vec![gone]).expect("stored");
+        assert_eq!(again.kind(), WorkloadKind::LeaderWorkerSet);
+        assert_eq!(again.gang_name(), "lws-infer-0");
+        assert_eq!(again.uid().as_deref(), Some("u1"));
+        assert_eq!(again.incomplete().as_deref(), Some("2 of 3 pods exist"));
+    }
 }

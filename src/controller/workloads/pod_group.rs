@@ -437,6 +437,137 @@ mod tests {
         assert!(o.suspended && !o.started && o.pinned.is_none() && !o.finished);
     }
 
+    /// A group of four: p0 released and pinned (running), p1 gated and
+    /// pinned, p2 gated, p3 finished.
+    fn four() -> PodGroup {
+        let with = |name: &str, gated: bool, record: bool, phase: &str| {
+            let mut p = (*pod(name, gated, json!({"status": {"phase": phase}}))).clone();
+            if record {
+                p.metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(ADMITTED_NODES_ANNOTATION.to_string(), "n1".to_string());
+            }
+            Arc::new(p)
+        };
+        let mut g = groups(&[
+            with("p0", false, true, "Running"),
+            with("p1", true, true, "Pending"),
+            with("p2", true, false, "Pending"),
+            with("p3", false, false, "Succeeded"),
+        ]);
+        g.remove(0)
+    }
+
+    fn sketch(
+        g: &PodGroup,
+        step: Step,
+    ) -> Vec<(&'static str, String, &'static str, serde_json::Value)> {
+        let dirs =
+            crate::controller::workloads::writer::sketch::directives("ns.podgroup-g", &["n1"], &[]);
+        g.writes(&step, &dirs)
+            .expect("writes")
+            .iter()
+            .map(crate::controller::workloads::writer::sketch::of)
+            .collect()
+    }
+
+    #[test]
+    fn a_suspend_deletes_released_and_pinned_pods_by_uid() {
+        let g = four();
+        assert_eq!(
+            sketch(&g, Step::Suspend),
+            [
+                (
+                    "delete pod of group",
+                    "pods ns/p0".to_string(),
+                    "delete",
+                    json!("p0")
+                ),
+                (
+                    "delete pod of group",
+                    "pods ns/p1".to_string(),
+                    "delete",
+                    json!("p1")
+                ),
+            ]
+        );
+        for step in [Step::None, Step::ClearStartTime, Step::Restore] {
+            assert!(sketch(&g, step).is_empty(), "held by gates, not by a flag");
+        }
+        assert!(g.reread_from().is_none());
+    }
+
+    #[test]
+    fn a_pin_patches_gated_pods_once_and_an_unsuspend_releases_every_gated_pod() {
+        let g = four();
+        let pinned_p2 = json!({
+            "metadata": {"annotations": {ADMITTED_NODES_ANNOTATION: "n1"}},
+            "spec": {"nodeSelector": {GANG_LABEL: "ns.podgroup-g", "pod-set.muster.dev/main": "ns.podgroup-g"},
+                "tolerations": [{"key": "a", "operator": "Exists"},
+                    crate::controller::workloads::writer::sketch::toleration()]}});
+        let pins = crate::controller::workloads::writer::sketch::pins(&[(POD_SET, &["n1"])]);
+        // p1 carries a pin already: only p2 is pinned
+        assert_eq!(
+            sketch(&g, Step::Pin(pins)),
+            [(
+                "pin pod of group",
+                "pods ns/p2".to_string(),
+                "patch",
+                pinned_p2.clone()
+            )]
+        );
+        let mut released_p2 = pinned_p2;
+        released_p2["spec"]["schedulingGates"] = json!([{"name": "other"}]);
+        assert_eq!(
+            sketch(&g, Step::Unsuspend),
+            [
+                (
+                    "release pod of group",
+                    "pods ns/p1".to_string(),
+                    "patch",
+                    json!({"spec": {"schedulingGates": [{"name": "other"}]}})
+                ),
+                (
+                    "release pod of group",
+                    "pods ns/p2".to_string(),
+                    "patch",
+                    released_p2
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_group_as_stored_drops_deleted_pods_and_takes_patched_ones() {
+        let g = four();
+        let p2 = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p2", "namespace": "ns", "uid": "p2",
+                "annotations": {ADMITTED_NODES_ANNOTATION: "n1"}},
+            "spec": {"containers": [{"name": "c"}], "schedulingGates": [{"name": "other"}]},
+            "status": {"phase": "Pending"}});
+        let stored = vec![
+            Stored {
+                name: "p0".into(),
+                object: None,
+                action: "delete pod of group",
+            },
+            Stored {
+                name: "p2".into(),
+                object: Some(serde_json::from_value(p2).expect("object")),
+                action: "release pod of group",
+            },
+        ];
+        let next = g.stored_group(stored).expect("stored");
+        let names: Vec<(&str, bool)> = next
+            .pods()
+            .iter()
+            .map(|p| (p.metadata.name.as_deref().unwrap_or_default(), gated(p)))
+            .collect();
+        assert_eq!(names, [("p1", true), ("p2", false), ("p3", false)]);
+        assert!(pin_recorded(&next.pods()[1]), "p2 as the server stored it");
+    }
+
     #[test]
     fn the_release_patch_keeps_other_gates_and_only_adds_tolerations() {
         let p = pod("a", true, json!({}));

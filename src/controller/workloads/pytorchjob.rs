@@ -221,6 +221,109 @@ mod tests {
     }
 
     #[test]
+    fn the_suspend_flag_is_in_run_policy_and_there_is_no_start_mark() {
+        let w = pytorchjob();
+        let dirs = writer::sketch::directives("ns.pytorchjob-bert", &[], &[]);
+        let sketch = |step: Step| {
+            w.writes(&step, &dirs)
+                .expect("writes")
+                .iter()
+                .map(writer::sketch::of)
+                .collect::<Vec<_>>()
+        };
+        let at = "pytorchjobs ns/bert".to_string();
+        assert_eq!(
+            sketch(Step::Suspend),
+            [(
+                "suspend PyTorchJob",
+                at.clone(),
+                "patch",
+                json!({"metadata": {"annotations": {crate::controller::base::objects::STOPPING_ANNOTATION: "true"}},
+                    "spec": {"runPolicy": {"suspend": true}}})
+            )]
+        );
+        assert_eq!(
+            sketch(Step::Unsuspend),
+            [(
+                "unsuspend PyTorchJob",
+                at.clone(),
+                "patch",
+                json!({"spec": {"runPolicy": {"suspend": false}}})
+            )]
+        );
+        assert!(sketch(Step::ClearStartTime).is_empty());
+        // a restore and a pin replace the latest object, read first
+        for (step, action) in [
+            (Step::Restore, "restore PyTorchJob templates"),
+            (Step::Pin(Default::default()), "pin PyTorchJob"),
+        ] {
+            assert_eq!(
+                sketch(step),
+                [(action, at.clone(), "replace-latest", Value::Null)]
+            );
+        }
+    }
+
+    #[test]
+    fn a_pin_and_a_restore_are_made_of_the_latest_object() {
+        let w = pytorchjob();
+        // the operator wrote the object since it was observed
+        let mut latest = serde_json::to_value(&*w.0).expect("json");
+        latest["metadata"]["resourceVersion"] = json!("9");
+        latest["status"] =
+            json!({"conditions": [{"type": "Suspended", "status": "True"}], "replicaStatuses": {}});
+        let latest_obj: DynamicObject = serde_json::from_value(latest.clone()).expect("object");
+        let pins = writer::sketch::pins(&[("master", &["c1"]), ("worker", &["g1", "g2"])]);
+        let dirs = writer::sketch::directives("ns.pytorchjob-bert", &["g1"], &[]);
+        let mut pin = w.writes(&Step::Pin(pins), &dirs).expect("writes");
+        let pinned = writer::sketch::revise(pin.remove(0), &latest_obj).expect("pinned");
+        let mut expected = latest.clone();
+        let annotations = &pinned["metadata"]["annotations"];
+        let record: Value = serde_json::from_str(
+            annotations["muster.dev/original-template"]
+                .as_str()
+                .expect("record"),
+        )
+        .expect("json");
+        assert_eq!(
+            record,
+            json!({"master": latest["spec"]["pytorchReplicaSpecs"]["Master"]["template"],
+                "worker": latest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]})
+        );
+        expected["metadata"]["annotations"] = json!({
+            "muster.dev/admitted-nodes": "master=c1;worker=g1,g2",
+            "muster.dev/original-template": annotations["muster.dev/original-template"],
+        });
+        let node = |n: &str| json!({"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]});
+        let affinity = |nodes: &[&str]| {
+            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": nodes.iter().map(|n| node(n)).collect::<Vec<_>>()}}})
+        };
+        let specs = &mut expected["spec"]["pytorchReplicaSpecs"];
+        let master = &mut specs["Master"]["template"]["spec"];
+        master["nodeSelector"] = json!({"muster.dev/gang": "ns.pytorchjob-bert"});
+        master["affinity"] = affinity(&["c1"]);
+        master["tolerations"] = json!([]);
+        let worker = &mut specs["Worker"]["template"]["spec"];
+        worker["nodeSelector"] = json!({"muster.dev/gang": "ns.pytorchjob-bert"});
+        worker["affinity"] = affinity(&["g1", "g2"]);
+        worker["tolerations"] = json!([writer::sketch::toleration()]);
+        assert_eq!(
+            pinned, expected,
+            "the latest object pinned, at its resourceVersion"
+        );
+
+        // the restore: the pinned object, as read, back to the latest as submitted
+        let pinned_obj: DynamicObject = serde_json::from_value(pinned).expect("object");
+        let mut restore = PyTorchJobWorkload(Arc::new(pinned_obj.clone()))
+            .writes(&Step::Restore, &dirs)
+            .expect("writes");
+        let restored = writer::sketch::revise(restore.remove(0), &pinned_obj).expect("restored");
+        latest["metadata"]["annotations"] = json!({});
+        assert_eq!(restored, latest);
+    }
+
+    #[test]
     fn succeeded_or_failed_is_finished() {
         for t in ["Succeeded", "Failed"] {
             let mut obj = (*pytorchjob().0).clone();

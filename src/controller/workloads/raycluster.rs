@@ -362,6 +362,91 @@ mod tests {
     }
 
     #[test]
+    fn a_pin_of_fewer_pods_shrinks_the_latest_cluster_and_a_restore_regrows_it() {
+        let w = cluster(true);
+        let dirs = writer::sketch::directives("ns.raycluster-rc", &[], &[("gpu", 4)]);
+        let sketch = |step: Step| {
+            w.writes(&step, &dirs)
+                .expect("writes")
+                .iter()
+                .map(writer::sketch::of)
+                .collect::<Vec<_>>()
+        };
+        let at = "rayclusters ns/rc".to_string();
+        assert_eq!(
+            sketch(Step::Suspend)[0],
+            (
+                "suspend RayCluster",
+                at.clone(),
+                "patch",
+                json!({"metadata": {"annotations": {"muster.dev/stopping": "true"}}, "spec": {"suspend": true}})
+            )
+        );
+        assert_eq!(
+            sketch(Step::Unsuspend)[0],
+            (
+                "unsuspend RayCluster",
+                at.clone(),
+                "patch",
+                json!({"spec": {"suspend": false}})
+            )
+        );
+        assert!(sketch(Step::ClearStartTime).is_empty());
+        assert_eq!(
+            sketch(Step::Restore)[0],
+            (
+                "restore RayCluster templates",
+                at.clone(),
+                "replace-latest",
+                Value::Null
+            )
+        );
+        let pins = writer::sketch::pins(&[("head", &["c1"]), ("gpu", &["g1", "g2"])]);
+        let mut pin = w.writes(&Step::Pin(pins), &dirs).expect("writes");
+        assert_eq!(
+            writer::sketch::of(&pin[0]),
+            ("pin RayCluster", at, "replace-latest", Value::Null)
+        );
+        let mut latest = (*w.0).clone();
+        latest.metadata.resource_version = Some("4".into());
+        let pinned = writer::sketch::revise(pin.remove(0), &latest).expect("pinned");
+        assert_eq!(pinned["metadata"]["resourceVersion"], "4");
+        // 4 pods of 2 hosts: 2 replicas, the 6 submitted recorded
+        assert_eq!(pinned["spec"]["workerGroupSpecs"][0]["replicas"], 2);
+        assert_eq!(
+            pinned["metadata"]["annotations"][ORIGINAL_SIZES_ANNOTATION],
+            "{\"gpu\":6}"
+        );
+        assert_eq!(
+            pinned["metadata"]["annotations"]["muster.dev/admitted-nodes"],
+            "gpu=g1,g2;head=c1"
+        );
+        let gpu = &pinned["spec"]["workerGroupSpecs"][0]["template"]["spec"];
+        assert_eq!(
+            gpu["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+                [1]["matchFields"][0]["values"],
+            json!(["g2"])
+        );
+        // a group admitted nowhere is pinned to nowhere: its own node label
+        assert_eq!(
+            pinned["spec"]["workerGroupSpecs"][1]["template"]["spec"]["nodeSelector"],
+            json!({"muster.dev/gang": "ns.raycluster-rc", "pod-set.muster.dev/cpu": "ns.raycluster-rc"})
+        );
+
+        let pinned: DynamicObject = serde_json::from_value(pinned).expect("object");
+        let mut restore = RayClusterWorkload(Arc::new(pinned.clone()))
+            .writes(&Step::Restore, &dirs)
+            .expect("writes");
+        let restored = writer::sketch::revise(restore.remove(0), &pinned).expect("restored");
+        let mut expected = serde_json::to_value(&latest).expect("json");
+        expected["metadata"]["annotations"] = json!({});
+        assert_eq!(
+            restored, expected,
+            "as submitted: replicas 6, templates unpinned"
+        );
+    }
+
+    #[test]
     fn a_rayjob_cluster_is_the_rayjobs() {
         let mut obj = (*cluster(false).0).clone();
         obj.metadata.owner_references = Some(vec![OwnerReference {

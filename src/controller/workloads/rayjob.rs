@@ -243,6 +243,64 @@ mod tests {
     }
 
     #[test]
+    fn a_pin_writes_the_default_submitter_labelled_and_a_restore_takes_it_out() {
+        let w = rayjob(None);
+        let dirs = writer::sketch::directives("ns.rayjob-rj", &[], &[]);
+        let pins =
+            writer::sketch::pins(&[("head", &["c1"]), ("gpu", &["g1"]), ("submitter", &["c1"])]);
+        let mut pin = w.writes(&Step::Pin(pins), &dirs).expect("writes");
+        assert_eq!(
+            writer::sketch::of(&pin[0]),
+            (
+                "pin RayJob",
+                "rayjobs ns/rj".to_string(),
+                "replace-latest",
+                Value::Null
+            )
+        );
+        let pinned = writer::sketch::revise(pin.remove(0), &w.0).expect("pinned");
+        let submitter = &pinned["spec"]["submitterPodTemplate"];
+        assert_eq!(
+            submitter["spec"]["containers"][0]["name"],
+            "ray-job-submitter"
+        );
+        assert_eq!(submitter["spec"]["containers"][0]["image"], "ray:2");
+        // every template names the gang: KubeRay names the cluster's pods
+        // after a generated cluster
+        for t in [
+            submitter,
+            &pinned["spec"]["rayClusterSpec"]["headGroupSpec"]["template"],
+            &pinned["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"],
+        ] {
+            assert_eq!(
+                t["metadata"]["labels"][templated::WORKLOAD_LABEL],
+                "rayjob-rj"
+            );
+        }
+        // the record keeps the submitter as submitted: none
+        let record: Value = serde_json::from_str(
+            pinned["metadata"]["annotations"]["muster.dev/original-template"]
+                .as_str()
+                .expect("record"),
+        )
+        .expect("json");
+        assert_eq!(record["submitter"], json!({}));
+
+        let pinned: DynamicObject = serde_json::from_value(pinned).expect("object");
+        let mut restore = RayJobWorkload(Arc::new(pinned.clone()))
+            .writes(&Step::Restore, &dirs)
+            .expect("writes");
+        assert_eq!(
+            writer::sketch::of(&restore[0]).0,
+            "restore RayJob templates"
+        );
+        let restored = writer::sketch::revise(restore.remove(0), &pinned).expect("restored");
+        let mut expected = serde_json::to_value(&*w.0).expect("json");
+        expected["metadata"]["annotations"] = json!({});
+        assert_eq!(restored, expected, "no submitter template, as submitted");
+    }
+
+    #[test]
     fn complete_or_failed_is_finished() {
         for (status, finished) in [
             ("Complete", true),

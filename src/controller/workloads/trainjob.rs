@@ -535,6 +535,102 @@ mod tests {
     }
 
     #[test]
+    fn a_pin_is_musters_runtime_patch_on_the_latest_trainjob() {
+        let team = json!({"manager": "team", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+            {"name": "node", "template": {"spec": {"template": {"spec": {"nodeSelector": {"zone": "a"}}}}}}]}}}});
+        let w = trainjob(json!({"runtimePatches": [team.clone()]}));
+        let dirs = writer::sketch::directives("ns.trainjob-llm", &["g1"], &[]);
+        let sketch = |step: Step| {
+            w.writes(&step, &dirs)
+                .expect("writes")
+                .iter()
+                .map(writer::sketch::of)
+                .collect::<Vec<_>>()
+        };
+        let at = "trainjobs ns/llm".to_string();
+        assert_eq!(
+            sketch(Step::Suspend)[0],
+            (
+                "suspend TrainJob",
+                at.clone(),
+                "patch",
+                json!({"metadata": {"annotations": {STOPPING_ANNOTATION: "true"}}, "spec": {"suspend": true}})
+            )
+        );
+        assert_eq!(
+            sketch(Step::Unsuspend)[0],
+            (
+                "unsuspend TrainJob",
+                at.clone(),
+                "patch",
+                json!({"spec": {"suspend": false}})
+            )
+        );
+        assert!(sketch(Step::ClearStartTime).is_empty());
+        let pins = writer::sketch::pins(&[("node", &["g1", "g2"])]);
+        let mut pin = w.writes(&Step::Pin(pins), &dirs).expect("writes");
+        assert_eq!(
+            writer::sketch::of(&pin[0]),
+            ("pin TrainJob", at, "replace-latest", Value::Null)
+        );
+        // the latest has an older patch of muster's and the stopping mark
+        let mut latest = (*w.job).clone();
+        latest.metadata.resource_version = Some("6".into());
+        latest.metadata.annotations =
+            Some([(STOPPING_ANNOTATION.to_string(), "true".to_string())].into());
+        latest.data["spec"]["runtimePatches"] =
+            json!([team, {"manager": PATCH_MANAGER, "old": true}]);
+        let pinned = writer::sketch::revise(pin.remove(0), &latest).expect("pinned");
+        let label = |set: &str| json!({"muster.dev/gang": "ns.trainjob-llm", format!("pod-set.muster.dev/{set}"): "ns.trainjob-llm"});
+        let ours = json!({"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+            {"name": "dataset-initializer", "template": {"spec": {"template": {
+                "metadata": {"labels": {WORKLOAD_LABEL: "trainjob-llm"}},
+                "spec": {"nodeSelector": label("dataset-initializer"), "tolerations": []}}}}},
+            {"name": "node", "template": {"spec": {"template": {
+                "metadata": {"labels": {WORKLOAD_LABEL: "trainjob-llm"}},
+                "spec": {"nodeSelector": {"muster.dev/gang": "ns.trainjob-llm", "pod-set.muster.dev/node": "ns.trainjob-llm", "zone": "a"},
+                    "tolerations": [writer::sketch::toleration()]}}}}}]}}}});
+        let mut expected = serde_json::to_value(&latest).expect("json");
+        expected["spec"]["runtimePatches"][1] = ours;
+        expected["metadata"]["annotations"] = json!({ADMITTED_NODES_ANNOTATION: "g1,g2"});
+        assert_eq!(pinned, expected);
+    }
+
+    #[test]
+    fn a_restore_waits_for_the_jobs_pods_then_takes_musters_patch_out() {
+        let team = json!({"manager": "team"});
+        let w = trainjob(json!({"runtimePatches": [team.clone(), {"manager": PATCH_MANAGER}]}));
+        let restore = || {
+            let mut writes = w
+                .writes(&Step::Restore, &writer::sketch::directives("g", &[], &[]))
+                .expect("writes");
+            assert_eq!(writes.len(), 1);
+            assert_eq!(writer::sketch::of(&writes[0]).0, "restore TrainJob");
+            writes.remove(0)
+        };
+        let mut latest = (*w.job).clone();
+        latest.metadata.annotations = Some(
+            [
+                (ADMITTED_NODES_ANNOTATION.to_string(), "g1".to_string()),
+                (STOPPING_ANNOTATION.to_string(), "true".to_string()),
+            ]
+            .into(),
+        );
+        latest.data["status"] = json!({"jobsStatus": [{"name": "node", "active": 2}]});
+        assert_eq!(
+            writer::sketch::revise(restore(), &latest),
+            None,
+            "nothing written while a job has active pods"
+        );
+        latest.data["status"] = json!({"jobsStatus": [{"name": "node", "active": 0}]});
+        let restored = writer::sketch::revise(restore(), &latest).expect("restored");
+        let mut expected = serde_json::to_value(&latest).expect("json");
+        expected["spec"]["runtimePatches"] = json!([team]);
+        expected["metadata"]["annotations"] = json!({});
+        assert_eq!(restored, expected);
+    }
+
+    #[test]
     fn missing_runtime_is_a_shape_error_and_active_jobs_count() {
         let mut w = trainjob(json!({}));
         w.runtime = None;

@@ -292,6 +292,42 @@ pub(crate) mod sketch {
         (w.action, at, verb, body)
     }
 
+    /// Directives for the gang labelled `gang`, each node of `tainted`
+    /// carrying the taint `gpu=true:NoSchedule`, `counts` pods admitted by
+    /// pod set.
+    pub(crate) fn directives(gang: &str, tainted: &[&str], counts: &[(&str, u32)]) -> Directives {
+        let taint = muster_planner::Taint {
+            key: "gpu".into(),
+            value: "true".into(),
+            effect: muster_planner::TaintEffect::NoSchedule,
+        };
+        Directives {
+            gang_label: gang.to_string(),
+            taints: tainted
+                .iter()
+                .map(|n| (n.to_string(), vec![taint.clone()]))
+                .collect(),
+            counts: counts.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        }
+    }
+
+    /// The toleration of the taint [`directives`] puts on its nodes.
+    pub(crate) fn toleration() -> Value {
+        serde_json::json!({"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+    }
+
+    /// Pins of each pod set to its nodes.
+    pub(crate) fn pins(sets: &[(&str, &[&str])]) -> muster_planner::lifecycle::workload::Pins {
+        sets.iter()
+            .map(|(set, nodes)| {
+                (
+                    set.to_string(),
+                    nodes.iter().map(|n| n.to_string()).collect(),
+                )
+            })
+            .collect()
+    }
+
     /// The object a replace of the latest object makes of `latest`
     /// (`None`: nothing written).
     pub(crate) fn revise(w: Write, latest: &DynamicObject) -> Option<Value> {
