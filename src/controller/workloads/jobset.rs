@@ -255,7 +255,7 @@ impl Suspendable for JobSetWorkload {
         }
         Ok(Write {
             target: self.target(),
-            change: Change::Replace(next),
+            change: Change::Replace(Box::new(next)),
             action: ACTIONS.restore,
         })
     }
@@ -278,7 +278,7 @@ impl Suspendable for JobSetWorkload {
         a.remove(STOPPING_ANNOTATION);
         Ok(Write {
             target: self.target(),
-            change: Change::Replace(next),
+            change: Change::Replace(Box::new(next)),
             action: ACTIONS.pin,
         })
     }

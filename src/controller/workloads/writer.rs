@@ -82,7 +82,7 @@ pub(crate) enum Change {
     PatchStatus(Value),
     /// The object replaced by this one, guarded by the resourceVersion it
     /// carries.
-    Replace(DynamicObject),
+    Replace(Box<DynamicObject>),
     /// The object read (a 404 is an error), then replaced by what the
     /// [`Revise`] makes of it, guarded by the resourceVersion read: for
     /// kinds whose controller writes them as they stop, so that the object
@@ -172,9 +172,10 @@ pub(crate) fn last_typed<K: DeserializeOwned>(stored: Vec<Stored>) -> Result<Opt
 
 /// A built-in object (`what` names it for the error) as the dynamic object
 /// a [`Change::Replace`] sends: the same JSON.
-pub(crate) fn dynamic<K: Serialize>(obj: &K, what: &str) -> Result<DynamicObject, ActError> {
+pub(crate) fn dynamic<K: Serialize>(obj: &K, what: &str) -> Result<Box<DynamicObject>, ActError> {
     serde_json::to_value(obj)
         .and_then(serde_json::from_value)
+        .map(Box::new)
         .map_err(|e| ActError::Missing(format!("{what}: {e}")))
 }
 
@@ -466,7 +467,7 @@ mod tests {
         carry_out(&client, write(Change::PatchStatus(status.clone())))
             .await
             .expect("status");
-        carry_out(&client, write(Change::Replace(dynamic(job("1")))))
+        carry_out(&client, write(Change::Replace(Box::new(dynamic(job("1"))))))
             .await
             .expect("replace");
         assert_eq!(
@@ -560,7 +561,7 @@ mod tests {
     #[tokio::test]
     async fn errors_carry_the_action_of_the_write_and_stop_before_the_replace() {
         let (server, client) = Server::answering(vec![status(409, "Conflict")]);
-        let err = carry_out(&client, write(Change::Replace(dynamic(job("1")))))
+        let err = carry_out(&client, write(Change::Replace(Box::new(dynamic(job("1"))))))
             .await
             .expect_err("conflict");
         assert!(err.is_conflict(), "{err}");
