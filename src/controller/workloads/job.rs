@@ -423,12 +423,7 @@ mod tests {
     fn suspend_clear_and_unsuspend_are_patches_of_the_job_and_its_status() {
         let w = JobWorkload(Arc::new(job(submitted())));
         let dirs = directives(&[]);
-        let sketch = |step: Step| {
-            writes(&w, &step, &dirs)
-                .iter()
-                .map(writer::sketch::of)
-                .collect::<Vec<_>>()
-        };
+        let sketch = |step: Step| writer::sketch::writes(&w, step, &dirs);
         let at = "jobs ns/j".to_string();
         assert_eq!(
             sketch(Step::Suspend),

@@ -383,13 +383,7 @@ mod tests {
     fn suspend_and_unsuspend_patch_the_flag_and_there_is_no_start_mark() {
         let js = jobset(at_version("3"));
         let dirs = writer::sketch::directives("ns.jobset-train", &[], &[]);
-        let sketch = |step: Step| {
-            js.writes(&step, &dirs)
-                .expect("writes")
-                .iter()
-                .map(writer::sketch::of)
-                .collect::<Vec<_>>()
-        };
+        let sketch = |step: Step| writer::sketch::writes(&js, step, &dirs);
         let at = "jobsets ns/train".to_string();
         assert_eq!(
             sketch(Step::Suspend),

@@ -399,6 +399,7 @@ impl Workload for PodGroup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::workloads::writer;
     use serde_json::json;
 
     fn pod(name: &str, gated: bool, extra: serde_json::Value) -> Arc<CachedPod> {
@@ -459,17 +460,9 @@ mod tests {
         g.remove(0)
     }
 
-    fn sketch(
-        g: &PodGroup,
-        step: Step,
-    ) -> Vec<(&'static str, String, &'static str, serde_json::Value)> {
-        let dirs =
-            crate::controller::workloads::writer::sketch::directives("ns.podgroup-g", &["n1"], &[]);
-        g.writes(&step, &dirs)
-            .expect("writes")
-            .iter()
-            .map(crate::controller::workloads::writer::sketch::of)
-            .collect()
+    fn sketch(g: &PodGroup, step: Step) -> Vec<writer::sketch::Sketch> {
+        let dirs = writer::sketch::directives("ns.podgroup-g", &["n1"], &[]);
+        writer::sketch::writes(g, step, &dirs)
     }
 
     #[test]
@@ -505,8 +498,8 @@ mod tests {
             "metadata": {"annotations": {ADMITTED_NODES_ANNOTATION: "n1"}},
             "spec": {"nodeSelector": {GANG_LABEL: "ns.podgroup-g", "pod-set.muster.dev/main": "ns.podgroup-g"},
                 "tolerations": [{"key": "a", "operator": "Exists"},
-                    crate::controller::workloads::writer::sketch::toleration()]}});
-        let pins = crate::controller::workloads::writer::sketch::pins(&[(POD_SET, &["n1"])]);
+                    writer::sketch::toleration()]}});
+        let pins = writer::sketch::pins(&[(POD_SET, &["n1"])]);
         // p1 carries a pin already: only p2 is pinned
         assert_eq!(
             sketch(&g, Step::Pin(pins)),

@@ -224,13 +224,7 @@ mod tests {
     fn the_suspend_flag_is_in_run_policy_and_there_is_no_start_mark() {
         let w = pytorchjob();
         let dirs = writer::sketch::directives("ns.pytorchjob-bert", &[], &[]);
-        let sketch = |step: Step| {
-            w.writes(&step, &dirs)
-                .expect("writes")
-                .iter()
-                .map(writer::sketch::of)
-                .collect::<Vec<_>>()
-        };
+        let sketch = |step: Step| writer::sketch::writes(&w, step, &dirs);
         let at = "pytorchjobs ns/bert".to_string();
         assert_eq!(
             sketch(Step::Suspend),

@@ -365,13 +365,7 @@ mod tests {
     fn a_pin_of_fewer_pods_shrinks_the_latest_cluster_and_a_restore_regrows_it() {
         let w = cluster(true);
         let dirs = writer::sketch::directives("ns.raycluster-rc", &[], &[("gpu", 4)]);
-        let sketch = |step: Step| {
-            w.writes(&step, &dirs)
-                .expect("writes")
-                .iter()
-                .map(writer::sketch::of)
-                .collect::<Vec<_>>()
-        };
+        let sketch = |step: Step| writer::sketch::writes(&w, step, &dirs);
         let at = "rayclusters ns/rc".to_string();
         assert_eq!(
             sketch(Step::Suspend)[0],

@@ -540,13 +540,7 @@ mod tests {
             {"name": "node", "template": {"spec": {"template": {"spec": {"nodeSelector": {"zone": "a"}}}}}}]}}}});
         let w = trainjob(json!({"runtimePatches": [team.clone()]}));
         let dirs = writer::sketch::directives("ns.trainjob-llm", &["g1"], &[]);
-        let sketch = |step: Step| {
-            w.writes(&step, &dirs)
-                .expect("writes")
-                .iter()
-                .map(writer::sketch::of)
-                .collect::<Vec<_>>()
-        };
+        let sketch = |step: Step| writer::sketch::writes(&w, step, &dirs);
         let at = "trainjobs ns/llm".to_string();
         assert_eq!(
             sketch(Step::Suspend)[0],

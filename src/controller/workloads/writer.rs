@@ -275,12 +275,23 @@ async fn carry_out(client: &kube::Client, w: Write) -> Result<Stored, ActError> 
 pub(crate) mod sketch {
     use super::*;
 
-    /// A write as `(action, "<plural> <namespace>/<name>", verb, body)`:
-    /// the verb `patch`, `patch-status`, `replace`, `replace-latest` or
-    /// `delete`; the body the patch, the object replaced, or the delete's
-    /// UID precondition (`null` for a replace of the latest object, see
-    /// [`revise`]).
-    pub(crate) fn of(w: &Write) -> (&'static str, String, &'static str, Value) {
+    /// A write as `(action, "<plural> <namespace>/<name>", verb, body)`.
+    pub(crate) type Sketch = (&'static str, String, &'static str, Value);
+
+    /// The writes `step` asks of `w`, sketched (see [`of`]).
+    pub(crate) fn writes(w: &dyn Workload, step: Step, directives: &Directives) -> Vec<Sketch> {
+        w.writes(&step, directives)
+            .expect("writes")
+            .iter()
+            .map(of)
+            .collect()
+    }
+
+    /// A write sketched: the verb `patch`, `patch-status`, `replace`,
+    /// `replace-latest` or `delete`; the body the patch, the object
+    /// replaced, or the delete's UID precondition (`null` for a replace of
+    /// the latest object, see [`revise`]).
+    pub(crate) fn of(w: &Write) -> Sketch {
         let t = &w.target;
         let at = format!("{} {}/{}", t.resource.plural, t.namespace, t.name);
         let (verb, body) = match &w.change {
