@@ -133,7 +133,8 @@ pub(crate) struct Stored {
 
 impl Stored {
     /// The object as a built-in kind (a Job, a Pod): an answer that does not
-    /// decode as one is the call's error, as the typed API's is.
+    /// decode as one is the call's error, as the typed API's is (though, for
+    /// the pods of a group, found once every pod is written).
     pub(crate) fn typed<K: DeserializeOwned>(self) -> Result<Option<K>, ActError> {
         let Some(obj) = self.object else {
             return Ok(None);
