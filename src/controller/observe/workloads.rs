@@ -16,7 +16,7 @@ use crate::controller::workloads::{
 /// Every workload of the enabled kinds that asks for a queue, not being
 /// deleted. Jobs created by another workload kind (a JobSet's child Jobs)
 /// are that workload's, not workloads of their own.
-pub fn all(observed: &Observed) -> Vec<Box<dyn Workload>> {
+pub(crate) fn all(observed: &Observed) -> Vec<Box<dyn Workload>> {
     let mut out: Vec<Box<dyn Workload>> = Vec::new();
     if observed.kinds.contains(&WorkloadKind::Job) {
         for j in &observed.jobs {
@@ -90,7 +90,7 @@ pub fn all(observed: &Observed) -> Vec<Box<dyn Workload>> {
 /// The workload whose Gang is `namespace/gang`, looked up by the Gang's
 /// name (a Job of that name, a JobSet or pod group its prefix names)
 /// rather than by listing every workload.
-pub fn find(observed: &Observed, namespace: &str, gang: &str) -> Option<Box<dyn Workload>> {
+pub(crate) fn find(observed: &Observed, namespace: &str, gang: &str) -> Option<Box<dyn Workload>> {
     let wanted = |w: &dyn Workload| {
         w.namespace() == namespace && w.gang_name() == gang && w.queue().is_some() && !w.deleting()
     };
@@ -159,7 +159,7 @@ pub fn find(observed: &Observed, namespace: &str, gang: &str) -> Option<Box<dyn 
 }
 
 /// The pods of a workload that have not finished.
-pub fn live_pods<'a>(observed: &'a Observed, w: &dyn Workload) -> Vec<&'a Arc<CachedPod>> {
+pub(crate) fn live_pods<'a>(observed: &'a Observed, w: &dyn Workload) -> Vec<&'a Arc<CachedPod>> {
     let key = (w.namespace(), w.gang_name());
     observed
         .pods

@@ -12,16 +12,17 @@ use std::sync::Arc;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, Patch, PostParams};
 use kube::{Resource, ResourceExt};
-use muster_planner::lifecycle::workload::{Observed, Step};
+use muster_planner::lifecycle::workload::{Observed, Pins, Step};
 
-use crate::controller::base::api::{ActError, params};
+use crate::controller::base::api::ActError;
 use crate::controller::base::objects::{
     ADMITTED_NODES_ANNOTATION, MIN_COUNT_ANNOTATION, ORIGINAL_PARALLELISM_ANNOTATION,
     ORIGINAL_TEMPLATE_ANNOTATION, STOPPING_ANNOTATION,
 };
+use crate::controller::workloads::suspendable::{self, Actions, Suspendable};
 use crate::controller::workloads::template::{self, PinStyle, decode_pins, encode_pins};
+use crate::controller::workloads::writer::{self, Change, Stored, Target, Write};
 use crate::controller::workloads::{
     Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
@@ -143,7 +144,6 @@ pub fn submitted_template(job: &Job) -> PodTemplateSpec {
         .unwrap_or(current)
 }
 
-#[async_trait::async_trait]
 impl Workload for JobWorkload {
     fn kind(&self) -> WorkloadKind {
         WorkloadKind::Job
@@ -179,117 +179,122 @@ impl Workload for JobWorkload {
         self.0.status.as_ref().and_then(|s| s.active).unwrap_or(0) > 0
     }
 
-    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let jobs: Api<Job> = Api::namespaced(client.clone(), &self.namespace());
-        let job = jobs
-            .get_opt(&self.0.name_any())
-            .await
-            .map_err(ActError::api("read Job"))?;
-        Ok(job.map(|j| Box::new(JobWorkload(Arc::new(j))) as Box<dyn Workload>))
+    fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
+        suspendable::writes(self, step, directives)
     }
 
-    async fn write(
-        &self,
-        client: &kube::Client,
-        step: &Step,
-        directives: &Directives,
-    ) -> Result<Box<dyn Workload>, ActError> {
+    fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
+        let job = writer::last_typed::<Job>(stored)?;
+        Ok(Box::new(job.map_or_else(
+            || self.clone(),
+            |j| JobWorkload(Arc::new(j)),
+        )))
+    }
+
+    fn reread_from(&self) -> Option<(Target, &'static str)> {
+        Some((self.target(), "read Job"))
+    }
+}
+
+/// The names of a Job's writes.
+const ACTIONS: Actions = Actions {
+    suspend: "suspend Job",
+    restore: "restore Job template",
+    pin: "pin Job",
+    unsuspend: "unsuspend Job",
+};
+
+/// A Job's writes replace it from the object in memory, guarded by its
+/// resourceVersion (a merge patch cannot take the pins out: maps merge), so
+/// a Job its controller wrote meanwhile is refused with 409 and read again.
+impl Suspendable for JobWorkload {
+    fn target(&self) -> Target {
+        Target::typed::<Job>(&self.namespace(), &self.0.name_any())
+    }
+
+    fn suspend_flag(&self) -> &'static str {
+        "/spec/suspend"
+    }
+
+    fn actions(&self) -> Actions {
+        ACTIONS
+    }
+
+    fn clear_start_time(&self) -> Option<Write> {
+        Some(Write {
+            target: self.target(),
+            change: Change::PatchStatus(serde_json::json!({"status": {"startTime": null}})),
+            action: "clear Job startTime",
+        })
+    }
+
+    fn restore(&self) -> Result<Write, ActError> {
         let job = &self.0;
-        let ns = job.namespace().unwrap_or_default();
+        let mut next = (**job).clone();
+        let (parallelism, completions) = submitted_sizes(job);
+        if let Some(spec) = next.spec.as_mut() {
+            spec.template = submitted_template(job);
+            spec.parallelism = Some(parallelism);
+            spec.completions = completions;
+        }
+        if let Some(a) = next.metadata.annotations.as_mut() {
+            a.remove(ORIGINAL_PARALLELISM_ANNOTATION);
+            a.remove(ORIGINAL_TEMPLATE_ANNOTATION);
+            a.remove(ADMITTED_NODES_ANNOTATION);
+            a.remove(STOPPING_ANNOTATION);
+        }
+        Ok(Write {
+            target: self.target(),
+            change: Change::Replace(writer::dynamic(&next, &format!("Job {}", job.name_any()))?),
+            action: ACTIONS.restore,
+        })
+    }
+
+    fn pin(&self, pins: &Pins, directives: &Directives) -> Result<Write, ActError> {
+        let job = &self.0;
         let name = job.name_any();
-        let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
-        let stored = match step {
-            Step::None => return Ok(Box::new(self.clone())),
-            Step::Suspend => jobs
-                .patch(
-                    &name,
-                    &params(),
-                    &Patch::Merge(serde_json::json!({
-                        "metadata": {"annotations": {STOPPING_ANNOTATION: "true"}},
-                        "spec": {"suspend": true},
-                    })),
-                )
-                .await
-                .map_err(ActError::api("suspend Job"))?,
-            Step::ClearStartTime => jobs
-                .patch_status(
-                    &name,
-                    &params(),
-                    &Patch::Merge(serde_json::json!({"status": {"startTime": null}})),
-                )
-                .await
-                .map_err(ActError::api("clear Job startTime"))?,
-            Step::Restore => {
-                let mut next = (**job).clone();
-                let (parallelism, completions) = submitted_sizes(job);
-                if let Some(spec) = next.spec.as_mut() {
-                    spec.template = submitted_template(job);
-                    spec.parallelism = Some(parallelism);
-                    spec.completions = completions;
-                }
-                if let Some(a) = next.metadata.annotations.as_mut() {
-                    a.remove(ORIGINAL_PARALLELISM_ANNOTATION);
-                    a.remove(ORIGINAL_TEMPLATE_ANNOTATION);
-                    a.remove(ADMITTED_NODES_ANNOTATION);
-                    a.remove(STOPPING_ANNOTATION);
-                }
-                // a merge patch cannot take the pins out (maps merge): the Job is
-                // replaced, guarded by its resourceVersion (409 on a concurrent change)
-                jobs.replace(&name, &PostParams::default(), &next)
-                    .await
-                    .map_err(ActError::api("restore Job template"))?
-            }
-            Step::Pin(pins) => {
-                let submitted = submitted_template(job);
-                let original = serde_json::to_string(&submitted)
-                    .map_err(|e| ActError::Missing(format!("template of Job {name}: {e}")))?;
-                let nodes = pins.values().flatten().cloned().collect();
-                let (parallelism, completions, sizes) =
-                    elastic_sizes(job, directives.counts.get(POD_SET).copied());
-                let mut next = (**job).clone();
-                if let Some(spec) = next.spec.as_mut() {
-                    spec.parallelism = Some(parallelism);
-                    spec.completions = completions;
-                    spec.template = template::pin(
-                        submitted,
-                        POD_SET,
-                        &nodes,
-                        &directives.gang_label,
-                        &directives.taints_of(&nodes),
-                        PinStyle::Affinity,
-                    );
-                }
-                let a = next
-                    .metadata
-                    .annotations
-                    .get_or_insert_with(Default::default);
-                a.insert(ORIGINAL_TEMPLATE_ANNOTATION.to_string(), original);
-                a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
-                match sizes {
-                    Some(rec) => a.insert(ORIGINAL_PARALLELISM_ANNOTATION.to_string(), rec),
-                    None => a.remove(ORIGINAL_PARALLELISM_ANNOTATION),
-                };
-                a.remove(STOPPING_ANNOTATION);
-                jobs.replace(&name, &PostParams::default(), &next)
-                    .await
-                    .map_err(ActError::api("pin Job"))?
-            }
-            Step::Unsuspend => jobs
-                .patch(
-                    &name,
-                    &params(),
-                    &Patch::Merge(serde_json::json!({"spec": {"suspend": false}})),
-                )
-                .await
-                .map_err(ActError::api("unsuspend Job"))?,
+        let submitted = submitted_template(job);
+        let original = serde_json::to_string(&submitted)
+            .map_err(|e| ActError::Missing(format!("template of Job {name}: {e}")))?;
+        let nodes = pins.values().flatten().cloned().collect();
+        let (parallelism, completions, sizes) =
+            elastic_sizes(job, directives.counts.get(POD_SET).copied());
+        let mut next = (**job).clone();
+        if let Some(spec) = next.spec.as_mut() {
+            spec.parallelism = Some(parallelism);
+            spec.completions = completions;
+            spec.template = template::pin(
+                submitted,
+                POD_SET,
+                &nodes,
+                &directives.gang_label,
+                &directives.taints_of(&nodes),
+                PinStyle::Affinity,
+            );
+        }
+        let a = next
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        a.insert(ORIGINAL_TEMPLATE_ANNOTATION.to_string(), original);
+        a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
+        match sizes {
+            Some(rec) => a.insert(ORIGINAL_PARALLELISM_ANNOTATION.to_string(), rec),
+            None => a.remove(ORIGINAL_PARALLELISM_ANNOTATION),
         };
-        Ok(Box::new(JobWorkload(Arc::new(stored))))
+        a.remove(STOPPING_ANNOTATION);
+        Ok(Write {
+            target: self.target(),
+            change: Change::Replace(writer::dynamic(&next, &format!("Job {name}"))?),
+            action: ACTIONS.pin,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::base::objects::GANG_LABEL;
     use serde_json::json;
 
     fn job(body: serde_json::Value) -> Job {
@@ -393,6 +398,129 @@ mod tests {
             JobWorkload(Arc::new(pinned)).pod_sets().expect("sets")[0].count,
             4
         );
+    }
+
+    /// An Indexed Job of 4 pods, elastic down to 2, suspended and marked
+    /// stopping, at resourceVersion 7.
+    fn submitted() -> serde_json::Value {
+        json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns", "resourceVersion": "7",
+                "annotations": {MIN_COUNT_ANNOTATION: "2", STOPPING_ANNOTATION: "true"}},
+            "spec": {"suspend": true, "parallelism": 4, "completions": 4, "completionMode": "Indexed",
+                "template": {"metadata": {"labels": {"app": "x"}},
+                    "spec": {"containers": [{"name": "c"}], "restartPolicy": "Never"}}}})
+    }
+
+    fn directives(counts: &[(&str, u32)]) -> Directives {
+        writer::sketch::directives("ns.j", &["n1"], counts)
+    }
+
+    fn writes(w: &JobWorkload, step: &Step, dirs: &Directives) -> Vec<Write> {
+        w.writes(step, dirs).expect("writes")
+    }
+
+    #[test]
+    fn suspend_clear_and_unsuspend_are_patches_of_the_job_and_its_status() {
+        let w = JobWorkload(Arc::new(job(submitted())));
+        let dirs = directives(&[]);
+        let sketch = |step: Step| writer::sketch::writes(&w, step, &dirs);
+        let at = "jobs ns/j".to_string();
+        assert_eq!(
+            sketch(Step::Suspend),
+            [(
+                "suspend Job",
+                at.clone(),
+                "patch",
+                json!({"metadata": {"annotations": {STOPPING_ANNOTATION: "true"}}, "spec": {"suspend": true}})
+            )]
+        );
+        assert_eq!(
+            sketch(Step::ClearStartTime),
+            [(
+                "clear Job startTime",
+                at.clone(),
+                "patch-status",
+                json!({"status": {"startTime": null}})
+            )]
+        );
+        assert_eq!(
+            sketch(Step::Unsuspend),
+            [(
+                "unsuspend Job",
+                at,
+                "patch",
+                json!({"spec": {"suspend": false}})
+            )]
+        );
+        assert!(sketch(Step::None).is_empty());
+        assert_eq!(
+            w.reread_from().map(|(t, a)| (t.resource.plural, t.name, a)),
+            Some(("jobs".to_string(), "j".to_string(), "read Job"))
+        );
+    }
+
+    #[test]
+    fn a_pin_replaces_the_job_pinned_and_sized_and_a_restore_gives_it_back() {
+        let w = JobWorkload(Arc::new(job(submitted())));
+        let pins = writer::sketch::pins(&[(POD_SET, &["n1", "n2"])]);
+        let pin = writes(&w, &Step::Pin(pins), &directives(&[(POD_SET, 2)]));
+        assert_eq!(pin.len(), 1);
+        let (action, at, verb, body) = writer::sketch::of(&pin[0]);
+        assert_eq!(
+            (action, at.as_str(), verb),
+            ("pin Job", "jobs ns/j", "replace")
+        );
+        let template = submitted()["spec"]["template"].clone();
+        let recorded: serde_json::Value = serde_json::from_str(
+            body["metadata"]["annotations"][ORIGINAL_TEMPLATE_ANNOTATION]
+                .as_str()
+                .expect("record"),
+        )
+        .expect("json");
+        assert_eq!(recorded, template, "the template as submitted");
+        let mut expected = submitted();
+        expected["metadata"]["annotations"] = json!({
+            MIN_COUNT_ANNOTATION: "2",
+            ADMITTED_NODES_ANNOTATION: "n1,n2",
+            ORIGINAL_PARALLELISM_ANNOTATION: "4/4",
+            ORIGINAL_TEMPLATE_ANNOTATION: body["metadata"]["annotations"][ORIGINAL_TEMPLATE_ANNOTATION],
+        });
+        // admitted at 2 of 4 pods: an Indexed Job's sizes move together
+        expected["spec"]["parallelism"] = json!(2);
+        expected["spec"]["completions"] = json!(2);
+        let spec = &mut expected["spec"]["template"]["spec"];
+        spec["nodeSelector"] = json!({GANG_LABEL: "ns.j"});
+        spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}});
+        spec["tolerations"] = json!([writer::sketch::toleration()]);
+        assert_eq!(body, expected, "guarded by resourceVersion 7");
+
+        let pinned = JobWorkload(Arc::new(job(body)));
+        let restore = writes(&pinned, &Step::Restore, &directives(&[]));
+        let (action, _, verb, body) = writer::sketch::of(&restore[0]);
+        assert_eq!((action, verb), ("restore Job template", "replace"));
+        let mut expected = submitted();
+        expected["metadata"]["annotations"] = json!({MIN_COUNT_ANNOTATION: "2"});
+        assert_eq!(body, expected, "as submitted, without muster's records");
+    }
+
+    #[test]
+    fn what_the_server_stored_is_the_job_again() {
+        let w = JobWorkload(Arc::new(job(submitted())));
+        let mut answer = submitted();
+        answer["metadata"]["resourceVersion"] = json!("8");
+        let stored = Stored {
+            name: "j".into(),
+            object: Some(serde_json::from_value(answer).expect("object")),
+            action: "pin Job",
+        };
+        let again = w.stored(vec![stored]).expect("stored");
+        assert_eq!(again.meta().resource_version.as_deref(), Some("8"));
+        // nothing stored: the Job as it was
+        let same = w.stored(Vec::new()).expect("stored");
+        assert_eq!(same.meta().resource_version.as_deref(), Some("7"));
     }
 
     #[test]

@@ -25,16 +25,18 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PostParams};
-use muster_planner::lifecycle::workload::{Observed, Step};
+use kube::api::DynamicObject;
+use muster_planner::lifecycle::workload::{Observed, Pins, Step};
 use serde_json::Value;
 
-use crate::controller::base::api::{ActError, params};
+use crate::controller::base::api::ActError;
 use crate::controller::base::objects::{
     ADMITTED_NODES_ANNOTATION, ORIGINAL_TEMPLATE_ANNOTATION, STOPPING_ANNOTATION,
 };
+use crate::controller::workloads::suspendable::{self, Actions, Suspendable};
 use crate::controller::workloads::template::{self, PinStyle, encode_pins};
 use crate::controller::workloads::templated;
+use crate::controller::workloads::writer::{self, Change, Stored, Target, Write};
 use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
@@ -134,7 +136,6 @@ fn with_templates(
     Ok(next)
 }
 
-#[async_trait::async_trait]
 impl Workload for JobSetWorkload {
     fn kind(&self) -> WorkloadKind {
         WorkloadKind::JobSet
@@ -201,91 +202,85 @@ impl Workload for JobSetWorkload {
         templated::observe(obj, "/spec/suspend", finished, &sole)
     }
 
-    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let obj = templated::read_again(client, KIND, &self.0, "read JobSet").await?;
-        Ok(obj.map(|o| Box::new(JobSetWorkload(Arc::new(o))) as Box<dyn Workload>))
+    fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
+        // no start mark: the JobSet controller clears its child Jobs' own
+        suspendable::writes(self, step, directives)
     }
 
-    async fn write(
-        &self,
-        client: &kube::Client,
-        step: &Step,
-        directives: &Directives,
-    ) -> Result<Box<dyn Workload>, ActError> {
+    fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
+        Ok(writer::rewrap(self, stored, |o| {
+            JobSetWorkload(Arc::new(o))
+        }))
+    }
+
+    fn reread_from(&self) -> Option<(Target, &'static str)> {
+        Some((self.target(), "read JobSet"))
+    }
+}
+
+/// The names of a JobSet's writes.
+const ACTIONS: Actions = Actions {
+    suspend: "suspend JobSet",
+    restore: "restore JobSet templates",
+    pin: "pin JobSet",
+    unsuspend: "unsuspend JobSet",
+};
+
+/// A JobSet is replaced from the object in memory, guarded by its
+/// resourceVersion: when the JobSet controller wrote its status meanwhile
+/// the replace is refused with 409 and the JobSet read again.
+impl Suspendable for JobSetWorkload {
+    fn target(&self) -> Target {
+        Target::custom(KIND, &self.0)
+    }
+
+    fn suspend_flag(&self) -> &'static str {
+        "/spec/suspend"
+    }
+
+    fn actions(&self) -> Actions {
+        ACTIONS
+    }
+
+    fn restore(&self) -> Result<Write, ActError> {
         let obj = &self.0;
-        let ns = obj.namespace().unwrap_or_default();
+        let submitted = submitted_templates(obj).map_err(|e| {
+            ActError::Missing(format!("templates of JobSet {}: {e}", obj.name_any()))
+        })?;
+        let mut next = with_templates(obj, &submitted)?;
+        if let Some(a) = next.metadata.annotations.as_mut() {
+            a.remove(ORIGINAL_TEMPLATE_ANNOTATION);
+            a.remove(ADMITTED_NODES_ANNOTATION);
+            a.remove(STOPPING_ANNOTATION);
+        }
+        Ok(Write {
+            target: self.target(),
+            change: Change::Replace(Box::new(next)),
+            action: ACTIONS.restore,
+        })
+    }
+
+    fn pin(&self, pins: &Pins, directives: &Directives) -> Result<Write, ActError> {
+        let obj = &self.0;
         let name = obj.name_any();
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), &ns, &KIND.api_resource());
-        let stored = match step {
-            // no start mark: the JobSet controller clears its child Jobs' own
-            Step::None | Step::ClearStartTime => return Ok(Box::new(self.clone())),
-            Step::Suspend => api
-                .patch(
-                    &name,
-                    &params(),
-                    &Patch::Merge(serde_json::json!({
-                        "metadata": {"annotations": {STOPPING_ANNOTATION: "true"}},
-                        "spec": {"suspend": true},
-                    })),
-                )
-                .await
-                .map_err(ActError::api("suspend JobSet"))?,
-            Step::Restore => {
-                let submitted = submitted_templates(obj)
-                    .map_err(|e| ActError::Missing(format!("templates of JobSet {name}: {e}")))?;
-                let mut next = with_templates(obj, &submitted)?;
-                if let Some(a) = next.metadata.annotations.as_mut() {
-                    a.remove(ORIGINAL_TEMPLATE_ANNOTATION);
-                    a.remove(ADMITTED_NODES_ANNOTATION);
-                    a.remove(STOPPING_ANNOTATION);
-                }
-                api.replace(&name, &PostParams::default(), &next)
-                    .await
-                    .map_err(ActError::api("restore JobSet templates"))?
-            }
-            Step::Pin(pins) => {
-                let submitted = submitted_templates(obj)
-                    .map_err(|e| ActError::Missing(format!("templates of JobSet {name}: {e}")))?;
-                let original = serde_json::to_string(&submitted)
-                    .map_err(|e| ActError::Missing(format!("templates of JobSet {name}: {e}")))?;
-                let pinned: BTreeMap<String, PodTemplateSpec> = submitted
-                    .iter()
-                    .map(|(set, t)| {
-                        let nodes = pins.get(set).cloned().unwrap_or_default();
-                        let t = template::pin(
-                            t.clone(),
-                            set,
-                            &nodes,
-                            &directives.gang_label,
-                            &directives.taints_of(&nodes),
-                            PinStyle::NodeSelector,
-                        );
-                        (set.clone(), t)
-                    })
-                    .collect();
-                let mut next = with_templates(obj, &pinned)?;
-                let a = next
-                    .metadata
-                    .annotations
-                    .get_or_insert_with(Default::default);
-                a.insert(ORIGINAL_TEMPLATE_ANNOTATION.to_string(), original);
-                a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
-                a.remove(STOPPING_ANNOTATION);
-                api.replace(&name, &PostParams::default(), &next)
-                    .await
-                    .map_err(ActError::api("pin JobSet"))?
-            }
-            Step::Unsuspend => api
-                .patch(
-                    &name,
-                    &params(),
-                    &Patch::Merge(serde_json::json!({"spec": {"suspend": false}})),
-                )
-                .await
-                .map_err(ActError::api("unsuspend JobSet"))?,
-        };
-        Ok(Box::new(JobSetWorkload(Arc::new(stored))))
+        let submitted = submitted_templates(obj)
+            .map_err(|e| ActError::Missing(format!("templates of JobSet {name}: {e}")))?;
+        let original = serde_json::to_string(&submitted)
+            .map_err(|e| ActError::Missing(format!("templates of JobSet {name}: {e}")))?;
+        let pinned = template::pin_sets(&submitted, pins, directives, PinStyle::NodeSelector);
+        let mut next = with_templates(obj, &pinned)?;
+        let a = next
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        a.insert(ORIGINAL_TEMPLATE_ANNOTATION.to_string(), original);
+        a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
+        a.remove(STOPPING_ANNOTATION);
+        Ok(Write {
+            target: self.target(),
+            change: Change::Replace(Box::new(next)),
+            action: ACTIONS.pin,
+        })
     }
 }
 
@@ -376,6 +371,103 @@ mod tests {
         assert!(driver_selector.get("pod-set.muster.dev/workers").is_none());
         // the record gives back the templates as submitted
         assert_eq!(submitted_templates(&next).expect("record"), submitted);
+    }
+
+    fn at_version(rv: &str) -> Value {
+        let mut v = serde_json::to_value(&*driver_and_workers().0).expect("json");
+        v["metadata"]["resourceVersion"] = json!(rv);
+        v
+    }
+
+    #[test]
+    fn suspend_and_unsuspend_patch_the_flag_and_there_is_no_start_mark() {
+        let js = jobset(at_version("3"));
+        let dirs = writer::sketch::directives("ns.jobset-train", &[], &[]);
+        let sketch = |step: Step| writer::sketch::writes(&js, step, &dirs);
+        let at = "jobsets ns/train".to_string();
+        assert_eq!(
+            sketch(Step::Suspend),
+            [(
+                "suspend JobSet",
+                at.clone(),
+                "patch",
+                json!({"metadata": {"annotations": {STOPPING_ANNOTATION: "true"}}, "spec": {"suspend": true}})
+            )]
+        );
+        assert_eq!(
+            sketch(Step::Unsuspend),
+            [(
+                "unsuspend JobSet",
+                at,
+                "patch",
+                json!({"spec": {"suspend": false}})
+            )]
+        );
+        // the JobSet controller clears its child Jobs' start marks itself
+        assert!(sketch(Step::ClearStartTime).is_empty());
+        assert_eq!(
+            js.reread_from().map(|(t, a)| (t.resource.plural, a)),
+            Some(("jobsets".to_string(), "read JobSet"))
+        );
+    }
+
+    #[test]
+    fn a_pin_replaces_the_jobset_in_memory_by_node_selector_and_a_restore_gives_it_back() {
+        let js = jobset(at_version("3"));
+        let pins = writer::sketch::pins(&[("driver", &["cpu-1"]), ("workers", &["g1", "g2"])]);
+        let dirs = writer::sketch::directives("ns.jobset-train", &["g1"], &[]);
+        let pin = js.writes(&Step::Pin(pins), &dirs).expect("writes");
+        assert_eq!(pin.len(), 1);
+        let (action, at, verb, body) = writer::sketch::of(&pin[0]);
+        assert_eq!(
+            (action, at.as_str(), verb),
+            ("pin JobSet", "jobsets ns/train", "replace")
+        );
+        let mut expected = at_version("3");
+        let record: BTreeMap<String, Value> = serde_json::from_str(
+            body["metadata"]["annotations"][ORIGINAL_TEMPLATE_ANNOTATION]
+                .as_str()
+                .expect("record"),
+        )
+        .expect("json");
+        let submitted = |i: usize| {
+            expected["spec"]["replicatedJobs"][i]["template"]["spec"]["template"].clone()
+        };
+        assert_eq!(
+            record,
+            [
+                ("driver".to_string(), submitted(0)),
+                ("workers".to_string(), submitted(1))
+            ]
+            .into()
+        );
+        expected["metadata"]["annotations"] = json!({
+            ADMITTED_NODES_ANNOTATION: "driver=cpu-1;workers=g1,g2",
+            ORIGINAL_TEMPLATE_ANNOTATION: body["metadata"]["annotations"][ORIGINAL_TEMPLATE_ANNOTATION],
+        });
+        // affinity is immutable in a JobSet: the pod set's node label, no
+        // node names; only the workers' nodes are tainted
+        let pod = |e: &mut Value, i: usize, set: &str, tolerations: Value| {
+            let spec = &mut e["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["spec"];
+            spec["nodeSelector"] = json!({"muster.dev/gang": "ns.jobset-train",
+                format!("pod-set.muster.dev/{set}"): "ns.jobset-train"});
+            spec["tolerations"] = tolerations;
+        };
+        pod(&mut expected, 0, "driver", json!([]));
+        pod(
+            &mut expected,
+            1,
+            "workers",
+            json!([writer::sketch::toleration()]),
+        );
+        assert_eq!(body, expected);
+
+        let restore = jobset(body).writes(&Step::Restore, &dirs).expect("writes");
+        let (action, _, verb, body) = writer::sketch::of(&restore[0]);
+        assert_eq!((action, verb), ("restore JobSet templates", "replace"));
+        let mut expected = at_version("3");
+        expected["metadata"]["annotations"] = json!({});
+        assert_eq!(body, expected, "the templates as submitted, from memory");
     }
 
     #[test]

@@ -38,6 +38,7 @@ use crate::controller::base::api::ActError;
 use crate::controller::base::objects::QUEUE_LABEL;
 use crate::controller::workloads::pod::CachedPod;
 use crate::controller::workloads::pod_group::{GROUP_SIZE_ANNOTATION, PodGroup};
+use crate::controller::workloads::writer::{Stored, Write};
 use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
@@ -150,7 +151,6 @@ fn covering_requests(pods: &[Arc<CachedPod>]) -> muster_planner::Resources {
     r
 }
 
-#[async_trait::async_trait]
 impl Workload for LwsGroup {
     fn kind(&self) -> WorkloadKind {
         WorkloadKind::LeaderWorkerSet
@@ -196,16 +196,16 @@ impl Workload for LwsGroup {
         self.group.incomplete()
     }
 
-    async fn write(
-        &self,
-        client: &kube::Client,
-        step: &Step,
-        directives: &Directives,
-    ) -> Result<Box<dyn Workload>, ActError> {
-        // the group's pods are pinned, released and deleted as a pod
-        // group's; what comes back is that group as stored (the same rules,
-        // so the next step is decided alike)
-        self.group.write(client, step, directives).await
+    fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
+        // the group's pods are pinned, released and deleted as a pod group's
+        self.group.writes(step, directives)
+    }
+
+    fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
+        Ok(Box::new(LwsGroup {
+            lws: self.lws.clone(),
+            group: self.group.stored_group(stored)?,
+        }))
     }
 }
 
@@ -263,5 +263,45 @@ mod tests {
         assert_eq!(req.get("nvidia.com/gpu").map(|q| q.0.as_str()), Some("8"));
         assert!(gs[0].observe().suspended);
         assert_eq!(pod_gang_name(&pods[1]).as_deref(), Some("lws-infer-0"));
+    }
+
+    #[test]
+    fn a_group_is_written_as_a_pod_group_and_stays_the_leaderworkersets() {
+        use crate::controller::workloads::writer::{Stored, sketch};
+        let pods = [
+            pod("infer-0", "0", "0"),
+            pod("infer-0-1", "0", "8"),
+            pod("infer-0-2", "0", "8"),
+        ];
+        let g = groups(&lws(), &pods).remove(0);
+        let dirs = sketch::directives("ns.lws-infer-0", &[], &[]);
+        let pins = sketch::pins(&[("main", &["n1"])]);
+        let writes: Vec<_> = g
+            .writes(&Step::Pin(pins), &dirs)
+            .expect("writes")
+            .iter()
+            .map(|w| {
+                let (action, at, verb, _) = sketch::of(w);
+                (action, at, verb)
+            })
+            .collect();
+        assert_eq!(
+            writes,
+            ["infer-0", "infer-0-1", "infer-0-2"].map(|p| (
+                "pin pod of group",
+                format!("pods ns/{p}"),
+                "patch"
+            ))
+        );
+        let gone = Stored {
+            name: "infer-0-2".into(),
+            object: None,
+            action: "delete pod of group",
+        };
+        let again = g.stored(vec![gone]).expect("stored");
+        assert_eq!(again.kind(), WorkloadKind::LeaderWorkerSet);
+        assert_eq!(again.gang_name(), "lws-infer-0");
+        assert_eq!(again.uid().as_deref(), Some("u1"));
+        assert_eq!(again.incomplete().as_deref(), Some("2 of 3 pods exist"));
     }
 }

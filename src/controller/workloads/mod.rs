@@ -15,16 +15,19 @@
 //!   started, stopping, pinned — [`Workload::observe`];
 //! - which pods are its own — [`pod_gang`], by labels and owners alone, so
 //!   the translation can attribute a pod without the object at hand;
-//! - the one write a table step asks for: suspend, clear the start mark,
+//! - the writes a table step asks for — suspend, clear the start mark,
 //!   restore the submitted directives, pin each pod set to its nodes,
-//!   unsuspend — [`Workload::write`], with the ordering the table gives
-//!   (scheduling directives change only while suspended and not started;
-//!   a stop comes before a restore).
+//!   unsuspend — as data computed from the object in memory
+//!   ([`Workload::writes`]), with the ordering the table gives (scheduling
+//!   directives change only while suspended and not started; a stop comes
+//!   before a restore); the one [`writer`] makes the API calls and hands
+//!   what the server stored back ([`Workload::stored`]).
 //!
 //! A kind is one file here ([`job`], [`jobset`], [`pod_group`],
 //! [`trainjob`], [`pytorchjob`], [`raycluster`], [`rayjob`], [`lws`]) plus
-//! one entry in [`WorkloadKind`]; the kinds that keep pod templates in their
-//! own spec share [`templated`]. Kinds are enabled per install
+//! one entry in [`WorkloadKind`]; the kinds held by a suspend flag share
+//! the step's translation ([`suspendable`]), those that keep pod templates
+//! in their own spec share [`templated`]. Kinds are enabled per install
 //! (`--workload-kinds`); a custom kind whose CRD the API server does not
 //! serve is skipped (see [`crate::controller::observe::crd_check`]).
 
@@ -37,9 +40,11 @@ pub mod pytorchjob;
 pub mod raycluster;
 pub mod rayjob;
 pub mod requests;
+pub(crate) mod suspendable;
 pub mod template;
 pub mod templated;
 pub mod trainjob;
+pub(crate) mod writer;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -54,6 +59,7 @@ use muster_planner::lifecycle::workload::{Observed as TableObserved, Rules, Step
 use crate::controller::base::api::ActError;
 pub use crate::controller::base::errors::WorkloadError;
 use crate::controller::workloads::pod::CachedPod;
+use crate::controller::workloads::writer::{Stored, Target, Write};
 
 /// A kind of workload muster can run as a gang.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -316,8 +322,7 @@ impl Directives {
 }
 
 /// One workload object (or group of objects) behind the seam.
-#[async_trait::async_trait]
-pub trait Workload: Send + Sync {
+pub(crate) trait Workload: Send + Sync {
     /// Its kind.
     fn kind(&self) -> WorkloadKind;
     /// Its metadata (a pod group's: the first pod's).
@@ -340,20 +345,21 @@ pub trait Workload: Send + Sync {
     fn incomplete(&self) -> Option<String> {
         None
     }
-    /// The object as the server has it now, read again after a write was
-    /// refused because it changed meanwhile (its controller wrote its
-    /// status); `None` where there is nothing to read again (a pod group is
-    /// written pod by pod, without a version precondition).
-    async fn reread(&self, _client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
-        Ok(None)
+    /// The writes `step` asks of it, in order, computed from the object (or
+    /// objects) in memory alone; [`writer::write`] carries them out.
+    fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError>;
+    /// It again, from what the server stored for its writes (in their
+    /// order) or returned when read again: itself, unchanged, when nothing
+    /// was stored.
+    fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError>;
+    /// The object read again after a write was refused because it changed
+    /// meanwhile (its controller wrote its status), and the action naming
+    /// the read ([`writer::reread`]); `None` where there is nothing to read
+    /// again (a pod group is written pod by pod, without a version
+    /// precondition).
+    fn reread_from(&self) -> Option<(Target, &'static str)> {
+        None
     }
-    /// Carries out one step; returns the workload as the server stored it.
-    async fn write(
-        &self,
-        client: &kube::Client,
-        step: &Step,
-        directives: &Directives,
-    ) -> Result<Box<dyn Workload>, ActError>;
 
     /// Its namespace.
     fn namespace(&self) -> String {

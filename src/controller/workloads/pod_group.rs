@@ -27,13 +27,13 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, Preconditions};
 use muster_planner::lifecycle::workload::{Observed, Step};
 
-use crate::controller::base::api::{ActError, is_not_found, params};
+use crate::controller::base::api::ActError;
 use crate::controller::base::objects::{ADMITTED_NODES_ANNOTATION, GANG_LABEL, QUEUE_LABEL};
 use crate::controller::workloads::pod::CachedPod;
 use crate::controller::workloads::template::{decode_pins, encode_pins, pod_set_label};
+use crate::controller::workloads::writer::{Change, Stored, Target, Write};
 use crate::controller::workloads::{
     Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
@@ -59,6 +59,11 @@ pub const POD_SET: &str = "main";
 /// True when the pod is held by muster's scheduling gate.
 pub fn gated(pod: &CachedPod) -> bool {
     pod.gated.is_some()
+}
+
+/// True when the pod carries the record of a pin.
+fn pin_recorded(pod: &CachedPod) -> bool {
+    pod.annotations().contains_key(ADMITTED_NODES_ANNOTATION)
 }
 
 /// One pod group: its pods (not finished ones and finished ones alike),
@@ -115,6 +120,29 @@ impl PodGroup {
     /// Its pods.
     pub(crate) fn pods(&self) -> &[Arc<CachedPod>] {
         &self.pods
+    }
+
+    /// The group as stored after its writes: each patched pod as the server
+    /// returned it, deleted pods (or pods found gone) out, the others as
+    /// they were.
+    pub(crate) fn stored_group(&self, stored: Vec<Stored>) -> Result<PodGroup, ActError> {
+        let mut by_name = BTreeMap::new();
+        for s in stored {
+            by_name.insert(s.name.clone(), s.typed::<Pod>()?);
+        }
+        let pods = self
+            .pods
+            .iter()
+            .filter_map(|p| match by_name.remove(&p.name_any()) {
+                None => Some(p.clone()),
+                Some(Some(pod)) => Some(Arc::new(CachedPod::from(pod))),
+                Some(None) => None,
+            })
+            .collect();
+        Ok(PodGroup {
+            meta: self.meta.clone(),
+            pods,
+        })
     }
 
     fn size(&self) -> Result<u32, WorkloadError> {
@@ -205,7 +233,6 @@ fn gates_without_muster(gates: &[String]) -> serde_json::Value {
     )
 }
 
-#[async_trait::async_trait]
 impl Workload for PodGroup {
     fn kind(&self) -> WorkloadKind {
         WorkloadKind::PodGroup
@@ -310,44 +337,29 @@ impl Workload for PodGroup {
         }
     }
 
-    async fn write(
-        &self,
-        client: &kube::Client,
-        step: &Step,
-        directives: &Directives,
-    ) -> Result<Box<dyn Workload>, ActError> {
+    fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
         let ns = self.meta.namespace.clone().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        let mut next = self.clone();
-        match step {
-            Step::None | Step::ClearStartTime | Step::Restore => {}
-            Step::Suspend => {
-                // released pods and pods pinned before are deleted (pinned,
-                // they could only be narrowed further); gated, unpinned
-                // ones wait as they are
-                for p in self.live() {
-                    let pinned = p.annotations().contains_key(ADMITTED_NODES_ANNOTATION);
-                    if gated(p) && !pinned {
-                        continue;
-                    }
-                    let dp = DeleteParams {
-                        preconditions: p.metadata.uid.clone().map(|uid| Preconditions {
-                            uid: Some(uid),
-                            resource_version: None,
-                        }),
-                        ..Default::default()
-                    };
-                    match api.delete(&p.name_any(), &dp).await {
-                        Ok(_) => {}
-                        Err(e) if is_not_found(&e) => {}
-                        Err(e) => return Err(ActError::api("delete pod of group")(e)),
-                    }
-                }
-                next.pods.retain(|p| {
-                    gated(p) && !p.annotations().contains_key(ADMITTED_NODES_ANNOTATION)
-                        || matches!(p.phase.as_deref(), Some("Succeeded" | "Failed"))
-                });
-            }
+        let target = |p: &CachedPod| Target::typed::<Pod>(&ns, &p.name_any());
+        Ok(match step {
+            // held by gates, not by a flag: nothing to clear or restore
+            Step::None | Step::ClearStartTime | Step::Restore => Vec::new(),
+            // released pods and pods pinned before are deleted (pinned, they
+            // could only be narrowed further); gated, unpinned ones wait as
+            // they are
+            Step::Suspend => self
+                .live()
+                .filter(|p| !gated(p) || pin_recorded(p))
+                .map(|p| Write {
+                    target: target(p),
+                    change: Change::Delete {
+                        uid: p.metadata.uid.clone(),
+                    },
+                    action: "delete pod of group",
+                })
+                .collect(),
+            // each gated pod is pinned once (a pod with a record keeps it:
+            // its node selector could only be narrowed further) and, with an
+            // unsuspend, released in the same patch
             Step::Pin(_) | Step::Unsuspend => {
                 let pins = match step {
                     Step::Pin(p) => p.clone(),
@@ -356,44 +368,38 @@ impl Workload for PodGroup {
                 let release = *step == Step::Unsuspend;
                 let record = encode_pins(&pins);
                 let nodes = pins.values().flatten().cloned().collect();
-                let mut stored = Vec::new();
-                for p in &self.pods {
-                    if !gated(p) {
-                        stored.push(p.clone());
-                        continue;
-                    }
-                    let has_record = p.annotations().contains_key(ADMITTED_NODES_ANNOTATION);
-                    let patch = pin_patch(
-                        p,
-                        &nodes,
-                        (!has_record).then_some(record.as_str()),
-                        directives,
-                        release,
-                    );
-                    if !release && has_record {
-                        stored.push(p.clone());
-                        continue;
-                    }
-                    let pod = api
-                        .patch(&p.name_any(), &params(), &Patch::Merge(patch))
-                        .await
-                        .map_err(ActError::api(if release {
+                self.pods
+                    .iter()
+                    .filter(|p| gated(p) && (release || !pin_recorded(p)))
+                    .map(|p| Write {
+                        target: target(p),
+                        change: Change::Patch(pin_patch(
+                            p,
+                            &nodes,
+                            (!pin_recorded(p)).then_some(record.as_str()),
+                            directives,
+                            release,
+                        )),
+                        action: if release {
                             "release pod of group"
                         } else {
                             "pin pod of group"
-                        }))?;
-                    stored.push(Arc::new(CachedPod::from(pod)));
-                }
-                next.pods = stored;
+                        },
+                    })
+                    .collect()
             }
-        }
-        Ok(Box::new(next))
+        })
+    }
+
+    fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
+        Ok(Box::new(self.stored_group(stored)?))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::workloads::writer;
     use serde_json::json;
 
     fn pod(name: &str, gated: bool, extra: serde_json::Value) -> Arc<CachedPod> {
@@ -430,6 +436,129 @@ mod tests {
         assert_eq!(sets[0].count, 2);
         let o = g.observe();
         assert!(o.suspended && !o.started && o.pinned.is_none() && !o.finished);
+    }
+
+    /// A group of four: p0 released and pinned (running), p1 gated and
+    /// pinned, p2 gated, p3 finished.
+    fn four() -> PodGroup {
+        let with = |name: &str, gated: bool, record: bool, phase: &str| {
+            let mut p = (*pod(name, gated, json!({"status": {"phase": phase}}))).clone();
+            if record {
+                p.metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(ADMITTED_NODES_ANNOTATION.to_string(), "n1".to_string());
+            }
+            Arc::new(p)
+        };
+        let mut g = groups(&[
+            with("p0", false, true, "Running"),
+            with("p1", true, true, "Pending"),
+            with("p2", true, false, "Pending"),
+            with("p3", false, false, "Succeeded"),
+        ]);
+        g.remove(0)
+    }
+
+    fn sketch(g: &PodGroup, step: Step) -> Vec<writer::sketch::Sketch> {
+        let dirs = writer::sketch::directives("ns.podgroup-g", &["n1"], &[]);
+        writer::sketch::writes(g, step, &dirs)
+    }
+
+    #[test]
+    fn a_suspend_deletes_released_and_pinned_pods_by_uid() {
+        let g = four();
+        assert_eq!(
+            sketch(&g, Step::Suspend),
+            [
+                (
+                    "delete pod of group",
+                    "pods ns/p0".to_string(),
+                    "delete",
+                    json!("p0")
+                ),
+                (
+                    "delete pod of group",
+                    "pods ns/p1".to_string(),
+                    "delete",
+                    json!("p1")
+                ),
+            ]
+        );
+        for step in [Step::None, Step::ClearStartTime, Step::Restore] {
+            assert!(sketch(&g, step).is_empty(), "held by gates, not by a flag");
+        }
+        assert!(g.reread_from().is_none());
+    }
+
+    #[test]
+    fn a_pin_patches_gated_pods_once_and_an_unsuspend_releases_every_gated_pod() {
+        let g = four();
+        let pinned_p2 = json!({
+            "metadata": {"annotations": {ADMITTED_NODES_ANNOTATION: "n1"}},
+            "spec": {"nodeSelector": {GANG_LABEL: "ns.podgroup-g", "pod-set.muster.dev/main": "ns.podgroup-g"},
+                "tolerations": [{"key": "a", "operator": "Exists"},
+                    writer::sketch::toleration()]}});
+        let pins = writer::sketch::pins(&[(POD_SET, &["n1"])]);
+        // p1 carries a pin already: only p2 is pinned
+        assert_eq!(
+            sketch(&g, Step::Pin(pins)),
+            [(
+                "pin pod of group",
+                "pods ns/p2".to_string(),
+                "patch",
+                pinned_p2.clone()
+            )]
+        );
+        let mut released_p2 = pinned_p2;
+        released_p2["spec"]["schedulingGates"] = json!([{"name": "other"}]);
+        assert_eq!(
+            sketch(&g, Step::Unsuspend),
+            [
+                (
+                    "release pod of group",
+                    "pods ns/p1".to_string(),
+                    "patch",
+                    json!({"spec": {"schedulingGates": [{"name": "other"}]}})
+                ),
+                (
+                    "release pod of group",
+                    "pods ns/p2".to_string(),
+                    "patch",
+                    released_p2
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_group_as_stored_drops_deleted_pods_and_takes_patched_ones() {
+        let g = four();
+        let p2 = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p2", "namespace": "ns", "uid": "p2",
+                "annotations": {ADMITTED_NODES_ANNOTATION: "n1"}},
+            "spec": {"containers": [{"name": "c"}], "schedulingGates": [{"name": "other"}]},
+            "status": {"phase": "Pending"}});
+        let stored = vec![
+            Stored {
+                name: "p0".into(),
+                object: None,
+                action: "delete pod of group",
+            },
+            Stored {
+                name: "p2".into(),
+                object: Some(serde_json::from_value(p2).expect("object")),
+                action: "release pod of group",
+            },
+        ];
+        let next = g.stored_group(stored).expect("stored");
+        let names: Vec<(&str, bool)> = next
+            .pods()
+            .iter()
+            .map(|p| (p.metadata.name.as_deref().unwrap_or_default(), gated(p)))
+            .collect();
+        assert_eq!(names, [("p1", true), ("p2", false), ("p3", false)]);
+        assert!(pin_recorded(&next.pods()[1]), "p2 as the server stored it");
     }
 
     #[test]

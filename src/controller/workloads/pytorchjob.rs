@@ -32,8 +32,10 @@ use serde_json::Value;
 
 use crate::controller::base::api::ActError;
 use crate::controller::workloads::pod::CachedPod;
+use crate::controller::workloads::suspendable::{self, Actions};
 use crate::controller::workloads::template::PinStyle;
-use crate::controller::workloads::templated::{self, Actions, TemplateAt, Writer};
+use crate::controller::workloads::templated::{self, TemplateAt, TemplatedKind};
+use crate::controller::workloads::writer::{self, Stored, Target, Write};
 use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
@@ -61,7 +63,9 @@ pub const OPERATOR_LABEL: &str = "training.kubeflow.org/operator-name";
 /// This kind's operator name.
 pub const OPERATOR: &str = "pytorchjob-controller";
 
-const WRITER: Writer<'static> = Writer {
+/// How a PyTorchJob is written: its suspend flag in `runPolicy`, pinned by
+/// node affinity.
+const TEMPLATED: TemplatedKind = TemplatedKind {
     kind: KIND,
     suspend: "/spec/runPolicy/suspend",
     style: PinStyle::Affinity,
@@ -111,7 +115,6 @@ pub fn pod_gang_name(pod: &CachedPod) -> Option<String> {
         .map(|n| WorkloadKind::PyTorchJob.gang_name(n))
 }
 
-#[async_trait::async_trait]
 impl Workload for PyTorchJobWorkload {
     fn kind(&self) -> WorkloadKind {
         WorkloadKind::PyTorchJob
@@ -162,30 +165,25 @@ impl Workload for PyTorchJobWorkload {
             .map(|a| a.pod_set.clone())
             .unwrap_or_default();
         let finished = templated::condition_true(obj, &["Succeeded", "Failed"]);
-        templated::observe(obj, WRITER.suspend, finished, &first)
+        templated::observe(obj, TEMPLATED.suspend, finished, &first)
     }
 
-    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let obj = templated::read_again(client, KIND, &self.0, "read PyTorchJob").await?;
-        Ok(obj.map(|o| Box::new(PyTorchJobWorkload(Arc::new(o))) as Box<dyn Workload>))
-    }
-
-    async fn write(
-        &self,
-        client: &kube::Client,
-        step: &Step,
-        directives: &Directives,
-    ) -> Result<Box<dyn Workload>, ActError> {
-        let at = template_at(&self.0);
-        Ok(
-            match WRITER
-                .write(client, &self.0, &at, step, directives, None)
-                .await?
-            {
-                Some(stored) => Box::new(PyTorchJobWorkload(Arc::new(stored))),
-                None => Box::new(self.clone()),
-            },
+    fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
+        suspendable::writes(
+            &TEMPLATED.on(&self.0, template_at(&self.0), None),
+            step,
+            directives,
         )
+    }
+
+    fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
+        Ok(writer::rewrap(self, stored, |o| {
+            PyTorchJobWorkload(Arc::new(o))
+        }))
+    }
+
+    fn reread_from(&self) -> Option<(Target, &'static str)> {
+        Some((Target::custom(KIND, &self.0), "read PyTorchJob"))
     }
 }
 
@@ -220,6 +218,103 @@ mod tests {
         let o = w.observe();
         assert!(o.suspended && !o.started && !o.finished && o.pinned.is_none());
         assert_eq!(w.gang_name(), "pytorchjob-bert");
+    }
+
+    #[test]
+    fn the_suspend_flag_is_in_run_policy_and_there_is_no_start_mark() {
+        let w = pytorchjob();
+        let dirs = writer::sketch::directives("ns.pytorchjob-bert", &[], &[]);
+        let sketch = |step: Step| writer::sketch::writes(&w, step, &dirs);
+        let at = "pytorchjobs ns/bert".to_string();
+        assert_eq!(
+            sketch(Step::Suspend),
+            [(
+                "suspend PyTorchJob",
+                at.clone(),
+                "patch",
+                json!({"metadata": {"annotations": {crate::controller::base::objects::STOPPING_ANNOTATION: "true"}},
+                    "spec": {"runPolicy": {"suspend": true}}})
+            )]
+        );
+        assert_eq!(
+            sketch(Step::Unsuspend),
+            [(
+                "unsuspend PyTorchJob",
+                at.clone(),
+                "patch",
+                json!({"spec": {"runPolicy": {"suspend": false}}})
+            )]
+        );
+        assert!(sketch(Step::ClearStartTime).is_empty());
+        // a restore and a pin replace the latest object, read first
+        for (step, action) in [
+            (Step::Restore, "restore PyTorchJob templates"),
+            (Step::Pin(Default::default()), "pin PyTorchJob"),
+        ] {
+            assert_eq!(
+                sketch(step),
+                [(action, at.clone(), "replace-latest", Value::Null)]
+            );
+        }
+    }
+
+    #[test]
+    fn a_pin_and_a_restore_are_made_of_the_latest_object() {
+        let w = pytorchjob();
+        // the operator wrote the object since it was observed
+        let mut latest = serde_json::to_value(&*w.0).expect("json");
+        latest["metadata"]["resourceVersion"] = json!("9");
+        latest["status"] =
+            json!({"conditions": [{"type": "Suspended", "status": "True"}], "replicaStatuses": {}});
+        let latest_obj: DynamicObject = serde_json::from_value(latest.clone()).expect("object");
+        let pins = writer::sketch::pins(&[("master", &["c1"]), ("worker", &["g1", "g2"])]);
+        let dirs = writer::sketch::directives("ns.pytorchjob-bert", &["g1"], &[]);
+        let mut pin = w.writes(&Step::Pin(pins), &dirs).expect("writes");
+        let pinned = writer::sketch::revise(pin.remove(0), &latest_obj).expect("pinned");
+        let mut expected = latest.clone();
+        let annotations = &pinned["metadata"]["annotations"];
+        let record: Value = serde_json::from_str(
+            annotations["muster.dev/original-template"]
+                .as_str()
+                .expect("record"),
+        )
+        .expect("json");
+        assert_eq!(
+            record,
+            json!({"master": latest["spec"]["pytorchReplicaSpecs"]["Master"]["template"],
+                "worker": latest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]})
+        );
+        expected["metadata"]["annotations"] = json!({
+            "muster.dev/admitted-nodes": "master=c1;worker=g1,g2",
+            "muster.dev/original-template": annotations["muster.dev/original-template"],
+        });
+        let node = |n: &str| json!({"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]});
+        let affinity = |nodes: &[&str]| {
+            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": nodes.iter().map(|n| node(n)).collect::<Vec<_>>()}}})
+        };
+        let specs = &mut expected["spec"]["pytorchReplicaSpecs"];
+        let master = &mut specs["Master"]["template"]["spec"];
+        master["nodeSelector"] = json!({"muster.dev/gang": "ns.pytorchjob-bert"});
+        master["affinity"] = affinity(&["c1"]);
+        master["tolerations"] = json!([]);
+        let worker = &mut specs["Worker"]["template"]["spec"];
+        worker["nodeSelector"] = json!({"muster.dev/gang": "ns.pytorchjob-bert"});
+        worker["affinity"] = affinity(&["g1", "g2"]);
+        worker["tolerations"] = json!([writer::sketch::toleration()]);
+        assert_eq!(
+            pinned, expected,
+            "the latest object pinned, at its resourceVersion"
+        );
+
+        // the restore: the pinned object, as read, back to the latest as submitted
+        let pinned_obj: DynamicObject = serde_json::from_value(pinned).expect("object");
+        let mut restore = PyTorchJobWorkload(Arc::new(pinned_obj.clone()))
+            .writes(&Step::Restore, &dirs)
+            .expect("writes");
+        let restored = writer::sketch::revise(restore.remove(0), &pinned_obj).expect("restored");
+        latest["metadata"]["annotations"] = json!({});
+        assert_eq!(restored, latest);
     }
 
     #[test]

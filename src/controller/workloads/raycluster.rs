@@ -31,10 +31,12 @@ use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::Value;
 
 use crate::controller::base::api::ActError;
+use crate::controller::workloads::suspendable::{self, Actions};
 use crate::controller::workloads::template::PinStyle;
 use crate::controller::workloads::templated::{
-    self, Actions, Elastic, ORIGINAL_SIZES_ANNOTATION, TemplateAt, Writer,
+    self, Elastic, ORIGINAL_SIZES_ANNOTATION, TemplateAt, TemplatedKind,
 };
+use crate::controller::workloads::writer::{self, Stored, Target, Write};
 use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
@@ -60,7 +62,9 @@ pub const CLUSTER_LABEL: &str = "ray.io/cluster";
 /// The head group's pod set.
 pub const HEAD: &str = "head";
 
-const WRITER: Writer<'static> = Writer {
+/// How a RayCluster is written: pinned by node affinity, its autoscaling
+/// worker groups sized to the pods admitted.
+const TEMPLATED: TemplatedKind = TemplatedKind {
     kind: KIND,
     suspend: "/spec/suspend",
     style: PinStyle::Affinity,
@@ -243,7 +247,6 @@ pub fn pod_sets(
     Ok(out)
 }
 
-#[async_trait::async_trait]
 impl Workload for RayClusterWorkload {
     fn kind(&self) -> WorkloadKind {
         WorkloadKind::RayCluster
@@ -269,31 +272,23 @@ impl Workload for RayClusterWorkload {
 
     fn observe(&self) -> Observed {
         // a RayCluster never finishes: its gang ends when it is deleted
-        templated::observe(&self.0, WRITER.suspend, false, HEAD)
+        templated::observe(&self.0, TEMPLATED.suspend, false, HEAD)
     }
 
-    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let obj = templated::read_again(client, KIND, &self.0, "read RayCluster").await?;
-        Ok(obj.map(|o| Box::new(RayClusterWorkload(Arc::new(o))) as Box<dyn Workload>))
-    }
-
-    async fn write(
-        &self,
-        client: &kube::Client,
-        step: &Step,
-        directives: &Directives,
-    ) -> Result<Box<dyn Workload>, ActError> {
+    fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
         let spec = self.0.data.get("spec").cloned().unwrap_or(Value::Null);
         let at = template_at(&spec, "/spec");
-        Ok(
-            match WRITER
-                .write(client, &self.0, &at, step, directives, None)
-                .await?
-            {
-                Some(stored) => Box::new(RayClusterWorkload(Arc::new(stored))),
-                None => Box::new(self.clone()),
-            },
-        )
+        suspendable::writes(&TEMPLATED.on(&self.0, at, None), step, directives)
+    }
+
+    fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
+        Ok(writer::rewrap(self, stored, |o| {
+            RayClusterWorkload(Arc::new(o))
+        }))
+    }
+
+    fn reread_from(&self) -> Option<(Target, &'static str)> {
+        Some((Target::custom(KIND, &self.0), "read RayCluster"))
     }
 }
 
@@ -363,6 +358,85 @@ mod tests {
         assert_eq!(
             shrink_at(&mut fixed, &[("gpu".to_string(), 4)].into(), "/spec"),
             None
+        );
+    }
+
+    #[test]
+    fn a_pin_of_fewer_pods_shrinks_the_latest_cluster_and_a_restore_regrows_it() {
+        let w = cluster(true);
+        let dirs = writer::sketch::directives("ns.raycluster-rc", &[], &[("gpu", 4)]);
+        let sketch = |step: Step| writer::sketch::writes(&w, step, &dirs);
+        let at = "rayclusters ns/rc".to_string();
+        assert_eq!(
+            sketch(Step::Suspend)[0],
+            (
+                "suspend RayCluster",
+                at.clone(),
+                "patch",
+                json!({"metadata": {"annotations": {"muster.dev/stopping": "true"}}, "spec": {"suspend": true}})
+            )
+        );
+        assert_eq!(
+            sketch(Step::Unsuspend)[0],
+            (
+                "unsuspend RayCluster",
+                at.clone(),
+                "patch",
+                json!({"spec": {"suspend": false}})
+            )
+        );
+        assert!(sketch(Step::ClearStartTime).is_empty());
+        assert_eq!(
+            sketch(Step::Restore)[0],
+            (
+                "restore RayCluster templates",
+                at.clone(),
+                "replace-latest",
+                Value::Null
+            )
+        );
+        let pins = writer::sketch::pins(&[("head", &["c1"]), ("gpu", &["g1", "g2"])]);
+        let mut pin = w.writes(&Step::Pin(pins), &dirs).expect("writes");
+        assert_eq!(
+            writer::sketch::of(&pin[0]),
+            ("pin RayCluster", at, "replace-latest", Value::Null)
+        );
+        let mut latest = (*w.0).clone();
+        latest.metadata.resource_version = Some("4".into());
+        let pinned = writer::sketch::revise(pin.remove(0), &latest).expect("pinned");
+        assert_eq!(pinned["metadata"]["resourceVersion"], "4");
+        // 4 pods of 2 hosts: 2 replicas, the 6 submitted recorded
+        assert_eq!(pinned["spec"]["workerGroupSpecs"][0]["replicas"], 2);
+        assert_eq!(
+            pinned["metadata"]["annotations"][ORIGINAL_SIZES_ANNOTATION],
+            "{\"gpu\":6}"
+        );
+        assert_eq!(
+            pinned["metadata"]["annotations"]["muster.dev/admitted-nodes"],
+            "gpu=g1,g2;head=c1"
+        );
+        let gpu = &pinned["spec"]["workerGroupSpecs"][0]["template"]["spec"];
+        assert_eq!(
+            gpu["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+                [1]["matchFields"][0]["values"],
+            json!(["g2"])
+        );
+        // a group admitted nowhere is pinned to nowhere: its own node label
+        assert_eq!(
+            pinned["spec"]["workerGroupSpecs"][1]["template"]["spec"]["nodeSelector"],
+            json!({"muster.dev/gang": "ns.raycluster-rc", "pod-set.muster.dev/cpu": "ns.raycluster-rc"})
+        );
+
+        let pinned: DynamicObject = serde_json::from_value(pinned).expect("object");
+        let mut restore = RayClusterWorkload(Arc::new(pinned.clone()))
+            .writes(&Step::Restore, &dirs)
+            .expect("writes");
+        let restored = writer::sketch::revise(restore.remove(0), &pinned).expect("restored");
+        let mut expected = serde_json::to_value(&latest).expect("json");
+        expected["metadata"]["annotations"] = json!({});
+        assert_eq!(
+            restored, expected,
+            "as submitted: replicas 6, templates unpinned"
         );
     }
 

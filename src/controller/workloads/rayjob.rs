@@ -34,8 +34,10 @@ use serde_json::{Value, json};
 
 use crate::controller::base::api::ActError;
 use crate::controller::workloads::raycluster::{self, HEAD};
+use crate::controller::workloads::suspendable::{self, Actions};
 use crate::controller::workloads::template::PinStyle;
-use crate::controller::workloads::templated::{self, Actions, TemplateAt, Writer};
+use crate::controller::workloads::templated::{self, TemplateAt, TemplatedKind};
+use crate::controller::workloads::writer::{self, Stored, Target, Write};
 use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
 };
@@ -59,7 +61,10 @@ pub const ACCESS: &[AccessRule] = &[AccessRule {
 /// The submitter's pod set.
 pub const SUBMITTER: &str = "submitter";
 
-const WRITER: Writer<'static> = Writer {
+/// How a RayJob is written: pinned by node affinity, its default submitter
+/// filled in by the pin, its cluster's autoscaling worker groups sized to the
+/// pods admitted.
+const TEMPLATED: TemplatedKind = TemplatedKind {
     kind: KIND,
     suspend: "/spec/suspend",
     style: PinStyle::Affinity,
@@ -128,7 +133,6 @@ fn default_submitter(obj: &DynamicObject, templates: &mut BTreeMap<String, PodTe
     }
 }
 
-#[async_trait::async_trait]
 impl Workload for RayJobWorkload {
     fn kind(&self) -> WorkloadKind {
         WorkloadKind::RayJob
@@ -178,31 +182,25 @@ impl Workload for RayJobWorkload {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let finished = matches!(deployment, "Complete" | "Failed");
-        templated::observe(obj, WRITER.suspend, finished, HEAD)
+        templated::observe(obj, TEMPLATED.suspend, finished, HEAD)
     }
 
-    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let obj = templated::read_again(client, KIND, &self.0, "read RayJob").await?;
-        Ok(obj.map(|o| Box::new(RayJobWorkload(Arc::new(o))) as Box<dyn Workload>))
-    }
-
-    async fn write(
-        &self,
-        client: &kube::Client,
-        step: &Step,
-        directives: &Directives,
-    ) -> Result<Box<dyn Workload>, ActError> {
-        let at = template_at(&self.0);
-        let gang = self.gang_name();
-        Ok(
-            match WRITER
-                .write(client, &self.0, &at, step, directives, Some(&gang))
-                .await?
-            {
-                Some(stored) => Box::new(RayJobWorkload(Arc::new(stored))),
-                None => Box::new(self.clone()),
-            },
+    fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
+        suspendable::writes(
+            &TEMPLATED.on(&self.0, template_at(&self.0), Some(self.gang_name())),
+            step,
+            directives,
         )
+    }
+
+    fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
+        Ok(writer::rewrap(self, stored, |o| {
+            RayJobWorkload(Arc::new(o))
+        }))
+    }
+
+    fn reread_from(&self) -> Option<(Target, &'static str)> {
+        Some((Target::custom(KIND, &self.0), "read RayJob"))
     }
 }
 
@@ -242,6 +240,64 @@ mod tests {
         let sets = rayjob(Some("HTTPMode")).pod_sets().expect("pod sets");
         assert_eq!(sets.len(), 2);
         assert_eq!(rayjob(None).gang_name(), "rayjob-rj");
+    }
+
+    #[test]
+    fn a_pin_writes_the_default_submitter_labelled_and_a_restore_takes_it_out() {
+        let w = rayjob(None);
+        let dirs = writer::sketch::directives("ns.rayjob-rj", &[], &[]);
+        let pins =
+            writer::sketch::pins(&[("head", &["c1"]), ("gpu", &["g1"]), ("submitter", &["c1"])]);
+        let mut pin = w.writes(&Step::Pin(pins), &dirs).expect("writes");
+        assert_eq!(
+            writer::sketch::of(&pin[0]),
+            (
+                "pin RayJob",
+                "rayjobs ns/rj".to_string(),
+                "replace-latest",
+                Value::Null
+            )
+        );
+        let pinned = writer::sketch::revise(pin.remove(0), &w.0).expect("pinned");
+        let submitter = &pinned["spec"]["submitterPodTemplate"];
+        assert_eq!(
+            submitter["spec"]["containers"][0]["name"],
+            "ray-job-submitter"
+        );
+        assert_eq!(submitter["spec"]["containers"][0]["image"], "ray:2");
+        // every template names the gang: KubeRay names the cluster's pods
+        // after a generated cluster
+        for t in [
+            submitter,
+            &pinned["spec"]["rayClusterSpec"]["headGroupSpec"]["template"],
+            &pinned["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"],
+        ] {
+            assert_eq!(
+                t["metadata"]["labels"][templated::WORKLOAD_LABEL],
+                "rayjob-rj"
+            );
+        }
+        // the record keeps the submitter as submitted: none
+        let record: Value = serde_json::from_str(
+            pinned["metadata"]["annotations"]["muster.dev/original-template"]
+                .as_str()
+                .expect("record"),
+        )
+        .expect("json");
+        assert_eq!(record["submitter"], json!({}));
+
+        let pinned: DynamicObject = serde_json::from_value(pinned).expect("object");
+        let mut restore = RayJobWorkload(Arc::new(pinned.clone()))
+            .writes(&Step::Restore, &dirs)
+            .expect("writes");
+        assert_eq!(
+            writer::sketch::of(&restore[0]).0,
+            "restore RayJob templates"
+        );
+        let restored = writer::sketch::revise(restore.remove(0), &pinned).expect("restored");
+        let mut expected = serde_json::to_value(&*w.0).expect("json");
+        expected["metadata"]["annotations"] = json!({});
+        assert_eq!(restored, expected, "no submitter template, as submitted");
     }
 
     #[test]

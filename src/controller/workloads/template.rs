@@ -13,6 +13,7 @@ use muster_planner::TaintEffect;
 use muster_planner::lifecycle::workload::Pins;
 
 use crate::controller::base::objects::GANG_LABEL;
+use crate::controller::workloads::Directives;
 
 /// The prefix of the node labels that name the pod sets a node is reserved
 /// for: `pod-set.muster.dev/<pod set>: <gang label>`.
@@ -125,6 +126,45 @@ pub fn pin(
         }
     }
     template
+}
+
+/// The template of pod set `pod_set` pinned to its nodes in `pins` (none:
+/// pinned to nowhere), with the gang's node label and its nodes' taints
+/// from `directives`.
+pub(crate) fn pin_set(
+    template: PodTemplateSpec,
+    pod_set: &str,
+    pins: &Pins,
+    directives: &Directives,
+    style: PinStyle,
+) -> PodTemplateSpec {
+    let nodes = pins.get(pod_set).cloned().unwrap_or_default();
+    pin(
+        template,
+        pod_set,
+        &nodes,
+        &directives.gang_label,
+        &directives.taints_of(&nodes),
+        style,
+    )
+}
+
+/// Each pod set's template pinned (see [`pin_set`]).
+pub(crate) fn pin_sets(
+    templates: &BTreeMap<String, PodTemplateSpec>,
+    pins: &Pins,
+    directives: &Directives,
+    style: PinStyle,
+) -> BTreeMap<String, PodTemplateSpec> {
+    templates
+        .iter()
+        .map(|(set, t)| {
+            (
+                set.clone(),
+                pin_set(t.clone(), set, pins, directives, style),
+            )
+        })
+        .collect()
 }
 
 /// The pin record: the nodes alone for a workload of one pod set (`a,b`),

@@ -2,9 +2,11 @@
 //! own spec share (PyTorchJob, RayCluster, RayJob): where each pod set's
 //! template sits (a JSON pointer), the templates as submitted (the
 //! `muster.dev/original-template` record while pinned, else the current
-//! ones), the object with templates replaced, and the one write of each
-//! table step. The kinds differ only in where the templates and the suspend
-//! flag are, so an adapter is a list of [`TemplateAt`] and a suspend pointer.
+//! ones), the object with templates replaced, and what a restore and a pin
+//! make of the latest object ([`TemplatedKind`]; the other steps are those of
+//! every kind held by a suspend flag, [`crate::controller::workloads::suspendable`]).
+//! The kinds differ only in where the templates and the suspend flag are, so
+//! an adapter is a list of [`TemplateAt`] and a suspend pointer.
 //! What the table reads off such an object ([`observe`], [`condition_true`])
 //! serves the JobSet and TrainJob adapters too, which write their own way.
 
@@ -12,15 +14,17 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PostParams};
-use muster_planner::lifecycle::workload::{Observed, Step};
+use kube::api::DynamicObject;
+use muster_planner::lifecycle::workload::{Observed, Pins};
 use serde_json::{Map, Value, json};
 
-use crate::controller::base::api::{ActError, params};
+use crate::controller::base::api::ActError;
 use crate::controller::base::objects::{
     ADMITTED_NODES_ANNOTATION, ORIGINAL_TEMPLATE_ANNOTATION, STOPPING_ANNOTATION,
 };
+use crate::controller::workloads::suspendable::{Actions, Suspendable};
 use crate::controller::workloads::template::{self, PinStyle, encode_pins};
+use crate::controller::workloads::writer::{Change, Target, Write};
 use crate::controller::workloads::{CustomKind, Directives, WorkloadError};
 
 /// Where one pod set's pod template is in the object.
@@ -157,46 +161,28 @@ pub fn condition_true(obj: &DynamicObject, types: &[&str]) -> bool {
         })
 }
 
-/// The object as stored now (`None`: deleted), for a step refused with 409
-/// Conflict.
-pub async fn read_again(
-    client: &kube::Client,
-    kind: CustomKind,
-    obj: &DynamicObject,
-    action: &'static str,
-) -> Result<Option<DynamicObject>, ActError> {
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &obj.namespace().unwrap_or_default(),
-        &kind.api_resource(),
-    );
-    api.get_opt(&obj.name_any())
-        .await
-        .map_err(ActError::api(action))
-}
-
-/// How a kind is written.
+/// How a kind that keeps its pod templates at JSON pointers is written.
 #[derive(Debug, Clone, Copy)]
-pub struct Writer<'a> {
+pub(crate) struct TemplatedKind {
     /// The kind.
-    pub kind: CustomKind,
+    pub(crate) kind: CustomKind,
     /// JSON pointer to the suspend flag (`/spec/suspend`).
-    pub suspend: &'a str,
+    pub(crate) suspend: &'static str,
     /// How pins are written into the templates.
-    pub style: PinStyle,
+    pub(crate) style: PinStyle,
     /// Bounded names of the writes, for errors and metrics.
-    pub actions: Actions,
+    pub(crate) actions: Actions,
     /// Fills in the templates the controller would default (a RayJob's
     /// submitter) before they are pinned; the record keeps them as
     /// submitted.
-    pub complete: Option<Complete>,
+    pub(crate) complete: Option<Complete>,
     /// Elastic pod sets: sizes the object to the pods admitted by pod set,
     /// returning the record of the sizes it changed (kept in
     /// [`ORIGINAL_SIZES_ANNOTATION`]), and puts recorded sizes back.
-    pub elastic: Option<Elastic>,
+    pub(crate) elastic: Option<Elastic>,
 }
 
-/// Fills in defaulted templates before a pin (see [`Writer::complete`]).
+/// Fills in defaulted templates before a pin (see [`TemplatedKind::complete`]).
 pub type Complete = fn(&DynamicObject, &mut BTreeMap<String, PodTemplateSpec>);
 
 /// How an elastic kind is resized to the pods admitted and back.
@@ -213,143 +199,151 @@ pub struct Elastic {
 /// group replicas, by group).
 pub const ORIGINAL_SIZES_ANNOTATION: &str = "muster.dev/original-sizes";
 
-/// Bounded names of an adapter's writes.
-#[derive(Debug, Clone, Copy)]
-pub struct Actions {
-    /// Suspending.
-    pub suspend: &'static str,
-    /// Restoring the submitted templates.
-    pub restore: &'static str,
-    /// Pinning.
-    pub pin: &'static str,
-    /// Unsuspending.
-    pub unsuspend: &'static str,
-}
-
-impl Writer<'_> {
-    /// Carries out `step` on `obj` whose pod sets' templates are at `at`;
-    /// returns the object as stored, or `None` when the step writes nothing
-    /// for such a kind (it has no start mark of its own). With `workload`,
-    /// pinned templates also carry the [`WORKLOAD_LABEL`] with that value
-    /// (the gang's name), for kinds whose pods cannot be told apart by the
-    /// labels their controller gives them.
-    pub async fn write(
+impl TemplatedKind {
+    /// `obj`, of this kind, whose pod sets' templates are at `at`. With
+    /// `workload`, pinned templates also carry the [`WORKLOAD_LABEL`] with
+    /// that value (the gang's name), for kinds whose pods cannot be told
+    /// apart by the labels their controller gives them.
+    pub(crate) fn on<'a>(
         &self,
-        client: &kube::Client,
-        obj: &DynamicObject,
+        obj: &'a DynamicObject,
+        at: Vec<TemplateAt>,
+        workload: Option<String>,
+    ) -> Templated<'a> {
+        Templated {
+            how: *self,
+            obj,
+            at,
+            workload,
+        }
+    }
+
+    /// `latest` with the templates (and sizes) as submitted, muster's
+    /// records and stopping mark taken out.
+    pub(crate) fn restored(
+        &self,
+        latest: &DynamicObject,
         at: &[TemplateAt],
-        step: &Step,
+    ) -> Result<DynamicObject, ActError> {
+        let name = latest.name_any();
+        let templates = submitted(latest, at)
+            .map_err(|e| ActError::Missing(format!("templates of {name}: {e}")))?;
+        let mut next = with_templates(latest, at, &templates)?;
+        drop_absent(&mut next, latest, at);
+        if let (Some(e), Some(rec)) = (
+            self.elastic,
+            latest.annotations().get(ORIGINAL_SIZES_ANNOTATION),
+        ) {
+            (e.restore)(&mut next, rec);
+        }
+        if let Some(a) = next.metadata.annotations.as_mut() {
+            a.remove(ORIGINAL_SIZES_ANNOTATION);
+            a.remove(ORIGINAL_TEMPLATE_ANNOTATION);
+            a.remove(ADMITTED_NODES_ANNOTATION);
+            a.remove(STOPPING_ANNOTATION);
+        }
+        Ok(next)
+    }
+
+    /// `latest` with each pod set's submitted template pinned to its nodes
+    /// (labelled with `workload`, if given), elastic pod sets sized to the
+    /// pods admitted, and the records of what was submitted.
+    pub(crate) fn pinned(
+        &self,
+        latest: &DynamicObject,
+        at: &[TemplateAt],
+        pins: &Pins,
         directives: &Directives,
         workload: Option<&str>,
-    ) -> Result<Option<DynamicObject>, ActError> {
-        let ns = obj.namespace().unwrap_or_default();
-        let name = obj.name_any();
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), &ns, &self.kind.api_resource());
-        let stored = match step {
-            Step::None | Step::ClearStartTime => return Ok(None),
-            Step::Suspend => {
-                let mut patch = merge_patch_at(self.suspend, Value::Bool(true));
-                patch["metadata"] = json!({"annotations": {STOPPING_ANNOTATION: "true"}});
-                api.patch(&name, &params(), &Patch::Merge(patch))
-                    .await
-                    .map_err(ActError::api(self.actions.suspend))?
+    ) -> Result<DynamicObject, ActError> {
+        let name = latest.name_any();
+        let templates = submitted(latest, at)
+            .map_err(|e| ActError::Missing(format!("templates of {name}: {e}")))?;
+        let original = serde_json::to_string(&templates)
+            .map_err(|e| ActError::Missing(format!("templates of {name}: {e}")))?;
+        let mut templates = templates;
+        if let Some(complete) = self.complete {
+            complete(latest, &mut templates);
+        }
+        let pinned = template::pin_sets(&templates, pins, directives, self.style)
+            .into_iter()
+            .map(|(set, t)| (set, label(t, workload)))
+            .collect();
+        let mut next = with_templates(latest, at, &pinned)?;
+        // sized as submitted, then to the pods admitted
+        let sizes = match (
+            self.elastic,
+            latest.annotations().get(ORIGINAL_SIZES_ANNOTATION),
+        ) {
+            (Some(e), Some(rec)) => {
+                (e.restore)(&mut next, rec);
+                Some(e)
             }
-            Step::Restore => {
-                // the owning controller writes the status as it stops, so the
-                // object a suspend returned is stale: replace the latest
-                let obj = &api
-                    .get(&name)
-                    .await
-                    .map_err(ActError::api(self.actions.restore))?;
-                let templates = submitted(obj, at)
-                    .map_err(|e| ActError::Missing(format!("templates of {name}: {e}")))?;
-                let mut next = with_templates(obj, at, &templates)?;
-                drop_absent(&mut next, obj, at);
-                if let (Some(e), Some(rec)) = (
-                    self.elastic,
-                    obj.annotations().get(ORIGINAL_SIZES_ANNOTATION),
-                ) {
-                    (e.restore)(&mut next, rec);
-                }
-                if let Some(a) = next.metadata.annotations.as_mut() {
-                    a.remove(ORIGINAL_SIZES_ANNOTATION);
-                    a.remove(ORIGINAL_TEMPLATE_ANNOTATION);
-                    a.remove(ADMITTED_NODES_ANNOTATION);
-                    a.remove(STOPPING_ANNOTATION);
-                }
-                // a merge patch cannot take pins out (maps merge): replaced,
-                // guarded by the resourceVersion
-                api.replace(&name, &PostParams::default(), &next)
-                    .await
-                    .map_err(ActError::api(self.actions.restore))?
-            }
-            Step::Pin(pins) => {
-                let obj = &api
-                    .get(&name)
-                    .await
-                    .map_err(ActError::api(self.actions.pin))?;
-                let templates = submitted(obj, at)
-                    .map_err(|e| ActError::Missing(format!("templates of {name}: {e}")))?;
-                let original = serde_json::to_string(&templates)
-                    .map_err(|e| ActError::Missing(format!("templates of {name}: {e}")))?;
-                let mut templates = templates;
-                if let Some(complete) = self.complete {
-                    complete(obj, &mut templates);
-                }
-                let pinned: BTreeMap<String, PodTemplateSpec> = templates
-                    .iter()
-                    .map(|(set, t)| {
-                        let nodes = pins.get(set).cloned().unwrap_or_default();
-                        let t = template::pin(
-                            t.clone(),
-                            set,
-                            &nodes,
-                            &directives.gang_label,
-                            &directives.taints_of(&nodes),
-                            self.style,
-                        );
-                        (set.clone(), label(t, workload))
-                    })
-                    .collect();
-                let mut next = with_templates(obj, at, &pinned)?;
-                // sized as submitted, then to the pods admitted
-                let sizes = match (
-                    self.elastic,
-                    obj.annotations().get(ORIGINAL_SIZES_ANNOTATION),
-                ) {
-                    (Some(e), Some(rec)) => {
-                        (e.restore)(&mut next, rec);
-                        Some(e)
-                    }
-                    (e, _) => e,
-                }
-                .and_then(|e| (e.shrink)(&mut next, &directives.counts));
-                let a = next
-                    .metadata
-                    .annotations
-                    .get_or_insert_with(Default::default);
-                match sizes {
-                    Some(rec) => a.insert(ORIGINAL_SIZES_ANNOTATION.to_string(), rec),
-                    None => a.remove(ORIGINAL_SIZES_ANNOTATION),
-                };
-                a.insert(ORIGINAL_TEMPLATE_ANNOTATION.to_string(), original);
-                a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
-                a.remove(STOPPING_ANNOTATION);
-                api.replace(&name, &PostParams::default(), &next)
-                    .await
-                    .map_err(ActError::api(self.actions.pin))?
-            }
-            Step::Unsuspend => api
-                .patch(
-                    &name,
-                    &params(),
-                    &Patch::Merge(merge_patch_at(self.suspend, Value::Bool(false))),
-                )
-                .await
-                .map_err(ActError::api(self.actions.unsuspend))?,
+            (e, _) => e,
+        }
+        .and_then(|e| (e.shrink)(&mut next, &directives.counts));
+        let a = next
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        match sizes {
+            Some(rec) => a.insert(ORIGINAL_SIZES_ANNOTATION.to_string(), rec),
+            None => a.remove(ORIGINAL_SIZES_ANNOTATION),
         };
-        Ok(Some(stored))
+        a.insert(ORIGINAL_TEMPLATE_ANNOTATION.to_string(), original);
+        a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
+        a.remove(STOPPING_ANNOTATION);
+        Ok(next)
+    }
+}
+
+/// An object of a [`TemplatedKind`] in memory, as its step's writes see it.
+pub(crate) struct Templated<'a> {
+    how: TemplatedKind,
+    obj: &'a DynamicObject,
+    at: Vec<TemplateAt>,
+    workload: Option<String>,
+}
+
+/// The owning controller writes the status as it stops, so the object in
+/// memory is stale by the time it is restored or pinned: both replace the
+/// latest object, read first, guarded by its resourceVersion (a merge patch
+/// cannot take pins out: maps merge).
+impl Suspendable for Templated<'_> {
+    fn target(&self) -> Target {
+        Target::custom(self.how.kind, self.obj)
+    }
+
+    fn suspend_flag(&self) -> &'static str {
+        self.how.suspend
+    }
+
+    fn actions(&self) -> Actions {
+        self.how.actions
+    }
+
+    fn restore(&self) -> Result<Write, ActError> {
+        let (how, at) = (self.how, self.at.clone());
+        Ok(Write {
+            target: self.target(),
+            change: Change::ReplaceLatest(Box::new(move |latest| {
+                how.restored(latest, &at).map(Some)
+            })),
+            action: self.how.actions.restore,
+        })
+    }
+
+    fn pin(&self, pins: &Pins, directives: &Directives) -> Result<Write, ActError> {
+        let (how, at, workload) = (self.how, self.at.clone(), self.workload.clone());
+        let (pins, directives) = (pins.clone(), directives.clone());
+        Ok(Write {
+            target: self.target(),
+            change: Change::ReplaceLatest(Box::new(move |latest| {
+                how.pinned(latest, &at, &pins, &directives, workload.as_deref())
+                    .map(Some)
+            })),
+            action: self.how.actions.pin,
+        })
     }
 }
 

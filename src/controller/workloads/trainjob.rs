@@ -30,14 +30,16 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PostParams};
-use muster_planner::lifecycle::workload::{Observed, Step};
+use kube::api::DynamicObject;
+use muster_planner::lifecycle::workload::{Observed, Pins, Step};
 use serde_json::{Value, json};
 
-use crate::controller::base::api::{ActError, params};
+use crate::controller::base::api::ActError;
 use crate::controller::base::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOTATION};
+use crate::controller::workloads::suspendable::{self, Actions, Suspendable};
 use crate::controller::workloads::template::{self, PinStyle, encode_pins};
 use crate::controller::workloads::templated::{self, WORKLOAD_LABEL};
+use crate::controller::workloads::writer::{self, Change, Stored, Target, Write};
 use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Related, Workload, WorkloadError,
     WorkloadKind,
@@ -284,7 +286,6 @@ impl TrainJobWorkload {
     }
 }
 
-#[async_trait::async_trait]
 impl Workload for TrainJobWorkload {
     fn kind(&self) -> WorkloadKind {
         WorkloadKind::TrainJob
@@ -333,144 +334,138 @@ impl Workload for TrainJobWorkload {
     }
 
     fn counts_active(&self) -> bool {
-        self.job
-            .data
-            .pointer("/status/jobsStatus")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .any(|s| s.get("active").and_then(Value::as_i64).unwrap_or(0) > 0)
+        jobs_active(&self.job)
     }
 
-    async fn reread(&self, client: &kube::Client) -> Result<Option<Box<dyn Workload>>, ActError> {
-        let obj = templated::read_again(client, KIND, &self.job, "read TrainJob").await?;
-        Ok(obj.map(|o| {
-            Box::new(TrainJobWorkload {
-                job: Arc::new(o),
-                runtime: self.runtime.clone(),
-            }) as Box<dyn Workload>
-        }))
+    fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
+        suspendable::writes(self, step, directives)
     }
 
-    async fn write(
-        &self,
-        client: &kube::Client,
-        step: &Step,
-        directives: &Directives,
-    ) -> Result<Box<dyn Workload>, ActError> {
-        let job = &self.job;
-        let ns = job.namespace().unwrap_or_default();
-        let name = job.name_any();
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), &ns, &KIND.api_resource());
-        let stored = match step {
-            Step::None | Step::ClearStartTime => return Ok(Box::new(self.clone())),
-            Step::Suspend => api
-                .patch(
-                    &name,
-                    &params(),
-                    &Patch::Merge(json!({
-                        "metadata": {"annotations": {STOPPING_ANNOTATION: "true"}},
-                        "spec": {"suspend": true},
-                    })),
-                )
-                .await
-                .map_err(ActError::api("suspend TrainJob"))?,
-            Step::Restore => {
-                // the latest object: the trainer wrote its status as it stopped
-                let latest = api
-                    .get(&name)
-                    .await
-                    .map_err(ActError::api("restore TrainJob"))?;
-                let fresh = TrainJobWorkload {
-                    job: Arc::new(latest.clone()),
-                    runtime: self.runtime.clone(),
-                };
-                // the trainer's webhook refuses a patch change while a job of
-                // the JobSet still has active pods: the restore waits for them
-                if fresh.counts_active() {
-                    return Ok(Box::new(fresh));
-                }
-                let mut next = latest;
-                if let Some(Value::Array(list)) = next.data.pointer_mut("/spec/runtimePatches") {
-                    list.retain(|p| {
-                        p.get("manager").and_then(Value::as_str) != Some(PATCH_MANAGER)
-                    });
-                }
-                if let Some(a) = next.metadata.annotations.as_mut() {
-                    a.remove(ADMITTED_NODES_ANNOTATION);
-                    a.remove(STOPPING_ANNOTATION);
-                }
-                api.replace(&name, &PostParams::default(), &next)
-                    .await
-                    .map_err(ActError::api("restore TrainJob"))?
-            }
-            Step::Pin(pins) => {
-                let gang = self.gang_name();
-                let mut rjobs = Vec::new();
-                for (set, _, pod) in self
-                    .replicated_jobs()
-                    .map_err(|e| ActError::Missing(format!("TrainJob {name}: {e}")))?
-                {
-                    let submitted: PodTemplateSpec = serde_json::from_value(pod)
-                        .map_err(|e| ActError::Missing(format!("TrainJob {name}: {e}")))?;
-                    let nodes = pins.get(&set).cloned().unwrap_or_default();
-                    let pinned = template::pin(
-                        submitted,
-                        &set,
-                        &nodes,
-                        &directives.gang_label,
-                        &directives.taints_of(&nodes),
-                        PinStyle::NodeSelector,
-                    );
-                    let spec = pinned.spec.unwrap_or_default();
-                    rjobs.push(json!({"name": set, "template": {"spec": {"template": {
-                        "metadata": {"labels": {WORKLOAD_LABEL: gang}},
-                        "spec": {"nodeSelector": spec.node_selector, "tolerations": spec.tolerations},
-                    }}}}));
-                }
-                let ours = json!({"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
-                    "replicatedJobs": rjobs}}}});
-                let mut next = api
-                    .get(&name)
-                    .await
-                    .map_err(ActError::api("pin TrainJob"))?;
-                let spec = next
-                    .data
-                    .get_mut("spec")
-                    .and_then(Value::as_object_mut)
-                    .ok_or_else(|| ActError::Missing(format!("TrainJob {name} has no spec")))?;
-                let list = spec.entry("runtimePatches").or_insert_with(|| json!([]));
-                if let Value::Array(list) = list {
-                    list.retain(|p| {
-                        p.get("manager").and_then(Value::as_str) != Some(PATCH_MANAGER)
-                    });
-                    list.push(ours);
-                }
-                let a = next
-                    .metadata
-                    .annotations
-                    .get_or_insert_with(Default::default);
-                a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
-                a.remove(STOPPING_ANNOTATION);
-                api.replace(&name, &PostParams::default(), &next)
-                    .await
-                    .map_err(ActError::api("pin TrainJob"))?
-            }
-            Step::Unsuspend => api
-                .patch(
-                    &name,
-                    &params(),
-                    &Patch::Merge(json!({"spec": {"suspend": false}})),
-                )
-                .await
-                .map_err(ActError::api("unsuspend TrainJob"))?,
-        };
-        Ok(Box::new(TrainJobWorkload {
-            job: Arc::new(stored),
+    fn stored(&self, stored: Vec<Stored>) -> Result<Box<dyn Workload>, ActError> {
+        Ok(writer::rewrap(self, stored, |o| TrainJobWorkload {
+            job: Arc::new(o),
             runtime: self.runtime.clone(),
         }))
     }
+
+    fn reread_from(&self) -> Option<(Target, &'static str)> {
+        Some((self.target(), "read TrainJob"))
+    }
+}
+
+/// A job of the TrainJob's JobSet has active pods (its `status.jobsStatus`).
+fn jobs_active(job: &DynamicObject) -> bool {
+    job.data
+        .pointer("/status/jobsStatus")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|s| s.get("active").and_then(Value::as_i64).unwrap_or(0) > 0)
+}
+
+/// The names of a TrainJob's writes.
+const ACTIONS: Actions = Actions {
+    suspend: "suspend TrainJob",
+    restore: "restore TrainJob",
+    pin: "pin TrainJob",
+    unsuspend: "unsuspend TrainJob",
+};
+
+/// The trainer writes its status as it stops, so a restore and a pin
+/// replace the latest TrainJob, read first, guarded by its resourceVersion.
+impl Suspendable for TrainJobWorkload {
+    fn target(&self) -> Target {
+        Target::custom(KIND, &self.job)
+    }
+
+    fn suspend_flag(&self) -> &'static str {
+        "/spec/suspend"
+    }
+
+    fn actions(&self) -> Actions {
+        ACTIONS
+    }
+
+    fn restore(&self) -> Result<Write, ActError> {
+        Ok(Write {
+            target: self.target(),
+            change: Change::ReplaceLatest(Box::new(restored)),
+            action: ACTIONS.restore,
+        })
+    }
+
+    fn pin(&self, pins: &Pins, directives: &Directives) -> Result<Write, ActError> {
+        let name = self.job.name_any();
+        let gang = self.gang_name();
+        let mut rjobs = Vec::new();
+        for (set, _, pod) in self
+            .replicated_jobs()
+            .map_err(|e| ActError::Missing(format!("TrainJob {name}: {e}")))?
+        {
+            let submitted: PodTemplateSpec = serde_json::from_value(pod)
+                .map_err(|e| ActError::Missing(format!("TrainJob {name}: {e}")))?;
+            let pinned =
+                template::pin_set(submitted, &set, pins, directives, PinStyle::NodeSelector);
+            let spec = pinned.spec.unwrap_or_default();
+            rjobs.push(json!({"name": set, "template": {"spec": {"template": {
+                "metadata": {"labels": {WORKLOAD_LABEL: gang}},
+                "spec": {"nodeSelector": spec.node_selector, "tolerations": spec.tolerations},
+            }}}}));
+        }
+        let ours = json!({"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
+            "replicatedJobs": rjobs}}}});
+        let record = encode_pins(pins);
+        Ok(Write {
+            target: self.target(),
+            change: Change::ReplaceLatest(Box::new(move |latest| {
+                pinned(latest, ours, record).map(Some)
+            })),
+            action: ACTIONS.pin,
+        })
+    }
+}
+
+/// `latest` without muster's runtime patch, pins record and stopping mark;
+/// `None` while a job of its JobSet still has active pods (the trainer's
+/// webhook refuses a change of the patches then: the restore waits for
+/// them).
+fn restored(latest: &DynamicObject) -> Result<Option<DynamicObject>, ActError> {
+    if jobs_active(latest) {
+        return Ok(None);
+    }
+    let mut next = latest.clone();
+    if let Some(Value::Array(list)) = next.data.pointer_mut("/spec/runtimePatches") {
+        list.retain(|p| p.get("manager").and_then(Value::as_str) != Some(PATCH_MANAGER));
+    }
+    if let Some(a) = next.metadata.annotations.as_mut() {
+        a.remove(ADMITTED_NODES_ANNOTATION);
+        a.remove(STOPPING_ANNOTATION);
+    }
+    Ok(Some(next))
+}
+
+/// `latest` with `ours` in place of muster's runtime patch (appended after
+/// the other managers'), the pins recorded (`record`), the stopping mark
+/// taken out.
+fn pinned(latest: &DynamicObject, ours: Value, record: String) -> Result<DynamicObject, ActError> {
+    let mut next = latest.clone();
+    let spec = next
+        .data
+        .get_mut("spec")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| ActError::Missing(format!("TrainJob {} has no spec", latest.name_any())))?;
+    let list = spec.entry("runtimePatches").or_insert_with(|| json!([]));
+    if let Value::Array(list) = list {
+        list.retain(|p| p.get("manager").and_then(Value::as_str) != Some(PATCH_MANAGER));
+        list.push(ours);
+    }
+    let a = next
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    a.insert(ADMITTED_NODES_ANNOTATION.to_string(), record);
+    a.remove(STOPPING_ANNOTATION);
+    Ok(next)
 }
 
 #[cfg(test)]
@@ -537,6 +532,96 @@ mod tests {
             .expect("selector");
         assert_eq!(sel.get("zone").map(String::as_str), Some("a"));
         assert!(!sel.contains_key("muster.dev/gang"));
+    }
+
+    #[test]
+    fn a_pin_is_musters_runtime_patch_on_the_latest_trainjob() {
+        let team = json!({"manager": "team", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+            {"name": "node", "template": {"spec": {"template": {"spec": {"nodeSelector": {"zone": "a"}}}}}}]}}}});
+        let w = trainjob(json!({"runtimePatches": [team.clone()]}));
+        let dirs = writer::sketch::directives("ns.trainjob-llm", &["g1"], &[]);
+        let sketch = |step: Step| writer::sketch::writes(&w, step, &dirs);
+        let at = "trainjobs ns/llm".to_string();
+        assert_eq!(
+            sketch(Step::Suspend)[0],
+            (
+                "suspend TrainJob",
+                at.clone(),
+                "patch",
+                json!({"metadata": {"annotations": {STOPPING_ANNOTATION: "true"}}, "spec": {"suspend": true}})
+            )
+        );
+        assert_eq!(
+            sketch(Step::Unsuspend)[0],
+            (
+                "unsuspend TrainJob",
+                at.clone(),
+                "patch",
+                json!({"spec": {"suspend": false}})
+            )
+        );
+        assert!(sketch(Step::ClearStartTime).is_empty());
+        let pins = writer::sketch::pins(&[("node", &["g1", "g2"])]);
+        let mut pin = w.writes(&Step::Pin(pins), &dirs).expect("writes");
+        assert_eq!(
+            writer::sketch::of(&pin[0]),
+            ("pin TrainJob", at, "replace-latest", Value::Null)
+        );
+        // the latest has an older patch of muster's and the stopping mark
+        let mut latest = (*w.job).clone();
+        latest.metadata.resource_version = Some("6".into());
+        latest.metadata.annotations =
+            Some([(STOPPING_ANNOTATION.to_string(), "true".to_string())].into());
+        latest.data["spec"]["runtimePatches"] =
+            json!([team, {"manager": PATCH_MANAGER, "old": true}]);
+        let pinned = writer::sketch::revise(pin.remove(0), &latest).expect("pinned");
+        let label = |set: &str| json!({"muster.dev/gang": "ns.trainjob-llm", format!("pod-set.muster.dev/{set}"): "ns.trainjob-llm"});
+        let ours = json!({"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+            {"name": "dataset-initializer", "template": {"spec": {"template": {
+                "metadata": {"labels": {WORKLOAD_LABEL: "trainjob-llm"}},
+                "spec": {"nodeSelector": label("dataset-initializer"), "tolerations": []}}}}},
+            {"name": "node", "template": {"spec": {"template": {
+                "metadata": {"labels": {WORKLOAD_LABEL: "trainjob-llm"}},
+                "spec": {"nodeSelector": {"muster.dev/gang": "ns.trainjob-llm", "pod-set.muster.dev/node": "ns.trainjob-llm", "zone": "a"},
+                    "tolerations": [writer::sketch::toleration()]}}}}}]}}}});
+        let mut expected = serde_json::to_value(&latest).expect("json");
+        expected["spec"]["runtimePatches"][1] = ours;
+        expected["metadata"]["annotations"] = json!({ADMITTED_NODES_ANNOTATION: "g1,g2"});
+        assert_eq!(pinned, expected);
+    }
+
+    #[test]
+    fn a_restore_waits_for_the_jobs_pods_then_takes_musters_patch_out() {
+        let team = json!({"manager": "team"});
+        let w = trainjob(json!({"runtimePatches": [team.clone(), {"manager": PATCH_MANAGER}]}));
+        let restore = || {
+            let mut writes = w
+                .writes(&Step::Restore, &writer::sketch::directives("g", &[], &[]))
+                .expect("writes");
+            assert_eq!(writes.len(), 1);
+            assert_eq!(writer::sketch::of(&writes[0]).0, "restore TrainJob");
+            writes.remove(0)
+        };
+        let mut latest = (*w.job).clone();
+        latest.metadata.annotations = Some(
+            [
+                (ADMITTED_NODES_ANNOTATION.to_string(), "g1".to_string()),
+                (STOPPING_ANNOTATION.to_string(), "true".to_string()),
+            ]
+            .into(),
+        );
+        latest.data["status"] = json!({"jobsStatus": [{"name": "node", "active": 2}]});
+        assert_eq!(
+            writer::sketch::revise(restore(), &latest),
+            None,
+            "nothing written while a job has active pods"
+        );
+        latest.data["status"] = json!({"jobsStatus": [{"name": "node", "active": 0}]});
+        let restored = writer::sketch::revise(restore(), &latest).expect("restored");
+        let mut expected = serde_json::to_value(&latest).expect("json");
+        expected["spec"]["runtimePatches"] = json!([team]);
+        expected["metadata"]["annotations"] = json!({});
+        assert_eq!(restored, expected);
     }
 
     #[test]

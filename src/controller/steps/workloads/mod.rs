@@ -4,7 +4,8 @@
 //! running), one write at a time, each chosen by the planner's table
 //! ([`muster_planner::lifecycle::workload`]) under the kind's rules from the
 //! object as the API server returned it. The adapters behind
-//! [`crate::controller::workloads`] carry the writes out; the sequence and
+//! [`crate::controller::workloads`] turn each step into writes, which
+//! [`crate::controller::workloads::writer`] carries out; the sequence and
 //! the upstream rule behind each step are in `docs/controller.md` and
 //! `docs/workloads.md`.
 
@@ -23,7 +24,7 @@ use crate::controller::base::objects::Kind;
 use crate::controller::ctx::Ctx;
 use crate::controller::observe::Observed;
 use crate::controller::translate::{Translation, gang};
-use crate::controller::workloads::{self, Directives, Workload};
+use crate::controller::workloads::{self, Directives, Workload, writer};
 
 /// The most writes one workload gets in one cycle (a stop and a start are five).
 const MAX_STEPS: usize = 6;
@@ -237,9 +238,10 @@ pub(crate) async fn drive(
             break;
         }
         tracing::debug!(workload = %gang_id, kind = current.kind().as_str(), step = step.as_str(), want = ?want, "workload life cycle");
-        current = match current.write(&ctx.client, &step, &dirs).await {
+        current = match writer::write(&ctx.client, current.as_ref(), &step, &dirs).await {
             Ok(next) => next,
-            Err(e) if e.is_conflict() => match current.reread(&ctx.client).await? {
+            Err(e) if e.is_conflict() => match writer::reread(&ctx.client, current.as_ref()).await?
+            {
                 Some(fresh) => {
                     current = fresh;
                     continue;
