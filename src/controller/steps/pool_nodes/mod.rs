@@ -48,8 +48,6 @@ use crate::controller::translate::node::{
 };
 use crate::controller::translate::pool::spec;
 
-/// The PoolNode condition that holds once the Node's GPUs are allocatable.
-
 /// True when the launch set this PoolNode belongs to is written: it is a
 /// spare (no gang), or its gang's status assigns pods to it and every node
 /// of those assignments exists (as a PoolNode or a Node). Intent before
