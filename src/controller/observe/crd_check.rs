@@ -14,7 +14,7 @@ use crate::controller::base::objects::{GROUP, Kind, VERSION};
 use crate::controller::workloads::WorkloadKind;
 
 /// The command that installs the CRDs, as the message prints it.
-pub const INSTALL_COMMAND: &str = "muster crds | kubectl apply -f -";
+pub(crate) const INSTALL_COMMAND: &str = "muster crds | kubectl apply -f -";
 
 /// First pause between two discovery requests while CRDs are missing.
 const FIRST_PAUSE: Duration = Duration::from_secs(1);
@@ -24,7 +24,7 @@ const LONGEST_PAUSE: Duration = Duration::from_secs(30);
 /// The muster kinds the API server does not serve, by discovery of the
 /// muster group version. `Err` when discovery itself failed for another
 /// reason than "not found" (the caller cannot tell, and proceeds).
-pub async fn missing_kinds(client: &Client) -> Result<Vec<Kind>, kube::Error> {
+pub(crate) async fn missing_kinds(client: &Client) -> Result<Vec<Kind>, kube::Error> {
     match client
         .list_api_group_resources(&format!("{GROUP}/{VERSION}"))
         .await
@@ -40,7 +40,7 @@ pub async fn missing_kinds(client: &Client) -> Result<Vec<Kind>, kube::Error> {
 
 /// What the operator reads when CRDs are missing: which ones, and the
 /// command that installs them.
-pub fn missing_message(missing: &[Kind]) -> String {
+pub(crate) fn missing_message(missing: &[Kind]) -> String {
     let names: Vec<String> = missing
         .iter()
         .map(|k| format!("{}.{GROUP}", k.plural()))
@@ -57,7 +57,7 @@ pub fn missing_message(missing: &[Kind]) -> String {
 /// Waits until every muster kind is served. Says once what is missing (and
 /// again only if the set of missing kinds changes), then asks again with a
 /// pause that doubles up to [`LONGEST_PAUSE`].
-pub async fn wait_until_installed(client: &Client) {
+pub(crate) async fn wait_until_installed(client: &Client) {
     let mut pause = FIRST_PAUSE;
     let mut said: Option<Vec<Kind>> = None;
     loop {
@@ -93,7 +93,7 @@ pub async fn wait_until_installed(client: &Client) {
 /// one line naming the CRD; it is skipped until the controller restarts —
 /// no watch is started for it, so nothing retries. A discovery that fails
 /// for another reason counts the kind as served (its watch then says why).
-pub async fn served_workload_kinds(
+pub(crate) async fn served_workload_kinds(
     client: &Client,
     enabled: &std::collections::BTreeSet<WorkloadKind>,
 ) -> (std::collections::BTreeSet<WorkloadKind>, Vec<WorkloadKind>) {
@@ -132,7 +132,7 @@ pub async fn served_workload_kinds(
 }
 
 /// What the operator reads when an enabled workload kind's CRD is missing.
-pub fn missing_workload_message(kind: WorkloadKind) -> String {
+pub(crate) fn missing_workload_message(kind: WorkloadKind) -> String {
     let crd = kind
         .custom()
         .into_iter()
@@ -158,7 +158,7 @@ pub fn short_error(e: &kube::Error) -> String {
 }
 
 /// One line for a watch error (see [`short_error`]).
-pub fn short_watch_error(e: &kube_runtime::watcher::Error) -> String {
+pub(crate) fn short_watch_error(e: &kube_runtime::watcher::Error) -> String {
     use kube_runtime::watcher::Error as W;
     match e {
         W::InitialListFailed(e) => format!("initial list failed: {}", short_error(e)),

@@ -39,7 +39,7 @@ use crate::controller::workloads::WorkloadKind;
 
 /// The watch caches and the change signal.
 #[derive(Clone)]
-pub struct Caches {
+pub(crate) struct Caches {
     jobs: Vec<Store<Job>>,
     pods: Vec<Store<CachedPod>>,
     pdbs: Vec<Store<PodDisruptionBudget>>,
@@ -54,25 +54,25 @@ pub struct Caches {
     /// every GPUQueue's `WorkloadKindsServed` condition).
     missing: Arc<Vec<WorkloadKind>>,
     /// Notified on every watch event (and by writers who want a re-plan).
-    pub changes: Arc<Notify>,
+    pub(crate) changes: Arc<Notify>,
     tasks: Arc<Vec<JoinHandle<()>>>,
 }
 
 impl Caches {
     /// Records the enabled workload kinds whose CRD the server does not
     /// serve (see [`crd_check::served_workload_kinds`]).
-    pub fn with_missing(mut self, missing: Vec<WorkloadKind>) -> Caches {
+    pub(crate) fn with_missing(mut self, missing: Vec<WorkloadKind>) -> Caches {
         self.missing = Arc::new(missing);
         self
     }
 
     /// Enabled workload kinds whose CRD is not served.
-    pub fn missing_kinds(&self) -> &[WorkloadKind] {
+    pub(crate) fn missing_kinds(&self) -> &[WorkloadKind] {
         &self.missing
     }
 
     /// What the caches hold now, read once for a cycle.
-    pub fn observed(&self) -> Observed {
+    pub(crate) fn observed(&self) -> Observed {
         Observed {
             jobs: self.jobs(),
             pods: self.pods(),
@@ -96,7 +96,7 @@ impl Caches {
 
     /// Starts every reflector: the built-in kinds, the muster kinds, and the
     /// custom workload kinds of `workload_kinds` (enabled and served).
-    pub fn start(
+    pub(crate) fn start(
         client: Client,
         config: &ControllerConfig,
         workload_kinds: &std::collections::BTreeSet<WorkloadKind>,
@@ -167,7 +167,7 @@ impl Caches {
 
     /// Waits until every cache has completed its first list. No planning
     /// happens before this.
-    pub async fn wait_synced(&self) -> Result<(), String> {
+    pub(crate) async fn wait_synced(&self) -> Result<(), String> {
         // waiting one store after another costs no more than the slowest one
         for st in &self.jobs {
             ready(st.clone()).await?;
@@ -194,39 +194,39 @@ impl Caches {
     }
 
     /// Stops every reflector.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         for t in self.tasks.iter() {
             t.abort();
         }
     }
 
     /// Cached Jobs.
-    pub fn jobs(&self) -> Vec<Arc<Job>> {
+    pub(crate) fn jobs(&self) -> Vec<Arc<Job>> {
         self.jobs.iter().flat_map(|s| s.state()).collect()
     }
 
     /// Cached Pods.
-    pub fn pods(&self) -> Vec<Arc<CachedPod>> {
+    pub(crate) fn pods(&self) -> Vec<Arc<CachedPod>> {
         self.pods.iter().flat_map(|s| s.state()).collect()
     }
 
     /// Cached PodDisruptionBudgets.
-    pub fn pdbs(&self) -> Vec<Arc<PodDisruptionBudget>> {
+    pub(crate) fn pdbs(&self) -> Vec<Arc<PodDisruptionBudget>> {
         self.pdbs.iter().flat_map(|s| s.state()).collect()
     }
 
     /// Cached Nodes.
-    pub fn nodes(&self) -> Vec<Arc<Node>> {
+    pub(crate) fn nodes(&self) -> Vec<Arc<Node>> {
         self.nodes.state()
     }
 
     /// Cached Namespaces.
-    pub fn namespaces(&self) -> Vec<Arc<Namespace>> {
+    pub(crate) fn namespaces(&self) -> Vec<Arc<Namespace>> {
         self.namespaces.state()
     }
 
     /// Cached objects the adapters read besides their kinds' own, by CRD name.
-    pub fn related(&self) -> BTreeMap<String, Vec<Arc<DynamicObject>>> {
+    pub(crate) fn related(&self) -> BTreeMap<String, Vec<Arc<DynamicObject>>> {
         self.related
             .iter()
             .map(|(k, stores)| (k.clone(), stores.iter().flat_map(|s| s.state()).collect()))
@@ -234,7 +234,7 @@ impl Caches {
     }
 
     /// Cached objects of one custom workload kind.
-    pub fn workloads(&self, kind: WorkloadKind) -> Vec<Arc<DynamicObject>> {
+    pub(crate) fn workloads(&self, kind: WorkloadKind) -> Vec<Arc<DynamicObject>> {
         self.workloads
             .get(&kind)
             .map(|stores| stores.iter().flat_map(|s| s.state()).collect())
@@ -242,7 +242,7 @@ impl Caches {
     }
 
     /// Cached objects of one muster kind.
-    pub fn objects(&self, kind: Kind) -> Vec<Arc<DynamicObject>> {
+    pub(crate) fn objects(&self, kind: Kind) -> Vec<Arc<DynamicObject>> {
         self.muster
             .get(&kind)
             .map(|stores| stores.iter().flat_map(|s| s.state()).collect())

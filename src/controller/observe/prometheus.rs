@@ -90,16 +90,16 @@ impl fmt::Display for Endpoint {
 
 /// One series of a range query.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Series {
+pub(crate) struct Series {
     /// Its labels.
-    pub labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
     /// (unix seconds, value), oldest first.
-    pub values: Vec<(i64, f64)>,
+    pub(crate) values: Vec<(i64, f64)>,
 }
 
 /// `query` evaluated every `step` seconds from `start` to `end` (unix
 /// seconds), answered within `timeout`.
-pub async fn query_range(
+pub(crate) async fn query_range(
     ep: &Endpoint,
     query: &str,
     start: i64,
@@ -151,7 +151,7 @@ async fn get(ep: &Endpoint, path: &str) -> Result<(u16, Vec<u8>), PromError> {
 }
 
 /// The series of a `query_range` answer.
-pub fn parse_matrix((status, body): &(u16, Vec<u8>)) -> Result<Vec<Series>, PromError> {
+pub(crate) fn parse_matrix((status, body): &(u16, Vec<u8>)) -> Result<Vec<Series>, PromError> {
     let doc: serde_json::Value = serde_json::from_slice(body)
         .map_err(|e| PromError::BadResponse(format!("HTTP {status}, not JSON: {e}")))?;
     if *status != 200 || doc["status"] != "success" {
