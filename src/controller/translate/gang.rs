@@ -32,10 +32,10 @@ pub(crate) fn gangs(objs: &[Arc<DynamicObject>], issues: &mut Vec<Issue>) -> Vec
 /// A Gang's status as the planner's record of it (typed; times in the
 /// planner's seconds). Unreadable parts read as absent.
 pub(crate) fn record_of(obj: &DynamicObject) -> GangRecord {
-    let crd = typed_status(obj);
+    let (crd, has_phase) = typed_status(obj);
     let t = |x: &Option<KubeTime>| x.as_ref().map(time::from_kube);
     GangRecord {
-        phase: has_phase(obj).then(|| phase_from_crd(crd.phase)),
+        phase: has_phase.then(|| phase_from_crd(crd.phase)),
         position: crd.position.and_then(|p| u32::try_from(p).ok()),
         reason: crd.reason.clone(),
         message: crd.message.clone(),
@@ -61,29 +61,20 @@ pub(crate) fn record_of(obj: &DynamicObject) -> GangRecord {
 
 /// The Gang's `status` as the CRD's typed `GangStatus` (the default when
 /// absent or unreadable; the phase read on its own, so one bad field does
-/// not lose it).
-fn typed_status(obj: &DynamicObject) -> muster_crds::GangStatus {
+/// not lose it), and whether it names a phase it can be read as.
+fn typed_status(obj: &DynamicObject) -> (muster_crds::GangStatus, bool) {
     let status = obj.data.get("status");
     let mut crd: muster_crds::GangStatus = status
         .cloned()
         .and_then(|s| serde_json::from_value(s).ok())
         .unwrap_or_default();
-    if let Some(p) = status
+    let phase = status
         .and_then(|s| s.get("phase"))
-        .and_then(|p| serde_json::from_value(p.clone()).ok())
-    {
+        .and_then(|p| serde_json::from_value(p.clone()).ok());
+    if let Some(p) = phase {
         crd.phase = p;
     }
-    crd
-}
-
-/// Whether the Gang's status names a phase it can be read as.
-fn has_phase(obj: &DynamicObject) -> bool {
-    obj.data
-        .get("status")
-        .and_then(|s| s.get("phase"))
-        .and_then(|p| serde_json::from_value::<muster_crds::gang::GangPhase>(p.clone()).ok())
-        .is_some()
+    (crd, phase.is_some())
 }
 
 /// The CRD's phase as the planner's.
@@ -125,7 +116,7 @@ pub(crate) fn write_record(
     before: &GangRecord,
     after: &GangRecord,
 ) -> Option<serde_json::Value> {
-    let stored = typed_status(obj);
+    let (stored, _) = typed_status(obj);
     let mut next = stored.clone();
     let kube_time = |t: Option<muster_planner::Time>| t.map(time::to_kube);
     if after.phase != before.phase {
