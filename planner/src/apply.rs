@@ -3,29 +3,14 @@
 //! once. Tests and the fairness harness use it; the simulator and the
 //! controller implement the same contract against their own worlds.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::labels;
-use crate::model::{GangId, GangPhase, Node, NodePhase, Offering};
+use crate::lifecycle::record::{self, GangRecord, Seen};
+use crate::model::{GangId, Node, NodePhase, Offering};
 use crate::plan::{Plan, RemovalKind};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Policy, Snapshot};
 use crate::time::Time;
-
-fn evict(s: &mut Snapshot, id: &GangId, now: Time) {
-    if let Some(g) = s.gangs.iter_mut().find(|g| &g.id == id) {
-        g.phase = GangPhase::Evicted;
-        g.not_before = Some(now);
-        g.assignments.clear();
-        g.admitted_at = None;
-        g.started_at = None;
-        g.provisioning_deadline = None;
-    }
-    for n in &mut s.nodes {
-        if n.reserved_for.as_ref() == Some(id) {
-            n.reserved_for = None;
-        }
-    }
-}
 
 fn new_node(s: &Snapshot, nn: &crate::plan::NewNode, gang: Option<&GangId>, now: Time) -> Node {
     let offering: Option<&Offering> = s.offerings.iter().find(|o| o.key() == nn.offering);
@@ -58,18 +43,51 @@ fn new_node(s: &Snapshot, nn: &crate::plan::NewNode, gang: Option<&GangId>, now:
     }
 }
 
-/// Applies `plan` to `s` at `now`: preemptions, releases, launches,
-/// admissions, removals, in that order; then recomputes `emptySince`.
-pub fn apply(s: &mut Snapshot, plan: &Plan, now: Time) {
-    for p in &plan.preemptions {
-        evict(s, &p.victim, now);
-    }
-    let decided: BTreeSet<&GangId> = plan
-        .admissions
+/// Applies `plan` (planned with `policy`) to `s` at `now`. Every gang's record becomes what the
+/// planner's one mapping from plan to gang phases says
+/// ([`record::after_plan`]), with pods that run as soon as they are pinned
+/// and the nodes this plan removes drained at once; then the nodes follow
+/// the plan's preemptions, releases, launches and removals, in that order;
+/// then `emptySince` is recomputed.
+pub fn apply(s: &mut Snapshot, plan: &Plan, policy: &Policy, now: Time) {
+    let draining: BTreeMap<String, bool> = plan
+        .removals
         .iter()
-        .map(|a| &a.gang)
-        .chain(plan.launches.iter().map(|l| &l.gang))
+        .map(|r| (r.node.clone(), false))
         .collect();
+    let mut reserved: BTreeMap<&GangId, Vec<String>> = BTreeMap::new();
+    for n in &s.nodes {
+        if let Some(g) = &n.reserved_for {
+            reserved.entry(g).or_default().push(n.name.clone());
+        }
+    }
+    let cx = record::Context::new(plan, s, &draining, policy, now);
+    let seen = Seen {
+        finished: false,
+        all_running: true,
+    };
+    let mut evicted: BTreeSet<GangId> = plan.preemptions.iter().map(|p| p.victim.clone()).collect();
+    let records: Vec<(GangRecord, bool)> = s
+        .gangs
+        .iter()
+        .map(|g| {
+            let held = reserved.get(&g.id).map_or(&[][..], Vec::as_slice);
+            let out = record::after_plan(&g.id, &GangRecord::of_gang(g, held), Some(g), seen, &cx);
+            (out.record, out.evict)
+        })
+        .collect();
+    for (g, (rec, evict)) in s.gangs.iter_mut().zip(records) {
+        rec.write_to(g);
+        if evict {
+            evicted.insert(g.id.clone());
+        }
+    }
+    // an evicted gang's nodes are no longer held for it
+    for n in &mut s.nodes {
+        if n.reserved_for.as_ref().is_some_and(|g| evicted.contains(g)) {
+            n.reserved_for = None;
+        }
+    }
     for r in &plan.releases {
         for name in &r.nodes {
             let Some(i) = s.nodes.iter().position(|n| &n.name == name) else {
@@ -85,14 +103,6 @@ pub fn apply(s: &mut Snapshot, plan: &Plan, now: Time) {
                 }
             }
         }
-        if !decided.contains(&r.gang)
-            && let Some(g) = s.gangs.iter_mut().find(|g| g.id == r.gang)
-            && g.phase == GangPhase::Provisioning
-        {
-            g.phase = GangPhase::Queued;
-            g.assignments.clear();
-            g.provisioning_deadline = None;
-        }
     }
     for l in &plan.launches {
         let nodes: Vec<Node> = l
@@ -106,34 +116,11 @@ pub fn apply(s: &mut Snapshot, plan: &Plan, now: Time) {
                 n.reserved_for = Some(l.gang.clone());
             }
         }
-        if let Some(g) = s.gangs.iter_mut().find(|g| g.id == l.gang) {
-            g.phase = GangPhase::Provisioning;
-            g.assignments = l.assignments.clone();
-            g.provisioning_deadline = l.deadline;
-            g.launch_attempts = g.launch_attempts.saturating_add(1);
-        }
-    }
-    for a in &plan.admissions {
-        if let Some(g) = s.gangs.iter_mut().find(|g| g.id == a.gang) {
-            g.phase = GangPhase::Admitted;
-            g.assignments = a.assignments.clone();
-            g.admitted_at = Some(now);
-            g.provisioning_deadline = None;
-        }
     }
     for r in &plan.removals {
         if let RemovalKind::Replace { with } = &r.kind {
             let n = new_node(s, with, None, now);
             s.nodes.push(n);
-        }
-        let hosted: Vec<GangId> = s
-            .gangs
-            .iter()
-            .filter(|g| g.assignments.iter().any(|a| a.node == r.node))
-            .map(|g| g.id.clone())
-            .collect();
-        for g in hosted {
-            evict(s, &g, now);
         }
         s.nodes.retain(|n| n.name != r.node);
     }

@@ -8,7 +8,9 @@
 //! # Driver contract
 //!
 //! Apply the items of one plan in this order ([`crate::apply::apply`] is a
-//! reference implementation for an instant cloud):
+//! reference implementation for an instant cloud). What each item makes of
+//! a gang's record is one pure mapping every driver applies,
+//! [`crate::lifecycle::record::after_plan`]; the driver carries out the rest:
 //!
 //! 1. **Preemptions** — evict the victim gang as a whole: phase `Evicted`
 //!    with `notBefore` = now (preemption does not back off and does not
@@ -29,12 +31,12 @@
 //!    `reservedFor` = the gang, the given name, idempotency key, offering,
 //!    price and placement group), set `reservedFor` = the gang on every node
 //!    of `reserve`, and set the gang to `Provisioning` with `assignments`,
-//!    `provisioningDeadline` = `deadline` and `launchAttempts` + 1 — all
-//!    before any cloud call. Then launch each PoolNode with its idempotency
+//!    `provisioningDeadline` = `deadline` and, for a launch set it does not
+//!    hold yet, `launchAttempts` + 1 — all before any cloud call. Then launch each PoolNode with its idempotency
 //!    key. Pods are not started; the gang is admitted by a later plan once
 //!    every node in its assignments is Ready.
-//! 4. **Admissions** — set the gang `Admitted` (`admittedAt` = now) with the
-//!    given assignments, and only once that is recorded, pin every pod to
+//! 4. **Admissions** — set the gang `Admitted` (`admittedAt` = now,
+//!    `provisioningDeadline` cleared) with the given assignments, and only once that is recorded, pin every pod to
 //!    its node (node selector on
 //!    `kubernetes.io/hostname`, tolerations for the taints of the node's
 //!    pool — the planner treats those as tolerated for pod sets that request

@@ -84,7 +84,7 @@ fn run(weights: &[(&str, f64)], steps: i64) -> BTreeMap<String, f64> {
             }
         }
         let p = plan(&s, &policy, now);
-        apply(&mut s, &p, now);
+        apply(&mut s, &p, &policy, now);
         for g in &mut s.gangs {
             if g.phase == GangPhase::Admitted {
                 g.phase = GangPhase::Running;

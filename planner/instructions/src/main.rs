@@ -105,7 +105,7 @@ impl Mode {
 fn steady(snapshot: &Snapshot, policy: &Policy) -> Snapshot {
     let first = plan(snapshot, policy, synthetic::NOW);
     let mut s = snapshot.clone();
-    muster_planner::apply::apply(&mut s, &first, synthetic::NOW);
+    muster_planner::apply::apply(&mut s, &first, policy, synthetic::NOW);
     s
 }
 

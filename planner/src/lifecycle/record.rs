@@ -4,23 +4,27 @@
 //! | the gang, this cycle | record after |
 //! |---|---|
 //! | its workload finished (or the idle policy's `Stop`) while it held capacity, or `Finished` already | `Finished`, `finishedAt` = now |
-//! | admitted by the plan | `Admitted` with the admission's assignments; reserved nodes those nodes; `admittedAt` kept or now |
+//! | admitted by the plan | `Admitted` with the admission's assignments; reserved nodes those nodes; `admittedAt` kept or now; no deadline |
 //! | launched for by the plan | `Provisioning`; a new launch set (first, or not within the nodes it holds) counts one more `launchAttempts` and sets the deadline (the launch's, else its pool's or the policy's timeout from now) |
 //! | preempted by the plan | `Evicted`, queued again at once, not counted in `evictions` |
 //! | holds capacity and a node it holds drains | the gang life cycle ([`super::gang`]): evicted whole |
 //! | `Running` and found idle with `Requeue` / `Stop` | evicted whole and requeued after `notBefore` / `Finished`, left stopped |
 //! | `Admitted` | the gang life cycle on a pods check: `Running`, stay, or evicted whole |
-//! | waiting in the plan | its position, reason and message; `Queued`, `Provisioning` (still), `Unsatisfiable`, `Evicted` (backoff), or the phase it holds capacity in; a provisioning timeout releases it back to `Queued` |
+//! | `Provisioning` and releasing its capacity (or timed out) without a launch or admission | `Queued`, assignments, reserved nodes and deadline cleared; then as waiting |
+//! | waiting in the plan | its position, reason and message; `Queued`, `Provisioning` (still), `Unsatisfiable`, `Evicted` (backoff), or the phase it holds capacity in |
 //! | none of these and never recorded | `Queued` |
 //!
 //! Pure: the drivers observe the facts ([`Seen`]) and carry out the
-//! eviction the [`Outcome`] asks for (stop the workload).
+//! eviction the [`Outcome`] asks for (stop the workload). The controller
+//! keeps records as Gang status; the simulator and the reference driver
+//! ([`crate::apply`]) keep planner gangs and read and write their records
+//! through [`GangRecord::of_gang`] and [`GangRecord::write_to`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::lifecycle::gang::{self as lifecycle, Event, Step};
 use crate::model::{Assignment, Gang, GangId, GangPhase, IdleAction};
-use crate::plan::{Plan, WaitReason};
+use crate::plan::{Admission, IdleGang, Launch, Plan, WaitReason, Waiting};
 use crate::snapshot::{Policy, Snapshot};
 use crate::time::Time;
 
@@ -56,6 +60,45 @@ pub struct GangRecord {
     pub requeue_after: Option<Time>,
 }
 
+impl GangRecord {
+    /// The record of a driver that keeps planner gangs as its book: what
+    /// `g` holds, with `reserved` the names of the nodes reserved for it.
+    /// A gang has no queue position, reason or message; they start empty.
+    pub fn of_gang(g: &Gang, reserved: &[String]) -> GangRecord {
+        let mut reserved_nodes: BTreeSet<String> = reserved.iter().cloned().collect();
+        reserved_nodes.extend(g.assignments.iter().map(|a| a.node.clone()));
+        GangRecord {
+            phase: Some(g.phase),
+            position: None,
+            reason: None,
+            message: None,
+            reserved_nodes: reserved_nodes.into_iter().collect(),
+            assignments: g.assignments.clone(),
+            provisioning_deadline: g.provisioning_deadline,
+            admitted_at: g.admitted_at,
+            started_at: g.started_at,
+            finished_at: None,
+            launch_attempts: g.launch_attempts,
+            evictions: g.evictions,
+            requeue_after: g.not_before,
+        }
+    }
+
+    /// Writes this record back into the planner gang it was read from
+    /// ([`GangRecord::of_gang`]); reserved nodes are the driver's to keep on
+    /// its nodes.
+    pub fn write_to(&self, g: &mut Gang) {
+        g.phase = self.phase.unwrap_or_default();
+        g.assignments.clone_from(&self.assignments);
+        g.provisioning_deadline = self.provisioning_deadline;
+        g.admitted_at = self.admitted_at;
+        g.started_at = self.started_at;
+        g.launch_attempts = self.launch_attempts;
+        g.evictions = self.evictions;
+        g.not_before = self.requeue_after;
+    }
+}
+
 /// What a driver saw of one gang this cycle, besides its record and the
 /// plan.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -78,21 +121,86 @@ pub struct Outcome {
 }
 
 /// What every gang's mapping reads from one plan and snapshot, gathered
-/// once per cycle.
-#[derive(Debug, Clone, Copy)]
+/// once per cycle ([`Context::new`]): the plan's items indexed by gang, so
+/// mapping every gang of a large plan costs one lookup each.
+#[derive(Debug, Clone)]
 pub struct Context<'a> {
-    /// The plan.
-    pub plan: &'a Plan,
     /// The snapshot planned (its pools' provisioning timeouts, its queues'
     /// pods-ready timeouts).
-    pub snapshot: &'a Snapshot,
+    snapshot: &'a Snapshot,
     /// Nodes going away (PoolNode and Node names), and whether each was
     /// interrupted by its cloud.
-    pub draining: &'a BTreeMap<String, bool>,
+    draining: &'a BTreeMap<String, bool>,
     /// Planner policy.
-    pub policy: &'a Policy,
+    policy: &'a Policy,
     /// Now.
-    pub now: Time,
+    now: Time,
+    /// The plan's items, by the gang they name.
+    items: BTreeMap<&'a GangId, Items<'a>>,
+}
+
+/// The items of one plan that name one gang.
+#[derive(Debug, Clone, Copy, Default)]
+struct Items<'a> {
+    admission: Option<&'a Admission>,
+    launch: Option<&'a Launch>,
+    preempted: bool,
+    released: bool,
+    idle: Option<&'a IdleGang>,
+    waiting: Option<&'a Waiting>,
+}
+
+impl<'a> Context<'a> {
+    /// The context of `plan`, planned from `snapshot` at `now`; `draining`
+    /// names the nodes going away (PoolNode and Node names) and whether each
+    /// was interrupted by its cloud.
+    pub fn new(
+        plan: &'a Plan,
+        snapshot: &'a Snapshot,
+        draining: &'a BTreeMap<String, bool>,
+        policy: &'a Policy,
+        now: Time,
+    ) -> Context<'a> {
+        let mut items: BTreeMap<&'a GangId, Items<'a>> = BTreeMap::new();
+        // the first item of a kind wins, as a search of the plan would find it
+        for a in &plan.admissions {
+            items.entry(&a.gang).or_default().admission.get_or_insert(a);
+        }
+        for l in &plan.launches {
+            items.entry(&l.gang).or_default().launch.get_or_insert(l);
+        }
+        for p in &plan.preemptions {
+            items.entry(&p.victim).or_default().preempted = true;
+        }
+        for r in &plan.releases {
+            items.entry(&r.gang).or_default().released = true;
+        }
+        for v in &plan.idle {
+            items.entry(&v.gang).or_default().idle.get_or_insert(v);
+        }
+        for w in &plan.waiting {
+            items.entry(&w.gang).or_default().waiting.get_or_insert(w);
+        }
+        Context {
+            snapshot,
+            draining,
+            policy,
+            now,
+            items,
+        }
+    }
+
+    /// Whether [`after_plan`] keeps every record of gang `id` in `phase` as
+    /// it is (and asks for no eviction) while its workload has not
+    /// finished: the plan names nothing for it, it is not `Admitted` (a pods
+    /// check), and it holds no capacity while nodes drain. A driver with
+    /// many gangs maps only the others.
+    pub fn keeps(&self, id: &GangId, phase: Option<GangPhase>) -> bool {
+        let Some(phase) = phase else { return false };
+        !self.items.contains_key(id)
+            && phase != GangPhase::Admitted
+            && !(phase.holds_capacity() && !self.draining.is_empty())
+    }
 }
 
 /// The record of gang `id` after the plan of `cx`. `gang` is the gang as
@@ -112,7 +220,8 @@ pub fn after_plan(
             .find(|q| q.name == g.queue)
             .and_then(|q| q.pods_ready_timeout)
     });
-    let (plan, policy, now) = (cx.plan, cx.policy, cx.now);
+    let (policy, now) = (cx.policy, cx.now);
+    let items = cx.items.get(id).copied().unwrap_or_default();
     let mut st = record.clone();
     let current = st.phase.unwrap_or_default();
     let step = |event| {
@@ -141,7 +250,7 @@ pub fn after_plan(
         }
         return stay(st);
     }
-    if let Some(a) = plan.admissions.iter().find(|a| &a.gang == id) {
+    if let Some(a) = items.admission {
         st.phase = Some(GangPhase::Admitted);
         st.assignments = a.assignments.clone();
         st.reserved_nodes = a
@@ -152,12 +261,14 @@ pub fn after_plan(
             .into_iter()
             .collect();
         st.admitted_at.get_or_insert(now);
+        // the deadline holds only while provisioning
+        st.provisioning_deadline = None;
         st.position = None;
         st.reason = None;
         st.message = None;
         return stay(st);
     }
-    if let Some(l) = plan.launches.iter().find(|l| &l.gang == id) {
+    if let Some(l) = items.launch {
         let set: BTreeSet<&str> = l.nodes.iter().map(|n| n.name.as_str()).collect();
         let held: BTreeSet<&str> = st.reserved_nodes.iter().map(String::as_str).collect();
         // a new launch set (first, or planned again after a failure) counts as an attempt
@@ -181,13 +292,14 @@ pub fn after_plan(
         st.message = Some(l.message.clone());
         return stay(st);
     }
-    if plan.preemptions.iter().any(|p| &p.victim == id) {
+    if items.preempted {
         // driver contract: queued again at once, and not counted in
         // `evictions` (the count the backoff of a later eviction grows with)
         st.phase = Some(GangPhase::Evicted);
         st.requeue_after = Some(now);
         st.assignments.clear();
         st.reserved_nodes.clear();
+        st.provisioning_deadline = None;
         st.admitted_at = None;
         st.started_at = None;
         return stay(st);
@@ -219,7 +331,7 @@ pub fn after_plan(
     // the planner found its GPUs idle past its queue's window: the queue's
     // idle policy evicts it whole (requeued, or stopped and left suspended)
     if current == GangPhase::Running
-        && let Some(v) = plan.idle.iter().find(|v| &v.gang == id)
+        && let Some(v) = items.idle
     {
         match v.action {
             IdleAction::Report => {}
@@ -266,13 +378,24 @@ pub fn after_plan(
         }
         return stay(st);
     }
-    if let Some(w) = plan.waiting.iter().find(|w| &w.gang == id) {
-        if w.reason == WaitReason::ProvisioningTimeout {
-            // released by this plan (driver contract): back to Queued
-            st.assignments.clear();
-            st.reserved_nodes.clear();
-            st.provisioning_deadline = None;
-        }
+    // a provisioning gang that gives up its capacity and is not planned
+    // again in this plan (its deadline passed, or a node of its launch set
+    // went and nothing else holds it) queues again (driver contract)
+    let current = if (items.released
+        || items
+            .waiting
+            .is_some_and(|w| w.reason == WaitReason::ProvisioningTimeout))
+        && current == GangPhase::Provisioning
+    {
+        st.phase = Some(GangPhase::Queued);
+        st.assignments.clear();
+        st.reserved_nodes.clear();
+        st.provisioning_deadline = None;
+        GangPhase::Queued
+    } else {
+        current
+    };
+    if let Some(w) = items.waiting {
         let phase = match w.reason {
             WaitReason::Provisioning if current == GangPhase::Provisioning => {
                 GangPhase::Provisioning
@@ -305,6 +428,7 @@ fn evicted(st: &mut GangRecord, reason: String, not_before: Time, counts: bool) 
     st.reason = Some(reason);
     st.assignments.clear();
     st.reserved_nodes.clear();
+    st.provisioning_deadline = None;
     st.admitted_at = None;
     st.started_at = None;
 }
@@ -313,7 +437,7 @@ fn evicted(st: &mut GangRecord, reason: String, not_before: Time, counts: bool) 
 mod tests {
     use super::*;
     use crate::model::{CapacityType, OfferingKey, Price, Provider};
-    use crate::plan::{Admission, Launch, NewNode, Preemption, PreemptionReason, Waiting};
+    use crate::plan::{NewNode, Preemption, PreemptionReason, Release, ReleaseReason};
     use crate::time::Dur;
 
     const NOW: Time = Time(1_000);
@@ -379,13 +503,7 @@ mod tests {
         let snapshot = Snapshot::default();
         let draining = BTreeMap::new();
         let policy = Policy::default();
-        let cx = Context {
-            plan,
-            snapshot: &snapshot,
-            draining: &draining,
-            policy: &policy,
-            now: NOW,
-        };
+        let cx = Context::new(plan, &snapshot, &draining, &policy, NOW);
         after_plan(&id(), record, gang, seen, &cx)
     }
 
@@ -412,11 +530,13 @@ mod tests {
         };
         let mut rec = phase(GangPhase::Provisioning);
         rec.admitted_at = Some(Time(5));
+        rec.provisioning_deadline = Some(Time(9_000));
         rec.reason = Some("Provisioning".to_string());
         let out = after(&rec, None, &plan, Seen::default());
         assert_eq!(out.record.phase, Some(GangPhase::Admitted));
         assert_eq!(out.record.reserved_nodes, ["n1", "n2"]);
         assert_eq!(out.record.admitted_at, Some(Time(5)));
+        assert_eq!(out.record.provisioning_deadline, None);
         assert_eq!(out.record.reason, None);
     }
 
@@ -467,6 +587,117 @@ mod tests {
         assert!(out.record.assignments.is_empty());
         // the preemption step stops the workload itself: no eviction asked
         assert!(!out.evict);
+    }
+
+    #[test]
+    fn a_provisioning_gang_that_releases_without_a_new_plan_queues_again() {
+        let release = Release {
+            gang: id(),
+            nodes: vec!["a-0".to_string()],
+            reason: ReleaseReason::Replanned,
+            handed_to: None,
+            message: String::new(),
+        };
+        let mut rec = phase(GangPhase::Provisioning);
+        rec.assignments = vec![at("a-0")];
+        rec.reserved_nodes = vec!["a-0".to_string()];
+        rec.provisioning_deadline = Some(Time(9_000));
+        // released, waiting for capacity that holds it
+        let plan = Plan {
+            releases: vec![release.clone()],
+            waiting: vec![waiting(WaitReason::NoOffering)],
+            ..Plan::default()
+        };
+        let out = after(&rec, None, &plan, Seen::default()).record;
+        assert_eq!(out.phase, Some(GangPhase::Queued));
+        assert!(out.assignments.is_empty() && out.reserved_nodes.is_empty());
+        assert_eq!(out.provisioning_deadline, None);
+        assert_eq!(out.position, Some(3));
+        // released with no other item at all: queued all the same
+        let bare = Plan {
+            releases: vec![release.clone()],
+            ..Plan::default()
+        };
+        let out = after(&rec, None, &bare, Seen::default()).record;
+        assert_eq!(out.phase, Some(GangPhase::Queued));
+        // released and planned again: the new launch decides
+        let again = Plan {
+            releases: vec![release],
+            launches: vec![launch(&["b-0"], None)],
+            ..Plan::default()
+        };
+        let out = after(&rec, None, &again, Seen::default()).record;
+        assert_eq!(out.phase, Some(GangPhase::Provisioning));
+        assert_eq!(out.reserved_nodes, ["b-0"]);
+        assert_eq!(out.launch_attempts, 1);
+    }
+
+    #[test]
+    fn a_record_the_context_keeps_is_kept() {
+        let other = GangId::new("ns/other");
+        let plans = [
+            Plan::default(),
+            Plan {
+                launches: vec![launch(&["a-0"], None)],
+                ..Plan::default()
+            },
+            Plan {
+                waiting: vec![waiting(WaitReason::Backoff)],
+                ..Plan::default()
+            },
+        ];
+        let snapshot = Snapshot::default();
+        let policy = Policy::default();
+        let none = BTreeMap::new();
+        let some = BTreeMap::from([("n1".to_string(), false)]);
+        let mut kept = 0;
+        for plan in &plans {
+            for draining in [&none, &some] {
+                let cx = Context::new(plan, &snapshot, draining, &policy, NOW);
+                for p in [
+                    GangPhase::Queued,
+                    GangPhase::Provisioning,
+                    GangPhase::Admitted,
+                    GangPhase::Running,
+                    GangPhase::Evicted,
+                    GangPhase::Unsatisfiable,
+                ] {
+                    let mut g = Gang::new(id(), "q", Time(0), Vec::new());
+                    g.phase = p;
+                    g.assignments = vec![at("n1")];
+                    g.admitted_at = Some(Time(0));
+                    let rec = GangRecord::of_gang(&g, &[]);
+                    let out = after_plan(&id(), &rec, Some(&g), Seen::default(), &cx);
+                    if cx.keeps(&id(), Some(p)) {
+                        kept += 1;
+                        assert_eq!(out.record, rec, "{p:?}");
+                        assert!(!out.evict);
+                    }
+                    // another gang's items do not concern this one
+                    assert!(!cx.keeps(&other, None));
+                }
+            }
+        }
+        // the check is not vacuous: Running gangs of a plan naming nothing
+        // for them, draining or not, and waiting phases without drains
+        assert!(kept >= 8, "{kept}");
+    }
+
+    #[test]
+    fn a_planner_gang_reads_and_writes_its_record_unchanged() {
+        let mut g = Gang::new(id(), "q", Time(0), Vec::new());
+        g.phase = GangPhase::Provisioning;
+        g.assignments = vec![at("n2")];
+        g.provisioning_deadline = Some(Time(77));
+        g.launch_attempts = 3;
+        g.evictions = 2;
+        g.not_before = Some(Time(5));
+        let rec = GangRecord::of_gang(&g, &["n1".to_string()]);
+        assert_eq!(rec.reserved_nodes, ["n1", "n2"]);
+        assert_eq!(rec.requeue_after, Some(Time(5)));
+        let mut back = Gang::new(id(), "q", Time(0), Vec::new());
+        rec.write_to(&mut back);
+        assert_eq!(back, g);
     }
 
     #[test]

@@ -7,44 +7,47 @@
 //! interruptions) back through the next snapshot.
 //!
 //! The plan contract is the planner's own (`muster_planner::plan`, "Driver
-//! contract"), carried out against the simulated world:
-//! 1. **preemptions**: the victim is evicted as a whole (pods unbound),
-//!    `Evicted` with `notBefore` = now, not counted, reservations cleared;
+//! contract"), carried out against the simulated world. What a plan makes
+//! of every gang's record (phase, assignments, deadline, launch attempts,
+//! admission time) is the planner's one mapping,
+//! `lifecycle::record::after_plan`, which the controller applies to Gang
+//! status; this driver applies it to its mirrored gangs first, then does
+//! what the world needs:
+//! 1. **preemptions**: the victim's pods are unbound, its reservations
+//!    cleared;
 //! 2. **releases**: nodes handed to `handedTo`, or unreserved and — while
-//!    still in flight — terminated; Ready nodes stay as free capacity; a
-//!    `Provisioning` gang with no admission or launch in the same plan goes
-//!    back to `Queued`;
-//! 3. **launches**: `reserve` nodes held for the gang; the gang becomes
-//!    `Provisioning` with the assignments, `provisioningDeadline` =
-//!    `deadline` and `launchAttempts` + 1; then each `NewNode` is launched
-//!    (a name that exists already is not launched again). The cloud's answer
-//!    goes through `lifecycle::pool_node`: accepted → `Launched`;
-//!    insufficient capacity → the node is deleted and the offering marked
-//!    unavailable until the time the state machine gives; the planner
-//!    re-plans the gang from the next snapshot;
+//!    still in flight — terminated; Ready nodes stay as free capacity;
+//! 3. **launches**: `reserve` nodes held for the gang, then each `NewNode`
+//!    launched (a name that exists already is not launched again). The
+//!    cloud's answer goes through `lifecycle::pool_node`: accepted →
+//!    `Launched`; insufficient capacity → the node is deleted and the
+//!    offering marked unavailable until the time the state machine gives;
+//!    the planner re-plans the gang from the next snapshot;
 //! 4. **admissions**: every pod bound to its node (the whole admission is
-//!    checked first: all pods or none); the gang `Admitted`, and since
-//!    simulated pods run as soon as they are bound, `lifecycle::gang` marks
-//!    it `Running` at once;
+//!    checked first: all pods or none); since simulated pods run as soon as
+//!    they are bound, `lifecycle::gang` marks the gang `Running` at once;
 //! 5. **removals**: the node is cordoned and terminated; gangs on it are
 //!    evicted whole and requeued without backoff; `Replace` launches the
 //!    replacement first and terminates the old node once the replacement
 //!    is Ready;
-//! 6. **waiting**: counted per reason for the report.
+//! 6. **waiting**: counted per reason for the report;
+//! 7. evictions the records ask for (pods-ready timeouts): pods unbound,
+//!    reservations cleared.
 //!
 //! Machines advance `Launched` → `Registered` → `Ready` (or time out) through
 //! `lifecycle::pool_node` at each planning cycle, from what the world shows;
 //! spot interruptions, lost nodes and completions go through
 //! `lifecycle::gang`. A completed gang releases every node at once.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use muster_planner::lifecycle::gang::{self as gang_lc, Event as GangEvent, Step as GangStep};
 use muster_planner::lifecycle::pool_node::{self, Step as NodeStep};
+use muster_planner::lifecycle::record::{self, GangRecord, Outcome};
 use muster_planner::plan::{Launch, NewNode, RemovalKind, WaitReason};
 use muster_planner::{
-    Assignment, Dur, Gang, GangId, GangPhase, Node, NodePhase, Plan, PodSet, Pool, Queue, Snapshot,
-    Time, Toleration, TolerationOperator, Topology,
+    Assignment, Dur, Gang, GangId, Node, NodePhase, Plan, PodSet, Pool, Queue, Snapshot, Time,
+    Toleration, TolerationOperator, Topology,
 };
 
 use super::Policy;
@@ -471,7 +474,6 @@ impl MusterPolicy {
         let now = world.now;
         self.debounce.ran(now);
         self.sync_nodes(world);
-        self.check_pods_ready(world);
         let sw = Stopwatch::start();
         let plan = muster_planner::plan(&self.snap, &self.cfg.policy, now);
         self.planner_ms.push(sw.ms());
@@ -480,42 +482,64 @@ impl MusterPolicy {
         self.sync_nodes(world);
     }
 
-    /// Admitted gangs whose pods do not all run within the pods-ready
-    /// timeout are evicted (`lifecycle::gang`). Simulated pods run when
-    /// bound, so this only fires if binding and running ever come apart.
-    fn check_pods_ready(&mut self, world: &mut World) {
-        let now = world.now;
-        let admitted: Vec<JobId> = self
+    /// Every mirrored gang's record after `plan`: the planner's one mapping
+    /// from plan items to gang phases (`lifecycle::record::after_plan`), the
+    /// controller's too, with what the world shows (an Admitted gang's pods
+    /// all run). Node loss reaches gangs as world events (`gang_events`), so
+    /// no node is draining here. Returns the jobs whose record asks for an
+    /// eviction (pods not all running by the pods-ready timeout; simulated
+    /// pods run when bound, so only if binding and running ever come apart).
+    /// Gangs whose record the mapping keeps as it is are skipped.
+    fn record(&mut self, world: &World, plan: &Plan) -> Vec<JobId> {
+        let draining = BTreeMap::new();
+        let mut reserved: HashMap<&GangId, Vec<String>> = HashMap::new();
+        for n in &self.snap.nodes {
+            if let Some(g) = &n.reserved_for {
+                reserved.entry(g).or_default().push(n.name.clone());
+            }
+        }
+        let cx = record::Context::new(plan, &self.snap, &draining, &self.cfg.policy, world.now);
+        let outcomes: Vec<Option<Outcome>> = self
             .snap
             .gangs
             .iter()
-            .filter(|g| g.phase == GangPhase::Admitted)
-            .filter_map(|g| self.gang_job.get(&g.id).copied())
+            .map(|g| {
+                if cx.keeps(&g.id, Some(g.phase)) {
+                    return None;
+                }
+                let held = reserved.get(&g.id).map_or(&[][..], Vec::as_slice);
+                let all_running = self
+                    .gang_job
+                    .get(&g.id)
+                    .is_some_and(|j| world.states[*j].phase == JobPhase::Running);
+                let seen = record::Seen {
+                    finished: false,
+                    all_running,
+                };
+                Some(record::after_plan(
+                    &g.id,
+                    &GangRecord::of_gang(g, held),
+                    Some(g),
+                    seen,
+                    &cx,
+                ))
+            })
             .collect();
-        for job in admitted {
-            let all_running = world.states[job].phase == JobPhase::Running;
-            let timeout = self.pods_ready_timeout(job);
-            let policy = self.cfg.policy.clone();
-            let Some(g) = self.gang_mut(job) else {
-                continue;
-            };
-            let step = gang_lc::on_event(
-                g,
-                timeout,
-                GangEvent::PodsCheck { all_running },
-                &policy,
-                now,
-            );
-            if lifecycle::apply_gang_step(g, &step, now) {
-                self.stats.pods_ready_evictions += 1;
-                world.evict(job, EvictCause::Preemption);
-                world.take_evicted();
-                Self::clear_reservations(world, job);
+        let mut evict = Vec::new();
+        for (g, out) in self.snap.gangs.iter_mut().zip(outcomes) {
+            let Some(out) = out else { continue };
+            out.record.write_to(g);
+            if out.evict
+                && let Some(j) = self.gang_job.get(&g.id)
+            {
+                evict.push(*j);
             }
         }
+        evict
     }
 
     fn apply(&mut self, world: &mut World, plan: Plan) {
+        let evictions = self.record(world, &plan);
         let Plan {
             admissions,
             launches,
@@ -526,7 +550,6 @@ impl MusterPolicy {
             // the simulator observes no GPU utilisation, so nothing is idle
             idle: _,
         } = plan;
-        let now = world.now;
         // 1. Preemptions.
         for p in &preemptions {
             let Some(job) = self.gang_job.get(&p.victim).copied() else {
@@ -535,17 +558,9 @@ impl MusterPolicy {
             };
             world.evict(job, EvictCause::Preemption);
             world.take_evicted();
-            if let Some(g) = self.gang_mut(job) {
-                lifecycle::evict(g, now);
-            }
             Self::clear_reservations(world, job);
         }
         // 2. Releases.
-        let decided: BTreeSet<&GangId> = admissions
-            .iter()
-            .map(|a| &a.gang)
-            .chain(launches.iter().map(|l| &l.gang))
-            .collect();
         for r in &releases {
             self.stats.releases += 1;
             let heir = r
@@ -566,15 +581,6 @@ impl MusterPolicy {
                 if heir.is_none() && world.cluster.nodes[id].phase.in_flight() {
                     self.terminate(world, id, GangEvent::NodeLost);
                 }
-            }
-            if !decided.contains(&r.gang)
-                && let Some(job) = self.gang_job.get(&r.gang).copied()
-                && let Some(g) = self.gang_mut(job)
-                && g.phase == GangPhase::Provisioning
-            {
-                g.phase = GangPhase::Queued;
-                g.assignments.clear();
-                g.provisioning_deadline = None;
             }
         }
         // 3. Launches.
@@ -607,6 +613,13 @@ impl MusterPolicy {
         // 6. Waiting.
         for w in waiting {
             *self.stats.waits.entry(w.reason).or_default() += 1;
+        }
+        // Evictions the records ask for.
+        for job in evictions {
+            self.stats.pods_ready_evictions += 1;
+            world.evict(job, EvictCause::Preemption);
+            world.take_evicted();
+            Self::clear_reservations(world, job);
         }
     }
 
@@ -669,12 +682,9 @@ impl MusterPolicy {
         let all_running = world.states[job].phase == JobPhase::Running;
         let timeout = self.pods_ready_timeout(job);
         let policy = self.cfg.policy.clone();
+        // Simulated pods run as soon as they are bound: the gang life cycle
+        // marks the gang (Admitted by its record) Running at once.
         if let Some(g) = self.gang_mut(job) {
-            g.phase = GangPhase::Admitted;
-            g.admitted_at = Some(now);
-            g.assignments = assignments.to_vec();
-            g.provisioning_deadline = None;
-            // Simulated pods run as soon as they are bound.
             let step = gang_lc::on_event(
                 g,
                 timeout,
@@ -753,12 +763,6 @@ impl MusterPolicy {
                     l.gang
                 )),
             }
-        }
-        if let Some(g) = self.gang_mut(job) {
-            g.phase = GangPhase::Provisioning;
-            g.assignments = l.assignments.clone();
-            g.provisioning_deadline = l.deadline;
-            g.launch_attempts = g.launch_attempts.saturating_add(1);
         }
         for nn in &l.nodes {
             self.launch_node(world, nn, Some(job));

@@ -62,13 +62,7 @@ impl Decided {
         policy: &Policy,
         now: Time,
     ) -> Decided {
-        let cx = record::Context {
-            plan,
-            snapshot,
-            draining: &facts.draining,
-            policy,
-            now,
-        };
+        let cx = record::Context::new(plan, snapshot, &facts.draining, policy, now);
         let decisions = observed
             .of(Kind::Gang)
             .iter()
