@@ -12,7 +12,7 @@ use crate::controller::base::objects::{Condition, ConditionStatus, FIELD_MANAGER
 
 /// Why one write failed, in bounded categories.
 #[derive(Debug, thiserror::Error)]
-pub enum ActError {
+pub(crate) enum ActError {
     /// The API server refused or could not be reached.
     #[error("{action}: {source}")]
     Api {
@@ -52,7 +52,7 @@ impl ActError {
 
 impl ActError {
     /// True for a 409 Conflict: the object changed since it was read.
-    pub fn is_conflict(&self) -> bool {
+    pub(crate) fn is_conflict(&self) -> bool {
         matches!(self, ActError::Api { source: kube::Error::Api(s), .. } if s.code == 409)
     }
 }

@@ -29,7 +29,7 @@ use crate::controller::base::leadership::Leadership;
 
 /// Why the wrapper refused or gave up a request.
 #[derive(Debug, thiserror::Error)]
-pub enum RequestError {
+pub(crate) enum RequestError {
     /// A write while this instance does not lead.
     #[error("not the leader: write refused")]
     NotLeader,
@@ -40,7 +40,7 @@ pub enum RequestError {
 
 impl RequestError {
     /// A short, bounded reason for logs and metrics.
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             RequestError::NotLeader => "NotLeader",
             RequestError::Timeout(_) => "Timeout",
@@ -113,8 +113,9 @@ impl tower_service::Service<Request<Body>> for Wrapped {
 
     fn call(&mut self, mut req: Request<Body>) -> Self::Future {
         if is_write(req.method()) && self.fence.as_ref().is_some_and(|f| !f.may_write()) {
-            tracing::debug!(method = %req.method(), uri = %req.uri(), "write refused: not leading");
-            return Box::pin(std::future::ready(Err(RequestError::NotLeader.into())));
+            let refused = RequestError::NotLeader;
+            tracing::debug!(method = %req.method(), uri = %req.uri(), reason = refused.as_str(), "write refused: not leading");
+            return Box::pin(std::future::ready(Err(refused.into())));
         }
         req.headers_mut()
             .entry(USER_AGENT)

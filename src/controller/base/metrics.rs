@@ -260,9 +260,9 @@ fn wait_histogram() -> Histogram {
 }
 
 /// A floating-point gauge.
-pub type FloatGauge = Gauge<f64, AtomicU64>;
+pub(crate) type FloatGauge = Gauge<f64, AtomicU64>;
 /// A floating-point counter.
-pub type FloatCounter = Counter<f64, AtomicU64>;
+pub(crate) type FloatCounter = Counter<f64, AtomicU64>;
 
 /// Every metric of the controller, plus health flags.
 pub struct Metrics {
@@ -388,7 +388,7 @@ impl Metrics {
     }
 
     /// Marks the watch caches synced (readiness).
-    pub fn set_synced(&self) {
+    pub(crate) fn set_synced(&self) {
         self.synced.store(true, Ordering::Relaxed);
     }
 
@@ -404,7 +404,7 @@ impl Metrics {
     }
 
     /// The webhook serves a certificate.
-    pub fn set_webhook_cert_loaded(&self) {
+    pub(crate) fn set_webhook_cert_loaded(&self) {
         self.webhook_cert_pending.store(false, Ordering::Relaxed);
     }
 

@@ -12,39 +12,39 @@ use kube::core::{ApiResource, GroupVersionKind};
 pub use muster_crds::{GROUP, VERSION};
 
 /// Label on Jobs: the GPUQueue they wait in.
-pub const QUEUE_LABEL: &str = "muster.dev/queue";
+pub(crate) const QUEUE_LABEL: &str = "muster.dev/queue";
 /// Annotation on Jobs: the least number of pods the gang may start with.
-pub const MIN_COUNT_ANNOTATION: &str = "muster.dev/min-count";
+pub(crate) const MIN_COUNT_ANNOTATION: &str = "muster.dev/min-count";
 /// Annotation on Jobs: acceptable GPU models, comma-separated.
-pub const GPU_MODEL_ANNOTATION: &str = "muster.dev/gpu-model";
+pub(crate) const GPU_MODEL_ANNOTATION: &str = "muster.dev/gpu-model";
 /// Annotation on Jobs: priority of the gang (an integer).
-pub const PRIORITY_ANNOTATION: &str = "muster.dev/priority";
+pub(crate) const PRIORITY_ANNOTATION: &str = "muster.dev/priority";
 /// Annotation on Jobs: the pod template as submitted, before muster pinned it.
-pub const ORIGINAL_TEMPLATE_ANNOTATION: &str = "muster.dev/original-template";
+pub(crate) const ORIGINAL_TEMPLATE_ANNOTATION: &str = "muster.dev/original-template";
 /// Annotation on Jobs: the nodes the admitted gang was pinned to (comma-separated).
-pub const ADMITTED_NODES_ANNOTATION: &str = "muster.dev/admitted-nodes";
+pub(crate) const ADMITTED_NODES_ANNOTATION: &str = "muster.dev/admitted-nodes";
 /// Annotation on Jobs admitted at fewer pods than submitted (elastic): the
 /// submitted `parallelism`, and `completions` where it changed in tandem
 /// (`4` or `4/4`).
-pub const ORIGINAL_PARALLELISM_ANNOTATION: &str = "muster.dev/original-parallelism";
+pub(crate) const ORIGINAL_PARALLELISM_ANNOTATION: &str = "muster.dev/original-parallelism";
 /// Annotation on Jobs: a stop (suspend, clear `startTime`, restore the
 /// template) was begun and is not finished; written with the suspension.
-pub const STOPPING_ANNOTATION: &str = "muster.dev/stopping";
+pub(crate) const STOPPING_ANNOTATION: &str = "muster.dev/stopping";
 /// Label on nodes reserved for a gang, and node selector of its pinned pods.
-pub const GANG_LABEL: &str = "muster.dev/gang";
+pub(crate) const GANG_LABEL: &str = "muster.dev/gang";
 /// Label on nodes launched by muster: their pool.
-pub const POOL_LABEL: &str = "muster.dev/pool";
+pub(crate) const POOL_LABEL: &str = "muster.dev/pool";
 /// Label on nodes launched by muster: their PoolNode.
-pub const POOLNODE_LABEL: &str = "muster.dev/poolnode";
+pub(crate) const POOLNODE_LABEL: &str = "muster.dev/poolnode";
 /// Finalizer on PoolNodes: the instance is terminated before the object goes.
-pub const TERMINATE_FINALIZER: &str = "muster.dev/terminate-instance";
+pub(crate) const TERMINATE_FINALIZER: &str = "muster.dev/terminate-instance";
 /// Field manager of every write the controller makes.
-pub const FIELD_MANAGER: &str = "muster-controller";
+pub(crate) const FIELD_MANAGER: &str = "muster-controller";
 
 pub use muster_crds::Kind;
 
 /// What the controller needs of a kind beyond its names.
-pub trait KindExt {
+pub(crate) trait KindExt {
     /// True for the one namespaced kind, `Gang`.
     fn namespaced(self) -> bool;
     /// The `ApiResource` for a dynamic `Api`.

@@ -42,23 +42,23 @@ const fn doc(
 }
 
 /// Started as a Job without a Gang (Warning Event on the Job).
-pub const STARTED_OUTSIDE_MUSTER: &str = "StartedOutsideMuster";
+pub(crate) const STARTED_OUTSIDE_MUSTER: &str = "StartedOutsideMuster";
 /// A pod keeps a node from draining (Warning Event on the PoolNode).
-pub const DRAIN_BLOCKED: &str = "DrainBlocked";
+pub(crate) const DRAIN_BLOCKED: &str = "DrainBlocked";
 /// Reason of a PoolNode drained because its cloud interrupts it.
-pub const INTERRUPTED: &str = "Interrupted";
+pub(crate) const INTERRUPTED: &str = "Interrupted";
 /// Reason of a PoolNode whose replacement failed: it serves on.
-pub const REPLACEMENT_FAILED: &str = "ReplacementFailed";
+pub(crate) const REPLACEMENT_FAILED: &str = "ReplacementFailed";
 /// Reason of a PoolNode removed because it holds nothing.
 pub const EMPTY: &str = "Empty";
 /// Reason of a PoolNode removed because its gangs fit elsewhere.
-pub const UNDERUTILIZED: &str = "Underutilized";
+pub(crate) const UNDERUTILIZED: &str = "Underutilized";
 /// Reason of a PoolNode replaced by a cheaper one.
-pub const REPLACED: &str = "Replaced";
+pub(crate) const REPLACED: &str = "Replaced";
 /// Reason of a PoolNode removed when its pool scales to zero.
-pub const SCALE_TO_ZERO: &str = "ScaleToZero";
+pub(crate) const SCALE_TO_ZERO: &str = "ScaleToZero";
 /// Condition reason once a gang is no longer judged idle.
-pub const NOT_IDLE: &str = "GPUsNotIdle";
+pub(crate) const NOT_IDLE: &str = "GPUsNotIdle";
 
 fn job_error(e: &WorkloadError) -> ReasonDoc {
     let on = "workload (Job, JobSet, first pod of a pod group): Warning Event";

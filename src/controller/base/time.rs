@@ -11,7 +11,7 @@ pub fn now() -> Time {
 }
 
 /// A Kubernetes timestamp as planner time.
-pub fn from_kube(t: &KubeTime) -> Time {
+pub(crate) fn from_kube(t: &KubeTime) -> Time {
     Time(t.0.as_second())
 }
 
@@ -21,7 +21,7 @@ pub fn parse(s: &str) -> Option<Time> {
 }
 
 /// Planner time as a Kubernetes timestamp (the epoch when out of range).
-pub fn to_kube(t: Time) -> KubeTime {
+pub(crate) fn to_kube(t: Time) -> KubeTime {
     KubeTime(Timestamp::from_second(t.0).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 

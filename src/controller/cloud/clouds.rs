@@ -38,7 +38,7 @@ impl CloudName {
     }
 
     /// The cloud whose block a NodeClass spec sets (the first, if several).
-    pub fn of_spec(spec: &serde_json::Value) -> Option<CloudName> {
+    pub(crate) fn of_spec(spec: &serde_json::Value) -> Option<CloudName> {
         CloudName::ALL
             .into_iter()
             .find(|c| spec.get(c.as_str()).is_some_and(|v| !v.is_null()))

@@ -25,29 +25,10 @@ pub trait ProviderFactory: Send + Sync {
     ) -> Result<Arc<dyn CloudProvider>, ProviderSetupError>;
 }
 
-/// A factory that knows no cloud (the binary without provider crates).
-#[derive(Debug, Default)]
-pub struct NoClouds;
-
-#[async_trait::async_trait]
-impl ProviderFactory for NoClouds {
-    async fn provider(
-        &self,
-        _node_class: &str,
-        spec: &serde_json::Value,
-    ) -> Result<Arc<dyn CloudProvider>, ProviderSetupError> {
-        let cloud = ["aws", "gcp", "sim"]
-            .into_iter()
-            .find(|c| spec.get(c).is_some())
-            .unwrap_or("unknown");
-        Err(ProviderSetupError::Unsupported(cloud.to_string()))
-    }
-}
-
 /// Offerings per pool with the time they were listed, and the
 /// insufficient-capacity marks.
 #[derive(Default)]
-pub struct OfferingCache {
+pub(crate) struct OfferingCache {
     listed: Mutex<BTreeMap<String, (Instant, Vec<Offering>)>>,
     failed: Mutex<std::collections::BTreeSet<String>>,
     unavailable: Mutex<BTreeMap<OfferingKey, Time>>,
@@ -77,7 +58,7 @@ impl OfferingCache {
     }
 
     /// True once a listing of the pool finished, listed or failed.
-    pub fn attempted(&self, pool: &str) -> bool {
+    pub(crate) fn attempted(&self, pool: &str) -> bool {
         let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
         failed.contains(pool) || self.listed(pool).is_some()
     }
@@ -106,7 +87,7 @@ impl OfferingCache {
 /// with that NodeClass where the provider left it empty: the one listing a
 /// cycle (in the background, [`crate::controller::cloud::work`]) and
 /// `muster explain` (inline) both make.
-pub async fn list_offerings(
+pub(crate) async fn list_offerings(
     provider: &dyn CloudProvider,
     pool: &muster_planner::Pool,
 ) -> Result<Vec<muster_planner::Offering>, muster_provider_api::ProviderError> {

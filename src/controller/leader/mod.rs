@@ -33,7 +33,6 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use config::{LeaseConfig, TimingError};
-pub use store::LeaderError;
 
 pub use crate::controller::base::leadership::Leadership;
 use campaign::{Candidate, Timing};
@@ -42,7 +41,7 @@ use store::KubeLease;
 
 /// Runs `work` while `leading` stays true: `None` (and `work` dropped, its
 /// requests with it) as soon as leadership is lost.
-pub async fn while_leading<F: std::future::Future>(
+pub(crate) async fn while_leading<F: std::future::Future>(
     leading: &mut watch::Receiver<bool>,
     work: F,
 ) -> Option<F::Output> {

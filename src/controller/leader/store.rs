@@ -9,7 +9,7 @@ use kube::api::{Api, PostParams};
 
 /// Why a Lease request failed (bounded categories for logs).
 #[derive(Debug, thiserror::Error)]
-pub enum LeaderError {
+pub(crate) enum LeaderError {
     /// Another candidate wrote the Lease since it was read (409).
     #[error("lost the race for the lease")]
     Conflict,

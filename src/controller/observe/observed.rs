@@ -44,12 +44,12 @@ impl Observed {
     }
 
     /// The cached objects of one custom workload kind.
-    pub fn workload_objects(&self, kind: WorkloadKind) -> &[Arc<DynamicObject>] {
+    pub(crate) fn workload_objects(&self, kind: WorkloadKind) -> &[Arc<DynamicObject>] {
         self.workloads.get(&kind).map(Vec::as_slice).unwrap_or(&[])
     }
 
     /// The cached objects of a related custom resource.
-    pub fn related_objects(
+    pub(crate) fn related_objects(
         &self,
         kind: crate::controller::workloads::CustomKind,
     ) -> &[Arc<DynamicObject>] {

@@ -74,7 +74,11 @@ pub fn dns_names(service: &str, namespace: &str) -> Vec<String> {
 
 /// A new self-signed CA valid from now (less the backdate) for the
 /// policy's CA validity: (certificate PEM, key PEM).
-pub fn new_ca(name: &str, policy: &Policy, now: i64) -> Result<(String, String), IssueError> {
+pub(crate) fn new_ca(
+    name: &str,
+    policy: &Policy,
+    now: i64,
+) -> Result<(String, String), IssueError> {
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, name);

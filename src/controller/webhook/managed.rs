@@ -42,7 +42,7 @@ use crate::controller::webhook::tls::CertSlot;
 
 /// The type of the Secret (kubernetes.io/tls: `tls.crt` and `tls.key`
 /// required), plus `ca.crt` and `ca.key`.
-pub const SECRET_TYPE: &str = "kubernetes.io/tls";
+pub(crate) const SECRET_TYPE: &str = "kubernetes.io/tls";
 
 /// How often the decision is taken again at the latest (cert-controller
 /// checks every 12 hours).
@@ -77,7 +77,7 @@ impl Settings {
 
 /// Why a step failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ManagedError {
+pub(crate) enum ManagedError {
     /// A certificate could not be issued.
     #[error("issuing: {0}")]
     Issue(#[from] issue::IssueError),
@@ -272,7 +272,7 @@ async fn ensure_ca_bundle(
 /// The JSON patch that sets `bundle` as every webhook's caBundle where it
 /// differs, each guarded by a test of the webhook's name; empty when none
 /// differs.
-pub fn ca_bundle_patch(
+pub(crate) fn ca_bundle_patch(
     cfg: &MutatingWebhookConfiguration,
     bundle: &[u8],
 ) -> Vec<serde_json::Value> {

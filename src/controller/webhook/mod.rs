@@ -32,16 +32,16 @@ use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview,
 use serde_json::Value;
 
 /// The path the webhook is served on for Jobs.
-pub const JOB_PATH: &str = "/mutate-batch-v1-job";
+pub(crate) const JOB_PATH: &str = "/mutate-batch-v1-job";
 /// The path the webhook is served on for the other workload kinds (the same
 /// handler: the request names the kind).
-pub const WORKLOAD_PATH: &str = "/mutate-workload";
+pub(crate) const WORKLOAD_PATH: &str = "/mutate-workload";
 
 /// How long the namespace of a possible default queue is waited for.
 const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The label that puts a Job in a queue.
-pub const QUEUE_LABEL: &str = "muster.dev/queue";
+pub(crate) const QUEUE_LABEL: &str = "muster.dev/queue";
 
 /// Why a request body could not be answered with an AdmissionReview.
 #[derive(Debug, thiserror::Error)]
@@ -115,7 +115,7 @@ const LWS_TEMPLATE_SPECS: &[&str] = &[
 ];
 
 /// What a RayJob without `shutdownAfterJobFinishes` is refused with.
-pub const RAYJOB_NEEDS_SHUTDOWN: &str = "muster: a queued RayJob must set spec.shutdownAfterJobFinishes: KubeRay suspends (and muster stops) only RayJobs that delete their cluster when done";
+pub(crate) const RAYJOB_NEEDS_SHUTDOWN: &str = "muster: a queued RayJob must set spec.shutdownAfterJobFinishes: KubeRay suspends (and muster stops) only RayJobs that delete their cluster when done";
 
 /// True when the controller of `obj` is of one of `kinds`.
 fn controlled_by(obj: &DynamicObject, kinds: &[&str]) -> bool {

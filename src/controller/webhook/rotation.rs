@@ -108,7 +108,7 @@ pub struct Material<'a> {
 /// When a certificate valid from `not_before` to `not_after` is due: two
 /// thirds into its validity, or a lookahead before its end, whichever is
 /// first.
-pub fn due_at(not_before: i64, not_after: i64, lookahead: i64) -> i64 {
+pub(crate) fn due_at(not_before: i64, not_after: i64, lookahead: i64) -> i64 {
     let two_thirds = not_before + (not_after - not_before).max(0) * 2 / 3;
     two_thirds.min(not_after - lookahead)
 }

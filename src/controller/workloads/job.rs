@@ -32,12 +32,12 @@ pub const POD_SET: &str = "main";
 
 /// A labelled Job.
 #[derive(Debug, Clone)]
-pub struct JobWorkload(pub Arc<Job>);
+pub(crate) struct JobWorkload(pub Arc<Job>);
 
 /// True when the Job was created by another workload kind muster runs (a
 /// JobSet's or TrainJob's child Jobs, a RayJob's submitter): that workload
 /// is the gang, not the Job.
-pub fn owned_by_other_kind(job: &Job) -> bool {
+pub(crate) fn owned_by_other_kind(job: &Job) -> bool {
     job.owner_references().iter().any(|o| {
         o.controller == Some(true)
             && [
@@ -91,7 +91,7 @@ pub fn observe(job: &Job) -> Observed {
 
 /// `parallelism` and `completions` as submitted: the recorded ones while
 /// admitted at fewer pods, else the current ones.
-pub fn submitted_sizes(job: &Job) -> (i32, Option<i32>) {
+pub(crate) fn submitted_sizes(job: &Job) -> (i32, Option<i32>) {
     let spec = job.spec.as_ref();
     let current = (
         spec.and_then(|s| s.parallelism).unwrap_or(1),
@@ -113,7 +113,10 @@ pub fn submitted_sizes(job: &Job) -> (i32, Option<i32>) {
 /// lowered to it, and an Indexed Job's `completions` with it where they
 /// were equal (the only way the Job's rules let `completions` change); the
 /// record of the submitted sizes when they changed.
-pub fn elastic_sizes(job: &Job, admitted: Option<u32>) -> (i32, Option<i32>, Option<String>) {
+pub(crate) fn elastic_sizes(
+    job: &Job,
+    admitted: Option<u32>,
+) -> (i32, Option<i32>, Option<String>) {
     let (p, c) = submitted_sizes(job);
     let Some(n) = admitted.and_then(|n| i32::try_from(n).ok()) else {
         return (p, c, None);
@@ -132,7 +135,7 @@ pub fn elastic_sizes(job: &Job, admitted: Option<u32>) -> (i32, Option<i32>, Opt
 
 /// The pod template as submitted: the recorded one while pinned, else the
 /// current one.
-pub fn submitted_template(job: &Job) -> PodTemplateSpec {
+pub(crate) fn submitted_template(job: &Job) -> PodTemplateSpec {
     let current = job
         .spec
         .as_ref()

@@ -51,18 +51,18 @@ pub const KIND: CustomKind = CustomKind {
 
 /// What the controller does with JobSets: read and watch them, suspend,
 /// pin and restore them.
-pub const ACCESS: &[AccessRule] = &[AccessRule {
+pub(crate) const ACCESS: &[AccessRule] = &[AccessRule {
     group: "jobset.x-k8s.io",
     resources: &["jobsets"],
     verbs: &["get", "list", "watch", "update", "patch"],
 }];
 
 /// The label the JobSet controller puts on every pod of a JobSet: its name.
-pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
+pub(crate) const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
 
 /// A labelled JobSet.
 #[derive(Debug, Clone)]
-pub struct JobSetWorkload(pub Arc<DynamicObject>);
+pub(crate) struct JobSetWorkload(pub Arc<DynamicObject>);
 
 fn replicated_jobs(obj: &DynamicObject) -> &[Value] {
     obj.data

@@ -53,7 +53,7 @@ pub const KIND: CustomKind = CustomKind {
 
 /// What the controller does with LeaderWorkerSets: read and watch them (the
 /// pods are pinned, released and deleted like a pod group's).
-pub const ACCESS: &[AccessRule] = &[
+pub(crate) const ACCESS: &[AccessRule] = &[
     AccessRule {
         group: "leaderworkerset.x-k8s.io",
         resources: &["leaderworkersets"],
@@ -67,9 +67,9 @@ pub const ACCESS: &[AccessRule] = &[
 ];
 
 /// The label naming a pod's LeaderWorkerSet.
-pub const NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
+pub(crate) const NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
 /// The label naming a pod's group.
-pub const GROUP_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/group-index";
+pub(crate) const GROUP_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/group-index";
 
 /// The gang of group `g` of LeaderWorkerSet `name`.
 pub fn group_name(name: &str, g: &str) -> String {
@@ -77,7 +77,7 @@ pub fn group_name(name: &str, g: &str) -> String {
 }
 
 /// The gang a pod of a LeaderWorkerSet belongs to.
-pub fn pod_gang_name(pod: &CachedPod) -> Option<String> {
+pub(crate) fn pod_gang_name(pod: &CachedPod) -> Option<String> {
     let name = pod.label(NAME_LABEL)?;
     let g = pod.label(GROUP_INDEX_LABEL)?;
     Some(WorkloadKind::LeaderWorkerSet.gang_name(&group_name(name, g)))

@@ -57,7 +57,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use muster_planner::lifecycle::workload::{Observed as TableObserved, Rules, Step};
 
 use crate::controller::base::api::ActError;
-pub use crate::controller::base::errors::WorkloadError;
+pub(crate) use crate::controller::base::errors::WorkloadError;
 use crate::controller::workloads::pod::CachedPod;
 use crate::controller::workloads::writer::{Stored, Target, Write};
 
@@ -108,7 +108,7 @@ impl CustomKind {
     }
 
     /// `plural.group`, as the CRD is named.
-    pub fn crd_name(&self) -> String {
+    pub(crate) fn crd_name(&self) -> String {
         format!("{}.{}", self.plural, self.group)
     }
 }
@@ -138,7 +138,7 @@ impl WorkloadKind {
     ];
 
     /// The kinds enabled when the flag is not given.
-    pub const DEFAULT: [WorkloadKind; 1] = [WorkloadKind::Job];
+    pub(crate) const DEFAULT: [WorkloadKind; 1] = [WorkloadKind::Job];
 
     /// The name on the command line and in the chart's values.
     pub fn as_str(self) -> &'static str {
@@ -189,7 +189,7 @@ impl WorkloadKind {
 
     /// Other custom resources the kind's adapter reads (a TrainJob's
     /// training runtimes), cached beside its own.
-    pub fn related(self) -> &'static [Related] {
+    pub(crate) fn related(self) -> &'static [Related] {
         match self {
             WorkloadKind::TrainJob => trainjob::RELATED,
             _ => &[],
@@ -199,7 +199,7 @@ impl WorkloadKind {
     /// The Gang of an object of this kind named `name`: Jobs keep their own
     /// name, other kinds are prefixed so that objects of two kinds never
     /// share a Gang.
-    pub fn gang_name(self, name: &str) -> String {
+    pub(crate) fn gang_name(self, name: &str) -> String {
         match self {
             WorkloadKind::Job => name.to_string(),
             WorkloadKind::JobSet => format!("jobset-{name}"),
@@ -230,7 +230,7 @@ impl WorkloadKind {
 
 /// A custom resource an adapter reads beside its kind's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Related {
+pub(crate) struct Related {
     /// The resource.
     pub kind: CustomKind,
     /// Namespaced (else cluster-scoped: watched cluster-wide).
@@ -238,7 +238,7 @@ pub struct Related {
 }
 
 /// The owner reference a Gang carries for a custom-kind object.
-pub fn custom_owner(kind: CustomKind, obj: &DynamicObject) -> Option<OwnerReference> {
+pub(crate) fn custom_owner(kind: CustomKind, obj: &DynamicObject) -> Option<OwnerReference> {
     Some(OwnerReference {
         api_version: format!("{}/{}", kind.group, kind.version),
         kind: kind.kind.to_string(),
@@ -250,7 +250,7 @@ pub fn custom_owner(kind: CustomKind, obj: &DynamicObject) -> Option<OwnerRefere
 }
 
 /// A reference to a custom-kind object, for Events.
-pub fn custom_object_ref(kind: CustomKind, obj: &DynamicObject) -> ObjectReference {
+pub(crate) fn custom_object_ref(kind: CustomKind, obj: &DynamicObject) -> ObjectReference {
     ObjectReference {
         api_version: Some(format!("{}/{}", kind.group, kind.version)),
         kind: Some(kind.kind.to_string()),
@@ -300,7 +300,7 @@ pub struct PodSetTemplate {
 /// many pods of each pod set were admitted (fewer than submitted when the
 /// planner admitted an elastic gang at its least count).
 #[derive(Debug, Clone, Default)]
-pub struct Directives {
+pub(crate) struct Directives {
     /// The value of `muster.dev/gang` on the gang's nodes.
     pub gang_label: String,
     /// Taints by node name.
@@ -311,7 +311,7 @@ pub struct Directives {
 
 impl Directives {
     /// The taints of `nodes`.
-    pub fn taints_of(&self, nodes: &BTreeSet<String>) -> Vec<muster_planner::Taint> {
+    pub(crate) fn taints_of(&self, nodes: &BTreeSet<String>) -> Vec<muster_planner::Taint> {
         nodes
             .iter()
             .filter_map(|n| self.taints.get(n))
@@ -394,7 +394,7 @@ pub(crate) trait Workload: Send + Sync {
 /// The Gang (namespace, name) a pod belongs to, by its labels and owners
 /// alone: a JobSet's pods carry the JobSet's name, a pod group's its group,
 /// a Job's pods are owned by the Job.
-pub fn pod_gang(pod: &CachedPod) -> Option<(String, String)> {
+pub(crate) fn pod_gang(pod: &CachedPod) -> Option<(String, String)> {
     let ns = pod.namespace().unwrap_or_default();
     // kinds whose pods carry no label naming their object are labelled by the pin
     if let Some(g) = pod.label(templated::WORKLOAD_LABEL) {

@@ -21,7 +21,7 @@ use muster_planner::Resources;
 use crate::controller::workloads::requests::pod_requests;
 
 /// Annotation of static (mirror) pods.
-pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+pub(crate) const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// The part of a Pod the controller reads.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -152,7 +152,7 @@ impl k8s_openapi::Metadata for CachedPod {
 }
 
 /// Drops what nothing reads from a Node before it is cached.
-pub fn slim_node(node: &mut Node) {
+pub(crate) fn slim_node(node: &mut Node) {
     node.metadata.managed_fields = None;
     if let Some(st) = node.status.as_mut() {
         st.images = None;

@@ -39,14 +39,14 @@ use crate::controller::workloads::{
 };
 
 /// Label on Pods: the group they belong to.
-pub const POD_GROUP_LABEL: &str = "muster.dev/pod-group";
+pub(crate) const POD_GROUP_LABEL: &str = "muster.dev/pod-group";
 /// Annotation on Pods: how many pods the group has.
-pub const GROUP_SIZE_ANNOTATION: &str = "muster.dev/pod-group-size";
+pub(crate) const GROUP_SIZE_ANNOTATION: &str = "muster.dev/pod-group-size";
 /// The scheduling gate that holds a pod until its group is admitted.
-pub const SCHEDULING_GATE: &str = "muster.dev/admission";
+pub(crate) const SCHEDULING_GATE: &str = "muster.dev/admission";
 /// What the controller does with the pods of groups beyond reading them:
 /// pin and release them, and delete them to stop a group.
-pub const ACCESS: &[crate::controller::workloads::AccessRule] =
+pub(crate) const ACCESS: &[crate::controller::workloads::AccessRule] =
     &[crate::controller::workloads::AccessRule {
         group: "",
         resources: &["pods"],

@@ -50,18 +50,18 @@ pub const KIND: CustomKind = CustomKind {
 
 /// What the controller does with PyTorchJobs: read and watch them, suspend,
 /// pin and restore them.
-pub const ACCESS: &[AccessRule] = &[AccessRule {
+pub(crate) const ACCESS: &[AccessRule] = &[AccessRule {
     group: "kubeflow.org",
     resources: &["pytorchjobs"],
     verbs: &["get", "list", "watch", "update", "patch"],
 }];
 
 /// The label the operator puts on every pod of a job: its name.
-pub const JOB_NAME_LABEL: &str = "training.kubeflow.org/job-name";
+pub(crate) const JOB_NAME_LABEL: &str = "training.kubeflow.org/job-name";
 /// The label naming the operator that made the pod.
-pub const OPERATOR_LABEL: &str = "training.kubeflow.org/operator-name";
+pub(crate) const OPERATOR_LABEL: &str = "training.kubeflow.org/operator-name";
 /// This kind's operator name.
-pub const OPERATOR: &str = "pytorchjob-controller";
+pub(crate) const OPERATOR: &str = "pytorchjob-controller";
 
 /// How a PyTorchJob is written: its suspend flag in `runPolicy`, pinned by
 /// node affinity.
@@ -81,7 +81,7 @@ const TEMPLATED: TemplatedKind = TemplatedKind {
 
 /// A labelled PyTorchJob.
 #[derive(Debug, Clone)]
-pub struct PyTorchJobWorkload(pub Arc<DynamicObject>);
+pub(crate) struct PyTorchJobWorkload(pub Arc<DynamicObject>);
 
 /// The replica types, master first, with their specs.
 fn replica_specs(obj: &DynamicObject) -> Vec<(String, &Value)> {
@@ -108,7 +108,7 @@ fn template_at(obj: &DynamicObject) -> Vec<TemplateAt> {
 }
 
 /// The gang a pod of a PyTorchJob belongs to.
-pub fn pod_gang_name(pod: &CachedPod) -> Option<String> {
+pub(crate) fn pod_gang_name(pod: &CachedPod) -> Option<String> {
     (pod.label(OPERATOR_LABEL).map(String::as_str) == Some(OPERATOR))
         .then(|| pod.label(JOB_NAME_LABEL))
         .flatten()

@@ -51,16 +51,16 @@ pub const KIND: CustomKind = CustomKind {
 
 /// What the controller does with RayClusters: read and watch them, suspend,
 /// pin and restore them.
-pub const ACCESS: &[AccessRule] = &[AccessRule {
+pub(crate) const ACCESS: &[AccessRule] = &[AccessRule {
     group: "ray.io",
     resources: &["rayclusters"],
     verbs: &["get", "list", "watch", "update", "patch"],
 }];
 
 /// The label KubeRay puts on every pod of a cluster: its name.
-pub const CLUSTER_LABEL: &str = "ray.io/cluster";
+pub(crate) const CLUSTER_LABEL: &str = "ray.io/cluster";
 /// The head group's pod set.
-pub const HEAD: &str = "head";
+pub(crate) const HEAD: &str = "head";
 
 /// How a RayCluster is written: pinned by node affinity, its autoscaling
 /// worker groups sized to the pods admitted.
@@ -82,14 +82,14 @@ const TEMPLATED: TemplatedKind = TemplatedKind {
 };
 
 /// The elastic resize of a RayJob's cluster spec.
-pub const RAYJOB_ELASTIC: Elastic = Elastic {
+pub(crate) const RAYJOB_ELASTIC: Elastic = Elastic {
     shrink: |o, c| shrink_at(o, c, "/spec/rayClusterSpec"),
     restore: |o, r| restore_at(o, r, "/spec/rayClusterSpec"),
 };
 
 /// The worker groups' replicas as submitted, where an elastic pin changed
 /// them (group → replicas).
-pub fn recorded_sizes(obj: &DynamicObject) -> BTreeMap<String, i64> {
+pub(crate) fn recorded_sizes(obj: &DynamicObject) -> BTreeMap<String, i64> {
     obj.annotations()
         .get(ORIGINAL_SIZES_ANNOTATION)
         .and_then(|r| serde_json::from_str(r).ok())
@@ -155,10 +155,10 @@ fn restore_at(obj: &mut DynamicObject, record: &str, base: &str) {
 
 /// A labelled RayCluster.
 #[derive(Debug, Clone)]
-pub struct RayClusterWorkload(pub Arc<DynamicObject>);
+pub(crate) struct RayClusterWorkload(pub Arc<DynamicObject>);
 
 /// True when a RayJob made the cluster: the RayJob is the gang.
-pub fn owned_by_rayjob(obj: &DynamicObject) -> bool {
+pub(crate) fn owned_by_rayjob(obj: &DynamicObject) -> bool {
     obj.owner_references()
         .iter()
         .any(|o| o.controller == Some(true) && o.kind == "RayJob")
@@ -170,7 +170,7 @@ fn int(v: Option<&Value>, default: i64) -> i64 {
 
 /// Where the templates of a cluster spec at `base` are
 /// (`/spec` for a RayCluster, `/spec/rayClusterSpec` for a RayJob).
-pub fn template_at(cluster: &Value, base: &str) -> Vec<TemplateAt> {
+pub(crate) fn template_at(cluster: &Value, base: &str) -> Vec<TemplateAt> {
     let mut at = vec![TemplateAt {
         pod_set: HEAD.to_string(),
         pointer: format!("{base}/headGroupSpec/template"),

@@ -52,14 +52,14 @@ pub const KIND: CustomKind = CustomKind {
 
 /// What the controller does with RayJobs: read and watch them, suspend, pin
 /// and restore them.
-pub const ACCESS: &[AccessRule] = &[AccessRule {
+pub(crate) const ACCESS: &[AccessRule] = &[AccessRule {
     group: "ray.io",
     resources: &["rayjobs"],
     verbs: &["get", "list", "watch", "update", "patch"],
 }];
 
 /// The submitter's pod set.
-pub const SUBMITTER: &str = "submitter";
+pub(crate) const SUBMITTER: &str = "submitter";
 
 /// How a RayJob is written: pinned by node affinity, its default submitter
 /// filled in by the pin, its cluster's autoscaling worker groups sized to the
@@ -80,7 +80,7 @@ const TEMPLATED: TemplatedKind = TemplatedKind {
 
 /// A labelled RayJob.
 #[derive(Debug, Clone)]
-pub struct RayJobWorkload(pub Arc<DynamicObject>);
+pub(crate) struct RayJobWorkload(pub Arc<DynamicObject>);
 
 fn k8s_job_mode(obj: &DynamicObject) -> bool {
     obj.data

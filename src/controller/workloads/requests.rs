@@ -10,7 +10,7 @@ use crate::controller::base::errors::WorkloadError;
 
 /// Effective requests of one pod: the sum over containers, or the largest
 /// init container where that is larger (as kube-scheduler computes it).
-pub fn pod_requests(pod: &PodSpec) -> Result<BTreeMap<String, String>, WorkloadError> {
+pub(crate) fn pod_requests(pod: &PodSpec) -> Result<BTreeMap<String, String>, WorkloadError> {
     let sum = containers_sum(&pod.containers)?;
     let mut out = sum.clone();
     for c in pod.init_containers.iter().flatten() {

@@ -17,10 +17,10 @@ use crate::controller::workloads::Directives;
 
 /// The prefix of the node labels that name the pod sets a node is reserved
 /// for: `pod-set.muster.dev/<pod set>: <gang label>`.
-pub const POD_SET_LABEL_PREFIX: &str = "pod-set.muster.dev/";
+pub(crate) const POD_SET_LABEL_PREFIX: &str = "pod-set.muster.dev/";
 
 /// The node label that reserves a node for one pod set of a gang.
-pub fn pod_set_label(pod_set: &str) -> String {
+pub(crate) fn pod_set_label(pod_set: &str) -> String {
     format!("{POD_SET_LABEL_PREFIX}{pod_set}")
 }
 
@@ -169,7 +169,7 @@ pub(crate) fn pin_sets(
 
 /// The pin record: the nodes alone for a workload of one pod set (`a,b`),
 /// else `set=a,b;other=c`.
-pub fn encode_pins(pins: &Pins) -> String {
+pub(crate) fn encode_pins(pins: &Pins) -> String {
     if pins.len() == 1 {
         return pins
             .values()
@@ -191,7 +191,7 @@ pub fn encode_pins(pins: &Pins) -> String {
 
 /// Reads a pin record back; entries without a pod set name belong to `sole`
 /// (the one pod set of the workload). `None` when it names no node.
-pub fn decode_pins(value: &str, sole: &str) -> Option<Pins> {
+pub(crate) fn decode_pins(value: &str, sole: &str) -> Option<Pins> {
     let mut out: Pins = BTreeMap::new();
     for entry in value.split(';').filter(|e| !e.trim().is_empty()) {
         let (set, nodes) = match entry.split_once('=') {

@@ -37,7 +37,7 @@ pub struct TemplateAt {
 }
 
 /// A JSON merge patch that sets the value at `pointer` (`/spec/suspend`).
-pub fn merge_patch_at(pointer: &str, value: Value) -> Value {
+pub(crate) fn merge_patch_at(pointer: &str, value: Value) -> Value {
     pointer
         .split('/')
         .filter(|p| !p.is_empty())
@@ -105,7 +105,7 @@ fn set_at(root: &mut Value, pointer: &str, value: Value) -> Result<(), ActError>
 }
 
 /// The object with each pod set's template replaced by `templates`'.
-pub fn with_templates(
+pub(crate) fn with_templates(
     obj: &DynamicObject,
     at: &[TemplateAt],
     templates: &BTreeMap<String, PodTemplateSpec>,
@@ -147,7 +147,7 @@ pub fn observe(obj: &DynamicObject, suspend: &str, finished: bool, sole: &str) -
 
 /// Whether one of `obj`'s `status.conditions` of a type in `types` is
 /// `True` (how most kinds say they finished).
-pub fn condition_true(obj: &DynamicObject, types: &[&str]) -> bool {
+pub(crate) fn condition_true(obj: &DynamicObject, types: &[&str]) -> bool {
     obj.data
         .pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -197,7 +197,7 @@ pub struct Elastic {
 
 /// The sizes an elastic pin replaced, as submitted (a RayCluster's worker
 /// group replicas, by group).
-pub const ORIGINAL_SIZES_ANNOTATION: &str = "muster.dev/original-sizes";
+pub(crate) const ORIGINAL_SIZES_ANNOTATION: &str = "muster.dev/original-sizes";
 
 impl TemplatedKind {
     /// `obj`, of this kind, whose pod sets' templates are at `at`. With
@@ -350,7 +350,7 @@ impl Suspendable for Templated<'_> {
 /// The pod label that names the gang of a workload's pods, written by the
 /// pin of kinds whose controllers give their pods no label naming the
 /// object (a RayJob's cluster, a TrainJob's JobSet).
-pub const WORKLOAD_LABEL: &str = "muster.dev/workload";
+pub(crate) const WORKLOAD_LABEL: &str = "muster.dev/workload";
 
 fn label(mut t: PodTemplateSpec, workload: Option<&str>) -> PodTemplateSpec {
     if let Some(w) = workload {

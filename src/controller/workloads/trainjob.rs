@@ -54,7 +54,7 @@ pub const KIND: CustomKind = CustomKind {
 };
 
 /// The cluster-wide training runtimes TrainJobs reference.
-pub const CLUSTER_RUNTIME: CustomKind = CustomKind {
+pub(crate) const CLUSTER_RUNTIME: CustomKind = CustomKind {
     group: "trainer.kubeflow.org",
     version: "v1alpha1",
     kind: "ClusterTrainingRuntime",
@@ -62,7 +62,7 @@ pub const CLUSTER_RUNTIME: CustomKind = CustomKind {
 };
 
 /// The namespaced training runtimes.
-pub const RUNTIME: CustomKind = CustomKind {
+pub(crate) const RUNTIME: CustomKind = CustomKind {
     group: "trainer.kubeflow.org",
     version: "v1alpha1",
     kind: "TrainingRuntime",
@@ -70,7 +70,7 @@ pub const RUNTIME: CustomKind = CustomKind {
 };
 
 /// The runtimes the adapter reads: cached beside the TrainJobs.
-pub const RELATED: &[Related] = &[
+pub(crate) const RELATED: &[Related] = &[
     Related {
         kind: CLUSTER_RUNTIME,
         namespaced: false,
@@ -82,7 +82,7 @@ pub const RELATED: &[Related] = &[
 ];
 
 /// What the controller does with TrainJobs and their runtimes.
-pub const ACCESS: &[AccessRule] = &[
+pub(crate) const ACCESS: &[AccessRule] = &[
     AccessRule {
         group: "trainer.kubeflow.org",
         resources: &["trainjobs"],
@@ -96,13 +96,13 @@ pub const ACCESS: &[AccessRule] = &[
 ];
 
 /// The manager of muster's runtime patch.
-pub const PATCH_MANAGER: &str = "muster.dev/controller";
+pub(crate) const PATCH_MANAGER: &str = "muster.dev/controller";
 /// The label marking the replicated job that runs the trainer.
-pub const ANCESTOR_LABEL: &str = "trainer.kubeflow.org/trainjob-ancestor-step";
+pub(crate) const ANCESTOR_LABEL: &str = "trainer.kubeflow.org/trainjob-ancestor-step";
 
 /// A labelled TrainJob and the runtime it references (if it exists).
 #[derive(Debug, Clone)]
-pub struct TrainJobWorkload {
+pub(crate) struct TrainJobWorkload {
     /// The TrainJob.
     pub job: Arc<DynamicObject>,
     /// Its training runtime, as cached.
@@ -111,7 +111,7 @@ pub struct TrainJobWorkload {
 
 /// The runtime `job` references among the cached ones: (kind, namespace or
 /// "", name).
-pub fn runtime_ref(job: &DynamicObject) -> (CustomKind, String, String) {
+pub(crate) fn runtime_ref(job: &DynamicObject) -> (CustomKind, String, String) {
     let r = job.data.pointer("/spec/runtimeRef");
     let name = r
         .and_then(|r| r.get("name"))
