@@ -215,6 +215,7 @@ pub(crate) async fn cycle(ctx: &Ctx, memory: &Memory) {
         .report(&ctx.deps.metrics, &tr.snapshot, &plan, now);
     status::pools::update(ctx, &tr.snapshot, &observed, &figures, now).await;
     status::classes::update(ctx, &memory.resolved, &observed, &providers, now).await;
+    status::capacity_types::update(ctx, &observed, now).await;
 }
 
 /// Carries out the plan's items in the contract's order; returns the gangs

@@ -4,6 +4,7 @@
 //! | phase      | fact observed                         | step                                           |
 //! |------------|---------------------------------------|------------------------------------------------|
 //! | Pending    | insufficient-capacity error           | terminate, mark offering unavailable until now + `unavailableOfferingTtl` |
+//! | Pending    | capacity type not permitted by the account | terminate, mark every offering of the provider with that capacity type unavailable until now + `unavailableOfferingTtl` |
 //! | Pending    | other permanent error                 | terminate (`LaunchFailed`)                      |
 //! | Pending    | launch accepted                       | advance (to Launched, or further if also registered / ready) |
 //! | Pending    | nothing for `launchTimeout`           | terminate (`LaunchTimeout`)                     |
@@ -23,7 +24,7 @@
 //! missing). The warning says so well before `initializationTimeout` gives
 //! the node up.
 
-use crate::model::{NodePhase, OfferingKey, Taint, TaintEffect};
+use crate::model::{CapacityType, NodePhase, OfferingKey, Provider, Taint, TaintEffect};
 use crate::snapshot::Policy;
 use crate::time::Dur;
 use crate::time::Time;
@@ -39,6 +40,10 @@ pub enum LaunchError {
     InvalidRequest,
     /// Worth retrying (throttling, server error).
     Transient,
+    /// The account refuses the offering's capacity type until its operator
+    /// does a one-time step (EC2: the spot service-linked role is missing):
+    /// every offering of that type would fail alike.
+    CapacityTypeNotPermitted,
 }
 
 /// What the driver has observed about the node.
@@ -67,6 +72,8 @@ pub enum TerminateReason {
     InsufficientCapacity,
     /// The launch failed for good.
     LaunchFailed,
+    /// The account does not permit the offering's capacity type yet.
+    CapacityTypeNotPermitted,
 }
 
 impl TerminateReason {
@@ -78,6 +85,7 @@ impl TerminateReason {
             TerminateReason::InitializationTimeout => "InitializationTimeout",
             TerminateReason::InsufficientCapacity => "InsufficientCapacity",
             TerminateReason::LaunchFailed => "LaunchFailed",
+            TerminateReason::CapacityTypeNotPermitted => "CapacityTypeNotPermitted",
         }
     }
 }
@@ -159,11 +167,31 @@ pub enum Step {
     Terminate {
         /// Why.
         reason: TerminateReason,
-        /// Also mark this offering unavailable until this time (the next
+        /// Also mark these offerings unavailable until this time (the next
         /// snapshot carries it as `Offering::unavailable_until`), so the
         /// planner re-plans the gang elsewhere.
-        mark_unavailable: Option<(OfferingKey, Time)>,
+        mark_unavailable: Option<(Unavailable, Time)>,
     },
+}
+
+/// What a failed launch makes unavailable for a while.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unavailable {
+    /// This offering (the cloud had no capacity for it).
+    Offering(OfferingKey),
+    /// Every offering of this provider with this capacity type (the account
+    /// does not permit it yet).
+    CapacityType(Provider, CapacityType),
+}
+
+impl Unavailable {
+    /// Whether `key` is among the offerings this marks.
+    pub fn covers(&self, key: &OfferingKey) -> bool {
+        match self {
+            Unavailable::Offering(k) => k == key,
+            Unavailable::CapacityType(p, c) => key.provider == *p && key.capacity_type == *c,
+        }
+    }
 }
 
 /// The next step for a node of `offering` in `phase` since `since`.
@@ -179,9 +207,17 @@ pub fn next(
         reason,
         mark_unavailable: None,
     };
+    let until = now + policy.unavailable_offering_ttl;
     let no_capacity = || Step::Terminate {
         reason: TerminateReason::InsufficientCapacity,
-        mark_unavailable: Some((offering.clone(), now + policy.unavailable_offering_ttl)),
+        mark_unavailable: Some((Unavailable::Offering(offering.clone()), until)),
+    };
+    let not_permitted = || Step::Terminate {
+        reason: TerminateReason::CapacityTypeNotPermitted,
+        mark_unavailable: Some((
+            Unavailable::CapacityType(offering.provider, offering.capacity_type),
+            until,
+        )),
     };
     let furthest = || {
         if seen.ready_with_gpus && seen.registered {
@@ -195,6 +231,7 @@ pub fn next(
     match phase {
         NodePhase::Pending => match seen.launch_error {
             Some(LaunchError::InsufficientCapacity) => no_capacity(),
+            Some(LaunchError::CapacityTypeNotPermitted) => not_permitted(),
             Some(LaunchError::QuotaExceeded | LaunchError::InvalidRequest) => {
                 terminate(TerminateReason::LaunchFailed)
             }
@@ -229,7 +266,6 @@ pub fn next(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{CapacityType, Provider};
 
     #[test]
     fn table() {
@@ -288,7 +324,24 @@ mod tests {
                 o(false, false, false, ice),
                 Step::Terminate {
                     reason: InsufficientCapacity,
-                    mark_unavailable: Some((key.clone(), Time(1010 + 180))),
+                    mark_unavailable: Some((Unavailable::Offering(key.clone()), Time(1010 + 180))),
+                },
+            ),
+            (
+                Pending,
+                10,
+                o(
+                    false,
+                    false,
+                    false,
+                    Some(LaunchError::CapacityTypeNotPermitted),
+                ),
+                Step::Terminate {
+                    reason: TerminateReason::CapacityTypeNotPermitted,
+                    mark_unavailable: Some((
+                        Unavailable::CapacityType(Provider::Sim, CapacityType::Spot),
+                        Time(1010 + 180),
+                    )),
                 },
             ),
             (Launched, 10, none, Step::Stay),
@@ -311,7 +364,7 @@ mod tests {
                 o(true, false, false, ice),
                 Step::Terminate {
                     reason: InsufficientCapacity,
-                    mark_unavailable: Some((key.clone(), Time(1010 + 180))),
+                    mark_unavailable: Some((Unavailable::Offering(key.clone()), Time(1010 + 180))),
                 },
             ),
             (Registered, 10, o(true, true, false, None), Step::Stay),
@@ -350,6 +403,25 @@ mod tests {
                 "case {i}: {phase:?} after {elapsed}s with {seen:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_capacity_type_mark_covers_that_type_of_that_provider_only() {
+        let key = |p, c| OfferingKey {
+            provider: p,
+            zone: "z".into(),
+            instance_type: "g5.xlarge".into(),
+            capacity_type: c,
+        };
+        let spot = Unavailable::CapacityType(Provider::Aws, CapacityType::Spot);
+        assert!(spot.covers(&key(Provider::Aws, CapacityType::Spot)));
+        assert!(!spot.covers(&key(Provider::Aws, CapacityType::OnDemand)));
+        assert!(!spot.covers(&key(Provider::Gcp, CapacityType::Spot)));
+        let one = Unavailable::Offering(key(Provider::Aws, CapacityType::Spot));
+        assert!(one.covers(&key(Provider::Aws, CapacityType::Spot)));
+        let mut other = key(Provider::Aws, CapacityType::Spot);
+        other.zone = "y".into();
+        assert!(!one.covers(&other));
     }
 
     #[test]

@@ -199,7 +199,7 @@ impl<'a> Context<'a> {
         let Some(phase) = phase else { return false };
         !self.items.contains_key(id)
             && phase != GangPhase::Admitted
-            && !(phase.holds_capacity() && !self.draining.is_empty())
+            && (self.draining.is_empty() || !phase.holds_capacity())
     }
 }
 

@@ -3,10 +3,11 @@
 use std::fmt;
 use std::time::Duration;
 
-use muster_planner::OfferingKey;
+use muster_planner::{CapacityType, OfferingKey};
 
 /// What went wrong in a cloud call. The variant steers the controller:
-/// insufficient capacity marks the offering and re-plans the whole gang;
+/// insufficient capacity marks the offering and re-plans the whole gang; a
+/// capacity type the account does not permit marks every offering of it;
 /// quota surfaces on the pool; transient errors retry; permanent ones stop and
 /// report.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -39,6 +40,18 @@ pub enum ProviderError {
         /// When to try again, if the cloud said.
         retry_after: Option<Duration>,
     },
+    /// The account does not let this capacity type be launched until its
+    /// operator does a one-time step (EC2: the spot service-linked role
+    /// `AWSServiceRoleForEC2Spot` is missing and muster may not create it).
+    /// Every offering of that capacity type fails alike until then; the
+    /// message says what to do.
+    #[error("{capacity_type} launches not permitted: {message}")]
+    CapacityTypeNotPermitted {
+        /// The capacity type the account refuses.
+        capacity_type: CapacityType,
+        /// The cloud's words and the step that fixes it.
+        message: String,
+    },
     /// A failure that repeating will not fix (bad parameters, permissions).
     #[error("permanent error: {message}")]
     Permanent {
@@ -55,6 +68,9 @@ impl ProviderError {
             ProviderError::QuotaExceeded { .. } => ErrorCategory::QuotaExceeded,
             ProviderError::NotFound { .. } => ErrorCategory::NotFound,
             ProviderError::Transient { .. } => ErrorCategory::Transient,
+            ProviderError::CapacityTypeNotPermitted { .. } => {
+                ErrorCategory::CapacityTypeNotPermitted
+            }
             ProviderError::Permanent { .. } => ErrorCategory::Permanent,
         }
     }
@@ -76,17 +92,20 @@ pub enum ErrorCategory {
     NotFound,
     /// See [`ProviderError::Transient`].
     Transient,
+    /// See [`ProviderError::CapacityTypeNotPermitted`].
+    CapacityTypeNotPermitted,
     /// See [`ProviderError::Permanent`].
     Permanent,
 }
 
 impl ErrorCategory {
     /// Every category, for pre-registering metric series.
-    pub const ALL: [ErrorCategory; 5] = [
+    pub const ALL: [ErrorCategory; 6] = [
         ErrorCategory::InsufficientCapacity,
         ErrorCategory::QuotaExceeded,
         ErrorCategory::NotFound,
         ErrorCategory::Transient,
+        ErrorCategory::CapacityTypeNotPermitted,
         ErrorCategory::Permanent,
     ];
 
@@ -97,6 +116,7 @@ impl ErrorCategory {
             ErrorCategory::QuotaExceeded => "QuotaExceeded",
             ErrorCategory::NotFound => "NotFound",
             ErrorCategory::Transient => "Transient",
+            ErrorCategory::CapacityTypeNotPermitted => "CapacityTypeNotPermitted",
             ErrorCategory::Permanent => "Permanent",
         }
     }
@@ -137,7 +157,7 @@ mod tests {
         };
         assert!(t.retryable());
         let labels: Vec<&str> = ErrorCategory::ALL.iter().map(|c| c.as_str()).collect();
-        assert_eq!(labels.len(), 5);
+        assert_eq!(labels.len(), 6);
         assert!(
             labels
                 .iter()

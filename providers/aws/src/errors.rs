@@ -5,11 +5,15 @@
 //! | `InsufficientInstanceCapacity`, `InsufficientCapacity`, `InsufficientHostCapacity`, `MaxSpotInstanceCountExceeded`, `SpotMaxPriceTooLow`, `UnfulfillableCapacity`, `InsufficientCapacityOnHost` | `InsufficientCapacity { offering }` |
 //! | `VcpuLimitExceeded`, `InstanceLimitExceeded`, `InsufficientFreeAddressesInSubnet`, `MaxSpotFleetRequestCountExceeded` | `QuotaExceeded` |
 //! | `RequestLimitExceeded`, `Throttling`, `ThrottlingException`, `ServiceUnavailable`, `InternalError`, `Unavailable`, any 5xx | `Transient` |
+//! | `AuthFailure.ServiceLinkedRoleCreationNotPermitted` (a spot launch on an account without `AWSServiceRoleForEC2Spot`, by a role that may not create it) | `CapacityTypeNotPermitted { Spot }`, with the step that fixes it |
 //! | `InvalidInstanceID.NotFound`, `InvalidAMIID.NotFound`, `InvalidSubnetID.NotFound`, `InvalidGroup.NotFound`; EKS `ResourceNotFoundException`, SSM `ParameterNotFound` | `NotFound` |
 //! | anything else (`UnauthorizedOperation`, `InvalidParameterValue`, …) | `Permanent`, with the AWS message |
 
-use muster_planner::OfferingKey;
+use muster_planner::{CapacityType, OfferingKey};
 use muster_provider_api::ProviderError;
+
+/// What an operator does once per account so that spot launches work.
+pub const SPOT_ROLE_STEP: &str = "The account has no AWSServiceRoleForEC2Spot service-linked role and muster's role may not create it: run `aws iam create-service-linked-role --aws-service-name spot.amazonaws.com` once in this account (or allow muster's role iam:CreateServiceLinkedRole for spot.amazonaws.com, as docs/aws-iam-policy.json does); until then muster launches no spot instances and plans on-demand";
 
 /// What EC2 answered: its error code (if any), message and HTTP status.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -60,6 +64,17 @@ pub fn classify(f: &Failure, offering: Option<&OfferingKey>) -> ProviderError {
             message,
             retry_after: None,
         },
+        // EC2 creates the spot service-linked role on the first spot launch
+        // of an account when the caller may (`iam:CreateServiceLinkedRole`);
+        // otherwise every spot launch fails with this code until someone
+        // creates it (EC2 User Guide, "Service-linked role for Spot Instance
+        // requests")
+        "AuthFailure.ServiceLinkedRoleCreationNotPermitted" => {
+            ProviderError::CapacityTypeNotPermitted {
+                capacity_type: CapacityType::Spot,
+                message: format!("{message}. {SPOT_ROLE_STEP}"),
+            }
+        }
         c if c.ends_with(".NotFound") => ProviderError::NotFound { what: message },
         // EKS DescribeCluster, SSM GetParameter
         "ResourceNotFoundException" | "ParameterNotFound" => {
@@ -125,6 +140,13 @@ mod tests {
             (f(None, None), Transient),
             (f(Some("InvalidInstanceID.NotFound"), Some(400)), NotFound),
             (f(Some("UnauthorizedOperation"), Some(403)), Permanent),
+            (
+                f(
+                    Some("AuthFailure.ServiceLinkedRoleCreationNotPermitted"),
+                    Some(403),
+                ),
+                CapacityTypeNotPermitted,
+            ),
             (f(Some("InvalidParameterValue"), Some(400)), Permanent),
         ];
         for (failure, want) in cases {

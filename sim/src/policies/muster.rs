@@ -42,7 +42,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use muster_planner::lifecycle::gang::{self as gang_lc, Event as GangEvent, Step as GangStep};
-use muster_planner::lifecycle::pool_node::{self, Step as NodeStep};
+use muster_planner::lifecycle::pool_node::{self, Step as NodeStep, Unavailable};
 use muster_planner::lifecycle::record::{self, GangRecord, Outcome};
 use muster_planner::plan::{Launch, NewNode, RemovalKind, WaitReason};
 use muster_planner::{
@@ -329,8 +329,8 @@ impl MusterPolicy {
                         mark_unavailable, ..
                     } => {
                         self.stats.lifecycle_terminations += 1;
-                        if let Some((key, until)) = mark_unavailable {
-                            self.mark_unavailable(world, &key, until);
+                        if let Some((what, until)) = mark_unavailable {
+                            self.mark_unavailable(world, &what, until);
                         }
                         self.terminate(world, id, GangEvent::NodeLost);
                         self.remove_node_at(i);
@@ -382,12 +382,22 @@ impl MusterPolicy {
         }
     }
 
-    fn mark_unavailable(&mut self, world: &World, key: &muster_planner::OfferingKey, until: Time) {
-        if let Some(pos) = world
-            .cloud
-            .index_of(key)
-            .and_then(|i| self.offering_pos.get(i).copied().flatten())
-        {
+    /// Marks the offerings `what` covers unavailable until `until` in the
+    /// mirror (the simulated cloud refuses no capacity type, so in practice
+    /// one offering).
+    fn mark_unavailable(&mut self, world: &World, what: &Unavailable, until: Time) {
+        let positions: Vec<usize> = match what {
+            Unavailable::Offering(key) => world
+                .cloud
+                .index_of(key)
+                .and_then(|i| self.offering_pos.get(i).copied().flatten())
+                .into_iter()
+                .collect(),
+            Unavailable::CapacityType(..) => (0..self.snap.offerings.len())
+                .filter(|&i| what.covers(&self.snap.offerings[i].key()))
+                .collect(),
+        };
+        for pos in positions {
             let o = &mut self.snap.offerings[pos];
             o.unavailable_until = Some(o.unavailable_until.map_or(until, |t| t.max(until)));
         }
@@ -738,8 +748,8 @@ impl MusterPolicy {
                 if matches!(result, Err(LaunchError::InsufficientCapacity(_))) {
                     self.stats.launch_capacity_errors += 1;
                 }
-                if let Some((key, until)) = mark_unavailable {
-                    self.mark_unavailable(world, &key, until);
+                if let Some((what, until)) = mark_unavailable {
+                    self.mark_unavailable(world, &what, until);
                 }
                 if let Ok(id) = result {
                     world.terminate(id, EvictCause::NodeRemoved);

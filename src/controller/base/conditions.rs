@@ -21,12 +21,16 @@ pub(crate) enum ConditionType {
     GpusIdle,
     /// GPUQueue: every enabled workload kind's CRD is served.
     WorkloadKindsServed,
+    /// NodeClass: its cloud account permits every capacity type (False
+    /// while a launch found one refused, e.g. spot without EC2's spot
+    /// service-linked role).
+    CapacityTypesPermitted,
 }
 
 impl ConditionType {
     /// Every condition type, for tests.
     #[cfg(test)]
-    pub(crate) const ALL: [ConditionType; 7] = [
+    pub(crate) const ALL: [ConditionType; 8] = [
         ConditionType::Ready,
         ConditionType::Active,
         ConditionType::Valid,
@@ -34,6 +38,7 @@ impl ConditionType {
         ConditionType::Initialized,
         ConditionType::GpusIdle,
         ConditionType::WorkloadKindsServed,
+        ConditionType::CapacityTypesPermitted,
     ];
 
     /// The type as written in `status.conditions[].type`.
@@ -46,6 +51,7 @@ impl ConditionType {
             ConditionType::Initialized => "Initialized",
             ConditionType::GpusIdle => "GPUsIdle",
             ConditionType::WorkloadKindsServed => "WorkloadKindsServed",
+            ConditionType::CapacityTypesPermitted => "CapacityTypesPermitted",
         }
     }
 }

@@ -165,6 +165,12 @@ fn launch_error(c: ErrorCategory) -> ReasonDoc {
             "The cloud call failed in a way that may pass (throttling, timeout); the same launch is retried with the same idempotency key.",
             "Nothing unless it persists; then check the controller's network path and cloud credentials.",
         ),
+        ErrorCategory::CapacityTypeNotPermitted => doc(
+            c.as_str(),
+            on,
+            "The cloud account refuses the offering's capacity type until a one-time step is done (EC2: a spot launch on an account without the `AWSServiceRoleForEC2Spot` service-linked role, by a role that may not create it); every offering of that capacity type is avoided for a while, and the NodeClass's `CapacityTypesPermitted` condition says so.",
+            "Do the step the message names (EC2: `aws iam create-service-linked-role --aws-service-name spot.amazonaws.com` once per account, docs/eks.md); spot launches resume by themselves when the mark expires.",
+        ),
         ErrorCategory::Permanent => doc(
             c.as_str(),
             on,
@@ -200,6 +206,12 @@ fn terminate(r: TerminateReason) -> ReasonDoc {
             on,
             "The cloud had no capacity for this offering; the offering is avoided for a while.",
             "Nothing, usually; allow more zones or GPU models in the pool if gangs keep waiting.",
+        ),
+        TerminateReason::CapacityTypeNotPermitted => doc(
+            r.as_str(),
+            on,
+            "The account does not permit the offering's capacity type yet (see the `CapacityTypeNotPermitted` launch error); every offering of that type is avoided for a while and the gang is planned again on the others.",
+            "Do the step the launch error's message names; nothing else.",
         ),
         TerminateReason::LaunchFailed => doc(
             r.as_str(),
@@ -498,6 +510,18 @@ pub fn catalog() -> Vec<ReasonDoc> {
         "Every enabled workload kind is served again.",
         "Nothing.",
     ));
+    out.push(doc(
+        "CapacityTypeNotPermitted",
+        "NodeClass: `CapacityTypesPermitted=False` condition and Warning Event",
+        "A launch found a capacity type the NodeClass's cloud account refuses until a one-time step is done (EC2: spot without the `AWSServiceRoleForEC2Spot` service-linked role); offerings of that type are avoided until the time the message names, then tried again.",
+        "Do the step the message names (EC2: `aws iam create-service-linked-role --aws-service-name spot.amazonaws.com`). The condition turns True when the time it names passes; if the step was not done by then, the next launch of that type is refused again and it turns False again.",
+    ));
+    out.push(doc(
+        "Permitted",
+        "NodeClass: `CapacityTypesPermitted=True` condition",
+        "The time a refused capacity type was avoided until has passed: it is tried again.",
+        "Nothing.",
+    ));
     for c in ErrorCategory::ALL {
         out.push(launch_error(c));
     }
@@ -506,6 +530,7 @@ pub fn catalog() -> Vec<ReasonDoc> {
         TerminateReason::RegistrationTimeout,
         TerminateReason::InitializationTimeout,
         TerminateReason::InsufficientCapacity,
+        TerminateReason::CapacityTypeNotPermitted,
         TerminateReason::LaunchFailed,
     ] {
         out.push(terminate(r));

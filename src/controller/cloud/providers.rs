@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use muster_planner::{Offering, OfferingKey, Time};
+use muster_planner::lifecycle::pool_node::Unavailable;
+use muster_planner::{CapacityType, Offering, OfferingKey, Provider, Time};
 use muster_provider_api::CloudProvider;
 
 pub use crate::controller::base::errors::ProviderSetupError;
@@ -32,6 +33,9 @@ pub(crate) struct OfferingCache {
     listed: Mutex<BTreeMap<String, (Instant, Vec<Offering>)>>,
     failed: Mutex<std::collections::BTreeSet<String>>,
     unavailable: Mutex<BTreeMap<OfferingKey, Time>>,
+    /// Capacity types the account refused, per provider: until when, and
+    /// the launch error's message (the step that fixes it).
+    refused: Mutex<BTreeMap<(Provider, CapacityType), (Time, String)>>,
 }
 
 impl OfferingCache {
@@ -69,17 +73,49 @@ impl OfferingCache {
         listed.insert(pool.to_string(), (Instant::now(), offerings));
     }
 
-    /// Marks an offering unavailable until `until`.
-    pub fn mark_unavailable(&self, key: OfferingKey, until: Time) {
-        let mut u = self.unavailable.lock().unwrap_or_else(|e| e.into_inner());
-        u.insert(key, until);
+    /// Marks an offering, or every offering of a provider's capacity type,
+    /// unavailable until `until`; `why` is the launch error's message.
+    pub fn mark_unavailable(&self, what: Unavailable, until: Time, why: &str) {
+        match what {
+            Unavailable::Offering(key) => {
+                let mut u = self.unavailable.lock().unwrap_or_else(|e| e.into_inner());
+                u.insert(key, until);
+            }
+            Unavailable::CapacityType(provider, capacity_type) => {
+                let mut r = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+                r.insert((provider, capacity_type), (until, why.to_string()));
+            }
+        }
     }
 
-    /// When the offering becomes available again, if it is marked and the
-    /// mark has not passed.
+    /// When the offering becomes available again, if it or its capacity
+    /// type is marked and the mark has not passed (the later of both).
     pub fn unavailable_until(&self, key: &OfferingKey, now: Time) -> Option<Time> {
-        let u = self.unavailable.lock().unwrap_or_else(|e| e.into_inner());
-        u.get(key).copied().filter(|t| *t > now)
+        let one = {
+            let u = self.unavailable.lock().unwrap_or_else(|e| e.into_inner());
+            u.get(key).copied().filter(|t| *t > now)
+        };
+        let all = {
+            let r = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+            r.get(&(key.provider, key.capacity_type))
+                .map(|(t, _)| *t)
+                .filter(|t| *t > now)
+        };
+        one.max(all)
+    }
+
+    /// The capacity types of `provider` the account refuses now (the mark
+    /// has not passed), each with until when and the launch error's message.
+    pub(crate) fn refused(
+        &self,
+        provider: Provider,
+        now: Time,
+    ) -> Vec<(CapacityType, Time, String)> {
+        let r = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        r.iter()
+            .filter(|((p, _), (t, _))| *p == provider && *t > now)
+            .map(|((_, c), (t, m))| (*c, *t, m.clone()))
+            .collect()
     }
 }
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use kube::ResourceExt;
 use muster_planner::Time;
 use muster_planner::lifecycle::interruption::{self, Notice, Step};
+use muster_planner::lifecycle::pool_node::Unavailable;
 use muster_provider_api::{CloudProvider, Interruption, InterruptionKind, ProviderError};
 
 use crate::controller::base::api::{patch_status, with_condition};
@@ -142,7 +143,8 @@ async fn handle(
         Step::Record => {}
         Step::Drain { mark_unavailable } => {
             if let Some((key, until)) = mark_unavailable {
-                ctx.offerings.mark_unavailable(key, until);
+                ctx.offerings
+                    .mark_unavailable(Unavailable::Offering(key), until, "interrupted");
             }
             status.phase = muster_crds::PoolNodePhase::Draining;
             status.reason = Some(crate::controller::base::reasons::INTERRUPTED.to_string());

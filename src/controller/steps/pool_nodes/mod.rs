@@ -209,6 +209,9 @@ async fn step(
                             LaunchError::InsufficientCapacity
                         }
                         ProviderError::QuotaExceeded { .. } => LaunchError::QuotaExceeded,
+                        ProviderError::CapacityTypeNotPermitted { .. } => {
+                            LaunchError::CapacityTypeNotPermitted
+                        }
                         ProviderError::Permanent { .. } => LaunchError::InvalidRequest,
                         ProviderError::Transient { .. } | ProviderError::NotFound { .. } => {
                             LaunchError::Transient
@@ -303,8 +306,9 @@ async fn step(
             reason,
             mark_unavailable,
         } => {
-            if let Some((key, until)) = mark_unavailable {
-                ctx.offerings.mark_unavailable(key, until);
+            if let Some((what, until)) = mark_unavailable {
+                let why = error_text.as_ref().map_or("", |(_, m)| m.as_str());
+                ctx.offerings.mark_unavailable(what, until, why);
             }
             let reason = reason.as_str().to_string();
             let message = error_text
