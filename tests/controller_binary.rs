@@ -149,6 +149,24 @@ fn a_missing_cluster_name_is_refused() {
             assert!(stderr.contains(named), "{args:?} {env:?}: {stderr}");
         }
     }
+    // a name no GCP label or exact EC2 tag filter can hold
+    for bad in ["prod*", "Prod", "-prod", "prod.eu", &"a".repeat(64)] {
+        let out = Command::new(env!("CARGO_BIN_EXE_muster"))
+            .args([
+                "controller",
+                "--kube-url",
+                "http://127.0.0.1:9",
+                &format!("--cluster-name={bad}"),
+            ])
+            .output()
+            .expect("run muster");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(
+            stderr.contains(&format!("--cluster-name {bad:?}")),
+            "{bad}: {stderr}"
+        );
+    }
 }
 
 /// Bad flags stop the binary before it connects, with a message naming the

@@ -361,17 +361,14 @@ fn parse(text: &str) -> Guide {
     for (n, l) in prose.lines().enumerate() {
         line_of.extend(std::iter::repeat_n(prose_lines[n], l.len() + 1));
     }
-    let mut spans = prose.split('`').enumerate();
     let mut offset = 0;
-    while let Some((k, part)) = spans.next() {
+    for (k, part) in prose.split('`').enumerate() {
         if k % 2 == 1 {
-            let line = line_of.get(offset).copied().unwrap_or(0);
+            let first = line_of.get(offset).copied().unwrap_or(0);
             let mut ws = Vec::new();
-            let mut l = line;
-            for physical in part.split('\n') {
+            for (line, physical) in (first..).zip(part.split('\n')) {
                 let (words, _) = split_line(physical);
-                ws.extend(words.into_iter().map(|text| Word { text, line: l }));
-                l += 1;
+                ws.extend(words.into_iter().map(|text| Word { text, line }));
             }
             commands(ws, &mut vars, &mut guide);
         }

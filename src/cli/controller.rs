@@ -471,10 +471,28 @@ async fn webhook_server(
 /// The required `--cluster-name`: absent or blank is refused with the flag,
 /// its environment variable and the chart value that set it, rather than
 /// a name shared with other clusters whose instances orphan collection
-/// would then terminate.
+/// would then terminate. The name must be what the chart's schema accepts
+/// (lowercase letters, digits and `-`, at most 63): it is a GCP label value
+/// as it is, and on AWS no EC2 filter wildcard (`*`, `?`) that would list
+/// other clusters' instances.
 fn cluster_name(args: &ControllerArgs) -> Result<String, CliError> {
     match args.cluster_name.as_deref() {
-        Some(name) if !name.trim().is_empty() => Ok(name.to_string()),
+        Some(name) if !name.trim().is_empty() => {
+            let edge =
+                |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+            let inner = name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            if name.len() <= 63 && inner && edge(name.chars().next()) && edge(name.chars().last()) {
+                Ok(name.to_string())
+            } else {
+                Err(CliError::input(format!(
+                    "--cluster-name {name:?}: lowercase letters, digits and '-', starting and \
+                     ending with a letter or digit, at most 63 characters (as the chart's \
+                     clusterName)"
+                )))
+            }
+        }
         _ => Err(CliError::input(
             "--cluster-name (env MUSTER_CLUSTER_NAME; the Helm chart's value clusterName) is \
              required: every instance muster launches is tagged with it, and orphan collection \
