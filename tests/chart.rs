@@ -67,6 +67,35 @@ fn schema_refuses_unknown_keys_and_wrong_types() {
     assert!(template(None, &["leaderElection.enabled=false"]).is_err());
 }
 
+/// `clusterName` has no default: without it, or empty, `helm template`
+/// (and so `helm install`) fails with a message naming the value, and the
+/// name set reaches `--cluster-name`.
+#[test]
+fn cluster_name_is_required() {
+    let chart = chart();
+    let chart = chart.to_str().expect("utf-8 path");
+    let base = ["template", "muster", chart, "--namespace", "muster-system"];
+    for extra in [&[][..], &["--set", "clusterName="][..]] {
+        let args = [&base[..], extra].concat();
+        match helm(&args) {
+            Ok(_) => panic!("rendered without a cluster name: {extra:?}"),
+            Err(e) => assert!(
+                e.contains("clusterName is required") && e.contains("--set clusterName=NAME"),
+                "{extra:?}: {e}"
+            ),
+        }
+    }
+    let objs = objects(&template(None, &["clusterName=gpu-east"]).expect("renders"));
+    let args = &find(&objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(
+        args.as_sequence()
+            .expect("args")
+            .iter()
+            .any(|a| a == "--cluster-name=gpu-east"),
+        "{args:?}"
+    );
+}
+
 #[test]
 fn deployment_keeps_the_restricted_pod_security_standard() {
     for values in VALUES {

@@ -61,6 +61,8 @@ fn controller(server: &ApiServer, addr: &str, extra: &[&str], stdout: Stdio) -> 
                 "controller",
                 "--kube-url",
                 &server.url,
+                "--cluster-name",
+                "test-cluster",
                 "--no-leader-election",
                 "--metrics-addr",
                 addr,
@@ -122,6 +124,51 @@ async fn binary_runs_against_the_test_server() {
     );
 }
 
+/// Without a cluster name (absent or blank) the binary exits with code 2
+/// before it connects, naming the flag, its environment variable and the
+/// chart value: a default shared by clusters would let one's orphan
+/// collection terminate another's instances.
+#[test]
+fn a_missing_cluster_name_is_refused() {
+    for (args, env) in [
+        (&[][..], None),
+        (&["--cluster-name", " "][..], None),
+        (&[][..], Some("")),
+    ] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_muster"));
+        cmd.args(["controller", "--kube-url", "http://127.0.0.1:9"])
+            .args(args)
+            .env_remove("MUSTER_CLUSTER_NAME");
+        if let Some(v) = env {
+            cmd.env("MUSTER_CLUSTER_NAME", v);
+        }
+        let out = cmd.output().expect("run muster");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}: {stderr}");
+        for named in ["--cluster-name", "MUSTER_CLUSTER_NAME", "clusterName"] {
+            assert!(stderr.contains(named), "{args:?} {env:?}: {stderr}");
+        }
+    }
+    // a name no GCP label or exact EC2 tag filter can hold
+    for bad in ["prod*", "Prod", "-prod", "prod.eu", &"a".repeat(64)] {
+        let out = Command::new(env!("CARGO_BIN_EXE_muster"))
+            .args([
+                "controller",
+                "--kube-url",
+                "http://127.0.0.1:9",
+                &format!("--cluster-name={bad}"),
+            ])
+            .output()
+            .expect("run muster");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(
+            stderr.contains(&format!("--cluster-name {bad:?}")),
+            "{bad}: {stderr}"
+        );
+    }
+}
+
 /// Bad flags stop the binary before it connects, with a message naming the
 /// flag.
 #[test]
@@ -147,6 +194,7 @@ fn bad_periods_and_lease_timings_are_refused() {
     for (args, flag) in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_muster"))
             .args(["controller", "--kube-url", "http://127.0.0.1:9"])
+            .args(["--cluster-name", "test-cluster"])
             .args(&args)
             .output()
             .expect("run muster");

@@ -51,6 +51,8 @@ impl Controller {
                 "controller",
                 "--kube-url",
                 &server.url,
+                "--cluster-name",
+                "test-cluster",
                 "--identity",
                 identity,
                 "--metrics-addr",

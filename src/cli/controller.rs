@@ -60,9 +60,12 @@ pub struct ControllerArgs {
     /// Kubeconfig file.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<std::path::PathBuf>,
-    /// Cluster name; launched instances are tagged with it.
-    #[arg(long, env = "MUSTER_CLUSTER_NAME", default_value = "muster")]
-    pub cluster_name: String,
+    /// Cluster name, required: every launched instance is tagged with it,
+    /// and orphan collection terminates instances of this name that no
+    /// PoolNode records, so it must differ from every other cluster's in
+    /// the same cloud account or project.
+    #[arg(long, env = "MUSTER_CLUSTER_NAME")]
+    pub cluster_name: Option<String>,
     /// Namespaces to watch (repeat or comma-separate); all when omitted.
     #[arg(long = "namespace", env = "MUSTER_NAMESPACES", value_delimiter = ',')]
     pub namespaces: Vec<String>,
@@ -465,7 +468,42 @@ async fn webhook_server(
     Ok(Some((server, managed)))
 }
 
+/// The required `--cluster-name`: absent or blank is refused with the flag,
+/// its environment variable and the chart value that set it, rather than
+/// a name shared with other clusters whose instances orphan collection
+/// would then terminate. The name must be what the chart's schema accepts
+/// (lowercase letters, digits and `-`, at most 63): it is a GCP label value
+/// as it is, and on AWS no EC2 filter wildcard (`*`, `?`) that would list
+/// other clusters' instances.
+fn cluster_name(args: &ControllerArgs) -> Result<String, CliError> {
+    match args.cluster_name.as_deref() {
+        Some(name) if !name.trim().is_empty() => {
+            let edge =
+                |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+            let inner = name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            if name.len() <= 63 && inner && edge(name.chars().next()) && edge(name.chars().last()) {
+                Ok(name.to_string())
+            } else {
+                Err(CliError::input(format!(
+                    "--cluster-name {name:?}: lowercase letters, digits and '-', starting and \
+                     ending with a letter or digit, at most 63 characters (as the chart's \
+                     clusterName)"
+                )))
+            }
+        }
+        _ => Err(CliError::input(
+            "--cluster-name (env MUSTER_CLUSTER_NAME; the Helm chart's value clusterName) is \
+             required: every instance muster launches is tagged with it, and orphan collection \
+             terminates the instances of that name no PoolNode records, so it must be this \
+             cluster's own name, used by no other cluster of the cloud account or project",
+        )),
+    }
+}
+
 async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
+    let cluster = cluster_name(&args)?;
     check_periods(&args)?;
     let lease = lease_config(&args)?;
     let client = client(&args).await?;
@@ -475,7 +513,7 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
         .or_else(|| std::env::var("POD_NAME").ok())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| format!("muster-{}", std::process::id()));
-    let mut config = ControllerConfig::new(args.cluster_name.clone(), identity);
+    let mut config = ControllerConfig::new(cluster, identity);
     config.namespaces = args.namespaces.clone();
     config.debounce = args.debounce;
     config.tick = args.tick;

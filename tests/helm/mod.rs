@@ -37,8 +37,15 @@ pub fn run_helm(bin: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// The cluster name the default values are rendered with: `clusterName`
+/// has no default (a name two clusters share would let one's orphan
+/// collection terminate the other's instances), and the values files of
+/// `ci/` set their own.
+pub const CLUSTER_NAME: &str = "clusterName=test-cluster";
+
 /// `helm template` of the chart as release `muster` in `muster-system`, with
-/// a values file of the chart and `--set` pairs.
+/// a values file of the chart (none: the defaults and [`CLUSTER_NAME`]) and
+/// `--set` pairs.
 pub fn template(values: Option<&str>, set: &[&str]) -> Result<String, String> {
     template_with("helm", values, set)
 }
@@ -49,9 +56,12 @@ pub fn template_with(bin: &str, values: Option<&str>, set: &[&str]) -> Result<St
     let chart = chart.to_str().expect("utf-8 path");
     let mut args = vec!["template", "muster", chart, "--namespace", "muster-system"];
     let file;
-    if let Some(v) = values {
-        file = format!("{chart}/{v}");
-        args.extend(["--values", file.as_str()]);
+    match values {
+        Some(v) => {
+            file = format!("{chart}/{v}");
+            args.extend(["--values", file.as_str()]);
+        }
+        None => args.extend(["--set", CLUSTER_NAME]),
     }
     for s in set {
         args.extend(["--set", s]);

@@ -116,7 +116,8 @@ def main():
     port = free_port()
     metrics = f"http://127.0.0.1:{port}/metrics"
     t = time.monotonic()
-    ctl = subprocess.Popen([args.muster, "controller", "--kube-url", api, "--no-leader-election",
+    ctl = subprocess.Popen([args.muster, "controller", "--cluster-name", "scale-bench",
+                            "--kube-url", api, "--no-leader-election",
                             "--metrics-addr", f"127.0.0.1:{port}", "--debounce", args.debounce,
                             "--tick", "10m"], stderr=subprocess.DEVNULL)
     try:

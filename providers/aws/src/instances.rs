@@ -248,12 +248,15 @@ pub async fn describe(
     Ok(out)
 }
 
-/// Every instance tagged for `cluster` that is not terminated.
+/// Every instance tagged for `cluster` that is not terminated. EC2's tag
+/// filter takes `*` and `?` as wildcards, so what it returns is kept only
+/// when its tag equals `cluster`: orphan collection, which terminates what
+/// this returns, never sees another cluster's instances.
 pub async fn list(
     ec2: &aws_sdk_ec2::Client,
     cluster: &str,
 ) -> Result<Vec<Instance>, ProviderError> {
-    describe(
+    let mut found = describe(
         ec2,
         &[],
         vec![
@@ -271,7 +274,9 @@ pub async fn list(
                 .build(),
         ],
     )
-    .await
+    .await?;
+    found.retain(|i| i.tags.get(tags::CLUSTER).map(String::as_str) == Some(cluster));
+    Ok(found)
 }
 
 /// Terminates an instance; one that is already gone is success.

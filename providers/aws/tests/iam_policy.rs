@@ -2,7 +2,9 @@
 //! the provider makes: a moto run records each AWS call (launcher
 //! `GET /log`), [`iam::calls`] turns it into the authorizations AWS makes
 //! for it, and [`iam::policy`] evaluates the policy on each. A call the
-//! policy would deny, or one without an authorization model, fails.
+//! policy would deny, or one without an authorization model, fails. The
+//! file's `${CLUSTER}` placeholder is filled in with the name the runs tag
+//! their instances with, as the EKS guide's `sed` does.
 
 mod iam;
 
@@ -16,9 +18,19 @@ use muster_provider_aws::AwsProvider;
 use muster_provider_aws::moto::Moto;
 use serde_json::{Value, json};
 
+/// The documented policy as written, with its placeholder.
+const POLICY: &str = include_str!("../../../docs/aws-iam-policy.json");
+
+/// The cluster name the runs tag their instances with.
+const CLUSTER: &str = "prod";
+
+/// The policy for cluster `cluster`: the placeholder `${CLUSTER}` replaced.
+fn policy_for(cluster: &str) -> Value {
+    serde_json::from_str(&POLICY.replace("${CLUSTER}", cluster)).expect("the policy is JSON")
+}
+
 fn policy() -> Value {
-    let text = include_str!("../../../docs/aws-iam-policy.json");
-    serde_json::from_str(text).expect("the policy is JSON")
+    policy_for(CLUSTER)
 }
 
 fn denials(policy: &Value, log: &[Value]) -> Vec<String> {
@@ -125,7 +137,7 @@ fn run_instances(tagged: &[&str], spot: bool) -> Value {
             &format!("TagSpecification.{}.Tag.1.Key", n + 1),
             "muster.dev/cluster",
         );
-        put(&format!("TagSpecification.{}.Tag.1.Value", n + 1), "prod");
+        put(&format!("TagSpecification.{}.Tag.1.Value", n + 1), CLUSTER);
     }
     if spot {
         put("InstanceMarketOptions.MarketType", "spot");
@@ -170,8 +182,83 @@ fn terminating_an_instance_without_the_cluster_tag_is_denied() {
                "account": "123456789012", "params": {"InstanceId.1": ["i-1"]},
                "resourceTags": {"i-1": tags}})
     };
-    assert!(denials(&p, &[entry(json!({"muster.dev/cluster": "prod"}))]).is_empty());
+    assert!(denials(&p, &[entry(json!({"muster.dev/cluster": CLUSTER}))]).is_empty());
     assert_eq!(denials(&p, &[entry(json!({"team": "a"}))]).len(), 1);
+}
+
+/// The policy is scoped to one cluster's tag value: another cluster's
+/// instances (a name sharing a prefix included) cannot be terminated, nor
+/// launched or tagged for it, by this cluster's controller.
+#[test]
+fn another_clusters_instances_are_denied() {
+    let p = policy();
+    let terminate = |value: &str| {
+        json!({"service": "ec2", "action": "TerminateInstances", "region": "us-east-1",
+               "account": "123456789012", "params": {"InstanceId.1": ["i-1"]},
+               "resourceTags": {"i-1": {"muster.dev/cluster": value}}})
+    };
+    for other in ["staging", "prod-eu", "pro", "*"] {
+        let denied = denials(&p, &[terminate(other)]);
+        assert_eq!(denied.len(), 1, "{other}: {denied:?}");
+        assert!(
+            denied[0].starts_with("ec2:TerminateInstances on ")
+                && denied[0].contains("ImplicitDeny"),
+            "{other}: {denied:?}"
+        );
+    }
+    // the same instance, once the policy is that of its own cluster
+    assert!(denials(&policy_for("staging"), &[terminate("staging")]).is_empty());
+    // a launch tagged for another cluster: every created resource and its tags refused
+    let all = ["instance", "volume", "network-interface"];
+    let denied = denials(&policy_for("staging"), &[run_instances(&all, false)]);
+    assert_eq!(
+        denied
+            .iter()
+            .filter(|d| d.starts_with("ec2:RunInstances"))
+            .count(),
+        3,
+        "{denied:?}"
+    );
+    assert_eq!(
+        denied
+            .iter()
+            .filter(|d| d.starts_with("ec2:CreateTags"))
+            .count(),
+        3,
+        "{denied:?}"
+    );
+}
+
+/// Every statement that names the cluster tag compares it with the
+/// `${CLUSTER}` placeholder, never a wildcard that would match every
+/// cluster's instances.
+#[test]
+fn the_cluster_tag_conditions_name_the_placeholder() {
+    let raw: Value = serde_json::from_str(POLICY).expect("the policy is JSON");
+    let mut scoped = Vec::new();
+    for st in raw["Statement"].as_array().expect("statements") {
+        let sid = st["Sid"].as_str().unwrap_or("?");
+        let Some(cond) = st.get("Condition").and_then(Value::as_object) else {
+            continue;
+        };
+        for (op, keys) in cond {
+            for (key, value) in keys.as_object().expect("condition keys") {
+                if key.to_ascii_lowercase().ends_with("tag/muster.dev/cluster") {
+                    assert_eq!(op, "StringEquals", "{sid}: {key}");
+                    assert_eq!(value, "${CLUSTER}", "{sid}: {key}");
+                    scoped.push(sid.to_string());
+                }
+            }
+        }
+    }
+    assert_eq!(
+        scoped,
+        [
+            "LaunchOnlyTaggedForTheCluster",
+            "TagOnlyAtLaunch",
+            "TerminateOnlyTheClustersInstances"
+        ]
+    );
 }
 
 fn launch_request(name: &str, zone: &str, capacity: CapacityType) -> LaunchRequest {
@@ -185,7 +272,7 @@ fn launch_request(name: &str, zone: &str, capacity: CapacityType) -> LaunchReque
             capacity_type: capacity,
         },
         pool: "l4".into(),
-        cluster: "prod".into(),
+        cluster: CLUSTER.into(),
         gang: Some("team-a/train".into()),
         labels: [("muster.dev/pool".to_string(), "l4".to_string())].into(),
         taints: Vec::new(),
@@ -247,7 +334,7 @@ async fn the_policy_allows_every_call_of_an_end_to_end_run() {
         .await
         .expect("spot launch");
     p.describe(&a.provider_id).await.expect("describe");
-    assert_eq!(p.list("prod").await.expect("list").len(), 2);
+    assert_eq!(p.list(CLUSTER).await.expect("list").len(), 2);
     let mut log = moto.log();
 
     // an interruption notice (sent by the test, not muster) ...

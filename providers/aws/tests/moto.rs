@@ -286,6 +286,39 @@ async fn orphan_collection_terminates_exactly_the_orphans() {
     );
 }
 
+/// Orphan collection of cluster `prod` sees only instances tagged exactly
+/// `prod`: not those of `prod-eu` or `pro`, and a name with EC2's filter
+/// wildcards matches no other cluster's.
+#[tokio::test]
+async fn orphan_collection_sees_only_its_own_cluster_name() {
+    let moto = Moto::start();
+    let spec = world(&moto).await;
+    let p = provider(&moto, &spec).await;
+    let mut by_cluster: BTreeMap<&str, String> = BTreeMap::new();
+    for (i, cluster) in ["prod", "prod-eu", "pro"].into_iter().enumerate() {
+        let mut r = request(
+            &format!("pn-{i}"),
+            &format!("k-{i}"),
+            key("g6.xlarge", "us-east-1a", CapacityType::OnDemand),
+        );
+        r.cluster = cluster.into();
+        by_cluster.insert(cluster, p.launch(&r).await.expect("launch").provider_id);
+    }
+    let owned = owned_instances(&p, "prod").await.expect("list");
+    let listed: Vec<&str> = owned.iter().map(|o| o.provider_id.as_str()).collect();
+    assert_eq!(listed, [by_cluster["prod"].as_str()]);
+    // nothing accounted for, long past the grace: only prod's is an orphan
+    let now = owned[0].launched_at + Dur::secs(3600);
+    assert_eq!(
+        orphans(&owned, &Known::default(), now, Dur::secs(600)),
+        [by_cluster["prod"].clone()]
+    );
+    for wildcard in ["prod*", "pro?", "*"] {
+        let owned = owned_instances(&p, wildcard).await.expect("list");
+        assert!(owned.is_empty(), "{wildcard} lists {owned:?}");
+    }
+}
+
 #[tokio::test]
 async fn interruption_messages_reach_the_right_instance_and_are_deleted() {
     let moto = Moto::start();
