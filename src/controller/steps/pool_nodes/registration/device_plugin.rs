@@ -242,8 +242,9 @@ fn example_objects(prefix: &str) -> Vec<Arc<DynamicObject>> {
         .collect()
 }
 
-/// The PoolNode spec of a GPU node of `pool`: the smallest GPU count it
-/// may buy.
+/// The PoolNode spec of a GPU node of `pool`: its first GPU model, the
+/// smallest GPU count it may buy (the instance type and zone do not reach
+/// the registration).
 fn poolnode(pool: &Pool) -> PoolNodeSpec {
     let provider = match pool.provider {
         Provider::Aws => muster_crds::common::Provider::Aws,
@@ -251,12 +252,17 @@ fn poolnode(pool: &Pool) -> PoolNodeSpec {
         Provider::Sim => muster_crds::common::Provider::Sim,
     };
     let gpus = pool.requirements.min_gpus.unwrap_or(1).max(1);
+    let model = pool
+        .requirements
+        .gpu_models
+        .first()
+        .map_or("A100", |m| m.as_str());
     serde_json::from_value(serde_json::json!({
         "pool": pool.name,
         "nodeClass": pool.node_class,
         "offering": {
             "provider": provider, "region": "r", "zone": "z", "instanceType": "gpu-machine",
-            "capacityType": "on-demand", "pricePerHour": "1", "gpuModel": "A100",
+            "capacityType": "on-demand", "pricePerHour": "1", "gpuModel": model,
             "gpuCount": gpus,
         },
         "idempotencyKey": "k",
