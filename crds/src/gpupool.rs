@@ -78,10 +78,15 @@ pub struct GpuPoolSpec {
     /// When and how muster removes or replaces nodes of this pool.
     #[serde(default)]
     pub disruption: Disruption,
-    /// Labels put on every node of the pool (in addition to muster's `muster.dev/*` labels).
+    /// Labels put on every node of the pool (in addition to muster's `muster.dev/*` labels and
+    /// `nvidia.com/gpu.present=true`), set by its kubelet at registration: keys in the
+    /// `kubernetes.io` and `k8s.io` namespaces are refused unless a kubelet may set them on its
+    /// own Node (`kubelet.kubernetes.io/*`, `node.kubernetes.io/*` and the well-known labels such
+    /// as `topology.kubernetes.io/zone`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 64))]
     #[x_kube(validation = Rule::new("self.all(k, !k.startsWith('muster.dev/'))").message("spec.labels: keys with the muster.dev/ prefix are reserved for the controller"))]
+    #[x_kube(validation = Rule::new(crate::kubelet_labels::cel_rule()).message(crate::kubelet_labels::MESSAGE))]
     pub labels: BTreeMap<String, String>,
     /// Taints put on every node of the pool; muster adds the matching tolerations to the pods
     /// it admits. Defaults to `nvidia.com/gpu=true:NoSchedule` so that non-GPU pods stay off.

@@ -14,6 +14,7 @@ pub mod common;
 pub mod gang;
 pub mod gpupool;
 pub mod gpuqueue;
+pub mod kubelet_labels;
 pub mod nodeclass;
 pub mod poolnode;
 pub mod reference;

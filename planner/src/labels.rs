@@ -3,8 +3,10 @@
 //!
 //! A node of a pool carries the pool's labels, then these well-known labels
 //! (which win over pool labels of the same key): instance type, zone,
-//! capacity type, GPU model and pool. An existing node's own labels win over
-//! everything derived.
+//! capacity type, GPU model, pool, and on a machine with GPUs
+//! [`GPU_PRESENT`]. An existing node's own labels win over everything
+//! derived. [`registration_labels`] is the part the kubelet itself sets at
+//! registration (`--node-labels`); the cloud and the kubelet add the rest.
 
 use std::collections::BTreeMap;
 
@@ -21,9 +23,40 @@ pub const GPU_MODEL: &str = "muster.dev/gpu-model";
 /// Pool label.
 pub const POOL: &str = "muster.dev/pool";
 
-/// Labels a new node of `pool` bought as `offering` will carry.
+/// `true` on every node muster launches with GPUs, set by its kubelet at
+/// registration. The NVIDIA device plugin's Helm chart runs its DaemonSet
+/// only on nodes with this label or with Node Feature Discovery's
+/// `feature.node.kubernetes.io/pci-10de.present=true` or
+/// `feature.node.kubernetes.io/cpu-model.vendor_id=NVIDIA`
+/// (NVIDIA/k8s-device-plugin `deployments/helm/nvidia-device-plugin/values.yaml`,
+/// `affinity:`); muster's nodes need not run NFD, so without this label their
+/// GPUs never become allocatable. The key is outside the `kubernetes.io` and
+/// `k8s.io` namespaces, so the NodeRestriction admission plugin lets a kubelet
+/// set it on its own Node (kubernetes/kubernetes
+/// `plugin/pkg/admission/noderestriction/admission.go`).
+pub const GPU_PRESENT: &str = "nvidia.com/gpu.present";
+
+/// The labels the kubelet of a new node of pool `pool` sets at registration
+/// (`--node-labels`), for every cloud and image: the pool's `labels`, then
+/// muster's (which win): the pool's name and, when the machine has GPUs,
+/// [`GPU_PRESENT`]` = true`. Drivers add their own (the PoolNode's name).
+pub fn registration_labels(
+    pool: &str,
+    labels: &BTreeMap<String, String>,
+    gpu_count: u32,
+) -> BTreeMap<String, String> {
+    let mut l = labels.clone();
+    if gpu_count > 0 {
+        l.insert(GPU_PRESENT.into(), "true".into());
+    }
+    l.insert(POOL.into(), pool.to_string());
+    l
+}
+
+/// Labels a new node of `pool` bought as `offering` will carry: those it
+/// registers with and the well-known ones the cloud and kubelet add.
 pub fn new_node_labels(pool: &Pool, offering: &Offering) -> BTreeMap<String, String> {
-    let mut l = pool.labels.clone();
+    let mut l = registration_labels(&pool.name, &pool.labels, offering.gpu_count);
     l.insert(INSTANCE_TYPE.into(), offering.instance_type.clone());
     l.insert(ZONE.into(), offering.zone.clone());
     l.insert(
@@ -33,7 +66,6 @@ pub fn new_node_labels(pool: &Pool, offering: &Offering) -> BTreeMap<String, Str
     if let Some(m) = &offering.gpu_model {
         l.insert(GPU_MODEL.into(), m.as_str().to_string());
     }
-    l.insert(POOL.into(), pool.name.clone());
     l
 }
 
@@ -87,6 +119,24 @@ mod tests {
             l.insert(k.clone(), v.clone());
         }
         l
+    }
+
+    /// A machine with GPUs registers with `nvidia.com/gpu.present=true`, one
+    /// without does not; muster's keys win over the pool's.
+    #[test]
+    fn gpu_machines_register_as_gpu_present() {
+        let pool_labels = BTreeMap::from([
+            ("team".to_string(), "a".to_string()),
+            (GPU_PRESENT.to_string(), "false".to_string()),
+            (POOL.to_string(), "other".to_string()),
+        ]);
+        let gpu = registration_labels("a100", &pool_labels, 8);
+        assert_eq!(gpu.get(GPU_PRESENT).map(String::as_str), Some("true"));
+        assert_eq!(gpu.get(POOL).map(String::as_str), Some("a100"));
+        assert_eq!(gpu.get("team").map(String::as_str), Some("a"));
+        let cpu = registration_labels("cpu", &BTreeMap::new(), 0);
+        assert_eq!(cpu.get(GPU_PRESENT), None);
+        assert_eq!(cpu.get(POOL).map(String::as_str), Some("cpu"));
     }
 
     /// Keys a selector may name: every derived key, and two others.

@@ -11,6 +11,7 @@ use muster_crds::gpuqueue::{
     GpuQueueSpec, QueueingStrategy as CrdStrategy, ReclaimPolicy as CrdReclaim, StopPolicy,
     WithinQueuePreemption,
 };
+use muster_crds::kubelet_labels::{MESSAGE, kubelet_may_set};
 use muster_planner::{
     CapacityType, ConsolidationPolicy, Disruption, Dur, GpuModel, Pool, PoolLimits,
     PoolRequirements, PreemptionPolicy, Price, Provider, Quantity, Queue, QueueingStrategy, Quota,
@@ -162,6 +163,11 @@ fn pool(obj: &DynamicObject, node_classes: &BTreeMap<String, Provider>) -> Resul
             ),
         )
     })?;
+    // stored before the CRD refused them: a node with such a label would
+    // never start its kubelet, so the pool buys nothing until it is fixed
+    if let Some(key) = s.labels.keys().find(|key| !kubelet_may_set(key)) {
+        return Err(invalid(k, obj, format!("{MESSAGE}: {key}")));
+    }
     let r = &s.requirements;
     let gpus = r.gpus_per_node.as_ref();
     let requirements = PoolRequirements {
@@ -351,4 +357,48 @@ fn queue(obj: &DynamicObject) -> Result<Queue, Issue> {
             }),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pool_with(labels: serde_json::Value) -> Arc<DynamicObject> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": "a100"},
+                "spec": {"nodeClassRef": {"name": "nc"}, "labels": labels},
+            }))
+            .expect("object"),
+        )
+    }
+
+    /// A pool stored before the CRD refused labels a kubelet may not set on
+    /// itself is an InvalidSpec issue naming the key, and buys nothing; the
+    /// labels a kubelet may set pass.
+    #[test]
+    fn a_label_the_kubelet_may_not_set_is_an_issue() {
+        let classes = BTreeMap::from([("nc".to_string(), Provider::Aws)]);
+        let mut issues = Vec::new();
+        let objs = [pool_with(json!({"node-role.kubernetes.io/gpu": ""}))];
+        assert!(pools(&objs, &classes, &mut issues).is_empty());
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert_eq!(issues[0].reason, IssueReason::InvalidSpec);
+        assert!(
+            issues[0]
+                .message
+                .starts_with("spec.labels: a kubelet may not set")
+                && issues[0].message.ends_with("node-role.kubernetes.io/gpu"),
+            "{}",
+            issues[0].message
+        );
+
+        let mut issues = Vec::new();
+        let objs = [pool_with(
+            json!({"node.kubernetes.io/foo": "x", "example.com/team": "a"}),
+        )];
+        assert_eq!(pools(&objs, &classes, &mut issues).len(), 1);
+        assert!(issues.is_empty(), "{issues:?}");
+    }
 }

@@ -17,6 +17,7 @@
 pub(crate) mod interruptions;
 pub(crate) mod launch;
 pub(crate) mod orphans;
+mod registration;
 pub(crate) mod release;
 pub(crate) mod removal;
 
@@ -27,7 +28,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch};
 use muster_planner::lifecycle::pool_node::{self, LaunchError};
 use muster_planner::{NodePhase, Time};
-use muster_provider_api::{Instance, LaunchRequest, ProviderError};
+use muster_provider_api::{Instance, ProviderError};
 
 use crate::controller::base::api::{
     ActError, api, condition, is_not_found, params, patch_status, with_condition,
@@ -35,16 +36,13 @@ use crate::controller::base::api::{
 use crate::controller::base::conditions::ConditionType;
 use crate::controller::base::metrics::LaunchLabels;
 use crate::controller::base::objects::node_ready;
-use crate::controller::base::objects::{
-    Kind, POOL_LABEL, POOLNODE_LABEL, PoolNodeSpec, TERMINATE_FINALIZER,
-};
+use crate::controller::base::objects::{Kind, PoolNodeSpec, TERMINATE_FINALIZER};
 use crate::controller::base::time;
 use crate::controller::cloud::work::{Job, Progress};
 use crate::controller::ctx::{Ctx, CycleProviders};
 use crate::controller::observe::Observed;
 use crate::controller::translate::node::{
-    allocatable, node_phase, offering_key, phase_since, poolnode_gang, poolnode_status,
-    ready_since, taints,
+    allocatable, node_phase, offering_key, phase_since, poolnode_status, ready_since, taints,
 };
 use crate::controller::translate::pool::spec;
 
@@ -151,20 +149,7 @@ async fn step(
         let Some((labels, taints)) = pool_spec(observed, &s.pool) else {
             return Err(ActError::Missing(format!("GPUPool {} of {name}", s.pool)));
         };
-        let mut node_labels: BTreeMap<String, String> = labels;
-        node_labels.insert(POOL_LABEL.to_string(), s.pool.clone());
-        node_labels.insert(POOLNODE_LABEL.to_string(), name.clone());
-        let req = LaunchRequest {
-            name: name.clone(),
-            idempotency_key: s.idempotency_key.clone(),
-            offering: offering.clone(),
-            pool: s.pool.clone(),
-            cluster: ctx.config.cluster.clone(),
-            gang: poolnode_gang(&s),
-            labels: node_labels,
-            taints,
-            tags: BTreeMap::new(),
-        };
+        let req = registration::launch_request(&name, &s, &ctx.config.cluster, &labels, taints);
         let client = ctx.client.clone();
         let metrics = ctx.deps.metrics.clone();
         let labels = |result: &str| LaunchLabels {
