@@ -235,6 +235,66 @@ async fn s3_real_planner() {
     scenario_insufficient_capacity(controller::real_planner()).await;
 }
 
+// ---------------------------------------------------------------- capacity types
+
+/// A capacity type the account refuses (EC2: spot without its service-linked
+/// role) is no permanent failure: the NodeClass's `CapacityTypesPermitted`
+/// condition turns False naming the step, and once the step is done and the
+/// mark has passed, the same gang launches and the condition turns True.
+#[tokio::test]
+async fn a_refused_capacity_type_is_named_on_the_nodeclass_and_tried_again() {
+    let (server, client) = start_world(&[]).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let step = "run `aws iam create-service-linked-role --aws-service-name spot.amazonaws.com`";
+    cloud.refuse(muster_planner::CapacityType::OnDemand, step);
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start_configured(&server, &cloud, stub(), |c| {
+        c.policy.unavailable_offering_ttl = muster_planner::Dur::secs(3);
+    });
+    job("refused").queue("team-a").create(&client).await;
+    let condition = |status: &'static str| {
+        let client = client.clone();
+        move || {
+            let client = client.clone();
+            async move {
+                let nc = Api::<DynamicObject>::all_with(client, &ar("NodeClass", "nodeclasses"))
+                    .get("gcp-default")
+                    .await
+                    .ok()?;
+                nc.data["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["type"] == "CapacityTypesPermitted" && c["status"] == status)
+                    .cloned()
+            }
+        }
+    };
+    let refused = eventually(20, "CapacityTypesPermitted=False", condition("False")).await;
+    assert_eq!(refused["reason"], "CapacityTypeNotPermitted");
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("on-demand launches are avoided until "),
+        "{message}"
+    );
+    assert!(message.contains("create-service-linked-role"), "{message}");
+    assert!(
+        !events_of(&client, "CapacityTypeNotPermitted")
+            .await
+            .is_empty(),
+        "a Warning Event says so"
+    );
+    assert!(
+        cloud.instances().is_empty(),
+        "nothing launched while refused"
+    );
+    // the operator does the step; after the mark the gang launches
+    cloud.permit(muster_planner::CapacityType::OnDemand);
+    wait_for_running_pods(&client, NS, "job-name=refused", 1, 30).await;
+    let permitted = eventually(20, "CapacityTypesPermitted=True", condition("True")).await;
+    assert_eq!(permitted["reason"], "Permitted");
+    assert_no_invalid_writes();
+}
+
 // ---------------------------------------------------------------- (4)
 
 async fn scenario_restart(planner: PlanFn, hang: Hang) {

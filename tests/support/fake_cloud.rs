@@ -66,6 +66,8 @@ struct State {
     unavailable: BTreeMap<String, Time>,
     launch_delay: Option<std::time::Duration>,
     resolve_delay: Option<std::time::Duration>,
+    /// Capacity types the account refuses, with the cloud's words.
+    refused: BTreeMap<CapacityType, String>,
 }
 
 /// The fake cloud: the simulated cloud (`muster_provider_sim::SimProvider`,
@@ -195,6 +197,23 @@ impl FakeCloud {
         self.lock()
             .unavailable
             .insert(instance_type.to_string(), until);
+    }
+
+    /// Launches of `capacity_type` fail as EC2 fails every spot launch of an
+    /// account without its spot service-linked role, by a caller that may
+    /// not create it (`AuthFailure.ServiceLinkedRoleCreationNotPermitted`;
+    /// the AWS provider's moto launcher enforces the same rule with EC2's
+    /// own code, `providers/aws/tests/moto_server.py`): typed, whatever the
+    /// offering, until [`FakeCloud::permit`].
+    pub fn refuse(&self, capacity_type: CapacityType, message: &str) {
+        self.lock()
+            .refused
+            .insert(capacity_type, message.to_string());
+    }
+
+    /// The operator did the step: `capacity_type` launches work again.
+    pub fn permit(&self, capacity_type: CapacityType) {
+        self.lock().refused.remove(&capacity_type);
     }
 
     /// Launches of this instance type fail with insufficient capacity.
@@ -349,6 +368,17 @@ impl CloudProvider for FakeCloud {
             tokio::time::sleep(delay).await;
         }
         self.tick();
+        let refused = self
+            .lock()
+            .refused
+            .get(&request.offering.capacity_type)
+            .cloned();
+        if let Some(message) = refused {
+            return Err(ProviderError::CapacityTypeNotPermitted {
+                capacity_type: request.offering.capacity_type,
+                message,
+            });
+        }
         let result = self.sim.launch(request).await;
         if let Ok(instance) = &result {
             self.lock().launched.insert(

@@ -174,6 +174,42 @@ fn a_launch_that_leaves_a_created_resource_untagged_is_denied() {
     assert_eq!(denials(&p, &[other_role]).len(), 1);
 }
 
+/// Creating the spot service-linked role is allowed for that role only:
+/// without the policy's statement the implied authorization is denied, and
+/// the statement allows no other service's role.
+#[test]
+fn the_spot_service_linked_role_may_be_created_and_no_other() {
+    let spot = [
+        "instance",
+        "volume",
+        "network-interface",
+        "spot-instances-request",
+    ];
+    let mut creating = run_instances(&spot, true);
+    creating["createsServiceLinkedRole"] = json!("spot.amazonaws.com");
+    let p = policy();
+    assert!(denials(&p, std::slice::from_ref(&creating)).is_empty());
+    // the statement removed: denied
+    let mut without = p.clone();
+    without["Statement"]
+        .as_array_mut()
+        .expect("statements")
+        .retain(|s| s["Sid"] != "CreateTheSpotServiceLinkedRole");
+    let denied = denials(&without, std::slice::from_ref(&creating));
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert!(
+        denied[0].starts_with("iam:CreateServiceLinkedRole on arn:aws:iam::123456789012:role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot"),
+        "{denied:?}"
+    );
+    // another service's role: denied
+    let other = Request::new(
+        "iam:CreateServiceLinkedRole",
+        "arn:aws:iam::123456789012:role/aws-service-role/spotfleet.amazonaws.com/AWSServiceRoleForEC2SpotFleet",
+    )
+    .with("iam:AWSServiceName", vec!["spotfleet.amazonaws.com".into()]);
+    assert_ne!(evaluate(&p, &other).ok(), Some(Decision::Allow));
+}
+
 #[test]
 fn terminating_an_instance_without_the_cluster_tag_is_denied() {
     let p = policy();
@@ -311,6 +347,9 @@ async fn the_policy_allows_every_call_of_an_end_to_end_run() {
     let mut options = moto.options();
     options.interruption_queue = Some(url.clone());
     moto.reset();
+    // a fresh account: no spot service-linked role yet; the first spot
+    // launch creates it with muster's permissions
+    moto.control("POST", "/spot-role?state=creatable");
 
     // everything the controller asks of a provider
     let p = AwsProvider::new(&spec, options).await.expect("provider");
@@ -372,6 +411,11 @@ async fn the_policy_allows_every_call_of_an_end_to_end_run() {
             )
         })
         .collect();
+    assert!(
+        log.iter()
+            .any(|e| e["createsServiceLinkedRole"] == "spot.amazonaws.com"),
+        "the spot launch created the service-linked role"
+    );
     for must in [
         "eks:DescribeCluster",
         "ssm:GetParameter",

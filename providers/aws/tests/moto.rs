@@ -238,6 +238,63 @@ async fn throttling_is_retried_and_permanent_errors_are_not() {
     );
 }
 
+/// A spot launch on an account without EC2's spot service-linked role, by
+/// a role that may not create it, is refused with a typed error that names
+/// the step; on-demand is unaffected; once the role exists (the step done),
+/// or when muster's role may create it, spot launches succeed.
+#[tokio::test]
+async fn spot_without_the_service_linked_role_names_the_step_and_works_once_it_exists() {
+    let moto = Moto::start();
+    let spec = world(&moto).await;
+    let p = provider(&moto, &spec).await;
+    moto.control("POST", "/spot-role?state=absent");
+    let spot = key("g5.xlarge", "us-east-1a", CapacityType::Spot);
+    match p.launch(&request("s-0", "k-s0", spot.clone())).await {
+        Err(ProviderError::CapacityTypeNotPermitted {
+            capacity_type,
+            message,
+        }) => {
+            assert_eq!(capacity_type, CapacityType::Spot);
+            assert!(
+                message.contains("AuthFailure.ServiceLinkedRoleCreationNotPermitted"),
+                "{message}"
+            );
+            assert!(
+                message.contains(
+                    "aws iam create-service-linked-role --aws-service-name spot.amazonaws.com"
+                ),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(moto.run_instances_calls(), 1, "not retried");
+    p.launch(&request(
+        "o-0",
+        "k-o0",
+        key("g5.xlarge", "us-east-1a", CapacityType::OnDemand),
+    ))
+    .await
+    .expect("on-demand needs no such role");
+    // the operator runs the documented step
+    moto.control("POST", "/spot-role?state=exists");
+    p.launch(&request("s-1", "k-s1", spot.clone()))
+        .await
+        .expect("spot once the role exists");
+    // a role that may create it: EC2 creates it at the first spot launch
+    moto.reset();
+    moto.control("POST", "/spot-role?state=creatable");
+    p.launch(&request("s-2", "k-s2", spot))
+        .await
+        .expect("spot, creating the role");
+    let created: Vec<_> = moto
+        .log()
+        .into_iter()
+        .filter(|e| e["createsServiceLinkedRole"] == "spot.amazonaws.com")
+        .collect();
+    assert_eq!(created.len(), 1, "the implied authorization is logged once");
+}
+
 #[tokio::test]
 async fn orphan_collection_terminates_exactly_the_orphans() {
     let moto = Moto::start();

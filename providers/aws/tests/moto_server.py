@@ -12,6 +12,19 @@ real EC2 in three ways the tests need:
   RunInstances calls, retries included: POST /throttle?n=<N>.
 * Any other error code can be injected for every RunInstances call:
   POST /fail?code=<code> (e.g. `UnauthorizedOperation`).
+* The spot service-linked role `AWSServiceRoleForEC2Spot` (EC2 User Guide,
+  "Service-linked role for Spot Instance requests"): a spot launch needs
+  it; when the account has none, EC2 creates it on the caller's behalf if
+  the caller may (`iam:CreateServiceLinkedRole` for `spot.amazonaws.com`),
+  and otherwise refuses every spot launch with
+  `AuthFailure.ServiceLinkedRoleCreationNotPermitted` (HTTP 403) until
+  someone creates it. POST /spot-role?state=absent (none, and the caller
+  may not create it), `creatable` (none, and the caller may: the first spot
+  launch creates it, and its log entry names the implied authorization
+  under `createsServiceLinkedRole`) or `exists` (what
+  `aws iam create-service-linked-role --aws-service-name spot.amazonaws.com`
+  does). The role exists from the start and after a reset, as in most
+  accounts; on-demand launches never need it.
 
 GET /calls answers how many RunInstances requests arrived (retries
 included), so a test can tell a retried call from one that was not, and
@@ -49,9 +62,22 @@ from werkzeug.serving import WSGIRequestHandler
 WSGIRequestHandler.log_request = lambda *args, **kwargs: None
 
 STATE = {"ice": set(), "throttle": 0, "tokens": {}, "calls": 0, "terminates": 0, "fail": None,
-         "log": []}
+         "log": [], "spot_role": "exists"}
+SPOT_SERVICE = "spot.amazonaws.com"
 LOCK = threading.Lock()
 _run_instances = InstanceResponse.run_instances
+
+
+def spot_role_not_permitted():
+    """EC2's answer to a spot launch on an account without the spot
+    service-linked role, by a caller that may not create it (real EC2 sends
+    it with HTTP 403; moto serializes it with its generic client-error
+    status, which muster does not read: the code decides)."""
+    return EC2ClientError(
+        "AuthFailure.ServiceLinkedRoleCreationNotPermitted",
+        "The provided credentials do not have permission to create the service-linked role "
+        "for EC2 Spot Instances.",
+    )
 
 
 def run_instances(self):
@@ -65,6 +91,13 @@ def run_instances(self):
             raise EC2ClientError("RequestLimitExceeded", "Request limit exceeded.")
         if STATE["fail"]:
             raise EC2ClientError(STATE["fail"], f"injected {STATE['fail']}")
+        if self._get_param("InstanceMarketOptions.MarketType") == "spot":
+            if STATE["spot_role"] == "absent":
+                raise spot_role_not_permitted()
+            if STATE["spot_role"] == "creatable":
+                STATE["spot_role"] = "exists"
+                if STATE["log"] and STATE["log"][-1].get("action") == "RunInstances":
+                    STATE["log"][-1]["createsServiceLinkedRole"] = SPOT_SERVICE
         if instance_type in STATE["ice"] or f"{instance_type}@{zone}" in STATE["ice"]:
             raise EC2ClientError(
                 "InsufficientInstanceCapacity",
@@ -208,6 +241,14 @@ class Control(BaseHTTPRequestHandler):
                 STATE["terminates"] = 0
                 STATE["fail"] = None
                 STATE["log"].clear()
+                STATE["spot_role"] = "exists"
+            elif url.path == "/spot-role":
+                state = query.get("state", [""])[0]
+                if state not in ("absent", "creatable", "exists"):
+                    self.send_response(400)
+                    self.end_headers()
+                    return
+                STATE["spot_role"] = state
             elif url.path == "/public-parameter":
                 public_parameter(query["name"][0], query["value"][0])
             else:

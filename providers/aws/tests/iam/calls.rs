@@ -14,6 +14,13 @@
 //!   `iam:PassedToService` = `ec2.amazonaws.com`.
 //! - `ec2:TerminateInstances`: each instance, with `aws:ResourceTag/*` from
 //!   the tags it carries.
+//! - A spot `RunInstances` on an account without the spot service-linked
+//!   role (the launcher's `createsServiceLinkedRole`): also
+//!   `iam:CreateServiceLinkedRole` on
+//!   `arn:aws:iam::ACCOUNT:role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot`
+//!   with `iam:AWSServiceName` = `spot.amazonaws.com` (EC2 creates the role
+//!   with the caller's permissions; IAM User Guide, "Service-linked role
+//!   permissions").
 //! - `eks:DescribeCluster`: the cluster; `ssm:GetParameter`: the parameter
 //!   (public parameters live in no account: `arn:aws:ssm:REGION::parameter/...`);
 //!   SQS actions: the queue.
@@ -139,6 +146,17 @@ pub fn requests(entry: &Value) -> Result<Vec<Request>, String> {
                 out.push(
                     Request::new("iam:PassRole", role)
                         .with("iam:PassedToService", vec!["ec2.amazonaws.com".into()]),
+                );
+            }
+            if let Some(service) = entry["createsServiceLinkedRole"].as_str() {
+                out.push(
+                    Request::new(
+                        "iam:CreateServiceLinkedRole",
+                        &format!(
+                            "arn:aws:iam::{account}:role/aws-service-role/{service}/AWSServiceRoleForEC2Spot"
+                        ),
+                    )
+                    .with("iam:AWSServiceName", vec![service.to_string()]),
                 );
             }
             out
