@@ -15,6 +15,79 @@ pub struct ResolvedSubnet {
     pub zone: String,
     /// Zone id, e.g. `use1-az1`, when the cloud reports it.
     pub zone_id: Option<String>,
+    /// Free addresses when resolved, when the cloud reports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_ips: Option<u32>,
+    /// Instances launched into it get a public address by default (a public
+    /// subnet), when the cloud reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public: Option<bool>,
+}
+
+impl ResolvedSubnet {
+    /// The subnet a launch in `zone` goes into, chosen as Karpenter does
+    /// (`pkg/providers/subnet`: the zone's subnet with the most free
+    /// addresses): among the subnets of `zone` that have a free address (or
+    /// report none), private ones before public ones, then the most free
+    /// addresses, then the lowest id. `None` when the zone has no usable
+    /// subnet.
+    pub fn choose<'a>(subnets: &'a [ResolvedSubnet], zone: &str) -> Option<&'a ResolvedSubnet> {
+        subnets
+            .iter()
+            .filter(|s| s.zone == zone && s.available_ips != Some(0))
+            .min_by(|a, b| {
+                let key = |s: &ResolvedSubnet| {
+                    (
+                        s.public == Some(true),
+                        std::cmp::Reverse(s.available_ips.unwrap_or(0)),
+                    )
+                };
+                key(a).cmp(&key(b)).then_with(|| a.id.cmp(&b.id))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subnet(id: &str, zone: &str, ips: Option<u32>, public: Option<bool>) -> ResolvedSubnet {
+        ResolvedSubnet {
+            id: id.into(),
+            zone: zone.into(),
+            zone_id: None,
+            available_ips: ips,
+            public,
+        }
+    }
+
+    #[test]
+    fn private_subnets_with_the_most_free_addresses_come_first() {
+        let all = [
+            subnet("subnet-a", "z1", Some(4000), Some(true)),
+            subnet("subnet-b", "z1", Some(10), Some(false)),
+            subnet("subnet-c", "z1", Some(200), Some(false)),
+            subnet("subnet-d", "z2", Some(0), Some(false)),
+            subnet("subnet-e", "z2", Some(5), Some(true)),
+            subnet("subnet-f", "z3", Some(0), None),
+        ];
+        let pick = |zone| ResolvedSubnet::choose(&all, zone).map(|s| s.id.as_str());
+        // private before public, then the most free addresses
+        assert_eq!(pick("z1"), Some("subnet-c"));
+        // a full subnet is never chosen; a public one beats none
+        assert_eq!(pick("z2"), Some("subnet-e"));
+        assert_eq!(pick("z3"), None);
+        assert_eq!(pick("z4"), None);
+        // equal figures: the lowest id, whatever the order listed
+        let tie = [
+            subnet("subnet-2", "z", Some(9), Some(false)),
+            subnet("subnet-1", "z", Some(9), Some(false)),
+        ];
+        assert_eq!(
+            ResolvedSubnet::choose(&tie, "z").map(|s| s.id.as_str()),
+            Some("subnet-1")
+        );
+    }
 }
 
 /// A security group a selector matched (AWS).

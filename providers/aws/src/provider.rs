@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use muster_crds::nodeclass::AwsNodeClass;
 use muster_planner::{Offering, PoolRequirements, Provider, Time};
 use muster_provider_api::{
-    CloudProvider, Instance, Interruption, LaunchRequest, ProviderError, Resolution,
+    CloudProvider, Instance, Interruption, LaunchRequest, ProviderError, Resolution, ResolvedSubnet,
 };
 
 use crate::client::{AwsOptions, Clients, connect};
@@ -220,13 +220,17 @@ impl CloudProvider for AwsProvider {
         let resolved = self.resolution().await?;
         let r = &resolved.resolution;
         let zone = &request.offering.zone;
-        let subnet =
-            r.subnets
-                .iter()
-                .find(|s| &s.zone == zone)
-                .ok_or_else(|| ProviderError::Permanent {
-                    message: format!("no subnet of the NodeClass is in zone {zone}"),
-                })?;
+        // a zone whose subnets are all full is short of capacity for now,
+        // as EC2's InsufficientFreeAddressesInSubnet would say after a call:
+        // the offering is avoided for a while and the gang planned elsewhere
+        let subnet = ResolvedSubnet::choose(&r.subnets, zone).ok_or_else(|| {
+            ProviderError::InsufficientCapacity {
+                offering: request.offering.clone(),
+                message: format!(
+                    "no subnet of the NodeClass in zone {zone} has a free address (spec.aws.subnetSelectorTerms)"
+                ),
+            }
+        })?;
         let arm = request
             .offering
             .instance_type

@@ -77,6 +77,10 @@ pub async fn subnets(
                     id: id.to_string(),
                     zone: zone.to_string(),
                     zone_id: s.availability_zone_id().map(String::from),
+                    available_ips: s
+                        .available_ip_address_count()
+                        .and_then(|n| u32::try_from(n).ok()),
+                    public: s.map_public_ip_on_launch(),
                 },
             );
         }

@@ -295,6 +295,100 @@ async fn spot_without_the_service_linked_role_names_the_step_and_works_once_it_e
     assert_eq!(created.len(), 1, "the implied authorization is logged once");
 }
 
+/// In a zone with several selected subnets a launch goes into a private
+/// one (no public address on launch) before a public one, however many
+/// more addresses the public one has; the resolution reports what the
+/// choice reads.
+#[tokio::test]
+async fn launches_go_into_the_zone_s_private_subnet_first() {
+    let moto = Moto::start();
+    let spec = world(&moto).await;
+    let c = moto.clients().await;
+    let vpc = c
+        .ec2
+        .describe_vpcs()
+        .send()
+        .await
+        .expect("vpcs")
+        .vpcs()
+        .first()
+        .and_then(|v| v.vpc_id())
+        .expect("the default VPC")
+        .to_string();
+    // a small private subnet beside the default (public) one of us-east-1a
+    let private = c
+        .ec2
+        .create_subnet()
+        .vpc_id(&vpc)
+        .cidr_block("172.31.200.0/28")
+        .availability_zone("us-east-1a")
+        .send()
+        .await
+        .expect("subnet")
+        .subnet()
+        .and_then(|s| s.subnet_id())
+        .expect("subnet id")
+        .to_string();
+    c.ec2
+        .create_tags()
+        .resources(&private)
+        .tags(
+            aws_sdk_ec2::types::Tag::builder()
+                .key("team")
+                .value("gpu")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("tag");
+    let p = provider(&moto, &spec).await;
+    let r = p.resolve().await.expect("resolve");
+    let in_a: Vec<_> = r
+        .subnets
+        .iter()
+        .filter(|s| s.zone == "us-east-1a")
+        .collect();
+    assert_eq!(in_a.len(), 2, "{in_a:?}");
+    let public = in_a
+        .iter()
+        .find(|s| s.id != private)
+        .expect("the default subnet");
+    assert_eq!(
+        public.public,
+        Some(true),
+        "moto's default subnets are public"
+    );
+    let mine = in_a.iter().find(|s| s.id == private).expect("private");
+    assert_eq!(mine.public, Some(false));
+    assert!(
+        public.available_ips > mine.available_ips,
+        "{public:?} {mine:?}"
+    );
+    let i = p
+        .launch(&request(
+            "n-0",
+            "k-0",
+            key("g5.xlarge", "us-east-1a", CapacityType::OnDemand),
+        ))
+        .await
+        .expect("launch");
+    let id = i.provider_id.rsplit('/').next().unwrap_or_default();
+    let described = c
+        .ec2
+        .describe_instances()
+        .instance_ids(id)
+        .send()
+        .await
+        .expect("describe");
+    let subnet = described
+        .reservations()
+        .first()
+        .and_then(|r| r.instances().first())
+        .and_then(|i| i.subnet_id())
+        .expect("subnet of the instance");
+    assert_eq!(subnet, private);
+}
+
 #[tokio::test]
 async fn orphan_collection_terminates_exactly_the_orphans() {
     let moto = Moto::start();

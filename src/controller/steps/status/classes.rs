@@ -250,6 +250,8 @@ mod tests {
                 id: "subnet-1".into(),
                 zone: "us-east-1a".into(),
                 zone_id: None,
+                available_ips: None,
+                public: None,
             }],
             zones: vec!["us-east-1a".into()],
             ..Resolution::default()
