@@ -22,6 +22,7 @@ use crate::controller::base::objects::Kind;
 use crate::controller::base::time;
 use crate::controller::ctx::Ctx;
 use crate::controller::observe::Observed;
+use crate::controller::steps::status::classes::stored_status;
 
 /// Reason while a capacity type is refused.
 pub(crate) const NOT_PERMITTED: &str = "CapacityTypeNotPermitted";
@@ -87,12 +88,7 @@ pub(crate) async fn update(ctx: &Ctx, observed: &Observed, now: Time) {
         let Some(conds) = with_condition(nc, cond) else {
             continue;
         };
-        let before: NodeClassStatus = nc
-            .data
-            .get("status")
-            .cloned()
-            .and_then(|s| serde_json::from_value(s).ok())
-            .unwrap_or_default();
+        let before = stored_status(nc);
         let after = NodeClassStatus {
             conditions: conds,
             ..before.clone()

@@ -180,6 +180,15 @@ fn resolution(
     }
 }
 
+/// A NodeClass's status as stored (default when absent or unreadable).
+pub(crate) fn stored_status(nc: &kube::api::DynamicObject) -> NodeClassStatus {
+    nc.data
+        .get("status")
+        .cloned()
+        .and_then(|s| serde_json::from_value(s).ok())
+        .unwrap_or_default()
+}
+
 /// Writes a NodeClass's status and `Ready` condition from a resolution
 /// outcome, with a Warning Event when it turns (or changes while) not Ready.
 async fn write(
@@ -197,12 +206,7 @@ async fn write(
     } else {
         None
     };
-    let before: NodeClassStatus = nc
-        .data
-        .get("status")
-        .cloned()
-        .and_then(|s| serde_json::from_value(s).ok())
-        .unwrap_or_default();
+    let before = stored_status(nc);
     let (mut after, ok, reason, message) = status(&before, outcome, provider);
     let cond = crate::controller::base::api::condition(
         ConditionType::Ready,
