@@ -1,11 +1,21 @@
-//! AL2023 user data: a MIME multi-part document (boundary `//`) whose first
-//! part is muster's nodeadm `NodeConfig` (`application/node.eks.aws`) and
-//! whose further parts are the NodeClass's `userData`, the way EKS managed
-//! node groups and Karpenter compose it (aws/karpenter-provider-aws
-//! `pkg/providers/amifamily/bootstrap/nodeadm.go`, `mime/mime.go`): a
-//! `userData` that is itself a MIME document contributes its parts; one that
-//! is not becomes one part, a `NodeConfig` when it reads as YAML and a shell
-//! script otherwise. nodeadm merges every `NodeConfig` part in order.
+//! AL2023 user data: a MIME multi-part document (boundary `//`) whose parts
+//! are the NodeClass's `userData` followed by muster's nodeadm `NodeConfig`
+//! (`application/node.eks.aws`). The user's parts are read as Karpenter reads
+//! them (aws/karpenter-provider-aws `pkg/providers/amifamily/bootstrap/
+//! nodeadm.go` `parseUserData`, `mime/mime.go`): a `userData` that is itself a
+//! MIME document contributes its parts; one that is not becomes one part, a
+//! `NodeConfig` when it reads as YAML and a shell script otherwise.
+//!
+//! Order matters: nodeadm merges every `NodeConfig` part in document order,
+//! the later part winning for single values, and appends `kubelet.flags`, where
+//! pflag lets a later `--node-labels` / `--register-with-taints` override an
+//! earlier one (awslabs/amazon-eks-ami `nodeadm/internal/api/merge.go`;
+//! "the value in the lattermost configuration object will take precedence",
+//! nodeadm docs, "Merging multiple configuration objects"). Karpenter puts its
+//! own `NodeConfig` first, so a user part can override it; muster puts its
+//! own last, because its cluster details, labels and taints are what the
+//! planner pins gangs to and what the device plugin selects on: a user part
+//! may add kubelet settings, never replace those.
 
 use std::collections::BTreeMap;
 
@@ -197,7 +207,7 @@ pub fn user_parts(user_data: &str) -> Result<Vec<Part>, UserDataError> {
     Ok(parts)
 }
 
-/// The document: muster's `NodeConfig`, then the user's parts.
+/// The MIME document of `parts`, in order.
 pub fn archive(parts: &[Part]) -> String {
     let mut out =
         format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n");
@@ -222,11 +232,11 @@ pub fn user_data(
     max_pods: Option<i32>,
     class_user_data: Option<&str>,
 ) -> Result<String, UserDataError> {
-    let mut parts = vec![Part {
+    let mut parts = user_parts(class_user_data.unwrap_or(""))?;
+    parts.push(Part {
         content_type: NODE_CONFIG.into(),
         content: node_config(cluster, labels, taints, max_pods),
-    }];
-    parts.extend(user_parts(class_user_data.unwrap_or(""))?);
+    });
     Ok(archive(&parts))
 }
 
@@ -314,7 +324,7 @@ mod tests {
     }
 
     #[test]
-    fn a_mime_user_data_contributes_its_parts_after_musters_node_config() {
+    fn a_mime_user_data_contributes_its_parts_before_musters_node_config() {
         let user = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n\
                     --BOUNDARY\nContent-Type: text/x-shellscript\n\n#!/bin/bash\necho one\n\n\
                     --BOUNDARY\nContent-Type: application/node.eks.aws\n\nkind: NodeConfig\n\n\
@@ -323,11 +333,12 @@ mod tests {
         // read it back the way cloud-init / nodeadm split it
         let parts = user_parts(&doc).expect("parts");
         assert_eq!(parts.len(), 3);
-        assert_eq!(parts[0].content_type, NODE_CONFIG);
-        assert!(parts[0].content.contains("apiServerEndpoint"));
-        assert_eq!(parts[1].content_type, "text/x-shellscript");
-        assert_eq!(parts[1].content, "#!/bin/bash\necho one\n");
-        assert_eq!(parts[2].content, "kind: NodeConfig\n");
+        assert_eq!(parts[0].content_type, "text/x-shellscript");
+        assert_eq!(parts[0].content, "#!/bin/bash\necho one\n");
+        assert_eq!(parts[1].content, "kind: NodeConfig\n");
+        // muster's NodeConfig is last, so nodeadm's in-order merge lets it win
+        assert_eq!(parts[2].content_type, NODE_CONFIG);
+        assert!(parts[2].content.contains("apiServerEndpoint"));
         assert!(
             doc.starts_with("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n")
         );
