@@ -51,6 +51,7 @@ fn request(offerings: &[muster_planner::Offering], key: &str) -> LaunchRequest {
             effect: TaintEffect::NoSchedule,
         }],
         tags: BTreeMap::new(),
+        placement_group: None,
     }
 }
 

@@ -76,6 +76,7 @@ use crate::common::{
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.placementGroup) == has(oldSelf.placementGroup)").message("spec.placementGroup can be neither added nor removed: the machine was launched into it or not"))]
 pub struct PoolNodeSpec {
     /// Name of the `GPUPool` the machine belongs to. Immutable.
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
@@ -100,6 +101,14 @@ pub struct PoolNodeSpec {
     )]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.idempotencyKey is immutable: it names the launch"))]
     pub idempotency_key: String,
+    /// The placement group the machine is launched into (one per gang launch attempt, for
+    /// gangs that must share a low-latency network; EC2 cluster placement group). Written
+    /// with the PoolNode, before the machine is bought, so a restart launches into the same
+    /// group; the group is deleted once no PoolNode names it. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.placementGroup is immutable: the machine was launched into it"))]
+    pub placement_group: Option<String>,
 }
 
 /// The gang a machine is reserved for.

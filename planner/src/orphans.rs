@@ -12,6 +12,12 @@
 //!
 //! The result is sorted by provider id, so repeated runs act in the same
 //! order.
+//!
+//! Placement groups follow their nodes: a group the cloud lists for this
+//! cluster is deleted once no PoolNode names it ([`unused_placement_groups`]).
+//! No grace is needed: the PoolNode that names a group is written before the
+//! group is made, and a group deleted under a launch that a stale cache did
+//! not yet show is made again by that launch's retry.
 
 use std::collections::BTreeSet;
 
@@ -35,6 +41,21 @@ pub struct Known {
     pub pool_nodes: BTreeSet<String>,
     /// Provider ids recorded in PoolNode status.
     pub provider_ids: BTreeSet<String>,
+    /// Placement groups PoolNodes name.
+    pub placement_groups: BTreeSet<String>,
+}
+
+/// The placement groups in `listed` (the cloud's, for this cluster) that no
+/// PoolNode names, sorted.
+pub fn unused_placement_groups(listed: &[String], known: &Known) -> Vec<String> {
+    let mut out: Vec<String> = listed
+        .iter()
+        .filter(|g| !known.placement_groups.contains(*g))
+        .cloned()
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// Provider ids of the instances to terminate.
@@ -72,6 +93,7 @@ mod tests {
         let known = Known {
             pool_nodes: ["pn-a", "pn-mid-launch"].map(String::from).into(),
             provider_ids: ["i-a", "i-recorded-elsewhere"].map(String::from).into(),
+            ..Known::default()
         };
         let instances = [
             inst("i-a", Some("pn-a"), 0),            // recorded
@@ -86,6 +108,26 @@ mod tests {
             got,
             vec!["i-b-untagged".to_string(), "i-z-orphan".to_string()]
         );
+    }
+
+    #[test]
+    fn a_placement_group_goes_once_no_pool_node_names_it() {
+        let known = Known {
+            placement_groups: ["team-a-big-pg1".to_string()].into(),
+            ..Known::default()
+        };
+        let listed = [
+            "team-a-big-pg1",
+            "team-a-big-pg0",
+            "team-b-x-pg0",
+            "team-a-big-pg0",
+        ]
+        .map(String::from);
+        assert_eq!(
+            unused_placement_groups(&listed, &known),
+            vec!["team-a-big-pg0".to_string(), "team-b-x-pg0".to_string()]
+        );
+        assert!(unused_placement_groups(&[], &known).is_empty());
     }
 
     #[test]

@@ -58,9 +58,19 @@ pub async fn world(
 
 /// Runs the controller with the built-in providers until the handle is aborted.
 pub fn start(server: &ApiServer, options: CloudOptions) -> tokio::task::JoinHandle<()> {
+    start_with(server, options, |_| {})
+}
+
+/// [`start`], with the test's changes to the configuration.
+pub fn start_with(
+    server: &ApiServer,
+    options: CloudOptions,
+    tweak: impl FnOnce(&mut ControllerConfig),
+) -> tokio::task::JoinHandle<()> {
     let mut config = ControllerConfig::new(CLUSTER, "c1");
     config.debounce = Duration::from_millis(50);
     config.tick = Duration::from_millis(500);
+    tweak(&mut config);
     let deps = Deps {
         providers: Arc::new(Clouds::new(options)),
         planner: controller::real_planner(),
@@ -75,8 +85,17 @@ pub fn start(server: &ApiServer, options: CloudOptions) -> tokio::task::JoinHand
 /// Submits a two-pod, 8-GPU-per-pod Job and waits until both pods run;
 /// returns the PoolNodes (both Ready, one pod on each).
 pub async fn run_gang(client: &kube::Client) -> Vec<DynamicObject> {
+    run_gang_with(client, json!({})).await
+}
+
+/// [`run_gang`] with these annotations on the Job.
+pub async fn run_gang_with(
+    client: &kube::Client,
+    annotations: serde_json::Value,
+) -> Vec<DynamicObject> {
     let job: Job = serde_json::from_value(json!({
-        "metadata": {"name": "big", "namespace": "team-a", "labels": {"muster.dev/queue": "team-a"}},
+        "metadata": {"name": "big", "namespace": "team-a", "labels": {"muster.dev/queue": "team-a"},
+                     "annotations": annotations},
         "spec": {"parallelism": 2, "completions": 2, "suspend": true,
             "template": {"spec": {"restartPolicy": "Never", "containers": [{
                 "name": "train", "image": "trainer",

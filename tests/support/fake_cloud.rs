@@ -242,6 +242,7 @@ impl FakeCloud {
             labels: BTreeMap::new(),
             taints: Vec::new(),
             tags: BTreeMap::new(),
+            placement_group: None,
         };
         // launched then, booted since
         self.sim.set_now(launched_at);

@@ -113,6 +113,7 @@ pub fn request(name: &str, key: &str, cluster: &str, offering: OfferingKey) -> L
         labels: Default::default(),
         taints: Vec::new(),
         tags: Default::default(),
+        placement_group: None,
     }
 }
 

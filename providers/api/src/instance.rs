@@ -50,6 +50,12 @@ pub struct LaunchRequest {
     pub taints: Vec<Taint>,
     /// Extra tags or labels on the instance.
     pub tags: BTreeMap<String, String>,
+    /// The placement group the planner put the machine in (the planner's
+    /// name, one per gang launch attempt): the provider creates it if it does
+    /// not exist and launches into it; on EFA-capable types the machine also
+    /// gets its EFA interfaces. `None` launches outside any group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_group: Option<String>,
 }
 
 /// The cloud's view of an instance's state.

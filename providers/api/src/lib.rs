@@ -69,4 +69,19 @@ pub trait CloudProvider: Send + Sync {
     /// interruptions, rebalance hints, preemptions, state changes). A notice
     /// is returned once.
     async fn interruptions(&self) -> Result<Vec<Interruption>, ProviderError>;
+
+    /// The placement groups launches for `cluster` made
+    /// ([`LaunchRequest::placement_group`]), by the planner's names. Clouds
+    /// without such groups have none.
+    async fn placement_groups(&self, cluster: &str) -> Result<Vec<String>, ProviderError> {
+        let _ = cluster;
+        Ok(Vec::new())
+    }
+
+    /// Deletes the placement group `name` of `cluster`. One already gone is
+    /// success; one that still holds instances is [`ProviderError::Transient`].
+    async fn delete_placement_group(&self, cluster: &str, name: &str) -> Result<(), ProviderError> {
+        let _ = (cluster, name);
+        Ok(())
+    }
 }

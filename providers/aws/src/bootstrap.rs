@@ -107,6 +107,7 @@ mod tests {
             labels: BTreeMap::new(),
             taints: Vec::new(),
             tags: [("team".to_string(), "a".to_string())].into(),
+            placement_group: None,
         };
         let class: BTreeMap<String, String> = [
             ("cost-center".to_string(), "42".to_string()),

@@ -90,6 +90,21 @@ pub async fn instance_types(
                     .network_info()
                     .and_then(|n| n.efa_supported())
                     .unwrap_or(false),
+                max_efa_interfaces: t
+                    .network_info()
+                    .and_then(|n| n.efa_info())
+                    .and_then(|e| e.maximum_efa_interfaces())
+                    .and_then(|n| u32::try_from(n).ok())
+                    .unwrap_or(0),
+                architectures: t
+                    .processor_info()
+                    .map(|p| {
+                        p.supported_architectures()
+                            .iter()
+                            .map(|a| a.as_str().to_string())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             });
         }
     }

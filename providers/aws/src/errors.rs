@@ -6,6 +6,7 @@
 //! | `VcpuLimitExceeded`, `InstanceLimitExceeded`, `InsufficientFreeAddressesInSubnet`, `MaxSpotFleetRequestCountExceeded` | `QuotaExceeded` |
 //! | `RequestLimitExceeded`, `Throttling`, `ThrottlingException`, `ServiceUnavailable`, `InternalError`, `Unavailable`, any 5xx | `Transient` |
 //! | `AuthFailure.ServiceLinkedRoleCreationNotPermitted` (a spot launch on an account without `AWSServiceRoleForEC2Spot`, by a role that may not create it) | `CapacityTypeNotPermitted { Spot }`, with the step that fixes it |
+//! | `InvalidPlacementGroup.Unknown` (a launch into a group deleted since it was made), `InvalidPlacementGroup.InUse` (a group deleted while instances still leave it) | `Transient`: the next try makes the group again, or deletes it once empty |
 //! | `InvalidInstanceID.NotFound`, `InvalidAMIID.NotFound`, `InvalidSubnetID.NotFound`, `InvalidGroup.NotFound`; EKS `ResourceNotFoundException`, SSM `ParameterNotFound` | `NotFound` |
 //! | anything else (`UnauthorizedOperation`, `InvalidParameterValue`, …) | `Permanent`, with the AWS message |
 
@@ -60,7 +61,9 @@ pub fn classify(f: &Failure, offering: Option<&OfferingKey>) -> ProviderError {
         | "ThrottlingException"
         | "ServiceUnavailable"
         | "InternalError"
-        | "Unavailable" => ProviderError::Transient {
+        | "Unavailable"
+        | "InvalidPlacementGroup.Unknown"
+        | "InvalidPlacementGroup.InUse" => ProviderError::Transient {
             message,
             retry_after: None,
         },

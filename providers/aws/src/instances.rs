@@ -15,8 +15,9 @@ use std::collections::BTreeMap;
 use aws_sdk_ec2::types::{
     BlockDeviceMapping, EbsBlockDevice, Filter, HttpTokensState, IamInstanceProfileSpecification,
     InstanceInterruptionBehavior, InstanceMarketOptionsRequest, InstanceMetadataEndpointState,
-    InstanceMetadataOptionsRequest, InstanceStateName, InstanceType, MarketType, ResourceType,
-    SpotInstanceType, SpotMarketOptions, Tag, TagSpecification, VolumeType,
+    InstanceMetadataOptionsRequest, InstanceNetworkInterfaceSpecification, InstanceStateName,
+    InstanceType, MarketType, ResourceType, SpotInstanceType, SpotMarketOptions, Tag,
+    TagSpecification, VolumeType,
 };
 use base64::Engine;
 use muster_crds::nodeclass::{AwsNodeClass, HttpTokens, Toggle};
@@ -53,6 +54,35 @@ pub struct Placement {
     pub image: String,
     /// User data, not yet base64-encoded.
     pub user_data: String,
+    /// The EC2 placement group to launch into, if any.
+    pub group: Option<String>,
+    /// EFA interfaces to attach, one per network card (0: the default
+    /// network interface only).
+    pub efa_interfaces: u32,
+}
+
+/// The network interfaces of an EFA launch, as the EC2 User Guide lays them
+/// out for instances with several network cards ("Maximize network
+/// bandwidth on accelerated computing instances"; Karpenter's
+/// `generateNetworkInterfaces` does the same): one EFA interface per network
+/// card, `NetworkCardIndex` i, device index 0 on card 0 (the primary
+/// interface) and 1 on every other card, each in the subnet with the
+/// security groups. EC2 refuses a request that names interfaces together
+/// with an instance-level subnet or security groups, so those move here.
+pub fn efa_interfaces(placement: &Placement) -> Vec<InstanceNetworkInterfaceSpecification> {
+    (0..placement.efa_interfaces)
+        .map(|i| {
+            let card = i32::try_from(i).unwrap_or(i32::MAX);
+            InstanceNetworkInterfaceSpecification::builder()
+                .network_card_index(card)
+                .device_index(if i == 0 { 0 } else { 1 })
+                .interface_type("efa")
+                .subnet_id(&placement.subnet)
+                .set_groups(Some(placement.security_groups.clone()))
+                .delete_on_termination(true)
+                .build()
+        })
+        .collect()
 }
 
 /// Runs one instance. Errors are typed; capacity errors name the offering.
@@ -92,13 +122,12 @@ pub async fn launch(
         .client_token(&request.idempotency_key)
         .instance_type(InstanceType::from(offering.instance_type.as_str()))
         .image_id(&placement.image)
-        .subnet_id(&placement.subnet)
         .placement(
             aws_sdk_ec2::types::Placement::builder()
                 .availability_zone(&offering.zone)
+                .set_group_name(placement.group.clone())
                 .build(),
         )
-        .set_security_group_ids(Some(placement.security_groups.clone()))
         .min_count(1)
         .max_count(1)
         .user_data(base64::engine::general_purpose::STANDARD.encode(&placement.user_data))
@@ -106,6 +135,12 @@ pub async fn launch(
         .tag_specifications(spec(ResourceType::Instance))
         .tag_specifications(spec(ResourceType::Volume))
         .tag_specifications(spec(ResourceType::NetworkInterface));
+    req = if placement.efa_interfaces > 0 {
+        req.set_network_interfaces(Some(efa_interfaces(placement)))
+    } else {
+        req.subnet_id(&placement.subnet)
+            .set_security_group_ids(Some(placement.security_groups.clone()))
+    };
     if !class.instance_profile.is_empty() {
         req = req.iam_instance_profile(
             IamInstanceProfileSpecification::builder()

@@ -11,11 +11,15 @@
 //!   `ClientToken`), describe, list by cluster tag, terminate; [`bootstrap`]:
 //!   tags and user data by image family ([`nodeadm`] MIME for AL2023,
 //!   [`bottlerocket`] TOML).
+//! - [`placement_groups`]: one EC2 cluster placement group per gang launch
+//!   that needs one, made before the launch and deleted once unused.
 //! - [`queue`] and [`events`]: interruption events from SQS.
 //! - [`errors`]: EC2 error codes → typed errors.
 //! - [`provider`]: [`AwsProvider`], which ties them together.
 //!
-//! Calls per launch: one `RunInstances`. NodeClass resolution
+//! Calls per launch: one `RunInstances` (and `CreatePlacementGroup` first
+//! for a gang in a placement group; `DescribeInstanceTypes` for a type the
+//! catalog has not listed). NodeClass resolution
 //! (`DescribeSubnets`, `DescribeSecurityGroups`, `DescribeImages` one per
 //! selector term, or `GetParameter` per architecture for an alias; EKS
 //! `DescribeCluster` when the NodeClass names a cluster) and the catalog (`DescribeInstanceTypes`,
@@ -34,6 +38,7 @@ pub mod instances;
 #[cfg(feature = "test-support")]
 pub mod moto;
 pub mod nodeadm;
+pub mod placement_groups;
 pub mod prices;
 pub mod provider;
 pub mod queue;

@@ -209,6 +209,26 @@ impl Moto {
         self.calls("runInstances")
     }
 
+    /// The user data of the instance with `provider_id`, decoded
+    /// (`DescribeInstanceAttribute`); `None` when it has none.
+    pub async fn user_data(&self, provider_id: &str) -> Option<String> {
+        use base64::Engine;
+        let id = provider_id.rsplit('/').next()?;
+        let attr = self
+            .clients()
+            .await
+            .ec2
+            .describe_instance_attribute()
+            .instance_id(id)
+            .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
+            .send()
+            .await
+            .ok()?;
+        let b64 = attr.user_data()?.value()?;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+        String::from_utf8(bytes).ok()
+    }
+
     /// `TerminateInstances` requests so far, retries included.
     pub fn terminate_instances_calls(&self) -> u64 {
         self.calls("terminateInstances")

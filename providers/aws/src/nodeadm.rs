@@ -240,6 +240,67 @@ pub fn user_data(
     Ok(archive(&parts))
 }
 
+/// What a kubelet started by nodeadm registers with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Registered {
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+    /// Its taints.
+    pub taints: Vec<Taint>,
+}
+
+/// What the kubelet of a node booted with `user_data` registers with:
+/// nodeadm appends the `kubelet.flags` of every `NodeConfig` part in
+/// document order (`merge.go`), and the kubelet parses them with pflag:
+/// repeated `--node-labels` merge, a later value winning per key
+/// (k8s.io/component-base `cli/flag/map_string_string.go`), and the last
+/// `--register-with-taints` replaces the list (kubelet `taintsVar.Set`,
+/// k8s.io/kubernetes `pkg/util/taints`). A taint with an unknown effect is
+/// left out, as the kubelet refuses to start with it.
+pub fn registered(user_data: &str) -> Result<Registered, UserDataError> {
+    let mut out = Registered::default();
+    for part in user_parts(user_data)? {
+        if part.content_type != NODE_CONFIG {
+            continue;
+        }
+        let Ok(doc) = serde_norway::from_str::<serde_norway::Value>(&part.content) else {
+            continue;
+        };
+        let flags = doc["spec"]["kubelet"]["flags"]
+            .as_sequence()
+            .cloned()
+            .unwrap_or_default();
+        for flag in flags.iter().filter_map(|f| f.as_str()) {
+            if let Some(v) = flag.strip_prefix("--node-labels=") {
+                for kv in v.split(',').filter(|kv| !kv.is_empty()) {
+                    let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                    out.labels.insert(k.to_string(), v.to_string());
+                }
+            } else if let Some(v) = flag.strip_prefix("--register-with-taints=") {
+                out.taints = v
+                    .split(',')
+                    .filter_map(|t| {
+                        let (kv, effect) = t.rsplit_once(':')?;
+                        let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+                        let effect = match effect {
+                            "NoSchedule" => TaintEffect::NoSchedule,
+                            "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
+                            "NoExecute" => TaintEffect::NoExecute,
+                            _ => return None,
+                        };
+                        Some(Taint {
+                            key: key.into(),
+                            value: value.into(),
+                            effect,
+                        })
+                    })
+                    .collect();
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,6 +365,23 @@ mod tests {
         assert_eq!(
             bare["spec"]["kubelet"]["flags"].as_sequence().map(Vec::len),
             Some(1)
+        );
+    }
+
+    #[test]
+    fn a_user_part_cannot_replace_musters_labels_or_taints() {
+        let user = "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    flags:\n    - --node-labels=muster.dev/pool=other,team=a\n    - --register-with-taints=dedicated=x:NoSchedule\n";
+        let doc = user_data(None, &labels(), &taints(), None, Some(user)).expect("doc");
+        let r = registered(&doc).expect("registered");
+        assert_eq!(
+            r.labels["muster.dev/pool"], "a100",
+            "muster's part is last and wins"
+        );
+        assert_eq!(r.labels["team"], "a", "the user's other labels stay");
+        assert_eq!(
+            r.taints,
+            taints(),
+            "the last --register-with-taints replaces the list"
         );
     }
 

@@ -16,7 +16,7 @@ use crate::eks::{self, ClusterInfo};
 use crate::instances::{self, Placement};
 use crate::prices::PriceTable;
 use crate::shapes::{self, TypeInfo};
-use crate::{alias, bootstrap, catalog, queue, resolve};
+use crate::{alias, bootstrap, catalog, placement_groups, queue, resolve};
 
 /// Why a provider could not be built from a NodeClass.
 #[derive(Debug, thiserror::Error)]
@@ -174,6 +174,30 @@ impl AwsProvider {
     }
 }
 
+impl AwsProvider {
+    /// What EC2 says of one instance type: from the catalog when it was
+    /// listed, else one `DescribeInstanceTypes` call.
+    async fn type_info(&self, name: &str) -> Result<TypeInfo, ProviderError> {
+        {
+            let cache = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(t) = cache
+                .iter()
+                .flat_map(|c| c.types.iter())
+                .find(|t| t.name == name)
+            {
+                return Ok(t.clone());
+            }
+        }
+        catalog::instance_types(&self.clients.ec2, &[name.to_string()])
+            .await?
+            .into_iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| ProviderError::NotFound {
+                what: format!("instance type {name} (DescribeInstanceTypes)"),
+            })
+    }
+}
+
 fn now_epoch() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -231,13 +255,8 @@ impl CloudProvider for AwsProvider {
                 ),
             }
         })?;
-        let arm = request
-            .offering
-            .instance_type
-            .split('.')
-            .next()
-            .is_some_and(|family| family.ends_with('g') && family.len() > 2);
-        let want = if arm { "arm64" } else { "x86_64" };
+        let info = self.type_info(&request.offering.instance_type).await?;
+        let want = info.image_architecture();
         let image = r
             .images
             .iter()
@@ -246,7 +265,29 @@ impl CloudProvider for AwsProvider {
             .ok_or_else(|| ProviderError::NotFound {
                 what: "spec.aws.amiSelectorTerms".into(),
             })?;
+        // a gang's placement group is made before its first node is bought;
+        // on EFA types the nodes in it get every EFA interface the type takes
+        let group = match &request.placement_group {
+            Some(name) => Some(
+                placement_groups::ensure(
+                    &self.clients.ec2,
+                    &request.cluster,
+                    name,
+                    request.gang.as_deref(),
+                    &self.class.tags,
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        let efa_interfaces = if group.is_some() {
+            info.max_efa_interfaces
+        } else {
+            0
+        };
         let placement = Placement {
+            group,
+            efa_interfaces,
             subnet: subnet.id.clone(),
             security_groups: r.security_groups.iter().map(|g| g.id.clone()).collect(),
             image: image.id.clone(),
@@ -279,6 +320,14 @@ impl CloudProvider for AwsProvider {
 
     async fn list(&self, cluster: &str) -> Result<Vec<Instance>, ProviderError> {
         instances::list(&self.clients.ec2, cluster).await
+    }
+
+    async fn placement_groups(&self, cluster: &str) -> Result<Vec<String>, ProviderError> {
+        placement_groups::list(&self.clients.ec2, cluster).await
+    }
+
+    async fn delete_placement_group(&self, cluster: &str, name: &str) -> Result<(), ProviderError> {
+        placement_groups::delete(&self.clients.ec2, cluster, name).await
     }
 
     async fn interruptions(&self) -> Result<Vec<Interruption>, ProviderError> {

@@ -32,7 +32,32 @@ pub struct TypeInfo {
     pub gpu_memory_mib: u64,
     /// Elastic Fabric Adapter support (placement groups for gangs).
     pub efa: bool,
+    /// EFA interfaces the type takes, one per network card
+    /// (`NetworkInfo.EfaInfo.MaximumEfaInterfaces`); 0 without EFA.
+    pub max_efa_interfaces: u32,
+    /// The architectures its processor runs (`ProcessorInfo.SupportedArchitectures`:
+    /// `x86_64`, `arm64`, `i386`, `x86_64_mac`, `arm64_mac`).
+    pub architectures: Vec<String>,
 }
+
+impl TypeInfo {
+    /// The architecture an image must have to boot this type: `arm64` when
+    /// the processor runs it, else `x86_64` (the types that list both, if
+    /// any, run x86-64 images).
+    pub fn image_architecture(&self) -> &'static str {
+        if self.architectures.iter().any(|a| a == "x86_64") || self.architectures.is_empty() {
+            "x86_64"
+        } else if self.architectures.iter().any(|a| a == "arm64") {
+            "arm64"
+        } else {
+            "x86_64"
+        }
+    }
+}
+
+/// The extended resource of EFA interfaces, as the AWS EFA Kubernetes device
+/// plugin names it.
+pub const EFA_RESOURCE: &str = "vpc.amazonaws.com/efa";
 
 /// Typical time from launch to a Ready node with GPUs, for the planner's
 /// provisioning estimate.
@@ -59,11 +84,18 @@ pub fn offerings(
             continue;
         }
         // kubelet reserves some memory; the rest is what pods may use
-        let resources = Resources::new(
+        let mut resources = Resources::new(
             u64::from(t.vcpus) * 1000,
             t.memory_mib * 1024 * 1024 * 9 / 10,
             t.gpu_count,
         );
+        // the EFA device plugin advertises one `vpc.amazonaws.com/efa` per
+        // EFA interface, and a launch into a placement group attaches them all
+        // (Karpenter's instance types carry the same capacity)
+        if t.max_efa_interfaces > 0 {
+            resources =
+                resources.with_extended(EFA_RESOURCE, u64::from(t.max_efa_interfaces) * 1000);
+        }
         for zone in zones.get(&t.name).into_iter().flatten() {
             for capacity in [CapacityType::OnDemand, CapacityType::Spot] {
                 let price = match capacity {
@@ -131,6 +163,8 @@ mod tests {
             gpu_count: 8,
             gpu_memory_mib: 40_960,
             efa: true,
+            max_efa_interfaces: 4,
+            architectures: vec!["x86_64".into()],
         }
     }
 
@@ -179,6 +213,15 @@ mod tests {
         assert_eq!(spot_a.gpu_model.as_ref().map(|m| m.as_str()), Some("A100"));
         assert_eq!((spot_a.gpu_count, spot_a.gpu_memory_mib), (8, 40_960));
         assert!(spot_a.placement_groups);
+        assert_eq!(
+            spot_a
+                .resources
+                .to_quantities()
+                .get(EFA_RESOURCE)
+                .map(|q| q.to_string()),
+            Some("4".to_string()),
+            "one vpc.amazonaws.com/efa per EFA interface"
+        );
         let spot_b = list
             .iter()
             .find(|o| o.zone == "us-east-1b" && o.capacity_type == CapacityType::Spot)

@@ -35,6 +35,7 @@ fn request(name: &str) -> LaunchRequest {
             effect: TaintEffect::NoSchedule,
         }],
         tags: BTreeMap::new(),
+        placement_group: None,
     }
 }
 
@@ -96,8 +97,11 @@ async fn an_al2023_node_gets_the_clusters_details_and_the_aliass_image() {
     let ud = user_data(&moto, &i.provider_id).await;
     let parts = user_parts(&ud).expect("MIME");
     assert_eq!(parts.len(), 2);
-    assert_eq!(parts[0].content_type, NODE_CONFIG);
-    let config: serde_norway::Value = serde_norway::from_str(&parts[0].content).expect("YAML");
+    // the NodeClass's script first, muster's NodeConfig last (it wins the merge)
+    assert!(parts[0].content_type.starts_with("text/x-shellscript"));
+    assert_eq!(parts[0].content, "#!/bin/bash\necho extra\n");
+    assert_eq!(parts[1].content_type, NODE_CONFIG);
+    let config: serde_norway::Value = serde_norway::from_str(&parts[1].content).expect("YAML");
     let cluster = &config["spec"]["cluster"];
     assert_eq!(cluster["name"], "prod");
     assert_eq!(
@@ -120,7 +124,6 @@ async fn an_al2023_node_gets_the_clusters_details_and_the_aliass_image() {
         config["spec"]["kubelet"]["flags"][1],
         "--register-with-taints=nvidia.com/gpu=true:NoSchedule"
     );
-    assert!(parts[1].content_type.starts_with("text/x-shellscript"));
     let described = p.describe(&i.provider_id).await.expect("describe");
     assert_eq!(
         described
@@ -129,7 +132,6 @@ async fn an_al2023_node_gets_the_clusters_details_and_the_aliass_image() {
             .map(String::as_str),
         Some("owned")
     );
-    assert_eq!(parts[1].content, "#!/bin/bash\necho extra\n");
 }
 
 #[tokio::test]

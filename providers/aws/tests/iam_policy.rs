@@ -291,6 +291,10 @@ fn the_cluster_tag_conditions_name_the_placeholder() {
         scoped,
         [
             "LaunchOnlyTaggedForTheCluster",
+            "LaunchIntoTheClustersPlacementGroups",
+            "PlacementGroupsOnlyTaggedForTheCluster",
+            "TagPlacementGroupsOnlyAtCreation",
+            "DeleteOnlyTheClustersPlacementGroups",
             "TagOnlyAtLaunch",
             "TerminateOnlyTheClustersInstances"
         ]
@@ -313,6 +317,7 @@ fn launch_request(name: &str, zone: &str, capacity: CapacityType) -> LaunchReque
         labels: [("muster.dev/pool".to_string(), "l4".to_string())].into(),
         taints: Vec::new(),
         tags: BTreeMap::new(),
+        placement_group: None,
     }
 }
 
@@ -372,8 +377,16 @@ async fn the_policy_allows_every_call_of_an_end_to_end_run() {
         .launch(&launch_request("l4-b", "us-east-1b", CapacityType::Spot))
         .await
         .expect("spot launch");
+    // a gang of two EFA nodes in its placement group
+    let mut gang = Vec::new();
+    for name in ["a100-a", "a100-b"] {
+        let mut r = launch_request(name, "us-east-1a", CapacityType::OnDemand);
+        r.offering.instance_type = "p4d.24xlarge".into();
+        r.placement_group = Some("team-a-train-pg0".into());
+        gang.push(p.launch(&r).await.expect("launch into the placement group"));
+    }
     p.describe(&a.provider_id).await.expect("describe");
-    assert_eq!(p.list(CLUSTER).await.expect("list").len(), 2);
+    assert_eq!(p.list(CLUSTER).await.expect("list").len(), 4);
     let mut log = moto.log();
 
     // an interruption notice (sent by the test, not muster) ...
@@ -399,6 +412,22 @@ async fn the_policy_allows_every_call_of_an_end_to_end_run() {
     assert_eq!(p.interruptions().await.expect("interruptions").len(), 1);
     p.terminate(&a.provider_id).await.expect("terminate");
     p.terminate(&b.provider_id).await.expect("terminate");
+    assert_eq!(
+        p.placement_groups(CLUSTER).await.expect("groups"),
+        ["team-a-train-pg0"]
+    );
+    for i in &gang {
+        p.terminate(&i.provider_id).await.expect("terminate");
+    }
+    p.delete_placement_group(CLUSTER, "team-a-train-pg0")
+        .await
+        .expect("the emptied group is deleted");
+    assert!(
+        p.placement_groups(CLUSTER)
+            .await
+            .expect("groups")
+            .is_empty()
+    );
     log.extend(moto.log());
 
     let actions: std::collections::BTreeSet<String> = log
@@ -421,6 +450,9 @@ async fn the_policy_allows_every_call_of_an_end_to_end_run() {
         "ssm:GetParameter",
         "ec2:RunInstances",
         "ec2:TerminateInstances",
+        "ec2:CreatePlacementGroup",
+        "ec2:DescribePlacementGroups",
+        "ec2:DeletePlacementGroup",
         "sqs:ReceiveMessage",
     ] {
         assert!(
@@ -434,4 +466,30 @@ async fn the_policy_allows_every_call_of_an_end_to_end_run() {
         "the policy denies:\n{}",
         denied.join("\n")
     );
+    // each placement-group statement removed: exactly its calls denied
+    for (sid, action) in [
+        (
+            "PlacementGroupsOnlyTaggedForTheCluster",
+            "ec2:CreatePlacementGroup",
+        ),
+        ("LaunchIntoTheClustersPlacementGroups", "ec2:RunInstances"),
+        (
+            "DeleteOnlyTheClustersPlacementGroups",
+            "ec2:DeletePlacementGroup",
+        ),
+    ] {
+        let mut without = policy();
+        without["Statement"]
+            .as_array_mut()
+            .expect("statements")
+            .retain(|st| st["Sid"] != sid);
+        let denied = denials(&without, &log);
+        assert!(!denied.is_empty(), "{sid} removed, nothing denied");
+        assert!(
+            denied
+                .iter()
+                .all(|d| d.starts_with(&format!("{action} on ")) && d.contains("placement-group/")),
+            "{sid} removed: {denied:?}"
+        );
+    }
 }

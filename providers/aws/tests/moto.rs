@@ -49,6 +49,7 @@ fn request(name: &str, key_: &str, offering: OfferingKey) -> LaunchRequest {
         labels: [("muster.dev/pool".to_string(), "a100".to_string())].into(),
         taints: Vec::new(),
         tags: BTreeMap::new(),
+        placement_group: None,
     }
 }
 
@@ -407,6 +408,7 @@ async fn orphan_collection_terminates_exactly_the_orphans() {
     let known = Known {
         pool_nodes: ["pn-0".to_string(), "pn-1".to_string()].into(),
         provider_ids: [pids[0].clone()].into(),
+        ..Known::default()
     };
     let owned = owned_instances(&p, "prod").await.expect("list");
     let now = owned.iter().map(|o| o.launched_at).max().unwrap_or(Time(0)) + Dur::secs(3600);
@@ -592,4 +594,245 @@ fn world_again(spec: &serde_json::Value) -> serde_json::Value {
     let mut s = spec.clone();
     s["aws"]["subnetSelectorTerms"] = json!([{"tags": {"team": "gpu"}}]);
     s
+}
+
+/// The `NetworkInterface.N.<field>` values of a logged RunInstances call,
+/// by interface.
+fn interfaces(entry: &serde_json::Value) -> BTreeMap<u32, BTreeMap<String, String>> {
+    let mut out: BTreeMap<u32, BTreeMap<String, String>> = BTreeMap::new();
+    for (k, v) in entry["params"].as_object().into_iter().flatten() {
+        let Some(rest) = k.strip_prefix("NetworkInterface.") else {
+            continue;
+        };
+        let Some((n, field)) = rest.split_once('.') else {
+            continue;
+        };
+        let value = v[0].as_str().unwrap_or_default().to_string();
+        if let Ok(n) = n.parse() {
+            out.entry(n).or_default().insert(field.to_string(), value);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_gang_in_a_placement_group_gets_the_group_and_every_efa_interface() {
+    let moto = Moto::start();
+    let spec = world(&moto).await;
+    let p = provider(&moto, &spec).await;
+    moto.reset();
+    let in_group = |name: &str, ty: &str, zone: &str| {
+        let mut r = request(
+            name,
+            &format!("k-{name}"),
+            key(ty, zone, CapacityType::OnDemand),
+        );
+        r.placement_group = Some("team-a-big-pg0".into());
+        r
+    };
+    let a = p
+        .launch(&in_group("a", "p4d.24xlarge", "us-east-1a"))
+        .await
+        .expect("first node: the group is made");
+    let b = p
+        .launch(&in_group("b", "p4d.24xlarge", "us-east-1a"))
+        .await
+        .expect("second node: the group exists");
+    let log = moto.log();
+    let creates: Vec<_> = log
+        .iter()
+        .filter(|e| e["action"] == "CreatePlacementGroup")
+        .collect();
+    assert_eq!(
+        creates.len(),
+        2,
+        "each launch asks; the second is a duplicate"
+    );
+    assert_eq!(
+        creates[0]["params"]["GroupName"][0], "muster-prod-team-a-big-pg0",
+        "named per cluster"
+    );
+    assert_eq!(creates[0]["params"]["Strategy"][0], "cluster");
+    let runs: Vec<_> = log
+        .iter()
+        .filter(|e| e["action"] == "RunInstances")
+        .collect();
+    assert_eq!(runs.len(), 2);
+    for run in &runs {
+        assert_eq!(
+            run["params"]["Placement.GroupName"][0],
+            "muster-prod-team-a-big-pg0"
+        );
+        assert!(
+            run["params"].get("SubnetId").is_none(),
+            "subnet moves to the interfaces"
+        );
+        let nics = interfaces(run);
+        // p4d.24xlarge: 4 network cards, 4 EFA interfaces (DescribeInstanceTypes)
+        assert_eq!(nics.len(), 4, "{nics:?}");
+        for (i, nic) in nics.values().enumerate() {
+            assert_eq!(nic["InterfaceType"], "efa");
+            assert_eq!(nic["NetworkCardIndex"], i.to_string());
+            assert_eq!(nic["DeviceIndex"], if i == 0 { "0" } else { "1" });
+            assert!(nic.contains_key("SubnetId") && nic.contains_key("SecurityGroupId.1"));
+        }
+    }
+    assert_eq!(
+        p.placement_groups("prod").await.expect("groups"),
+        ["team-a-big-pg0"]
+    );
+    assert!(
+        p.placement_groups("staging")
+            .await
+            .expect("groups")
+            .is_empty()
+    );
+    // a type without EFA in a group: the group, the default interface only
+    moto.reset();
+    p.launch(&in_group("c", "g5.xlarge", "us-east-1a"))
+        .await
+        .expect("g5 in the group");
+    let run = moto
+        .log()
+        .into_iter()
+        .find(|e| e["action"] == "RunInstances")
+        .expect("run");
+    assert!(interfaces(&run).is_empty());
+    assert!(run["params"].get("SubnetId").is_some());
+    // a cluster placement group lives in one zone: the fake refuses another
+    let other_zone = p.launch(&in_group("d", "p4d.24xlarge", "us-east-1b")).await;
+    assert!(
+        matches!(&other_zone, Err(ProviderError::Permanent { message }) if message.contains("cannot span")),
+        "{other_zone:?}"
+    );
+    // a group with live instances is not deleted (EC2: InUse, tried again)
+    let in_use = p.delete_placement_group("prod", "team-a-big-pg0").await;
+    assert!(
+        matches!(&in_use, Err(ProviderError::Transient { message, .. }) if message.contains("InvalidPlacementGroup.InUse")),
+        "{in_use:?}"
+    );
+    for i in p.list("prod").await.expect("list") {
+        p.terminate(&i.provider_id).await.expect("terminate");
+    }
+    let _ = (a, b);
+    p.delete_placement_group("prod", "team-a-big-pg0")
+        .await
+        .expect("deleted once empty");
+    p.delete_placement_group("prod", "team-a-big-pg0")
+        .await
+        .expect("gone is success");
+    assert!(p.placement_groups("prod").await.expect("groups").is_empty());
+    // a launch into a group deleted under it answers a retryable error
+    let gone = {
+        let c = moto.clients().await;
+        c.ec2
+            .run_instances()
+            .image_id(
+                spec["aws"]["amiSelectorTerms"][0]["id"]
+                    .as_str()
+                    .unwrap_or_default(),
+            )
+            .instance_type(aws_sdk_ec2::types::InstanceType::P4d24xlarge)
+            .placement(
+                aws_sdk_ec2::types::Placement::builder()
+                    .group_name("muster-prod-nothing")
+                    .build(),
+            )
+            .min_count(1)
+            .max_count(1)
+            .send()
+            .await
+    };
+    assert!(
+        gone.as_ref()
+            .err()
+            .and_then(|e| aws_sdk_ec2::error::ProvideErrorMetadata::code(e))
+            == Some("InvalidPlacementGroup.Unknown"),
+        "{gone:?}"
+    );
+}
+
+/// The fake's EFA rules (moto_server.py): each one refuses what EC2 refuses.
+#[tokio::test]
+async fn the_fake_refuses_efa_requests_ec2_refuses() {
+    use aws_sdk_ec2::types::{InstanceNetworkInterfaceSpecification as Nic, InstanceType};
+    let moto = Moto::start();
+    let spec = world(&moto).await;
+    let c = moto.clients().await;
+    let ami = spec["aws"]["amiSelectorTerms"][0]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let subnets = c.ec2.describe_subnets().send().await.expect("subnets");
+    let subnet = subnets.subnets()[0]
+        .subnet_id()
+        .unwrap_or_default()
+        .to_string();
+    let nic = |card: i32, device: i32| {
+        Nic::builder()
+            .network_card_index(card)
+            .device_index(device)
+            .interface_type("efa")
+            .subnet_id(&subnet)
+            .build()
+    };
+    let run = |ty: InstanceType, nics: Vec<Nic>, sg: bool| {
+        let mut r = c
+            .ec2
+            .run_instances()
+            .image_id(&ami)
+            .instance_type(ty)
+            .min_count(1)
+            .max_count(1)
+            .set_network_interfaces(Some(nics));
+        if sg {
+            r = r.security_group_ids("sg-1");
+        }
+        r.send()
+    };
+    let code = |r: &Result<_, aws_sdk_ec2::error::SdkError<_, _>>| -> Option<String> {
+        r.as_ref().err().and_then(
+            |e: &aws_sdk_ec2::error::SdkError<
+                aws_sdk_ec2::operation::run_instances::RunInstancesError,
+                _,
+            >| { aws_sdk_ec2::error::ProvideErrorMetadata::code(e).map(String::from) },
+        )
+    };
+    let ok = run(InstanceType::P4d24xlarge, vec![nic(0, 0), nic(1, 1)], false).await;
+    assert!(ok.is_ok(), "{ok:?}");
+    let cases = [
+        (
+            run(InstanceType::G5Xlarge, vec![nic(0, 0)], false).await,
+            "InvalidParameterValue",
+            "EFA on a type without it",
+        ),
+        (
+            run(
+                InstanceType::P4d24xlarge,
+                vec![nic(0, 0), nic(1, 1), nic(2, 1), nic(3, 1), nic(3, 1)],
+                false,
+            )
+            .await,
+            "InvalidParameterValue",
+            "more than MaximumEfaInterfaces",
+        ),
+        (
+            run(InstanceType::P4d24xlarge, vec![nic(0, 0), nic(4, 1)], false).await,
+            "InvalidParameterValue",
+            "a card past MaximumNetworkCards",
+        ),
+        (
+            run(InstanceType::P4d24xlarge, vec![nic(0, 1), nic(1, 1)], false).await,
+            "InvalidParameterValue",
+            "no primary interface",
+        ),
+        (
+            run(InstanceType::P4d24xlarge, vec![nic(0, 0)], true).await,
+            "InvalidParameterCombination",
+            "interfaces with instance-level groups",
+        ),
+    ];
+    for (result, want, what) in &cases {
+        assert_eq!(code(result).as_deref(), Some(*want), "{what}: {result:?}");
+    }
 }

@@ -26,10 +26,34 @@ real EC2 in three ways the tests need:
   does). The role exists from the start and after a reset, as in most
   accounts; on-demand launches never need it.
 
+* Placement groups, which moto does not implement, as the EC2 API Reference
+  describes `CreatePlacementGroup` (tag specifications on the
+  `placement-group` resource; an existing name answers
+  `InvalidPlacementGroup.Duplicate`), `DescribePlacementGroups` (filters
+  `group-name`, `strategy`, `tag:<key>`, `tag-key`; `GroupName.N`) and
+  `DeletePlacementGroup` (an unknown name answers
+  `InvalidPlacementGroup.Unknown`; a group that still holds an instance
+  that is not terminated answers `InvalidPlacementGroup.InUse`), and
+  `RunInstances` into a group (`Placement.GroupName` that does not exist:
+  `InvalidPlacementGroup.Unknown`; every instance of a `cluster` group in one
+  Availability Zone, EC2 User Guide "Placement strategies": a launch into
+  another zone answers `InvalidParameterValue`).
+* Network interfaces of a launch, as the EC2 User Guide describes EFA
+  ("Elastic Fabric Adapter", "Maximize network bandwidth on accelerated
+  computing instances"): interfaces and instance-level security groups are
+  exclusive (`InvalidParameterCombination`, as moto already answers for an
+  instance-level subnet); exactly one interface is the primary one
+  (`NetworkCardIndex` 0, `DeviceIndex` 0); an `efa` interface only on a type
+  whose `NetworkInfo.EfaSupported` is true, at most
+  `EfaInfo.MaximumEfaInterfaces` of them, each on a network card below
+  `MaximumNetworkCards` and no card twice (`InvalidParameterValue`; the
+  type's facts from moto's own `DescribeInstanceTypes` data).
+
 GET /calls answers how many RunInstances requests arrived (retries
 included), so a test can tell a retried call from one that was not, and
 how many TerminateInstances requests.
-POST /reset clears the injections, the count and the call log. An instance
+POST /reset clears the injections, the count and the call log (not the
+placement groups: they are resources, like moto's instances). An instance
 profile `muster-node` holding the role `muster-node-role` exists from the
 start.
 
@@ -47,6 +71,7 @@ them.
 
 import json
 import sys
+import uuid
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
@@ -62,7 +87,7 @@ from werkzeug.serving import WSGIRequestHandler
 WSGIRequestHandler.log_request = lambda *args, **kwargs: None
 
 STATE = {"ice": set(), "throttle": 0, "tokens": {}, "calls": 0, "terminates": 0, "fail": None,
-         "log": [], "spot_role": "exists"}
+         "log": [], "spot_role": "exists", "groups": {}, "members": {}}
 SPOT_SERVICE = "spot.amazonaws.com"
 LOCK = threading.Lock()
 _run_instances = InstanceResponse.run_instances
@@ -78,6 +103,71 @@ def spot_role_not_permitted():
         "The provided credentials do not have permission to create the service-linked role "
         "for EC2 Spot Instances.",
     )
+
+
+def _type_info(instance_type):
+    """moto's DescribeInstanceTypes data for one type."""
+    from moto.ec2.models.instance_types import INSTANCE_TYPES
+
+    return INSTANCE_TYPES.get(instance_type, {})
+
+
+def check_network_interfaces(self, instance_type):
+    """The EFA and network-interface rules of the module docstring."""
+    nics = {}
+    for key, values in self.querystring.items():
+        parts = key.split(".")
+        if parts[0] == "NetworkInterface" and len(parts) >= 3 and parts[1].isdigit():
+            nics.setdefault(int(parts[1]), {})[".".join(parts[2:])] = values[0]
+    if not nics:
+        return
+    if any(k.startswith("SecurityGroupId.") for k in self.querystring):
+        raise EC2ClientError(
+            "InvalidParameterCombination",
+            "Network interfaces and an instance-level security groups may not be specified on "
+            "the same request",
+        )
+    info = _type_info(instance_type).get("NetworkInfo", {})
+    cards = info.get("MaximumNetworkCards", 1)
+    efa_max = info.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)
+    primary = [n for n in nics.values()
+               if n.get("NetworkCardIndex", "0") == "0" and n.get("DeviceIndex") == "0"]
+    if len(primary) != 1:
+        raise EC2ClientError("InvalidParameterValue",
+                             "Exactly one network interface must have device index 0 on "
+                             "network card 0.")
+    used = [n.get("NetworkCardIndex", "0") for n in nics.values() if n.get("DeviceIndex") != "0"]
+    if len(used) != len(set(used)):
+        raise EC2ClientError("InvalidParameterValue",
+                             "A network card can take only one of these network interfaces.")
+    efa = [n for n in nics.values() if n.get("InterfaceType") == "efa"]
+    if efa and not info.get("EfaSupported", False):
+        raise EC2ClientError("InvalidParameterValue",
+                             f"EFA interfaces are not supported on {instance_type}.")
+    if len(efa) > efa_max:
+        raise EC2ClientError("InvalidParameterValue",
+                             f"{instance_type} supports at most {efa_max} EFA interfaces.")
+    for n in nics.values():
+        if int(n.get("NetworkCardIndex", "0")) >= cards:
+            raise EC2ClientError("InvalidParameterValue",
+                                 f"Network card index {n.get('NetworkCardIndex')} is out of range "
+                                 f"for {instance_type} ({cards} network cards).")
+
+
+def check_placement_group(self, zone):
+    """The group a launch names exists, and a cluster group keeps one zone."""
+    name = self._get_param("Placement.GroupName")
+    if not name:
+        return None
+    group = STATE["groups"].get(name)
+    if group is None:
+        raise EC2ClientError("InvalidPlacementGroup.Unknown",
+                             f"The Placement Group '{name}' is unknown.")
+    if group["strategy"] == "cluster" and group.get("zone") and zone and group["zone"] != zone:
+        raise EC2ClientError("InvalidParameterValue",
+                             f"The placement group '{name}' is in {group['zone']}; a cluster "
+                             f"placement group cannot span Availability Zones.")
+    return name
 
 
 def run_instances(self):
@@ -106,13 +196,128 @@ def run_instances(self):
             )
         if token and token in STATE["tokens"]:
             return STATE["tokens"][token]
+        check_network_interfaces(self, instance_type)
+        group = check_placement_group(self, zone)
         result = _run_instances(self)
         if token:
             STATE["tokens"][token] = result
+        if group:
+            STATE["groups"][group].setdefault("zone", zone)
+            reservation = getattr(result, "result", None)
+            for instance in getattr(reservation, "instances", []):
+                STATE["members"][instance.id] = group
         return result
 
 
 InstanceResponse.run_instances = run_instances
+
+
+def _tag_set(tags):
+    items = "".join(f"<item><key>{k}</key><value>{v}</value></item>" for k, v in sorted(tags.items()))
+    return f"<tagSet>{items}</tagSet>"
+
+
+def _group_xml(name, g):
+    return (f"<groupName>{name}</groupName><state>available</state>"
+            f"<strategy>{g['strategy']}</strategy><groupId>{g['id']}</groupId>"
+            f"{_tag_set(g['tags'])}")
+
+
+def create_placement_group(self):
+    name = self._get_param("GroupName")
+    strategy = self._get_param("Strategy") or "cluster"
+    tags = self._parse_tag_specification().get("placement-group", {})
+    with LOCK:
+        if name in STATE["groups"]:
+            raise EC2ClientError("InvalidPlacementGroup.Duplicate",
+                                 f"The Placement Group '{name}' already exists.")
+        STATE["groups"][name] = {"id": f"pg-{uuid.uuid4().hex[:17]}", "strategy": strategy,
+                                 "tags": dict(tags)}
+        g = STATE["groups"][name]
+    return (f'<CreatePlacementGroupResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+            f"<requestId>{uuid.uuid4()}</requestId><return>true</return>"
+            f"<placementGroup>{_group_xml(name, g)}</placementGroup>"
+            f"</CreatePlacementGroupResponse>")
+
+
+def _filters(self):
+    out = {}
+    for n in range(1, 50):
+        name = (self.querystring.get(f"Filter.{n}.Name") or [None])[0]
+        if not name:
+            break
+        values = []
+        for k, v in sorted(self.querystring.items()):
+            if k.startswith(f"Filter.{n}.Value."):
+                values.extend(v)
+        out[name] = values
+    return out
+
+
+def describe_placement_groups(self):
+    filters = _filters(self)
+    names = [v[0] for k, v in self.querystring.items() if k.startswith("GroupName.")]
+    with LOCK:
+        groups = dict(STATE["groups"])
+    items = ""
+    for name, g in sorted(groups.items()):
+        if names and name not in names:
+            continue
+        ok = True
+        for f, values in filters.items():
+            if f == "group-name":
+                ok &= name in values
+            elif f == "strategy":
+                ok &= g["strategy"] in values
+            elif f == "tag-key":
+                ok &= any(v in g["tags"] for v in values)
+            elif f.startswith("tag:"):
+                ok &= g["tags"].get(f[4:]) in values
+        if ok:
+            items += f"<item>{_group_xml(name, g)}</item>"
+    return (f'<DescribePlacementGroupsResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+            f"<requestId>{uuid.uuid4()}</requestId><placementGroupSet>{items}</placementGroupSet>"
+            f"</DescribePlacementGroupsResponse>")
+
+
+def _live(account, region, instance_id):
+    from moto.ec2.models import ec2_backends
+
+    try:
+        i = ec2_backends[account][region].get_instance(instance_id)
+    except Exception:
+        return False
+    return i.state != "terminated"
+
+
+def delete_placement_group(self):
+    name = self._get_param("GroupName")
+    with LOCK:
+        if name not in STATE["groups"]:
+            raise EC2ClientError("InvalidPlacementGroup.Unknown",
+                                 f"The Placement Group '{name}' is unknown.")
+        members = [i for i, g in STATE["members"].items() if g == name]
+    if any(_live(self.current_account, self.region, i) for i in members):
+        raise EC2ClientError("InvalidPlacementGroup.InUse",
+                             f"There are instances in placement group {name}")
+    with LOCK:
+        STATE["groups"].pop(name, None)
+        for i in members:
+            STATE["members"].pop(i, None)
+    return (f'<DeletePlacementGroupResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+            f"<requestId>{uuid.uuid4()}</requestId><return>true</return>"
+            f"</DeletePlacementGroupResponse>")
+
+
+def _install_placement_groups():
+    from moto.ec2.responses import EC2Response
+
+    EC2Response.create_placement_group = create_placement_group
+    EC2Response.describe_placement_groups = describe_placement_groups
+    EC2Response.delete_placement_group = delete_placement_group
+
+
+_install_placement_groups()
 
 _call_action = BaseResponse.call_action
 
@@ -165,6 +370,12 @@ def call_action(self):
         if action == "TerminateInstances":
             ids = [v[0] for k, v in params.items() if k.startswith("InstanceId.")]
             entry["resourceTags"] = _instance_tags(self.current_account, self.region, ids)
+        group = (params.get("GroupName") if action == "DeletePlacementGroup"
+                 else params.get("Placement.GroupName") if action == "RunInstances" else None)
+        if group:
+            with LOCK:
+                g = STATE["groups"].get(group[0])
+                entry["placementGroupTags"] = dict(g["tags"]) if g else {}
         with LOCK:
             STATE["log"].append(entry)
             if action == "TerminateInstances":

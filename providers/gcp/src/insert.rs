@@ -214,6 +214,7 @@ mod tests {
             labels: BTreeMap::new(),
             taints: Vec::new(),
             tags: BTreeMap::new(),
+            placement_group: None,
         }
     }
 

@@ -587,6 +587,7 @@ mod tests {
                 effect: TaintEffect::NoSchedule,
             }],
             tags: Default::default(),
+            placement_group: None,
         };
         assert_eq!(
             kubelet_args(&req),

@@ -275,6 +275,7 @@ mod tests {
                 effect: TaintEffect::NoSchedule,
             }],
             tags: BTreeMap::new(),
+            placement_group: None,
         }
     }
 

@@ -49,6 +49,7 @@ fn request(name: &str, key_: &str, offering: OfferingKey) -> LaunchRequest {
         labels: [("muster.dev/pool".to_string(), "a100".to_string())].into(),
         taints: Vec::new(),
         tags: BTreeMap::new(),
+        placement_group: None,
     }
 }
 
@@ -245,6 +246,7 @@ async fn orphan_collection_deletes_exactly_the_orphans() {
     let known = Known {
         pool_nodes: ["pn-0".to_string(), "pn-1".to_string()].into(),
         provider_ids: [pids[0].clone()].into(),
+        ..Known::default()
     };
     let owned = owned_instances(&p, "prod").await.expect("list");
     let later = owned.iter().map(|o| o.launched_at).max().unwrap_or(Time(0)) + Dur::secs(3600);

@@ -45,6 +45,7 @@ fn request(name: &str, ty: &str, capacity: CapacityType) -> LaunchRequest {
             effect: TaintEffect::NoSchedule,
         }],
         tags: BTreeMap::new(),
+        placement_group: None,
     }
 }
 

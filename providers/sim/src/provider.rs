@@ -330,6 +330,7 @@ mod tests {
             labels: Default::default(),
             taints: vec![],
             tags: Default::default(),
+            placement_group: None,
         }
     }
 

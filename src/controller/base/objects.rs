@@ -17,6 +17,9 @@ pub(crate) const QUEUE_LABEL: &str = "muster.dev/queue";
 pub(crate) const MIN_COUNT_ANNOTATION: &str = "muster.dev/min-count";
 /// Annotation on Jobs: acceptable GPU models, comma-separated.
 pub(crate) const GPU_MODEL_ANNOTATION: &str = "muster.dev/gpu-model";
+/// Annotation on Jobs: how close the gang's pods must be (`Any`, `SameZone`,
+/// `SamePlacementGroup`, `SameNode`).
+pub(crate) const TOPOLOGY_ANNOTATION: &str = "muster.dev/topology";
 /// Annotation on Jobs: priority of the gang (an integer).
 pub(crate) const PRIORITY_ANNOTATION: &str = "muster.dev/priority";
 /// Annotation on Jobs: the pod template as submitted, before muster pinned it.

@@ -411,7 +411,7 @@ pub(crate) fn nodes(
             offering: key.clone(),
             provider: key.as_ref().map(|k| k.provider),
             zone: key.as_ref().map(|k| k.zone.clone()).unwrap_or_default(),
-            placement_group: None,
+            placement_group: s.placement_group.clone(),
             capacity_type: key.as_ref().map(|k| k.capacity_type),
             price,
             gpu_model: offering.and_then(|o| o.gpu_model.clone()),

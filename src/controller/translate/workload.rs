@@ -1,7 +1,15 @@
 //! A workload behind the seam ([`crate::controller::workloads`]) → the
 //! `spec` of its Gang: one pod set per pod set of the workload, with the
 //! template's requests, node selector and tolerations; the queue label and
-//! the `muster.dev/*` annotations (priority, GPU model) of the object.
+//! the `muster.dev/*` annotations (priority, GPU model, topology) of the
+//! object.
+//!
+//! Topology: the `muster.dev/topology` annotation when present; otherwise a
+//! gang of more than one pod whose pods request `vpc.amazonaws.com/efa` is
+//! `SamePlacementGroup` (EFA traffic does not leave a cluster placement
+//! group's network well; EC2 User Guide, "Elastic Fabric Adapter":
+//! "launch the instances into a cluster placement group"), and any other
+//! gang `Any`.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::controller::base::objects::{
     GPU_MODEL_ANNOTATION, GangSpec, PRIORITY_ANNOTATION, PodSetSpec, QUEUE_LABEL,
+    TOPOLOGY_ANNOTATION,
 };
 use crate::controller::workloads::PodSetTemplate;
 pub(crate) use crate::controller::workloads::WorkloadError;
@@ -75,13 +84,49 @@ pub(crate) fn gang_spec(
             },
         });
     }
+    let topology = topology(annotations.get(TOPOLOGY_ANNOTATION), &sets)?;
     Ok(GangSpec {
         queue,
         priority,
         pod_sets: sets,
-        topology: Default::default(),
+        topology,
         disruptible: false,
         expected_duration: None,
+    })
+}
+
+/// The extended resource of EFA interfaces (AWS EFA device plugin).
+const EFA_RESOURCE: &str = "vpc.amazonaws.com/efa";
+
+/// The gang's topology: the annotation's, else `SamePlacementGroup` for a
+/// multi-pod gang that requests EFA, else `Any`.
+fn topology(
+    annotation: Option<&String>,
+    sets: &[PodSetSpec],
+) -> Result<muster_crds::Topology, WorkloadError> {
+    use muster_crds::Topology;
+    if let Some(v) = annotation {
+        return match v.trim() {
+            "Any" => Ok(Topology::Any),
+            "SameZone" => Ok(Topology::SameZone),
+            "SamePlacementGroup" => Ok(Topology::SamePlacementGroup),
+            "SameNode" => Ok(Topology::SameNode),
+            other => Err(WorkloadError::BadAnnotation(
+                TOPOLOGY_ANNOTATION,
+                format!("{other:?} is not one of Any, SameZone, SamePlacementGroup, SameNode"),
+            )),
+        };
+    }
+    let pods: i64 = sets.iter().map(|s| i64::from(s.count)).sum();
+    let efa = sets.iter().any(|s| {
+        s.requests
+            .get(EFA_RESOURCE)
+            .is_some_and(|q| q.0.trim() != "0")
+    });
+    Ok(if pods > 1 && efa {
+        Topology::SamePlacementGroup
+    } else {
+        Topology::Any
     })
 }
 
@@ -160,6 +205,38 @@ mod tests {
             Some("ssd")
         );
         assert_eq!(ps.tolerations.len(), 1);
+    }
+
+    #[test]
+    fn the_topology_is_the_annotations_else_a_placement_group_for_efa_gangs() {
+        let efa = json!({"containers": [{"name": "c", "resources": {"limits": {
+            "nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "4"}}}]});
+        let plain = json!({"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]});
+        use muster_crds::Topology;
+        let of = |annotations, pod| gang_of(job(annotations, pod)).map(|g| g.topology);
+        assert_eq!(
+            of(json!({}), efa.clone()).ok(),
+            Some(Topology::SamePlacementGroup)
+        );
+        assert_eq!(of(json!({}), plain.clone()).ok(), Some(Topology::Any));
+        assert_eq!(
+            of(json!({"muster.dev/topology": "SameZone"}), efa.clone()).ok(),
+            Some(Topology::SameZone),
+            "the annotation wins"
+        );
+        assert_eq!(
+            of(json!({"muster.dev/topology": "SamePlacementGroup"}), plain).ok(),
+            Some(Topology::SamePlacementGroup)
+        );
+        let err = of(json!({"muster.dev/topology": "rack"}), efa)
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(
+                |e| e.contains("muster.dev/topology") && e.contains("SamePlacementGroup")
+            ),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -12,6 +12,14 @@
 //!   `ec2:CreateTags` authorization with `ec2:CreateAction` =
 //!   `RunInstances`. The instance profile's role is an `iam:PassRole` with
 //!   `iam:PassedToService` = `ec2.amazonaws.com`.
+//!   A launch into a placement group (`Placement.GroupName`) also names the
+//!   group, with `aws:ResourceTag/*` from the tags it carries; a launch with
+//!   network interfaces (EFA) names their subnets and security groups
+//!   instead of instance-level ones.
+//! - `ec2:CreatePlacementGroup`: the group it creates, with the
+//!   `aws:RequestTag/*` of its tag specification, and `ec2:CreateTags` on it
+//!   with `ec2:CreateAction` = `CreatePlacementGroup`.
+//!   `ec2:DeletePlacementGroup`: the group, with its `aws:ResourceTag/*`.
 //! - `ec2:TerminateInstances`: each instance, with `aws:ResourceTag/*` from
 //!   the tags it carries.
 //! - A spot `RunInstances` on an account without the spot service-linked
@@ -88,6 +96,35 @@ fn with_request_tags(mut r: Request, tags: Option<&BTreeMap<String, String>>) ->
     r
 }
 
+fn with_resource_tags(mut r: Request, tags: &Value) -> Request {
+    for (k, v) in tags.as_object().into_iter().flatten() {
+        r = r.with(
+            &format!("aws:ResourceTag/{k}"),
+            vec![v.as_str().unwrap_or_default().to_string()],
+        );
+    }
+    r
+}
+
+/// The N of every `NetworkInterface.N.*` parameter, in order.
+fn network_interfaces(params: &Value) -> Vec<u32> {
+    let mut out: Vec<u32> = params
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, _)| {
+            k.strip_prefix("NetworkInterface.")?
+                .split('.')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// The authorizations of one logged call.
 pub fn requests(entry: &Value) -> Result<Vec<Request>, String> {
     let service = entry["service"].as_str().unwrap_or("?");
@@ -106,10 +143,27 @@ pub fn requests(entry: &Value) -> Result<Vec<Request>, String> {
                 run,
                 &format!("arn:aws:ec2:{region}::image/{image}"),
             ));
-            let subnet = first(params, "SubnetId").ok_or("RunInstances without SubnetId")?;
-            out.push(Request::new(run, &ec2("subnet", &subnet)));
-            for sg in numbered(params, "SecurityGroupId") {
-                out.push(Request::new(run, &ec2("security-group", &sg)));
+            let interfaces = network_interfaces(params);
+            if interfaces.is_empty() {
+                let subnet = first(params, "SubnetId").ok_or("RunInstances without SubnetId")?;
+                out.push(Request::new(run, &ec2("subnet", &subnet)));
+                for sg in numbered(params, "SecurityGroupId") {
+                    out.push(Request::new(run, &ec2("security-group", &sg)));
+                }
+            }
+            for n in &interfaces {
+                let subnet = first(params, &format!("NetworkInterface.{n}.SubnetId"))
+                    .ok_or("a network interface without SubnetId")?;
+                out.push(Request::new(run, &ec2("subnet", &subnet)));
+                for sg in numbered(params, &format!("NetworkInterface.{n}.SecurityGroupId")) {
+                    out.push(Request::new(run, &ec2("security-group", &sg)));
+                }
+            }
+            if let Some(group) = first(params, "Placement.GroupName") {
+                out.push(with_resource_tags(
+                    Request::new(run, &ec2("placement-group", &group)),
+                    &entry["placementGroupTags"],
+                ));
             }
             if let Some(k) = first(params, "KeyName") {
                 out.push(Request::new(run, &ec2("key-pair", &k)));
@@ -160,6 +214,32 @@ pub fn requests(entry: &Value) -> Result<Vec<Request>, String> {
                 );
             }
             out
+        }
+        ("ec2", "CreatePlacementGroup") => {
+            let group =
+                first(params, "GroupName").ok_or("CreatePlacementGroup without GroupName")?;
+            let arn = ec2("placement-group", &group);
+            let specs = tag_specifications(params);
+            let tags = specs.get("placement-group");
+            let mut out = vec![with_request_tags(
+                Request::new("ec2:CreatePlacementGroup", &arn),
+                tags,
+            )];
+            if let Some(tags) = tags {
+                out.push(
+                    with_request_tags(Request::new("ec2:CreateTags", &arn), Some(tags))
+                        .with("ec2:CreateAction", vec!["CreatePlacementGroup".into()]),
+                );
+            }
+            out
+        }
+        ("ec2", "DeletePlacementGroup") => {
+            let group =
+                first(params, "GroupName").ok_or("DeletePlacementGroup without GroupName")?;
+            vec![with_resource_tags(
+                Request::new("ec2:DeletePlacementGroup", &ec2("placement-group", &group)),
+                &entry["placementGroupTags"],
+            )]
         }
         ("ec2", "TerminateInstances") => numbered(params, "InstanceId")
             .into_iter()

@@ -300,6 +300,7 @@ mod tests {
                 effect: TaintEffect::NoSchedule,
             }],
             tags: BTreeMap::new(),
+            placement_group: None,
         }
     }
 

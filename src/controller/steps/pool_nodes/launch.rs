@@ -74,6 +74,7 @@ pub(crate) async fn create(
         },
         gang: gang.and_then(|g| gang_ref(g, snapshot)),
         idempotency_key: n.idempotency_key.clone(),
+        placement_group: n.placement_group.clone(),
     };
     let mut obj = DynamicObject::new(&n.name, &Kind::PoolNode.api_resource());
     obj.metadata.finalizers = Some(vec![TERMINATE_FINALIZER.to_string()]);

@@ -1,23 +1,26 @@
 //! Orphan collection: every `orphan_gc_period`, list each cloud's instances
 //! tagged for this cluster and terminate those no PoolNode accounts for and
 //! older than `orphan_grace` (the decision is
-//! `muster_planner::orphans::orphans`). Orphans appear when a PoolNode is
+//! `muster_planner::orphans::orphans`), then delete the placement groups no
+//! PoolNode names (`muster_planner::orphans::unused_placement_groups`). Orphans appear when a PoolNode is
 //! deleted by hand with its finalizer removed, or when an instance outlives
 //! a crash of the process that launched it.
 
 use std::collections::BTreeSet;
 
 use kube::ResourceExt;
-use muster_planner::orphans::{Known, orphans};
+use muster_planner::orphans::{Known, orphans, unused_placement_groups};
 use muster_planner::{Dur, Time};
 use muster_provider_api::{CloudProvider, ProviderError, owned_instances};
 
 use crate::controller::base::metrics::Metrics;
 use crate::controller::base::objects::Kind;
+use crate::controller::base::objects::PoolNodeSpec;
 use crate::controller::cloud::work::{Job, Progress};
 use crate::controller::ctx::{Ctx, CycleProviders};
 use crate::controller::observe::Observed;
 use crate::controller::translate::node::poolnode_status;
+use crate::controller::translate::pool::spec;
 
 /// What the PoolNodes in the caches account for.
 pub(crate) fn known(observed: &Observed) -> Known {
@@ -27,6 +30,11 @@ pub(crate) fn known(observed: &Observed) -> Known {
         provider_ids: pns
             .iter()
             .filter_map(|p| poolnode_status(p).provider_id)
+            .collect(),
+        placement_groups: pns
+            .iter()
+            .filter_map(|p| spec::<PoolNodeSpec>(Kind::PoolNode, p).ok())
+            .filter_map(|s| s.placement_group)
             .collect(),
     }
 }
@@ -99,6 +107,23 @@ async fn collect_one(
                 done.push(pid);
             }
             Err(e) => tracing::warn!(instance = %pid, error = %e, "could not terminate orphan"),
+        }
+    }
+    // placement groups no PoolNode names any more (their last node is gone)
+    match provider.placement_groups(cluster).await {
+        Ok(listed) => {
+            for group in unused_placement_groups(&listed, known) {
+                match provider.delete_placement_group(cluster, &group).await {
+                    Ok(()) => tracing::info!(placement_group = %group, "placement group deleted"),
+                    // its instances are still terminating: next round
+                    Err(e) => {
+                        tracing::debug!(placement_group = %group, error = %e, "placement group not deleted yet")
+                    }
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!(node_class = %node_class, error = %e, "could not list placement groups")
         }
     }
     done

@@ -41,5 +41,6 @@ pub(crate) fn launch_request(
         labels,
         taints,
         tags: BTreeMap::new(),
+        placement_group: spec.placement_group.clone(),
     }
 }
