@@ -174,6 +174,56 @@ fn a_launch_that_leaves_a_created_resource_untagged_is_denied() {
     assert_eq!(denials(&p, &[other_role]).len(), 1);
 }
 
+/// The KMS statements (`docs/aws-iam-policy-kms.json`, attached when a
+/// NodeClass encrypts volumes with its own key) for the key `arn`.
+fn kms_policy(arn: &str) -> Value {
+    serde_json::from_str(
+        &include_str!("../../../docs/aws-iam-policy-kms.json").replace("${KMS_KEY_ARN}", arn),
+    )
+    .expect("the KMS policy is JSON")
+}
+
+/// Both policies as one (IAM unions the statements of a role's policies).
+fn with(mut base: Value, extra: &Value) -> Value {
+    let more = extra["Statement"].as_array().cloned().unwrap_or_default();
+    base["Statement"]
+        .as_array_mut()
+        .expect("statements")
+        .extend(more);
+    base
+}
+
+#[test]
+fn a_volume_key_needs_the_kms_statements_for_that_key_only() {
+    let key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+    let mut launch = run_instances(&["instance", "volume", "network-interface"], false);
+    launch["params"]["BlockDeviceMapping.1.DeviceName"] = json!(["/dev/xvda"]);
+    launch["params"]["BlockDeviceMapping.1.Ebs.KmsKeyId"] = json!([key]);
+    let base = denials(&policy(), std::slice::from_ref(&launch));
+    assert_eq!(base.len(), 4, "without the KMS statements: {base:?}");
+    assert!(base.iter().all(|d| d.starts_with("kms:") && d.contains(key)), "{base:?}");
+    assert!(denials(&with(policy(), &kms_policy(key)), std::slice::from_ref(&launch)).is_empty());
+    // the statements for another key do not cover this one
+    let other = "arn:aws:kms:us-east-1:123456789012:key/ffff";
+    assert_eq!(denials(&with(policy(), &kms_policy(other)), &[launch]).len(), 4);
+}
+
+#[test]
+fn a_node_role_under_a_path_may_be_passed() {
+    let all = ["instance", "volume", "network-interface"];
+    for role in [
+        "arn:aws:iam::123456789012:role/muster-node-prod",
+        "arn:aws:iam::123456789012:role/eks/nodes/muster-node-prod",
+    ] {
+        let mut launch = run_instances(&all, false);
+        launch["passedRoles"] = json!([role]);
+        assert!(denials(&policy(), &[launch]).is_empty(), "{role}");
+    }
+    let mut admin = run_instances(&all, false);
+    admin["passedRoles"] = json!(["arn:aws:iam::123456789012:role/eks/admin"]);
+    assert_eq!(denials(&policy(), &[admin]).len(), 1);
+}
+
 /// Creating the spot service-linked role is allowed for that role only:
 /// without the policy's statement the implied authorization is denied, and
 /// the statement allows no other service's role.

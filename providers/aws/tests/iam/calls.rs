@@ -16,6 +16,12 @@
 //!   group, with `aws:ResourceTag/*` from the tags it carries; a launch with
 //!   network interfaces (EFA) names their subnets and security groups
 //!   instead of instance-level ones.
+//!   A volume encrypted with a customer managed key
+//!   (`BlockDeviceMapping.N.Ebs.KmsKeyId`) is also `kms:CreateGrant` (with
+//!   `kms:GrantIsForAWSResource` = true), `kms:Decrypt`, `kms:DescribeKey` and
+//!   `kms:GenerateDataKeyWithoutPlaintext` on that key, each with
+//!   `kms:ViaService` = `ec2.REGION.amazonaws.com` (EBS User Guide, "How
+//!   Amazon EBS uses AWS KMS": EC2 acts with the caller's permissions).
 //! - `ec2:CreatePlacementGroup`: the group it creates, with the
 //!   `aws:RequestTag/*` of its tag specification, and `ec2:CreateTags` on it
 //!   with `ec2:CreateAction` = `CreatePlacementGroup`.
@@ -157,6 +163,35 @@ pub fn requests(entry: &Value) -> Result<Vec<Request>, String> {
                 out.push(Request::new(run, &ec2("subnet", &subnet)));
                 for sg in numbered(params, &format!("NetworkInterface.{n}.SecurityGroupId")) {
                     out.push(Request::new(run, &ec2("security-group", &sg)));
+                }
+            }
+            let mut keys: Vec<String> = params
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| k.starts_with("BlockDeviceMapping.") && k.ends_with(".Ebs.KmsKeyId"))
+                .filter_map(|(k, _)| first(params, k))
+                .collect();
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                let arn = if key.starts_with("arn:") {
+                    key
+                } else {
+                    format!("arn:aws:kms:{region}:{account}:key/{key}")
+                };
+                let via = vec![format!("ec2.{region}.amazonaws.com")];
+                for action in [
+                    "kms:CreateGrant",
+                    "kms:Decrypt",
+                    "kms:DescribeKey",
+                    "kms:GenerateDataKeyWithoutPlaintext",
+                ] {
+                    let mut r = Request::new(action, &arn).with("kms:ViaService", via.clone());
+                    if action == "kms:CreateGrant" {
+                        r = r.with("kms:GrantIsForAWSResource", vec!["true".into()]);
+                    }
+                    out.push(r);
                 }
             }
             if let Some(group) = first(params, "Placement.GroupName") {

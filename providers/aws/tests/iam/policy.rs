@@ -108,6 +108,8 @@ fn compare(op: &str, policy: &[String], value: &str) -> Result<bool, String> {
         "stringequalsignorecase" => policy.iter().any(|p| p.eq_ignore_ascii_case(value)),
         "stringlike" => policy.iter().any(|p| wildcard(p, value, false)),
         "stringnotlike" => !policy.iter().any(|p| wildcard(p, value, false)),
+        // Bool compares "true"/"false", case-insensitively
+        "bool" => policy.iter().any(|p| p.eq_ignore_ascii_case(value)),
         other => return Err(format!("condition operator {other} is not modelled")),
     })
 }
