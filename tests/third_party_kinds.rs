@@ -556,6 +556,33 @@ async fn leaderworkerset_groups_admitted_run_and_end_when_deleted() {
     assert_no_invalid_writes();
 }
 
+/// `startupPolicy: LeaderReady`: the LeaderWorkerSet controller creates a
+/// group's workers only once its leader is Ready, so a group is never all
+/// there while gated. It is admitted on its leader, the leader released, and
+/// the workers pinned to the gang's nodes and released as they come.
+#[tokio::test]
+async fn leaderworkerset_with_leader_ready_startup_starts() {
+    let (server, client) = world(&["leaderworkerset"]).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, Some(Duration::from_secs(1)));
+    let _ctl = start(&server, &cloud, WorkloadKind::LeaderWorkerSet);
+    let sets = api(
+        &client,
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "LeaderWorkerSet",
+        "leaderworkersets",
+    );
+    let mut lws = leaderworkerset("phi", 1);
+    lws["spec"]["startupPolicy"] = json!("LeaderReady");
+    lws["spec"]["leaderWorkerTemplate"]["size"] = json!(3);
+    submit(&sets, lws).await;
+    let pods = wait_running(&client, "leaderworkerset.sigs.k8s.io/name=phi", 3, 60).await;
+    assert!(pods.iter().all(|(_, n)| n != "cpu-0"), "{pods:?}");
+    wait_for_gang_phase(&client, NS, "lws-phi-0", &["Running"], 20).await;
+    assert_no_invalid_writes();
+}
+
 #[tokio::test]
 async fn leaderworkerset_group_evicted_and_readmitted() {
     let (server, client) = world(&["leaderworkerset"]).await;

@@ -201,11 +201,24 @@ fn a_volume_key_needs_the_kms_statements_for_that_key_only() {
     launch["params"]["BlockDeviceMapping.1.Ebs.KmsKeyId"] = json!([key]);
     let base = denials(&policy(), std::slice::from_ref(&launch));
     assert_eq!(base.len(), 4, "without the KMS statements: {base:?}");
-    assert!(base.iter().all(|d| d.starts_with("kms:") && d.contains(key)), "{base:?}");
-    assert!(denials(&with(policy(), &kms_policy(key)), std::slice::from_ref(&launch)).is_empty());
+    assert!(
+        base.iter()
+            .all(|d| d.starts_with("kms:") && d.contains(key)),
+        "{base:?}"
+    );
+    assert!(
+        denials(
+            &with(policy(), &kms_policy(key)),
+            std::slice::from_ref(&launch)
+        )
+        .is_empty()
+    );
     // the statements for another key do not cover this one
     let other = "arn:aws:kms:us-east-1:123456789012:key/ffff";
-    assert_eq!(denials(&with(policy(), &kms_policy(other)), &[launch]).len(), 4);
+    assert_eq!(
+        denials(&with(policy(), &kms_policy(other)), &[launch]).len(),
+        4
+    );
 }
 
 #[test]

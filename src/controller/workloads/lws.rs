@@ -18,10 +18,21 @@
 //!   (RecreateGroupOnPodRestart, `pkg/controllers/pod_controller.go`) the
 //!   controller recreates the whole group from the templates, gated again;
 //! - the gang ends when the LeaderWorkerSet is deleted or scaled below the
-//!   group (its pods go).
+//!   group (its pods go);
+//! - with `startupPolicy: LeaderReady` the workers are created only once the
+//!   leader pod is Ready (`pkg/controllers/pod_controller.go`), so a group
+//!   is never all there while its leader is gated.
 //!
-//! The group's one pod set (`main`, `size` pods) asks of every pod what its
-//! most demanding pod asks (a leader template may differ from the workers').
+//! So a group is sized from the LeaderWorkerSet's spec, not from its pods:
+//! it is a gang as soon as its leader exists, of `size` pods whatever number
+//! exists yet. Admitted, the pods that exist are pinned and released; the
+//! workers that come later arrive gated and are pinned to the same nodes and
+//! released as they appear (the pod-group table's `Unsuspend` of a gang
+//! that runs), which is what lets a `LeaderReady` group start at all.
+//!
+//! The group's one pod set (`main`, `size` pods) asks of every pod what the
+//! more demanding of the leader and worker templates asks (a leader template
+//! may differ from the workers'), read from the LeaderWorkerSet's spec.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -134,22 +145,49 @@ pub fn groups(lws: &Arc<DynamicObject>, pods: &[Arc<CachedPod>]) -> Vec<LwsGroup
         .collect()
 }
 
-/// The requests that cover every pod of the group: the larger where one
-/// pod's fit in the other's, else both added (a safe over-estimate).
-fn covering_requests(pods: &[Arc<CachedPod>]) -> muster_planner::Resources {
+/// The requests that cover each of `each`: the larger where one fits in
+/// the other, else both added (a safe over-estimate).
+fn covering_requests<'r>(
+    each: impl IntoIterator<Item = &'r muster_planner::Resources>,
+) -> muster_planner::Resources {
     let mut r = muster_planner::Resources::zero();
-    for p in pods {
-        if p.requests.fits_in(&r) {
+    for one in each {
+        if one.fits_in(&r) {
             continue;
         }
-        if r.fits_in(&p.requests) {
-            r = p.requests.clone();
+        if r.fits_in(one) {
+            r = one.clone();
         } else {
-            r.add(&p.requests);
+            r.add(one);
         }
     }
     r
 }
+
+/// The effective requests of a LeaderWorkerSet's pod template at `pointer`,
+/// if it has one that reads.
+fn template_requests(lws: &DynamicObject, pointer: &str) -> Option<muster_planner::Resources> {
+    let spec: k8s_openapi::api::core::v1::PodSpec =
+        serde_json::from_value(lws.data.pointer(pointer)?.clone()).ok()?;
+    let map = crate::controller::workloads::requests::pod_requests(&spec).ok()?;
+    muster_planner::Resources::parse_map(map.iter().map(|(k, v)| (k.as_str(), v.as_str()))).ok()
+}
+
+/// What every pod of a group may ask: the leader's and the workers'
+/// templates covered (the leader's is the workers' when unset); the pods'
+/// own requests when the templates do not read.
+fn group_requests(lws: &DynamicObject, pods: &[Arc<CachedPod>]) -> muster_planner::Resources {
+    let worker = template_requests(lws, "/spec/leaderWorkerTemplate/workerTemplate/spec");
+    let leader = template_requests(lws, "/spec/leaderWorkerTemplate/leaderTemplate/spec")
+        .or_else(|| worker.clone());
+    match (leader, worker) {
+        (Some(l), Some(w)) => covering_requests([&l, &w]),
+        _ => covering_requests(pods.iter().map(|p| &p.requests)),
+    }
+}
+
+/// The label naming a pod's place in its group (0: the leader).
+pub(crate) const WORKER_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/worker-index";
 
 impl Workload for LwsGroup {
     fn kind(&self) -> WorkloadKind {
@@ -170,7 +208,7 @@ impl Workload for LwsGroup {
 
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
         let mut sets = self.group.pod_sets()?;
-        let requests: BTreeMap<String, Quantity> = covering_requests(self.group.pods())
+        let requests: BTreeMap<String, Quantity> = group_requests(&self.lws, self.group.pods())
             .to_quantities()
             .into_iter()
             .map(|(k, q)| (k, Quantity(q.to_string())))
@@ -193,7 +231,14 @@ impl Workload for LwsGroup {
     }
 
     fn incomplete(&self) -> Option<String> {
-        self.group.incomplete()
+        // sized from the spec: the group waits only for its leader, whose
+        // StatefulSet the LeaderWorkerSet controller makes first
+        let leader = self
+            .group
+            .pods()
+            .iter()
+            .any(|p| p.label(WORKER_INDEX_LABEL).is_none_or(|w| w == "0"));
+        (!leader).then(|| "its leader pod does not exist yet".to_string())
     }
 
     fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
@@ -216,9 +261,11 @@ mod tests {
     use serde_json::json;
 
     fn pod(name: &str, g: &str, gpus: &str) -> Arc<CachedPod> {
+        // infer-<g> leads, infer-<g>-<w> is worker w
+        let worker = name.split('-').nth(2).unwrap_or("0");
         let p: Pod = serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "ns", "uid": name,
-                "labels": {NAME_LABEL: "infer", GROUP_INDEX_LABEL: g}},
+                "labels": {NAME_LABEL: "infer", GROUP_INDEX_LABEL: g, WORKER_INDEX_LABEL: worker}},
             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": gpus}}}],
                 "schedulingGates": [{"name": crate::controller::workloads::pod_group::SCHEDULING_GATE}]},
             "status": {"phase": "Pending"}
@@ -245,13 +292,21 @@ mod tests {
             pod("infer-0-1", "0", "8"),
             pod("infer-0-2", "0", "8"),
             pod("infer-1", "1", "0"),
+            pod("infer-2-1", "2", "8"),
         ];
         let gs = groups(&lws(), &pods);
-        assert_eq!(gs.len(), 2);
+        assert_eq!(gs.len(), 3);
         assert_eq!(gs[0].gang_name(), "lws-infer-0");
         assert_eq!(gs[0].queue(), Some("q"));
         assert_eq!(gs[0].incomplete(), None);
-        assert_eq!(gs[1].incomplete().as_deref(), Some("1 of 3 pods exist"));
+        // a leader alone is a whole gang: with startupPolicy LeaderReady its
+        // workers come only once it runs
+        assert_eq!(gs[1].incomplete(), None);
+        assert_eq!(gs[1].pod_sets().expect("pod sets")[0].count, 3);
+        assert_eq!(
+            gs[2].incomplete().as_deref(),
+            Some("its leader pod does not exist yet")
+        );
         let sets = gs[0].pod_sets().expect("pod sets");
         assert_eq!(sets[0].count, 3);
         // the CPU leader and the GPU workers: every pod asks for the most
@@ -302,6 +357,43 @@ mod tests {
         assert_eq!(again.kind(), WorkloadKind::LeaderWorkerSet);
         assert_eq!(again.gang_name(), "lws-infer-0");
         assert_eq!(again.uid().as_deref(), Some("u1"));
-        assert_eq!(again.incomplete().as_deref(), Some("2 of 3 pods exist"));
+        assert_eq!(again.incomplete(), None, "sized from the spec");
+    }
+
+    #[test]
+    fn a_groups_requests_come_from_the_leader_and_worker_templates() {
+        let with_templates = |leader: Option<&str>| {
+            let mut lws = (*lws()).clone();
+            let t = |gpus: &str| {
+                json!({"spec": {"containers": [{"name": "c",
+                    "resources": {"requests": {"cpu": "4", "nvidia.com/gpu": gpus}}}]}})
+            };
+            lws.data["spec"]["leaderWorkerTemplate"]["workerTemplate"] = t("4");
+            if let Some(g) = leader {
+                lws.data["spec"]["leaderWorkerTemplate"]["leaderTemplate"] = t(g);
+            }
+            Arc::new(lws)
+        };
+        let gpus = |lws: Arc<DynamicObject>| {
+            // only the leader exists, asking nothing: the templates decide
+            let g = groups(&lws, &[pod("infer-0", "0", "0")]).remove(0);
+            let sets = g.pod_sets().expect("pod sets");
+            sets[0].template.spec.as_ref().expect("spec").containers[0]
+                .resources
+                .as_ref()
+                .and_then(|r| r.requests.clone())
+                .and_then(|r| r.get("nvidia.com/gpu").map(|q| q.0.clone()))
+        };
+        assert_eq!(
+            gpus(with_templates(None)).as_deref(),
+            Some("4"),
+            "the workers' template"
+        );
+        assert_eq!(
+            gpus(with_templates(Some("8"))).as_deref(),
+            Some("8"),
+            "the larger leader"
+        );
+        assert_eq!(gpus(with_templates(Some("0"))).as_deref(), Some("4"));
     }
 }

@@ -169,7 +169,9 @@ pub fn requests(entry: &Value) -> Result<Vec<Request>, String> {
                 .as_object()
                 .into_iter()
                 .flatten()
-                .filter(|(k, _)| k.starts_with("BlockDeviceMapping.") && k.ends_with(".Ebs.KmsKeyId"))
+                .filter(|(k, _)| {
+                    k.starts_with("BlockDeviceMapping.") && k.ends_with(".Ebs.KmsKeyId")
+                })
                 .filter_map(|(k, _)| first(params, k))
                 .collect();
             keys.sort();
