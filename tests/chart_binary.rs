@@ -425,3 +425,77 @@ async fn rendered_gcp_deployment_runs_and_serves_the_webhook() {
     );
     run_rendered(Some("ci/gcp-values.yaml"), &[&endpoint], None).await;
 }
+
+/// The rendered MutatingWebhookConfiguration in the API test server, its
+/// webhook unavailable (no Service answers): what it still blocks is only
+/// what muster manages. A labelled Job, or an unlabelled one in a namespace
+/// with a default queue, is refused (fail closed); a Job a JobSet or a
+/// TrainJob controls and any Job in `kube-system` are created, because the
+/// hooks' `matchConditions` and `namespaceSelector` never send them.
+#[tokio::test]
+async fn an_unavailable_webhook_blocks_only_what_muster_manages() {
+    let rendered = template(
+        None,
+        &[
+            "clusterName=test",
+            "webhook.defaultQueueLabel=muster.dev/default-queue",
+            "workloadKinds={job,jobset,trainjob}",
+        ],
+    )
+    .expect("renders");
+    let objs = objects(&rendered);
+    let cfg: Json =
+        serde_json::to_value(find(&objs, "MutatingWebhookConfiguration")).expect("JSON");
+    let server = ApiServer::start();
+    let client = server.client();
+    let hooks: Api<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration> =
+        Api::all(client.clone());
+    hooks
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(cfg).expect("configuration"),
+        )
+        .await
+        .expect("the rendered configuration is accepted");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for (name, labels) in [
+        ("team-a", json!({"muster.dev/default-queue": "team-a"})),
+        ("kube-system", json!({})),
+    ] {
+        let ns: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}))
+                .expect("namespace");
+        let _ = namespaces.create(&PostParams::default(), &ns).await;
+    }
+    let job = |name: &str, labels: Json, owner: Option<&str>| -> Job {
+        let mut meta = json!({"name": name, "labels": labels});
+        if let Some(kind) = owner {
+            meta["ownerReferences"] = json!([{"apiVersion": "x/v1", "kind": kind, "name": "o",
+                                              "uid": format!("uid-{name}"), "controller": true}]);
+        }
+        serde_json::from_value(json!({"metadata": meta, "spec": {"template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}}))
+        .expect("job")
+    };
+    let create = |ns: &str, j: Job| {
+        let api = Api::<Job>::namespaced(client.clone(), ns);
+        async move { api.create(&PostParams::default(), &j).await }
+    };
+    let queued = json!({"muster.dev/queue": "team-a"});
+    let refused = |r: &Result<Job, kube::Error>| matches!(r, Err(kube::Error::Api(e)) if e.code == 500 && e.message.contains("failed calling webhook"));
+    let r = create("team-a", job("labelled", queued.clone(), None)).await;
+    assert!(refused(&r), "a labelled Job fails closed: {r:?}");
+    let r = create("team-a", job("defaulted", json!({}), None)).await;
+    assert!(refused(&r), "so does one the default queue takes: {r:?}");
+    let r = create("team-a", job("cron", json!({}), Some("CronJob"))).await;
+    assert!(
+        refused(&r),
+        "a CronJob's Job joins the default queue: {r:?}"
+    );
+    for (name, owner) in [("jobset-child", "JobSet"), ("trainjob-child", "TrainJob")] {
+        let r = create("team-a", job(name, queued.clone(), Some(owner))).await;
+        assert!(r.is_ok(), "{owner}'s Job is never sent: {r:?}");
+    }
+    let r = create("kube-system", job("system", queued, None)).await;
+    assert!(r.is_ok(), "kube-system is never sent: {r:?}");
+}

@@ -18,6 +18,13 @@ plugin/webhook/):
   request's namespace, of the Namespace itself for namespaces, and always for
   other cluster-scoped resources; a namespace that does not exist is 404
   NotFound (predicates/namespace/matcher.go);
+- its matchConditions (CEL, admissionregistration v1, GA in 1.30), judged
+  after the rules and selectors with `object`, `oldObject` and `request`
+  bound (`authorizer` is not offered here): any condition false skips the
+  webhook; otherwise an evaluation error fails the request under
+  failurePolicy Fail ("failed calling webhook" ... "match condition")
+  and skips the webhook under Ignore; all true calls it
+  (matchconditions/matcher.go);
 - a dry-run request to a webhook whose sideEffects is not None or
   NoneOnDryRun is 400 BadRequest "does not support dry run"
   (mutating/dispatcher.go, errors/statuserror.go NewDryRunUnsupportedErr);
@@ -52,6 +59,49 @@ import urllib.parse
 import uuid
 
 from apierrors import ApiError
+
+_PROGRAMS = {}
+
+
+def _program(text):
+    import celpy  # imported on first use, as crd_schema does
+
+    p = _PROGRAMS.get(text)
+    if p is None:
+        env = celpy.Environment()
+        p = env.program(env.compile(text))
+        _PROGRAMS[text] = p
+    return p
+
+
+def match_conditions(hook, obj, old, op, r, ns, sub, name):
+    """True when every matchCondition holds, False when one does not, or
+    the first evaluation error's text (matchconditions/matcher.go: a false
+    condition wins over errors)."""
+    import celpy
+
+    conditions = hook.get("matchConditions") or []
+    if not conditions:
+        return True
+    request = {"operation": op, "namespace": ns or "", "name": name or "",
+               "subResource": sub or "", "resource": {"group": r.group, "version": r.version,
+                                                       "resource": r.plural}}
+    act = {"object": celpy.json_to_cel(obj) if obj is not None else None,
+           "oldObject": celpy.json_to_cel(old) if old is not None else None,
+           "request": celpy.json_to_cel(request)}
+    error = None
+    for c in conditions:
+        try:
+            result = _program(c.get("expression", "")).evaluate(act)
+        except Exception as e:  # noqa: BLE001 - compile or evaluation error
+            error = error or f"{c.get('name')}: {e}"
+            continue
+        if isinstance(result, Exception) or not isinstance(result, (bool, int)):
+            error = error or f"{c.get('name')}: {result}"
+            continue
+        if not bool(result):
+            return False
+    return error if error else True
 
 GROUP = "admissionregistration.k8s.io"
 CONFIG_PLURAL = "mutatingwebhookconfigurations"
@@ -174,6 +224,15 @@ class Webhooks:
         for hook in hooks:
             if not self._namespace_matches(hook, r, ns, obj):
                 continue
+            verdict = match_conditions(hook, obj, old, op, r, ns, sub, name)
+            if verdict is False:
+                continue
+            if isinstance(verdict, str):
+                if hook.get("failurePolicy", "Fail") == "Ignore":
+                    continue
+                message = (f'Internal error occurred: failed calling webhook "{hook.get("name")}": '
+                           f"failed to evaluate match condition: {verdict}")
+                raise ApiError(500, "InternalError", message, {"causes": [{"message": message}]})
             if dry_run and hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
                 raise ApiError(400, "BadRequest", f'admission webhook "{hook.get("name")}" does not support dry run')
             review = self._review(r, ns, obj, old, op, sub, dry_run, name)

@@ -871,6 +871,37 @@ class MutatingWebhooks(unittest.TestCase):
         self.assertEqual(code, 500, obj)
         self.assertIn("failed calling webhook", obj["message"])
 
+    def test_match_conditions_skip_fail_or_call(self):
+        owned = "!has(object.metadata.ownerReferences) || " \
+                "!object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller)"
+        self.config("cond", matchConditions=[{"name": "not-owned", "expression": owned}])
+        # a Job a controller owns: the condition is false, the webhook is not called
+        body = job("child")
+        body["metadata"]["labels"] = {"muster.dev/queue": "a"}
+        body["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "CronJob", "name": "c",
+                                                "uid": "u1", "controller": True}]
+        code, obj, _ = self.srv.req("POST", "/apis/batch/v1/namespaces/team-a/jobs", body)
+        self.assertEqual(code, 201, obj)
+        self.assertFalse(obj["spec"]["suspend"])
+        self.assertEqual(self.hook.reviews, [])
+        # one nobody owns: called
+        code, obj, _ = self.create("team-a", "mine", {"muster.dev/queue": "a"})
+        self.assertEqual(code, 201, obj)
+        self.assertTrue(obj["spec"]["suspend"])
+        self.assertEqual(len(self.hook.reviews), 1)
+        self.srv.req("DELETE", f"{self.CONFIGS}/cond")
+        # an evaluation error: refused under Fail, skipped under Ignore
+        broken = [{"name": "broken", "expression": "object.metadata.nothing.here == 1"}]
+        self.config("broken", matchConditions=broken)
+        code, obj, _ = self.create("team-a", "err", {"muster.dev/queue": "a"})
+        self.assertEqual(code, 500, obj)
+        self.assertIn("match condition", obj["message"])
+        self.srv.req("DELETE", f"{self.CONFIGS}/broken")
+        self.config("lenient", matchConditions=broken, failurePolicy="Ignore")
+        code, obj, _ = self.create("team-a", "err2", {"muster.dev/queue": "a"})
+        self.assertEqual(code, 201, obj)
+        self.assertFalse(obj["spec"]["suspend"])
+
     def test_denials_and_dry_runs(self):
         self.config("deny", path="/deny")
         code, obj, _ = self.create("team-a", "denied", {"muster.dev/queue": "a"})

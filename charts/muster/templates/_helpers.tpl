@@ -72,3 +72,15 @@ render, so the Secret, the caBundle and the pod checksum agree.
 {{- end -}}
 {{- toYaml (get $ "musterWebhookCert") -}}
 {{- end -}}
+
+{{/*
+Namespaces no webhook is sent from: the cluster's own (kube-system,
+kube-public, kube-node-lease; the API server labels every namespace with
+kubernetes.io/metadata.name), so that an unavailable webhook never blocks
+the system.
+*/}}
+{{- define "muster.webhookNamespaces" -}}
+- key: kubernetes.io/metadata.name
+  operator: NotIn
+  values: ["kube-system", "kube-public", "kube-node-lease"]
+{{- end }}
