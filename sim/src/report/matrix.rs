@@ -158,13 +158,14 @@ pub fn render_benchmarks(r: &MatrixReport) -> String {
     out
 }
 
-/// The README table: cost and p95 wait per scenario and policy.
+/// The README table: cost and median and p95 wait per scenario and policy.
 pub fn render_readme(r: &MatrixReport) -> String {
-    let mut out = table(r, "cost (× lower bound), wait p95", |_, c| {
+    let mut out = table(r, "cost (× lower bound), wait median / p95", |_, c| {
         format!(
-            "${:.0}k ({:.2}×), {}",
+            "${:.0}k ({:.2}×), {} / {}",
             c.cost_usd / 1000.0,
             c.cost_vs_lower_bound,
+            human_secs(c.wait_p50_s),
             human_secs(c.wait_p95_s)
         )
     });
