@@ -100,6 +100,43 @@ async fn s1_real_planner() {
     scenario_admit_on_existing_capacity(controller::real_planner()).await;
 }
 
+/// A Job whose required node affinity allows only one of two free nodes
+/// runs on that one: the real planner reads the affinity (carried by the
+/// Gang) and pins the pods to a node their own terms allow. Before, the
+/// planner took the first node by name, the pin ANDed the Job's terms with
+/// that node's name, and the pods stayed Pending for good.
+#[tokio::test]
+async fn a_job_runs_on_the_node_its_required_node_affinity_allows() {
+    let (server, client) = start_world(&[]).await;
+    gpu_node("gpu-a").create(&client).await;
+    gpu_node("gpu-b")
+        .label("topology.kubernetes.io/zone", "us-central1-b")
+        .create(&client)
+        .await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(&server, &cloud, controller::real_planner());
+    job("zonal")
+        .queue("team-a")
+        .required_node_affinity(json!([
+            {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-central1-b"]}]}
+        ]))
+        .create(&client)
+        .await;
+    let pods = wait_for_running_pods(&client, NS, "job-name=zonal", 1, 20).await;
+    assert_eq!(
+        pods[0].spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        Some("gpu-b")
+    );
+    let g = gang(&client, NS, "zonal").await.expect("gang");
+    assert_eq!(
+        g.data["spec"]["podSets"][0]["affinity"]["requiredNodeSelectorTerms"][0]["matchExpressions"]
+            [0]["values"],
+        json!(["us-central1-b"])
+    );
+    assert!(cloud.launch_calls().is_empty(), "no launch");
+}
+
 // ---------------------------------------------------------------- (2)
 
 // The scenario itself is `support::scenario::scenario_gang_of_four`: the

@@ -437,11 +437,11 @@ pub enum NodeSelectorOperator {
     Lt,
 }
 
-/// One requirement on a node's labels.
+/// One requirement on a node's labels (or, in `matchFields`, on its name).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSelectorRequirement {
-    /// Node label key, e.g. `topology.kubernetes.io/zone`.
+    /// Node label key, e.g. `topology.kubernetes.io/zone` (`metadata.name` in `matchFields`).
     #[schemars(length(min = 1, max = 316))]
     pub key: String,
     /// How the label's value is compared with `values`.
@@ -452,13 +452,19 @@ pub struct NodeSelectorRequirement {
     pub values: Vec<String>,
 }
 
-/// A node-selector term: all its requirements must hold.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// A node-selector term: all its requirements must hold; a term with none
+/// matches no node (as in a pod's node affinity).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSelectorTerm {
     /// Requirements on node labels, ANDed.
-    #[schemars(length(min = 1, max = 32))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
     pub match_expressions: Vec<NodeSelectorRequirement>,
+    /// Requirements on node fields, ANDed with the expressions: `metadata.name`, `In` or `NotIn`, one value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub match_fields: Vec<NodeSelectorRequirement>,
 }
 
 /// Reference to a cluster-scoped object by name.

@@ -193,6 +193,7 @@ fn replacement(w: &World<'_>, ni: usize) -> Option<usize> {
                     g.pod_set(&a.pod_set).is_some_and(|ps| {
                         crate::index::pod_set_matches(
                             ps,
+                            None,
                             &labels,
                             &w.pools[p].taints,
                             off.gpu_model.as_ref(),

@@ -28,7 +28,9 @@ mod sorting;
 
 use crate::cover::{Cover, Kind};
 use crate::launch_domain::Domain;
-use crate::model::scheduling::{selector_matches, selector_matches_by, tolerates_all};
+use crate::model::scheduling::{
+    affinity_matches_by, selector_matches, selector_matches_by, tolerates_all,
+};
 use crate::model::{Gang, Node, NodePhase, Offering, PodSet, Pool, Queue};
 use crate::resources::Resources;
 use crate::snapshot::Policy;
@@ -296,15 +298,20 @@ pub(crate) fn pool_allows(pool: &Pool, o: &Offering) -> bool {
     pool.requirements.admits(o)
 }
 
-/// Static fit of a pod set on a node's labels, taints, GPU model and memory.
+/// Static fit of a pod set on a node's name (`None` for a node not
+/// launched yet), labels, taints, GPU model and memory.
 pub(crate) fn pod_set_matches(
     ps: &PodSet,
+    name: Option<&str>,
     labels: &BTreeMap<String, String>,
     taints: &[crate::model::Taint],
     gpu_model: Option<&crate::model::GpuModel>,
     gpu_memory_mib: u64,
 ) -> bool {
     selector_matches(&ps.node_selector, labels)
+        && affinity_matches_by(ps.affinity.as_ref(), name, |k| {
+            labels.get(k).map(String::as_str)
+        })
         && tolerates_all(&ps.tolerations, taints)
         && model_matches(ps, gpu_model, gpu_memory_mib)
 }
@@ -329,8 +336,9 @@ pub(crate) fn model_matches(
 /// A text that identifies a pod set's static constraints.
 pub(crate) fn pod_set_signature(ps: &PodSet) -> String {
     format!(
-        "{:?}|{:?}|{:?}|{}|{}",
+        "{:?}|{:?}|{:?}|{:?}|{}|{}",
         ps.node_selector,
+        ps.affinity,
         ps.tolerations,
         ps.gpu_models,
         ps.min_gpu_memory_mib,
@@ -411,7 +419,8 @@ impl<'a> World<'a> {
     }
 
     /// Static eligibility of every node for pod set `si` of gang `gi`:
-    /// labels, taints, GPU model and memory, the queue's pools (unmanaged
+    /// labels (node selector and required node affinity, which also reads
+    /// the node's name), taints, GPU model and memory, the queue's pools (unmanaged
     /// nodes are open to every queue), and the node not terminating.
     pub fn eligible_nodes(&mut self, gi: usize, si: usize) -> Rc<Vec<bool>> {
         let q = self.gangs[gi].queue;
@@ -449,8 +458,9 @@ impl<'a> World<'a> {
                 continue;
             }
             let pool = n.pool.map(|p| self.pools[p]);
-            let selected =
-                selector_matches_by(&ps.node_selector, |k| labels::node_label(n.node, pool, k));
+            let label = |k: &str| labels::node_label(n.node, pool, k);
+            let selected = selector_matches_by(&ps.node_selector, label)
+                && affinity_matches_by(ps.affinity.as_ref(), Some(&n.node.name), label);
             v.push(selected && model_matches(ps, n.node.gpu_model.as_ref(), n.node.gpu_memory_mib));
         }
         let v = Rc::new(v);
@@ -481,7 +491,7 @@ impl<'a> World<'a> {
         let ps = &self.gangs[gi].gang.pod_sets[si];
         let p = self.pools[pool];
         let off = self.offerings[o];
-        let lbl = if ps.node_selector.is_empty() {
+        let lbl = if ps.node_selector.is_empty() && ps.affinity.is_none() {
             BTreeMap::new()
         } else {
             labels::new_node_labels(p, off)
@@ -493,11 +503,47 @@ impl<'a> World<'a> {
         } else {
             &p.taints
         };
-        let v = pod_set_matches(ps, &lbl, taints, off.gpu_model.as_ref(), off.gpu_memory_mib);
+        let v = pod_set_matches(
+            ps,
+            None,
+            &lbl,
+            taints,
+            off.gpu_model.as_ref(),
+            off.gpu_memory_mib,
+        );
         if let Some(x) = self.new_elig_cache[sig].get_mut(slot) {
             *x = if v { 2 } else { 1 };
         }
         v
+    }
+
+    /// True when pod set `si` of gang `gi` has a required node affinity
+    /// and, without it, would go on a new node of `pool` bought as
+    /// offering `o` (for the reason of a gang that fits nowhere; not
+    /// cached).
+    pub fn excluded_by_affinity(&self, gi: usize, si: usize, pool: usize, o: usize) -> bool {
+        let ps = &self.gangs[gi].gang.pod_sets[si];
+        if ps.affinity.is_none() {
+            return false;
+        }
+        let plain = PodSet {
+            affinity: None,
+            ..ps.clone()
+        };
+        let (p, off) = (self.pools[pool], self.offerings[o]);
+        let taints: &[crate::model::Taint] = if requests_accelerator(ps) {
+            &[]
+        } else {
+            &p.taints
+        };
+        pod_set_matches(
+            &plain,
+            None,
+            &labels::new_node_labels(p, off),
+            taints,
+            off.gpu_model.as_ref(),
+            off.gpu_memory_mib,
+        )
     }
 
     /// True when gang `gi` may put pods on node `ni` now (reservations).

@@ -3,8 +3,8 @@
 //!
 //! A node of a pool carries the pool's labels, then these well-known labels
 //! (which win over pool labels of the same key): instance type, zone,
-//! capacity type, GPU model, pool, and on a machine with GPUs
-//! [`GPU_PRESENT`]. An existing node's own labels win over everything
+//! capacity type, GPU model, pool, operating system, and on a machine with
+//! GPUs [`GPU_PRESENT`]. An existing node's own labels win over everything
 //! derived. [`registration_labels`] is the part the kubelet itself sets at
 //! registration (`--node-labels`); the cloud and the kubelet add the rest.
 
@@ -22,6 +22,17 @@ pub const CAPACITY_TYPE: &str = "muster.dev/capacity-type";
 pub const GPU_MODEL: &str = "muster.dev/gpu-model";
 /// Pool label.
 pub const POOL: &str = "muster.dev/pool";
+/// Operating system label. The kubelet sets it on its Node at every
+/// registration, from the OS it runs on (kubernetes/kubernetes
+/// `pkg/kubelet/kubelet_node_status.go`, `initialNode`:
+/// `v1.LabelOSStable: goruntime.GOOS`); every image muster boots a node
+/// from (EKS AL2023 and Bottlerocket, GKE's node images, the simulated
+/// cloud) is Linux, so a node of a pool carries `linux` before it exists.
+/// (`kubernetes.io/arch`, set the same way, is not derived: an offering
+/// does not say its CPU architecture.)
+pub const OS: &str = "kubernetes.io/os";
+/// The value of [`OS`] on every node muster launches.
+pub const LINUX: &str = "linux";
 
 /// `true` on every node muster launches with GPUs, set by its kubelet at
 /// registration. The NVIDIA device plugin's Helm chart runs its DaemonSet
@@ -59,6 +70,7 @@ pub fn new_node_labels(pool: &Pool, offering: &Offering) -> BTreeMap<String, Str
     let mut l = registration_labels(&pool.name, &pool.labels, offering.gpu_count);
     l.insert(INSTANCE_TYPE.into(), offering.instance_type.clone());
     l.insert(ZONE.into(), offering.zone.clone());
+    l.insert(OS.into(), LINUX.into());
     l.insert(
         CAPACITY_TYPE.into(),
         offering.capacity_type.as_str().to_string(),
@@ -83,6 +95,7 @@ pub fn node_label<'n>(node: &'n Node, pool: Option<&'n Pool>, key: &str) -> Opti
         CAPACITY_TYPE => node.capacity_type.map(|c| c.as_str()),
         ZONE if !node.zone.is_empty() => Some(node.zone.as_str()),
         INSTANCE_TYPE => node.offering.as_ref().map(|o| o.instance_type.as_str()),
+        OS if node.pool.is_some() => Some(LINUX),
         _ => None,
     };
     derived.or_else(|| pool.and_then(|p| p.labels.get(key)).map(String::as_str))
@@ -114,6 +127,7 @@ mod tests {
         }
         if let Some(p) = &node.pool {
             l.insert(POOL.into(), p.clone());
+            l.insert(OS.into(), LINUX.into());
         }
         for (k, v) in &node.labels {
             l.insert(k.clone(), v.clone());
@@ -140,8 +154,9 @@ mod tests {
     }
 
     /// Keys a selector may name: every derived key, and two others.
-    const KEYS: [&str; 7] = [
+    const KEYS: [&str; 8] = [
         POOL,
+        OS,
         GPU_MODEL,
         CAPACITY_TYPE,
         ZONE,

@@ -438,15 +438,29 @@ pub(crate) fn plan_launch(
     for (k, g) in groups.iter().enumerate() {
         if g.count > 0 && !any_static[k] && !node_fits(k, g) {
             let ps = &gang.pod_sets[g.set];
+            // Only the pod set's required node affinity keeps it off an
+            // offering that would hold it: say so.
+            let by_affinity = pools.iter().any(|&p| {
+                w.pool_offerings[p].iter().any(|&o| {
+                    model_ok(offerings[o])
+                        && fit_count(&offerings[o].resources, &g.shape) > 0
+                        && w.excluded_by_affinity(gi, g.set, p, o)
+                })
+            });
             return Err(LaunchFail::Unsatisfiable(format!(
-                "pod set {} ({}) fits no offering of pools [{}] and no node",
+                "pod set {} ({}) fits no offering of pools [{}] and no node{}",
                 ps.name,
                 ps.requests,
                 pools
                     .iter()
                     .map(|&p| w.pools[p].name.as_str())
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                if by_affinity {
+                    ": its required node affinity excludes every offering that would hold it"
+                } else {
+                    ""
+                }
             )));
         }
     }

@@ -129,7 +129,7 @@ fn change(planner: &mut Planner, r: &mut SplitMix64, p: &Params, step: u32, whol
 }
 
 /// One random change of a gang's pod-set constraints (GPU models, node
-/// selector, GPU memory), its id kept: what a re-plan carries of a gang
+/// selector, GPU memory, required node affinity), its id kept: what a re-plan carries of a gang
 /// (its pod-set signatures, and through them eligibility, machine kinds and
 /// covers) must not outlive such a change.
 fn constrain(planner: &mut Planner, r: &mut SplitMix64, whole: bool) {
@@ -150,7 +150,7 @@ fn constrain(planner: &mut Planner, r: &mut SplitMix64, whole: bool) {
     }
     let si = r.below(g.pod_sets.len() as u64) as usize;
     let ps = &mut g.pod_sets[si];
-    match r.below(3) {
+    match r.below(4) {
         0 => {
             ps.gpu_models = match models.get(r.below(models.len() as u64 + 1) as usize) {
                 Some(m) => vec![m.clone()],
@@ -164,7 +164,21 @@ fn constrain(planner: &mut Planner, r: &mut SplitMix64, whole: bool) {
             }
             None => ps.node_selector.clear(),
         },
-        _ => ps.min_gpu_memory_mib = [0, 24_000, 80_000][r.below(3) as usize],
+        2 => ps.min_gpu_memory_mib = [0, 24_000, 80_000][r.below(3) as usize],
+        _ => {
+            ps.affinity = zones
+                .get(r.below(zones.len() as u64 + 1) as usize)
+                .map(|z| NodeAffinity {
+                    required_node_selector_terms: vec![NodeSelectorTerm {
+                        match_expressions: vec![NodeSelectorRequirement {
+                            key: "topology.kubernetes.io/zone".into(),
+                            operator: NodeSelectorOperator::NotIn,
+                            values: vec![z.clone()],
+                        }],
+                        match_fields: Vec::new(),
+                    }],
+                })
+        }
     }
     let g = g.clone();
     if whole {

@@ -210,6 +210,7 @@ pub fn job(name: &str) -> JobBuilder {
         memory: "16Gi".to_string(),
         suspend: true,
         tolerations: vec![gpu_toleration()],
+        affinity: None,
     }
 }
 
@@ -225,6 +226,7 @@ pub struct JobBuilder {
     memory: String,
     suspend: bool,
     tolerations: Vec<Value>,
+    affinity: Option<Value>,
 }
 
 impl JobBuilder {
@@ -277,6 +279,14 @@ impl JobBuilder {
         self
     }
 
+    /// The pods' required node affinity: these node-selector terms.
+    pub fn required_node_affinity(mut self, terms: Value) -> Self {
+        self.affinity = Some(json!({"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+        }}));
+        self
+    }
+
     /// The Job.
     pub fn build(&self) -> Job {
         let mut metadata = json!({"name": self.name, "namespace": self.namespace});
@@ -286,7 +296,7 @@ impl JobBuilder {
         if !self.annotations.is_empty() {
             metadata["annotations"] = json!(self.annotations);
         }
-        serde_json::from_value(json!({
+        let mut job = json!({
             "metadata": metadata,
             "spec": {
                 "parallelism": self.pods, "completions": self.pods, "suspend": self.suspend,
@@ -296,8 +306,11 @@ impl JobBuilder {
                                   "requests": {"cpu": self.cpu, "memory": self.memory}}
                 }], "tolerations": self.tolerations}}
             }
-        }))
-        .expect("job")
+        });
+        if let Some(a) = &self.affinity {
+            job["spec"]["template"]["spec"]["affinity"] = a.clone();
+        }
+        serde_json::from_value(job).expect("job")
     }
 
     /// Submits it.

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::offering::GpuModel;
-use super::scheduling::Toleration;
+use super::scheduling::{NodeAffinity, Toleration};
 use crate::resources::Resources;
 use crate::time::{Dur, Time};
 
@@ -122,6 +122,9 @@ pub struct PodSet {
     /// Tolerations of the pods.
     #[serde(default)]
     pub tolerations: Vec<Toleration>,
+    /// Required node affinity of the pods; `None` allows every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<NodeAffinity>,
     /// Acceptable GPU models; empty accepts any.
     #[serde(default)]
     pub gpu_models: Vec<GpuModel>,
@@ -140,6 +143,7 @@ impl PodSet {
             requests,
             node_selector: BTreeMap::new(),
             tolerations: Vec::new(),
+            affinity: None,
             gpu_models: Vec::new(),
             min_gpu_memory_mib: 0,
         }

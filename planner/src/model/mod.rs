@@ -18,7 +18,10 @@ pub use offering::{CapacityType, GpuModel, Offering, OfferingKey, Provider};
 pub use pool::{ConsolidationPolicy, Disruption, Pool, PoolLimits, PoolRequirements};
 pub use price::Price;
 pub use queue::{PreemptionPolicy, Queue, QueueingStrategy, Quota, QuotaResource, ReclaimPolicy};
-pub use scheduling::{Taint, TaintEffect, Toleration, TolerationOperator};
+pub use scheduling::{
+    NodeAffinity, NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm, Taint,
+    TaintEffect, Toleration, TolerationOperator,
+};
 
 /// The bits a float is hashed by, equal for values `==` calls equal (`0.0`
 /// and `-0.0`).

@@ -6,7 +6,8 @@ use kube::ResourceExt;
 use kube::api::DynamicObject;
 use muster_planner::lifecycle::record::GangRecord;
 use muster_planner::{
-    Assignment, Gang, GangPhase, GpuModel, PodSet, Resources, Toleration, TolerationOperator,
+    Assignment, Gang, GangPhase, GpuModel, NodeAffinity, NodeSelectorOperator,
+    NodeSelectorRequirement, NodeSelectorTerm, PodSet, Resources, Toleration, TolerationOperator,
     Topology,
 };
 
@@ -231,6 +232,7 @@ pub(crate) fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
             requests,
             node_selector: ps.node_selector.clone(),
             tolerations: ps.tolerations.iter().map(crd_toleration).collect(),
+            affinity: ps.affinity.as_ref().map(crd_affinity),
             gpu_models: ps.gpu_model.iter().map(|m| GpuModel::new(m)).collect(),
             min_gpu_memory_mib: 0,
         });
@@ -270,6 +272,33 @@ pub(crate) fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
         disruptible: s.disruptible,
         uid: workload_uid(obj),
     }))
+}
+
+/// A Gang's required node affinity → the planner's, term for term.
+pub(crate) fn crd_affinity(a: &muster_crds::gang::PodSetAffinity) -> NodeAffinity {
+    use muster_crds::common::NodeSelectorOperator as O;
+    let requirement = |r: &muster_crds::common::NodeSelectorRequirement| NodeSelectorRequirement {
+        key: r.key.clone(),
+        operator: match r.operator {
+            O::In => NodeSelectorOperator::In,
+            O::NotIn => NodeSelectorOperator::NotIn,
+            O::Exists => NodeSelectorOperator::Exists,
+            O::DoesNotExist => NodeSelectorOperator::DoesNotExist,
+            O::Gt => NodeSelectorOperator::Gt,
+            O::Lt => NodeSelectorOperator::Lt,
+        },
+        values: r.values.clone(),
+    };
+    NodeAffinity {
+        required_node_selector_terms: a
+            .required_node_selector_terms
+            .iter()
+            .map(|t| NodeSelectorTerm {
+                match_expressions: t.match_expressions.iter().map(requirement).collect(),
+                match_fields: t.match_fields.iter().map(requirement).collect(),
+            })
+            .collect(),
+    }
 }
 
 /// A Gang's toleration → planner toleration.

@@ -1,6 +1,7 @@
 //! A workload behind the seam ([`crate::controller::workloads`]) → the
 //! `spec` of its Gang: one pod set per pod set of the workload, with the
-//! template's requests, node selector and tolerations; the queue label and
+//! template's requests, node selector, tolerations and required node
+//! affinity; the queue label and
 //! the `muster.dev/*` annotations (priority, GPU model, topology) of the
 //! object.
 //!
@@ -76,7 +77,7 @@ pub(crate) fn gang_spec(
                 .flatten()
                 .map(toleration)
                 .collect(),
-            affinity: None,
+            affinity: pod.and_then(required_affinity),
             gpu_model: if wants_gpus || pod_sets.len() == 1 {
                 gpu_model.clone()
             } else {
@@ -127,6 +128,70 @@ fn topology(
         Topology::SamePlacementGroup
     } else {
         Topology::Any
+    })
+}
+
+/// The required node affinity of a pod
+/// (`affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`)
+/// as written in a Gang, matching the same nodes: the planner places the
+/// pod set only where kube-scheduler would let its pods run.
+///
+/// Every term is kept as written, empty ones too (an empty term matches no
+/// node), except a term with a requirement kube-scheduler cannot parse (an
+/// operator that is none of Kubernetes' six): the scheduler counts such a
+/// term as matching nothing
+/// (`k8s.io/component-helpers/scheduling/corev1/nodeaffinity/nodeaffinity.go`,
+/// `nodeSelectorTerm.match` returns false on its parse errors), and so does
+/// leaving it out of an OR. No term left (or none written, which the API
+/// server refuses in a pod) is one empty term: no node.
+pub(crate) fn required_affinity(
+    pod: &k8s_openapi::api::core::v1::PodSpec,
+) -> Option<muster_crds::gang::PodSetAffinity> {
+    use muster_crds::common::{NodeSelectorOperator as Op, NodeSelectorRequirement as Req};
+    let required = pod
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?;
+    let requirement = |r: &k8s_openapi::api::core::v1::NodeSelectorRequirement| {
+        let operator = match r.operator.as_str() {
+            "In" => Op::In,
+            "NotIn" => Op::NotIn,
+            "Exists" => Op::Exists,
+            "DoesNotExist" => Op::DoesNotExist,
+            "Gt" => Op::Gt,
+            "Lt" => Op::Lt,
+            _ => return None,
+        };
+        Some(Req {
+            key: r.key.clone(),
+            operator,
+            values: r.values.clone().unwrap_or_default(),
+        })
+    };
+    let all = |rs: &Option<Vec<k8s_openapi::api::core::v1::NodeSelectorRequirement>>| {
+        rs.iter()
+            .flatten()
+            .map(requirement)
+            .collect::<Option<Vec<Req>>>()
+    };
+    let mut terms: Vec<muster_crds::common::NodeSelectorTerm> = required
+        .node_selector_terms
+        .iter()
+        .filter_map(|t| {
+            Some(muster_crds::common::NodeSelectorTerm {
+                match_expressions: all(&t.match_expressions)?,
+                match_fields: all(&t.match_fields)?,
+            })
+        })
+        .collect();
+    if terms.is_empty() {
+        terms.push(Default::default());
+    }
+    Some(muster_crds::gang::PodSetAffinity {
+        required_node_selector_terms: terms,
     })
 }
 
@@ -280,5 +345,150 @@ mod tests {
             json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]});
         let e = gang_of(job(json!({}), pod)).expect_err("bad");
         assert_eq!(e.reason(), "InvalidRequests");
+    }
+
+    /// The Gang a Job's spec becomes, read back as the planner's gang, the
+    /// way a cycle reads it from the API server.
+    fn planner_gang(spec: &GangSpec) -> muster_planner::Gang {
+        let mut obj: kube::core::DynamicObject = serde_json::from_value(json!({
+            "metadata": {"name": "j", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": spec,
+        }))
+        .expect("gang object");
+        obj.types = Some(kube::core::TypeMeta {
+            api_version: "muster.dev/v1alpha1".into(),
+            kind: "Gang".into(),
+        });
+        crate::controller::translate::gang::gang(&obj)
+            .expect("valid gang")
+            .expect("not finished")
+    }
+
+    /// One pool that may buy the same 8-GPU machine in two zones, the one
+    /// the affinity excludes the cheaper.
+    fn two_zones(g: muster_planner::Gang) -> muster_planner::Plan {
+        use muster_planner::fixtures::{offering, pool, queue};
+        use muster_planner::{GpuModel, Price, Resources, Snapshot};
+        let machine = |zone: &str, price: f64| {
+            offering("p4d.24xlarge", zone)
+                .price(Price::from_usd(price).expect("price"))
+                .gpu_model(GpuModel::new("A100"))
+                .gpu_count(8)
+                .resources(
+                    Resources::parse_map([
+                        ("cpu", "96"),
+                        ("memory", "1152Gi"),
+                        ("nvidia.com/gpu", "8"),
+                    ])
+                    .expect("resources"),
+                )
+                .build()
+        };
+        let snapshot = Snapshot {
+            queues: vec![queue("team-a").build()],
+            pools: vec![pool("gpu").build()],
+            offerings: vec![machine("us-east-1a", 32.0), machine("us-east-1b", 40.0)],
+            gangs: vec![g],
+            ..Default::default()
+        };
+        muster_planner::plan(
+            &snapshot,
+            &muster_planner::Policy::default(),
+            muster_planner::Time(10_000),
+        )
+    }
+
+    fn affine_job(terms: serde_json::Value) -> Job {
+        job(
+            json!({}),
+            json!({
+                "containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+            }),
+        )
+    }
+
+    /// A Job whose required node affinity excludes a zone is planned only
+    /// in the zone it allows (the pin then names a node that satisfies the
+    /// Job's own terms); before, the Gang dropped the affinity and the
+    /// planner launched in the cheaper, excluded zone, where the pinned
+    /// pods could never schedule.
+    #[test]
+    fn required_node_affinity_keeps_the_launch_on_matching_capacity() {
+        let j = affine_job(json!([
+            {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "NotIn", "values": ["us-east-1a"]}]}
+        ]));
+        let spec = gang_of(j).expect("gang");
+        let plan = two_zones(planner_gang(&spec));
+        let zones: Vec<&str> = plan
+            .launches
+            .iter()
+            .flat_map(|l| l.nodes.iter().map(|n| n.offering.zone.as_str()))
+            .collect();
+        // the Job's four pods, one 8-GPU machine each
+        assert_eq!(zones, ["us-east-1b"; 4], "{plan:#?}");
+    }
+
+    /// Nothing the pools can buy matches: the gang is Unsatisfiable, and
+    /// the reason names its affinity.
+    #[test]
+    fn an_affinity_no_offering_matches_is_unsatisfiable_and_says_so() {
+        let j = affine_job(json!([
+            {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["eu-west-1a"]}]},
+            {"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5.48xlarge"]}]}
+        ]));
+        let plan = two_zones(planner_gang(&gang_of(j).expect("gang")));
+        assert!(plan.launches.is_empty(), "{plan:#?}");
+        let w = &plan.waiting[0];
+        assert_eq!(w.reason.as_str(), "Unsatisfiable");
+        assert!(
+            w.message.contains("required node affinity"),
+            "{}",
+            w.message
+        );
+    }
+
+    /// Every term reaches the Gang as written, fields and empty terms
+    /// included; a term kube-scheduler cannot parse matches nothing and is
+    /// left out; no term left is one empty term; preferred affinity alone
+    /// is no required affinity.
+    #[test]
+    fn the_required_terms_as_written_in_the_gang() {
+        use muster_crds::common::NodeSelectorOperator as Op;
+        let spec = gang_of(affine_job(json!([
+            {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}],
+             "matchExpressions": [{"key": "gpus", "operator": "Gt", "values": ["4"]}]},
+            {},
+            {"matchExpressions": [{"key": "a", "operator": "Near", "values": ["b"]}]}
+        ])))
+        .expect("gang");
+        let terms = &spec.pod_sets[0]
+            .affinity
+            .as_ref()
+            .expect("affinity")
+            .required_node_selector_terms;
+        assert_eq!(terms.len(), 2);
+        assert_eq!(terms[0].match_fields[0].key, "metadata.name");
+        assert_eq!(terms[0].match_fields[0].operator, Op::NotIn);
+        assert_eq!(terms[0].match_expressions[0].operator, Op::Gt);
+        assert_eq!(terms[1], Default::default());
+        let none_left = gang_of(affine_job(json!([
+            {"matchExpressions": [{"key": "a", "operator": "Near", "values": ["b"]}]}
+        ])))
+        .expect("gang");
+        assert_eq!(
+            none_left.pod_sets[0]
+                .affinity
+                .as_ref()
+                .map(|a| a.required_node_selector_terms.clone()),
+            Some(vec![Default::default()])
+        );
+        let preferred = job(
+            json!({}),
+            json!({"containers": [{"name": "a"}], "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}
+            ]}}}),
+        );
+        assert_eq!(gang_of(preferred).expect("gang").pod_sets[0].affinity, None);
     }
 }

@@ -50,6 +50,12 @@ pub enum PinStyle {
 /// `validateNodeFieldSelectorRequirement`: `In` on a node field takes
 /// exactly one value), which is also why a pin on several nodes is one
 /// term per node, each with the user's own requirements.
+///
+/// The pin never contradicts the user's terms: the planner puts a pod set
+/// only on nodes that match one of its required node affinity terms (the
+/// Gang carries them, and they are part of the pod set's eligibility), so
+/// for each node of the pin, the user's term that node matches, with the
+/// node's name added, still matches it.
 pub fn pin(
     mut template: PodTemplateSpec,
     pod_set: &str,
