@@ -510,6 +510,13 @@ async fn interruption_messages_reach_the_right_instance_and_are_deleted() {
                "time": "2026-11-23T10:00:05Z", "detail": {"instance-id": id(&a.provider_id), "instance-action": "terminate"}}).to_string(),
         json!({"detail-type": "EC2 Instance Rebalance Recommendation", "source": "aws.ec2",
                "detail": {"instance-id": id(&b.provider_id)}}).to_string(),
+        json!({"detail-type": "AWS Health Event", "source": "aws.health",
+               "detail": {"service": "EC2", "eventTypeCategory": "scheduledChange",
+                          "eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
+                          "affectedEntities": [{"entityValue": id(&a.provider_id)}, {"entityValue": id(&b.provider_id)}]}}).to_string(),
+        json!({"detail-type": "AWS Health Event", "source": "aws.health",
+               "detail": {"service": "EC2", "eventTypeCategory": "issue",
+                          "affectedEntities": [{"entityValue": id(&a.provider_id)}]}}).to_string(),
         "not an event".to_string(),
     ] {
         c.sqs
@@ -521,15 +528,17 @@ async fn interruption_messages_reach_the_right_instance_and_are_deleted() {
             .expect("send");
     }
     let mut got = p.interruptions().await.expect("interruptions");
-    got.sort_by(|x, y| x.provider_id.cmp(&y.provider_id));
+    got.sort_by(|x, y| (&x.provider_id, x.kind.as_str()).cmp(&(&y.provider_id, y.kind.as_str())));
     let mut want = vec![
         (a.provider_id.clone(), InterruptionKind::SpotInterruption),
         (
             b.provider_id.clone(),
             InterruptionKind::RebalanceRecommendation,
         ),
+        (a.provider_id.clone(), InterruptionKind::ScheduledMaintenance),
+        (b.provider_id.clone(), InterruptionKind::ScheduledMaintenance),
     ];
-    want.sort_by(|x, y| x.0.cmp(&y.0));
+    want.sort_by(|x, y| (&x.0, x.1.as_str()).cmp(&(&y.0, y.1.as_str())));
     let got_pairs: Vec<(String, InterruptionKind)> = got
         .iter()
         .map(|n| (n.provider_id.clone(), n.kind))

@@ -273,6 +273,12 @@ fn interruption(k: InterruptionKind) -> ReasonDoc {
             "The cloud preempted or stopped the machine (GCP spot or preemptible capacity); its gangs are evicted whole and requeued.",
             "Nothing; checkpoint long jobs, or use on-demand capacity for gangs that cannot restart.",
         ),
+        InterruptionKind::ScheduledMaintenance => doc(
+            k.as_str(),
+            on,
+            "The cloud scheduled maintenance that stops, reboots or retires this machine (an AWS Health scheduled change for EC2); the node drains now and its gangs are evicted whole and requeued.",
+            "Nothing; the offering stays available, so the gang may be placed on a new machine of the same type.",
+        ),
         InterruptionKind::Terminated => doc(
             k.as_str(),
             on,
@@ -559,6 +565,7 @@ pub fn catalog() -> Vec<ReasonDoc> {
         InterruptionKind::RebalanceRecommendation,
         InterruptionKind::Preempted,
         InterruptionKind::Terminated,
+        InterruptionKind::ScheduledMaintenance,
     ] {
         out.push(interruption(k));
     }
