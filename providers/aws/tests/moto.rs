@@ -5,7 +5,7 @@
 //! the launcher patches its EC2 backend so that it does (see its docstring),
 //! as real EC2 does.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use muster_planner::orphans::{Known, orphans};
 use muster_planner::{CapacityType, Dur, GpuModel, OfferingKey, PoolRequirements, Provider, Time};
@@ -592,6 +592,99 @@ async fn selectors_that_match_nothing_are_named() {
                 "{what}"
             )
         }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn security_groups_are_selected_by_id_name_or_tags_and_all_attached() {
+    let moto = Moto::start();
+    let mut spec = world(&moto).await;
+    let c = moto.clients().await;
+    let group = |name: &'static str, tags: Vec<(&'static str, &'static str)>| {
+        let ec2 = c.ec2.clone();
+        async move {
+            let g = ec2
+                .create_security_group()
+                .group_name(name)
+                .description(name)
+                .send()
+                .await
+                .expect("security group");
+            let id = g.group_id().expect("group id").to_string();
+            for (k, v) in tags {
+                ec2.create_tags()
+                    .resources(&id)
+                    .tags(aws_sdk_ec2::types::Tag::builder().key(k).value(v).build())
+                    .send()
+                    .await
+                    .expect("tag");
+            }
+            id
+        }
+    };
+    // what the cluster's nodes need besides the cluster security group
+    let efs = group("efs-clients", vec![]).await;
+    let monitoring = group("monitoring", vec![("role", "scrape")]).await;
+    let by_id = group("by-id", vec![]).await;
+    // a name that matches, tags that do not: both must hold within a term
+    let wrong_tag = group("shared-wrong-tag", vec![("env", "dev")]).await;
+    spec["aws"]["securityGroupSelectorTerms"] = json!([
+        {"tags": {"team": "gpu"}},
+        {"name": "efs-clients"},
+        {"tags": {"role": "*"}},
+        {"id": by_id},
+        {"name": "shared-*", "tags": {"env": "prod"}},
+    ]);
+    let p = provider(&moto, &spec).await;
+    let r = p.resolve().await.expect("resolves");
+    let got: BTreeSet<String> = r.security_groups.iter().map(|g| g.id.clone()).collect();
+    let gpu_nodes = r
+        .security_groups
+        .iter()
+        .find(|g| g.name.as_deref() == Some("gpu-nodes"))
+        .expect("the tagged group")
+        .id
+        .clone();
+    let want: BTreeSet<String> = [gpu_nodes, efs.clone(), monitoring, by_id]
+        .into_iter()
+        .collect();
+    assert_eq!(got, want);
+    assert!(!got.contains(&wrong_tag));
+    // every selected group is attached to the launched instance
+    let i = p
+        .launch(&request(
+            "n-0",
+            "k-0",
+            key("g5.xlarge", "us-east-1a", CapacityType::OnDemand),
+        ))
+        .await
+        .expect("launch");
+    let id = i.provider_id.rsplit('/').next().unwrap_or_default();
+    let described = c
+        .ec2
+        .describe_instances()
+        .instance_ids(id)
+        .send()
+        .await
+        .expect("describe");
+    let attached: BTreeSet<String> = described
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .flat_map(|i| i.security_groups())
+        .filter_map(|g| g.group_id().map(String::from))
+        .collect();
+    assert_eq!(attached, want);
+    // terms that match nothing are named, name and tags alike
+    spec["aws"]["securityGroupSelectorTerms"] =
+        json!([{"name": "no-such-group"}, {"name": "efs-clients", "tags": {"team": "none"}}]);
+    let p = provider(&moto, &spec).await;
+    match p.resolve().await {
+        Err(ProviderError::NotFound { what }) => assert_eq!(
+            what,
+            "spec.aws.securityGroupSelectorTerms (name no-such-group; name efs-clients tags team=none)"
+        ),
         other => panic!("{other:?}"),
     }
 }
