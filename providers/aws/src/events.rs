@@ -227,7 +227,11 @@ mod tests {
     #[test]
     fn health_events_of_other_categories_are_not_notices() {
         for category in ["issue", "accountNotification", "investigation", ""] {
-            assert_eq!(parse(&health("EC2", category, &["i-0abc"])), [], "{category}");
+            assert_eq!(
+                parse(&health("EC2", category, &["i-0abc"])),
+                [],
+                "{category}"
+            );
         }
     }
 

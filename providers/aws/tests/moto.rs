@@ -535,8 +535,14 @@ async fn interruption_messages_reach_the_right_instance_and_are_deleted() {
             b.provider_id.clone(),
             InterruptionKind::RebalanceRecommendation,
         ),
-        (a.provider_id.clone(), InterruptionKind::ScheduledMaintenance),
-        (b.provider_id.clone(), InterruptionKind::ScheduledMaintenance),
+        (
+            a.provider_id.clone(),
+            InterruptionKind::ScheduledMaintenance,
+        ),
+        (
+            b.provider_id.clone(),
+            InterruptionKind::ScheduledMaintenance,
+        ),
     ];
     want.sort_by(|x, y| (&x.0, x.1.as_str()).cmp(&(&y.0, y.1.as_str())));
     let got_pairs: Vec<(String, InterruptionKind)> = got
@@ -687,6 +693,66 @@ async fn security_groups_are_selected_by_id_name_or_tags_and_all_attached() {
         ),
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_full_subnet_and_the_zone_it_leaves_without_one_are_reported() {
+    let moto = Moto::start();
+    let spec = world(&moto).await;
+    let c = moto.clients().await;
+    let vpc = c
+        .ec2
+        .describe_vpcs()
+        .send()
+        .await
+        .expect("vpcs")
+        .vpcs()
+        .iter()
+        .find(|v| v.is_default() == Some(true))
+        .and_then(|v| v.vpc_id())
+        .expect("default VPC")
+        .to_string();
+    // a /28 in us-east-1c: 11 addresses, all taken by one interface
+    let small = c
+        .ec2
+        .create_subnet()
+        .vpc_id(&vpc)
+        .cidr_block("172.31.200.0/28")
+        .availability_zone("us-east-1c")
+        .send()
+        .await
+        .expect("subnet")
+        .subnet()
+        .and_then(|s| s.subnet_id())
+        .expect("subnet id")
+        .to_string();
+    c.ec2
+        .create_tags()
+        .resources(&small)
+        .tags(
+            aws_sdk_ec2::types::Tag::builder()
+                .key("team")
+                .value("gpu")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("tag");
+    c.ec2
+        .create_network_interface()
+        .subnet_id(&small)
+        .secondary_private_ip_address_count(10)
+        .send()
+        .await
+        .expect("interface");
+    let p = provider(&moto, &spec).await;
+    let r = p.resolve().await.expect("resolves");
+    let full = r.subnets.iter().find(|s| s.id == small).expect("resolved");
+    assert_eq!(full.available_ips, Some(0));
+    let u = muster_provider_api::ResolvedSubnet::usability(&r.subnets);
+    assert_eq!(u.full, [(small.clone(), "us-east-1c".to_string())]);
+    assert_eq!(u.zones_without_subnet, ["us-east-1c"]);
+    assert!(!u.all_usable());
 }
 
 /// The spec with its subnets selectable again.
