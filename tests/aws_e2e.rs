@@ -144,6 +144,20 @@ async fn a_gang_is_launched_on_aws_end_to_end() {
         json!(["us-east-1a", "us-east-1b"]),
         "{nc:?}"
     );
+    // its subnets all have free addresses
+    let subnets_usable = nc.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "SubnetsUsable")
+        .cloned();
+    assert_eq!(
+        subnets_usable
+            .as_ref()
+            .map(|c| (&c["status"], &c["reason"])),
+        Some((&json!("True"), &json!("SubnetsUsable"))),
+        "{nc:?}"
+    );
     // a NodeClass whose subnets match nothing is not Ready, naming the selector
     let mut bad = spec.clone();
     bad["aws"]["subnetSelectorTerms"] = json!([{"tags": {"team": "none"}}]);

@@ -179,6 +179,7 @@ fn eventbridge_messages() {
         r#"{"version":"0","id":"1","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","time":"2026-11-23T10:00:05Z","region":"us-east-1","detail":{"instance-id":"i-0abc","instance-action":"terminate"}}"#.to_string(),
         r#"{"detail-type":"EC2 Instance Rebalance Recommendation","detail":{"instance-id":"i-1"}}"#.to_string(),
         r#"{"version":"0","detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","time":"2026-11-23T10:00:05+01:00","detail":{"instance-id":"i-2","state":"shutting-down"}}"#.to_string(),
+        r#"{"version":"0","detail-type":"AWS Health Event","source":"aws.health","time":"2026-11-23T10:00:05Z","detail":{"service":"EC2","eventTypeCategory":"scheduledChange","eventTypeCode":"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED","affectedEntities":[{"entityValue":"i-3"},{"entityValue":"i-4"}]}}"#.to_string(),
     ];
     fuzz("eventbridge", &seeds, true, entries::eventbridge);
 }

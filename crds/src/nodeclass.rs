@@ -114,10 +114,12 @@ pub struct AwsNodeClass {
     #[schemars(length(min = 1, max = 30))]
     #[x_kube(validation = Rule::new("self.all(t, has(t.id) != has(t.tags))").message("spec.aws.subnetSelectorTerms: each term sets exactly one of id or tags"))]
     pub subnet_selector_terms: Vec<AwsSelectorTerm>,
-    /// Which security groups are attached to machines. Terms are ORed.
+    /// Which security groups are attached to machines: every group any term matches. Terms
+    /// are ORed; within a term, `name` and `tags` must both hold. Select the EKS cluster
+    /// security group (the one EKS attaches to managed nodes) here, and any other group the
+    /// nodes need.
     #[schemars(length(min = 1, max = 30))]
-    #[x_kube(validation = Rule::new("self.all(t, has(t.id) != has(t.tags))").message("spec.aws.securityGroupSelectorTerms: each term sets exactly one of id or tags"))]
-    pub security_group_selector_terms: Vec<AwsSelectorTerm>,
+    pub security_group_selector_terms: Vec<SecurityGroupSelectorTerm>,
     /// Name of the IAM instance profile machines run with (it must allow joining the cluster).
     #[schemars(length(min = 1, max = 128))]
     pub instance_profile: String,
@@ -207,11 +209,34 @@ pub struct AmiSelectorTerm {
     pub tags: Option<BTreeMap<String, String>>,
 }
 
-/// Selects AWS subnets or security groups by ID or by tags.
+/// Selects AWS security groups by ID, or by name and/or tags (as Karpenter's
+/// `EC2NodeClass` does).
+#[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.id) || has(self.name) || has(self.tags)").message("spec.aws.securityGroupSelectorTerms[]: set one of id, name or tags"))]
+#[x_kube(validation = Rule::new("!has(self.id) || !(has(self.name) || has(self.tags))").message("spec.aws.securityGroupSelectorTerms[].id cannot be combined with name or tags"))]
+#[x_kube(validation = Rule::new("!has(self.tags) || self.tags.all(k, k != '' && self.tags[k] != '')").message("spec.aws.securityGroupSelectorTerms[].tags: empty tag keys or values are not supported"))]
+pub struct SecurityGroupSelectorTerm {
+    /// Security group ID, e.g. `sg-0123abcd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^sg-[0-9a-z]+$"), length(max = 32))]
+    pub id: Option<String>,
+    /// Security group name (the group's `GroupName`, not its `Name` tag); `*` wildcards are
+    /// allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 255))]
+    pub name: Option<String>,
+    /// Tags the group must carry; a value of `*` matches any value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("minProperties" = 1, "maxProperties" = 20))]
+    pub tags: Option<BTreeMap<String, String>>,
+}
+
+/// Selects AWS subnets by ID or by tags.
 #[derive(JsonSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AwsSelectorTerm {
-    /// Resource ID, e.g. `subnet-0123abcd` or `sg-0123abcd`.
+    /// Subnet ID, e.g. `subnet-0123abcd`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^(subnet|sg)-[0-9a-z]+$"), length(max = 32))]
     pub id: Option<String>,

@@ -4,6 +4,7 @@
 //! |-------------------------|-----------------------|------|
 //! | spot interruption, preemption | not yet Draining/Terminating | drain now (its gangs are evicted whole and requeued at once); mark the offering unavailable for `unavailableOfferingTtl` |
 //! | terminated outside muster | not yet Draining/Terminating | drain now (nothing to wait for); the offering stays available |
+//! | scheduled maintenance  | not yet Draining/Terminating | drain now (its gangs are evicted whole and requeued at once, before the cloud stops the machine); the offering stays available (the maintenance is the host's, not a shortage) |
 //! | rebalance recommendation | any                  | record only (the machine still runs; moving early would cost a running gang) |
 //! | any                     | Draining, Terminating | record only (already going) |
 //!
@@ -25,6 +26,9 @@ pub enum Notice {
     Preempted,
     /// The machine was stopped or terminated outside muster.
     Terminated,
+    /// The cloud has scheduled maintenance that stops, reboots or retires
+    /// the machine.
+    ScheduledMaintenance,
 }
 
 /// What the driver does.
@@ -55,7 +59,7 @@ pub fn on_notice(
         Notice::SpotInterruption | Notice::Preempted => Step::Drain {
             mark_unavailable: Some((offering.clone(), now + policy.unavailable_offering_ttl)),
         },
-        Notice::Terminated => Step::Drain {
+        Notice::Terminated | Notice::ScheduledMaintenance => Step::Drain {
             mark_unavailable: None,
         },
     }
@@ -94,6 +98,11 @@ mod tests {
             (SpotInterruption, Draining, Step::Record),
             (Preempted, Terminating, Step::Record),
             (Terminated, Draining, Step::Record),
+            (ScheduledMaintenance, Ready, unmarked.clone()),
+            (ScheduledMaintenance, Registered, unmarked.clone()),
+            (ScheduledMaintenance, Launched, unmarked.clone()),
+            (ScheduledMaintenance, Draining, Step::Record),
+            (ScheduledMaintenance, Terminating, Step::Record),
         ];
         for (notice, phase, want) in cases {
             assert_eq!(

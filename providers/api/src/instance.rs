@@ -100,6 +100,9 @@ pub enum InterruptionKind {
     Preempted,
     /// The machine was terminated outside muster.
     Terminated,
+    /// The cloud has scheduled maintenance that stops, reboots or retires
+    /// the machine (an AWS Health `scheduledChange` event for EC2).
+    ScheduledMaintenance,
 }
 
 impl InterruptionKind {
@@ -110,6 +113,7 @@ impl InterruptionKind {
             InterruptionKind::RebalanceRecommendation => "RebalanceRecommendation",
             InterruptionKind::Preempted => "Preempted",
             InterruptionKind::Terminated => "Terminated",
+            InterruptionKind::ScheduledMaintenance => "ScheduledMaintenance",
         }
     }
 }

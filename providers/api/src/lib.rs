@@ -25,7 +25,9 @@ pub use instance::{
     Instance, InstanceState, Interruption, InterruptionKind, LaunchRequest, label_key, tags,
 };
 pub use owned::owned_instances;
-pub use resolution::{Resolution, ResolvedImage, ResolvedSecurityGroup, ResolvedSubnet};
+pub use resolution::{
+    Resolution, ResolvedImage, ResolvedSecurityGroup, ResolvedSubnet, SubnetUsability,
+};
 pub use timestamps::parse_rfc3339;
 
 use muster_planner::{Offering, PoolRequirements, Provider};

@@ -45,6 +45,58 @@ impl ResolvedSubnet {
                 key(a).cmp(&key(b)).then_with(|| a.id.cmp(&b.id))
             })
     }
+
+    /// Which of `subnets` take no launch and which zones that leaves
+    /// without one, by the rule [`ResolvedSubnet::choose`] follows.
+    pub fn usability(subnets: &[ResolvedSubnet]) -> SubnetUsability {
+        let zones: std::collections::BTreeSet<&str> =
+            subnets.iter().map(|s| s.zone.as_str()).collect();
+        let mut out = SubnetUsability::default();
+        for zone in zones {
+            match ResolvedSubnet::choose(subnets, zone) {
+                None => out.zones_without_subnet.push(zone.to_string()),
+                Some(s) if s.public == Some(true) => {
+                    out.public_zones.push((zone.to_string(), s.id.clone()))
+                }
+                Some(_) => {}
+            }
+        }
+        let mut full: Vec<&ResolvedSubnet> = subnets
+            .iter()
+            .filter(|s| s.available_ips == Some(0))
+            .collect();
+        full.sort_by(|a, b| (&a.zone, &a.id).cmp(&(&b.zone, &b.id)));
+        out.full = full
+            .into_iter()
+            .map(|s| (s.id.clone(), s.zone.clone()))
+            .collect();
+        out
+    }
+}
+
+/// What [`ResolvedSubnet::usability`] found: the subnets no launch goes
+/// into and why, and the zones that leaves without a subnet. Empty when
+/// every resolved subnet may take launches.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubnetUsability {
+    /// Subnets with no free address when resolved, `(id, zone)`, by zone
+    /// and id: never chosen.
+    pub full: Vec<(String, String)>,
+    /// Zones none of whose subnets has a free address: no launch goes there
+    /// (a launch planned there is refused as short of capacity).
+    pub zones_without_subnet: Vec<String>,
+    /// Zones whose launches go into a public subnet, `(zone, subnet id)`,
+    /// because no private subnet of the zone was selected or has a free
+    /// address. Usable, but the node gets a public address unless the
+    /// NodeClass says otherwise.
+    pub public_zones: Vec<(String, String)>,
+}
+
+impl SubnetUsability {
+    /// True when every resolved subnet may take launches.
+    pub fn all_usable(&self) -> bool {
+        self.full.is_empty() && self.zones_without_subnet.is_empty()
+    }
 }
 
 #[cfg(test)]
@@ -87,6 +139,33 @@ mod tests {
             ResolvedSubnet::choose(&tie, "z").map(|s| s.id.as_str()),
             Some("subnet-1")
         );
+    }
+
+    #[test]
+    fn full_subnets_and_the_zones_they_leave_without_one_are_named() {
+        let all = [
+            subnet("subnet-a", "z1", Some(4000), Some(false)),
+            subnet("subnet-b", "z1", Some(0), Some(false)),
+            subnet("subnet-d", "z2", Some(0), Some(false)),
+            subnet("subnet-c", "z2", Some(0), Some(true)),
+            subnet("subnet-e", "z3", Some(7), Some(true)),
+            subnet("subnet-f", "z4", None, None),
+        ];
+        let u = ResolvedSubnet::usability(&all);
+        assert_eq!(
+            u.full,
+            [
+                ("subnet-b".to_string(), "z1".to_string()),
+                ("subnet-c".to_string(), "z2".to_string()),
+                ("subnet-d".to_string(), "z2".to_string()),
+            ]
+        );
+        assert_eq!(u.zones_without_subnet, ["z2"]);
+        assert_eq!(u.public_zones, [("z3".to_string(), "subnet-e".to_string())]);
+        assert!(!u.all_usable());
+        // a subnet that reports no figure is usable
+        let fine = ResolvedSubnet::usability(&all[4..]);
+        assert!(fine.all_usable(), "{fine:?}");
     }
 }
 

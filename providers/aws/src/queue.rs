@@ -1,5 +1,6 @@
 //! The interruption queue: EventBridge rules (spot interruption warnings,
-//! rebalance recommendations, instance state changes) deliver to an SQS
+//! rebalance recommendations, instance state changes, AWS Health scheduled
+//! changes) deliver to an SQS
 //! queue; each call receives what is waiting (up to 10 messages per
 //! receive, without long polling), reads the notices and deletes every
 //! message it received, notices or not. A notice is handed to the
@@ -46,8 +47,8 @@ pub async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<Vec<Notice>, 
             return Ok(out);
         }
         for m in messages {
-            if let Some(n) = m.body().and_then(parse) {
-                out.push(n);
+            if let Some(body) = m.body() {
+                out.extend(parse(body));
             }
             if let Some(handle) = m.receipt_handle() {
                 sqs.delete_message()

@@ -1,4 +1,6 @@
-//! NodeClass resolution: subnets and security groups by id or tags, AMIs by
+//! NodeClass resolution: subnets by id or tags, security groups by id, or
+//! name and tags (filters `group-id`, `group-name`, `tag:<key>` and
+//! `tag-key`, as Karpenter's security group provider builds them), AMIs by
 //! id, name (with owner) or tags — the newest image per architecture. Terms
 //! are alternatives (a resource matching any term is selected); within a
 //! term, every condition must hold. A list of terms that matches nothing is
@@ -7,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::Filter;
-use muster_crds::nodeclass::{AmiSelectorTerm, AwsSelectorTerm};
+use muster_crds::nodeclass::{AmiSelectorTerm, AwsSelectorTerm, SecurityGroupSelectorTerm};
 use muster_provider_api::{ProviderError, ResolvedImage, ResolvedSecurityGroup, ResolvedSubnet};
 
 use crate::client::failure;
@@ -100,13 +102,16 @@ pub async fn subnets(
 /// Security groups matching any term.
 pub async fn security_groups(
     ec2: &aws_sdk_ec2::Client,
-    terms: &[AwsSelectorTerm],
+    terms: &[SecurityGroupSelectorTerm],
 ) -> Result<Vec<ResolvedSecurityGroup>, ProviderError> {
     let mut out: BTreeMap<String, ResolvedSecurityGroup> = BTreeMap::new();
     for t in terms {
         let mut req = ec2.describe_security_groups();
         if let Some(id) = &t.id {
             req = req.filters(Filter::builder().name("group-id").values(id).build());
+        }
+        if let Some(name) = &t.name {
+            req = req.filters(Filter::builder().name("group-name").values(name).build());
         }
         for f in t.tags.as_ref().map(tag_filters).unwrap_or_default() {
             req = req.filters(f);
@@ -129,7 +134,7 @@ pub async fn security_groups(
             "securityGroupSelectorTerms",
             terms
                 .iter()
-                .map(|t| describe_term(t.id.as_deref(), None, t.tags.as_ref()))
+                .map(|t| describe_term(t.id.as_deref(), t.name.as_deref(), t.tags.as_ref()))
                 .collect(),
         ));
     }

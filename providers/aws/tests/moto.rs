@@ -5,7 +5,7 @@
 //! the launcher patches its EC2 backend so that it does (see its docstring),
 //! as real EC2 does.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use muster_planner::orphans::{Known, orphans};
 use muster_planner::{CapacityType, Dur, GpuModel, OfferingKey, PoolRequirements, Provider, Time};
@@ -512,6 +512,13 @@ async fn interruption_messages_reach_the_right_instance_and_are_deleted() {
                "time": "2026-11-23T10:00:05Z", "detail": {"instance-id": id(&a.provider_id), "instance-action": "terminate"}}).to_string(),
         json!({"detail-type": "EC2 Instance Rebalance Recommendation", "source": "aws.ec2",
                "detail": {"instance-id": id(&b.provider_id)}}).to_string(),
+        json!({"detail-type": "AWS Health Event", "source": "aws.health",
+               "detail": {"service": "EC2", "eventTypeCategory": "scheduledChange",
+                          "eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
+                          "affectedEntities": [{"entityValue": id(&a.provider_id)}, {"entityValue": id(&b.provider_id)}]}}).to_string(),
+        json!({"detail-type": "AWS Health Event", "source": "aws.health",
+               "detail": {"service": "EC2", "eventTypeCategory": "issue",
+                          "affectedEntities": [{"entityValue": id(&a.provider_id)}]}}).to_string(),
         "not an event".to_string(),
     ] {
         c.sqs
@@ -523,15 +530,23 @@ async fn interruption_messages_reach_the_right_instance_and_are_deleted() {
             .expect("send");
     }
     let mut got = p.interruptions().await.expect("interruptions");
-    got.sort_by(|x, y| x.provider_id.cmp(&y.provider_id));
+    got.sort_by(|x, y| (&x.provider_id, x.kind.as_str()).cmp(&(&y.provider_id, y.kind.as_str())));
     let mut want = vec![
         (a.provider_id.clone(), InterruptionKind::SpotInterruption),
         (
             b.provider_id.clone(),
             InterruptionKind::RebalanceRecommendation,
         ),
+        (
+            a.provider_id.clone(),
+            InterruptionKind::ScheduledMaintenance,
+        ),
+        (
+            b.provider_id.clone(),
+            InterruptionKind::ScheduledMaintenance,
+        ),
     ];
-    want.sort_by(|x, y| x.0.cmp(&y.0));
+    want.sort_by(|x, y| (&x.0, x.1.as_str()).cmp(&(&y.0, y.1.as_str())));
     let got_pairs: Vec<(String, InterruptionKind)> = got
         .iter()
         .map(|n| (n.provider_id.clone(), n.kind))
@@ -587,6 +602,159 @@ async fn selectors_that_match_nothing_are_named() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test]
+async fn security_groups_are_selected_by_id_name_or_tags_and_all_attached() {
+    let moto = Moto::start();
+    let mut spec = world(&moto).await;
+    let c = moto.clients().await;
+    let group = |name: &'static str, tags: Vec<(&'static str, &'static str)>| {
+        let ec2 = c.ec2.clone();
+        async move {
+            let g = ec2
+                .create_security_group()
+                .group_name(name)
+                .description(name)
+                .send()
+                .await
+                .expect("security group");
+            let id = g.group_id().expect("group id").to_string();
+            for (k, v) in tags {
+                ec2.create_tags()
+                    .resources(&id)
+                    .tags(aws_sdk_ec2::types::Tag::builder().key(k).value(v).build())
+                    .send()
+                    .await
+                    .expect("tag");
+            }
+            id
+        }
+    };
+    // what the cluster's nodes need besides the cluster security group
+    let efs = group("efs-clients", vec![]).await;
+    let monitoring = group("monitoring", vec![("role", "scrape")]).await;
+    let by_id = group("by-id", vec![]).await;
+    // a name that matches, tags that do not: both must hold within a term
+    let wrong_tag = group("shared-wrong-tag", vec![("env", "dev")]).await;
+    spec["aws"]["securityGroupSelectorTerms"] = json!([
+        {"tags": {"team": "gpu"}},
+        {"name": "efs-clients"},
+        {"tags": {"role": "*"}},
+        {"id": by_id},
+        {"name": "shared-*", "tags": {"env": "prod"}},
+    ]);
+    let p = provider(&moto, &spec).await;
+    let r = p.resolve().await.expect("resolves");
+    let got: BTreeSet<String> = r.security_groups.iter().map(|g| g.id.clone()).collect();
+    let gpu_nodes = r
+        .security_groups
+        .iter()
+        .find(|g| g.name.as_deref() == Some("gpu-nodes"))
+        .expect("the tagged group")
+        .id
+        .clone();
+    let want: BTreeSet<String> = [gpu_nodes, efs.clone(), monitoring, by_id]
+        .into_iter()
+        .collect();
+    assert_eq!(got, want);
+    assert!(!got.contains(&wrong_tag));
+    // every selected group is attached to the launched instance
+    let i = p
+        .launch(&request(
+            "n-0",
+            "k-0",
+            key("g5.xlarge", "us-east-1a", CapacityType::OnDemand),
+        ))
+        .await
+        .expect("launch");
+    let id = i.provider_id.rsplit('/').next().unwrap_or_default();
+    let described = c
+        .ec2
+        .describe_instances()
+        .instance_ids(id)
+        .send()
+        .await
+        .expect("describe");
+    let attached: BTreeSet<String> = described
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .flat_map(|i| i.security_groups())
+        .filter_map(|g| g.group_id().map(String::from))
+        .collect();
+    assert_eq!(attached, want);
+    // terms that match nothing are named, name and tags alike
+    spec["aws"]["securityGroupSelectorTerms"] =
+        json!([{"name": "no-such-group"}, {"name": "efs-clients", "tags": {"team": "none"}}]);
+    let p = provider(&moto, &spec).await;
+    match p.resolve().await {
+        Err(ProviderError::NotFound { what }) => assert_eq!(
+            what,
+            "spec.aws.securityGroupSelectorTerms (name no-such-group; name efs-clients tags team=none)"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_full_subnet_and_the_zone_it_leaves_without_one_are_reported() {
+    let moto = Moto::start();
+    let spec = world(&moto).await;
+    let c = moto.clients().await;
+    let vpc = c
+        .ec2
+        .describe_vpcs()
+        .send()
+        .await
+        .expect("vpcs")
+        .vpcs()
+        .iter()
+        .find(|v| v.is_default() == Some(true))
+        .and_then(|v| v.vpc_id())
+        .expect("default VPC")
+        .to_string();
+    // a /28 in us-east-1c: 11 addresses, all taken by one interface
+    let small = c
+        .ec2
+        .create_subnet()
+        .vpc_id(&vpc)
+        .cidr_block("172.31.200.0/28")
+        .availability_zone("us-east-1c")
+        .send()
+        .await
+        .expect("subnet")
+        .subnet()
+        .and_then(|s| s.subnet_id())
+        .expect("subnet id")
+        .to_string();
+    c.ec2
+        .create_tags()
+        .resources(&small)
+        .tags(
+            aws_sdk_ec2::types::Tag::builder()
+                .key("team")
+                .value("gpu")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("tag");
+    c.ec2
+        .create_network_interface()
+        .subnet_id(&small)
+        .secondary_private_ip_address_count(10)
+        .send()
+        .await
+        .expect("interface");
+    let p = provider(&moto, &spec).await;
+    let r = p.resolve().await.expect("resolves");
+    let full = r.subnets.iter().find(|s| s.id == small).expect("resolved");
+    assert_eq!(full.available_ips, Some(0));
+    let u = muster_provider_api::ResolvedSubnet::usability(&r.subnets);
+    assert_eq!(u.full, [(small.clone(), "us-east-1c".to_string())]);
+    assert_eq!(u.zones_without_subnet, ["us-east-1c"]);
+    assert!(!u.all_usable());
 }
 
 /// The spec with its subnets selectable again.

@@ -145,7 +145,12 @@ pub(crate) fn conditions(obj: &DynamicObject) -> Vec<Condition> {
 /// of its type; `None` when a condition of that type already says the same
 /// (status, reason, message), so nothing needs writing.
 pub(crate) fn with_condition(obj: &DynamicObject, cond: Condition) -> Option<Vec<Condition>> {
-    let conds = conditions(obj);
+    with_condition_in(conditions(obj), cond)
+}
+
+/// `conds` with `cond` in place of any condition of its type; `None` when
+/// a condition of that type already says the same.
+pub(crate) fn with_condition_in(conds: Vec<Condition>, cond: Condition) -> Option<Vec<Condition>> {
     let same = conds.iter().any(|c| {
         c.type_ == cond.type_
             && c.status == cond.status

@@ -25,12 +25,15 @@ pub(crate) enum ConditionType {
     /// while a launch found one refused, e.g. spot without EC2's spot
     /// service-linked role).
     CapacityTypesPermitted,
+    /// NodeClass: every subnet its selectors resolved can take a launch
+    /// (False while some have no free address).
+    SubnetsUsable,
 }
 
 impl ConditionType {
     /// Every condition type, for tests.
     #[cfg(test)]
-    pub(crate) const ALL: [ConditionType; 8] = [
+    pub(crate) const ALL: [ConditionType; 9] = [
         ConditionType::Ready,
         ConditionType::Active,
         ConditionType::Valid,
@@ -39,6 +42,7 @@ impl ConditionType {
         ConditionType::GpusIdle,
         ConditionType::WorkloadKindsServed,
         ConditionType::CapacityTypesPermitted,
+        ConditionType::SubnetsUsable,
     ];
 
     /// The type as written in `status.conditions[].type`.
@@ -52,6 +56,7 @@ impl ConditionType {
             ConditionType::GpusIdle => "GPUsIdle",
             ConditionType::WorkloadKindsServed => "WorkloadKindsServed",
             ConditionType::CapacityTypesPermitted => "CapacityTypesPermitted",
+            ConditionType::SubnetsUsable => "SubnetsUsable",
         }
     }
 }

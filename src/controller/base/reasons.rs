@@ -273,6 +273,12 @@ fn interruption(k: InterruptionKind) -> ReasonDoc {
             "The cloud preempted or stopped the machine (GCP spot or preemptible capacity); its gangs are evicted whole and requeued.",
             "Nothing; checkpoint long jobs, or use on-demand capacity for gangs that cannot restart.",
         ),
+        InterruptionKind::ScheduledMaintenance => doc(
+            k.as_str(),
+            on,
+            "The cloud scheduled maintenance that stops, reboots or retires this machine (an AWS Health scheduled change for EC2); the node drains now and its gangs are evicted whole and requeued.",
+            "Nothing; the offering stays available, so the gang may be placed on a new machine of the same type.",
+        ),
         InterruptionKind::Terminated => doc(
             k.as_str(),
             on,
@@ -522,6 +528,24 @@ pub fn catalog() -> Vec<ReasonDoc> {
         "The time a refused capacity type was avoided until has passed: it is tried again.",
         "Nothing.",
     ));
+    out.push(doc(
+        "SubnetsFull",
+        "NodeClass: `SubnetsUsable=False` condition and Warning Event",
+        "Some subnets the NodeClass's `subnetSelectorTerms` resolved had no free address when resolved; the message names them with their zones. Launches in those zones go into the zone's other subnets.",
+        "Free addresses in the subnets named (or select larger subnets). The condition is written again at each resolution (every offerings TTL, or when the NodeClass changes).",
+    ));
+    out.push(doc(
+        "ZoneWithoutFreeSubnet",
+        "NodeClass: `SubnetsUsable=False` condition and Warning Event",
+        "Every subnet the NodeClass resolved in a zone had no free address: no launch goes into that zone (one planned there is refused as short of capacity and the gang is planned elsewhere). The message names the subnets and the zones.",
+        "Free addresses in the subnets named, or tag a subnet of that zone with free addresses so the selector finds it.",
+    ));
+    out.push(doc(
+        "SubnetsUsable",
+        "NodeClass: `SubnetsUsable=True` condition",
+        "Every subnet the NodeClass resolved had free addresses. The message also names zones whose launches go into a public subnet, no private one being selected or usable there.",
+        "Nothing.",
+    ));
     for c in ErrorCategory::ALL {
         out.push(launch_error(c));
     }
@@ -559,6 +583,7 @@ pub fn catalog() -> Vec<ReasonDoc> {
         InterruptionKind::RebalanceRecommendation,
         InterruptionKind::Preempted,
         InterruptionKind::Terminated,
+        InterruptionKind::ScheduledMaintenance,
     ] {
         out.push(interruption(k));
     }

@@ -1,5 +1,6 @@
 //! Interruption notices: each cloud's stream of spot interruptions,
-//! rebalance recommendations, preemptions and out-of-band terminations is
+//! rebalance recommendations, preemptions, scheduled maintenance and
+//! out-of-band terminations is
 //! read every `interruption_poll`, mapped to the PoolNode recording the
 //! instance, and handled as the planner's interruption table
 //! (`muster_planner::lifecycle::interruption`) says: an `Interrupted`
@@ -35,6 +36,7 @@ pub(crate) fn notice(kind: InterruptionKind) -> Notice {
         InterruptionKind::RebalanceRecommendation => Notice::RebalanceRecommendation,
         InterruptionKind::Preempted => Notice::Preempted,
         InterruptionKind::Terminated => Notice::Terminated,
+        InterruptionKind::ScheduledMaintenance => Notice::ScheduledMaintenance,
     }
 }
 

@@ -1,7 +1,9 @@
 //! `NodeClass` status: what the class's cloud resolved from its selectors
 //! (subnets, security groups, images, zones), with `Ready=True`, or
 //! `Ready=False` naming what is missing (a selector that matched nothing, a
-//! cloud muster was not built for, credentials that do not work). Resolved
+//! cloud muster was not built for, credentials that do not work); with a
+//! resolution that found subnets, `SubnetsUsable` (see
+//! [`super::subnets`]). Resolved
 //! when the class changes and at most once per `offerings_ttl` otherwise,
 //! off the planning path ([`crate::controller::cloud::work`]): a NodeClass
 //! whose cloud answers slowly delays no cycle.
@@ -14,12 +16,15 @@ use kube::ResourceExt;
 use muster_crds::common::Provider as CrdProvider;
 use muster_provider_api::{CloudProvider, ProviderError, Resolution};
 
-use crate::controller::base::api::{patch_status, status_patch, with_condition};
+use crate::controller::base::api::{
+    condition, patch_status, status_patch, with_condition, with_condition_in,
+};
 use crate::controller::base::conditions::ConditionType;
 use crate::controller::base::objects::Kind;
 use crate::controller::cloud::work::{Job, Progress};
 use crate::controller::ctx::{Ctx, CycleProviders};
 use crate::controller::observe::Observed;
+use crate::controller::steps::status::subnets;
 use muster_crds::NodeClassStatus;
 use muster_crds::nodeclass::{
     ResolvedImage as CrdImage, ResolvedSecurityGroup as CrdSecurityGroup,
@@ -208,7 +213,7 @@ async fn write(
     };
     let before = stored_status(nc);
     let (mut after, ok, reason, message) = status(&before, outcome, provider);
-    let cond = crate::controller::base::api::condition(
+    let cond = condition(
         ConditionType::Ready,
         ok,
         reason,
@@ -220,6 +225,23 @@ async fn write(
     if let Some(c) = &changed {
         after.conditions = c.clone();
     }
+    // the subnets' condition, from the same resolution
+    let usable = outcome.as_ref().ok().and_then(subnets::verdict);
+    let mut usable_changed = false;
+    if let Some((sub_ok, sub_reason, sub_message)) = &usable {
+        let cond = condition(
+            ConditionType::SubnetsUsable,
+            *sub_ok,
+            sub_reason,
+            sub_message.clone(),
+            now,
+            nc.metadata.generation,
+        );
+        if let Some(c) = with_condition_in(after.conditions.clone(), cond) {
+            after.conditions = c;
+            usable_changed = true;
+        }
+    }
     after.observed_generation = nc.metadata.generation;
     if let Some(patch) = status_patch(&before, &after)
         && let Err(e) = patch_status(&ctx.client, Kind::NodeClass, None, &name, patch).await
@@ -228,6 +250,13 @@ async fn write(
     }
     if !ok && changed.is_some() {
         ctx.events.warn(Kind::NodeClass, nc, reason, message).await;
+    }
+    if let Some((false, sub_reason, sub_message)) = usable
+        && usable_changed
+    {
+        ctx.events
+            .warn(Kind::NodeClass, nc, sub_reason, sub_message)
+            .await;
     }
 }
 
