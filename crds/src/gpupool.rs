@@ -237,8 +237,10 @@ impl Default for Disruption {
     }
 }
 
+/// The planner's default (`muster_planner::model::pool`): about one and a
+/// half GPU-node boot times.
 fn default_consolidate_after() -> Duration {
-    Duration::from("5m")
+    Duration::from("6m")
 }
 
 fn default_scale_to_zero_after() -> Duration {

@@ -22,7 +22,7 @@ const CASES: &[(&str, u64)] = &[
     ),
     (
         "pods=2000,gangs=500,nodes=1500,offerings=60,seed=3",
-        0x0a9f6ea323ffebd5,
+        0xd1e19d3d91494000,
     ),
     (
         "pods=5000,gangs=400,nodes=300,offerings=150,seed=4",

@@ -130,8 +130,16 @@ pub struct Disruption {
     pub max_disrupted_percent: u32,
 }
 
+/// How long a node stays empty or underutilized before it is consolidated,
+/// unless the pool says otherwise: about one and a half boot times (GPU
+/// nodes take 3–4 minutes to boot and register their GPUs), the ski-rental
+/// break-even of keeping an empty node against buying, booting and waiting
+/// for the next one. The GPUPool CRD's default is the same. On the Philly
+/// replay (`docs/benchmarks.md`) 6 minutes costs less than 1 minute, since
+/// fewer machines are bought only to boot, and the median job then starts
+/// on a node that is already there.
 fn default_consolidate_after() -> Dur {
-    Dur::secs(60)
+    Dur::mins(6)
 }
 fn default_scale_to_zero_after() -> Dur {
     Dur::mins(10)
