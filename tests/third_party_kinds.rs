@@ -721,12 +721,12 @@ async fn serve_lws_pod_hook(server: &ApiServer, client: &kube::Client, addr: &st
     PodHook { serving, dir }
 }
 
+/// Pods as they were created: `name uid` and their scheduling gates.
+type CreatedPods = Arc<std::sync::Mutex<Vec<(String, Vec<String>)>>>;
+
 /// Every pod of `selector` as it was created (its first ADDED event), by
 /// name and uid, with its scheduling gates then.
-fn record_created_pods(
-    client: &kube::Client,
-    selector: &str,
-) -> Arc<std::sync::Mutex<Vec<(String, Vec<String>)>>> {
+fn record_created_pods(client: &kube::Client, selector: &str) -> CreatedPods {
     use futures::StreamExt;
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let pods = Api::<Pod>::namespaced(client.clone(), NS);
@@ -748,7 +748,10 @@ fn record_created_pods(
                     .into_iter()
                     .map(|g| g.name)
                     .collect();
-                out.lock().expect("lock").push((format!("{} {uid}", p.metadata.name.unwrap_or_default()), gates));
+                out.lock().expect("lock").push((
+                    format!("{} {uid}", p.metadata.name.unwrap_or_default()),
+                    gates,
+                ));
             }
         }
     });
@@ -764,7 +767,8 @@ fn record_created_pods(
 async fn leaderworkerset_without_gated_templates_has_every_pod_gated() {
     let addr = hook_addr();
     let (svc_ns, svc) = HOOK_SERVICE;
-    let (server, client) = start_world(&["--webhook-service", &format!("{svc_ns}/{svc}={addr}")]).await;
+    let (server, client) =
+        start_world(&["--webhook-service", &format!("{svc_ns}/{svc}={addr}")]).await;
     support::workload_crds::install(&client, &["leaderworkerset"]).await;
     cpu_node("cpu-0").create(&client).await;
     let _hook = serve_lws_pod_hook(&server, &client, &addr).await;
@@ -813,7 +817,9 @@ async fn leaderworkerset_without_gated_templates_has_every_pod_gated() {
         let client = client.clone();
         let more = cloud.launch_calls().len() > launches;
         async move {
-            let n = running(&client, "leaderworkerset.sigs.k8s.io/name=gemma").await.len();
+            let n = running(&client, "leaderworkerset.sigs.k8s.io/name=gemma")
+                .await
+                .len();
             (more && n == 4).then_some(())
         }
     })
@@ -822,10 +828,18 @@ async fn leaderworkerset_without_gated_templates_has_every_pod_gated() {
         wait_for_gang_phase(&client, NS, g, &["Running"], 20).await;
     }
     let created = created.lock().expect("lock").clone();
-    let gemma: Vec<_> = created.iter().filter(|(p, _)| p.starts_with("gemma-")).collect();
-    assert!(gemma.len() > 4, "the evicted group was recreated: {created:?}");
+    let gemma: Vec<_> = created
+        .iter()
+        .filter(|(p, _)| p.starts_with("gemma-"))
+        .collect();
     assert!(
-        gemma.iter().all(|(_, g)| g.iter().any(|g| g == "muster.dev/admission")),
+        gemma.len() > 4,
+        "the evicted group was recreated: {created:?}"
+    );
+    assert!(
+        gemma
+            .iter()
+            .all(|(_, g)| g.iter().any(|g| g == "muster.dev/admission")),
         "every pod of the managed set created gated: {created:?}"
     );
     assert!(

@@ -194,8 +194,10 @@ fn set_pod(gates: Option<Value>) -> Value {
 }
 
 fn set(labels: Value) -> DynamicObject {
-    serde_json::from_value(json!({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-        "metadata": {"name": "llama", "namespace": "team-a", "labels": labels}, "spec": {}}))
+    serde_json::from_value(
+        json!({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": "llama", "namespace": "team-a", "labels": labels}, "spec": {}}),
+    )
     .expect("set")
 }
 
@@ -222,7 +224,10 @@ fn a_pod_of_a_managed_leaderworkerset_is_gated_at_creation() {
         !needs_default_queue(&req),
         "the set's label decides, not the pod's namespace"
     );
-    assert_eq!(decide_with(&req, None, Some(&managed)), Decision::Gate(None));
+    assert_eq!(
+        decide_with(&req, None, Some(&managed)),
+        Decision::Gate(None)
+    );
     let muster = json!({"name": SCHEDULING_GATE});
     let got = pod_applied(set_pod(None), Some(&managed));
     assert_eq!(got["spec"]["schedulingGates"], json!([muster.clone()]));
@@ -242,10 +247,7 @@ fn a_pod_of_a_managed_leaderworkerset_is_gated_at_creation() {
     // an update of the pod is not a creation
     let update = request(review("UPDATE", POD, set_pod(None), false));
     assert_eq!(leader_worker_set_of(&update), None);
-    assert_eq!(
-        decide_with(&update, None, Some(&managed)),
-        Decision::Ignore
-    );
+    assert_eq!(decide_with(&update, None, Some(&managed)), Decision::Ignore);
 }
 
 #[test]
@@ -263,7 +265,10 @@ fn a_pod_of_a_set_muster_does_not_manage_is_left_alone() {
     assert_eq!(decide_with(&req, None, Some(&empty)), Decision::Ignore);
     // no such set
     assert_eq!(decide_with(&req, Some("team-a"), None), Decision::Ignore);
-    assert_eq!(pod_applied(set_pod(None), None)["spec"].get("schedulingGates"), None);
+    assert_eq!(
+        pod_applied(set_pod(None), None)["spec"].get("schedulingGates"),
+        None
+    );
     // a pod of a pod group is that group's, whatever else it carries
     let mut grouped = set_pod(None);
     grouped["metadata"]["labels"]["muster.dev/pod-group"] = json!("g");
