@@ -365,9 +365,47 @@ fn workload_kinds_add_their_rules_webhooks_and_flag() {
         "rayclusters.muster.dev",
         "rayjobs.muster.dev",
         "leaderworkersets.muster.dev",
+        "lws-pods.muster.dev",
     ] {
         assert!(hooks.iter().any(|h| h == name), "{name} in {hooks:?}");
     }
+    // every pod of a LeaderWorkerSet is sent to the webhook at creation, fail closed
+    let lws_pods = find(&all, "MutatingWebhookConfiguration")["webhooks"]
+        .as_sequence()
+        .expect("webhooks")
+        .iter()
+        .find(|w| w["name"].as_str() == Some("lws-pods.muster.dev"))
+        .expect("lws-pods.muster.dev")
+        .clone();
+    let rule = &lws_pods["rules"][0];
+    assert_eq!(rule["resources"][0].as_str(), Some("pods"), "{rule:?}");
+    assert_eq!(rule["apiGroups"][0].as_str(), Some(""), "{rule:?}");
+    assert_eq!(rule["operations"][0].as_str(), Some("CREATE"), "{rule:?}");
+    let selector = &lws_pods["objectSelector"]["matchExpressions"][0];
+    assert_eq!(
+        selector["key"].as_str(),
+        Some("leaderworkerset.sigs.k8s.io/name"),
+        "{selector:?}"
+    );
+    assert_eq!(selector["operator"].as_str(), Some("Exists"));
+    assert_eq!(lws_pods["failurePolicy"].as_str(), Some("Fail"));
+    assert_eq!(
+        lws_pods["clientConfig"]["service"]["path"].as_str(),
+        Some("/mutate-workload")
+    );
+    assert!(
+        lws_pods["namespaceSelector"]["matchExpressions"]
+            .as_sequence()
+            .is_some_and(|e| !e.is_empty()),
+        "the same namespace include as the other hooks"
+    );
+    // without the kind: no pod of a LeaderWorkerSet is sent
+    let jobs_only = objects(&template(None, &[]).expect("renders"));
+    assert!(
+        !serde_norway::to_string(find(&jobs_only, "MutatingWebhookConfiguration"))
+            .expect("yaml")
+            .contains("lws-pods.muster.dev")
+    );
     let args =
         find(&all, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"].clone();
     assert!(

@@ -633,6 +633,226 @@ async fn leaderworkerset_group_evicted_and_readmitted() {
     assert_no_invalid_writes();
 }
 
+/// muster's webhook served in-process over HTTPS as the chart's Service
+/// `muster/muster-webhook` (the API test server reaches it through
+/// `--webhook-service`), reading LeaderWorkerSets as the controller, and its
+/// one pod hook registered as the chart registers `lws-pods.muster.dev`.
+/// The webhook of the LeaderWorkerSets themselves is not registered: their
+/// templates keep what they are created with.
+struct PodHook {
+    serving: tokio::task::JoinHandle<()>,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for PodHook {
+    fn drop(&mut self) {
+        self.serving.abort();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+const HOOK_SERVICE: (&str, &str) = ("muster", "muster-webhook");
+
+fn hook_addr() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    format!("127.0.0.1:{port}")
+}
+
+async fn serve_lws_pod_hook(server: &ApiServer, client: &kube::Client, addr: &str) -> PodHook {
+    use muster::controller::webhook::issue::{dns_names, issue};
+    use muster::controller::webhook::rotation::Policy;
+    use muster::controller::webhook::tls::FileCert;
+    muster::controller::install_crypto_provider();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64;
+    let (svc_ns, svc) = HOOK_SERVICE;
+    let certs = issue(
+        None,
+        true,
+        dns_names(svc, svc_ns),
+        "muster-webhook-ca",
+        &Policy::default(),
+        now,
+    )
+    .expect("certificate");
+    let dir = std::env::temp_dir().join(format!("muster-lws-hook-{}-{now}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (crt, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&crt, &certs.tls_crt).expect("tls.crt");
+    std::fs::write(&key, &certs.tls_key).expect("tls.key");
+    let tls = FileCert::new(crt, key)
+        .expect("cert")
+        .server_config()
+        .expect("tls");
+    let hook = controller::webhook::Webhook {
+        namespaces: None,
+        leader_worker_sets: Some(server.client_as("controller")),
+        default_queue_label: String::new(),
+    };
+    let app = controller::http::App {
+        metrics: Arc::new(controller::base::metrics::Metrics::new()),
+        webhook: Some(Arc::new(hook)),
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await.expect("bind");
+    let serving = tokio::spawn(controller::http::serve_tls(listener, Arc::new(tls), app));
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(&certs.ca_crt);
+    let cfg = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "muster"},
+        "webhooks": [{
+            "name": "lws-pods.muster.dev", "admissionReviewVersions": ["v1"],
+            "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 10,
+            "clientConfig": {"caBundle": ca,
+                "service": {"namespace": svc_ns, "name": svc, "path": "/mutate-workload"}},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                       "resources": ["pods"], "scope": "Namespaced"}],
+            "objectSelector": {"matchExpressions": [
+                {"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]}
+        }]
+    });
+    support::create_object(client, "mutatingwebhookconfigurations", None, cfg).await;
+    PodHook { serving, dir }
+}
+
+/// Pods as they were created: `name uid` and their scheduling gates.
+type CreatedPods = Arc<std::sync::Mutex<Vec<(String, Vec<String>)>>>;
+
+/// Every pod of `selector` as it was created (its first ADDED event), by
+/// name and uid, with its scheduling gates then.
+fn record_created_pods(client: &kube::Client, selector: &str) -> CreatedPods {
+    use futures::StreamExt;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let pods = Api::<Pod>::namespaced(client.clone(), NS);
+    let wp = kube::api::WatchParams::default().labels(selector);
+    let out = seen.clone();
+    tokio::spawn(async move {
+        let mut uids = BTreeSet::new();
+        let mut stream = pods.watch(&wp, "0").await.expect("watch").boxed();
+        while let Some(Ok(ev)) = stream.next().await {
+            if let kube::api::WatchEvent::Added(p) | kube::api::WatchEvent::Modified(p) = ev {
+                let uid = p.metadata.uid.clone().unwrap_or_default();
+                if !uids.insert(uid.clone()) {
+                    continue;
+                }
+                let gates = p
+                    .spec
+                    .and_then(|s| s.scheduling_gates)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|g| g.name)
+                    .collect();
+                out.lock().expect("lock").push((
+                    format!("{} {uid}", p.metadata.name.unwrap_or_default()),
+                    gates,
+                ));
+            }
+        }
+    });
+    seen
+}
+
+/// A LeaderWorkerSet whose templates lost muster's gate (a server-side
+/// re-apply, a template edit): each pod is gated when it is created, by
+/// the pod webhook reading the set, and each group is admitted and runs,
+/// evicted and recreated gated again. Before the pod hook the pods came up
+/// ungated, muster stopped them, the set recreated them ungated: a loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaderworkerset_without_gated_templates_has_every_pod_gated() {
+    let addr = hook_addr();
+    let (svc_ns, svc) = HOOK_SERVICE;
+    let (server, client) =
+        start_world(&["--webhook-service", &format!("{svc_ns}/{svc}={addr}")]).await;
+    support::workload_crds::install(&client, &["leaderworkerset"]).await;
+    cpu_node("cpu-0").create(&client).await;
+    let _hook = serve_lws_pod_hook(&server, &client, &addr).await;
+    let created = record_created_pods(&client, "leaderworkerset.sigs.k8s.io/name");
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, None);
+    let _ctl = start(&server, &cloud, WorkloadKind::LeaderWorkerSet);
+    let sets = api(
+        &client,
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "LeaderWorkerSet",
+        "leaderworkersets",
+    );
+    // the templates without the gate; an unmanaged set beside it
+    let mut lws = leaderworkerset("gemma", 2);
+    for t in ["leaderTemplate", "workerTemplate"] {
+        lws["spec"]["leaderWorkerTemplate"][t]["spec"]
+            .as_object_mut()
+            .expect("spec")
+            .remove("schedulingGates");
+    }
+    submit(&sets, lws.clone()).await;
+    let mut other = lws.clone();
+    other["metadata"]["name"] = json!("other");
+    other["metadata"]["labels"] = json!({"app": "other"});
+    other["spec"]["replicas"] = json!(1);
+    for t in ["leaderTemplate", "workerTemplate"] {
+        other["spec"]["leaderWorkerTemplate"][t]["spec"]["containers"] =
+            json!([cpu_container("c")]);
+    }
+    submit(&sets, other).await;
+    let pods = wait_running(&client, "leaderworkerset.sigs.k8s.io/name=gemma", 4, 60).await;
+    assert!(pods.iter().all(|(_, n)| n != "cpu-0"), "{pods:?}");
+    for g in ["lws-gemma-0", "lws-gemma-1"] {
+        wait_for_gang_phase(&client, NS, g, &["Running"], 20).await;
+    }
+    // the unmanaged set's pods were admitted unchanged and run where they fit
+    wait_running(&client, "leaderworkerset.sigs.k8s.io/name=other", 2, 30).await;
+
+    // a group evicted: recreated from the ungated templates, gated again
+    let launches = cloud.launch_calls().len();
+    let pn = terminate_a_machine(&client, &cloud).await;
+    wait_for_poolnode_gone(&client, &pn, 30).await;
+    eventually(60, "a new machine and both groups running", || {
+        let client = client.clone();
+        let more = cloud.launch_calls().len() > launches;
+        async move {
+            let n = running(&client, "leaderworkerset.sigs.k8s.io/name=gemma")
+                .await
+                .len();
+            (more && n == 4).then_some(())
+        }
+    })
+    .await;
+    for g in ["lws-gemma-0", "lws-gemma-1"] {
+        wait_for_gang_phase(&client, NS, g, &["Running"], 20).await;
+    }
+    let created = created.lock().expect("lock").clone();
+    let gemma: Vec<_> = created
+        .iter()
+        .filter(|(p, _)| p.starts_with("gemma-"))
+        .collect();
+    assert!(
+        gemma.len() > 4,
+        "the evicted group was recreated: {created:?}"
+    );
+    assert!(
+        gemma
+            .iter()
+            .all(|(_, g)| g.iter().any(|g| g == "muster.dev/admission")),
+        "every pod of the managed set created gated: {created:?}"
+    );
+    assert!(
+        created
+            .iter()
+            .filter(|(p, _)| p.starts_with("other-"))
+            .all(|(_, g)| g.is_empty()),
+        "the unmanaged set's pods admitted unchanged: {created:?}"
+    );
+    assert_rbac_allows_controller(&server, WorkloadKind::LeaderWorkerSet);
+    assert_no_invalid_writes();
+}
+
 // ---------------------------------------------------------------- a kind not fully served
 
 /// TrainJob enabled with its own CRD installed but not its training

@@ -458,6 +458,13 @@ async fn webhook_server(
         .map_err(|e| CliError::failed(format!("--webhook-addr {addr}: {e}")))?;
     let hook = Webhook {
         namespaces: (!args.default_queue_label.is_empty()).then(|| kube::Api::all(client.clone())),
+        // only where the controller manages LeaderWorkerSets: it alone
+        // releases the pods the webhook gates
+        leader_worker_sets: args
+            .workload_kinds
+            .0
+            .contains(&controller::workloads::WorkloadKind::LeaderWorkerSet)
+            .then(|| client.clone()),
         default_queue_label: args.default_queue_label.clone(),
     };
     let app = controller::http::App {

@@ -1360,6 +1360,8 @@ def main():
             ap.error(f"--webhook-service {spec!r}: expected NAMESPACE/NAME=HOST:PORT")
         services[(svc_ns, svc_name)] = addr
     Handler.webhooks = Webhooks(Handler.store, json_patch, services)
+    # the controllers' pod creations pass the webhooks too (controllers.py)
+    Handler.store.webhooks = Handler.webhooks
     Handler.chaos = Chaos(args.chaos, args.chaos_seed)
     Handler.log_errors = args.log_errors
     Handler.bookmark_secs = args.bookmark_secs

@@ -33,6 +33,7 @@ the JobSet CRD is installed.
 """
 
 import copy
+import queue
 import sys
 import threading
 import time
@@ -86,6 +87,8 @@ class Controllers:
         import workload_controllers
         self.workloads = {w.kind: w for w in workload_controllers.stand_ins(self)}
         self.finished = {}  # Job uid -> {"Succeeded": pod uids, "Failed": pod uids} counted
+        self.creations = queue.Queue()  # pods created through the admission webhooks
+        self.pending = set()  # (ns, name) of those not created yet
 
     # resources
     def _r(self, group, plural):
@@ -94,6 +97,46 @@ class Controllers:
 
     def start(self):
         threading.Thread(target=self._kubelet_loop, daemon=True).start()
+        threading.Thread(target=self._creation_loop, daemon=True).start()
+
+    # -- pods a controller creates through the admission webhooks
+
+    def create_admitted(self, r, ns, body, items):
+        """Creates the named object `body` as a controller's request to
+        kube-apiserver would: through the mutating webhooks that match it,
+        which may call this server back, so off the store's lock, on a thread
+        of its own. A creation already on its way is not asked for twice;
+        a refused one is logged and `items` (the controller's queue items for
+        the object) synced again half a second later, as a controller retries."""
+        key = (ns, body["metadata"]["name"])
+        if key in self.pending:
+            return
+        self.pending.add(key)
+        self.creations.put((r, ns, copy.deepcopy(body), list(items)))
+
+    def pending_creation(self, ns, name):
+        return (ns, name) in self.pending
+
+    def _creation_loop(self):
+        while True:
+            r, ns, body, items = self.creations.get()
+            key = (ns, body["metadata"]["name"])
+            retry = False
+            try:
+                body["metadata"].setdefault("namespace", ns)
+                obj = self.store.webhooks.admit(r, ns, body, None, "CREATE", name=key[1])
+                self.store.create(r, ns, obj)
+            except ApiError as e:
+                retry = e.code != 409
+                sys.stderr.write(f"apiserver: creating {ns}/{key[1]} for a controller: {e.message}\n")
+            finally:
+                with self.store.cond:
+                    self.pending.discard(key)
+            if retry:
+                time.sleep(0.5)
+                with self.store.cond:
+                    self.queue.extend(items)
+                    self._drain()
 
     # -- events from the store (called with the store's lock held, after a commit)
 
@@ -117,6 +160,10 @@ class Controllers:
             self.queue.append(("pdb", ns, None))
         for w in self.workloads.values():
             self.queue.extend(w.enqueue(key, obj))
+        self._drain()
+
+    def _drain(self):
+        """Syncs the queued items (with the store's lock held)."""
         if self.draining:
             return
         self.draining = True

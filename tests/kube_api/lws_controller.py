@@ -22,8 +22,9 @@ from kubernetes-sigs/lws:
   pod is Ready), updatedReplicas, hpaPodSelector, and the Available and
   Progressing conditions.
 A LeaderWorkerSet has no suspend: Kueue (pkg/controller/jobs/leaderworkerset)
-holds each group as a pod group through the pods' scheduling gates, which
-the pods inherit from the templates.
+holds each group as a pod group through the pods' scheduling gates, added by
+its pod webhook; muster gates the templates and each pod. The pods are created
+through the mutating webhooks that match them (workload_base.create_pod).
 Simplified: a template change recreates every group whose pods carry an
 older revision at once (no maxUnavailable / maxSurge pacing); scaling down
 deletes the groups with the highest indices; no headless Service, no

@@ -5,7 +5,9 @@ templates, owner lookups and metav1.Condition bookkeeping.
 A stand-in runs inside the API test server like the Job controller does
 (controllers.py): it reacts to a committed write before the writer's next
 request, and a refused write of its own goes to stderr and is retried on the
-next event. It touches only resources that are served: a kind whose CRD is
+next event. A named pod that a mutating webhook matches is created through
+the webhooks, off the store's lock (Controllers.create_admitted): it appears
+a moment later, as a real controller's create does. It touches only resources that are served: a kind whose CRD is
 not installed is simply never synced.
 """
 
@@ -144,8 +146,16 @@ class StandIn:
         spec = template.get("spec") or {}
         if restart_policy:
             spec["restartPolicy"] = restart_policy
+        body = {"metadata": meta, "spec": spec}
+        hooks = getattr(self.store, "webhooks", None)
+        if name and (self.c.pending_creation(ns, name)
+                     or hooks is not None and hooks.matching(self.pods(), ns, "CREATE", None, body, None)):
+            # through the webhooks, as the real controller's create is: the
+            # pod appears later (a write that syncs this controller again)
+            self.c.create_admitted(self.pods(), ns, body, self.enqueue(("", "pods"), {**body, "metadata": {**meta, "namespace": ns}}))
+            return None
         try:
-            return self.store.create(self.pods(), ns, {"metadata": meta, "spec": spec})
+            return self.store.create(self.pods(), ns, body)
         except ApiError as e:
             if e.code == 409:  # the previous pod of this name is still terminating
                 return None

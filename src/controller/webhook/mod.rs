@@ -4,8 +4,13 @@
 //! before; a Pod of a pod group (`muster.dev/pod-group`) gets muster's
 //! scheduling gate, so it is not scheduled before; a TrainJob, RayCluster or
 //! RayJob gets `spec.suspend`, a PyTorchJob `spec.runPolicy.suspend`, and a
-//! LeaderWorkerSet's leader and worker templates get the gate (so every pod
-//! of every group is created gated). A RayJob that would not delete its
+//! LeaderWorkerSet's leader and worker templates get the gate. Every pod of
+//! a LeaderWorkerSet muster manages (`leaderworkerset.sigs.k8s.io/name`, the
+//! set labelled with a queue) gets the gate again when it is created, read
+//! from the set itself: a server-side re-apply or a template edit can drop
+//! the gate from the templates, and a pod created ungated would run outside
+//! muster (as Kueue gates every pod of a LeaderWorkerSet in its pod webhook,
+//! `pkg/controller/jobs/leaderworkerset`). A RayJob that would not delete its
 //! cluster when done (`shutdownAfterJobFinishes` false) is refused: KubeRay
 //! does not suspend it (as Kueue's webhook refuses it). A workload without the
 //! label in a namespace that names a default queue (a namespace label,
@@ -37,7 +42,8 @@ pub(crate) const JOB_PATH: &str = "/mutate-batch-v1-job";
 /// handler: the request names the kind).
 pub(crate) const WORKLOAD_PATH: &str = "/mutate-workload";
 
-/// How long the namespace of a possible default queue is waited for.
+/// How long the namespace of a possible default queue, or the
+/// LeaderWorkerSet of a pod, is waited for.
 const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The label that puts a Job in a queue.
@@ -69,6 +75,9 @@ pub struct Webhook {
     /// Reads a namespace's labels (the default queue); `None` disables
     /// default queues.
     pub namespaces: Option<Api<Namespace>>,
+    /// Reads the LeaderWorkerSet a created pod belongs to (is it muster's?);
+    /// `None` leaves pods of LeaderWorkerSets to the gate of their templates.
+    pub leader_worker_sets: Option<kube::Client>,
     /// The namespace label that names the namespace's default queue.
     pub default_queue_label: String,
 }
@@ -106,6 +115,8 @@ enum Held {
     TemplatesGated(&'static [&'static str]),
     /// Refused, with the reason.
     Refused(&'static str),
+    /// muster's scheduling gate if the pod's LeaderWorkerSet is muster's.
+    GatedIfSetIs,
 }
 
 /// The templates of a LeaderWorkerSet that get the gate.
@@ -113,6 +124,9 @@ const LWS_TEMPLATE_SPECS: &[&str] = &[
     "/spec/leaderWorkerTemplate/leaderTemplate/spec",
     "/spec/leaderWorkerTemplate/workerTemplate/spec",
 ];
+
+/// What a pod is refused with when its LeaderWorkerSet cannot be read.
+pub(crate) const LWS_NOT_READ: &str = "muster: the pod's LeaderWorkerSet could not be read, so whether muster must gate the pod is not known; retry";
 
 /// What a RayJob without `shutdownAfterJobFinishes` is refused with.
 pub(crate) const RAYJOB_NEEDS_SHUTDOWN: &str = "muster: a queued RayJob must set spec.shutdownAfterJobFinishes: KubeRay suspends (and muster stops) only RayJobs that delete their cluster when done";
@@ -127,7 +141,8 @@ fn controlled_by(obj: &DynamicObject, kinds: &[&str]) -> bool {
 }
 
 /// How the object `req` creates is held: a batch/v1 Job (not one a JobSet
-/// created), a JobSet, or a Pod that names a pod group.
+/// created), a JobSet, a third-party workload, a Pod that names a pod group,
+/// or a Pod of a LeaderWorkerSet.
 fn held_create(req: &AdmissionRequest<DynamicObject>) -> Option<Held> {
     if req.operation != Operation::Create || req.sub_resource.is_some() {
         return None;
@@ -169,16 +184,21 @@ fn held_create(req: &AdmissionRequest<DynamicObject>) -> Option<Held> {
         (g, v, kind) if g == jobset.group && v == jobset.version && kind == jobset.kind => {
             Some(Held::Suspended)
         }
-        ("", "v1", "Pod") => obj
-            .metadata
-            .labels
-            .as_ref()
-            .is_some_and(|l| l.contains_key(POD_GROUP_LABEL))
-            .then_some(Held::Gated),
+        ("", "v1", "Pod") => {
+            let labels = obj.metadata.labels.as_ref()?;
+            if labels.contains_key(POD_GROUP_LABEL) {
+                Some(Held::Gated)
+            } else if labels.get(lws::NAME_LABEL).is_some_and(|n| !n.is_empty()) {
+                Some(Held::GatedIfSetIs)
+            } else {
+                None
+            }
+        }
         _ => None,
     }
 }
 
+use crate::controller::workloads::lws;
 use crate::controller::workloads::pod_group::{POD_GROUP_LABEL, SCHEDULING_GATE};
 
 /// The queue label of an object, if set and not empty.
@@ -191,14 +211,54 @@ fn queue_of(obj: &DynamicObject) -> Option<&str> {
         .filter(|q| !q.is_empty())
 }
 
+/// The LeaderWorkerSet whose pod `req` creates (in the request's
+/// namespace), by the pod's `leaderworkerset.sigs.k8s.io/name` label: the
+/// set the answer depends on.
+pub fn leader_worker_set_of(req: &AdmissionRequest<DynamicObject>) -> Option<&str> {
+    if held_create(req)? != Held::GatedIfSetIs {
+        return None;
+    }
+    req.object
+        .as_ref()?
+        .metadata
+        .labels
+        .as_ref()?
+        .get(lws::NAME_LABEL)
+        .map(String::as_str)
+}
+
 /// The decision for a request, given the default queue of its namespace.
+/// A pod of a LeaderWorkerSet is judged as one whose set is not found (see
+/// [`decide_with`]).
 pub fn decide(req: &AdmissionRequest<DynamicObject>, default_queue: Option<&str>) -> Decision {
+    decide_with(req, default_queue, None)
+}
+
+/// The decision for a request, given the default queue of its namespace
+/// and, for a pod of a LeaderWorkerSet, that set as read (`None`: not
+/// found). Such a pod is gated when its set is labelled with a queue: the
+/// controller manages a LeaderWorkerSet by that label alone, so the pod of an
+/// unlabelled set (even in a namespace with a default queue, which labels a
+/// set only when it is created) is admitted unchanged, rather than gated
+/// with nobody to release it. The pod itself is not labelled: its gang's
+/// queue is its set's.
+pub fn decide_with(
+    req: &AdmissionRequest<DynamicObject>,
+    default_queue: Option<&str>,
+    set: Option<&DynamicObject>,
+) -> Decision {
     let Some(held) = held_create(req) else {
         return Decision::Ignore;
     };
     let Some(obj) = &req.object else {
         return Decision::Ignore;
     };
+    if held == Held::GatedIfSetIs {
+        return match set.and_then(queue_of) {
+            Some(_) => Decision::Gate(None),
+            None => Decision::Ignore,
+        };
+    }
     let queue = if queue_of(obj).is_some() {
         None
     } else {
@@ -213,6 +273,7 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, default_queue: Option<&str>
         Held::SuspendedAt(p) => Decision::SuspendAt(p, queue),
         Held::TemplatesGated(ps) => Decision::GateTemplates(ps, queue),
         Held::Refused(why) => Decision::Deny(why),
+        Held::GatedIfSetIs => Decision::Ignore,
     }
 }
 
@@ -346,11 +407,42 @@ impl Webhook {
             .and_then(|l| l.get(&self.default_queue_label).cloned()))
     }
 
+    /// The LeaderWorkerSet `name` in `namespace`: `Ok(None)` when there is
+    /// none (or no reader). Bounded by [`LOOKUP_TIMEOUT`].
+    async fn leader_worker_set(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<DynamicObject>, String> {
+        let Some(client) = &self.leader_worker_sets else {
+            return Ok(None);
+        };
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), namespace, &lws::KIND.api_resource());
+        match tokio::time::timeout(LOOKUP_TIMEOUT, api.get_opt(name)).await {
+            Ok(Ok(set)) => Ok(set),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("timed out".to_string()),
+        }
+    }
+
     /// Answers one AdmissionReview body with an AdmissionReview body.
     pub async fn review(&self, body: &[u8]) -> Result<Vec<u8>, WebhookError> {
         let req = match read_review(body)? {
             Ok(req) => req,
             Err(answer) => return Ok(answer),
+        };
+        // a pod of a LeaderWorkerSet: gated if the set is muster's, refused
+        // if the set cannot be read (rather than admitted ungated)
+        let set = match (&req.namespace, leader_worker_set_of(&req)) {
+            (Some(ns), Some(name)) => match self.leader_worker_set(ns, name).await {
+                Ok(set) => set,
+                Err(e) => {
+                    tracing::warn!(namespace = %ns, leaderworkerset = %name, error = %e, "webhook: LeaderWorkerSet not read");
+                    return encode(AdmissionResponse::from(&req).deny(LWS_NOT_READ));
+                }
+            },
+            _ => None,
         };
         let default_queue = match (&req.namespace, needs_default_queue(&req)) {
             (Some(ns), true) => match self.default_queue(ns).await {
@@ -365,7 +457,7 @@ impl Webhook {
             },
             _ => None,
         };
-        encode(answer(&req, default_queue.as_deref()))
+        encode(answer(&req, default_queue.as_deref(), set.as_ref()))
     }
 }
 
@@ -394,24 +486,31 @@ pub fn read_review(
 }
 
 /// Whether the answer to `req` depends on its namespace's default queue:
-/// the creation of a workload muster holds, without the queue label.
+/// the creation of a workload muster holds, without the queue label (not a
+/// pod of a LeaderWorkerSet: its set's label decides).
 pub fn needs_default_queue(req: &AdmissionRequest<DynamicObject>) -> bool {
     let unlabelled = req.object.as_ref().is_some_and(|o| queue_of(o).is_none());
-    held_create(req).is_some() && unlabelled
+    let held = held_create(req);
+    held.is_some() && held != Some(Held::GatedIfSetIs) && unlabelled
 }
 
 /// The answer to `req`, given the default queue of its namespace, as the
-/// AdmissionReview body sent back.
+/// AdmissionReview body sent back (a pod of a LeaderWorkerSet is answered
+/// as one whose set is not found).
 pub fn respond(
     req: &AdmissionRequest<DynamicObject>,
     default_queue: Option<&str>,
 ) -> Result<Vec<u8>, WebhookError> {
-    encode(answer(req, default_queue))
+    encode(answer(req, default_queue, None))
 }
 
-fn answer(req: &AdmissionRequest<DynamicObject>, default_queue: Option<&str>) -> AdmissionResponse {
+fn answer(
+    req: &AdmissionRequest<DynamicObject>,
+    default_queue: Option<&str>,
+    set: Option<&DynamicObject>,
+) -> AdmissionResponse {
     let resp = AdmissionResponse::from(req);
-    let decision = decide(req, default_queue);
+    let decision = decide_with(req, default_queue, set);
     if let Decision::Deny(why) = decision {
         return resp.deny(why);
     }

@@ -238,6 +238,7 @@ fn patches_suspend_and_label() {
 async fn review_bodies() {
     let hook = Webhook {
         namespaces: None,
+        leader_worker_sets: None,
         default_queue_label: "muster.dev/default-queue".into(),
     };
     let body = review(
@@ -330,6 +331,7 @@ fn pods_of_a_group_get_the_gate_once_beside_their_own() {
 async fn only_admission_v1_reviews_are_answered() {
     let hook = Webhook {
         namespaces: None,
+        leader_worker_sets: None,
         default_queue_label: "muster.dev/default-queue".into(),
     };
     let labelled = job(Some(json!({"muster.dev/queue": "q"})), None);

@@ -178,3 +178,140 @@ fn a_rayjob_that_keeps_its_cluster_is_refused() {
         Decision::Deny(RAYJOB_NEEDS_SHUTDOWN)
     );
 }
+
+const POD: (&str, &str, &str, &str) = ("", "v1", "Pod", "pods");
+
+/// A pod as the LeaderWorkerSet controller creates it from a template that
+/// lost muster's gate (`gates`: those it kept).
+fn set_pod(gates: Option<Value>) -> Value {
+    let mut spec = json!({"containers": [{"name": "c", "image": "x"}]});
+    if let Some(g) = gates {
+        spec["schedulingGates"] = g;
+    }
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llama-0-1", "namespace": "team-a",
+        "labels": {"leaderworkerset.sigs.k8s.io/name": "llama", "leaderworkerset.sigs.k8s.io/group-index": "0",
+                   "leaderworkerset.sigs.k8s.io/worker-index": "1"}}, "spec": spec})
+}
+
+fn set(labels: Value) -> DynamicObject {
+    serde_json::from_value(
+        json!({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": "llama", "namespace": "team-a", "labels": labels}, "spec": {}}),
+    )
+    .expect("set")
+}
+
+/// The pod after the webhook's patch, given its set as read.
+fn pod_applied(pod: Value, set: Option<&DynamicObject>) -> Value {
+    let body = review("CREATE", POD, pod, false);
+    let req = request(body.clone());
+    let ops = patch(
+        req.object.as_ref().expect("object"),
+        &decide_with(&req, None, set),
+    );
+    let mut obj = body["request"]["object"].clone();
+    let p: json_patch::Patch = serde_json::from_value(Value::Array(ops)).expect("patch");
+    json_patch::patch(&mut obj, &p).expect("applies");
+    obj
+}
+
+#[test]
+fn a_pod_of_a_managed_leaderworkerset_is_gated_at_creation() {
+    let managed = set(json!({"muster.dev/queue": "team-a"}));
+    let req = request(review("CREATE", POD, set_pod(None), false));
+    assert_eq!(leader_worker_set_of(&req), Some("llama"));
+    assert!(
+        !needs_default_queue(&req),
+        "the set's label decides, not the pod's namespace"
+    );
+    assert_eq!(
+        decide_with(&req, None, Some(&managed)),
+        Decision::Gate(None)
+    );
+    let muster = json!({"name": SCHEDULING_GATE});
+    let got = pod_applied(set_pod(None), Some(&managed));
+    assert_eq!(got["spec"]["schedulingGates"], json!([muster.clone()]));
+    assert_eq!(
+        got["metadata"]["labels"].get("muster.dev/queue"),
+        None,
+        "the pod is not labelled: its gang's queue is its set's"
+    );
+    // beside the gates the template kept, once
+    let got = pod_applied(set_pod(Some(json!([{"name": "other"}]))), Some(&managed));
+    assert_eq!(
+        got["spec"]["schedulingGates"],
+        json!([{"name": "other"}, muster.clone()])
+    );
+    let got = pod_applied(set_pod(Some(json!([muster.clone()]))), Some(&managed));
+    assert_eq!(got["spec"]["schedulingGates"], json!([muster]));
+    // an update of the pod is not a creation
+    let update = request(review("UPDATE", POD, set_pod(None), false));
+    assert_eq!(leader_worker_set_of(&update), None);
+    assert_eq!(decide_with(&update, None, Some(&managed)), Decision::Ignore);
+}
+
+#[test]
+fn a_pod_of_a_set_muster_does_not_manage_is_left_alone() {
+    let req = request(review("CREATE", POD, set_pod(None), false));
+    // unlabelled: the controller would never release its pods, even where
+    // the namespace names a default queue
+    let unlabelled = set(json!({"app": "llama"}));
+    assert_eq!(decide_with(&req, None, Some(&unlabelled)), Decision::Ignore);
+    assert_eq!(
+        decide_with(&req, Some("team-a"), Some(&unlabelled)),
+        Decision::Ignore
+    );
+    let empty = set(json!({"muster.dev/queue": ""}));
+    assert_eq!(decide_with(&req, None, Some(&empty)), Decision::Ignore);
+    // no such set
+    assert_eq!(decide_with(&req, Some("team-a"), None), Decision::Ignore);
+    assert_eq!(
+        pod_applied(set_pod(None), None)["spec"].get("schedulingGates"),
+        None
+    );
+    // a pod of a pod group is that group's, whatever else it carries
+    let mut grouped = set_pod(None);
+    grouped["metadata"]["labels"]["muster.dev/pod-group"] = json!("g");
+    grouped["metadata"]["labels"]["muster.dev/queue"] = json!("q");
+    let req = request(review("CREATE", POD, grouped, false));
+    assert_eq!(leader_worker_set_of(&req), None);
+    assert_eq!(decide_with(&req, None, None), Decision::Gate(None));
+}
+
+/// The set cannot be read (here: nothing listens): the pod is refused with
+/// a message that says why, never admitted ungated.
+#[tokio::test]
+async fn a_pod_whose_leaderworkerset_cannot_be_read_is_refused() {
+    crate::controller::install_crypto_provider();
+    let config = kube::Config::new("http://127.0.0.1:1".parse().expect("url"));
+    let hook = Webhook {
+        namespaces: None,
+        leader_worker_sets: Some(kube::Client::try_from(config).expect("client")),
+        default_queue_label: "muster.dev/default-queue".into(),
+    };
+    let body = review("CREATE", POD, set_pod(None), false);
+    let out: Value = serde_json::from_slice(
+        &hook
+            .review(body.to_string().as_bytes())
+            .await
+            .expect("answer"),
+    )
+    .expect("json");
+    assert_eq!(out["response"]["allowed"], false, "{out}");
+    assert_eq!(out["response"]["status"]["message"], LWS_NOT_READ);
+    assert!(out["response"].get("patch").is_none(), "{out}");
+    // without a reader (LeaderWorkerSets not managed) the pod is admitted
+    let hook = Webhook {
+        leader_worker_sets: None,
+        ..hook
+    };
+    let out: Value = serde_json::from_slice(
+        &hook
+            .review(body.to_string().as_bytes())
+            .await
+            .expect("answer"),
+    )
+    .expect("json");
+    assert_eq!(out["response"]["allowed"], true, "{out}");
+    assert!(out["response"].get("patch").is_none(), "{out}");
+}

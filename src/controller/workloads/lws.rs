@@ -2,9 +2,11 @@
 //! each group (a leader and `size - 1` workers) is a gang of its own, held
 //! and released like a pod group ([`crate::controller::workloads::pod_group`]): the admission
 //! webhook adds muster's scheduling gate to the leader and worker templates
-//! when the LeaderWorkerSet is created, so every pod the LeaderWorkerSet
-//! controller creates waits gated until its group is admitted, then the
-//! group's pods are pinned and released together. This is Kueue's
+//! when the LeaderWorkerSet is created, and to every pod the LeaderWorkerSet
+//! controller creates while the set is labelled with a queue (so a template
+//! that lost the gate, after a re-apply, still makes gated pods), so every
+//! pod waits gated until its group is admitted, then the group's pods are
+//! pinned and released together. This is Kueue's
 //! integration too (`pkg/controller/jobs/leaderworkerset`: one pod-group
 //! workload per group, pods held by a scheduling gate).
 //!
