@@ -24,11 +24,12 @@ use muster_provider_aws::AwsProvider;
 use muster_provider_aws::moto::Moto;
 use serde_json::json;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Patch, PatchParams};
 use muster_provider_aws::nodeadm;
 use support::cloud_e2e::{
-    CLUSTER, machine, not_ready_message, run_gang_with, start, start_with, world,
+    CLUSTER, both_running, gang_job, machine, not_ready_message, run_gang_with, start, start_with,
+    submit, world,
 };
 use support::emulator::{Emulator, Machine, Machines};
 use support::eventually;
@@ -325,19 +326,7 @@ async fn a_spot_gang_waits_for_the_spot_role_then_its_g5_nodes_take_the_device_p
         },
         |c| c.policy.unavailable_offering_ttl = muster_planner::Dur::secs(5),
     );
-    let job: k8s_openapi::api::batch::v1::Job = serde_json::from_value(json!({
-        "metadata": {"name": "small", "namespace": "team-a", "labels": {"muster.dev/queue": "team-a"}},
-        "spec": {"parallelism": 2, "completions": 2, "suspend": true,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [{
-                "name": "train", "image": "trainer",
-                "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "2", "memory": "8Gi"}}
-            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}
-    }))
-    .expect("job");
-    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), "team-a")
-        .create(&PostParams::default(), &job)
-        .await
-        .expect("submit");
+    submit(&client, &gang_job("small", "1", "2", "8Gi", json!({}))).await;
     // the launch is refused; the NodeClass says what to do
     let cond = capacity_types_permitted(&client, "False").await;
     let message = cond["message"].as_str().unwrap_or_default();
@@ -350,21 +339,7 @@ async fn a_spot_gang_waits_for_the_spot_role_then_its_g5_nodes_take_the_device_p
     assert!(provider.list(CLUSTER).await.expect("list").is_empty());
     // the operator's one step
     moto.control("POST", "/spot-role?state=exists");
-    let pods = eventually(120, "both pods running", || {
-        let client = client.clone();
-        async move {
-            let pods: Vec<Pod> = Api::<Pod>::namespaced(client, "team-a")
-                .list(&ListParams::default().labels("job-name=small"))
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-                .collect();
-            (pods.len() == 2).then_some(pods)
-        }
-    })
-    .await;
+    let pods = both_running(&client, "small", 120).await;
     let instances = provider.list(CLUSTER).await.expect("list");
     assert_eq!(instances.len(), 2, "{instances:?}");
     for i in &instances {

@@ -88,30 +88,45 @@ pub async fn run_gang(client: &kube::Client) -> Vec<DynamicObject> {
     run_gang_with(client, json!({})).await
 }
 
-/// [`run_gang`] with these annotations on the Job.
-pub async fn run_gang_with(
-    client: &kube::Client,
+/// A two-pod Job `name` in `team-a`, queued there and created suspended,
+/// whose pods each ask for `gpus` GPUs, `cpu` and `memory` and tolerate the
+/// GPU taint; `annotations` on the Job.
+pub fn gang_job(
+    name: &str,
+    gpus: &str,
+    cpu: &str,
+    memory: &str,
     annotations: serde_json::Value,
-) -> Vec<DynamicObject> {
-    let job: Job = serde_json::from_value(json!({
-        "metadata": {"name": "big", "namespace": "team-a", "labels": {"muster.dev/queue": "team-a"},
+) -> Job {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "team-a", "labels": {"muster.dev/queue": "team-a"},
                      "annotations": annotations},
         "spec": {"parallelism": 2, "completions": 2, "suspend": true,
             "template": {"spec": {"restartPolicy": "Never", "containers": [{
                 "name": "train", "image": "trainer",
-                "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "8", "memory": "64Gi"}}
+                "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"cpu": cpu, "memory": memory}}
             }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}
     }))
-    .expect("job");
+    .expect("job")
+}
+
+/// Submits `job` to `team-a`.
+pub async fn submit(client: &kube::Client, job: &Job) {
     Api::<Job>::namespaced(client.clone(), "team-a")
-        .create(&PostParams::default(), &job)
+        .create(&PostParams::default(), job)
         .await
         .expect("submit");
-    let pods = eventually(90, "both pods running", || {
+}
+
+/// Waits up to `secs` until both pods of Job `name` in `team-a` run.
+pub async fn both_running(client: &kube::Client, name: &str, secs: u64) -> Vec<Pod> {
+    let selector = format!("job-name={name}");
+    eventually(secs, "both pods running", || {
         let client = client.clone();
+        let selector = selector.clone();
         async move {
             let pods: Vec<Pod> = Api::<Pod>::namespaced(client, "team-a")
-                .list(&ListParams::default().labels("job-name=big"))
+                .list(&ListParams::default().labels(&selector))
                 .await
                 .ok()?
                 .items
@@ -121,7 +136,16 @@ pub async fn run_gang_with(
             (pods.len() == 2).then_some(pods)
         }
     })
-    .await;
+    .await
+}
+
+/// [`run_gang`] with these annotations on the Job.
+pub async fn run_gang_with(
+    client: &kube::Client,
+    annotations: serde_json::Value,
+) -> Vec<DynamicObject> {
+    submit(client, &gang_job("big", "8", "8", "64Gi", annotations)).await;
+    let pods = both_running(client, "big", 90).await;
     let pns = Api::<DynamicObject>::all_with(client.clone(), &ar("PoolNode", "poolnodes"))
         .list(&ListParams::default())
         .await

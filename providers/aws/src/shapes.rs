@@ -45,9 +45,8 @@ impl TypeInfo {
     /// the processor runs it, else `x86_64` (the types that list both, if
     /// any, run x86-64 images).
     pub fn image_architecture(&self) -> &'static str {
-        if self.architectures.iter().any(|a| a == "x86_64") || self.architectures.is_empty() {
-            "x86_64"
-        } else if self.architectures.iter().any(|a| a == "arm64") {
+        let runs = |a: &str| self.architectures.iter().any(|x| x == a);
+        if runs("arm64") && !runs("x86_64") {
             "arm64"
         } else {
             "x86_64"

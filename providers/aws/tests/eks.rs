@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine;
 use muster_planner::{CapacityType, OfferingKey, Provider, Taint, TaintEffect};
 use muster_provider_api::{CloudProvider, LaunchRequest, ProviderError};
 use muster_provider_aws::AwsProvider;
@@ -51,29 +50,6 @@ async fn joining(moto: &Moto, alias: &str) -> (serde_json::Value, String) {
     (spec, ami)
 }
 
-async fn user_data(moto: &Moto, provider_id: &str) -> String {
-    let id = provider_id.rsplit('/').next().expect("instance id");
-    let c = moto.clients().await;
-    let attr = c
-        .ec2
-        .describe_instance_attribute()
-        .instance_id(id)
-        .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
-        .send()
-        .await
-        .expect("user data");
-    let b64 = attr
-        .user_data()
-        .and_then(|u| u.value())
-        .expect("has user data");
-    String::from_utf8(
-        base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .expect("base64"),
-    )
-    .expect("utf-8")
-}
-
 #[tokio::test]
 async fn an_al2023_node_gets_the_clusters_details_and_the_aliass_image() {
     let moto = Moto::start();
@@ -94,7 +70,7 @@ async fn an_al2023_node_gets_the_clusters_details_and_the_aliass_image() {
     assert_eq!(r.images[0].architecture.as_deref(), Some("x86_64"));
 
     let i = p.launch(&request("l4-a")).await.expect("launch");
-    let ud = user_data(&moto, &i.provider_id).await;
+    let ud = moto.user_data(&i.provider_id).await.expect("user data");
     let parts = user_parts(&ud).expect("MIME");
     assert_eq!(parts.len(), 2);
     // the NodeClass's script first, muster's NodeConfig last (it wins the merge)
@@ -151,8 +127,10 @@ async fn a_bottlerocket_node_gets_toml_settings() {
         .expect("provider");
     assert_eq!(p.resolve().await.expect("resolves").images.len(), 2);
     let i = p.launch(&request("l4-b")).await.expect("launch");
-    let settings: toml::Table = user_data(&moto, &i.provider_id)
+    let settings: toml::Table = moto
+        .user_data(&i.provider_id)
         .await
+        .expect("user data")
         .parse()
         .expect("TOML");
     let k = &settings["settings"]["kubernetes"];

@@ -53,6 +53,30 @@ fn request(name: &str, key_: &str, offering: OfferingKey) -> LaunchRequest {
     }
 }
 
+/// Launches one on-demand g5.xlarge in us-east-1a and returns the instance
+/// as EC2 describes it.
+async fn launch_one(p: &AwsProvider, ec2: &aws_sdk_ec2::Client) -> aws_sdk_ec2::types::Instance {
+    let i = p
+        .launch(&request(
+            "n-0",
+            "k-0",
+            key("g5.xlarge", "us-east-1a", CapacityType::OnDemand),
+        ))
+        .await
+        .expect("launch");
+    let id = i.provider_id.rsplit('/').next().unwrap_or_default();
+    ec2.describe_instances()
+        .instance_ids(id)
+        .send()
+        .await
+        .expect("describe")
+        .reservations()
+        .first()
+        .and_then(|r| r.instances().first())
+        .cloned()
+        .expect("the launched instance")
+}
+
 #[tokio::test]
 async fn offerings_carry_gpu_model_count_memory_and_prices() {
     let moto = Moto::start();
@@ -365,28 +389,8 @@ async fn launches_go_into_the_zone_s_private_subnet_first() {
         public.available_ips > mine.available_ips,
         "{public:?} {mine:?}"
     );
-    let i = p
-        .launch(&request(
-            "n-0",
-            "k-0",
-            key("g5.xlarge", "us-east-1a", CapacityType::OnDemand),
-        ))
-        .await
-        .expect("launch");
-    let id = i.provider_id.rsplit('/').next().unwrap_or_default();
-    let described = c
-        .ec2
-        .describe_instances()
-        .instance_ids(id)
-        .send()
-        .await
-        .expect("describe");
-    let subnet = described
-        .reservations()
-        .first()
-        .and_then(|r| r.instances().first())
-        .and_then(|i| i.subnet_id())
-        .expect("subnet of the instance");
+    let described = launch_one(&p, &c.ec2).await;
+    let subnet = described.subnet_id().expect("subnet of the instance");
     assert_eq!(subnet, private);
 }
 
@@ -660,27 +664,10 @@ async fn security_groups_are_selected_by_id_name_or_tags_and_all_attached() {
     assert_eq!(got, want);
     assert!(!got.contains(&wrong_tag));
     // every selected group is attached to the launched instance
-    let i = p
-        .launch(&request(
-            "n-0",
-            "k-0",
-            key("g5.xlarge", "us-east-1a", CapacityType::OnDemand),
-        ))
-        .await
-        .expect("launch");
-    let id = i.provider_id.rsplit('/').next().unwrap_or_default();
-    let described = c
-        .ec2
-        .describe_instances()
-        .instance_ids(id)
-        .send()
-        .await
-        .expect("describe");
+    let described = launch_one(&p, &c.ec2).await;
     let attached: BTreeSet<String> = described
-        .reservations()
+        .security_groups()
         .iter()
-        .flat_map(|r| r.instances())
-        .flat_map(|i| i.security_groups())
         .filter_map(|g| g.group_id().map(String::from))
         .collect();
     assert_eq!(attached, want);
@@ -798,12 +785,10 @@ async fn a_gang_in_a_placement_group_gets_the_group_and_every_efa_interface() {
         r.placement_group = Some("team-a-big-pg0".into());
         r
     };
-    let a = p
-        .launch(&in_group("a", "p4d.24xlarge", "us-east-1a"))
+    p.launch(&in_group("a", "p4d.24xlarge", "us-east-1a"))
         .await
         .expect("first node: the group is made");
-    let b = p
-        .launch(&in_group("b", "p4d.24xlarge", "us-east-1a"))
+    p.launch(&in_group("b", "p4d.24xlarge", "us-east-1a"))
         .await
         .expect("second node: the group exists");
     let log = moto.log();
@@ -882,7 +867,6 @@ async fn a_gang_in_a_placement_group_gets_the_group_and_every_efa_interface() {
     for i in p.list("prod").await.expect("list") {
         p.terminate(&i.provider_id).await.expect("terminate");
     }
-    let _ = (a, b);
     p.delete_placement_group("prod", "team-a-big-pg0")
         .await
         .expect("deleted once empty");
