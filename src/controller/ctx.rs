@@ -1,6 +1,6 @@
 //! What every step of a cycle works with: a handful of long-lived handles
 //! ([`Ctx`]: the API client, configuration, dependencies, watch caches,
-//! Events, the offering cache and cloud work), and the cloud providers of
+//! Events, and the cloud's offering cache with its off-path calls), and the cloud providers of
 //! one cycle ([`CycleProviders`], every NodeClass's resolved once per
 //! cycle). What a step remembers between cycles is the step's own, not
 //! the context's.
@@ -14,8 +14,8 @@ use muster_provider_api::CloudProvider;
 use crate::controller::base::api::ActError;
 use crate::controller::base::events::Events;
 use crate::controller::base::objects::Kind;
-use crate::controller::cloud::providers::{OfferingCache, ProviderSetupError};
-use crate::controller::cloud::work::CloudWork;
+use crate::controller::cloud::Cloud;
+use crate::controller::cloud::providers::ProviderSetupError;
 use crate::controller::observe::{Caches, Observed};
 use crate::controller::{ControllerConfig, Deps};
 
@@ -32,10 +32,9 @@ pub(crate) struct Ctx {
     pub(crate) caches: Caches,
     /// Event publisher.
     pub(crate) events: Events,
-    /// Listed offerings and unavailable marks.
-    pub(crate) offerings: Arc<OfferingCache>,
-    /// Cloud calls running off the planning path.
-    pub(crate) cloud: CloudWork,
+    /// Listed offerings, unavailable marks, and cloud calls running off
+    /// the planning path.
+    pub(crate) cloud: Cloud,
 }
 
 impl Ctx {
@@ -47,14 +46,13 @@ impl Ctx {
         caches: Caches,
     ) -> Ctx {
         let events = Events::new(client.clone(), &config.identity);
-        let cloud = CloudWork::new(config.cloud_concurrency, caches.changes.clone());
+        let cloud = Cloud::new(config.cloud_concurrency, caches.changes.clone());
         Ctx {
             client,
             config,
             deps,
             caches,
             events,
-            offerings: Arc::default(),
             cloud,
         }
     }

@@ -109,7 +109,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut leader: watch::Receiver<bool>) {
         }
         if !*leader.borrow() {
             // the cloud work of a leader goes with its leadership
-            ctx.cloud.abort_all();
+            ctx.cloud.work.abort_all();
         }
     }
 }
@@ -147,7 +147,7 @@ pub(crate) async fn cycle(ctx: &Ctx, memory: &Memory) {
         .entry(Kind::Gang)
         .or_default()
         .extend(created.into_iter().map(Arc::new));
-    ctx.cloud.retain_pool_nodes(|name| {
+    ctx.cloud.work.retain_pool_nodes(|name| {
         observed
             .of(Kind::PoolNode)
             .iter()
@@ -170,7 +170,7 @@ pub(crate) async fn cycle(ctx: &Ctx, memory: &Memory) {
     };
     let mut tr = translate::snapshot_with(&observed, &catalog, &offerings, now);
     for o in &mut tr.snapshot.offerings {
-        if let Some(until) = ctx.offerings.unavailable_until(&o.key(), now) {
+        if let Some(until) = ctx.cloud.offerings.unavailable_until(&o.key(), now) {
             o.unavailable_until = Some(until);
         }
     }
@@ -322,13 +322,17 @@ fn refresh_offerings(
     let mut out = BTreeMap::new();
     let mut first_pending = false;
     for pool in &catalog.pools {
-        if let Some(fresh) = ctx.offerings.fresh(&pool.name, ctx.config.offerings_ttl) {
+        if let Some(fresh) = ctx
+            .cloud
+            .offerings
+            .fresh(&pool.name, ctx.config.offerings_ttl)
+        {
             out.insert(pool.name.clone(), fresh);
             continue;
         }
         match providers.get(&pool.node_class) {
             Ok(provider) => {
-                let cache = ctx.offerings.clone();
+                let cache = ctx.cloud.offerings.clone();
                 let (name, of_pool) = (pool.name.clone(), pool.clone());
                 let list = move || async move {
                     match list_offerings(provider.as_ref(), &of_pool).await {
@@ -346,18 +350,19 @@ fn refresh_offerings(
                 // the outcome is in the cache (a finished listing's own
                 // outcome says nothing more): stale means list again
                 let job = Job::Offerings(pool.name.clone());
-                ctx.cloud.forget(&job);
+                ctx.cloud.work.forget(&job);
                 let _ = ctx
                     .cloud
+                    .work
                     .poll(job, &pool.node_class, |listed: &bool| *listed, list);
             }
             Err(e) => tracing::warn!(pool = %pool.name, error = %e, "could not list offerings"),
         }
-        first_pending |= !ctx.offerings.attempted(&pool.name)
-            && ctx.cloud.running(&Job::Offerings(pool.name.clone()));
+        first_pending |= !ctx.cloud.offerings.attempted(&pool.name)
+            && ctx.cloud.work.running(&Job::Offerings(pool.name.clone()));
         out.insert(
             pool.name.clone(),
-            ctx.offerings.listed(&pool.name).unwrap_or_default(),
+            ctx.cloud.offerings.listed(&pool.name).unwrap_or_default(),
         );
     }
     (!first_pending).then_some(out)

@@ -230,7 +230,7 @@ pub async fn run(
     shutdown.await;
     tracing::info!("shutting down");
     loop_task.stop().await;
-    ctx.cloud.abort_all();
+    ctx.cloud.work.abort_all();
     if let Some(election) = election {
         election.stop().await;
     }

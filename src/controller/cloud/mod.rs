@@ -8,3 +8,28 @@ pub mod clouds;
 pub mod providers;
 pub mod sim;
 pub mod work;
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+/// The cloud side of the context: what the providers offer (listed
+/// offerings and the marks of those found unavailable) and the provider
+/// calls running off the planning path.
+pub(crate) struct Cloud {
+    /// Listed offerings and unavailable marks.
+    pub(crate) offerings: Arc<providers::OfferingCache>,
+    /// Cloud calls running off the planning path.
+    pub(crate) work: work::CloudWork,
+}
+
+impl Cloud {
+    /// No offerings listed yet, and at most `per_provider` calls in flight
+    /// per provider; a finished call wakes the cycle through `changes`.
+    pub(crate) fn new(per_provider: usize, changes: Arc<Notify>) -> Cloud {
+        Cloud {
+            offerings: Arc::default(),
+            work: work::CloudWork::new(per_provider, changes),
+        }
+    }
+}

@@ -57,19 +57,22 @@ pub(crate) async fn poll(
             move || async move { provider.interruptions().await }
         };
         let never = |_: &Result<Vec<Interruption>, ProviderError>| false;
-        let outcome = match ctx
-            .cloud
-            .poll(job.clone(), node_class, never, read(provider.clone()))
-        {
-            Progress::Waiting => continue,
-            Progress::Done(outcome) => {
-                // the next read starts at once; this one's notices are handled now
-                let _ = ctx
-                    .cloud
-                    .poll(job, node_class, never, read(provider.clone()));
-                outcome
-            }
-        };
+        let outcome =
+            match ctx
+                .cloud
+                .work
+                .poll(job.clone(), node_class, never, read(provider.clone()))
+            {
+                Progress::Waiting => continue,
+                Progress::Done(outcome) => {
+                    // the next read starts at once; this one's notices are handled now
+                    let _ = ctx
+                        .cloud
+                        .work
+                        .poll(job, node_class, never, read(provider.clone()));
+                    outcome
+                }
+            };
         let notices = match outcome {
             Ok(n) => n,
             Err(e) => {
@@ -145,8 +148,11 @@ async fn handle(
         Step::Record => {}
         Step::Drain { mark_unavailable } => {
             if let Some((key, until)) = mark_unavailable {
-                ctx.offerings
-                    .mark_unavailable(Unavailable::Offering(key), until, "interrupted");
+                ctx.cloud.offerings.mark_unavailable(
+                    Unavailable::Offering(key),
+                    until,
+                    "interrupted",
+                );
             }
             status.phase = muster_crds::PoolNodePhase::Draining;
             status.reason = Some(crate::controller::base::reasons::INTERRUPTED.to_string());

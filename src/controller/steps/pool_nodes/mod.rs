@@ -175,7 +175,7 @@ async fn step(
         };
         // the call runs off the planning path; its outcome comes back in a
         // later cycle (the loop is woken for it)
-        if let Progress::Done(result) = ctx.cloud.poll(
+        if let Progress::Done(result) = ctx.cloud.work.poll(
             Job::Launch(name.clone()),
             &node_class,
             wakes_the_loop,
@@ -186,7 +186,7 @@ async fn step(
                     status.provider_id = Some(instance.provider_id.clone());
                     status.launched_at = Some(time::to_kube(now));
                     provider_id = Some(instance.provider_id);
-                    ctx.cloud.settle(Job::Launch(name.clone()));
+                    ctx.cloud.work.settle(Job::Launch(name.clone()));
                 }
                 Err(e) => {
                     launch_error = Some(match &e {
@@ -293,7 +293,7 @@ async fn step(
         } => {
             if let Some((what, until)) = mark_unavailable {
                 let why = error_text.as_ref().map_or("", |(_, m)| m.as_str());
-                ctx.offerings.mark_unavailable(what, until, why);
+                ctx.cloud.offerings.mark_unavailable(what, until, why);
             }
             let reason = reason.as_str().to_string();
             let message = error_text
@@ -436,12 +436,13 @@ async fn finalize(
     };
     match ctx
         .cloud
+        .work
         .poll(job.clone(), node_class, Result::is_ok, terminate)
     {
         Progress::Waiting => Ok(false),
         Progress::Done(Ok(())) => {
             // done: not again while the caches still show the PoolNode
-            ctx.cloud.settle(job);
+            ctx.cloud.work.settle(job);
             Ok(true)
         }
         Progress::Done(Err(e)) => Err(e),

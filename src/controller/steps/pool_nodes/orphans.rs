@@ -71,11 +71,12 @@ pub(crate) async fn collect(
             }
         };
         let quiet = |_: &Vec<String>| false;
-        if let Progress::Done(terminated) = ctx.cloud.poll(job.clone(), node_class, quiet, start())
+        if let Progress::Done(terminated) =
+            ctx.cloud.work.poll(job.clone(), node_class, quiet, start())
         {
             done.extend(terminated);
             // the finished one is taken: the next one starts now
-            let _ = ctx.cloud.poll(job, node_class, quiet, start());
+            let _ = ctx.cloud.work.poll(job, node_class, quiet, start());
         }
     }
     done.into_iter().collect()

@@ -69,7 +69,7 @@ fn provider(obj: &DynamicObject) -> Option<Provider> {
 pub(crate) async fn update(ctx: &Ctx, observed: &Observed, now: Time) {
     for nc in observed.of(Kind::NodeClass) {
         let Some(p) = provider(nc) else { continue };
-        let refused = ctx.offerings.refused(p, now);
+        let refused = ctx.cloud.offerings.refused(p, now);
         let shown = conditions(nc)
             .into_iter()
             .any(|c| c.type_ == ConditionType::CapacityTypesPermitted.as_str());

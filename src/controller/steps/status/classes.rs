@@ -165,21 +165,25 @@ fn resolution(
     let wake = |_: &Resolving| true;
     if due {
         // a finished or settled resolution is stale: start another
-        ctx.cloud.forget(&job);
+        ctx.cloud.work.forget(&job);
     }
     match ctx
         .cloud
+        .work
         .poll(job.clone(), name, wake, start(provider.clone()))
     {
         Progress::Waiting => None,
         Progress::Done((resolved, outcome)) => {
-            ctx.cloud.settle(job.clone());
+            ctx.cloud.work.settle(job.clone());
             if resolved == generation {
                 return Some(outcome);
             }
             // resolved for a spec that has changed since: resolve this one
-            ctx.cloud.forget(&job);
-            let _ = ctx.cloud.poll(job, name, wake, start(provider.clone()));
+            ctx.cloud.work.forget(&job);
+            let _ = ctx
+                .cloud
+                .work
+                .poll(job, name, wake, start(provider.clone()));
             None
         }
     }
