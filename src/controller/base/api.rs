@@ -39,7 +39,7 @@ pub(crate) enum ActError {
 impl ActError {
     /// Wraps a kube error with the action it interrupted (a 422 Invalid is
     /// also counted: see [`invalid_writes`]).
-    pub(crate) fn api(action: &'static str) -> impl FnOnce(kube::Error) -> ActError {
+    pub fn api(action: &'static str) -> impl FnOnce(kube::Error) -> ActError {
         move |source| {
             if matches!(&source, kube::Error::Api(s) if s.code == 422) {
                 INVALID_WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -77,11 +77,7 @@ pub(crate) fn is_already_exists(e: &kube::Error) -> bool {
 }
 
 /// The dynamic API of a muster kind (namespaced Gangs need `namespace`).
-pub(crate) fn api(
-    client: &kube::Client,
-    kind: Kind,
-    namespace: Option<&str>,
-) -> Api<DynamicObject> {
+pub fn api(client: &kube::Client, kind: Kind, namespace: Option<&str>) -> Api<DynamicObject> {
     let ar = kind.api_resource();
     match (kind.namespaced(), namespace) {
         (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &ar),

@@ -33,7 +33,7 @@ pub(crate) enum ConditionType {
 impl ConditionType {
     /// Every condition type, for tests.
     #[cfg(test)]
-    pub(crate) const ALL: [ConditionType; 9] = [
+    pub const ALL: [ConditionType; 9] = [
         ConditionType::Ready,
         ConditionType::Active,
         ConditionType::Valid,

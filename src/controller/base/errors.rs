@@ -15,7 +15,7 @@ pub enum IssueReason {
 
 impl IssueReason {
     /// The reason as a condition/Event reason.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             IssueReason::InvalidSpec => "InvalidSpec",
             IssueReason::InvalidReference => "InvalidReference",

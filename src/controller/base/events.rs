@@ -15,7 +15,7 @@ pub(crate) struct Events {
 
 impl Events {
     /// A publisher for this controller instance.
-    pub(crate) fn new(client: kube::Client, instance: &str) -> Events {
+    pub fn new(client: kube::Client, instance: &str) -> Events {
         let reporter = Reporter {
             controller: "muster".to_string(),
             instance: Some(instance.to_string()),
@@ -26,13 +26,13 @@ impl Events {
     }
 
     /// A Warning on a muster object. Failures to publish are logged only.
-    pub(crate) async fn warn(&self, kind: Kind, obj: &DynamicObject, reason: &str, note: String) {
+    pub async fn warn(&self, kind: Kind, obj: &DynamicObject, reason: &str, note: String) {
         self.publish(kind, obj, EventType::Warning, reason, note)
             .await;
     }
 
     /// A Normal event on a muster object.
-    pub(crate) async fn normal(&self, kind: Kind, obj: &DynamicObject, reason: &str, note: String) {
+    pub async fn normal(&self, kind: Kind, obj: &DynamicObject, reason: &str, note: String) {
         self.publish(kind, obj, EventType::Normal, reason, note)
             .await;
     }

@@ -28,13 +28,13 @@ struct State {
 
 impl Leadership {
     /// Leading for good (a single replica without election).
-    pub(crate) fn always(metrics: Arc<Metrics>) -> Leadership {
+    pub fn always(metrics: Arc<Metrics>) -> Leadership {
         metrics.leader.set(1);
         Leadership::with(true, metrics)
     }
 
     /// Not leading until the election (`leader::start`) wins.
-    pub(crate) fn elected(metrics: Arc<Metrics>) -> Leadership {
+    pub fn elected(metrics: Arc<Metrics>) -> Leadership {
         metrics.leader.set(0);
         Leadership::with(false, metrics)
     }

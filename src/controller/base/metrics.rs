@@ -13,57 +13,57 @@ use prometheus_client::registry::{Metric, Registry};
 
 /// Labels of the gangs gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct GangLabels {
+pub(crate) struct GangLabels {
     /// GPUQueue.
-    pub queue: String,
+    pub(crate) queue: String,
     /// Gang phase.
-    pub phase: String,
+    pub(crate) phase: String,
 }
 
 /// Labels of the launches counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LaunchLabels {
+pub(crate) struct LaunchLabels {
     /// Pool.
-    pub pool: String,
+    pub(crate) pool: String,
     /// `spot` or `on-demand`.
-    pub capacity_type: String,
+    pub(crate) capacity_type: String,
     /// `Launched` or a provider error category.
-    pub result: String,
+    pub(crate) result: String,
 }
 
 /// Labels of per-queue metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QueueLabels {
+pub(crate) struct QueueLabels {
     /// GPUQueue.
-    pub queue: String,
+    pub(crate) queue: String,
 }
 
 /// Labels of per-pool metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PoolLabels {
+pub(crate) struct PoolLabels {
     /// GPUPool.
-    pub pool: String,
+    pub(crate) pool: String,
 }
 
 /// Labels of the idle gangs gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct IdleLabels {
+pub(crate) struct IdleLabels {
     /// GPUQueue.
-    pub queue: String,
+    pub(crate) queue: String,
     /// `GPUsIdle`, `IdleRequeued` or `IdleStopped`.
     pub reason: String,
 }
 
 /// Labels of counters by kind.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabels {
+pub(crate) struct KindLabels {
     /// A bounded kind (an enum variant name).
-    pub kind: String,
+    pub(crate) kind: String,
 }
 
 /// Labels of counters by reason.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
+pub(crate) struct ReasonLabels {
     /// A bounded reason (an enum variant name).
     pub reason: String,
 }
@@ -81,7 +81,7 @@ pub enum MetricKind {
 
 impl MetricKind {
     /// The OpenMetrics type name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             MetricKind::Counter => "counter",
             MetricKind::Gauge => "gauge",
@@ -268,49 +268,49 @@ pub(crate) type FloatCounter = Counter<f64, AtomicU64>;
 pub struct Metrics {
     registry: Registry,
     /// Gangs by queue and phase.
-    pub gangs: Family<GangLabels, Gauge>,
+    pub(crate) gangs: Family<GangLabels, Gauge>,
     /// Seconds one `plan()` call took.
-    pub plan_duration: Histogram,
+    pub(crate) plan_duration: Histogram,
     /// Cloud launch calls by result category.
-    pub launches: Family<LaunchLabels, Counter>,
+    pub(crate) launches: Family<LaunchLabels, Counter>,
     /// Seconds from arrival to admission, per queue.
-    pub admission_wait: Family<QueueLabels, Histogram>,
+    pub(crate) admission_wait: Family<QueueLabels, Histogram>,
     /// GPUs of Ready nodes per pool.
-    pub pool_gpus: Family<PoolLabels, Gauge>,
+    pub(crate) pool_gpus: Family<PoolLabels, Gauge>,
     /// GPUs assigned to admitted or running gangs per pool.
-    pub pool_allocated_gpus: Family<PoolLabels, Gauge>,
+    pub(crate) pool_allocated_gpus: Family<PoolLabels, Gauge>,
     /// GPUs requested by running gangs per pool.
-    pub pool_busy_gpus: Family<PoolLabels, Gauge>,
+    pub(crate) pool_busy_gpus: Family<PoolLabels, Gauge>,
     /// Hourly price of the pool's nodes.
-    pub pool_cost: Family<PoolLabels, FloatGauge>,
+    pub(crate) pool_cost: Family<PoolLabels, FloatGauge>,
     /// Gang evictions by reason.
-    pub evictions: Family<ReasonLabels, Counter>,
+    pub(crate) evictions: Family<ReasonLabels, Counter>,
     /// Planner preemptions by reason.
-    pub preemptions: Family<ReasonLabels, Counter>,
+    pub(crate) preemptions: Family<ReasonLabels, Counter>,
     /// Node-seconds without pods per pool.
-    pub idle_node_seconds: Family<PoolLabels, FloatCounter>,
+    pub(crate) idle_node_seconds: Family<PoolLabels, FloatCounter>,
     /// GPU-hours of admitted gangs per queue.
-    pub gpu_hours: Family<QueueLabels, FloatCounter>,
+    pub(crate) gpu_hours: Family<QueueLabels, FloatCounter>,
     /// GPU-hours of running gangs per queue.
-    pub gpu_hours_busy: Family<QueueLabels, FloatCounter>,
+    pub(crate) gpu_hours_busy: Family<QueueLabels, FloatCounter>,
     /// Hourly price of the nodes each queue's gangs hold.
-    pub queue_cost: Family<QueueLabels, FloatGauge>,
+    pub(crate) queue_cost: Family<QueueLabels, FloatGauge>,
     /// Dollars per queue, accumulated.
-    pub queue_dollars: Family<QueueLabels, FloatCounter>,
+    pub(crate) queue_dollars: Family<QueueLabels, FloatCounter>,
     /// Orphaned instances terminated.
-    pub orphans_terminated: Counter,
+    pub(crate) orphans_terminated: Counter,
     /// Interruption notices by kind.
-    pub interruptions: Family<KindLabels, Counter>,
+    pub(crate) interruptions: Family<KindLabels, Counter>,
     /// Idle gangs by queue and reason.
-    pub idle_gangs: Family<IdleLabels, Gauge>,
+    pub(crate) idle_gangs: Family<IdleLabels, Gauge>,
     /// Whether the last utilisation read succeeded.
-    pub gpu_utilization_up: Gauge,
+    pub(crate) gpu_utilization_up: Gauge,
     /// Failed utilisation reads by reason.
-    pub gpu_utilization_errors: Family<ReasonLabels, Counter>,
+    pub(crate) gpu_utilization_errors: Family<ReasonLabels, Counter>,
     /// Planning cycles run.
-    pub cycles: Counter,
+    pub(crate) cycles: Counter,
     /// 1 while this instance holds the leader Lease.
-    pub leader: Gauge,
+    pub(crate) leader: Gauge,
     synced: AtomicBool,
     /// The webhook's certificate is read from the API server and has not
     /// been loaded yet (controller-managed certificates).
@@ -393,7 +393,7 @@ impl Metrics {
     }
 
     /// True once the caches synced.
-    pub fn synced(&self) -> bool {
+    pub(crate) fn synced(&self) -> bool {
         self.synced.load(Ordering::Relaxed)
     }
 
@@ -410,7 +410,7 @@ impl Metrics {
 
     /// Why this replica is not Ready, if it is not: caches not synced, or
     /// no webhook certificate yet.
-    pub fn not_ready(&self) -> Option<&'static str> {
+    pub(crate) fn not_ready(&self) -> Option<&'static str> {
         if !self.synced() {
             Some("caches not synced\n")
         } else if self.webhook_cert_pending.load(Ordering::Relaxed) {

@@ -8,12 +8,12 @@
 
 pub mod api;
 
-pub mod client;
-pub mod conditions;
-pub mod errors;
-pub mod events;
-pub mod leadership;
+pub(crate) mod client;
+pub(crate) mod conditions;
+pub(crate) mod errors;
+pub(crate) mod events;
+pub(crate) mod leadership;
 pub mod metrics;
-pub mod objects;
+pub(crate) mod objects;
 pub mod reasons;
 pub mod time;

@@ -9,7 +9,7 @@
 
 use kube::core::{ApiResource, GroupVersionKind};
 
-pub use muster_crds::{GROUP, VERSION};
+pub(crate) use muster_crds::{GROUP, VERSION};
 
 /// Label on Jobs: the GPUQueue they wait in.
 pub(crate) const QUEUE_LABEL: &str = "muster.dev/queue";
@@ -44,7 +44,7 @@ pub(crate) const TERMINATE_FINALIZER: &str = "muster.dev/terminate-instance";
 /// Field manager of every write the controller makes.
 pub(crate) const FIELD_MANAGER: &str = "muster-controller";
 
-pub use muster_crds::Kind;
+pub(crate) use muster_crds::Kind;
 
 /// What the controller needs of a kind beyond its names.
 pub(crate) trait KindExt {
@@ -67,11 +67,11 @@ impl KindExt for Kind {
     }
 }
 
-pub use muster_crds::common::{Condition, ConditionStatus};
+pub(crate) use muster_crds::common::{Condition, ConditionStatus};
 
-pub use muster_crds::gang::{GangSpec, PodSet as PodSetSpec};
+pub(crate) use muster_crds::gang::{GangSpec, PodSet as PodSetSpec};
 
-pub use muster_crds::poolnode::{
+pub(crate) use muster_crds::poolnode::{
     GangRef, Offering as OfferingSpec, PoolNodePhase, PoolNodeSpec, PoolNodeStatus,
 };
 

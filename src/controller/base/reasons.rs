@@ -16,15 +16,15 @@ use crate::controller::base::errors::WorkloadError;
 
 /// One reason and its explanation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReasonDoc {
+pub(crate) struct ReasonDoc {
     /// The reason as written to the cluster.
     pub reason: &'static str,
     /// Where it appears: object kind and field, Event type.
-    pub appears: &'static str,
+    pub(crate) appears: &'static str,
     /// What happened.
-    pub what: &'static str,
+    pub(crate) what: &'static str,
     /// What the operator or user can do.
-    pub todo: &'static str,
+    pub(crate) todo: &'static str,
 }
 
 const fn doc(
@@ -50,7 +50,7 @@ pub(crate) const INTERRUPTED: &str = "Interrupted";
 /// Reason of a PoolNode whose replacement failed: it serves on.
 pub(crate) const REPLACEMENT_FAILED: &str = "ReplacementFailed";
 /// Reason of a PoolNode removed because it holds nothing.
-pub const EMPTY: &str = "Empty";
+pub(crate) const EMPTY: &str = "Empty";
 /// Reason of a PoolNode removed because its gangs fit elsewhere.
 pub(crate) const UNDERUTILIZED: &str = "Underutilized";
 /// Reason of a PoolNode replaced by a cheaper one.
@@ -432,7 +432,7 @@ fn idle(r: IdleReason) -> ReasonDoc {
 }
 
 /// Every reason, grouped by where it appears.
-pub fn catalog() -> Vec<ReasonDoc> {
+pub(crate) fn catalog() -> Vec<ReasonDoc> {
     let mut out = Vec::new();
     for e in [
         WorkloadError::NoQueue,

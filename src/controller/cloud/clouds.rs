@@ -29,7 +29,7 @@ impl CloudName {
     pub const ALL: [CloudName; 3] = [CloudName::Aws, CloudName::Gcp, CloudName::Sim];
 
     /// The spec block's key (`aws`, `gcp`, `sim`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CloudName::Aws => "aws",
             CloudName::Gcp => "gcp",
@@ -38,7 +38,7 @@ impl CloudName {
     }
 
     /// The cloud whose block a NodeClass spec sets (the first, if several).
-    pub(crate) fn of_spec(spec: &serde_json::Value) -> Option<CloudName> {
+    pub fn of_spec(spec: &serde_json::Value) -> Option<CloudName> {
         CloudName::ALL
             .into_iter()
             .find(|c| spec.get(c.as_str()).is_some_and(|v| !v.is_null()))

@@ -5,9 +5,9 @@
 //! Imports only the plumbing below it.
 
 pub mod clouds;
-pub mod providers;
+pub(crate) mod providers;
 pub mod sim;
-pub mod work;
+pub(crate) mod work;
 
 use std::sync::Arc;
 
@@ -26,7 +26,7 @@ pub(crate) struct Cloud {
 impl Cloud {
     /// No offerings listed yet, and at most `per_provider` calls in flight
     /// per provider; a finished call wakes the cycle through `changes`.
-    pub(crate) fn new(per_provider: usize, changes: Arc<Notify>) -> Cloud {
+    pub fn new(per_provider: usize, changes: Arc<Notify>) -> Cloud {
         Cloud {
             offerings: Arc::default(),
             work: work::CloudWork::new(per_provider, changes),

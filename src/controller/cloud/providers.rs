@@ -50,13 +50,13 @@ impl OfferingCache {
 
     /// The pool's last listed offerings, however old; `None` before its
     /// first listing.
-    pub fn listed(&self, pool: &str) -> Option<Vec<Offering>> {
+    pub(crate) fn listed(&self, pool: &str) -> Option<Vec<Offering>> {
         let listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
         listed.get(pool).map(|(_, o)| o.clone())
     }
 
     /// Records that listing the pool's offerings failed.
-    pub fn failed(&self, pool: &str) {
+    pub(crate) fn failed(&self, pool: &str) {
         let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
         failed.insert(pool.to_string());
     }
@@ -68,14 +68,14 @@ impl OfferingCache {
     }
 
     /// Records a listing.
-    pub fn store(&self, pool: &str, offerings: Vec<Offering>) {
+    pub(crate) fn store(&self, pool: &str, offerings: Vec<Offering>) {
         let mut listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
         listed.insert(pool.to_string(), (Instant::now(), offerings));
     }
 
     /// Marks an offering, or every offering of a provider's capacity type,
     /// unavailable until `until`; `why` is the launch error's message.
-    pub fn mark_unavailable(&self, what: Unavailable, until: Time, why: &str) {
+    pub(crate) fn mark_unavailable(&self, what: Unavailable, until: Time, why: &str) {
         match what {
             Unavailable::Offering(key) => {
                 let mut u = self.unavailable.lock().unwrap_or_else(|e| e.into_inner());

@@ -89,7 +89,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl CloudWork {
     /// Work with at most `per_provider` calls at once per NodeClass; a
     /// finished job notifies `changes`.
-    pub(crate) fn new(per_provider: usize, changes: Arc<Notify>) -> CloudWork {
+    pub fn new(per_provider: usize, changes: Arc<Notify>) -> CloudWork {
         CloudWork {
             slots: Arc::default(),
             limits: Mutex::default(),

@@ -34,7 +34,7 @@ pub enum IssueError {
 
 impl IssueError {
     /// A bounded, user-facing reason.
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             IssueError::Sign => "SigningFailed",
             IssueError::Ca => "CAUnreadable",
@@ -100,7 +100,7 @@ pub(crate) fn new_ca(
 /// A serving certificate for `names`, signed by the CA (`ca_crt`'s first
 /// certificate, key `ca_key`), valid for the policy's certificate validity
 /// but never past the CA: (certificate PEM, key PEM).
-pub fn serving(
+pub(crate) fn serving(
     ca_crt: &str,
     ca_key: &str,
     names: Vec<String>,

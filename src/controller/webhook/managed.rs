@@ -91,7 +91,7 @@ pub(crate) enum ManagedError {
 
 impl ManagedError {
     /// A bounded, user-facing reason.
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             ManagedError::Issue(e) => e.as_str(),
             ManagedError::Secret(_) => "SecretWriteFailed",
@@ -296,7 +296,7 @@ pub(crate) fn ca_bundle_patch(
 
 /// Watches the Secret, serves its certificate and, while leading, keeps it
 /// and the CA bundle current. Runs until dropped.
-pub async fn run(
+pub(crate) async fn run(
     client: kube::Client,
     settings: Arc<Settings>,
     mut leading: watch::Receiver<bool>,

@@ -62,7 +62,7 @@ pub enum WebhookError {
 
 impl WebhookError {
     /// A bounded, user-facing reason.
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             WebhookError::Malformed => "MalformedAdmissionReview",
             WebhookError::Encode => "EncodeFailed",
@@ -84,7 +84,7 @@ pub struct Webhook {
 
 /// What to do with one workload.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Not a workload muster manages (or not a creation): admitted unchanged.
     Ignore,
     /// Suspend it (a Job, a JobSet); `Some(queue)` also sets the queue label.
@@ -214,7 +214,7 @@ fn queue_of(obj: &DynamicObject) -> Option<&str> {
 /// The LeaderWorkerSet whose pod `req` creates (in the request's
 /// namespace), by the pod's `leaderworkerset.sigs.k8s.io/name` label: the
 /// set the answer depends on.
-pub fn leader_worker_set_of(req: &AdmissionRequest<DynamicObject>) -> Option<&str> {
+pub(crate) fn leader_worker_set_of(req: &AdmissionRequest<DynamicObject>) -> Option<&str> {
     if held_create(req)? != Held::GatedIfSetIs {
         return None;
     }
@@ -229,8 +229,12 @@ pub fn leader_worker_set_of(req: &AdmissionRequest<DynamicObject>) -> Option<&st
 
 /// The decision for a request, given the default queue of its namespace.
 /// A pod of a LeaderWorkerSet is judged as one whose set is not found (see
-/// [`decide_with`]).
-pub fn decide(req: &AdmissionRequest<DynamicObject>, default_queue: Option<&str>) -> Decision {
+/// [`decide_with`]). The tests' shorthand.
+#[cfg(test)]
+pub(crate) fn decide(
+    req: &AdmissionRequest<DynamicObject>,
+    default_queue: Option<&str>,
+) -> Decision {
     decide_with(req, default_queue, None)
 }
 
@@ -242,7 +246,7 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, default_queue: Option<&str>
 /// set only when it is created) is admitted unchanged, rather than gated
 /// with nobody to release it. The pod itself is not labelled: its gang's
 /// queue is its set's.
-pub fn decide_with(
+pub(crate) fn decide_with(
     req: &AdmissionRequest<DynamicObject>,
     default_queue: Option<&str>,
     set: Option<&DynamicObject>,
@@ -320,7 +324,7 @@ fn gate_ops(obj: &DynamicObject, spec: &str) -> Vec<Value> {
 }
 
 /// The JSON Patch (RFC 6902) of a decision on `obj`.
-pub fn patch(obj: &DynamicObject, decision: &Decision) -> Vec<Value> {
+pub(crate) fn patch(obj: &DynamicObject, decision: &Decision) -> Vec<Value> {
     let mut ops = Vec::new();
     let queue = match decision {
         Decision::Ignore | Decision::Deny(_) => return ops,
@@ -427,7 +431,7 @@ impl Webhook {
     }
 
     /// Answers one AdmissionReview body with an AdmissionReview body.
-    pub async fn review(&self, body: &[u8]) -> Result<Vec<u8>, WebhookError> {
+    pub(crate) async fn review(&self, body: &[u8]) -> Result<Vec<u8>, WebhookError> {
         let req = match read_review(body)? {
             Ok(req) => req,
             Err(answer) => return Ok(answer),

@@ -63,7 +63,7 @@ pub enum Reason {
 
 impl Reason {
     /// A bounded, user-facing reason (logs, metric labels).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Reason::Missing => "Missing",
             Reason::Unparsable => "Unparsable",

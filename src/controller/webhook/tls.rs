@@ -36,7 +36,7 @@ pub enum CertError {
 
 impl CertError {
     /// A bounded, user-facing reason.
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             CertError::Certificate(_) => "CertificateUnreadable",
             CertError::Key(_) => "KeyUnreadable",
@@ -142,7 +142,7 @@ impl CertSlot {
     /// Serves `chain` (PEM certificates, the serving certificate first) with
     /// `key` from now on; `Ok(true)` when it differs from the one served.
     /// A refused pair leaves the current one in place.
-    pub fn set(&self, chain: &[u8], key: &[u8]) -> Result<bool, CertError> {
+    pub(crate) fn set(&self, chain: &[u8], key: &[u8]) -> Result<bool, CertError> {
         let mut stamp = chain.to_vec();
         stamp.extend_from_slice(key);
         let same = self
@@ -173,7 +173,7 @@ impl CertSlot {
     }
 
     /// True once a certificate is served.
-    pub fn loaded(&self) -> bool {
+    pub(crate) fn loaded(&self) -> bool {
         self.current
             .read()
             .unwrap_or_else(|e| e.into_inner())

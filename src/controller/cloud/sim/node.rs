@@ -174,7 +174,7 @@ fn ready_condition(ready: bool, now: Time) -> NodeCondition {
 }
 
 /// The status of a booting Node: the offering's capacity, not Ready yet.
-pub(crate) fn booting_status(offering: &Offering, now: Time) -> NodeStatus {
+pub fn booting_status(offering: &Offering, now: Time) -> NodeStatus {
     NodeStatus {
         capacity: Some(quantities(offering)),
         allocatable: Some(quantities(offering)),
@@ -184,7 +184,7 @@ pub(crate) fn booting_status(offering: &Offering, now: Time) -> NodeStatus {
 }
 
 /// The status patch that ends a boot (a merge patch of `status`).
-pub(crate) fn ready_patch(now: Time) -> serde_json::Value {
+pub fn ready_patch(now: Time) -> serde_json::Value {
     serde_json::json!({ "status": { "conditions": [ready_condition(true, now)] } })
 }
 
@@ -196,7 +196,7 @@ pub(crate) fn ready_at(node: &Node) -> Option<Time> {
 
 /// True when the Node is a simulated machine still booting whose boot has
 /// ended by `now`.
-pub(crate) fn boot_done(node: &Node, now: Time) -> bool {
+pub fn boot_done(node: &Node, now: Time) -> bool {
     node.metadata.deletion_timestamp.is_none()
         && !node_ready(node)
         && ready_at(node).is_some_and(|t| t <= now)
