@@ -1,8 +1,8 @@
 //! Scale-down and disruption: empty nodes removed after `consolidateAfter`
 //! and an idle pool scaled to zero (5), a Draining PoolNode drained (gangs
 //! evicted whole, PodDisruptionBudgets and `do-not-disrupt` honoured),
-//! orphan instances collected, a spot interruption, and a PoolNode deleted
-//! by hand.
+//! orphan instances collected, a spot interruption, a node of a running
+//! gang lost, and a PoolNode deleted by hand.
 //!
 //! Each runs the real `kube::Client` over HTTP against the API test server,
 //! the controller in-process on a fake cloud, and the kubelet / scheduler
@@ -24,9 +24,9 @@ use support::fake_cloud::FakeCloud;
 use support::objects::{TEAM_A as NS, job, pdb, pod, start_world};
 use support::scenario::{start, start_configured, stub};
 use support::waits::{
-    assert_no_invalid_writes, events_of, gang_phase, patch_pool, poolnodes, wait_for_gang_phase,
-    wait_for_job_suspended, wait_for_no_poolnodes, wait_for_poolnode_gone, wait_for_poolnode_phase,
-    wait_for_running_pods,
+    assert_no_invalid_writes, events_of, gang_phase, node_of, patch_pool, poolnodes, running_pods,
+    wait_for_gang_phase, wait_for_job_suspended, wait_for_no_poolnodes, wait_for_poolnode_gone,
+    wait_for_poolnode_phase, wait_for_running_pods,
 };
 use support::{ar, eventually};
 
@@ -432,4 +432,94 @@ async fn deleting_a_poolnode_terminates_its_instance_first() {
         .map(|c| c.what)
         .collect();
     assert_eq!(terminated, [pid]);
+}
+
+/// A node of a running gang is lost (the cloud ends its instance and its
+/// Node is deleted): the PoolNode drains with reason `NodeLost`, the gang
+/// is evicted whole at once (not left with a pod Pending for a node that
+/// never comes back, since its pods are pinned to the gang's nodes by
+/// name), the instance is terminated, and the gang runs again on nodes
+/// that exist.
+#[tokio::test]
+async fn a_lost_node_requeues_its_running_gang_whole() {
+    let (server, client) = start_world(&[]).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let ctl = start(&server, &cloud, controller::real_planner());
+    job("two")
+        .queue("team-a")
+        .pods(2)
+        .gpus(8)
+        .create(&client)
+        .await;
+    wait_for_gang_phase(&client, NS, "two", &["Running"], 30).await;
+    let pn = poolnodes(&client)
+        .await
+        .into_iter()
+        .next()
+        .expect("a PoolNode");
+    let pid = pn.data["status"]["providerID"]
+        .as_str()
+        .expect("providerID")
+        .to_string();
+    let lost = pn.data["status"]["nodeName"]
+        .as_str()
+        .expect("nodeName")
+        .to_string();
+    cloud.fail(&pid);
+    let drained = wait_for_poolnode_phase(&client, "Draining", 20).await;
+    assert_eq!(drained.name_any(), pn.name_any());
+    assert_eq!(drained.data["status"]["reason"], "NodeLost");
+    eventually(20, "the gang evicted for its lost node", || {
+        let text = ctl.metrics.encode();
+        async move {
+            text.contains(r#"muster_evictions_total{reason="NodeLost"} 1"#)
+                .then_some(())
+        }
+    })
+    .await;
+    wait_for_poolnode_gone(&client, &pn.name_any(), 20).await;
+    // the gang runs again, whole, on nodes that exist
+    let pods = eventually(60, "both pods running off the lost node", || {
+        let client = client.clone();
+        let lost = lost.clone();
+        async move {
+            let pods = running_pods(&client, NS, "job-name=two").await;
+            (pods.len() == 2 && pods.iter().all(|p| node_of(p) != Some(lost.as_str())))
+                .then_some(pods)
+        }
+    })
+    .await;
+    for p in &pods {
+        let node = node_of(p).expect("bound");
+        assert!(
+            Api::<Node>::all(client.clone())
+                .get_opt(node)
+                .await
+                .expect("get")
+                .is_some(),
+            "{node} exists"
+        );
+    }
+    assert!(
+        cloud
+            .calls()
+            .iter()
+            .any(|c| c.op == "terminate" && c.what == pid),
+        "the lost instance terminated through the finalizer"
+    );
+    let events: Vec<String> = events_of(&client, "NodeLost")
+        .await
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&*pn.name_any()))
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|n| n.contains(&lost) && n.contains("requeued whole")),
+        "{events:?}"
+    );
+    server.assert_rbac_allows_controller();
+    assert_no_invalid_writes();
 }

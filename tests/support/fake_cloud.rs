@@ -266,6 +266,14 @@ impl FakeCloud {
         self.sim.interrupt(provider_id, kind);
     }
 
+    /// The cloud ends an instance on its own (a host failure, a retirement,
+    /// someone terminating it in the console): not a call of muster's, so
+    /// not recorded; the emulator's cloud node controller deletes its Node.
+    pub fn fail(&self, provider_id: &str) {
+        self.tick();
+        let _ = ready(self.sim.terminate(provider_id));
+    }
+
     /// The state of the instance with this provider id.
     pub fn state(&self, provider_id: &str) -> Option<InstanceState> {
         self.tick();

@@ -13,10 +13,20 @@
 //! | Launched   | nothing for `registrationTimeout`     | terminate (`RegistrationTimeout`)               |
 //! | Registered | ready with GPUs allocatable           | advance to Ready                                |
 //! | Registered | not for `initializationTimeout`       | terminate (`InitializationTimeout`)             |
+//! | Registered, Ready | its Node gone (launched, yet no Node carries its provider id) | lost: drain (`NodeLost`) |
 //! | otherwise  |                                       | stay                                            |
 //!
 //! Transient errors (throttling, 5xx) are retried: the node stays until its
 //! phase times out. Timeouts count from `phaseSince`.
+//!
+//! A lost node is drained, not replaced: its gang's pods are pinned to the
+//! gang's nodes by name, and a rank of a distributed job rarely survives a
+//! peer's restart anyway, so the whole gang is requeued at once (reason
+//! `NodeLost`) and planned again, rather than left with a pod Pending for a
+//! node that never comes back. The Node goes when its instance does (the
+//! cloud's node controller deletes it) or when someone deletes it; the
+//! kubelet does not register it again while running, so the instance is
+//! of no more use and is terminated.
 //!
 //! A node that stays may still deserve a warning ([`gpu_warning`]): Ready for
 //! `gpuRegistrationTimeout` without allocatable GPUs means the device plugin
@@ -163,6 +173,11 @@ pub enum Step {
     Stay,
     /// Move to this phase (`phaseSince` = now).
     Advance(NodePhase),
+    /// The node is lost (its Node is gone): drain it with the reason
+    /// [`crate::lifecycle::gang::EvictReason::NodeLost`], which evicts the
+    /// gang on it whole, then delete it (its finalizer terminates the
+    /// instance).
+    Lost,
     /// Delete the PoolNode (its finalizer terminates any instance).
     Terminate {
         /// Why.
@@ -249,6 +264,9 @@ pub fn next(
             } else {
                 Step::Stay
             }
+        }
+        NodePhase::Registered | NodePhase::Ready if seen.launch_accepted && !seen.registered => {
+            Step::Lost
         }
         NodePhase::Registered => {
             if seen.ready_with_gpus {
@@ -381,6 +399,10 @@ mod tests {
                 Step::Advance(Ready),
             ),
             (Ready, 100_000, none, Step::Stay),
+            (Ready, 10, o(true, true, true, None), Step::Stay),
+            (Ready, 10, o(true, false, false, None), Step::Lost),
+            (Registered, 10, o(true, false, false, None), Step::Lost),
+            (Draining, 10, o(true, false, false, None), Step::Stay),
             (Draining, 100_000, none, Step::Stay),
         ];
         for (i, (phase, elapsed, seen, want)) in cases.into_iter().enumerate() {

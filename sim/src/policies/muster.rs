@@ -325,6 +325,8 @@ impl MusterPolicy {
                         m.phase = p;
                         m.phase_since = now;
                     }
+                    // the simulated cloud never deletes a Node on its own
+                    NodeStep::Lost => {}
                     NodeStep::Terminate {
                         mark_unavailable, ..
                     } => {
@@ -731,7 +733,7 @@ impl MusterPolicy {
             &self.cfg.policy,
             now,
         ) {
-            NodeStep::Advance(_) | NodeStep::Stay => match result {
+            NodeStep::Advance(_) | NodeStep::Stay | NodeStep::Lost => match result {
                 Ok(id) => {
                     self.stats.nodes_launched += 1;
                     self.add_node(world, id);

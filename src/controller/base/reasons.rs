@@ -377,8 +377,8 @@ fn evict(r: EvictReason) -> ReasonDoc {
         ),
         EvictReason::NodeLost => doc(
             r.as_str(),
-            on,
-            "A node it ran on went away; it is evicted whole and requeued.",
+            "Gang: `status.reason` (phase Evicted); PoolNode: `status.reason` (phase Draining) and Warning Event",
+            "A node it ran on went away: its Node was deleted (with its instance, or by hand). The PoolNode drains and its instance is terminated; the gang is evicted whole and requeued.",
             "Nothing; the gang starts again on new capacity. Checkpoint long jobs so a restart loses little.",
         ),
         EvictReason::SpotInterruption => doc(

@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch};
+use muster_planner::lifecycle::gang::EvictReason;
 use muster_planner::lifecycle::pool_node::{self, LaunchError};
 use muster_planner::{NodePhase, Time};
 use muster_provider_api::{Instance, ProviderError};
@@ -286,6 +287,22 @@ async fn step(
             }
             status.reason = None;
             status.message = None;
+        }
+        pool_node::Step::Lost => {
+            // drained like a removal: the gang on it is evicted whole (its
+            // life cycle sees a Draining node it holds), then the drain
+            // finds no Node and deletes the PoolNode, whose finalizer
+            // terminates the instance
+            let reason = EvictReason::NodeLost.as_str();
+            let message = format!(
+                "the Node of {name} ({}) is gone; the node is drained and its instance terminated, \
+                 and the gang on it is requeued whole",
+                status.node_name.as_deref().unwrap_or("never named")
+            );
+            status.phase = muster_crds::PoolNodePhase::Draining;
+            status.reason = Some(reason.to_string());
+            status.message = Some(message.clone());
+            ctx.events.warn(Kind::PoolNode, &pn, reason, message).await;
         }
         pool_node::Step::Terminate {
             reason,
