@@ -460,10 +460,12 @@ async fn eviction_then_readmission() {
         .iter()
         .position(|(v, g, r, _)| v == "patch" && g == "batch" && r == "jobs/status")
         .expect("startTime cleared through jobs/status");
+    // the restore is a merge patch of what the pin changed (so a pod field
+    // muster's types do not know is kept), the last write of the Job
     let restore = requests
         .iter()
-        .rposition(|(v, g, r, _)| v == "update" && g == "batch" && r == "jobs")
-        .expect("template restored by an update");
+        .rposition(|(v, g, r, _)| v == "patch" && g == "batch" && r == "jobs")
+        .expect("template restored by a patch");
     assert!(
         status_patch < restore,
         "startTime is cleared before the template changes"

@@ -137,6 +137,42 @@ async fn a_job_runs_on_the_node_its_required_node_affinity_allows() {
     assert!(cloud.launch_calls().is_empty(), "no launch");
 }
 
+/// A Job whose pod template carries a field newer than the Kubernetes
+/// types muster is built with (`hostnameOverride`, Kubernetes 1.34) runs
+/// pinned, and the field is still there: the pin and the restore write
+/// only what they change. Before, the pin replaced the Job from its typed
+/// copy, the field was dropped, and the API server refused the write as a
+/// change of the immutable template, so the Job never ran.
+#[tokio::test]
+async fn a_pod_field_newer_than_muster_s_types_survives_the_pin() {
+    let (server, client) = start_world(&[]).await;
+    gpu_node("gpu-0").create(&client).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(&server, &cloud, controller::real_planner());
+    let mut body = serde_json::to_value(job("newer").queue("team-a").build()).expect("json");
+    body["apiVersion"] = json!("batch/v1");
+    body["kind"] = json!("Job");
+    body["spec"]["template"]["spec"]["hostnameOverride"] = json!("trainer-0");
+    let jobs = Api::<DynamicObject>::namespaced_with(client.clone(), NS, &ar_job());
+    jobs.create(
+        &Default::default(),
+        &serde_json::from_value(body).expect("object"),
+    )
+    .await
+    .expect("submit");
+    wait_for_running_pods(&client, NS, "job-name=newer", 1, 20).await;
+    let stored = jobs.get("newer").await.expect("job");
+    let spec = &stored.data["spec"]["template"]["spec"];
+    assert_eq!(spec["hostnameOverride"], "trainer-0", "{spec}");
+    assert!(spec["affinity"].is_object(), "pinned: {spec}");
+    assert_no_invalid_writes();
+}
+
+fn ar_job() -> kube::core::ApiResource {
+    kube::core::ApiResource::erase::<Job>(&())
+}
+
 // ---------------------------------------------------------------- (2)
 
 // The scenario itself is `support::scenario::scenario_gang_of_four`: the

@@ -22,6 +22,7 @@ use crate::controller::base::objects::{
 };
 use crate::controller::workloads::suspendable::{self, Actions, Suspendable};
 use crate::controller::workloads::template::{self, PinStyle, decode_pins, encode_pins};
+use crate::controller::workloads::verbatim;
 use crate::controller::workloads::writer::{self, Change, Stored, Target, Write};
 use crate::controller::workloads::{
     Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
@@ -207,9 +208,25 @@ const ACTIONS: Actions = Actions {
     unsuspend: "unsuspend Job",
 };
 
-/// A Job's writes replace it from the object in memory, guarded by its
-/// resourceVersion (a merge patch cannot take the pins out: maps merge), so
-/// a Job its controller wrote meanwhile is refused with 409 and read again.
+/// The change from `job` (as in memory) to `next`, as the merge patch of
+/// just what differs, guarded by the resourceVersion of `job`
+/// ([`verbatim`]): the pins and their removal as `null`s, and none of the
+/// fields the typed Job does not know, which the server keeps as they are.
+/// A Job its controller wrote meanwhile is refused with 409 and read again.
+fn difference(job: &Job, next: &Job) -> Result<Change, ActError> {
+    let json = |j: &Job| {
+        serde_json::to_value(j)
+            .map_err(|e| ActError::Missing(format!("Job {}: {e}", job.name_any())))
+    };
+    let version = job.resource_version().unwrap_or_default();
+    Ok(Change::Patch(verbatim::guarded(
+        verbatim::merge_patch(&json(job)?, &json(next)?),
+        &version,
+    )))
+}
+
+/// A Job's writes are merge patches of what changed, guarded by its
+/// resourceVersion (see [`difference`]).
 impl Suspendable for JobWorkload {
     fn target(&self) -> Target {
         Target::typed::<Job>(&self.namespace(), &self.0.name_any())
@@ -248,7 +265,7 @@ impl Suspendable for JobWorkload {
         }
         Ok(Write {
             target: self.target(),
-            change: Change::Replace(writer::dynamic(&next, &format!("Job {}", job.name_any()))?),
+            change: difference(job, &next)?,
             action: ACTIONS.restore,
         })
     }
@@ -288,7 +305,7 @@ impl Suspendable for JobWorkload {
         a.remove(STOPPING_ANNOTATION);
         Ok(Write {
             target: self.target(),
-            change: Change::Replace(writer::dynamic(&next, &format!("Job {name}"))?),
+            change: difference(job, &next)?,
             action: ACTIONS.pin,
         })
     }
@@ -463,15 +480,32 @@ mod tests {
     }
 
     #[test]
-    fn a_pin_replaces_the_job_pinned_and_sized_and_a_restore_gives_it_back() {
+    fn a_pin_patches_the_job_pinned_and_sized_and_a_restore_gives_it_back() {
         let w = JobWorkload(Arc::new(job(submitted())));
         let pins = writer::sketch::pins(&[(POD_SET, &["n1", "n2"])]);
         let pin = writes(&w, &Step::Pin(pins), &directives(&[(POD_SET, 2)]));
         assert_eq!(pin.len(), 1);
-        let (action, at, verb, body) = writer::sketch::of(&pin[0]);
+        let (action, at, verb, patch) = writer::sketch::of(&pin[0]);
         assert_eq!(
             (action, at.as_str(), verb),
-            ("pin Job", "jobs ns/j", "replace")
+            ("pin Job", "jobs ns/j", "patch")
+        );
+        assert_eq!(
+            patch["metadata"]["resourceVersion"], "7",
+            "guarded by the version it was made from"
+        );
+        // the server applies the merge patch to the Job it stores, which
+        // has a pod field the typed Job does not know: it stays
+        let stored = || {
+            let mut j = submitted();
+            j["spec"]["template"]["spec"]["hostnameOverride"] = json!("trainer-0");
+            j
+        };
+        let mut body = stored();
+        json_patch::merge(&mut body, &patch);
+        assert_eq!(
+            body["spec"]["template"]["spec"]["hostnameOverride"],
+            "trainer-0"
         );
         let template = submitted()["spec"]["template"].clone();
         let recorded: serde_json::Value = serde_json::from_str(
@@ -481,7 +515,7 @@ mod tests {
         )
         .expect("json");
         assert_eq!(recorded, template, "the template as submitted");
-        let mut expected = submitted();
+        let mut expected = stored();
         expected["metadata"]["annotations"] = json!({
             MIN_COUNT_ANNOTATION: "2",
             ADMITTED_NODES_ANNOTATION: "n1,n2",
@@ -498,13 +532,14 @@ mod tests {
                 {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
                 {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}});
         spec["tolerations"] = json!([writer::sketch::toleration()]);
-        assert_eq!(body, expected, "guarded by resourceVersion 7");
+        assert_eq!(body, expected);
 
-        let pinned = JobWorkload(Arc::new(job(body)));
+        let pinned = JobWorkload(Arc::new(job(body.clone())));
         let restore = writes(&pinned, &Step::Restore, &directives(&[]));
-        let (action, _, verb, body) = writer::sketch::of(&restore[0]);
-        assert_eq!((action, verb), ("restore Job template", "replace"));
-        let mut expected = submitted();
+        let (action, _, verb, patch) = writer::sketch::of(&restore[0]);
+        assert_eq!((action, verb), ("restore Job template", "patch"));
+        json_patch::merge(&mut body, &patch);
+        let mut expected = stored();
         expected["metadata"]["annotations"] = json!({MIN_COUNT_ANNOTATION: "2"});
         assert_eq!(body, expected, "as submitted, without muster's records");
     }

@@ -123,8 +123,7 @@ fn with_templates(
             let Some(t) = templates.get(&name) else {
                 continue;
             };
-            let v = serde_json::to_value(t)
-                .map_err(|e| ActError::Missing(format!("template of {name}: {e}")))?;
+            let v = templated::set_template(rj.pointer("/template/spec/template"), t, &name)?;
             if let Some(spec) = rj
                 .pointer_mut("/template/spec")
                 .and_then(Value::as_object_mut)

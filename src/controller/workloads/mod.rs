@@ -44,6 +44,7 @@ pub(crate) mod suspendable;
 pub mod template;
 pub mod templated;
 pub mod trainjob;
+pub(crate) mod verbatim;
 pub(crate) mod writer;
 
 use std::collections::{BTreeMap, BTreeSet};

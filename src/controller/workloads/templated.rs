@@ -24,6 +24,7 @@ use crate::controller::base::objects::{
 };
 use crate::controller::workloads::suspendable::{Actions, Suspendable};
 use crate::controller::workloads::template::{self, PinStyle, encode_pins};
+use crate::controller::workloads::verbatim;
 use crate::controller::workloads::writer::{Change, Target, Write};
 use crate::controller::workloads::{CustomKind, Directives, WorkloadError};
 
@@ -104,7 +105,8 @@ fn set_at(root: &mut Value, pointer: &str, value: Value) -> Result<(), ActError>
     }
 }
 
-/// The object with each pod set's template replaced by `templates`'.
+/// The object with each pod set's template made `templates`' (by the
+/// difference from its typed view, see [`set_template`]).
 pub(crate) fn with_templates(
     obj: &DynamicObject,
     at: &[TemplateAt],
@@ -115,11 +117,31 @@ pub(crate) fn with_templates(
         let Some(t) = templates.get(&a.pod_set) else {
             continue;
         };
-        let v = serde_json::to_value(t)
-            .map_err(|e| ActError::Missing(format!("template of {}: {e}", a.pod_set)))?;
+        let v = set_template(next.data.pointer(&a.pointer), t, &a.pod_set)?;
         set_at(&mut next.data, &a.pointer, v)?;
     }
     Ok(next)
+}
+
+/// The template `current` (as the object holds it; `None` when it has
+/// none) made `t`: only what differs between `current`'s typed view and
+/// `t` is changed, so the fields the typed view does not know stay as they
+/// are ([`verbatim`]); `pod_set` names it in errors.
+pub(crate) fn set_template(
+    current: Option<&Value>,
+    t: &PodTemplateSpec,
+    pod_set: &str,
+) -> Result<Value, ActError> {
+    let bad = |e: &dyn std::fmt::Display| ActError::Missing(format!("template of {pod_set}: {e}"));
+    let after = serde_json::to_value(t).map_err(|e| bad(&e))?;
+    let Some(raw) = current.filter(|v| v.is_object()) else {
+        return Ok(after);
+    };
+    let typed: PodTemplateSpec = serde_json::from_value(raw.clone()).map_err(|e| bad(&e))?;
+    let before = serde_json::to_value(typed).map_err(|e| bad(&e))?;
+    let mut out = raw.clone();
+    verbatim::apply(&mut out, &before, &after).map_err(|e| bad(&e))?;
+    Ok(out)
 }
 
 /// What the workload table reads off the object of a custom kind that keeps

@@ -20,7 +20,6 @@ use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PostParams, Preconditions};
 use kube::core::ApiResource;
 use kube::{Resource, ResourceExt};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -169,15 +168,6 @@ pub(crate) fn last_typed<K: DeserializeOwned>(stored: Vec<Stored>) -> Result<Opt
         Some(s) => s.typed(),
         None => Ok(None),
     }
-}
-
-/// A built-in object (`what` names it for the error) as the dynamic object
-/// a [`Change::Replace`] sends: the same JSON.
-pub(crate) fn dynamic<K: Serialize>(obj: &K, what: &str) -> Result<Box<DynamicObject>, ActError> {
-    serde_json::to_value(obj)
-        .and_then(serde_json::from_value)
-        .map(Box::new)
-        .map_err(|e| ActError::Missing(format!("{what}: {e}")))
 }
 
 /// Carries out `step` on `workload`: its writes, in order, stopping at the
