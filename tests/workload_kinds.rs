@@ -629,3 +629,36 @@ async fn jobset_driver_that_requests_a_gpu_runs_on_a_gpu_node() {
     );
     assert_ne!(running["driver"][0], "cpu-0");
 }
+
+/// A JobSet whose worker template carries a pod field newer than muster's
+/// Kubernetes types (`hostnameOverride`, Kubernetes 1.34) is pinned and
+/// runs with the field kept: the pin changes only the node selector and
+/// tolerations in the JSON read from the server. Before, the template was
+/// written back from its typed copy without the field, and the JobSet
+/// webhook's `ValidateUpdate` refused the change of an immutable field.
+#[tokio::test]
+async fn jobset_pod_field_newer_than_muster_s_types_survives_the_pin() {
+    let (server, client) = world(true).await;
+    cpu_node(&client, "cpu-0").await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(
+        &server,
+        &cloud,
+        &[WorkloadKind::Job, WorkloadKind::JobSet],
+        |_| {},
+    );
+    let mut body = objects::jobset("newer").queue("team-a").workers(1).build();
+    let pod = "/spec/replicatedJobs/1/template/spec/template/spec";
+    body.pointer_mut(pod)
+        .and_then(serde_json::Value::as_object_mut)
+        .expect("worker pod spec")
+        .insert("hostnameOverride".into(), json!("worker"));
+    support::create_object(&client, "jobsets", Some(objects::TEAM_A), body).await;
+    wait_for_driver_and_workers(&client, "newer", 1, 40).await;
+    let js = jobset(&client, "newer").await;
+    let spec = js.data.pointer(pod).expect("worker pod spec");
+    assert_eq!(spec["hostnameOverride"], "worker", "{spec}");
+    assert!(spec["nodeSelector"].is_object(), "pinned: {spec}");
+    assert_no_invalid_writes();
+}
