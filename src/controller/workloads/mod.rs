@@ -25,7 +25,10 @@
 //!
 //! A kind is one file here ([`job`], [`jobset`], [`pod_group`],
 //! [`trainjob`], [`pytorchjob`], [`raycluster`], [`rayjob`], [`lws`]) plus
-//! one entry in [`WorkloadKind`]; the kinds held by a suspend flag share
+//! one entry in [`WorkloadKind`] (a TrainJob's also [`trainjob_jobset`],
+//! its pod sets from the JobSet its Trainer builds, and [`trainer_api`],
+//! which Trainer versions it runs on); an object controlled by an object of
+//! any of these kinds is part of that workload ([`managed_controller`]); the kinds held by a suspend flag share
 //! the step's translation ([`suspendable`]), those that keep pod templates
 //! in their own spec share [`templated`]. Kinds are enabled per install
 //! (`--workload-kinds`); a custom kind whose CRD the API server does not
