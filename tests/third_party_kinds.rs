@@ -284,7 +284,14 @@ fn trainjob(name: &str) -> Value {
     })
 }
 
-const TRAINJOB_CRDS: &[&str] = &["trainjob", "clustertrainingruntime", "trainingruntime"];
+/// The TrainJob CRDs and the JobSet's, which the Trainer builds its
+/// TrainJobs' pods through.
+const TRAINJOB_CRDS: &[&str] = &[
+    "trainjob",
+    "clustertrainingruntime",
+    "trainingruntime",
+    "jobset",
+];
 
 #[tokio::test]
 async fn trainjob_admitted_runs_and_completes() {
@@ -348,6 +355,186 @@ async fn trainjob_evicted_and_readmitted() {
     wait_for_gang_phase(&client, NS, "trainjob-vit", &["Running"], 20).await;
     assert_rbac_allows_controller(&server, WorkloadKind::TrainJob);
     assert_no_invalid_writes();
+}
+
+/// The controller with `kinds` enabled.
+fn start_kinds(server: &ApiServer, cloud: &Arc<FakeCloud>, kinds: &[WorkloadKind]) -> Running {
+    let mut config = support::in_process::config("c1");
+    config.workload_kinds = kinds.iter().copied().collect();
+    config.interruption_poll = Duration::from_millis(200);
+    support::in_process::spawn(&server.client_as("controller"), cloud, planner(), config)
+}
+
+fn trainjobs(client: &kube::Client) -> Api<DynamicObject> {
+    api(
+        client,
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        "TrainJob",
+        "trainjobs",
+    )
+}
+
+/// A ClusterTrainingRuntime `name` of an 8-GPU `node` job and an 8-GPU
+/// `launcher` (the MPI launcher run as a node), its JobSet template
+/// labelled `labels`.
+async fn mpi_runtime(client: &kube::Client, name: &str, labels: Value) {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime"),
+        "clustertrainingruntimes",
+    );
+    let node = |n: &str| json!({"restartPolicy": "Never", "containers": [gpu_container(n)], "tolerations": [gpu_toleration()]});
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": name},
+        "spec": {"mlPolicy": {"numNodes": 1, "mpi": {"runLauncherAsNode": true}},
+            "template": {"metadata": {"labels": labels}, "spec": {"replicatedJobs": [
+                {"name": "launcher", "template": {"spec": {"template": {"spec": node("gpu-launcher")}}}},
+                {"name": "node", "template": {
+                    "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                    "spec": {"template": {"spec": node("gpu-node")}}}}
+            ]}}}
+    }))
+    .expect("runtime");
+    Api::<DynamicObject>::all_with(client.clone(), &ar)
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect("runtime");
+}
+
+/// The (name, count) of gang `name`'s pod sets, once it exists.
+async fn gang_pod_sets(client: &kube::Client, name: &str) -> Vec<(String, i64)> {
+    eventually(20, &format!("gang {name}"), || {
+        let client = client.clone();
+        async move {
+            let g = Api::<DynamicObject>::namespaced_with(client, NS, &ar("Gang", "gangs"))
+                .get(name)
+                .await
+                .ok()?;
+            g.data["spec"]["podSets"].as_array().map(|sets| {
+                sets.iter()
+                    .map(|s| {
+                        (
+                            s["name"].as_str().unwrap_or_default().to_string(),
+                            s["count"].as_i64().unwrap_or(0),
+                        )
+                    })
+                    .collect()
+            })
+        }
+    })
+    .await
+}
+
+/// An MPI TrainJob that runs its launcher as a node: 3 nodes are 1
+/// launcher and 2 `node` pods in the JobSet the Trainer builds, so the
+/// gang asks for 3 pods (3 machines), not 4, and its 3 pods run.
+#[tokio::test]
+async fn trainjob_pod_sets_are_those_of_its_jobset() {
+    let (server, client) = world(TRAINJOB_CRDS).await;
+    mpi_runtime(&client, "mpi", json!({})).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, None);
+    let _ctl = start(&server, &cloud, WorkloadKind::TrainJob);
+    let mut job = trainjob("mpi");
+    job["spec"] =
+        json!({"runtimeRef": {"name": "mpi"}, "suspend": true, "trainer": {"numNodes": 3}});
+    submit(&trainjobs(&client), job).await;
+    let sets = gang_pod_sets(&client, "trainjob-mpi").await;
+    assert_eq!(sets, [("launcher".to_string(), 1), ("node".to_string(), 2)]);
+    let pods = wait_running(&client, "jobset.sigs.k8s.io/jobset-name=mpi", 3, 40).await;
+    assert_placement(&pods, "-");
+    assert_no_invalid_writes();
+}
+
+/// A TrainJob whose runtime labels the JobSet with a queue, with the
+/// JobSet kind enabled too: the JobSet the Trainer builds is the
+/// TrainJob's, never a gang of its own.
+#[tokio::test]
+async fn a_trainjobs_jobset_is_never_a_gang_of_its_own() {
+    let (server, client) = world(TRAINJOB_CRDS).await;
+    mpi_runtime(&client, "queued", json!({"muster.dev/queue": "team-a"})).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, None);
+    let _ctl = start_kinds(
+        &server,
+        &cloud,
+        &[WorkloadKind::TrainJob, WorkloadKind::JobSet],
+    );
+    let mut job = trainjob("twice");
+    job["spec"] =
+        json!({"runtimeRef": {"name": "queued"}, "suspend": true, "trainer": {"numNodes": 2}});
+    submit(&trainjobs(&client), job).await;
+    wait_running(&client, "jobset.sigs.k8s.io/jobset-name=twice", 2, 40).await;
+    wait_for_gang_phase(&client, NS, "trainjob-twice", &["Running"], 20).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        gang_phase(&client, NS, "jobset-twice").await.is_none(),
+        "the Trainer's JobSet became a gang"
+    );
+    let written: Vec<_> = server
+        .audited("controller")
+        .into_iter()
+        .filter(|(v, g, _, _)| g == "jobset.x-k8s.io" && v != "get" && v != "list" && v != "watch")
+        .collect();
+    assert!(
+        written.is_empty(),
+        "muster wrote the Trainer's JobSet: {written:?}"
+    );
+    assert_no_invalid_writes();
+}
+
+/// A Kubeflow Trainer v2.1 (`spec.podTemplateOverrides`, no
+/// `spec.runtimePatches`) or v2.0 (`spec.podSpecOverrides`): muster's pin
+/// would be pruned and the TrainJob would run unpinned, so the kind is not
+/// run, the queue says which version, and no TrainJob is written.
+#[tokio::test]
+async fn trainjob_on_a_trainer_before_v2_2_is_refused_and_reported() {
+    for (crd, version) in [
+        ("trainer-versions/trainjob-v2.1", "v2.1"),
+        ("trainer-versions/trainjob-v2.0", "v2.0"),
+    ] {
+        let (server, client) =
+            world(&[crd, "clustertrainingruntime", "trainingruntime", "jobset"]).await;
+        torch_runtime(&client).await;
+        let cloud = FakeCloud::new(Some(client.clone()));
+        let _emu = emulate(&client, &cloud, None);
+        let _ctl = start(&server, &cloud, WorkloadKind::TrainJob);
+        submit(&trainjobs(&client), trainjob("old")).await;
+        let cond = eventually(20, "the queue's WorkloadKindsServed condition", || {
+            let client = client.clone();
+            async move {
+                let q = Api::<DynamicObject>::all_with(client, &ar("GPUQueue", "gpuqueues"))
+                    .get("team-a")
+                    .await
+                    .ok()?;
+                q.data["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["type"] == "WorkloadKindsServed" && c["status"] == "False")
+                    .cloned()
+            }
+        })
+        .await;
+        assert_eq!(cond["reason"], "UnsupportedVersion", "{cond}");
+        let message = cond["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&format!("Kubeflow Trainer {version} API")),
+            "{message}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(
+            gang_phase(&client, NS, "trainjob-old").await.is_none(),
+            "{version}: no gang"
+        );
+        let asked: Vec<_> = server
+            .audited("controller")
+            .into_iter()
+            .filter(|(v, g, _, _)| g == "trainer.kubeflow.org" && v != "get")
+            .collect();
+        assert!(asked.is_empty(), "{version}: {asked:?}");
+        assert_rbac_allows_controller(&server, WorkloadKind::TrainJob);
+    }
 }
 
 // ---------------------------------------------------------------- RayJob and RayCluster

@@ -217,9 +217,12 @@ pub async fn run(
             return Ok(());
         }
     }
-    let (served, missing) =
+    let (mut served, missing) =
         observe::crd_check::served_workload_kinds(&client, &config.workload_kinds).await;
-    let caches = observe::Caches::start(client.clone(), &config, &served).with_missing(missing);
+    let refused = observe::crd_check::refused_workload_kinds(&client, &mut served).await;
+    let caches = observe::Caches::start(client.clone(), &config, &served)
+        .with_missing(missing)
+        .with_refused(refused);
     // Every task below dies with this future: aborting `run` is a process kill.
     let _caches_guard = StopOnDrop(Some(caches.clone()));
     let ctx = Arc::new(ctx::Ctx::new(client, config.clone(), deps, caches.clone()));

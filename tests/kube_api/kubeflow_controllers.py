@@ -2,36 +2,38 @@
 (trainer.kubeflow.org/v1alpha1) and the training-operator's PyTorchJob
 controller (kubeflow.org/v1).
 
-TrainJob, from kubeflow/trainer:
+TrainJob, from kubeflow/trainer (v2.2):
 - pkg/runtime/core/trainingruntime.go (RuntimeInfo, mergeRuntimePatches): the
-  pods come from the referenced ClusterTrainingRuntime's (or namespaced
-  TrainingRuntime's) JobSet template; the replicated job whose template
-  carries `trainer.kubeflow.org/trainjob-ancestor-step: trainer` runs
-  mlPolicy.numNodes pods (default 1), overridden by spec.trainer.numNodes
-  (pkg/runtime/framework/plugins/torch/torch.go), and its `node` container
-  gets spec.trainer.resourcesPerNode merged in; spec.runtimePatches are
-  strategic-merge patches of that JobSet spec, applied in order (maps merge,
-  schedulingGates merge by name, other lists replace).
-- pkg/runtime/framework/plugins/jobset/jobset.go (Build, Status): the
-  JobSet is rebuilt only while the TrainJob or the JobSet is suspended, and
-  carries the TrainJob's suspend; the TrainJob's Complete and Failed
-  conditions mirror the JobSet's, and status.jobsStatus its replicated
-  jobs' counts (ready, succeeded, failed, active, suspended).
-- pkg/controller/trainjob_controller.go (setSuspendedCondition): Suspended
-  True (reason Suspended) while spec.suspend, False (reason Resumed) when it
-  is lifted.
-The JobSet itself is not created: this stand-in plays the JobSet controller
-too (kubernetes-sigs/jobset pkg/controllers/jobset_controller.go) and owns
-the child batch/v1 Jobs directly, named <trainjob>-<replicatedJob>-<index>
-and labelled jobset.sigs.k8s.io/{jobset-name,replicatedjob-name,job-index}
-as the JobSet controller labels them: they are created with the suspend of
-the TrainJob; suspending sets suspend on every child Job (suspendJobs; the
-Job controller then deletes their pods); resuming clears a started child
-Job's status.startTime, merges the current template's labels, annotations,
-nodeSelector, tolerations and schedulingGates into the child Job's pod
-template (merged, not replaced) and unsuspends it (resumeJob). The
-TrainJob is Complete when every child Job is Complete (the JobSet's default
-success policy) and Failed when one fails (no restarts: failurePolicy unset).
+  JobSet spec comes from the referenced ClusterTrainingRuntime's (or
+  namespaced TrainingRuntime's) JobSet template; each replicated job's pod
+  set counts its parallelism (default 1), except the one whose template
+  carries `trainer.kubeflow.org/trainjob-ancestor-step: trainer`, which
+  counts mlPolicy.numNodes (default 1) and gets spec.trainer.resourcesPerNode
+  in its `node` container; spec.runtimePatches are strategic-merge patches
+  of that JobSet spec, applied in order (maps merge, schedulingGates merge
+  by name, other lists replace).
+- pkg/runtime/framework/plugins/torch/torch.go (EnforceMLPolicy): the `node`
+  pod set counts spec.trainer.numNodes when set;
+  pkg/runtime/framework/plugins/mpi/mpi.go (EnforceMLPolicy): with
+  mlPolicy.mpi.runLauncherAsNode the launcher is one of the nodes, so the
+  `node` pod set counts max(numNodes - 1, 1).
+- pkg/runtime/framework/plugins/jobset/jobset.go (Build): the JobSet is
+  named after the TrainJob, in its namespace, labelled with the runtime
+  template's labels, with the pod set counts as every replicated job's
+  parallelism and completions, spec.suspend equal to the TrainJob's, and a
+  controller ownerReference to the TrainJob (blockOwnerDeletion); it is
+  built as soon as the TrainJob is reconciled, suspended or not, and
+  rebuilt only while the TrainJob or the JobSet is suspended (server-side
+  apply by the "trainer" field manager: the spec is replaced).
+- plugins/jobset/jobset.go (Status): status.jobsStatus mirrors the JobSet's
+  replicatedJobsStatus (ready, succeeded, failed, active, suspended);
+  pkg/controller/trainjob_controller.go (Reconcile): the TrainJob is
+  Complete or Failed when its JobSet is Completed or Failed;
+  setSuspendedCondition: Suspended True (reason Suspended) while
+  spec.suspend, False (reason Resumed) when it is lifted.
+The JobSet's Jobs and their pods are the JobSet stand-in's
+(jobset_controller.py), which runs once the JobSet CRD is installed; the
+Trainer needs that CRD, and without it this stand-in builds nothing.
 
 PyTorchJob, from kubeflow/training-operator release-1.9:
 - pkg/controller.v1/common/job.go (ReconcileJobs, DeletePodsAndServices):
@@ -57,13 +59,11 @@ import copy
 
 from workload_base import (StandIn, condition_true, controller_ref, deleting, meta_condition, owner_names,
                            pod_finished, pod_phase)
-from controllers import cond_true, now_rfc3339
+from controllers import now_rfc3339
 
 TRAINER = "trainer.kubeflow.org"
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
-JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
-RJOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
-JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+JOBSET_GROUP = "jobset.x-k8s.io"
 
 
 def merge_pod_template_patch(tmpl, patch):
@@ -91,12 +91,15 @@ class TrainJobs(StandIn):
     def tj_res(self):
         return self.res(TRAINER, "v1alpha1", "trainjobs")
 
+    def js_res(self):
+        return self.res(JOBSET_GROUP, "v1alpha2", "jobsets")
+
     def enqueue(self, key, obj):
         meta = obj.get("metadata") or {}
         ns = meta.get("namespace", "")
         if key == (TRAINER, "trainjobs"):
             return [(self.kind, ns, meta.get("name"))]
-        if key == ("batch", "jobs"):
+        if key == (JOBSET_GROUP, "jobsets"):
             return [(self.kind, ns, n) for n in owner_names(obj, "TrainJob")]
         if key in ((TRAINER, "clustertrainingruntimes"), (TRAINER, "trainingruntimes")):
             r = self.tj_res()
@@ -113,7 +116,8 @@ class TrainJobs(StandIn):
                         ref.get("name"))
 
     def replicated_jobs(self, tj, runtime):
-        """The JobSet spec's replicated jobs, built as RuntimeInfo builds them."""
+        """The JobSet spec's replicated jobs, built as RuntimeInfo and the
+        ML policy plugins build them."""
         spec = tj.get("spec") or {}
         rspec = runtime.get("spec") or {}
         ml = rspec.get("mlPolicy")
@@ -121,10 +125,10 @@ class TrainJobs(StandIn):
         rjobs = copy.deepcopy(((rspec.get("template") or {}).get("spec") or {}).get("replicatedJobs") or [])
         for rj in rjobs:
             jt = rj.setdefault("template", {})
+            jspec = jt.setdefault("spec", {})
+            count = jspec.get("parallelism", 1)
             if ((jt.get("metadata") or {}).get("labels") or {}).get(ANCESTOR) == "trainer" and ml is not None:
-                count = trainer.get("numNodes", ml.get("numNodes", 1))
-                jspec = jt.setdefault("spec", {})
-                jspec["parallelism"] = jspec["completions"] = count
+                count = ml.get("numNodes", 1)
                 res = trainer.get("resourcesPerNode")
                 for c in ((jspec.get("template") or {}).get("spec") or {}).get("containers") or []:
                     if res and c.get("name") == "node":
@@ -132,6 +136,10 @@ class TrainJobs(StandIn):
                         for part in ("requests", "limits"):
                             if res.get(part):
                                 base[part] = {**(base.get(part) or {}), **res[part]}
+            if rj.get("name") == "node" and ml is not None and "numNodes" in trainer:
+                as_node = ((ml.get("mpi") or {}).get("runLauncherAsNode")) is True
+                count = max(trainer["numNodes"] - 1, 1) if as_node else trainer["numNodes"]
+            jspec["parallelism"] = jspec["completions"] = count
         by_name = {rj.get("name"): rj for rj in rjobs}
         for patch in spec.get("runtimePatches") or []:
             tpl = ((patch.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}
@@ -143,107 +151,63 @@ class TrainJobs(StandIn):
                                              pod_patch)
         return rjobs
 
+    def build(self, tj, runtime):
+        """The JobSet the jobset plugin's Build applies."""
+        tmeta = ((runtime.get("spec") or {}).get("template") or {}).get("metadata") or {}
+        meta = {"name": tj["metadata"]["name"],
+                "ownerReferences": [{**controller_ref(tj, f"{TRAINER}/v1alpha1", "TrainJob"),
+                                     "blockOwnerDeletion": True}]}
+        for k in ("labels", "annotations"):
+            if tmeta.get(k):
+                meta[k] = copy.deepcopy(tmeta[k])
+        suspend = bool((tj.get("spec") or {}).get("suspend"))
+        return {"apiVersion": f"{JOBSET_GROUP}/v1alpha2", "kind": "JobSet", "metadata": meta,
+                "spec": {"replicatedJobs": self.replicated_jobs(tj, runtime), "suspend": suspend}}
+
     def sync(self, ns, name):
-        r = self.tj_res()
+        r, jr = self.tj_res(), self.js_res()
         tj = self.get(r, ns, name)
-        if tj is None or deleting(tj):
+        if tj is None or deleting(tj) or jr is None:
             return
         runtime = self.runtime(tj)
         if runtime is None:
             return  # the real controller fails the reconcile and retries
         suspend = bool((tj.get("spec") or {}).get("suspend"))
-        jobs_r = self.jobs()
-        children = {j["metadata"]["name"]: j for j in self.owned(jobs_r, ns, tj["metadata"]["uid"])}
-        rjobs = self.replicated_jobs(tj, runtime)
         status = copy.deepcopy(tj.get("status") or {})
         conds = status.setdefault("conditions", [])
         finished = condition_true(conds, "Complete") or condition_true(conds, "Failed")
+        js = self.get(jr, ns, name)
+        if js is not None and not any(ref.get("uid") == tj["metadata"]["uid"] and ref.get("controller")
+                                      for ref in js["metadata"].get("ownerReferences") or []):
+            return  # a JobSet of that name the TrainJob does not own: the apply fails on it
         if not finished:
-            for rj in rjobs:
-                for i in range(rj.get("replicas", 1)):
-                    jname = f"{name}-{rj['name']}-{i}"
-                    job = children.get(jname)
-                    if job is None:
-                        children[jname] = self.create_child(tj, rj, i, jname, suspend)
-                    elif suspend and not (job.get("spec") or {}).get("suspend"):
-                        new = copy.deepcopy(job)
-                        new["spec"]["suspend"] = True
-                        children[jname] = self.write(jobs_r, new)
-                    elif not suspend and (job.get("spec") or {}).get("suspend"):
-                        children[jname] = self.resume_child(job, rj)
-        # status, as the JobSet plugin reports it
-        statuses = []
-        all_complete, any_failed = bool(children), False
-        for rj in rjobs:
-            mine = [j for j in children.values() if (j["metadata"].get("labels") or {}).get(RJOB_NAME) == rj["name"]]
-            counts = {"name": rj["name"], "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0}
-            for j in mine:
-                js, jspec = j.get("status") or {}, j.get("spec") or {}
-                if cond_true(j, "Complete"):
-                    counts["succeeded"] += 1
-                elif cond_true(j, "Failed"):
-                    counts["failed"] += 1
-                    any_failed = True
-                elif jspec.get("suspend"):
-                    counts["suspended"] += 1
-                if js.get("active", 0) > 0:
-                    counts["active"] += 1
-                if js.get("ready", 0) + js.get("succeeded", 0) >= jspec.get("parallelism", 1):
-                    counts["ready"] += 1
-                all_complete = all_complete and cond_true(j, "Complete")
-            statuses.append(counts)
-        status["jobsStatus"] = statuses
+            if js is None:
+                js = self.store.create(jr, ns, self.build(tj, runtime))
+            elif suspend or (js.get("spec") or {}).get("suspend"):
+                built = self.build(tj, runtime)
+                new = copy.deepcopy(js)
+                new["spec"] = {**(js.get("spec") or {}), **built["spec"]}
+                for k in ("labels", "annotations"):
+                    if built["metadata"].get(k):
+                        new["metadata"][k] = {**(js["metadata"].get(k) or {}), **built["metadata"][k]}
+                if new != js:
+                    js = self.write(jr, new)
+        jstatus = (js or {}).get("status") or {}
+        status["jobsStatus"] = [
+            {"name": s.get("name"), **{k: s.get(k, 0) for k in ("ready", "succeeded", "failed", "active",
+                                                               "suspended")}}
+            for s in jstatus.get("replicatedJobsStatus") or []]
         if suspend:
             meta_condition(conds, "Suspended", "True", "Suspended", "TrainJob is suspended")
         elif condition_true(conds, "Suspended"):
             meta_condition(conds, "Suspended", "False", "Resumed", "TrainJob is resumed")
-        if not finished and all_complete and len(children) == sum(rj.get("replicas", 1) for rj in rjobs):
-            meta_condition(conds, "Complete", "True", "AllJobsCompleted", "jobset completed successfully")
-        elif not finished and any_failed:
-            meta_condition(conds, "Failed", "True", "FailedJobs", "jobset failed due to one or more job failures")
+        if not finished and condition_true(jstatus.get("conditions") or [], "Completed"):
+            meta_condition(conds, "Complete", "True", "JobSetCompleted", "jobset completed successfully")
+        elif not finished and condition_true(jstatus.get("conditions") or [], "Failed"):
+            meta_condition(conds, "Failed", "True", "JobSetFailed", "jobset failed")
         if not conds:
             status.pop("conditions")
         self.write_status(r, tj, status)
-
-    def create_child(self, tj, rj, index, jname, suspend):
-        jt = copy.deepcopy(rj.get("template") or {})
-        jspec = jt.get("spec") or {}
-        labels = {JOBSET_NAME: tj["metadata"]["name"], RJOB_NAME: rj["name"], JOB_INDEX: str(index)}
-        pod_tmpl = jspec.setdefault("template", {})
-        pmeta = pod_tmpl.setdefault("metadata", {})
-        pmeta["labels"] = {**(pmeta.get("labels") or {}), **labels}
-        jspec["suspend"] = suspend
-        body = {"metadata": {"name": jname,
-                             "labels": {**((jt.get("metadata") or {}).get("labels") or {}), **labels},
-                             "ownerReferences": [controller_ref(tj, f"{TRAINER}/v1alpha1", "TrainJob")]},
-                "spec": jspec}
-        return self.store.create(self.jobs(), tj["metadata"]["namespace"], body)
-
-    def resume_child(self, job, rj):
-        jobs_r = self.jobs()
-        ns, jname = job["metadata"]["namespace"], job["metadata"]["name"]
-        if (job.get("status") or {}).get("startTime"):
-            st = copy.deepcopy(job)
-            st["status"].pop("startTime")
-            job = self.write_status(jobs_r, job, st["status"])
-        tmpl = ((rj.get("template") or {}).get("spec") or {}).get("template") or {}
-        new = copy.deepcopy(job)
-        pod = new["spec"].setdefault("template", {})
-        pmeta = pod.setdefault("metadata", {})
-        for k in ("labels", "annotations"):
-            merged = {**(pmeta.get(k) or {}), **((tmpl.get("metadata") or {}).get(k) or {})}
-            if merged:
-                pmeta[k] = merged
-        pspec, tspec = pod.setdefault("spec", {}), tmpl.get("spec") or {}
-        if pspec.get("nodeSelector") or tspec.get("nodeSelector"):
-            pspec["nodeSelector"] = {**(pspec.get("nodeSelector") or {}), **(tspec.get("nodeSelector") or {})}
-        for k in ("tolerations", "schedulingGates"):
-            merged = list(pspec.get(k) or [])
-            merged += [x for x in tspec.get(k) or [] if x not in merged]
-            if merged:
-                pspec[k] = merged
-        new["spec"]["suspend"] = False
-        return self.write(jobs_r, new)
 
 
 PYTORCH = "kubeflow.org"

@@ -20,6 +20,7 @@ PODS = "/api/v1" + NS + "/pods"
 JOBS = "/apis/batch/v1" + NS + "/jobs"
 TRAINJOBS = "/apis/trainer.kubeflow.org/v1alpha1" + NS + "/trainjobs"
 RUNTIMES = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2" + NS + "/jobsets"
 PYTORCHJOBS = "/apis/kubeflow.org/v1" + NS + "/pytorchjobs"
 RAYCLUSTERS = "/apis/ray.io/v1" + NS + "/rayclusters"
 RAYJOBS = "/apis/ray.io/v1" + NS + "/rayjobs"
@@ -38,6 +39,8 @@ class Workloads(unittest.TestCase):
     def setUpClass(cls):
         cls.srv = Server("--pod-termination-secs", "0.2")
         for f in sorted(os.listdir(WORKLOAD_CRDS)):
+            if not f.endswith(".yaml"):
+                continue  # trainer-versions/: older TrainJob schemas, installed by their own tests
             with open(os.path.join(WORKLOAD_CRDS, f), encoding="utf-8") as fh:
                 cls.srv.ok("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(fh))
 
@@ -161,6 +164,82 @@ class TrainJobs(Workloads):
         tj = wait("complete", lambda: (lambda t: t if self.cond(t, "Complete") == "True" else None)(
             self.srv.ok("GET", TRAINJOBS + "/tj-d")))
         self.assertEqual({s["name"]: s["succeeded"] for s in tj["status"]["jobsStatus"]}, {"launcher": 1, "node": 1})
+
+
+    def jobset(self, name):
+        return self.srv.ok("GET", JOBSETS + "/" + name)
+
+    def test_the_trainer_builds_a_jobset_it_owns_suspended_as_the_trainjob(self):
+        self.srv.req("POST", RUNTIMES, {"metadata": {"name": "torch-queued"}, "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "template": {"metadata": {"labels": {"muster.dev/queue": "q"}}, "spec": {"replicatedJobs": [
+                {"name": "node", "template": {
+                    "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                    "spec": {"template": {"spec": {"restartPolicy": "Never", **pod_spec("node", gpus=1)}}}}},
+            ]}}}})
+        tj = self.trainjob("tj-e", runtimeRef={"name": "torch-queued"})
+        js = self.jobset("tj-e")
+        # the runtime template's labels, a controller reference to the TrainJob, its suspend
+        self.assertEqual(js["metadata"]["labels"], {"muster.dev/queue": "q"})
+        self.assertEqual(js["metadata"]["ownerReferences"], [{
+            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "tj-e",
+            "uid": tj["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}])
+        self.assertTrue(js["spec"]["suspend"])
+        node = js["spec"]["replicatedJobs"][0]["template"]["spec"]
+        self.assertEqual((node["parallelism"], node["completions"]), (2, 2))
+        self.patch(TRAINJOBS + "/tj-e", {"spec": {"suspend": False}})
+        self.assertFalse(self.jobset("tj-e")["spec"]["suspend"])
+        # running: a changed runtime does not reach the JobSet; suspended again, it does
+        self.patch(RUNTIMES + "/torch-queued", {"spec": {"template": {"metadata": {"labels": {"team": "a"}}}}})
+        self.assertNotIn("team", self.jobset("tj-e")["metadata"]["labels"])
+        self.patch(TRAINJOBS + "/tj-e", {"spec": {"suspend": True}})
+        js = self.jobset("tj-e")
+        self.assertTrue(js["spec"]["suspend"])
+        self.assertEqual(js["metadata"]["labels"].get("team"), "a")
+
+    def test_an_mpi_launcher_run_as_a_node_is_one_of_the_nodes(self):
+        self.srv.req("POST", RUNTIMES, {"metadata": {"name": "mpi"}, "spec": {
+            "mlPolicy": {"numNodes": 1, "mpi": {"runLauncherAsNode": True}},
+            "template": {"spec": {"replicatedJobs": [
+                {"name": "launcher", "template": {"spec": {"template": {"spec": {
+                    "restartPolicy": "Never", **pod_spec("node", gpus=1)}}}}},
+                {"name": "node", "template": {
+                    "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                    "spec": {"template": {"spec": {"restartPolicy": "Never", **pod_spec("node", gpus=1)}}}}},
+            ]}}}})
+        self.srv.ok("POST", TRAINJOBS, {"metadata": {"name": "tj-mpi"}, "spec": {
+            "runtimeRef": {"name": "mpi"}, "suspend": False, "trainer": {"numNodes": 3}}})
+        counts = {rj["name"]: rj["template"]["spec"]["parallelism"]
+                  for rj in self.jobset("tj-mpi")["spec"]["replicatedJobs"]}
+        self.assertEqual(counts, {"launcher": 1, "node": 2})
+        self.assertEqual(len(self.pods(**{"jobset.sigs.k8s.io/jobset-name": "tj-mpi"})), 3)
+
+
+class TrainerVersions(unittest.TestCase):
+    """A TrainJob CRD of an older Kubeflow Trainer prunes spec.runtimePatches."""
+
+    def served(self, version):
+        srv = Server()
+        self.addCleanup(srv.stop)
+        with open(os.path.join(WORKLOAD_CRDS, "trainer-versions", f"trainjob-{version}.yaml"),
+                  encoding="utf-8") as fh:
+            srv.ok("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(fh))
+        return srv
+
+    def test_runtime_patches_are_pruned_before_v2_2(self):
+        patch = [{"manager": "muster.dev/controller", "trainingRuntimeSpec": {}}]
+        for version, field, override in [
+                ("v2.1", "podTemplateOverrides", [{"targetJobs": [{"name": "node"}],
+                                                   "spec": {"nodeSelector": {"a": "b"}}}]),
+                ("v2.0", "podSpecOverrides", [{"targetJobs": [{"name": "node"}], "nodeSelector": {"a": "b"}}])]:
+            srv = self.served(version)
+            tj = srv.ok("POST", TRAINJOBS, {"metadata": {"name": "tj"}, "spec": {
+                "runtimeRef": {"name": "torch"}, "suspend": True, "runtimePatches": patch, field: override}})
+            self.assertNotIn("runtimePatches", tj["spec"], version)
+            self.assertEqual(tj["spec"][field], override, version)
+            code, tj, _ = srv.merge(TRAINJOBS + "/tj", {"spec": {"runtimePatches": patch}})
+            self.assertEqual(code, 200, tj)
+            self.assertNotIn("runtimePatches", tj["spec"], version)
 
 
 class PyTorchJobs(Workloads):

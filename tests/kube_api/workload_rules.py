@@ -18,9 +18,12 @@ project's webhook were installed with the CRD.
 - TrainJob (kubeflow/trainer): pkg/webhooks/trainjob_webhook.go (the
   defaulter stamps runtimePatches[].time when a patch is new or changed)
   and pkg/runtime/framework/plugins/jobset/jobset.go
-  (checkRuntimePatchesImmutability: runtimePatches may change only when the
-  TrainJob is suspended before or after the update, and not while a child
-  job still has active pods: 422 Forbidden on spec.runtimePatches).
+  (checkRuntimePatchesImmutability, as of v2.3; v2.2 asks the updated
+  object alone to be suspended: runtimePatches may change only when the
+  TrainJob is suspended before or after the update, and not while a
+  replicated job of its JobSet, read by the TrainJob's name, is active
+  (status.replicatedJobsStatus[].active): 422 Forbidden on
+  spec.runtimePatches).
 - RayCluster, RayJob (ray-project/kuberay ray-operator/pkg/webhooks/v1):
   a DNS-1035 name of at most 53 characters (RayJob: 47), unique worker
   group names.
@@ -32,7 +35,7 @@ project's webhook were installed with the CRD.
 import copy
 import re
 
-from apierrors import FieldError, invalid
+from apierrors import ApiError, FieldError, invalid
 from controllers import now_rfc3339
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -146,17 +149,17 @@ def validate_trainjob_update(store, new, old):
     if not was and not now:
         return [FieldError("forbidden", "spec.runtimePatches", "RuntimePatches can only be modified when the "
                            "TrainJob is suspended before or after the update")]
-    jobs = store.find("batch", "v1", "jobs")
-    uid = old["metadata"]["uid"]
+    # the TrainJob's JobSet (same name), if it exists: none of its replicated jobs may be active
+    try:
+        jobsets = store.find("jobset.x-k8s.io", "v1alpha2", "jobsets")
+    except ApiError:
+        return []
+    js = store.objects[jobsets.storage_key].get((old["metadata"].get("namespace"), old["metadata"]["name"]))
     errs = []
-    for (ns, _), j in sorted(store.objects[jobs.storage_key].items()):
-        if ns != old["metadata"].get("namespace") or (j.get("status") or {}).get("active", 0) <= 0:
-            continue
-        if any(ref.get("uid") == uid and ref.get("controller") for ref in j["metadata"].get("ownerReferences") or []):
-            rjob = (j["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/replicatedjob-name", "")
-            msg = f"RuntimePatches cannot be modified when the JobSet's ReplicatedJob {rjob} is still active"
-            if all(e.detail != msg for e in errs):
-                errs.append(FieldError("forbidden", "spec.runtimePatches", msg))
+    for rjob in ((js or {}).get("status") or {}).get("replicatedJobsStatus") or []:
+        if rjob.get("active", 0) > 0:
+            errs.append(FieldError("forbidden", "spec.runtimePatches", "RuntimePatches cannot be modified when the "
+                                   f"JobSet's ReplicatedJob {rjob.get('name', '')} is still active"))
     return errs
 
 

@@ -511,6 +511,12 @@ pub(crate) fn catalog() -> Vec<ReasonDoc> {
         "Install the kind's CRD (usually with its own controller) and restart muster, or drop the kind from `--workload-kinds`.",
     ));
     out.push(doc(
+        "UnsupportedVersion",
+        "GPUQueue: `WorkloadKindsServed=False` condition",
+        "A workload kind enabled with `--workload-kinds` is served in a version muster cannot run, so its objects are not run as gangs: a TrainJob CRD of Kubeflow Trainer v2.0 (`spec.podSpecOverrides`) or v2.1 (`spec.podTemplateOverrides`), which has no `spec.runtimePatches`, the field muster pins TrainJobs through (its writes would be pruned and the TrainJobs would run unpinned). The message names the version; the controller said so once in its log at start.",
+        "Upgrade the kind's controller (Kubeflow Trainer v2.2 or later) and restart muster, or drop the kind from `--workload-kinds`.",
+    ));
+    out.push(doc(
         "Served",
         "GPUQueue: `WorkloadKindsServed=True` condition",
         "Every enabled workload kind is served again.",

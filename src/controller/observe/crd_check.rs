@@ -131,6 +131,46 @@ pub(crate) async fn served_workload_kinds(
     (served, missing)
 }
 
+/// The served workload kinds whose served API muster cannot run (a
+/// TrainJob CRD of a Kubeflow Trainer before v2.2, see
+/// [`crate::controller::workloads::trainer_api`]), taken out of `served`,
+/// each with the message that says why (logged once here). A CRD that
+/// cannot be read (no `get` on CRDs) leaves the kind served, with a
+/// warning.
+pub(crate) async fn refused_workload_kinds(
+    client: &Client,
+    served: &mut std::collections::BTreeSet<WorkloadKind>,
+) -> Vec<(WorkloadKind, String)> {
+    use crate::controller::workloads::trainer_api;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let mut refused = Vec::new();
+    if served.contains(&WorkloadKind::TrainJob) {
+        let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+        let crd = api.get(&trainer_api::crd_name()).await;
+        match crd.map(|c| serde_json::to_value(&c)) {
+            Ok(Ok(crd)) => {
+                if let Err(e) = trainer_api::check(&crd) {
+                    tracing::error!(
+                        reason = e.as_str(),
+                        "workload kind trainjob is not run: {e}"
+                    );
+                    refused.push((WorkloadKind::TrainJob, e.to_string()));
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not read the TrainJob CRD's schema; running TrainJobs anyway");
+            }
+            Err(e) => {
+                tracing::warn!(error = %short_error(&e), "could not read which Kubeflow Trainer version the TrainJob CRD serves; running TrainJobs anyway");
+            }
+        }
+    }
+    for (k, _) in &refused {
+        served.remove(k);
+    }
+    refused
+}
+
 /// What the operator reads when an enabled workload kind's CRD is missing.
 pub(crate) fn missing_workload_message(kind: WorkloadKind) -> String {
     let crd = kind

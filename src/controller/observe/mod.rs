@@ -53,6 +53,9 @@ pub(crate) struct Caches {
     /// Enabled workload kinds whose CRD is not served (skipped; reported on
     /// every GPUQueue's `WorkloadKindsServed` condition).
     missing: Arc<Vec<WorkloadKind>>,
+    /// Enabled workload kinds served in a version muster cannot run, with
+    /// why (skipped; reported on every GPUQueue's `WorkloadKindsServed`).
+    refused: Arc<Vec<(WorkloadKind, String)>>,
     /// Notified on every watch event (and by writers who want a re-plan).
     pub(crate) changes: Arc<Notify>,
     tasks: Arc<Vec<JoinHandle<()>>>,
@@ -69,6 +72,18 @@ impl Caches {
     /// Enabled workload kinds whose CRD is not served.
     pub(crate) fn missing_kinds(&self) -> &[WorkloadKind] {
         &self.missing
+    }
+
+    /// Records the workload kinds served in a version muster cannot run
+    /// (see [`crd_check::refused_workload_kinds`]).
+    pub(crate) fn with_refused(mut self, refused: Vec<(WorkloadKind, String)>) -> Caches {
+        self.refused = Arc::new(refused);
+        self
+    }
+
+    /// Workload kinds served in a version muster cannot run, with why.
+    pub(crate) fn refused_kinds(&self) -> &[(WorkloadKind, String)] {
+        &self.refused
     }
 
     /// What the caches hold now, read once for a cycle.
@@ -154,6 +169,7 @@ impl Caches {
             related,
             kinds: workload_kinds.clone(),
             missing: Arc::default(),
+            refused: Arc::default(),
             jobs,
             pods,
             pdbs,

@@ -57,6 +57,12 @@ pub async fn once(client: &Client) -> Result<Observed, kube::Error> {
             workloads.insert(kind, list.items.into_iter().map(Arc::new).collect());
         }
     }
+    // a kind served in a version the controller refuses is not run by it
+    for (kind, _) in
+        crate::controller::observe::crd_check::refused_workload_kinds(client, &mut kinds).await
+    {
+        workloads.remove(&kind);
+    }
     let mut related = BTreeMap::new();
     for r in WorkloadKind::ALL.iter().flat_map(|k| k.related()) {
         let api = Api::<DynamicObject>::all_with(client.clone(), &r.kind.api_resource());

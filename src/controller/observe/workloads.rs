@@ -5,17 +5,25 @@
 use std::sync::Arc;
 
 use kube::ResourceExt;
+use kube::api::DynamicObject;
 
 use crate::controller::observe::Observed;
 use crate::controller::workloads::pod::CachedPod;
 use crate::controller::workloads::{
-    Workload, WorkloadKind, job, jobset, lws, pod_gang, pod_group, pytorchjob, raycluster, rayjob,
-    trainjob,
+    Workload, WorkloadKind, job, jobset, lws, managed_controller, pod_gang, pod_group, pytorchjob,
+    raycluster, rayjob, trainjob, trainjob_jobset,
 };
 
+/// False for an object whose controller is an object of a kind muster runs
+/// (a TrainJob's JobSet, a RayJob's RayCluster): part of that workload.
+fn own(o: &DynamicObject) -> bool {
+    managed_controller(o.owner_references()).is_none()
+}
+
 /// Every workload of the enabled kinds that asks for a queue, not being
-/// deleted. Jobs created by another workload kind (a JobSet's child Jobs)
-/// are that workload's, not workloads of their own.
+/// deleted. Objects created by another workload kind (a JobSet's child
+/// Jobs, a TrainJob's JobSet, a RayJob's RayCluster; see
+/// [`managed_controller`]) are that workload's, not workloads of their own.
 pub(crate) fn all(observed: &Observed) -> Vec<Box<dyn Workload>> {
     let mut out: Vec<Box<dyn Workload>> = Vec::new();
     if observed.kinds.contains(&WorkloadKind::Job) {
@@ -28,6 +36,9 @@ pub(crate) fn all(observed: &Observed) -> Vec<Box<dyn Workload>> {
     }
     if observed.kinds.contains(&WorkloadKind::JobSet) {
         for o in observed.workload_objects(WorkloadKind::JobSet) {
+            if !own(o) {
+                continue;
+            }
             out.push(Box::new(jobset::JobSetWorkload(o.clone())));
         }
     }
@@ -38,26 +49,38 @@ pub(crate) fn all(observed: &Observed) -> Vec<Box<dyn Workload>> {
     }
     if observed.kinds.contains(&WorkloadKind::TrainJob) {
         for o in observed.workload_objects(WorkloadKind::TrainJob) {
+            if !own(o) {
+                continue;
+            }
             let (kind, ns, name) = trainjob::runtime_ref(o);
             let runtime = observed
                 .related_objects(kind)
                 .iter()
                 .find(|r| r.namespace().unwrap_or_default() == ns && r.name_any() == name)
                 .cloned();
+            let jobset = observed
+                .related_objects(jobset::KIND)
+                .iter()
+                .find(|js| trainjob_jobset::is_child_of(js, o))
+                .cloned();
             out.push(Box::new(trainjob::TrainJobWorkload {
                 job: o.clone(),
                 runtime,
+                jobset,
             }));
         }
     }
     if observed.kinds.contains(&WorkloadKind::PyTorchJob) {
         for o in observed.workload_objects(WorkloadKind::PyTorchJob) {
+            if !own(o) {
+                continue;
+            }
             out.push(Box::new(pytorchjob::PyTorchJobWorkload(o.clone())));
         }
     }
     if observed.kinds.contains(&WorkloadKind::RayCluster) {
         for o in observed.workload_objects(WorkloadKind::RayCluster) {
-            if raycluster::owned_by_rayjob(o) {
+            if !own(o) {
                 continue;
             }
             out.push(Box::new(raycluster::RayClusterWorkload(o.clone())));
@@ -65,6 +88,9 @@ pub(crate) fn all(observed: &Observed) -> Vec<Box<dyn Workload>> {
     }
     if observed.kinds.contains(&WorkloadKind::RayJob) {
         for o in observed.workload_objects(WorkloadKind::RayJob) {
+            if !own(o) {
+                continue;
+            }
             // a RayJob on an existing cluster runs on that cluster's gang
             if o.data
                 .pointer("/spec/clusterSelector")
@@ -78,6 +104,9 @@ pub(crate) fn all(observed: &Observed) -> Vec<Box<dyn Workload>> {
     }
     if observed.kinds.contains(&WorkloadKind::LeaderWorkerSet) {
         for o in observed.workload_objects(WorkloadKind::LeaderWorkerSet) {
+            if !own(o) {
+                continue;
+            }
             for g in lws::groups(o, &observed.pods) {
                 out.push(Box::new(g));
             }
@@ -115,6 +144,7 @@ pub(crate) fn find(observed: &Observed, namespace: &str, gang: &str) -> Option<B
             .find(|o| {
                 o.metadata.name.as_deref() == Some(name)
                     && o.metadata.namespace.as_deref() == Some(namespace)
+                    && own(o)
             });
         if let Some(w) = hit.map(|o| jobset::JobSetWorkload(o.clone()))
             && wanted(&w)
@@ -240,5 +270,107 @@ mod tests {
         only_jobs.kinds = [WorkloadKind::Job].into();
         assert_eq!(all(&only_jobs).len(), 1);
         assert!(find(&only_jobs, "ns", "jobset-js").is_none());
+    }
+
+    /// A custom-kind object of `kind` (`apiVersion`, `kind`) named `name`,
+    /// labelled with a queue, controlled by `owner` (`apiVersion`, `kind`).
+    fn child(
+        api_kind: (&str, &str),
+        name: &str,
+        owner: Option<(&str, &str)>,
+    ) -> Arc<DynamicObject> {
+        let owners = owner.map_or(json!([]), |(v, k)| {
+            json!([{"apiVersion": v, "kind": k, "name": "parent", "uid": "p", "controller": true}])
+        });
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": api_kind.0, "kind": api_kind.1,
+                "metadata": {"name": name, "namespace": "ns", "uid": name,
+                    "labels": {"muster.dev/queue": "q"}, "ownerReferences": owners},
+                "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": {}}}}],
+                    "runtimeRef": {"name": "torch"}}
+            }))
+            .expect("object"),
+        )
+    }
+
+    #[test]
+    fn children_of_managed_owners_are_never_workloads_of_their_own() {
+        let trainjob = ("trainer.kubeflow.org/v1alpha1", "TrainJob");
+        let jobset = ("jobset.x-k8s.io/v1alpha2", "JobSet");
+        let rayjob = ("ray.io/v1", "RayJob");
+        let cases = [
+            // the JobSet a TrainJob's Trainer builds, labelled by its runtime
+            (WorkloadKind::JobSet, jobset, trainjob),
+            (
+                WorkloadKind::RayCluster,
+                ("ray.io/v1", "RayCluster"),
+                rayjob,
+            ),
+            (WorkloadKind::TrainJob, trainjob, jobset),
+            (
+                WorkloadKind::PyTorchJob,
+                ("kubeflow.org/v1", "PyTorchJob"),
+                jobset,
+            ),
+            (WorkloadKind::RayJob, rayjob, trainjob),
+            (
+                WorkloadKind::LeaderWorkerSet,
+                ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+                jobset,
+            ),
+        ];
+        for (kind, api_kind, owner) in cases {
+            let mut o = Observed {
+                kinds: WorkloadKind::ALL.into_iter().collect(),
+                ..Observed::default()
+            };
+            o.workloads.insert(
+                kind,
+                vec![
+                    child(api_kind, "child", Some(owner)),
+                    // owned by a kind muster does not run: its own workload
+                    child(api_kind, "free", Some(("apps/v1", "Deployment"))),
+                ],
+            );
+            let found: Vec<String> = all(&o)
+                .iter()
+                .filter(|w| w.kind() == kind)
+                .map(|w| w.name())
+                .collect();
+            assert!(
+                !found.iter().any(|n| n.starts_with("child")),
+                "{kind:?}: {found:?}"
+            );
+            assert!(
+                kind == WorkloadKind::LeaderWorkerSet || found.contains(&"free".to_string()),
+                "{kind:?}: {found:?}"
+            );
+            assert!(
+                find(&o, "ns", &kind.gang_name("child")).is_none(),
+                "{kind:?} found by its gang"
+            );
+        }
+        // the pods a Job made that name a pod group belong to the Job
+        let mut o = observed();
+        let pods: Vec<Arc<CachedPod>> = o
+            .pods
+            .iter()
+            .map(|p| {
+                let mut p = (**p).clone();
+                p.metadata.owner_references = Some(vec![
+                    serde_json::from_value(json!({"apiVersion": "batch/v1", "kind": "Job",
+                        "name": "train", "uid": "u", "controller": true}))
+                    .expect("owner"),
+                ]);
+                Arc::new(p)
+            })
+            .collect();
+        o.pods = pods;
+        assert!(
+            all(&o).iter().all(|w| w.kind() != WorkloadKind::PodGroup),
+            "no pod group of a Job's pods"
+        );
+        assert!(find(&o, "ns", "podgroup-ring").is_none());
     }
 }

@@ -131,18 +131,19 @@ pub(crate) const LWS_NOT_READ: &str = "muster: the pod's LeaderWorkerSet could n
 /// What a RayJob without `shutdownAfterJobFinishes` is refused with.
 pub(crate) const RAYJOB_NEEDS_SHUTDOWN: &str = "muster: a queued RayJob must set spec.shutdownAfterJobFinishes: KubeRay suspends (and muster stops) only RayJobs that delete their cluster when done";
 
-/// True when the controller of `obj` is of one of `kinds`.
-fn controlled_by(obj: &DynamicObject, kinds: &[&str]) -> bool {
-    obj.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && kinds.contains(&o.kind.as_str()))
+/// True when the controller of `obj` is an object of a kind muster runs
+/// (see [`crate::controller::workloads::managed_controller`]): that
+/// workload holds it.
+fn controlled_by_workload(obj: &DynamicObject) -> bool {
+    let owners = obj.metadata.owner_references.as_deref().unwrap_or_default();
+    crate::controller::workloads::managed_controller(owners).is_some()
 }
 
-/// How the object `req` creates is held: a batch/v1 Job (not one a JobSet
-/// created), a JobSet, a third-party workload, a Pod that names a pod group,
-/// or a Pod of a LeaderWorkerSet.
+/// How the object `req` creates is held: a batch/v1 Job, a JobSet, a
+/// third-party workload, a Pod that names a pod group, or a Pod of a
+/// LeaderWorkerSet — none of them when its controller is a workload muster
+/// runs (a JobSet's Jobs, a TrainJob's JobSet, a RayJob's cluster), except
+/// a LeaderWorkerSet's pods, which its set's gang holds by their gates.
 fn held_create(req: &AdmissionRequest<DynamicObject>) -> Option<Held> {
     if req.operation != Operation::Create || req.sub_resource.is_some() {
         return None;
@@ -150,16 +151,15 @@ fn held_create(req: &AdmissionRequest<DynamicObject>) -> Option<Held> {
     let k = &req.kind;
     let obj = req.object.as_ref()?;
     let jobset = crate::controller::workloads::jobset::KIND;
+    let child = controlled_by_workload(obj);
+    if child && !(k.group.is_empty() && k.kind == "Pod") {
+        return None;
+    }
     match (k.group.as_str(), k.version.as_str(), k.kind.as_str()) {
-        ("batch", "v1", "Job") => {
-            let child = controlled_by(obj, &[jobset.kind, "TrainJob", "RayJob"]);
-            (!child).then_some(Held::Suspended)
-        }
+        ("batch", "v1", "Job") => Some(Held::Suspended),
         ("trainer.kubeflow.org", "v1alpha1", "TrainJob") => Some(Held::Suspended),
         ("kubeflow.org", "v1", "PyTorchJob") => Some(Held::SuspendedAt("/spec/runPolicy/suspend")),
-        ("ray.io", "v1", "RayCluster") => {
-            (!controlled_by(obj, &["RayJob"])).then_some(Held::Suspended)
-        }
+        ("ray.io", "v1", "RayCluster") => Some(Held::Suspended),
         ("ray.io", "v1", "RayJob") => {
             let selector = obj
                 .data
@@ -186,7 +186,7 @@ fn held_create(req: &AdmissionRequest<DynamicObject>) -> Option<Held> {
         }
         ("", "v1", "Pod") => {
             let labels = obj.metadata.labels.as_ref()?;
-            if labels.contains_key(POD_GROUP_LABEL) {
+            if labels.contains_key(POD_GROUP_LABEL) && !child {
                 Some(Held::Gated)
             } else if labels.get(lws::NAME_LABEL).is_some_and(|n| !n.is_empty()) {
                 Some(Held::GatedIfSetIs)

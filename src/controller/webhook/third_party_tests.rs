@@ -134,21 +134,51 @@ fn a_leaderworkerset_gets_the_gate_in_each_template_it_has() {
 
 #[test]
 fn children_of_other_workloads_are_left_alone() {
-    let owned = |kind: &str, owner: &str, spec: Value| {
+    let owned = |kind: &str, owner: (&str, &str), spec: Value| {
         let mut o = labelled(kind, spec);
-        o["metadata"]["ownerReferences"] = json!([{"apiVersion": "x/v1", "kind": owner, "name": "p", "uid": "u", "controller": true}]);
+        o["metadata"]["ownerReferences"] = json!([{"apiVersion": owner.0, "kind": owner.1, "name": "p", "uid": "u", "controller": true}]);
         o
     };
+    let trainjob = ("trainer.kubeflow.org/v1alpha1", "TrainJob");
+    let rayjob = ("ray.io/v1", "RayJob");
+    let jobset = ("jobset.x-k8s.io/v1alpha2", "JobSet");
     assert_eq!(
-        decision(RAYCLUSTER, owned("RayCluster", "RayJob", json!({}))),
+        decision(RAYCLUSTER, owned("RayCluster", rayjob, json!({}))),
         Decision::Ignore
     );
     assert_eq!(
-        decision(JOB, owned("Job", "TrainJob", json!({}))),
+        decision(JOB, owned("Job", trainjob, json!({}))),
         Decision::Ignore
     );
     assert_eq!(
-        decision(JOB, owned("Job", "RayJob", json!({}))),
+        decision(JOB, owned("Job", rayjob, json!({}))),
+        Decision::Ignore
+    );
+    assert_eq!(
+        decision(JOB, owned("Job", jobset, json!({}))),
+        Decision::Ignore
+    );
+    // the JobSet a TrainJob's Trainer builds, with the queue label its
+    // runtime's template carries: the TrainJob is held, not the JobSet
+    assert_eq!(
+        decision(
+            ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
+            owned("JobSet", trainjob, json!({"replicatedJobs": []}))
+        ),
+        Decision::Ignore
+    );
+    // the pods of a labelled Job that also name a pod group: the Job holds them
+    let pod = json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "team-a",
+        "labels": {"muster.dev/queue": "q", "muster.dev/pod-group": "g"},
+        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u", "controller": true}]},
+        "spec": {"containers": []}});
+    assert_eq!(decision(("", "v1", "Pod", "pods"), pod), Decision::Ignore);
+    // owned by a kind muster does not run (a CronJob's Job): held
+    assert_ne!(
+        decision(
+            JOB,
+            owned("Job", ("batch/v1", "CronJob"), json!({"template": {}}))
+        ),
         Decision::Ignore
     );
     // a RayJob on an existing cluster is that cluster's

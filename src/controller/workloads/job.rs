@@ -39,15 +39,7 @@ pub(crate) struct JobWorkload(pub Arc<Job>);
 /// JobSet's or TrainJob's child Jobs, a RayJob's submitter): that workload
 /// is the gang, not the Job.
 pub(crate) fn owned_by_other_kind(job: &Job) -> bool {
-    job.owner_references().iter().any(|o| {
-        o.controller == Some(true)
-            && [
-                crate::controller::workloads::jobset::KIND.kind,
-                crate::controller::workloads::trainjob::KIND.kind,
-                crate::controller::workloads::rayjob::KIND.kind,
-            ]
-            .contains(&o.kind.as_str())
-    })
+    crate::controller::workloads::managed_controller(job.owner_references()).is_some()
 }
 
 /// The least count of a workload from its `muster.dev/min-count`

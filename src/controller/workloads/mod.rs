@@ -25,7 +25,10 @@
 //!
 //! A kind is one file here ([`job`], [`jobset`], [`pod_group`],
 //! [`trainjob`], [`pytorchjob`], [`raycluster`], [`rayjob`], [`lws`]) plus
-//! one entry in [`WorkloadKind`]; the kinds held by a suspend flag share
+//! one entry in [`WorkloadKind`] (a TrainJob's also [`trainjob_jobset`],
+//! its pod sets from the JobSet its Trainer builds, and [`trainer_api`],
+//! which Trainer versions it runs on); an object controlled by an object of
+//! any of these kinds is part of that workload ([`managed_controller`]); the kinds held by a suspend flag share
 //! the step's translation ([`suspendable`]), those that keep pod templates
 //! in their own spec share [`templated`]. Kinds are enabled per install
 //! (`--workload-kinds`); a custom kind whose CRD the API server does not
@@ -43,7 +46,9 @@ pub mod requests;
 pub(crate) mod suspendable;
 pub mod template;
 pub mod templated;
+pub(crate) mod trainer_api;
 pub mod trainjob;
+pub(crate) mod trainjob_jobset;
 pub(crate) mod verbatim;
 pub(crate) mod writer;
 
@@ -236,6 +241,23 @@ pub(crate) struct Related {
     pub kind: CustomKind,
     /// Namespaced (else cluster-scoped: watched cluster-wide).
     pub namespaced: bool,
+}
+
+/// The kind muster runs as gangs of the object `owners` names as its
+/// controller, if any. Such an object (a JobSet's, TrainJob's or RayJob's
+/// Jobs, the JobSet a TrainJob's Trainer builds, a RayJob's RayCluster, a
+/// pod some workload's controller created) is part of that workload and
+/// never a workload of its own, whatever labels it carries: muster holds
+/// and pins the owner, and the owner's controller writes the child.
+/// Matched by API group and kind, whether the owner's kind is enabled or
+/// not.
+pub(crate) fn managed_controller(owners: &[OwnerReference]) -> Option<WorkloadKind> {
+    let c = owners.iter().find(|o| o.controller == Some(true))?;
+    let group = c.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    WorkloadKind::ALL.into_iter().find(|k| match k.custom() {
+        Some(ck) => ck.group == group && ck.kind == c.kind,
+        None => *k == WorkloadKind::Job && group == "batch" && c.kind == "Job",
+    })
 }
 
 /// The owner reference a Gang carries for a custom-kind object.

@@ -78,7 +78,10 @@ pub struct PodGroup {
 pub fn groups(pods: &[Arc<CachedPod>]) -> Vec<PodGroup> {
     let mut by: BTreeMap<(String, String), Vec<Arc<CachedPod>>> = BTreeMap::new();
     for p in pods {
-        if p.metadata.deletion_timestamp.is_some() {
+        // a pod another workload's controller made belongs to that workload
+        if p.metadata.deletion_timestamp.is_some()
+            || crate::controller::workloads::managed_controller(p.owner_references()).is_some()
+        {
             continue;
         }
         if let Some(g) = p.label(POD_GROUP_LABEL) {

@@ -157,13 +157,6 @@ fn restore_at(obj: &mut DynamicObject, record: &str, base: &str) {
 #[derive(Debug, Clone)]
 pub(crate) struct RayClusterWorkload(pub Arc<DynamicObject>);
 
-/// True when a RayJob made the cluster: the RayJob is the gang.
-pub(crate) fn owned_by_rayjob(obj: &DynamicObject) -> bool {
-    obj.owner_references()
-        .iter()
-        .any(|o| o.controller == Some(true) && o.kind == "RayJob")
-}
-
 fn int(v: Option<&Value>, default: i64) -> i64 {
     v.and_then(Value::as_i64).unwrap_or(default)
 }
@@ -451,7 +444,13 @@ mod tests {
             controller: Some(true),
             block_owner_deletion: None,
         }]);
-        assert!(owned_by_rayjob(&obj));
-        assert!(!owned_by_rayjob(&cluster(false).0));
+        let owner = |o: &DynamicObject| {
+            crate::controller::workloads::managed_controller(o.owner_references())
+        };
+        assert_eq!(
+            owner(&obj),
+            Some(crate::controller::workloads::WorkloadKind::RayJob)
+        );
+        assert_eq!(owner(&cluster(false).0), None);
     }
 }

@@ -39,6 +39,7 @@ use crate::controller::base::objects::{ADMITTED_NODES_ANNOTATION, STOPPING_ANNOT
 use crate::controller::workloads::suspendable::{self, Actions, Suspendable};
 use crate::controller::workloads::template::{self, PinStyle, encode_pins};
 use crate::controller::workloads::templated::{self, WORKLOAD_LABEL};
+use crate::controller::workloads::trainjob_jobset;
 use crate::controller::workloads::writer::{self, Change, Stored, Target, Write};
 use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Related, Workload, WorkloadError,
@@ -69,7 +70,8 @@ pub(crate) const RUNTIME: CustomKind = CustomKind {
     plural: "trainingruntimes",
 };
 
-/// The runtimes the adapter reads: cached beside the TrainJobs.
+/// The runtimes and the JobSets (the Trainer's children) the adapter
+/// reads: cached beside the TrainJobs.
 pub(crate) const RELATED: &[Related] = &[
     Related {
         kind: CLUSTER_RUNTIME,
@@ -77,6 +79,10 @@ pub(crate) const RELATED: &[Related] = &[
     },
     Related {
         kind: RUNTIME,
+        namespaced: true,
+    },
+    Related {
+        kind: crate::controller::workloads::jobset::KIND,
         namespaced: true,
     },
 ];
@@ -93,6 +99,16 @@ pub(crate) const ACCESS: &[AccessRule] = &[
         resources: &["clustertrainingruntimes", "trainingruntimes"],
         verbs: &["get", "list", "watch"],
     },
+    AccessRule {
+        group: "jobset.x-k8s.io",
+        resources: &["jobsets"],
+        verbs: &["get", "list", "watch"],
+    },
+    AccessRule {
+        group: "apiextensions.k8s.io",
+        resources: &["customresourcedefinitions"],
+        verbs: &["get"],
+    },
 ];
 
 /// The manager of muster's runtime patch.
@@ -107,6 +123,9 @@ pub(crate) struct TrainJobWorkload {
     pub job: Arc<DynamicObject>,
     /// Its training runtime, as cached.
     pub runtime: Option<Arc<DynamicObject>>,
+    /// The JobSet its Trainer built for it, once it exists
+    /// ([`trainjob_jobset::is_child_of`]).
+    pub jobset: Option<Arc<DynamicObject>>,
 }
 
 /// The runtime `job` references among the cached ones: (kind, namespace or
@@ -122,6 +141,14 @@ pub(crate) fn runtime_ref(job: &DynamicObject) -> (CustomKind, String, String) {
         Some("TrainingRuntime") => (RUNTIME, job.namespace().unwrap_or_default(), name),
         _ => (CLUSTER_RUNTIME, String::new(), name),
     }
+}
+
+/// An MPI policy that runs its launcher as one of the nodes
+/// (`mlPolicy.mpi.runLauncherAsNode`).
+fn launcher_as_node(ml: Option<&Value>) -> bool {
+    ml.and_then(|m| m.pointer("/mpi/runLauncherAsNode"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
 }
 
 fn patches(job: &DynamicObject) -> &[Value] {
@@ -244,10 +271,15 @@ impl TrainJobWorkload {
                         }
                     }
                 }
-                trainer
+                match trainer
                     .and_then(|t| t.get("numNodes"))
                     .and_then(Value::as_i64)
-                    .unwrap_or(from_ml)
+                {
+                    // an MPI launcher run as a node is one of the nodes
+                    Some(n) if name == "node" && launcher_as_node(ml) => (n - 1).max(1),
+                    Some(n) => n,
+                    None => from_ml,
+                }
             } else {
                 let p = jspec
                     .get("parallelism")
@@ -304,6 +336,10 @@ impl Workload for TrainJobWorkload {
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
+        if let Some(js) = &self.jobset {
+            let derived = self.replicated_jobs().unwrap_or_default();
+            return trainjob_jobset::pod_sets(js, &derived);
+        }
         let mut out = Vec::new();
         for (name, pods, template) in self.replicated_jobs()? {
             let template: PodTemplateSpec = serde_json::from_value(template)
@@ -345,6 +381,7 @@ impl Workload for TrainJobWorkload {
         Ok(writer::rewrap(self, stored, |o| TrainJobWorkload {
             job: Arc::new(o),
             runtime: self.runtime.clone(),
+            jobset: self.jobset.clone(),
         }))
     }
 
@@ -498,6 +535,7 @@ mod tests {
                         "spec": {"template": {"spec": {"containers": [{"name": "node"}]}}}}}
                 ]}}}}),
             )),
+            jobset: None,
         }
     }
 
@@ -633,5 +671,65 @@ mod tests {
         job.data["status"] = json!({"jobsStatus": [{"name": "node", "active": 1}]});
         w.job = Arc::new(job);
         assert!(w.counts_active());
+    }
+
+    #[test]
+    fn pod_sets_are_read_from_the_child_jobset_once_it_exists() {
+        let mut w = trainjob(json!({}));
+        let owner = json!([{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "name": "llm", "uid": "u1", "controller": true}]);
+        // a plugin muster does not know gave the node job 3 pods; muster's pin is in
+        let js = obj(
+            json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "llm", "namespace": "ns", "ownerReferences": owner},
+            "spec": {"replicatedJobs": [
+                {"name": "dataset-initializer", "replicas": 1, "template": {"spec": {"parallelism": 1,
+                    "completions": 1, "template": {"spec": {"containers": [{"name": "dataset-initializer"}]}}}}},
+                {"name": "node", "replicas": 1, "template": {"spec": {"parallelism": 3, "completions": 3,
+                    "template": {"metadata": {"labels": {WORKLOAD_LABEL: "trainjob-llm", "team": "a"}},
+                        "spec": {"nodeSelector": {"muster.dev/gang": "ns.trainjob-llm"},
+                            "tolerations": [{"key": "muster.dev/gang", "operator": "Exists"}],
+                            "containers": [{"name": "node"}]}}}}}
+            ]}}),
+        );
+        assert!(trainjob_jobset::is_child_of(&js, &w.job));
+        let mut stranger = (*js).clone();
+        stranger.metadata.owner_references = None;
+        assert!(!trainjob_jobset::is_child_of(&stranger, &w.job));
+        w.jobset = Some(js);
+        let sets = w.pod_sets().expect("pod sets");
+        let shape: Vec<(&str, u32)> = sets.iter().map(|s| (s.name.as_str(), s.count)).collect();
+        assert_eq!(shape, [("dataset-initializer", 1), ("node", 3)]);
+        let node = &sets[1].template;
+        let labels = node
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.clone())
+            .expect("labels");
+        assert_eq!(labels.get("team").map(String::as_str), Some("a"));
+        assert!(
+            !labels.contains_key(WORKLOAD_LABEL),
+            "muster's pin is not submitted"
+        );
+        let spec = node.spec.as_ref().expect("spec");
+        assert_eq!(
+            (spec.node_selector.clone(), spec.tolerations.clone()),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn an_mpi_launcher_run_as_a_node_is_one_of_the_nodes_before_the_jobset_exists() {
+        let mut w = trainjob(json!({}));
+        let mut rt = (**w.runtime.as_ref().expect("runtime")).clone();
+        rt.data["spec"]["mlPolicy"] = json!({"numNodes": 1, "mpi": {"runLauncherAsNode": true}});
+        w.runtime = Some(Arc::new(rt));
+        let counts: Vec<u32> = w
+            .pod_sets()
+            .expect("pod sets")
+            .iter()
+            .map(|s| s.count)
+            .collect();
+        assert_eq!(counts, [1, 3], "4 nodes: the launcher and 3 node pods");
     }
 }

@@ -216,7 +216,12 @@ pub(crate) async fn update(
         let before: GpuQueueStatus = typed(obj);
         let name = obj.name_any();
         let mut conditions = with_condition(obj, cond).unwrap_or_else(|| before.conditions.clone());
-        if let Some(c) = kinds_condition(obj, ctx.caches.missing_kinds(), now) {
+        if let Some(c) = kinds_condition(
+            obj,
+            ctx.caches.missing_kinds(),
+            ctx.caches.refused_kinds(),
+            now,
+        ) {
             conditions.retain(|x| x.type_ != c.type_);
             conditions.push(c);
         }
@@ -238,18 +243,27 @@ pub(crate) async fn update(
 }
 
 /// `WorkloadKindsServed`: False, naming the enabled kinds whose CRD the API
-/// server does not serve (their objects are not run as gangs); True once a
-/// queue that said so sees them all served; absent on a queue that never
-/// had a missing kind to report. `None` when nothing is to be written.
+/// server does not serve (reason `CRDNotInstalled`) and those it serves in
+/// a version muster cannot run (`refused`, with why; reason
+/// `UnsupportedVersion` when no CRD is missing) — their objects are not run
+/// as gangs; True once a queue that said so sees them all served; absent
+/// on a queue that never had a kind to report. `None` when nothing is to
+/// be written.
 fn kinds_condition(
     obj: &DynamicObject,
     missing: &[crate::controller::workloads::WorkloadKind],
+    refused: &[(crate::controller::workloads::WorkloadKind, String)],
     now: Time,
 ) -> Option<Condition> {
     let had = crate::controller::base::api::conditions(obj)
         .iter()
         .any(|c| c.type_ == ConditionType::WorkloadKindsServed.as_str());
-    let cond = if missing.is_empty() {
+    let refusals = refused
+        .iter()
+        .map(|(k, why)| format!("workload kind {} is not run: {why}", k.as_str()))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let cond = if missing.is_empty() && refused.is_empty() {
         if !had {
             return None;
         }
@@ -259,6 +273,15 @@ fn kinds_condition(
             true,
             "Served",
             String::new(),
+            now,
+        )
+    } else if missing.is_empty() {
+        condition(
+            obj,
+            ConditionType::WorkloadKindsServed,
+            false,
+            "UnsupportedVersion",
+            refusals,
             now,
         )
     } else {
@@ -275,15 +298,19 @@ fn kinds_condition(
                 })
             })
             .collect();
+        let mut message = format!(
+            "enabled workload kinds whose CRD is not installed are not run as gangs: {}; install the CRD and restart muster, or drop the kind from --workload-kinds",
+            crds.join(", ")
+        );
+        if !refusals.is_empty() {
+            message = format!("{message}; {refusals}");
+        }
         condition(
             obj,
             ConditionType::WorkloadKindsServed,
             false,
             "CRDNotInstalled",
-            format!(
-                "enabled workload kinds whose CRD is not installed are not run as gangs: {}; install the CRD and restart muster, or drop the kind from --workload-kinds",
-                crds.join(", ")
-            ),
+            message,
             now,
         )
     };
