@@ -334,6 +334,7 @@ impl Workload for PodGroup {
             started: released,
             stopping: false,
             pinned,
+            releasing: false,
         }
     }
 
