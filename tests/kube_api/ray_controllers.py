@@ -51,7 +51,9 @@ checks of utils/validation.go ValidateRayJobSpec run on every reconcile):
   Waiting; in K8sJobMode (the default) the submitter batch/v1 Job (named as
   the RayJob; the submitterPodTemplate, or a `ray-job-submitter` container
   with the head's image and requests of 500m CPU and 200Mi) → Running;
-  HTTPMode and SidecarMode → Running with no submitter to follow;
+  HTTPMode and SidecarMode → Running with no submitter Job to follow (in
+  SidecarMode the cluster's head template gets the `ray-job-submitter`
+  container and restartPolicy Never: constructRayClusterForRayJob);
 - Waiting (InteractiveMode): suspend is NOT honoured (the Waiting case never
   calls updateStatusToSuspendingIfNeeded); once spec.jobId is set it is
   copied to status.jobId → Running;
@@ -244,6 +246,17 @@ class RayClusters(StandIn):
                                 labels=pod_labels(g.get("template"), name, "worker", gname), owner_refs=ref)
 
 
+def submitter_container(rj):
+    """common/job.go GetDefaultSubmitterContainer: the head's image, 500m CPU
+    and 200Mi requested, 1 CPU and 1Gi limited."""
+    spec = rj.get("spec") or {}
+    head = (((spec.get("rayClusterSpec") or {}).get("headGroupSpec") or {}).get("template") or {})
+    image = (((head.get("spec") or {}).get("containers") or [{}])[0]).get("image", "")
+    return {"name": "ray-job-submitter", "image": image,
+            "resources": {"requests": {"cpu": "500m", "memory": "200Mi"},
+                          "limits": {"cpu": "1", "memory": "1Gi"}}}
+
+
 class RayJobs(StandIn):
     kind = "rayjob"
 
@@ -405,6 +418,11 @@ class RayJobs(StandIn):
         body = {"metadata": {"name": status["rayClusterName"], "labels": labels,
                              "ownerReferences": [controller_ref(rj, f"{RAY}/v1", "RayJob")]},
                 "spec": copy.deepcopy((rj.get("spec") or {}).get("rayClusterSpec") or {})}
+        if (rj.get("spec") or {}).get("submissionMode") == "SidecarMode":
+            # constructRayClusterForRayJob: the submitter joins the head pod
+            head = body["spec"].setdefault("headGroupSpec", {}).setdefault("template", {}).setdefault("spec", {})
+            head.setdefault("containers", []).append(submitter_container(rj))
+            head["restartPolicy"] = "Never"
         annotations = rj["metadata"].get("annotations")
         if annotations:
             body["metadata"]["annotations"] = dict(annotations)
@@ -418,12 +436,7 @@ class RayJobs(StandIn):
         spec = rj.get("spec") or {}
         tmpl = copy.deepcopy(spec.get("submitterPodTemplate"))
         if tmpl is None:
-            head = (((spec.get("rayClusterSpec") or {}).get("headGroupSpec") or {}).get("template") or {})
-            image = (((head.get("spec") or {}).get("containers") or [{}])[0]).get("image", "")
-            tmpl = {"spec": {"restartPolicy": "Never", "containers": [{
-                "name": "ray-job-submitter", "image": image,
-                "resources": {"requests": {"cpu": "500m", "memory": "200Mi"},
-                              "limits": {"cpu": "1", "memory": "1Gi"}}}]}}
+            tmpl = {"spec": {"restartPolicy": "Never", "containers": [submitter_container(rj)]}}
         tmpl.setdefault("spec", {}).setdefault("restartPolicy", "Never")
         body = {"metadata": {"name": name, "labels": {"ray.io/originated-from-cr-name": name,
                                                       "ray.io/originated-from-crd": "RayJob"},

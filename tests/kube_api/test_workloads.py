@@ -383,6 +383,14 @@ class RayJobs(Workloads):
         self.assertEqual(self.srv.req("GET", JOBS + "/rj-h")[0], 404)
         self.assertEqual(self.get("rj-h")["status"]["jobStatus"], "RUNNING")
 
+    def test_sidecar_mode_puts_the_submitter_in_the_head_pod(self):
+        self.rayjob("rj-s", suspend=False, submissionMode="SidecarMode")
+        rc = wait("cluster", lambda: (self.clusters("rj-s") or [None])[0])
+        head = self.pods(**{"ray.io/cluster": rc["metadata"]["name"], "ray.io/node-type": "head"})[0]
+        self.assertEqual([c["name"] for c in head["spec"]["containers"]], ["ray-head", "ray-job-submitter"])
+        self.assertEqual(head["spec"]["containers"][1]["resources"]["requests"], {"cpu": "500m", "memory": "200Mi"})
+        self.assertEqual(self.srv.req("GET", JOBS + "/rj-s")[0], 404, "no submitter Job")
+
     def test_run_suspend_resume_complete(self):
         self.rayjob("rj-c")
         self.patch(RAYJOBS + "/rj-c", {"spec": {"suspend": False}})

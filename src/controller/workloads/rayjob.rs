@@ -1,7 +1,9 @@
 //! KubeRay RayJob (`ray.io/v1`) behind the workload seam: the pod sets of its
 //! `rayClusterSpec` (head and worker groups, see [`crate::controller::workloads::raycluster`]) and,
 //! in `K8sJobMode` (the default), the submitter (`submitter`, one pod: the
-//! `submitterPodTemplate`, or the one KubeRay builds without it).
+//! `submitterPodTemplate`, or the one KubeRay builds without it); in
+//! `SidecarMode` the submitter is a container KubeRay adds to the head pod,
+//! which the head pod set therefore asks for as well.
 //!
 //! The upstream rules the writes follow (ray-project/kuberay
 //! `ray-operator/controllers/ray/rayjob_controller.go` and
@@ -176,18 +178,39 @@ fn default_submitter(obj: &DynamicObject, templates: &mut BTreeMap<String, PodTe
     if t.spec.is_some() {
         return;
     }
+    if let Ok(d) = serde_json::from_value(json!({"spec": {
+        "restartPolicy": "Never",
+        "containers": [submitter_container(obj)]
+    }})) {
+        *t = d;
+    }
+}
+
+/// KubeRay's default submitter container (`common/job.go`,
+/// `GetDefaultSubmitterContainer`): the head's image, 500m CPU and 200Mi
+/// requested, 1 CPU and 1Gi limited.
+fn submitter_container(obj: &DynamicObject) -> Value {
     let image = obj
         .data
         .pointer("/spec/rayClusterSpec/headGroupSpec/template/spec/containers/0/image")
         .cloned()
         .unwrap_or(Value::Null);
-    if let Ok(d) = serde_json::from_value(json!({"spec": {
-        "restartPolicy": "Never",
-        "containers": [{"name": "ray-job-submitter", "image": image, "resources": {
-            "requests": {"cpu": "500m", "memory": "200Mi"},
-            "limits": {"cpu": "1", "memory": "1Gi"}}}]
-    }})) {
-        *t = d;
+    json!({"name": "ray-job-submitter", "image": image, "resources": {
+        "requests": {"cpu": "500m", "memory": "200Mi"},
+        "limits": {"cpu": "1", "memory": "1Gi"}}})
+}
+
+/// In SidecarMode KubeRay adds the submitter container to the head pod of
+/// the cluster it creates (`rayjob_controller.go`,
+/// `constructRayClusterForRayJob` and `getSubmitterContainer`), which the
+/// head template does not show: the head pod set asks for it too. Only the
+/// pod set is changed, never what is written to the RayJob.
+fn sidecar_submitter(obj: &DynamicObject, templates: &mut BTreeMap<String, PodTemplateSpec>) {
+    let Some(spec) = templates.get_mut(HEAD).and_then(|t| t.spec.as_mut()) else {
+        return;
+    };
+    if let Ok(c) = serde_json::from_value(submitter_container(obj)) {
+        spec.containers.push(c);
     }
 }
 
@@ -209,9 +232,6 @@ impl Workload for RayJobWorkload {
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
-        if let Some(why) = unsupported(&self.0) {
-            return Err(WorkloadError::Unsupported(why));
-        }
         let cluster = cluster_spec(&self.0);
         if cluster.is_null() {
             return Err(WorkloadError::BadShape(
@@ -219,8 +239,14 @@ impl Workload for RayJobWorkload {
                     .to_string(),
             ));
         }
+        if let Some(why) = unsupported(&self.0) {
+            return Err(WorkloadError::Unsupported(why));
+        }
         let mut templates = templated::submitted(&self.0, &template_at(&self.0))?;
         default_submitter(&self.0, &mut templates);
+        if submission_mode(&self.0) == "SidecarMode" {
+            sidecar_submitter(&self.0, &mut templates);
+        }
         let submitter = templates.remove(SUBMITTER);
         let mut sets = raycluster::pod_sets(&cluster, templates)?;
         if let Some(template) = submitter {
@@ -437,6 +463,35 @@ mod tests {
         for mode in [None, Some("HTTPMode"), Some("SidecarMode")] {
             assert!(rayjob(mode).pod_sets().is_ok(), "{mode:?}");
         }
+    }
+
+    #[test]
+    fn in_sidecar_mode_the_head_asks_for_the_submitter_container() {
+        let sets = rayjob(Some("SidecarMode")).pod_sets().expect("pod sets");
+        let shape: Vec<&str> = sets.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(shape, ["head", "gpu"], "no submitter pod");
+        let head = &sets[0].template.spec.as_ref().expect("spec").containers;
+        let names: Vec<&str> = head.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["head", "ray-job-submitter"]);
+        let requests = head[1]
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .expect("requests");
+        assert_eq!(requests["cpu"].0, "500m");
+        assert_eq!(requests["memory"].0, "200Mi");
+        // the other modes leave the head as submitted
+        let sets = rayjob(None).pod_sets().expect("pod sets");
+        assert_eq!(
+            sets[0]
+                .template
+                .spec
+                .as_ref()
+                .expect("spec")
+                .containers
+                .len(),
+            1
+        );
     }
 
     #[test]
