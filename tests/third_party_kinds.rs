@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use muster::controller::workloads::WorkloadKind;
 use muster::controller::{self, PlanFn};
@@ -631,6 +631,74 @@ async fn rayjob_evicted_and_readmitted() {
     assert!(cloud.launch_calls().len() > launches, "a new machine");
     wait_for_gang_phase(&client, NS, "rayjob-serve", &["Running"], 20).await;
     assert_rbac_allows_controller(&server, WorkloadKind::RayJob);
+    assert_no_invalid_writes();
+}
+
+/// KubeRay honours a RayJob's `spec.suspend` only when it reports the job
+/// Suspended (`rayjob_controller.go`): while the job is Suspending — its
+/// RayCluster's deletion held here by a finalizer of the test's, so the
+/// cluster still exists — muster writes nothing to it (no restore, no pin
+/// to new capacity, no unsuspend), and goes on once KubeRay reports it
+/// Suspended.
+#[tokio::test]
+async fn rayjob_evicted_is_left_alone_until_kuberay_reports_it_suspended() {
+    let (server, client) = world(&["rayjob", "raycluster"]).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, None);
+    let _ctl = start(&server, &cloud, WorkloadKind::RayJob);
+    let jobs = api(&client, "ray.io", "v1", "RayJob", "rayjobs");
+    let clusters = api(&client, "ray.io", "v1", "RayCluster", "rayclusters");
+    submit(&jobs, rayjob("hold")).await;
+    let first = rayjob_cluster(&jobs, "hold").await;
+    wait_running(&client, &format!("ray.io/cluster={first}"), 3, 40).await;
+    let hold = |finalizers: Value| Patch::Merge(json!({"metadata": {"finalizers": finalizers}}));
+    clusters
+        .patch(
+            &first,
+            &PatchParams::default(),
+            &hold(json!(["test.muster.dev/hold"])),
+        )
+        .await
+        .expect("finalizer");
+    let pinned =
+        jobs.get("hold").await.expect("rayjob").annotations()["muster.dev/admitted-nodes"].clone();
+    terminate_a_machine(&client, &cloud).await;
+    eventually(30, "the RayJob Suspending", || {
+        let jobs = jobs.clone();
+        async move {
+            let j = jobs.get("hold").await.ok()?;
+            (j.data["status"]["jobDeploymentStatus"] == "Suspending").then_some(())
+        }
+    })
+    .await;
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let j = jobs.get("hold").await.expect("rayjob");
+        assert_eq!(j.data["status"]["jobDeploymentStatus"], "Suspending");
+        assert_eq!(j.data["spec"]["suspend"], true);
+        assert_eq!(
+            j.annotations().get("muster.dev/admitted-nodes"),
+            Some(&pinned),
+            "neither restored nor pinned anew while KubeRay still deletes the cluster"
+        );
+    }
+    // the cluster goes: Suspended, restored, admitted again on new capacity
+    clusters
+        .patch(&first, &PatchParams::default(), &hold(Value::Null))
+        .await
+        .expect("finalizer removed");
+    let second = eventually(60, "a new cluster", || {
+        let jobs = jobs.clone();
+        let first = first.clone();
+        async move {
+            let n = jobs.get("hold").await.ok()?.data["status"]["rayClusterName"]
+                .as_str()?
+                .to_string();
+            (!n.is_empty() && n != first).then_some(n)
+        }
+    })
+    .await;
+    wait_running(&client, &format!("ray.io/cluster={second}"), 3, 60).await;
     assert_no_invalid_writes();
 }
 

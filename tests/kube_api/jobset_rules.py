@@ -6,7 +6,10 @@ Upstream (kubernetes-sigs/jobset):
   pod template's `metadata.labels`, `metadata.annotations`,
   `spec.nodeSelector`, `spec.tolerations` and `spec.schedulingGates` (the
   fields Kueue changes while a workload is suspended); `spec.managedBy` is
-  immutable. Affinity is never mutable.
+  immutable. Affinity is never mutable, nor are `replicas`, `parallelism`
+  and `completions` (the alpha ElasticJobSet gate of pkg/features/features.go,
+  off by default, which lets an Indexed job's parallelism and completions
+  change, is not emulated).
 - api/jobset/v1alpha2/jobset_types.go: `replicas` defaults to 1 (the CRD's
   schema default, applied by crd_schema.py).
 """

@@ -18,6 +18,16 @@ the RayClusterStatusConditions feature gate on, its default):
   none is left Suspending turns False and RayClusterSuspended True, and
   state becomes `suspended`; lifting spec.suspend turns Suspended False and
   the pods come back.
+- enableInTreeAutoscaling (utils/util.go IsAutoscalingEnabled): the head pod
+  gets the `autoscaler` container, 500m CPU and 512Mi requested and limited
+  (common/pod.go BuildHeadPod, BuildAutoscalerContainer); a group with more
+  workers than `replicas` loses only those named in workersToDelete, never
+  others (reconcilePods: random deletes are off with the autoscaler); a
+  suspended worker group is invalid (utils/validation.go
+  ValidateRayClusterSpec: "cannot be suspended with Autoscaler enabled") and
+  such a cluster gets no pods. The Ray autoscaler itself (which writes
+  `replicas` from Ray's demand) runs in the head pod, not here: a test
+  writes `replicas` as it would.
 - status: desired/min/max/ready/available worker replicas, state `ready`
   once the head and every desired worker run and are Ready, HeadPodReady,
   RayClusterProvisioned (True the first time all pods are ready),
@@ -28,27 +38,38 @@ checks of utils/validation.go ValidateRayJobSpec run on every reconcile):
 - a spec that cannot run (suspend without shutdownAfterJobFinishes, suspend
   with clusterSelector, neither rayClusterSpec nor clusterSelector) turns
   the job ValidationFailed;
-- New: finalizer ray.io/rayjob-finalizer added, jobId <name>-<5 chars>,
-  rayClusterName <name>-<5 chars>, status.startTime now → Initializing;
-- Initializing: suspend → Suspending; otherwise the RayCluster (the job's
+- InteractiveMode with backoffLimit > 0 is invalid (ValidateRayJobSpec);
+- New (status ""): finalizer ray.io/rayjob-finalizer added, jobId (but not
+  in InteractiveMode) spec.jobId or <name>-<5 chars>, rayClusterName
+  <name>-<5 chars>, status.startTime now → Initializing
+  (initRayJobStatusIfNeed); New itself never looks at suspend;
+- Initializing: suspend → Suspending (updateStatusToSuspendingIfNeeded);
+  otherwise the RayCluster (the job's
   rayClusterSpec, labels ray.io/originated-from-cr-name and
   ray.io/originated-from-crd=RayJob, controller ownerReference) is created
-  and waited for until its state is `ready`; then, in K8sJobMode (the
-  default), the submitter batch/v1 Job (named as the RayJob; the
-  submitterPodTemplate, or a `ray-job-submitter` container with the head's
-  image and requests of 500m CPU and 200Mi) → Running;
+  and waited for until its state is `ready`; then InteractiveMode →
+  Waiting; in K8sJobMode (the default) the submitter batch/v1 Job (named as
+  the RayJob; the submitterPodTemplate, or a `ray-job-submitter` container
+  with the head's image and requests of 500m CPU and 200Mi) → Running;
+  HTTPMode and SidecarMode → Running with no submitter Job to follow (in
+  SidecarMode the cluster's head template gets the `ray-job-submitter`
+  container and restartPolicy Never: constructRayClusterForRayJob);
+- Waiting (InteractiveMode): suspend is NOT honoured (the Waiting case never
+  calls updateStatusToSuspendingIfNeeded); once spec.jobId is set it is
+  copied to status.jobId → Running;
 - Running: suspend → Suspending; the Ray job's status follows the submitter
   (which runs `ray job submit` and exits with the job's outcome; this
   stand-in plays the Ray dashboard too): RUNNING while it runs, then
-  SUCCEEDED → Complete or FAILED → Failed;
+  SUCCEEDED → Complete or FAILED → Failed; without a submitter (HTTPMode,
+  SidecarMode, InteractiveMode) it stays RUNNING;
 - Suspending (only reachable from Initializing and Running): the RayCluster
   and the submitter Job are deleted, and once both are gone the cluster and
   job fields of the status are reset → Suspended (their pods are left to
   the garbage collector); Suspended with suspend lifted → New;
 - Complete / Failed with shutdownAfterJobFinishes: the RayCluster is
   deleted after ttlSecondsAfterFinished (0 here: at once);
+- Complete / Failed / Suspended with suspend set stay where they are;
 - a deleted RayJob loses its finalizer (the Ray job would be stopped).
-HTTPMode and InteractiveMode are not emulated (no submitter to follow).
 """
 
 import copy
@@ -59,6 +80,9 @@ from workload_base import (StandIn, condition_true, controller_ref, deleting, me
 from controllers import cond_true, now_rfc3339
 
 RAY = "ray.io"
+AUTOSCALER = "autoscaler"
+AUTOSCALER_RESOURCES = {"requests": {"cpu": "500m", "memory": "512Mi"},
+                        "limits": {"cpu": "500m", "memory": "512Mi"}}
 CLUSTER = "ray.io/cluster"
 NODE_TYPE = "ray.io/node-type"
 GROUP = "ray.io/group"
@@ -72,6 +96,31 @@ def worker_count(group):
     lo, hi = group.get("minReplicas", 0), group.get("maxReplicas", 2147483647)
     replicas = max(lo, min(hi, replicas))
     return replicas * max(1, group.get("numOfHosts", 1))
+
+
+def autoscaling(spec):
+    return bool((spec or {}).get("enableInTreeAutoscaling"))
+
+
+def invalid_cluster(spec):
+    """utils/validation.go ValidateRayClusterSpec, the autoscaling rule."""
+    if autoscaling(spec):
+        for g in spec.get("workerGroupSpecs") or []:
+            if g.get("suspend"):
+                return f"worker group {g.get('groupName')} cannot be suspended with Autoscaler enabled"
+    return None
+
+
+def head_template(spec):
+    """The head pod's template, with the autoscaler container KubeRay adds
+    when autoscaling is on (common/pod.go BuildAutoscalerContainer)."""
+    template = copy.deepcopy((spec.get("headGroupSpec") or {}).get("template") or {})
+    if autoscaling(spec):
+        containers = template.setdefault("spec", {}).setdefault("containers", [])
+        if not any(c.get("name") == AUTOSCALER for c in containers):
+            containers.append({"name": AUTOSCALER, "image": (containers[0].get("image", "") if containers else ""),
+                               "resources": copy.deepcopy(AUTOSCALER_RESOURCES)})
+    return template
 
 
 def pod_labels(template, cluster, node_type, group):
@@ -114,7 +163,7 @@ class RayClusters(StandIn):
         if suspending:
             for p in live:
                 self.delete(pods_r, ns, p["metadata"]["name"])
-        elif not suspended and not spec.get("suspend"):
+        elif not suspended and not spec.get("suspend") and not invalid_cluster(spec):
             self.reconcile_pods(rc, live)
         pods = self.owned(pods_r, ns, rc["metadata"]["uid"])
         workers = [p for p in pods if (p["metadata"].get("labels") or {}).get(NODE_TYPE) == "worker"]
@@ -176,9 +225,9 @@ class RayClusters(StandIn):
         live = [p for p in live if not pod_finished(p)]
         heads = [p for p in live if (p["metadata"].get("labels") or {}).get(NODE_TYPE) == "head"]
         if not heads:
-            head = spec.get("headGroupSpec") or {}
-            self.create_pod(ns, head.get("template"), generate_name=f"{name}-head-",
-                            labels=pod_labels(head.get("template"), name, "head", "headgroup"), owner_refs=ref)
+            template = head_template(spec)
+            self.create_pod(ns, template, generate_name=f"{name}-head-",
+                            labels=pod_labels(template, name, "head", "headgroup"), owner_refs=ref)
         for g in spec.get("workerGroupSpecs") or []:
             gname = g.get("groupName")
             mine = [p for p in live if (p["metadata"].get("labels") or {}).get(NODE_TYPE) == "worker"
@@ -189,11 +238,23 @@ class RayClusters(StandIn):
                     self.delete(pods_r, ns, p["metadata"]["name"])
             mine = [p for p in mine if p["metadata"]["name"] not in doomed]
             want = worker_count(g)
-            for p in mine[want:]:
+            # with the autoscaler only workersToDelete scale a group down
+            for p in ([] if autoscaling(spec) else mine[want:]):
                 self.delete(pods_r, ns, p["metadata"]["name"])
             for _ in range(want - len(mine)):
                 self.create_pod(ns, g.get("template"), generate_name=f"{name}-{gname}-worker-",
                                 labels=pod_labels(g.get("template"), name, "worker", gname), owner_refs=ref)
+
+
+def submitter_container(rj):
+    """common/job.go GetDefaultSubmitterContainer: the head's image, 500m CPU
+    and 200Mi requested, 1 CPU and 1Gi limited."""
+    spec = rj.get("spec") or {}
+    head = (((spec.get("rayClusterSpec") or {}).get("headGroupSpec") or {}).get("template") or {})
+    image = (((head.get("spec") or {}).get("containers") or [{}])[0]).get("image", "")
+    return {"name": "ray-job-submitter", "image": image,
+            "resources": {"requests": {"cpu": "500m", "memory": "200Mi"},
+                          "limits": {"cpu": "1", "memory": "1Gi"}}}
 
 
 class RayJobs(StandIn):
@@ -220,6 +281,8 @@ class RayJobs(StandIn):
             return "The RayJob spec is invalid: the ClusterSelector mode doesn't support the suspend operation"
         if not spec.get("rayClusterSpec") and not spec.get("clusterSelector"):
             return "The RayJob spec is invalid: one of RayClusterSpec or ClusterSelector must be set"
+        if spec.get("submissionMode") == "InteractiveMode" and (spec.get("backoffLimit") or 0) > 0:
+            return "The RayJob spec is invalid: BackoffLimit is incompatible with InteractiveMode"
         return None
 
     def sync(self, ns, name):
@@ -254,7 +317,8 @@ class RayJobs(StandIn):
                 new = copy.deepcopy(rj)
                 new["metadata"].setdefault("finalizers", []).append(FINALIZER)
                 rj = self.write(r, new)
-            status.setdefault("jobId", spec.get("jobId") or f"{name}-{uuid.uuid4().hex[:5]}")
+            if spec.get("submissionMode") != "InteractiveMode":
+                status.setdefault("jobId", spec.get("jobId") or f"{name}-{uuid.uuid4().hex[:5]}")
             if not status.get("rayClusterName"):
                 status["rayClusterName"] = (spec.get("clusterSelector") or {}).get("ray.io/cluster") or \
                     f"{name}-{uuid.uuid4().hex[:5]}"
@@ -271,14 +335,26 @@ class RayJobs(StandIn):
                 return False
             status["rayClusterStatus"] = copy.deepcopy(rc.get("status") or {})
             status["dashboardURL"] = f"{rc['metadata']['name']}-head-svc.{ns}.svc.cluster.local:8265"
-            if spec.get("submissionMode", "K8sJobMode") == "K8sJobMode":
+            mode = spec.get("submissionMode", "K8sJobMode")
+            if mode == "InteractiveMode":
+                status["jobDeploymentStatus"] = "Waiting"
+                return self.commit(r, rj, status)
+            if mode == "K8sJobMode":
                 self.submitter(rj, rc)
+            status["jobDeploymentStatus"] = "Running"
+        elif phase == "Waiting":
+            # suspend is not looked at here: only a job id moves it on
+            if not spec.get("jobId"):
+                return False
+            status["jobId"] = spec["jobId"]
             status["jobDeploymentStatus"] = "Running"
         elif phase == "Running":
             rc = self.cluster(rj, status)
             status["rayClusterStatus"] = copy.deepcopy(rc.get("status") or {})
             sub = self.get(self.jobs(), ns, name)
             if sub is None:
+                if spec.get("submissionMode", "K8sJobMode") != "K8sJobMode":
+                    status["jobStatus"] = "RUNNING"
                 self.commit(r, rj, status)
                 return False
             if cond_true(sub, "Complete"):
@@ -342,6 +418,11 @@ class RayJobs(StandIn):
         body = {"metadata": {"name": status["rayClusterName"], "labels": labels,
                              "ownerReferences": [controller_ref(rj, f"{RAY}/v1", "RayJob")]},
                 "spec": copy.deepcopy((rj.get("spec") or {}).get("rayClusterSpec") or {})}
+        if (rj.get("spec") or {}).get("submissionMode") == "SidecarMode":
+            # constructRayClusterForRayJob: the submitter joins the head pod
+            head = body["spec"].setdefault("headGroupSpec", {}).setdefault("template", {}).setdefault("spec", {})
+            head.setdefault("containers", []).append(submitter_container(rj))
+            head["restartPolicy"] = "Never"
         annotations = rj["metadata"].get("annotations")
         if annotations:
             body["metadata"]["annotations"] = dict(annotations)
@@ -355,12 +436,7 @@ class RayJobs(StandIn):
         spec = rj.get("spec") or {}
         tmpl = copy.deepcopy(spec.get("submitterPodTemplate"))
         if tmpl is None:
-            head = (((spec.get("rayClusterSpec") or {}).get("headGroupSpec") or {}).get("template") or {})
-            image = (((head.get("spec") or {}).get("containers") or [{}])[0]).get("image", "")
-            tmpl = {"spec": {"restartPolicy": "Never", "containers": [{
-                "name": "ray-job-submitter", "image": image,
-                "resources": {"requests": {"cpu": "500m", "memory": "200Mi"},
-                              "limits": {"cpu": "1", "memory": "1Gi"}}}]}}
+            tmpl = {"spec": {"restartPolicy": "Never", "containers": [submitter_container(rj)]}}
         tmpl.setdefault("spec", {}).setdefault("restartPolicy", "Never")
         body = {"metadata": {"name": name, "labels": {"ray.io/originated-from-cr-name": name,
                                                       "ray.io/originated-from-crd": "RayJob"},

@@ -92,6 +92,24 @@ class JobSetTest(unittest.TestCase):
         pod_template(js, 1)["spec"]["nodeSelector"] = {"other": "x"}
         self.assertEqual(self.s.req("PUT", JOBSETS + "/train", js)[0], 422)
 
+    def test_a_suspended_jobset_cannot_shrink(self):
+        # ValidateUpdate: replicas, parallelism and completions are not among
+        # the fields a suspended JobSet may change (ElasticJobSet, an alpha
+        # gate off by default, is not emulated), so muster cannot start a
+        # JobSet below full size
+        self.s.ok("POST", JOBSETS, jobset("train"))
+        js = self.s.ok("GET", JOBSETS + "/train")
+        for path, value in ((("replicas",), 1), (("template", "spec", "parallelism"), 1),
+                            (("template", "spec", "completions"), 1)):
+            bad = yaml.safe_load(yaml.safe_dump(js))
+            target = bad["spec"]["replicatedJobs"][1]
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = value
+            code, obj, _ = self.s.req("PUT", JOBSETS + "/train", bad)
+            self.assertEqual(code, 422, path)
+            self.assertIn("spec.replicatedJobs", obj["message"])
+
     def test_resume_carries_node_selector_and_tolerations_but_not_affinity(self):
         self.s.ok("POST", JOBSETS, jobset("train"))
         js = self.s.ok("GET", JOBSETS + "/train")

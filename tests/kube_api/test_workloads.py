@@ -305,11 +305,49 @@ class PyTorchJobs(Workloads):
 
 
 class RayClusters(Workloads):
-    def raycluster(self, name, suspend=False, replicas=2):
+    def raycluster(self, name, suspend=False, replicas=2, **spec):
         return self.srv.req("POST", RAYCLUSTERS, {"metadata": {"name": name}, "spec": {
             "suspend": suspend, "headGroupSpec": {"rayStartParams": {}, "template": {"spec": pod_spec("ray-head")}},
             "workerGroupSpecs": [{"groupName": "gpu", "replicas": replicas, "minReplicas": 1, "maxReplicas": 3,
-                                  "rayStartParams": {}, "template": {"spec": pod_spec("ray-worker", gpus=8)}}]}})
+                                  "rayStartParams": {}, "template": {"spec": pod_spec("ray-worker", gpus=8)}}],
+            **spec}})
+
+    def test_autoscaling_sidecar_on_the_head_and_scale_down_only_by_name(self):
+        # common/pod.go BuildAutoscalerContainer; reconcilePods without random deletes
+        self.raycluster("rc-as", replicas=3, enableInTreeAutoscaling=True)
+        head = self.pods(**{"ray.io/cluster": "rc-as", "ray.io/node-type": "head"})[0]
+        names = [c["name"] for c in head["spec"]["containers"]]
+        self.assertEqual(names, ["ray-head", "autoscaler"])
+        self.assertEqual(head["spec"]["containers"][1]["resources"],
+                         {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}})
+        workers = lambda: self.pods(**{"ray.io/cluster": "rc-as", "ray.io/node-type": "worker"})
+        self.assertEqual(len(workers()), 3)
+        # the autoscaler lowers replicas: no worker goes until it is named
+        rc = self.srv.ok("GET", RAYCLUSTERS + "/rc-as")
+        rc["spec"]["workerGroupSpecs"][0]["replicas"] = 1
+        self.srv.ok("PUT", RAYCLUSTERS + "/rc-as", rc)
+        self.assertEqual(len(workers()), 3)
+        victim = workers()[0]["metadata"]["name"]
+        rc = self.srv.ok("GET", RAYCLUSTERS + "/rc-as")
+        rc["spec"]["workerGroupSpecs"][0]["scaleStrategy"] = {"workersToDelete": [victim]}
+        self.srv.ok("PUT", RAYCLUSTERS + "/rc-as", rc)
+        self.assertNotIn(victim, [p["metadata"]["name"] for p in workers()])
+        self.assertEqual(len(workers()), 2)
+        # and raises them: more workers, on nodes nobody admitted
+        rc = self.srv.ok("GET", RAYCLUSTERS + "/rc-as")
+        rc["spec"]["workerGroupSpecs"][0]["replicas"] = 3
+        rc["spec"]["workerGroupSpecs"][0]["scaleStrategy"] = {}
+        self.srv.ok("PUT", RAYCLUSTERS + "/rc-as", rc)
+        self.assertEqual(len(workers()), 3)
+
+    def test_a_suspended_group_with_the_autoscaler_is_invalid(self):
+        body = {"metadata": {"name": "rc-inv"}, "spec": {
+            "enableInTreeAutoscaling": True,
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": pod_spec("ray-head")}},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": 1, "suspend": True, "rayStartParams": {},
+                                  "template": {"spec": pod_spec("ray-worker", gpus=8)}}]}}
+        self.srv.ok("POST", RAYCLUSTERS, body)
+        self.assertEqual(self.pods(**{"ray.io/cluster": "rc-inv"}), [])
 
     def test_webhook_rules(self):
         body = {"metadata": {"name": "dup"}, "spec": {"headGroupSpec": {"template": {"spec": pod_spec()}},
@@ -356,9 +394,9 @@ class RayClusters(Workloads):
 
 
 class RayJobs(Workloads):
-    def rayjob(self, name, suspend=True, shutdown=True):
+    def rayjob(self, name, suspend=True, shutdown=True, **spec):
         return self.srv.req("POST", RAYJOBS, {"metadata": {"name": name}, "spec": {
-            "entrypoint": "python train.py", "suspend": suspend, "shutdownAfterJobFinishes": shutdown,
+            **spec, "entrypoint": "python train.py", "suspend": suspend, "shutdownAfterJobFinishes": shutdown,
             "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": pod_spec("ray-head")}},
                                "workerGroupSpecs": [{"groupName": "gpu", "replicas": 1, "minReplicas": 1,
                                                      "maxReplicas": 1, "rayStartParams": {},
@@ -393,6 +431,44 @@ class RayJobs(Workloads):
         for p in self.pods(**{"ray.io/cluster": rc["metadata"]["name"]}):
             self.run_pod(p)
         return rc
+
+    def status(self, name):
+        return self.get(name)["status"]["jobDeploymentStatus"]
+
+    def test_interactive_mode_waits_and_ignores_suspend_until_its_job_id(self):
+        # rayjob_controller.go: Initializing → Waiting; the Waiting case never looks at suspend
+        self.rayjob("rj-i", suspend=False, submissionMode="InteractiveMode")
+        self.assertNotIn("jobId", self.get("rj-i")["status"])
+        rc = self.ready_cluster("rj-i")
+        wait("waiting", lambda: self.status("rj-i") == "Waiting")
+        self.patch(RAYJOBS + "/rj-i", {"spec": {"suspend": True}})
+        time.sleep(0.3)
+        self.assertEqual(self.status("rj-i"), "Waiting")
+        self.assertEqual([c["metadata"]["name"] for c in self.clusters("rj-i")], [rc["metadata"]["name"]])
+        self.assertEqual(self.srv.req("GET", JOBS + "/rj-i")[0], 404, "no submitter")
+        # the user's job id moves it to Running, where the flag is honoured
+        self.patch(RAYJOBS + "/rj-i", {"spec": {"jobId": "raysubmit_1"}})
+        wait("suspended", lambda: self.status("rj-i") == "Suspended")
+        self.assertEqual(self.clusters("rj-i"), [])
+
+    def test_interactive_mode_refuses_retries(self):
+        self.rayjob("rj-ib", submissionMode="InteractiveMode", backoffLimit=1)
+        self.assertEqual(self.status("rj-ib"), "ValidationFailed")
+
+    def test_http_mode_runs_without_a_submitter(self):
+        self.rayjob("rj-h", suspend=False, submissionMode="HTTPMode")
+        self.ready_cluster("rj-h")
+        wait("running", lambda: self.status("rj-h") == "Running")
+        self.assertEqual(self.srv.req("GET", JOBS + "/rj-h")[0], 404)
+        self.assertEqual(self.get("rj-h")["status"]["jobStatus"], "RUNNING")
+
+    def test_sidecar_mode_puts_the_submitter_in_the_head_pod(self):
+        self.rayjob("rj-s", suspend=False, submissionMode="SidecarMode")
+        rc = wait("cluster", lambda: (self.clusters("rj-s") or [None])[0])
+        head = self.pods(**{"ray.io/cluster": rc["metadata"]["name"], "ray.io/node-type": "head"})[0]
+        self.assertEqual([c["name"] for c in head["spec"]["containers"]], ["ray-head", "ray-job-submitter"])
+        self.assertEqual(head["spec"]["containers"][1]["resources"]["requests"], {"cpu": "500m", "memory": "200Mi"})
+        self.assertEqual(self.srv.req("GET", JOBS + "/rj-s")[0], 404, "no submitter Job")
 
     def test_run_suspend_resume_complete(self):
         self.rayjob("rj-c")

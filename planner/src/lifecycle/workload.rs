@@ -28,10 +28,17 @@
 //! scheduling gate can only be removed and its node selector and affinity
 //! only narrowed while gated) is stopped by deleting its started pods, and
 //! pods pinned elsewhere are stopped the same way rather than restored.
+//! A kind whose controller honours the suspend flag only in some of its
+//! states (a RayJob: KubeRay moves only an Initializing or Running job to
+//! Suspending, and a job waiting for its id in InteractiveMode not at all)
+//! reports the flag as not yet honoured until its controller says it
+//! stopped; until then nothing is written, so neither a restore nor a new
+//! pin races the pods still running.
 //!
 //! | want         | finished | stopping | suspended | started | pinned        | step |
 //! |--------------|----------|----------|-----------|---------|---------------|------|
 //! | any          | yes      |          |           |         |               | none |
+//! | any          |          |          | yes, not yet honoured |  |          | none (wait for the owning controller) |
 //! | Queued       |          |          | no        |         |               | suspend (and mark the stop) |
 //! | Queued       |          |          | yes       | yes (start mark) |      | clear `startTime` |
 //! | Queued       |          | yes, or pinned | yes | no      |               | restore the submitted templates (not restorable: suspend) |
@@ -91,6 +98,10 @@ pub struct Observed {
     pub stopping: bool,
     /// The nodes the pod sets are pinned to; `None` while as submitted.
     pub pinned: Option<Pins>,
+    /// The suspend flag is set but the owning controller has not reported
+    /// the workload stopped yet (a RayJob before KubeRay reports it
+    /// `Suspended`): what it started may still run on its nodes.
+    pub releasing: bool,
 }
 
 /// What the gang's state asks of the workload.
@@ -138,7 +149,7 @@ impl Step {
 /// The next write that brings the workload `observed` towards `want`, for a
 /// kind with `rules`.
 pub fn next_step(observed: &Observed, want: &Want, rules: Rules) -> Step {
-    if observed.finished {
+    if observed.finished || (observed.suspended && observed.releasing) {
         return Step::None;
     }
     let must_clear = observed.started && rules.start_mark;
@@ -251,6 +262,7 @@ mod tests {
             started: flags.contains('t'),
             stopping: flags.contains('x'),
             pinned: (!pin.is_empty()).then(|| nodes(pin)),
+            releasing: false,
         }
     }
 
@@ -389,6 +401,7 @@ mod tests {
                             started: bits & 2 != 0,
                             stopping: bits & 4 != 0,
                             pinned: pin.clone(),
+                            releasing: false,
                         };
                         let mut o = start.clone();
                         let mut writes = 0;
@@ -485,6 +498,38 @@ mod kinds {
         assert_eq!(
             next_step(&o, &Want::Run(want.clone()), Rules::TEMPLATED),
             Step::Pin(want)
+        );
+    }
+
+    #[test]
+    fn a_suspend_not_yet_honoured_is_waited_for() {
+        let releasing = Observed {
+            suspended: true,
+            stopping: true,
+            releasing: true,
+            pinned: Some(pins(&[("head", &["cpu-1"]), ("gpu", &["g1"])])),
+            ..Observed::default()
+        };
+        let elsewhere = pins(&[("head", &["cpu-1"]), ("gpu", &["g2"])]);
+        for want in [Want::Queued, Want::Run(elsewhere.clone())] {
+            assert_eq!(
+                next_step(&releasing, &want, Rules::TEMPLATED),
+                Step::None,
+                "{want:?}"
+            );
+        }
+        // once the owning controller reports it stopped: restore, or re-pin
+        let stopped = Observed {
+            releasing: false,
+            ..releasing
+        };
+        assert_eq!(
+            next_step(&stopped, &Want::Queued, Rules::TEMPLATED),
+            Step::Restore
+        );
+        assert_eq!(
+            next_step(&stopped, &Want::Run(elsewhere.clone()), Rules::TEMPLATED),
+            Step::Pin(elsewhere)
         );
     }
 

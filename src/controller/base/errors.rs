@@ -39,6 +39,11 @@ pub enum WorkloadError {
     /// The object does not have the shape its kind's API gives it.
     #[error("{0}")]
     BadShape(String),
+    /// The object asks for a mode or a field muster cannot run as a gang
+    /// (the message names the field and why); the admission webhook
+    /// refuses such an object at creation with the same message.
+    #[error("{0}")]
+    Unsupported(&'static str),
 }
 
 impl WorkloadError {
@@ -49,6 +54,7 @@ impl WorkloadError {
             WorkloadError::BadAnnotation(..) => "InvalidAnnotation",
             WorkloadError::BadRequest(..) => "InvalidRequests",
             WorkloadError::BadShape(..) => "InvalidWorkload",
+            WorkloadError::Unsupported(..) => "UnsupportedWorkload",
         }
     }
 }

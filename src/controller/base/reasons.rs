@@ -87,6 +87,12 @@ fn job_error(e: &WorkloadError) -> ReasonDoc {
             "The object does not have the shape its kind's API gives it (a JobSet without replicated jobs, for example); it is not queued.",
             "Fix the field named in the message.",
         ),
+        WorkloadError::Unsupported(..) => doc(
+            e.reason(),
+            on,
+            "The workload asks for what muster cannot run as a gang: a RayJob in `InteractiveMode` or without `shutdownAfterJobFinishes`, a RayCluster or RayJob with `enableInTreeAutoscaling: true`, a JobSet with `muster.dev/min-count` (the message names the field and why); it is not queued. The admission webhook refuses such an object at creation with the same message.",
+            "Change the field named in the message (see docs/workloads.md) and submit the workload again.",
+        ),
     }
 }
 
@@ -439,6 +445,7 @@ pub(crate) fn catalog() -> Vec<ReasonDoc> {
         WorkloadError::BadAnnotation("", String::new()),
         WorkloadError::BadRequest(String::new(), String::new()),
         WorkloadError::BadShape(String::new()),
+        WorkloadError::Unsupported(""),
     ] {
         out.push(job_error(&e));
     }

@@ -12,7 +12,11 @@
 //! muster (as Kueue gates every pod of a LeaderWorkerSet in its pod webhook,
 //! `pkg/controller/jobs/leaderworkerset`). A RayJob that would not delete its
 //! cluster when done (`shutdownAfterJobFinishes` false) is refused: KubeRay
-//! does not suspend it (as Kueue's webhook refuses it). A workload without the
+//! does not suspend it (as Kueue's webhook refuses it). So are what muster
+//! cannot run as a gang, with the message its adapter reports when such an
+//! object gets past the webhook: a RayJob in InteractiveMode, a RayCluster
+//! or RayJob with autoscaling, a JobSet with `muster.dev/min-count` (see
+//! `workloads::rayjob`, `raycluster` and `jobset`). A workload without the
 //! label in a namespace that names a default queue (a namespace label,
 //! `--default-queue-label`) gets that queue's label as well. A Job created
 //! by a JobSet, a TrainJob or a RayJob, and a RayCluster a RayJob creates,
@@ -129,7 +133,8 @@ const LWS_TEMPLATE_SPECS: &[&str] = &[
 pub(crate) const LWS_NOT_READ: &str = "muster: the pod's LeaderWorkerSet could not be read, so whether muster must gate the pod is not known; retry";
 
 /// What a RayJob without `shutdownAfterJobFinishes` is refused with.
-pub(crate) const RAYJOB_NEEDS_SHUTDOWN: &str = "muster: a queued RayJob must set spec.shutdownAfterJobFinishes: KubeRay suspends (and muster stops) only RayJobs that delete their cluster when done";
+#[cfg(test)]
+pub(crate) const RAYJOB_NEEDS_SHUTDOWN: &str = rayjob::NEEDS_SHUTDOWN;
 
 /// True when the controller of `obj` is an object of a kind muster runs
 /// (see [`crate::controller::workloads::managed_controller`]): that
@@ -159,31 +164,27 @@ fn held_create(req: &AdmissionRequest<DynamicObject>) -> Option<Held> {
         ("batch", "v1", "Job") => Some(Held::Suspended),
         ("trainer.kubeflow.org", "v1alpha1", "TrainJob") => Some(Held::Suspended),
         ("kubeflow.org", "v1", "PyTorchJob") => Some(Held::SuspendedAt("/spec/runPolicy/suspend")),
-        ("ray.io", "v1", "RayCluster") => Some(Held::Suspended),
+        ("ray.io", "v1", "RayCluster") => {
+            // a RayJob's cluster is its RayJob's: left above
+            let spec = obj.data.get("spec").unwrap_or(&Value::Null);
+            Some(raycluster::unsupported(spec).map_or(Held::Suspended, Held::Refused))
+        }
         ("ray.io", "v1", "RayJob") => {
             let selector = obj
                 .data
                 .pointer("/spec/clusterSelector")
                 .and_then(Value::as_object)
                 .is_some_and(|m| !m.is_empty());
-            let shutdown = obj
-                .data
-                .pointer("/spec/shutdownAfterJobFinishes")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-            match (selector, shutdown) {
-                // on an existing cluster: that cluster's gang, not one of its own
-                (true, _) => None,
-                (false, false) => Some(Held::Refused(RAYJOB_NEEDS_SHUTDOWN)),
-                (false, true) => Some(Held::Suspended),
-            }
+            // on an existing cluster: that cluster's gang, not one of its own
+            (!selector).then(|| rayjob::unsupported(obj).map_or(Held::Suspended, Held::Refused))
         }
         ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet") => {
             Some(Held::TemplatesGated(LWS_TEMPLATE_SPECS))
         }
-        (g, v, kind) if g == jobset.group && v == jobset.version && kind == jobset.kind => {
-            Some(Held::Suspended)
-        }
+        (g, v, kind) if g == jobset.group && v == jobset.version && kind == jobset.kind => Some(
+            crate::controller::workloads::jobset::unsupported(&obj.metadata)
+                .map_or(Held::Suspended, Held::Refused),
+        ),
         ("", "v1", "Pod") => {
             let labels = obj.metadata.labels.as_ref()?;
             if labels.contains_key(POD_GROUP_LABEL) && !child {
@@ -198,8 +199,8 @@ fn held_create(req: &AdmissionRequest<DynamicObject>) -> Option<Held> {
     }
 }
 
-use crate::controller::workloads::lws;
 use crate::controller::workloads::pod_group::{POD_GROUP_LABEL, SCHEDULING_GATE};
+use crate::controller::workloads::{lws, raycluster, rayjob};
 
 /// The queue label of an object, if set and not empty.
 fn queue_of(obj: &DynamicObject) -> Option<&str> {

@@ -1,7 +1,9 @@
 //! The webhook on the third-party workload kinds: TrainJob, PyTorchJob,
 //! RayCluster, RayJob and LeaderWorkerSet held at creation, the objects
 //! another workload creates left alone, a RayJob that keeps its cluster
-//! refused.
+//! refused, and what muster cannot run as a gang refused with a message
+//! naming the field: a RayJob in InteractiveMode, autoscaling Ray clusters, a
+//! JobSet with `muster.dev/min-count`.
 
 use serde_json::{Value, json};
 
@@ -207,6 +209,54 @@ fn a_rayjob_that_keeps_its_cluster_is_refused() {
         decide(&req, Some("q")),
         Decision::Deny(RAYJOB_NEEDS_SHUTDOWN)
     );
+}
+
+/// True when `d` refuses the object with a message naming `field`.
+fn denied_naming(d: &Decision, field: &str) -> bool {
+    matches!(d, Decision::Deny(why) if why.starts_with("muster: ") && why.contains(field))
+}
+
+#[test]
+fn a_rayjob_in_interactive_mode_is_refused() {
+    let spec = |mode: &str| json!({"shutdownAfterJobFinishes": true, "submissionMode": mode, "rayClusterSpec": {}});
+    let d = decision(RAYJOB, labelled("RayJob", spec("InteractiveMode")));
+    assert!(denied_naming(&d, "spec.submissionMode"), "{d:?}");
+    for mode in ["K8sJobMode", "HTTPMode", "SidecarMode"] {
+        assert_eq!(
+            decision(RAYJOB, labelled("RayJob", spec(mode))),
+            Decision::Suspend(None),
+            "{mode}"
+        );
+    }
+    // not queued: not muster's to refuse
+    let mut unlabelled = labelled("RayJob", spec("InteractiveMode"));
+    unlabelled["metadata"]["labels"] = json!({});
+    assert_eq!(decision(RAYJOB, unlabelled), Decision::Ignore);
+}
+
+#[test]
+fn autoscaling_ray_clusters_are_refused() {
+    let cluster = json!({"enableInTreeAutoscaling": true, "headGroupSpec": {}});
+    let d = decision(RAYCLUSTER, labelled("RayCluster", cluster.clone()));
+    assert!(denied_naming(&d, "enableInTreeAutoscaling"), "{d:?}");
+    let job = json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": cluster});
+    let d = decision(RAYJOB, labelled("RayJob", job));
+    assert!(denied_naming(&d, "enableInTreeAutoscaling"), "{d:?}");
+    let fixed = json!({"enableInTreeAutoscaling": false, "headGroupSpec": {}});
+    assert_eq!(
+        decision(RAYCLUSTER, labelled("RayCluster", fixed)),
+        Decision::Suspend(None)
+    );
+}
+
+#[test]
+fn a_jobset_with_a_min_count_is_refused() {
+    const JOBSET: (&str, &str, &str, &str) = ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets");
+    let mut js = labelled("JobSet", json!({"replicatedJobs": []}));
+    assert_eq!(decision(JOBSET, js.clone()), Decision::Suspend(None));
+    js["metadata"]["annotations"] = json!({"muster.dev/min-count": "2"});
+    let d = decision(JOBSET, js);
+    assert!(denied_naming(&d, "muster.dev/min-count"), "{d:?}");
 }
 
 const POD: (&str, &str, &str, &str) = ("", "v1", "Pod", "pods");

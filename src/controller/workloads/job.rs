@@ -79,6 +79,7 @@ pub fn observe(job: &Job) -> Observed {
             .annotations()
             .get(ADMITTED_NODES_ANNOTATION)
             .and_then(|v| decode_pins(v, POD_SET)),
+        releasing: false,
     }
 }
 

@@ -18,6 +18,14 @@
 //!   `status.startTime` itself, then unsuspends it. The JobSet has no start
 //!   mark of its own ([`muster_planner::lifecycle::workload::Rules::TEMPLATED`]).
 //! - Finished: the `Completed` or `Failed` condition is `True`.
+//!
+//! A JobSet is never elastic: `ValidateUpdate` keeps each replicated job's
+//! `replicas`, `parallelism` and `completions` immutable, suspended or not
+//! (only the alpha `ElasticJobSet` feature gate, off by default, lets an
+//! Indexed job's parallelism and completions change), so a gang admitted
+//! below full size could not be shrunk to the pods admitted and the
+//! surplus would stay Pending. The `muster.dev/min-count` annotation on a
+//! JobSet is therefore refused ([`MIN_COUNT`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,7 +39,8 @@ use serde_json::Value;
 
 use crate::controller::base::api::ActError;
 use crate::controller::base::objects::{
-    ADMITTED_NODES_ANNOTATION, ORIGINAL_TEMPLATE_ANNOTATION, STOPPING_ANNOTATION,
+    ADMITTED_NODES_ANNOTATION, MIN_COUNT_ANNOTATION, ORIGINAL_TEMPLATE_ANNOTATION,
+    STOPPING_ANNOTATION,
 };
 use crate::controller::workloads::suspendable::{self, Actions, Suspendable};
 use crate::controller::workloads::template::{self, PinStyle, encode_pins};
@@ -59,6 +68,20 @@ pub(crate) const ACCESS: &[AccessRule] = &[AccessRule {
 
 /// The label the JobSet controller puts on every pod of a JobSet: its name.
 pub(crate) const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
+
+/// What a queued JobSet with `muster.dev/min-count` is refused with (by the
+/// webhook at creation; past it, reported on the JobSet, which is not
+/// queued).
+pub(crate) const MIN_COUNT: &str = "muster: a JobSet cannot carry the muster.dev/min-count annotation: the JobSet webhook keeps spec.replicatedJobs (replicas, parallelism, completions) immutable even while suspended, so muster could not start it with fewer pods than it asks for; remove the annotation";
+
+/// Why muster cannot run `meta`'s JobSet as a gang, if it cannot: the
+/// min-count annotation.
+pub(crate) fn unsupported(meta: &ObjectMeta) -> Option<&'static str> {
+    meta.annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(MIN_COUNT_ANNOTATION))
+        .then_some(MIN_COUNT)
+}
 
 /// A labelled JobSet.
 #[derive(Debug, Clone)]
@@ -153,9 +176,11 @@ impl Workload for JobSetWorkload {
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
+        if let Some(why) = unsupported(&self.0.metadata) {
+            return Err(WorkloadError::Unsupported(why));
+        }
         let templates = submitted_templates(&self.0)?;
         let jobs = replicated_jobs(&self.0);
-        let single = jobs.len() == 1;
         let mut out = Vec::new();
         for rj in jobs {
             let name = rj.get("name").and_then(Value::as_str).unwrap_or_default();
@@ -172,12 +197,7 @@ impl Workload for JobSetWorkload {
             out.push(PodSetTemplate {
                 name: name.to_string(),
                 count: u32::try_from(replicas.saturating_mul(pods)).unwrap_or(u32::MAX),
-                // elastic only where the JobSet is one pod set
-                min_count: if single {
-                    crate::controller::workloads::job::min_count(&self.0.metadata)?
-                } else {
-                    None
-                },
+                min_count: None,
                 template: templates.get(name).cloned().unwrap_or_default(),
             });
         }
@@ -303,6 +323,24 @@ mod tests {
                     {"name": "w", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}}}
             ]}
         }))
+    }
+
+    #[test]
+    fn a_min_count_annotation_is_not_queued() {
+        // one replicated job of 4 pods, asking to start with 2: the JobSet
+        // webhook would refuse the smaller replicas or parallelism
+        let elastic = jobset(json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "train", "namespace": "ns", "uid": "u1",
+                         "labels": {"muster.dev/queue": "q"}, "annotations": {"muster.dev/min-count": "2"}},
+            "spec": {"suspend": true, "replicatedJobs": [
+                {"name": "workers", "replicas": 1, "template": {"spec": {"parallelism": 4, "completions": 4, "template": {"spec": {"containers": [
+                    {"name": "w", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}}}
+            ]}
+        }));
+        let err = elastic.pod_sets().expect_err("refused");
+        assert_eq!(err.reason(), "UnsupportedWorkload");
+        assert!(err.to_string().contains("muster.dev/min-count"), "{err}");
     }
 
     #[test]

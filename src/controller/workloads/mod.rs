@@ -359,7 +359,8 @@ pub(crate) trait Workload: Send + Sync {
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError>;
     /// What the life-cycle table needs to know of it now.
     fn observe(&self) -> TableObserved;
-    /// The status counts active pods (a Job's `status.active`).
+    /// The status says pods of it may still run (a Job's `status.active`,
+    /// a RayJob's deployment state before KubeRay reports it suspended).
     fn counts_active(&self) -> bool {
         false
     }

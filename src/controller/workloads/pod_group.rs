@@ -337,6 +337,7 @@ impl Workload for PodGroup {
             started: released,
             stopping: false,
             pinned,
+            releasing: false,
         }
     }
 

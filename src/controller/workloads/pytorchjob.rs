@@ -76,7 +76,6 @@ const TEMPLATED: TemplatedKind = TemplatedKind {
         unsuspend: "unsuspend PyTorchJob",
     },
     complete: None,
-    elastic: None,
 };
 
 /// A labelled PyTorchJob.

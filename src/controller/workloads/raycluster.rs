@@ -1,9 +1,23 @@
 //! KubeRay RayCluster (`ray.io/v1`) behind the workload seam: the head group
 //! is one pod set (`head`, one pod) and each worker group one more (named
 //! after the group, `replicas` clamped to `[minReplicas, maxReplicas]` times
-//! `numOfHosts` pods). With `enableInTreeAutoscaling` the Ray autoscaler
-//! moves a group's replicas between its bounds, so the group is elastic down
-//! to `minReplicas × numOfHosts`.
+//! `numOfHosts` pods).
+//!
+//! Autoscaling (`enableInTreeAutoscaling: true`) is refused
+//! ([`AUTOSCALING`]), for a RayCluster and a RayJob's cluster alike, rather
+//! than run elastic: the Ray autoscaler writes each group's `replicas`
+//! anywhere between its bounds whenever Ray asks for more, so pods beyond
+//! what muster admitted would be created (onto the nodes pinned to the gang,
+//! or left Pending), and scaling down deletes only the workers the
+//! autoscaler names (`raycluster_controller.go`, `reconcilePods`: random
+//! deletes are off with autoscaling), so a smaller admission would not
+//! shrink a running cluster either; and KubeRay adds an `autoscaler`
+//! container to the head pod (`common/pod.go`, `BuildAutoscalerContainer`:
+//! 500m CPU and 512Mi requested and limited) that the submitted head
+//! template does not show. Running it elastic would need the planner to
+//! hold capacity for `maxReplicas` and re-admit on every scale-up; until
+//! then the webhook refuses such an object at creation and one that got past
+//! it is reported and not queued.
 //!
 //! The upstream rules the writes follow (ray-project/kuberay
 //! `ray-operator/controllers/ray/raycluster_controller.go`):
@@ -25,7 +39,6 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::ResourceExt;
 use kube::api::DynamicObject;
 use muster_planner::lifecycle::workload::{Observed, Step};
 use serde_json::Value;
@@ -33,9 +46,7 @@ use serde_json::Value;
 use crate::controller::base::api::ActError;
 use crate::controller::workloads::suspendable::{self, Actions};
 use crate::controller::workloads::template::PinStyle;
-use crate::controller::workloads::templated::{
-    self, Elastic, ORIGINAL_SIZES_ANNOTATION, TemplateAt, TemplatedKind,
-};
+use crate::controller::workloads::templated::{self, TemplateAt, TemplatedKind};
 use crate::controller::workloads::writer::{self, Stored, Target, Write};
 use crate::controller::workloads::{
     AccessRule, CustomKind, Directives, PodSetTemplate, Workload, WorkloadError, WorkloadKind,
@@ -62,8 +73,12 @@ pub(crate) const CLUSTER_LABEL: &str = "ray.io/cluster";
 /// The head group's pod set.
 pub(crate) const HEAD: &str = "head";
 
-/// How a RayCluster is written: pinned by node affinity, its autoscaling
-/// worker groups sized to the pods admitted.
+/// What a queued RayCluster or RayJob with autoscaling is refused with (by
+/// the webhook at creation; past it, reported on the object, which is not
+/// queued).
+pub(crate) const AUTOSCALING: &str = "muster: a queued RayCluster or RayJob cannot set enableInTreeAutoscaling: true (spec.enableInTreeAutoscaling, spec.rayClusterSpec.enableInTreeAutoscaling of a RayJob): the Ray autoscaler would add worker pods beyond the gang muster admitted, and KubeRay adds an autoscaler container (500m CPU, 512Mi) to the head pod, which muster does not count; leave it unset and size each worker group with replicas";
+
+/// How a RayCluster is written: pinned by node affinity.
 const TEMPLATED: TemplatedKind = TemplatedKind {
     kind: KIND,
     suspend: "/spec/suspend",
@@ -75,82 +90,16 @@ const TEMPLATED: TemplatedKind = TemplatedKind {
         unsuspend: "unsuspend RayCluster",
     },
     complete: None,
-    elastic: Some(Elastic {
-        shrink: |o, c| shrink_at(o, c, "/spec"),
-        restore: |o, r| restore_at(o, r, "/spec"),
-    }),
 };
 
-/// The elastic resize of a RayJob's cluster spec.
-pub(crate) const RAYJOB_ELASTIC: Elastic = Elastic {
-    shrink: |o, c| shrink_at(o, c, "/spec/rayClusterSpec"),
-    restore: |o, r| restore_at(o, r, "/spec/rayClusterSpec"),
-};
-
-/// The worker groups' replicas as submitted, where an elastic pin changed
-/// them (group → replicas).
-pub(crate) fn recorded_sizes(obj: &DynamicObject) -> BTreeMap<String, i64> {
-    obj.annotations()
-        .get(ORIGINAL_SIZES_ANNOTATION)
-        .and_then(|r| serde_json::from_str(r).ok())
-        .unwrap_or_default()
-}
-
-/// Sets each autoscaling worker group admitted with fewer pods than it asks
-/// for to the replicas admitted (whole hosts, at least `minReplicas`; the
-/// autoscaler then moves it between its bounds); the record of the replicas
-/// replaced.
-fn shrink_at(
-    obj: &mut DynamicObject,
-    counts: &BTreeMap<String, u32>,
-    base: &str,
-) -> Option<String> {
-    let autoscaling = obj
-        .data
-        .pointer(&format!("{base}/enableInTreeAutoscaling"))
+/// Why muster cannot run the cluster spec `cluster` as a gang, if it
+/// cannot: autoscaling.
+pub(crate) fn unsupported(cluster: &Value) -> Option<&'static str> {
+    cluster
+        .get("enableInTreeAutoscaling")
         .and_then(Value::as_bool)
-        .unwrap_or(false);
-    if !autoscaling {
-        return None;
-    }
-    let mut replaced = BTreeMap::new();
-    let groups = obj
-        .data
-        .pointer_mut(&format!("{base}/workerGroupSpecs"))
-        .and_then(Value::as_array_mut)?;
-    for g in groups {
-        let name = group_name(g);
-        let Some(&admitted) = counts.get(&name) else {
-            continue;
-        };
-        let hosts = int(g.get("numOfHosts"), 1).max(1);
-        let lo = int(g.get("minReplicas"), 0).max(0);
-        let replicas = int(g.get("replicas"), 0);
-        let fit = (i64::from(admitted) / hosts).max(lo);
-        if fit < replicas {
-            replaced.insert(name, replicas);
-            g["replicas"] = Value::from(fit);
-        }
-    }
-    (!replaced.is_empty()).then(|| serde_json::to_string(&replaced).unwrap_or_default())
-}
-
-/// Puts the recorded replicas back.
-fn restore_at(obj: &mut DynamicObject, record: &str, base: &str) {
-    let Ok(sizes) = serde_json::from_str::<BTreeMap<String, i64>>(record) else {
-        return;
-    };
-    if let Some(groups) = obj
-        .data
-        .pointer_mut(&format!("{base}/workerGroupSpecs"))
-        .and_then(Value::as_array_mut)
-    {
-        for g in groups {
-            if let Some(r) = sizes.get(&group_name(g)) {
-                g["replicas"] = Value::from(*r);
-            }
-        }
-    }
+        .unwrap_or(false)
+        .then_some(AUTOSCALING)
 }
 
 /// A labelled RayCluster.
@@ -192,17 +141,15 @@ fn group_name(g: &Value) -> String {
         .to_string()
 }
 
-/// The pod sets of a cluster spec, with the templates as submitted and the
-/// worker groups' replicas as submitted where an elastic pin changed them.
+/// The pod sets of a cluster spec, with the templates as submitted; an
+/// autoscaling cluster is [`WorkloadError::Unsupported`].
 pub fn pod_sets(
     cluster: &Value,
     mut templates: BTreeMap<String, k8s_openapi::api::core::v1::PodTemplateSpec>,
-    recorded: &BTreeMap<String, i64>,
 ) -> Result<Vec<PodSetTemplate>, WorkloadError> {
-    let autoscaling = cluster
-        .get("enableInTreeAutoscaling")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    if let Some(why) = unsupported(cluster) {
+        return Err(WorkloadError::Unsupported(why));
+    }
     let mut out = vec![PodSetTemplate {
         name: HEAD.to_string(),
         count: 1,
@@ -222,17 +169,12 @@ pub fn pod_sets(
         let replicas = if g.get("suspend").and_then(Value::as_bool) == Some(true) {
             0
         } else {
-            recorded
-                .get(&name)
-                .copied()
-                .unwrap_or_else(|| int(g.get("replicas"), 0))
-                .clamp(lo, hi)
+            int(g.get("replicas"), 0).clamp(lo, hi)
         };
         let count = u32::try_from(replicas.saturating_mul(hosts)).unwrap_or(u32::MAX);
-        let least = u32::try_from(lo.saturating_mul(hosts)).unwrap_or(u32::MAX);
         out.push(PodSetTemplate {
             count,
-            min_count: (autoscaling && least < count).then_some(least),
+            min_count: None,
             template: templates.remove(&name).unwrap_or_default(),
             name,
         });
@@ -260,7 +202,7 @@ impl Workload for RayClusterWorkload {
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
         let spec = self.0.data.get("spec").cloned().unwrap_or(Value::Null);
         let templates = templated::submitted(&self.0, &template_at(&spec, "/spec"))?;
-        pod_sets(&spec, templates, &recorded_sizes(&self.0))
+        pod_sets(&spec, templates)
     }
 
     fn observe(&self) -> Observed {
@@ -325,38 +267,16 @@ mod tests {
     }
 
     #[test]
-    fn autoscaling_groups_are_elastic_to_min_replicas() {
-        let sets = cluster(true).pod_sets().expect("pod sets");
-        assert_eq!(sets[1].min_count, Some(4));
-        assert_eq!(sets[0].min_count, None);
+    fn an_autoscaling_cluster_is_not_queued() {
+        let err = cluster(true).pod_sets().expect_err("refused");
+        assert_eq!(err.reason(), "UnsupportedWorkload");
+        assert!(err.to_string().contains("enableInTreeAutoscaling"), "{err}");
+        assert!(cluster(false).pod_sets().is_ok());
     }
 
     #[test]
-    fn an_elastic_pin_sizes_autoscaling_groups_to_the_pods_admitted_and_back() {
-        let mut obj = (*cluster(true).0).clone();
-        // 4 pods admitted of the gpu group's 8 (2 hosts each): 2 replicas
-        let rec = shrink_at(&mut obj, &[("gpu".to_string(), 4)].into(), "/spec").expect("record");
-        assert_eq!(obj.data["spec"]["workerGroupSpecs"][0]["replicas"], 2);
-        // the pod sets still read as submitted
-        obj.metadata.annotations =
-            Some([(ORIGINAL_SIZES_ANNOTATION.to_string(), rec.clone())].into());
-        let sets = RayClusterWorkload(Arc::new(obj.clone()))
-            .pod_sets()
-            .expect("pod sets");
-        assert_eq!(sets[1].count, 8);
-        restore_at(&mut obj, &rec, "/spec");
-        assert_eq!(obj.data["spec"]["workerGroupSpecs"][0]["replicas"], 6);
-        // without the autoscaler nothing is resized
-        let mut fixed = (*cluster(false).0).clone();
-        assert_eq!(
-            shrink_at(&mut fixed, &[("gpu".to_string(), 4)].into(), "/spec"),
-            None
-        );
-    }
-
-    #[test]
-    fn a_pin_of_fewer_pods_shrinks_the_latest_cluster_and_a_restore_regrows_it() {
-        let w = cluster(true);
+    fn a_pin_of_fewer_pods_keeps_the_sizes_and_a_restore_gives_the_templates_back() {
+        let w = cluster(false);
         let dirs = writer::sketch::directives("ns.raycluster-rc", &[], &[("gpu", 4)]);
         let sketch = |step: Step| writer::sketch::writes(&w, step, &dirs);
         let at = "rayclusters ns/rc".to_string();
@@ -398,11 +318,12 @@ mod tests {
         latest.metadata.resource_version = Some("4".into());
         let pinned = writer::sketch::revise(pin.remove(0), &latest).expect("pinned");
         assert_eq!(pinned["metadata"]["resourceVersion"], "4");
-        // 4 pods of 2 hosts: 2 replicas, the 6 submitted recorded
-        assert_eq!(pinned["spec"]["workerGroupSpecs"][0]["replicas"], 2);
-        assert_eq!(
-            pinned["metadata"]["annotations"][ORIGINAL_SIZES_ANNOTATION],
-            "{\"gpu\":6}"
+        // no elasticity: the replicas stay as submitted
+        assert_eq!(pinned["spec"]["workerGroupSpecs"][0]["replicas"], 6);
+        assert!(
+            pinned["metadata"]["annotations"]
+                .get("muster.dev/original-sizes")
+                .is_none()
         );
         assert_eq!(
             pinned["metadata"]["annotations"]["muster.dev/admitted-nodes"],
@@ -427,10 +348,7 @@ mod tests {
         let restored = writer::sketch::revise(restore.remove(0), &pinned).expect("restored");
         let mut expected = serde_json::to_value(&latest).expect("json");
         expected["metadata"]["annotations"] = json!({});
-        assert_eq!(
-            restored, expected,
-            "as submitted: replicas 6, templates unpinned"
-        );
+        assert_eq!(restored, expected, "as submitted: templates unpinned");
     }
 
     #[test]

@@ -164,6 +164,7 @@ pub fn observe(obj: &DynamicObject, suspend: &str, finished: bool, sole: &str) -
         pinned: annotations
             .get(ADMITTED_NODES_ANNOTATION)
             .and_then(|v| template::decode_pins(v, sole)),
+        releasing: false,
     }
 }
 
@@ -198,28 +199,10 @@ pub(crate) struct TemplatedKind {
     /// submitter) before they are pinned; the record keeps them as
     /// submitted.
     pub(crate) complete: Option<Complete>,
-    /// Elastic pod sets: sizes the object to the pods admitted by pod set,
-    /// returning the record of the sizes it changed (kept in
-    /// [`ORIGINAL_SIZES_ANNOTATION`]), and puts recorded sizes back.
-    pub(crate) elastic: Option<Elastic>,
 }
 
 /// Fills in defaulted templates before a pin (see [`TemplatedKind::complete`]).
 pub type Complete = fn(&DynamicObject, &mut BTreeMap<String, PodTemplateSpec>);
-
-/// How an elastic kind is resized to the pods admitted and back.
-#[derive(Debug, Clone, Copy)]
-pub struct Elastic {
-    /// Sizes `obj` to `counts` (pods admitted by pod set); the record of
-    /// the sizes it replaced, if it replaced any.
-    pub shrink: fn(&mut DynamicObject, &BTreeMap<String, u32>) -> Option<String>,
-    /// Puts the recorded sizes back.
-    pub restore: fn(&mut DynamicObject, &str),
-}
-
-/// The sizes an elastic pin replaced, as submitted (a RayCluster's worker
-/// group replicas, by group).
-pub(crate) const ORIGINAL_SIZES_ANNOTATION: &str = "muster.dev/original-sizes";
 
 impl TemplatedKind {
     /// `obj`, of this kind, whose pod sets' templates are at `at`. With
@@ -240,7 +223,7 @@ impl TemplatedKind {
         }
     }
 
-    /// `latest` with the templates (and sizes) as submitted, muster's
+    /// `latest` with the templates as submitted, muster's
     /// records and stopping mark taken out.
     pub(crate) fn restored(
         &self,
@@ -252,14 +235,7 @@ impl TemplatedKind {
             .map_err(|e| ActError::Missing(format!("templates of {name}: {e}")))?;
         let mut next = with_templates(latest, at, &templates)?;
         drop_absent(&mut next, latest, at);
-        if let (Some(e), Some(rec)) = (
-            self.elastic,
-            latest.annotations().get(ORIGINAL_SIZES_ANNOTATION),
-        ) {
-            (e.restore)(&mut next, rec);
-        }
         if let Some(a) = next.metadata.annotations.as_mut() {
-            a.remove(ORIGINAL_SIZES_ANNOTATION);
             a.remove(ORIGINAL_TEMPLATE_ANNOTATION);
             a.remove(ADMITTED_NODES_ANNOTATION);
             a.remove(STOPPING_ANNOTATION);
@@ -268,8 +244,8 @@ impl TemplatedKind {
     }
 
     /// `latest` with each pod set's submitted template pinned to its nodes
-    /// (labelled with `workload`, if given), elastic pod sets sized to the
-    /// pods admitted, and the records of what was submitted.
+    /// (labelled with `workload`, if given), and the records of what was
+    /// submitted.
     pub(crate) fn pinned(
         &self,
         latest: &DynamicObject,
@@ -292,26 +268,10 @@ impl TemplatedKind {
             .map(|(set, t)| (set, label(t, workload)))
             .collect();
         let mut next = with_templates(latest, at, &pinned)?;
-        // sized as submitted, then to the pods admitted
-        let sizes = match (
-            self.elastic,
-            latest.annotations().get(ORIGINAL_SIZES_ANNOTATION),
-        ) {
-            (Some(e), Some(rec)) => {
-                (e.restore)(&mut next, rec);
-                Some(e)
-            }
-            (e, _) => e,
-        }
-        .and_then(|e| (e.shrink)(&mut next, &directives.counts));
         let a = next
             .metadata
             .annotations
             .get_or_insert_with(Default::default);
-        match sizes {
-            Some(rec) => a.insert(ORIGINAL_SIZES_ANNOTATION.to_string(), rec),
-            None => a.remove(ORIGINAL_SIZES_ANNOTATION),
-        };
         a.insert(ORIGINAL_TEMPLATE_ANNOTATION.to_string(), original);
         a.insert(ADMITTED_NODES_ANNOTATION.to_string(), encode_pins(pins));
         a.remove(STOPPING_ANNOTATION);
