@@ -231,6 +231,7 @@ impl Workload for RayClusterWorkload {
 mod tests {
     use super::*;
     use serde_json::json;
+    use kube::ResourceExt;
 
     fn cluster(autoscaling: bool) -> RayClusterWorkload {
         RayClusterWorkload(Arc::new(
