@@ -178,9 +178,9 @@ fn held_create(req: &AdmissionRequest<DynamicObject>) -> Option<Held> {
             // on an existing cluster: that cluster's gang, not one of its own
             (!selector).then(|| rayjob::unsupported(obj).map_or(Held::Suspended, Held::Refused))
         }
-        ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet") => {
-            Some(Held::TemplatesGated(LWS_TEMPLATE_SPECS))
-        }
+        ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet") => Some(
+            lws::unsupported(obj).map_or(Held::TemplatesGated(LWS_TEMPLATE_SPECS), Held::Refused),
+        ),
         (g, v, kind) if g == jobset.group && v == jobset.version && kind == jobset.kind => Some(
             crate::controller::workloads::jobset::unsupported(&obj.metadata)
                 .map_or(Held::Suspended, Held::Refused),

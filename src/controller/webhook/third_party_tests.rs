@@ -259,6 +259,33 @@ fn a_jobset_with_a_min_count_is_refused() {
     assert!(denied_naming(&d, "muster.dev/min-count"), "{d:?}");
 }
 
+/// A LeaderWorkerSet asking for exclusive placement (by either annotation,
+/// or the typed placement policy) is refused, naming what it asked for:
+/// LWS would keep each group to one domain and away from the others, which
+/// muster's pins do not honour.
+#[test]
+fn a_leaderworkerset_with_exclusive_placement_is_refused() {
+    let spec = json!({"leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {}}}});
+    let plain = labelled("LeaderWorkerSet", spec.clone());
+    assert!(matches!(
+        decision(LWS, plain.clone()),
+        Decision::GateTemplates(..)
+    ));
+    for key in [
+        "leaderworkerset.sigs.k8s.io/exclusive-topology",
+        "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology",
+    ] {
+        let mut lws = plain.clone();
+        lws["metadata"]["annotations"] = json!({key: "topology.kubernetes.io/zone"});
+        let d = decision(LWS, lws);
+        assert!(denied_naming(&d, "exclusive-topology"), "{key}: {d:?}");
+    }
+    let mut typed = plain;
+    typed["spec"]["leaderWorkerTemplate"]["placementPolicy"] = json!({"type": "Exclusive"});
+    let d = decision(LWS, typed);
+    assert!(denied_naming(&d, "placementPolicy"), "{d:?}");
+}
+
 const POD: (&str, &str, &str, &str) = ("", "v1", "Pod", "pods");
 
 /// A pod as the LeaderWorkerSet controller creates it from a template that

@@ -84,6 +84,43 @@ pub(crate) const NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
 /// The label naming a pod's group.
 pub(crate) const GROUP_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/group-index";
 
+/// The gang annotations a LeaderWorkerSet gives each of its groups.
+const GANG_ANNOTATIONS: [&str; 3] = [
+    crate::controller::base::objects::PRIORITY_ANNOTATION,
+    crate::controller::base::objects::GPU_MODEL_ANNOTATION,
+    crate::controller::base::objects::TOPOLOGY_ANNOTATION,
+];
+
+/// The annotations by which a LeaderWorkerSet asks for exclusive placement
+/// (`api/leaderworkerset/v1/leaderworkerset_types.go`:
+/// `ExclusiveKeyAnnotationKey`, `SubGroupExclusiveKeyAnnotationKey`).
+pub(crate) const EXCLUSIVE_ANNOTATIONS: [&str; 2] = [
+    "leaderworkerset.sigs.k8s.io/exclusive-topology",
+    "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology",
+];
+
+/// What a queued LeaderWorkerSet asking for exclusive placement is refused
+/// with.
+pub(crate) const EXCLUSIVE: &str = "muster: a queued LeaderWorkerSet cannot ask for exclusive placement (annotation leaderworkerset.sigs.k8s.io/exclusive-topology or subgroup-exclusive-topology, or a placementPolicy in spec.leaderWorkerTemplate): LeaderWorkerSet then gives each group's pods required affinity to one topology domain and anti-affinity to every other group's, and creates a group's workers only once its leader is scheduled there, while muster pins each group to the nodes it admits without keeping groups in separate domains, so a group could wait for good; remove it, or run this LeaderWorkerSet outside muster's queues";
+
+/// Why muster cannot run `lws`'s groups as gangs, if it cannot: exclusive
+/// placement, by annotation or by the typed `placementPolicy` newer
+/// releases give the leader-worker template and its sub-group policy.
+pub(crate) fn unsupported(lws: &DynamicObject) -> Option<&'static str> {
+    let annotated = lws
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| EXCLUSIVE_ANNOTATIONS.iter().any(|k| a.contains_key(*k)));
+    let typed = [
+        "/spec/leaderWorkerTemplate/placementPolicy",
+        "/spec/leaderWorkerTemplate/subGroupPolicy/placementPolicy",
+    ]
+    .iter()
+    .any(|p| lws.data.pointer(p).is_some_and(|v| !v.is_null()));
+    (annotated || typed).then_some(EXCLUSIVE)
+}
+
 /// The gang of group `g` of LeaderWorkerSet `name`.
 pub fn group_name(name: &str, g: &str) -> String {
     format!("{name}-{g}")
@@ -131,11 +168,20 @@ pub fn groups(lws: &Arc<DynamicObject>, pods: &[Arc<CachedPod>]) -> Vec<LwsGroup
             if let Some(q) = lws.labels().get(QUEUE_LABEL) {
                 labels.insert(QUEUE_LABEL.to_string(), q.clone());
             }
+            // the set's own gang settings are each group's; not min-count:
+            // LeaderWorkerSet always makes `size` pods of a group
+            let mut annotations: BTreeMap<String, String> = lws
+                .annotations()
+                .iter()
+                .filter(|(k, _)| GANG_ANNOTATIONS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            annotations.insert(GROUP_SIZE_ANNOTATION.to_string(), size.to_string());
             let meta = ObjectMeta {
                 name: Some(group_name(&name, &g)),
                 namespace: Some(ns.clone()),
                 labels: Some(labels),
-                annotations: Some([(GROUP_SIZE_ANNOTATION.to_string(), size.to_string())].into()),
+                annotations: Some(annotations),
                 uid: lws.metadata.uid.clone(),
                 ..ObjectMeta::default()
             };
@@ -209,6 +255,9 @@ impl Workload for LwsGroup {
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
+        if let Some(why) = unsupported(&self.lws) {
+            return Err(WorkloadError::Unsupported(why));
+        }
         let mut sets = self.group.pod_sets()?;
         let requests: BTreeMap<String, Quantity> = group_requests(&self.lws, self.group.pods())
             .to_quantities()
@@ -320,6 +369,63 @@ mod tests {
         assert_eq!(req.get("nvidia.com/gpu").map(|q| q.0.as_str()), Some("8"));
         assert!(gs[0].observe().suspended);
         assert_eq!(pod_gang_name(&pods[1]).as_deref(), Some("lws-infer-0"));
+    }
+
+    /// A set that got past the webhook asking for exclusive placement is
+    /// not queued: its groups say why (an `UnsupportedWorkload` Event).
+    #[test]
+    fn a_set_asking_for_exclusive_placement_is_not_queued() {
+        let mut set = (*lws()).clone();
+        set.metadata.annotations = Some(
+            [(
+                EXCLUSIVE_ANNOTATIONS[0].to_string(),
+                "topology.kubernetes.io/zone".to_string(),
+            )]
+            .into(),
+        );
+        let gs = groups(&Arc::new(set), &[pod("infer-0", "0", "0")]);
+        assert!(
+            !gs[0]
+                .meta()
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(EXCLUSIVE_ANNOTATIONS[0]))
+        );
+        match gs[0].pod_sets() {
+            Err(WorkloadError::Unsupported(why)) => assert_eq!(why, EXCLUSIVE),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            groups(&lws(), &[pod("infer-0", "0", "0")])[0]
+                .pod_sets()
+                .is_ok()
+        );
+    }
+
+    /// The set's priority, GPU model and topology are each group's gang's;
+    /// its min-count is not (every group has `size` pods).
+    #[test]
+    fn each_group_takes_the_sets_gang_annotations() {
+        let mut set = (*lws()).clone();
+        set.metadata.annotations = Some(
+            [
+                ("muster.dev/priority", "7"),
+                ("muster.dev/topology", "SameZone"),
+                ("muster.dev/min-count", "1"),
+                ("other", "x"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into(),
+        );
+        let gs = groups(&Arc::new(set), &[pod("infer-0", "0", "0")]);
+        let a = gs[0].meta().annotations.clone().unwrap_or_default();
+        assert_eq!(a.get("muster.dev/priority").map(String::as_str), Some("7"));
+        assert_eq!(
+            a.get("muster.dev/topology").map(String::as_str),
+            Some("SameZone")
+        );
+        assert!(!a.contains_key("muster.dev/min-count") && !a.contains_key("other"));
+        assert_eq!(a.get(GROUP_SIZE_ANNOTATION).map(String::as_str), Some("3"));
     }
 
     #[test]

@@ -230,8 +230,8 @@ impl Workload for RayClusterWorkload {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
     use kube::ResourceExt;
+    use serde_json::json;
 
     fn cluster(autoscaling: bool) -> RayClusterWorkload {
         RayClusterWorkload(Arc::new(
