@@ -182,7 +182,7 @@ fn held_create(req: &AdmissionRequest<DynamicObject>) -> Option<Held> {
             lws::unsupported(obj).map_or(Held::TemplatesGated(LWS_TEMPLATE_SPECS), Held::Refused),
         ),
         (g, v, kind) if g == jobset.group && v == jobset.version && kind == jobset.kind => Some(
-            crate::controller::workloads::jobset::unsupported(&obj.metadata)
+            crate::controller::workloads::jobset::unsupported(obj)
                 .map_or(Held::Suspended, Held::Refused),
         ),
         ("", "v1", "Pod") => {

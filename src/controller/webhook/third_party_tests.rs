@@ -252,11 +252,21 @@ fn autoscaling_ray_clusters_are_refused() {
 #[test]
 fn a_jobset_with_a_min_count_is_refused() {
     const JOBSET: (&str, &str, &str, &str) = ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets");
-    let mut js = labelled("JobSet", json!({"replicatedJobs": []}));
+    let js = labelled("JobSet", json!({"replicatedJobs": []}));
     assert_eq!(decision(JOBSET, js.clone()), Decision::Suspend(None));
-    js["metadata"]["annotations"] = json!({"muster.dev/min-count": "2"});
-    let d = decision(JOBSET, js);
+    let mut counted = js.clone();
+    counted["metadata"]["annotations"] = json!({"muster.dev/min-count": "2"});
+    let d = decision(JOBSET, counted);
     assert!(denied_naming(&d, "muster.dev/min-count"), "{d:?}");
+    // exclusive placement, on the JobSet or on a replicated job's template
+    let key = "alpha.jobset.sigs.k8s.io/exclusive-topology";
+    let mut on_set = js.clone();
+    on_set["metadata"]["annotations"] = json!({key: "topology.kubernetes.io/zone"});
+    assert!(denied_naming(&decision(JOBSET, on_set), key));
+    let mut on_job = js;
+    on_job["spec"]["replicatedJobs"] = json!([{"name": "w", "template": {
+        "metadata": {"annotations": {key: "cloud.google.com/gke-nodepool"}}, "spec": {}}}]);
+    assert!(denied_naming(&decision(JOBSET, on_job), key));
 }
 
 /// A LeaderWorkerSet asking for exclusive placement (by either annotation,

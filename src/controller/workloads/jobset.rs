@@ -74,13 +74,30 @@ pub(crate) const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
 /// queued).
 pub(crate) const MIN_COUNT: &str = "muster: a JobSet cannot carry the muster.dev/min-count annotation: the JobSet webhook keeps spec.replicatedJobs (replicas, parallelism, completions) immutable even while suspended, so muster could not start it with fewer pods than it asks for; remove the annotation";
 
-/// Why muster cannot run `meta`'s JobSet as a gang, if it cannot: the
-/// min-count annotation.
-pub(crate) fn unsupported(meta: &ObjectMeta) -> Option<&'static str> {
-    meta.annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(MIN_COUNT_ANNOTATION))
-        .then_some(MIN_COUNT)
+/// The annotation by which a JobSet, or one of its replicated jobs' Job
+/// templates, asks for exclusive placement (`api/jobset/v1alpha2/
+/// jobset_types.go`, `ExclusiveKey`).
+pub(crate) const EXCLUSIVE_ANNOTATION: &str = "alpha.jobset.sigs.k8s.io/exclusive-topology";
+
+/// What a queued JobSet asking for exclusive placement is refused with.
+pub(crate) const EXCLUSIVE: &str = "muster: a queued JobSet cannot ask for exclusive placement (annotation alpha.jobset.sigs.k8s.io/exclusive-topology on the JobSet or a replicated job's template): the JobSet webhook then gives each child Job's leader pod required affinity to one topology domain and anti-affinity to every other Job's, and refuses its other pods until the leader is scheduled, while muster pins the pods to the nodes it admits without keeping Jobs in separate domains, so a Job could wait for good; remove it, or run this JobSet outside muster's queues";
+
+/// Why muster cannot run `obj`'s JobSet as a gang, if it cannot: the
+/// min-count annotation, or exclusive placement.
+pub(crate) fn unsupported(obj: &DynamicObject) -> Option<&'static str> {
+    let has = |a: Option<&Value>, key: &str| a.and_then(|a| a.get(key)).is_some();
+    let annotations = obj.metadata.annotations.as_ref();
+    if annotations.is_some_and(|a| a.contains_key(MIN_COUNT_ANNOTATION)) {
+        return Some(MIN_COUNT);
+    }
+    let exclusive = annotations.is_some_and(|a| a.contains_key(EXCLUSIVE_ANNOTATION))
+        || replicated_jobs(obj).iter().any(|rj| {
+            has(
+                rj.pointer("/template/metadata/annotations"),
+                EXCLUSIVE_ANNOTATION,
+            )
+        });
+    exclusive.then_some(EXCLUSIVE)
 }
 
 /// A labelled JobSet.
@@ -176,7 +193,7 @@ impl Workload for JobSetWorkload {
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSetTemplate>, WorkloadError> {
-        if let Some(why) = unsupported(&self.0.metadata) {
+        if let Some(why) = unsupported(&self.0) {
             return Err(WorkloadError::Unsupported(why));
         }
         let templates = submitted_templates(&self.0)?;
