@@ -24,6 +24,9 @@ This module holds the HTTP side, the store and the chaos mode:
 - Stamping: metadata.uid, creationTimestamp, resourceVersion (one global
   counter, as etcd's revision), generation (1 on create, +1 when anything but
   metadata and status changes). generateName is honoured.
+- ObjectMeta validation of every kind (meta_rules); NamespaceLifecycle, the
+  system namespaces and namespace deletion (namespace_lifecycle);
+  DefaultTolerationSeconds (default_tolerations).
 - Admission: defaulting, strategies and validation of Jobs (job_rules), Pods
   (pod_rules), Nodes and Leases (node_lease_rules) and custom resources
   (crd_schema); 422 Invalid with field causes (apierrors).
@@ -1426,6 +1429,9 @@ def main():
     ap.add_argument("--log-errors", action="store_true", help="every error answer but 404 on stderr")
     ap.add_argument("--webhook-service", action="append", default=[], metavar="NS/NAME=HOST:PORT",
                     help="where the Service a webhook's clientConfig names listens (127.0.0.1 only here)")
+    ap.add_argument("--namespace", action="append", default=[], metavar="NAME",
+                    help="create this Namespace before serving (a test's fixture; the system namespaces "
+                    "default, kube-system, kube-public and kube-node-lease always exist)")
     ap.add_argument("--exit-on-stdin-eof", action="store_true",
                     help="stop when stdin closes (the harness dies, the server follows)")
     args = ap.parse_args()
@@ -1447,6 +1453,9 @@ def main():
     if args.audit_log:
         Handler.audit = open(args.audit_log, "a", encoding="utf-8")
         Handler.audit_level = args.audit_level
+    namespaces = Handler.store.find("", "v1", "namespaces")
+    for name in args.namespace:
+        Handler.store.create(namespaces, None, {"metadata": {"name": name}})
     if args.preload:
         preload(Handler.store, args.preload)
     srv = Server((args.host, args.port), Handler)
