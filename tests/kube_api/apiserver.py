@@ -820,6 +820,7 @@ class Store:
         name = old["metadata"]["name"]
         if r.storage_key == ("", "namespaces") and subresource is None:
             _label_namespace(new)
+            namespace_lifecycle.prepare_update(new, old)
         if r.storage_key == ("batch", "jobs"):
             if subresource == "status":
                 errs = job_rules.validate_status_update(new, old)

@@ -11,9 +11,10 @@ Upstream (kubernetes/kubernetes):
   (default, kube-system, kube-public) may not be deleted (403 Forbidden
   `this namespace may not be deleted`); deletes of other objects and every
   write to cluster-scoped kinds pass;
-- pkg/registry/core/namespace/strategy.go (PrepareForCreate): a new
-  Namespace is `status.phase: Active` and carries the `kubernetes` spec
-  finalizer;
+- pkg/registry/core/namespace/strategy.go (PrepareForCreate,
+  PrepareForUpdate): a new Namespace is `status.phase: Active` and carries
+  the `kubernetes` spec finalizer; an update keeps the stored
+  spec.finalizers;
 - pkg/registry/core/namespace/storage/storage.go (REST.Delete): deleting a
   Namespace whose spec.finalizers are not empty sets its deletionTimestamp
   and `status.phase: Terminating`; it is removed once spec.finalizers and
@@ -78,6 +79,20 @@ def prepare_create(namespace):
     if FINALIZER not in finalizers:
         finalizers.append(FINALIZER)
     spec["finalizers"] = finalizers
+
+
+def prepare_update(new, old):
+    """namespaceStrategy.PrepareForUpdate: an update keeps the stored
+    spec.finalizers (only the `finalize` subresource, i.e. the namespace
+    controller, changes them)."""
+    spec = new.get("spec")
+    if not isinstance(spec, dict):
+        spec = new["spec"] = {}
+    finalizers = (old.get("spec") or {}).get("finalizers")
+    if finalizers:
+        spec["finalizers"] = list(finalizers)
+    else:
+        spec.pop("finalizers", None)
 
 
 def check_delete(name):

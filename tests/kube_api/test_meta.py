@@ -198,6 +198,14 @@ class NamespaceLifecycle(Base):
         self.assertEqual(ns["status"], {"phase": "Active"})
         self.assertEqual(ns["spec"]["finalizers"], ["kubernetes"])
 
+    def test_an_update_keeps_the_spec_finalizers(self):
+        ns = self.srv.ok("POST", NAMESPACES, {"metadata": {"name": "kept"}})
+        ns["spec"] = {}
+        ns["metadata"]["labels"]["team"] = "x"
+        updated = self.srv.ok("PUT", f"{NAMESPACES}/kept", ns)
+        self.assertEqual(updated["spec"]["finalizers"], ["kubernetes"])
+        self.assertEqual(updated["metadata"]["labels"]["team"], "x")
+
     def test_create_in_a_missing_namespace_is_not_found(self):
         code, err, _ = self.srv.req("POST", "/api/v1/namespaces/nowhere/configmaps", cm("x"))
         self.assertEqual(code, 404, err)
