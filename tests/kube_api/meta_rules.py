@@ -43,11 +43,11 @@ Upstream (kubernetes/kubernetes, as of v1.33, the version this server reports):
 - staging/src/k8s.io/apiserver/pkg/storage/names/generate.go
   (SimpleNameGenerator: the prefix cut to 58 characters, then 5 random
   characters of "bcdfghjklmnpqrstvwxz2456789");
-- staging/src/k8s.io/apiserver/pkg/registry/rest/create.go and
-  .../endpoints/handlers/...: a finalizer without a '/' is accepted with the
-  warning `metadata.finalizers: "NAME": prefer a domain-qualified finalizer
+- a finalizer without a '/' is accepted with the warning real API servers
+  send, `metadata.finalizers: "NAME": prefer a domain-qualified finalizer
   name including a path (/) to avoid accidental conflicts with other
-  finalizer writers` (standard finalizers exempt).
+  finalizer writers` (standard finalizers exempt); its wording is taken
+  from what kubectl prints, the Go function that emits it is not cited.
 """
 
 import random
