@@ -17,7 +17,6 @@ use std::sync::Arc;
 use base64::Engine;
 use helm::{find, objects, template};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use serde_json::{Value as Json, json};
 use support::{ApiServer, eventually};
@@ -169,20 +168,13 @@ async fn run_rendered(values: Option<&str>, set: &[&str], node_class: Option<Jso
     let server = ApiServer::start_with(&["--webhook-service", &service]);
     let client = server.client();
     support::install_crds(&client).await;
-    let namespaces: Api<Namespace> = Api::all(client.clone());
     for (name, labels) in [
         ("default", json!({})),
         ("muster-system", json!({})),
         ("team-a", json!({"muster.dev/default-queue": "team-a"})),
         ("team-b", json!({})),
     ] {
-        let ns: Namespace =
-            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}))
-                .expect("ns");
-        namespaces
-            .create(&PostParams::default(), &ns)
-            .await
-            .expect("namespace");
+        support::ensure_namespace(&client, name, labels).await;
     }
 
     let tag = values.unwrap_or("default").replace('/', "-");
@@ -457,15 +449,11 @@ async fn an_unavailable_webhook_blocks_only_what_muster_manages() {
         )
         .await
         .expect("the rendered configuration is accepted");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
     for (name, labels) in [
         ("team-a", json!({"muster.dev/default-queue": "team-a"})),
         ("kube-system", json!({})),
     ] {
-        let ns: Namespace =
-            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}))
-                .expect("namespace");
-        let _ = namespaces.create(&PostParams::default(), &ns).await;
+        support::ensure_namespace(&client, name, labels).await;
     }
     let job = |name: &str, labels: Json, owner: Option<&str>| -> Job {
         let mut meta = json!({"name": name, "labels": labels});

@@ -21,7 +21,7 @@ use base64::Engine;
 use helm::{find, objects, template};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 use muster::controller::webhook::issue::{dns_names, issue};
 use muster::controller::webhook::rotation::{Material, Policy, Verdict, decide};
@@ -190,12 +190,7 @@ async fn the_controller_issues_serves_keeps_and_renews_the_webhook_certificate()
     let client = server.client();
     support::install_crds(&client).await;
     for name in [NS, "team-a"] {
-        let ns: Namespace =
-            serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .expect("namespace");
+        support::ensure_namespace(&client, name, json!({})).await;
     }
     let as_json = serde_json::to_value(&cfg).expect("configuration");
     support::create_object(

@@ -63,7 +63,8 @@ use crate::common::{
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
-    )
+    ),
+    validation = Rule::new("self.metadata.name.size() <= 63").message("metadata.name: a GPUPool name is the value of the muster.dev/pool label of its PoolNodes and Nodes and must be at most 63 characters")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct GpuPoolSpec {

@@ -24,6 +24,9 @@ This module holds the HTTP side, the store and the chaos mode:
 - Stamping: metadata.uid, creationTimestamp, resourceVersion (one global
   counter, as etcd's revision), generation (1 on create, +1 when anything but
   metadata and status changes). generateName is honoured.
+- ObjectMeta validation of every kind (meta_rules); NamespaceLifecycle, the
+  system namespaces and namespace deletion (namespace_lifecycle);
+  DefaultTolerationSeconds (default_tolerations).
 - Admission: defaulting, strategies and validation of Jobs (job_rules), Pods
   (pod_rules), Nodes and Leases (node_lease_rules) and custom resources
   (crd_schema); 422 Invalid with field causes (apierrors).
@@ -70,6 +73,9 @@ import crd_schema  # noqa: E402
 import job_rules  # noqa: E402
 import node_lease_rules  # noqa: E402
 import jobset_rules  # noqa: E402
+import meta_rules  # noqa: E402
+import namespace_lifecycle  # noqa: E402
+import default_tolerations  # noqa: E402
 import pod_rules  # noqa: E402
 import secret_rules  # noqa: E402
 from admission import Webhooks  # noqa: E402
@@ -356,6 +362,12 @@ class Store:
         for r in BUILTINS:
             self.register(r)
         self.controllers = Controllers(self, pod_termination_secs)
+        namespaces = self.find("", "v1", "namespaces")
+        for name in namespace_lifecycle.SYSTEM_NAMESPACES:
+            self.create(namespaces, None, {"metadata": {"name": name}})
+        # the system namespaces are a starting state, not watch history
+        self.log.clear()
+        self.oldest = self.rv
 
     def register(self, r):
         self.resources[(r.group, r.version, r.plural)] = r
@@ -450,23 +462,17 @@ class Store:
         if not isinstance(meta, dict):
             raise ApiError(400, "BadRequest", "metadata must be an object")
         with self.cond:
-            name = meta.get("name")
-            if not name:
-                prefix = meta.get("generateName")
-                if not prefix:
-                    raise ApiError(422, "Invalid", f"{r.kind}: metadata.name or generateName is required")
-                name = prefix + uuid.uuid4().hex[:5]
-                meta["name"] = name
             if r.namespaced:
                 if meta.get("namespace") not in (None, "", ns):
                     raise ApiError(400, "BadRequest", "the namespace of the object does not match the namespace of the request")
                 meta["namespace"] = ns
             else:
                 meta.pop("namespace", None)
-            key = (meta.get("namespace", ""), name)
-            if key in self.objects[r.storage_key]:
-                raise ApiError(409, "AlreadyExists", f'{r.plural} "{name}" already exists',
-                               {"name": name, "group": r.group, "kind": r.plural})
+            namespace_lifecycle.admit(self.objects[("", "namespaces")], r, ns, "CREATE", meta.get("name"))
+            name = meta.get("name")
+            if not name and isinstance(meta.get("generateName"), str) and meta.get("generateName"):
+                name = meta_rules.generate_name(meta["generateName"])
+                meta["name"] = name
             if r.status and r.storage_key != ("", "nodes"):
                 # Nodes keep a status given on create (the node strategy's PrepareForCreate)
                 obj.pop("status", None)
@@ -476,8 +482,16 @@ class Store:
             meta["creationTimestamp"] = now_rfc3339()
             meta["generation"] = 1
             self._stamp_kind(r, obj)
+            errs = meta_rules.validate_create(r.storage_key, obj, r.namespaced, getattr(REQUEST, "warnings", None))
+            if errs:
+                raise invalid(r.kind, r.group, name or "", errs)
             obj = self._admit_create(r, obj)
             meta = obj["metadata"]
+            # validation comes before the storage's own refusal (BeforeCreate, then Create)
+            key = (meta.get("namespace", ""), name)
+            if key in self.objects[r.storage_key]:
+                raise ApiError(409, "AlreadyExists", f'{r.plural} "{name}" already exists',
+                               {"name": name, "group": r.group, "kind": r.plural})
             meta["resourceVersion"] = self._bump()
             if r.plural == "customresourcedefinitions":
                 self._register_crd(obj)
@@ -519,17 +533,19 @@ class Store:
                     else:
                         merged.pop("status", None)
                 meta = merged.setdefault("metadata", {})
-                # system fields are not writable
-                for k in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "namespace", "name"):
-                    if k in old["metadata"]:
-                        meta[k] = old["metadata"][k]
-                    else:
-                        meta.pop(k, None)
-                if old["metadata"].get("deletionTimestamp"):
-                    before = set(old["metadata"].get("finalizers") or [])
-                    after = set(meta.get("finalizers") or [])
-                    if after - before:
-                        raise ApiError(422, "Invalid", "finalizers cannot be added to an object that is being deleted")
+                if r.namespaced:
+                    if meta.get("namespace") not in (None, "", ns):
+                        raise ApiError(400, "BadRequest", "the namespace of the provided object does not match "
+                                       "the namespace sent on the request")
+                    meta["namespace"] = ns
+                else:
+                    meta.pop("namespace", None)
+                meta["name"] = name
+                # rest.BeforeUpdate: what an update cannot change is put back
+                meta_rules.prepare_update(meta, old["metadata"])
+                errs = meta_rules.validate_update(merged, old, r.namespaced, getattr(REQUEST, "warnings", None))
+                if errs:
+                    raise invalid(r.kind, r.group, name, errs)
             merged["metadata"].pop("managedFields", None)
             self._stamp_kind(r, merged)
             merged = self._admit_update(r, merged, old, subresource)
@@ -539,7 +555,8 @@ class Store:
                 return copy.deepcopy(old), False  # no-op writes do not bump the revision
             merged["metadata"]["resourceVersion"] = self._bump()
             if (merged["metadata"].get("deletionTimestamp") and not merged["metadata"].get("finalizers")
-                    and not merged["metadata"].get("deletionGracePeriodSeconds")):
+                    and not merged["metadata"].get("deletionGracePeriodSeconds")
+                    and (r.storage_key != ("", "namespaces") or namespace_lifecycle.finalized(merged))):
                 self._remove(r, key, merged)
                 return copy.deepcopy(merged), False
             if r.plural == "customresourcedefinitions":
@@ -559,6 +576,8 @@ class Store:
                 raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {obj['metadata']['uid']}")
             if pre.get("resourceVersion") and pre["resourceVersion"] != obj["metadata"]["resourceVersion"]:
                 raise ApiError(409, "Conflict", "Precondition failed: resourceVersion does not match")
+            if r.storage_key == ("", "namespaces"):
+                return self._delete_namespace(r, key, obj)
             grace = pod_rules.grace_period(obj, options) if r.storage_key == ("", "pods") else 0
             if grace > 0:
                 return self._graceful_delete(r, key, obj, grace)
@@ -575,6 +594,55 @@ class Store:
             obj["metadata"]["resourceVersion"] = self._bump()
             self._remove(r, key, obj)
             return self._stamp_kind(r, obj)
+
+    def _delete_namespace(self, r, key, obj):
+        """A Namespace goes Terminating; the namespace controller stand-in
+        deletes its content and finalizes it (namespace_lifecycle)."""
+        namespace_lifecycle.check_delete(key[1])
+        if not obj["metadata"].get("deletionTimestamp"):
+            obj = copy.deepcopy(obj)
+            obj["metadata"]["deletionTimestamp"] = now_rfc3339()
+            obj["metadata"]["deletionGracePeriodSeconds"] = 0
+            obj.setdefault("status", {})["phase"] = "Terminating"
+            obj["metadata"]["resourceVersion"] = self._bump()
+            self.objects[r.storage_key][key] = obj
+            self._emit("MODIFIED", r, obj)
+            for res in self._kinds():
+                if not res.namespaced:
+                    continue
+                for okey in [k for k in self.objects[res.storage_key] if k[0] == key[1]]:
+                    try:
+                        self.delete(res, okey[0], okey[1], None)
+                    except ApiError:
+                        pass
+            self._finish_namespace(key[1])
+        return self._stamp_kind(r, copy.deepcopy(self.objects[r.storage_key].get(key, obj)))
+
+    def _kinds(self):
+        """One Resource per stored kind."""
+        return list({x.storage_key: x for x in self.resources.values()}.values())
+
+    def _finish_namespace(self, name):
+        """The namespace controller's finalize step, once a Terminating
+        namespace holds nothing: the `kubernetes` spec finalizer goes, and
+        the Namespace with it unless metadata.finalizers hold it."""
+        r = self.find("", "v1", "namespaces")
+        ns = self.objects[r.storage_key].get(("", name))
+        if ns is None or not ns["metadata"].get("deletionTimestamp"):
+            return
+        if any(k[0] == name for res in self._kinds() if res.namespaced for k in self.objects[res.storage_key]):
+            return
+        ns = copy.deepcopy(ns)
+        spec = ns.setdefault("spec", {})
+        spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != namespace_lifecycle.FINALIZER]
+        if not spec["finalizers"]:
+            spec.pop("finalizers")
+        ns["metadata"]["resourceVersion"] = self._bump()
+        if namespace_lifecycle.finalized(ns):
+            self._remove(r, ("", name), ns)
+        else:
+            self.objects[r.storage_key][("", name)] = ns
+            self._emit("MODIFIED", r, ns)
 
     def _graceful_delete(self, r, key, obj, grace):
         """A bound pod: deletionTimestamp = now + grace; the kubelet stand-in
@@ -676,7 +744,7 @@ class Store:
         self._emit("DELETED", r, obj)
         uid = obj["metadata"].get("uid")
         # background garbage collection of dependents
-        for res in list({x.storage_key: x for x in self.resources.values()}.values()):
+        for res in self._kinds():
             for dkey, dep in list(self.objects[res.storage_key].items()):
                 refs = dep.get("metadata", {}).get("ownerReferences") or []
                 if any(ref.get("uid") == uid for ref in refs):
@@ -684,6 +752,8 @@ class Store:
                         self.delete(res, dkey[0], dkey[1], None)
                     except ApiError:
                         pass
+        if r.namespaced and key[0]:
+            self._finish_namespace(key[0])
 
     def _register_crd(self, crd):
         spec = crd.get("spec") or {}
@@ -717,13 +787,16 @@ class Store:
         name = obj["metadata"]["name"]
         if r.storage_key == ("", "namespaces"):
             _label_namespace(obj)
+            namespace_lifecycle.prepare_create(obj)
         if r.storage_key == ("batch", "jobs"):
             job_rules.default_job(obj)
             job_rules.prepare_create(obj)
             errs = job_rules.validate_spec(obj)
+            errs += meta_rules.validate_template_metadata((obj.get("spec") or {}).get("template"), "spec.template")
             if errs:
                 raise invalid("Job", "batch", name, errs)
         elif r.storage_key == ("", "pods"):
+            default_tolerations.admit(obj)
             pod_rules.prepare_create(obj)
             errs = job_rules.node_affinity_errors(obj.get("spec"), "spec")
             if errs:
@@ -747,12 +820,15 @@ class Store:
         name = old["metadata"]["name"]
         if r.storage_key == ("", "namespaces") and subresource is None:
             _label_namespace(new)
+            namespace_lifecycle.prepare_update(new, old)
         if r.storage_key == ("batch", "jobs"):
             if subresource == "status":
                 errs = job_rules.validate_status_update(new, old)
             else:
                 job_rules.default_job(new)
                 errs = job_rules.validate_update(new, old)
+                errs += meta_rules.validate_template_metadata((new.get("spec") or {}).get("template"),
+                                                              "spec.template")
             if errs:
                 raise invalid("Job", "batch", name, errs)
         elif r.storage_key == ("jobset.x-k8s.io", "jobsets") and subresource != "status":
@@ -760,6 +836,7 @@ class Store:
             if errs:
                 raise invalid("JobSet", "jobset.x-k8s.io", name, errs)
         elif r.storage_key == ("", "pods") and subresource != "status":
+            default_tolerations.admit(new)
             errs = pod_rules.validate_update(new, old)
             if errs:
                 raise invalid("Pod", "", name, errs)
@@ -1115,6 +1192,10 @@ class Handler(BaseHTTPRequestHandler):
                     raise ApiError(405, "MethodNotAllowed", "POST on a named resource")
                 if r.namespaced and ns is None:
                     raise ApiError(404, "NotFound", "namespace required")
+                with self.store.cond:
+                    body_name = ((self._json_body() or {}).get("metadata") or {}).get("name") \
+                        if isinstance(self._json_body(), dict) else None
+                    namespace_lifecycle.admit(self.store.objects[("", "namespaces")], r, ns, "CREATE", body_name)
                 body = self._mutate(r, ns, self._json_body(), None, "CREATE", q)
                 return self._send(201, self.store.create(r, ns, body))
             if method == "PUT":
@@ -1159,6 +1240,8 @@ class Handler(BaseHTTPRequestHandler):
             meta.setdefault("namespace", ns)
         if r.storage_key == ("batch", "jobs") and sub is None:
             job_rules.default_job(body)  # decoded with its defaults before admission
+        if r.storage_key == ("", "pods") and sub is None:
+            default_tolerations.admit(body)  # a mutating plugin before the webhooks
         return self.webhooks.admit(r, ns, body, old, op, sub, "dryRun" in q, name)
 
     def _patch(self, r, ns, name, sub, q):
@@ -1347,6 +1430,9 @@ def main():
     ap.add_argument("--log-errors", action="store_true", help="every error answer but 404 on stderr")
     ap.add_argument("--webhook-service", action="append", default=[], metavar="NS/NAME=HOST:PORT",
                     help="where the Service a webhook's clientConfig names listens (127.0.0.1 only here)")
+    ap.add_argument("--namespace", action="append", default=[], metavar="NAME",
+                    help="create this Namespace before serving (a test's fixture; the system namespaces "
+                    "default, kube-system, kube-public and kube-node-lease always exist)")
     ap.add_argument("--exit-on-stdin-eof", action="store_true",
                     help="stop when stdin closes (the harness dies, the server follows)")
     args = ap.parse_args()
@@ -1368,6 +1454,9 @@ def main():
     if args.audit_log:
         Handler.audit = open(args.audit_log, "a", encoding="utf-8")
         Handler.audit_level = args.audit_level
+    namespaces = Handler.store.find("", "v1", "namespaces")
+    for name in args.namespace:
+        Handler.store.create(namespaces, None, {"metadata": {"name": name}})
     if args.preload:
         preload(Handler.store, args.preload)
     srv = Server((args.host, args.port), Handler)

@@ -572,9 +572,9 @@ class CustomResources(Base):
         return self.srv.req("POST", MUSTER + "/namespaces/default/gangs",
                             {"metadata": {"name": name}, "spec": {"queue": "q", "podSets": pod_sets, **spec}})
 
-    def poolnode(self, name, **spec):
+    def poolnode(self, name, key=None, **spec):
         body = {"metadata": {"name": name}, "spec": {
-            "pool": "a100", "nodeClass": "gcp", "idempotencyKey": name,
+            "pool": "a100", "nodeClass": "gcp", "idempotencyKey": key or name,
             "offering": {"provider": "gcp", "region": "us-central1", "zone": "us-central1-a",
                          "instanceType": "a2", "capacityType": "spot", "gpuCount": 8, "gpuModel": "A100",
                          "pricePerHour": "1.5", **spec}}}
@@ -588,7 +588,7 @@ class CustomResources(Base):
         self.assertIn(("spec.offering.gpuCount", "FieldValueInvalid"), causes(err))
         code, err, _ = self.poolnode("enums", capacityType="reserved")
         self.assertIn(("spec.offering.capacityType", "FieldValueNotSupported"), causes(err))
-        code, err, _ = self.poolnode("Bad_Key")
+        code, err, _ = self.poolnode("bad-key", key="Bad_Key")
         self.assertEqual(code, 422)
         self.assertIn("spec.idempotencyKey", [f for f, _ in causes(err)])
         code, err, _ = self.srv.req("POST", MUSTER + "/poolnodes", {"metadata": {"name": "req"}, "spec": {"pool": "a"}})

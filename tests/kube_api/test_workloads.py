@@ -152,7 +152,8 @@ class TrainJobs(Workloads):
         pods = self.pods(**{"jobset.sigs.k8s.io/jobset-name": "tj-c", "jobset.sigs.k8s.io/replicatedjob-name": "node"})
         self.assertEqual(len(pods), 2)
         self.assertEqual(pods[0]["spec"]["nodeSelector"], {"pool": "b"})
-        self.assertEqual(pods[0]["spec"]["tolerations"], [{"key": "gpu", "operator": "Exists"}])
+        # the template's toleration, then DefaultTolerationSeconds' two
+        self.assertEqual(pods[0]["spec"]["tolerations"][0], {"key": "gpu", "operator": "Exists"})
         tj = self.srv.ok("GET", TRAINJOBS + "/tj-c")
         self.assertEqual(self.cond(tj, "Suspended"), "False")
         self.assertEqual(next(c for c in tj["status"]["conditions"] if c["type"] == "Suspended")["reason"], "Resumed")

@@ -265,8 +265,42 @@ fn env_options(extra: &[&str]) -> Vec<String> {
     if std::env::var("MUSTER_API_LOG_ERRORS").is_ok_and(|v| v == "1") {
         out.push("--log-errors".to_string());
     }
+    // The namespaces the tests write to exist from the start, as the chart
+    // and the cluster's users would have made them (the server refuses a
+    // create in a namespace that does not exist, as NamespaceLifecycle does).
+    for ns in FIXTURE_NAMESPACES {
+        out.extend(["--namespace".to_string(), ns.to_string()]);
+    }
     out
 }
+
+/// Makes Namespace `name` exist with `labels` (merged into a fixture or
+/// system namespace that already exists).
+pub async fn ensure_namespace(client: &kube::Client, name: &str, labels: serde_json::Value) {
+    use k8s_openapi::api::core::v1::Namespace;
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name, "labels": labels}}))
+            .expect("namespace");
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let patch = serde_json::json!({"metadata": {"labels": labels}});
+            api.patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .expect("namespace labels");
+        }
+        Err(e) => panic!("namespace {name}: {e}"),
+    }
+}
+
+/// The namespaces every test server starts with, besides the system ones
+/// (`default`, `kube-system`, `kube-public`, `kube-node-lease`).
+pub const FIXTURE_NAMESPACES: &[&str] = &["muster-system", "team-a", "team-b", "web", "soak"];
 
 /// Runs `op` until it returns something other than a transient API error
 /// (429, 500, or a 409 Conflict), at most 20 times: test setup that must
