@@ -34,7 +34,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use helm::{find, objects, template};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube_runtime::watcher;
 use serde_json::{Value as Json, json};
@@ -148,14 +148,8 @@ async fn setup_with(
         let crd = serde_json::to_value(v).expect("crd JSON");
         support::create_object(&client, "customresourcedefinitions", None, crd).await;
     }
-    let namespaces: Api<Namespace> = Api::all(client.clone());
     for name in ["muster-system", NS] {
-        let ns: Namespace =
-            serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
-        namespaces
-            .create(&PostParams::default(), &ns)
-            .await
-            .expect("namespace");
+        support::ensure_namespace(&client, name, json!({})).await;
     }
     let cfg_json = serde_json::to_value(&cfg).expect("webhook configuration");
     support::create_object(&client, "mutatingwebhookconfigurations", None, cfg_json).await;

@@ -257,3 +257,53 @@ async fn rbac_allows_every_request_of_scenario_2() {
         }
     }
 }
+
+/// Tenancy: the webhook refuses a Job whose GPUQueue does not admit its
+/// namespace, naming both, and admits (suspends) one whose queue does. The
+/// queue `team-a` selects only namespace `team-a`; `team-b` exists.
+#[tokio::test]
+async fn the_webhook_refuses_a_job_whose_queue_does_not_admit_its_namespace() {
+    let (server, _client) = start_world(&[]).await;
+    let hook = controller::webhook::Webhook {
+        namespaces: None,
+        leader_worker_sets: None,
+        default_queue_label: String::new(),
+        queues: Some(server.client_as("controller")),
+    };
+    let review = |ns: &str| {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u1", "operation": "CREATE", "namespace": ns, "name": "train",
+            "kind": {"group": "batch", "version": "v1", "kind": "Job"},
+            "resource": {"group": "batch", "version": "v1", "resource": "jobs"},
+            "requestKind": {"group": "batch", "version": "v1", "kind": "Job"},
+            "requestResource": {"group": "batch", "version": "v1", "resource": "jobs"},
+            "userInfo": {"username": "alice"}, "dryRun": false,
+            "object": {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "train", "namespace": ns, "labels": {"muster.dev/queue": "team-a"}},
+                "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}}})
+        .to_string()
+    };
+    let answer =
+        |body: Vec<u8>| -> serde_json::Value { serde_json::from_slice(&body).expect("json") };
+    let out = answer(
+        hook.review(review("team-b").as_bytes())
+            .await
+            .expect("answer"),
+    );
+    assert_eq!(out["response"]["allowed"], false, "{out}");
+    let message = out["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("GPUQueue team-a does not admit namespace team-b"),
+        "{message}"
+    );
+    let out = answer(
+        hook.review(review("team-a").as_bytes())
+            .await
+            .expect("answer"),
+    );
+    assert_eq!(out["response"]["allowed"], true, "{out}");
+    assert!(out["response"]["patch"].is_string(), "suspended: {out}");
+    server.assert_rbac_allows_controller();
+}

@@ -949,6 +949,7 @@ async fn serve_lws_pod_hook(server: &ApiServer, client: &kube::Client, addr: &st
         namespaces: None,
         leader_worker_sets: Some(server.client_as("controller")),
         default_queue_label: String::new(),
+        queues: None,
     };
     let app = controller::http::App {
         metrics: Arc::new(controller::base::metrics::Metrics::new()),

@@ -466,6 +466,7 @@ async fn webhook_server(
             .contains(&controller::workloads::WorkloadKind::LeaderWorkerSet)
             .then(|| client.clone()),
         default_queue_label: args.default_queue_label.clone(),
+        queues: Some(client.clone()),
     };
     let app = controller::http::App {
         metrics,

@@ -38,7 +38,12 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube_core::DynamicObject;
 use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use muster_crds::gpuqueue::GpuQueueSpec;
 use serde_json::Value;
+
+use crate::controller::base::objects::{Kind, KindExt};
+use crate::controller::translate::namespaces::selects;
+use crate::controller::translate::pool::spec;
 
 /// The path the webhook is served on for Jobs.
 pub(crate) const JOB_PATH: &str = "/mutate-batch-v1-job";
@@ -84,6 +89,11 @@ pub struct Webhook {
     pub leader_worker_sets: Option<kube::Client>,
     /// The namespace label that names the namespace's default queue.
     pub default_queue_label: String,
+    /// Reads the GPUQueue a created workload joins and its namespace's
+    /// labels, to refuse a workload whose queue does not admit its
+    /// namespace; `None` skips the check (the Gang then reports
+    /// `NamespaceNotAllowed`).
+    pub queues: Option<kube::Client>,
 }
 
 /// What to do with one workload.
@@ -210,6 +220,22 @@ fn queue_of(obj: &DynamicObject) -> Option<&str> {
         .and_then(|l| l.get(QUEUE_LABEL))
         .map(String::as_str)
         .filter(|q| !q.is_empty())
+}
+
+/// The queue the workload `req` creates joins: its label, else the
+/// namespace's default queue; `None` for what muster does not hold at
+/// creation, what it refuses anyway, and a LeaderWorkerSet's pods (their
+/// set was checked when it was created).
+fn joins(req: &AdmissionRequest<DynamicObject>, default_queue: Option<&str>) -> Option<String> {
+    match held_create(req)? {
+        Held::GatedIfSetIs | Held::Refused(_) => None,
+        _ => {
+            let obj = req.object.as_ref()?;
+            queue_of(obj)
+                .or(default_queue.filter(|q| !q.is_empty()))
+                .map(String::from)
+        }
+    }
 }
 
 /// The LeaderWorkerSet whose pod `req` creates (in the request's
@@ -431,8 +457,41 @@ impl Webhook {
         }
     }
 
+    /// Whether GPUQueue `queue` admits `namespace` (its
+    /// `spec.namespaceSelector` selects the namespace's labels):
+    /// `Ok(None)` when there is no reader, no such queue or no readable
+    /// spec (the Gang says why). Bounded by [`LOOKUP_TIMEOUT`] per read.
+    async fn queue_admits(&self, namespace: &str, queue: &str) -> Result<Option<bool>, String> {
+        let Some(client) = &self.queues else {
+            return Ok(None);
+        };
+        fn get<T>(
+            r: Result<Result<T, kube::Error>, tokio::time::error::Elapsed>,
+        ) -> Result<T, String> {
+            match r {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err("timed out".to_string()),
+            }
+        }
+        let queues: Api<DynamicObject> =
+            Api::all_with(client.clone(), &Kind::GpuQueue.api_resource());
+        let Some(q) = get(tokio::time::timeout(LOOKUP_TIMEOUT, queues.get_opt(queue)).await)?
+        else {
+            return Ok(None);
+        };
+        let Ok(spec) = spec::<GpuQueueSpec>(Kind::GpuQueue, &q) else {
+            return Ok(None);
+        };
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let ns = get(tokio::time::timeout(LOOKUP_TIMEOUT, namespaces.get_opt(namespace)).await)?;
+        let mut labels = ns.and_then(|n| n.metadata.labels).unwrap_or_default();
+        labels.insert("kubernetes.io/metadata.name".into(), namespace.into());
+        Ok(Some(selects(spec.namespace_selector.as_ref(), &labels)))
+    }
+
     /// Answers one AdmissionReview body with an AdmissionReview body.
-    pub(crate) async fn review(&self, body: &[u8]) -> Result<Vec<u8>, WebhookError> {
+    pub async fn review(&self, body: &[u8]) -> Result<Vec<u8>, WebhookError> {
         let req = match read_review(body)? {
             Ok(req) => req,
             Err(answer) => return Ok(answer),
@@ -462,6 +521,26 @@ impl Webhook {
             },
             _ => None,
         };
+        // tenancy: the queue a workload joins must admit its namespace
+        if let (Some(ns), Some(queue)) = (&req.namespace, joins(&req, default_queue.as_deref())) {
+            match self.queue_admits(ns, &queue).await {
+                Ok(Some(false)) => {
+                    return encode(AdmissionResponse::from(&req).deny(format!(
+                        "muster: GPUQueue {queue} does not admit namespace {ns} (its \
+                         spec.namespaceSelector does not select the namespace): use a queue \
+                         that admits {ns}, or ask the platform team to add {ns} to {queue}"
+                    )));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(namespace = %ns, queue = %queue, error = %e, "webhook: queue not read");
+                    return encode(AdmissionResponse::from(&req).deny(format!(
+                        "muster: GPUQueue {queue} could not be read to check that it admits \
+                         namespace {ns}; retry"
+                    )));
+                }
+            }
+        }
         encode(answer(&req, default_queue.as_deref(), set.as_ref()))
     }
 }

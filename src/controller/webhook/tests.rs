@@ -240,6 +240,7 @@ async fn review_bodies() {
         namespaces: None,
         leader_worker_sets: None,
         default_queue_label: "muster.dev/default-queue".into(),
+        queues: None,
     };
     let body = review(
         "CREATE",
@@ -333,6 +334,7 @@ async fn only_admission_v1_reviews_are_answered() {
         namespaces: None,
         leader_worker_sets: None,
         default_queue_label: "muster.dev/default-queue".into(),
+        queues: None,
     };
     let labelled = job(Some(json!({"muster.dev/queue": "q"})), None);
     for (api_version, kind) in [

@@ -405,6 +405,7 @@ async fn a_pod_whose_leaderworkerset_cannot_be_read_is_refused() {
         namespaces: None,
         leader_worker_sets: Some(kube::Client::try_from(config).expect("client")),
         default_queue_label: "muster.dev/default-queue".into(),
+        queues: None,
     };
     let body = review("CREATE", POD, set_pod(None), false);
     let out: Value = serde_json::from_slice(
