@@ -12,6 +12,7 @@ pub mod prometheus;
 pub mod rbac;
 pub mod scenario;
 pub mod stub_planner;
+pub mod third_party;
 pub mod waits;
 pub mod workload_crds;
 
