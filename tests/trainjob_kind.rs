@@ -28,6 +28,25 @@ use support::{ApiServer, ar, eventually};
 
 // ---------------------------------------------------------------- TrainJob
 
+/// The `WorkloadKindsServed=False` condition of queue `team-a`, once set.
+async fn kinds_not_served(client: &kube::Client) -> Value {
+    eventually(20, "the queue's WorkloadKindsServed condition", || {
+        let client = client.clone();
+        async move {
+            let q = Api::<DynamicObject>::all_with(client, &ar("GPUQueue", "gpuqueues"))
+                .get("team-a")
+                .await
+                .ok()?;
+            q.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "WorkloadKindsServed" && c["status"] == "False")
+                .cloned()
+        }
+    })
+    .await
+}
+
 async fn torch_runtime(client: &kube::Client) {
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime"),
@@ -279,21 +298,7 @@ async fn trainjob_on_a_trainer_before_v2_2_is_refused_and_reported() {
         let _emu = emulate(&client, &cloud, None);
         let _ctl = start(&server, &cloud, WorkloadKind::TrainJob);
         submit(&trainjobs(&client), trainjob("old")).await;
-        let cond = eventually(20, "the queue's WorkloadKindsServed condition", || {
-            let client = client.clone();
-            async move {
-                let q = Api::<DynamicObject>::all_with(client, &ar("GPUQueue", "gpuqueues"))
-                    .get("team-a")
-                    .await
-                    .ok()?;
-                q.data["status"]["conditions"]
-                    .as_array()?
-                    .iter()
-                    .find(|c| c["type"] == "WorkloadKindsServed" && c["status"] == "False")
-                    .cloned()
-            }
-        })
-        .await;
+        let cond = kinds_not_served(&client).await;
         assert_eq!(cond["reason"], "UnsupportedVersion", "{cond}");
         let message = cond["message"].as_str().unwrap_or_default();
         assert!(
@@ -334,21 +339,7 @@ async fn trainjob_kind_without_its_runtime_crds_is_skipped_and_reported() {
         "trainjobs",
     );
     submit(&jobs, trainjob("orphan")).await;
-    let cond = eventually(20, "the queue's WorkloadKindsServed condition", || {
-        let client = client.clone();
-        async move {
-            let q = Api::<DynamicObject>::all_with(client, &ar("GPUQueue", "gpuqueues"))
-                .get("team-a")
-                .await
-                .ok()?;
-            q.data["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .find(|c| c["type"] == "WorkloadKindsServed" && c["status"] == "False")
-                .cloned()
-        }
-    })
-    .await;
+    let cond = kinds_not_served(&client).await;
     let message = cond["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("clustertrainingruntimes.trainer.kubeflow.org"),

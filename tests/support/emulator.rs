@@ -281,6 +281,11 @@ async fn tick(
             let pid = m.provider_id.clone();
             let gpu_count = m.gpus;
             match (by_pid.get(&pid), m.terminated) {
+                // the cloud's node lifecycle controller deletes the Node of an
+                // instance that no longer exists (kubernetes/cloud-provider,
+                // controllers/nodelifecycle/node_lifecycle_controller.go,
+                // MonitorNodes: InstanceExistsByProviderID false → delete);
+                // a kubelet whose Node was deleted does not register again
                 (Some(n), true) => {
                     nodes
                         .delete(&n.name_any(), &DeleteParams::default())

@@ -420,6 +420,20 @@ fn encode(resp: AdmissionResponse) -> Result<Vec<u8>, WebhookError> {
     serde_json::to_vec(&review).map_err(|_| WebhookError::Encode)
 }
 
+/// The object `name` read through `api`, bounded by [`LOOKUP_TIMEOUT`]
+/// (well inside the API server's webhook timeout): `Ok(None)` when it does
+/// not exist, the error's text when it cannot be read.
+async fn lookup<K>(api: &Api<K>, name: &str) -> Result<Option<K>, String>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match tokio::time::timeout(LOOKUP_TIMEOUT, api.get_opt(name)).await {
+        Ok(Ok(obj)) => Ok(obj),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("timed out".to_string()),
+    }
+}
+
 impl Webhook {
     /// The default queue of `namespace`: `Ok(None)` when it names none.
     /// Bounded by [`LOOKUP_TIMEOUT`], well inside the API server's webhook
@@ -428,11 +442,7 @@ impl Webhook {
         let Some(api) = &self.namespaces else {
             return Ok(None);
         };
-        let ns = match tokio::time::timeout(LOOKUP_TIMEOUT, api.get_opt(namespace)).await {
-            Ok(Ok(ns)) => ns,
-            Ok(Err(e)) => return Err(e.to_string()),
-            Err(_) => return Err("timed out".to_string()),
-        };
+        let ns = lookup(api, namespace).await?;
         Ok(ns
             .and_then(|ns| ns.metadata.labels)
             .and_then(|l| l.get(&self.default_queue_label).cloned()))
@@ -450,11 +460,7 @@ impl Webhook {
         };
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), namespace, &lws::KIND.api_resource());
-        match tokio::time::timeout(LOOKUP_TIMEOUT, api.get_opt(name)).await {
-            Ok(Ok(set)) => Ok(set),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("timed out".to_string()),
-        }
+        lookup(&api, name).await
     }
 
     /// Whether GPUQueue `queue` admits `namespace` (its
@@ -465,26 +471,16 @@ impl Webhook {
         let Some(client) = &self.queues else {
             return Ok(None);
         };
-        fn get<T>(
-            r: Result<Result<T, kube::Error>, tokio::time::error::Elapsed>,
-        ) -> Result<T, String> {
-            match r {
-                Ok(Ok(v)) => Ok(v),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Err("timed out".to_string()),
-            }
-        }
         let queues: Api<DynamicObject> =
             Api::all_with(client.clone(), &Kind::GpuQueue.api_resource());
-        let Some(q) = get(tokio::time::timeout(LOOKUP_TIMEOUT, queues.get_opt(queue)).await)?
-        else {
+        let Some(q) = lookup(&queues, queue).await? else {
             return Ok(None);
         };
         let Ok(spec) = spec::<GpuQueueSpec>(Kind::GpuQueue, &q) else {
             return Ok(None);
         };
         let namespaces: Api<Namespace> = Api::all(client.clone());
-        let ns = get(tokio::time::timeout(LOOKUP_TIMEOUT, namespaces.get_opt(namespace)).await)?;
+        let ns = lookup(&namespaces, namespace).await?;
         let mut labels = ns.and_then(|n| n.metadata.labels).unwrap_or_default();
         labels.insert("kubernetes.io/metadata.name".into(), namespace.into());
         Ok(Some(selects(spec.namespace_selector.as_ref(), &labels)))
