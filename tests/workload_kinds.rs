@@ -391,7 +391,18 @@ async fn jobset_kind_without_its_crd_is_skipped_and_reported() {
 /// A pod of group `group` (of `size`), held by muster's scheduling gate as
 /// the admission webhook leaves it.
 async fn submit_pod(client: &kube::Client, name: &str, group: &str, size: u32) {
-    let pod: Pod = serde_json::from_value(json!({
+    submit_pod_with(client, name, group, size, json!({})).await;
+}
+
+/// [`submit_pod`], with `spec` fields added to the pod's.
+async fn submit_pod_with(
+    client: &kube::Client,
+    name: &str,
+    group: &str,
+    size: u32,
+    spec: serde_json::Value,
+) {
+    let mut pod = json!({
         "metadata": {"name": name, "namespace": NS,
             "labels": {"muster.dev/queue": "team-a", "muster.dev/pod-group": group},
             "annotations": {"muster.dev/pod-group-size": size.to_string()}},
@@ -399,8 +410,11 @@ async fn submit_pod(client: &kube::Client, name: &str, group: &str, size: u32) {
             "containers": [{"name": "w", "image": "trainer",
                 "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "8", "memory": "64Gi"}}}],
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
-    }))
-    .expect("pod");
+    });
+    if let (Some(into), Some(extra)) = (pod["spec"].as_object_mut(), spec.as_object()) {
+        into.extend(extra.clone());
+    }
+    let pod: Pod = serde_json::from_value(pod).expect("pod");
     Api::<Pod>::namespaced(client.clone(), NS)
         .create(&PostParams::default(), &pod)
         .await
@@ -491,6 +505,52 @@ async fn pod_group_held_until_whole_then_released_together_then_completes() {
             .expect("delete pod");
     }
     wait_for_gang_gone(&client, NS, "podgroup-ring", 20).await;
+}
+
+/// A pod group's required node affinity is the planner's: of two free GPU
+/// nodes, the group is placed on the one its affinity allows. Before, the
+/// planner never saw a gated pod's affinity, pinned the group to the first
+/// node, and the pod stayed Pending there for good.
+#[tokio::test]
+async fn pod_group_runs_on_the_node_its_required_node_affinity_allows() {
+    let (server, client) = world(false).await;
+    gpu_node("gpu-a").create(&client).await;
+    gpu_node("gpu-b")
+        .label("topology.kubernetes.io/zone", "us-central1-b")
+        .create(&client)
+        .await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(
+        &server,
+        &cloud,
+        &[WorkloadKind::Job, WorkloadKind::PodGroup],
+        |_| {},
+    );
+    let zone_b = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-central1-b"]}]}]}}});
+    submit_pod_with(&client, "z-0", "zonal", 1, json!({"affinity": zone_b})).await;
+    let pods = eventually(30, "the pod running", || {
+        let client = client.clone();
+        async move {
+            let pods = group_pods(&client, "zonal").await;
+            pods.values()
+                .all(|(_, phase, gated)| phase == "Running" && !gated)
+                .then_some(pods)
+        }
+    })
+    .await;
+    assert_eq!(pods["z-0"].0, "gpu-b");
+    let g = waits::gang(&client, NS, "podgroup-zonal")
+        .await
+        .expect("gang");
+    assert_eq!(
+        g.data["spec"]["podSets"][0]["affinity"]["requiredNodeSelectorTerms"][0]["matchExpressions"]
+            [0]["values"],
+        json!(["us-central1-b"])
+    );
+    assert!(cloud.launch_calls().is_empty(), "no launch");
 }
 
 /// Admitted and released, then evicted (its pods never run in time): a

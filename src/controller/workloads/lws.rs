@@ -25,21 +25,28 @@
 //!   leader pod is Ready (`pkg/controllers/pod_controller.go`), so a group
 //!   is never all there while its leader is gated.
 //!
-//! So a group is sized from the LeaderWorkerSet's spec, not from its pods:
-//! it is a gang as soon as its leader exists, of `size` pods whatever number
-//! exists yet. Admitted, the pods that exist are pinned and released; the
-//! workers that come later arrive gated and are pinned to the same nodes and
-//! released as they appear (the pod-group table's `Unsuspend` of a gang
-//! that runs), which is what lets a `LeaderReady` group start at all.
+//! So a group is sized and shaped from the LeaderWorkerSet's spec, not from
+//! its pods: every group `spec.replicas` asks for is a gang of `size` pods
+//! before any of its pods exists, as Kueue builds one workload per group
+//! from the LeaderWorkerSet (`pkg/controller/jobs/leaderworkerset`).
+//! Admitted, the pods that exist are pinned and released; those that come
+//! later (the leader, then the workers, which a `LeaderReady` group creates
+//! only once its leader runs) arrive gated and are pinned to the same nodes
+//! and released as they appear (the pod-group table's `Unsuspend` of a gang
+//! that runs).
 //!
-//! The group's one pod set (`main`, `size` pods) asks of every pod what the
-//! more demanding of the leader and worker templates asks (a leader template
-//! may differ from the workers'), read from the LeaderWorkerSet's spec.
+//! The group's one pod set (`main`, `size` pods) asks of every pod what both
+//! the leader and worker templates ask (a leader template may differ from
+//! the workers'): the larger requests, both templates' node selectors and
+//! required node affinity, the tolerations they share.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+    ObjectReference, PodSpec, PodTemplateSpec, ResourceRequirements, Toleration,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
@@ -140,8 +147,10 @@ pub struct LwsGroup {
     group: PodGroup,
 }
 
-/// The groups of `lws` that have pods, each a pod group of `size` pods
-/// queued where the LeaderWorkerSet's label says.
+/// The groups of `lws`, each a pod group of `size` pods queued where the
+/// LeaderWorkerSet's label says: every group its spec asks for
+/// (`spec.replicas`, default 1), whether its pods exist yet or not, and any
+/// group beyond it whose pods are still there (scaled down, going).
 pub fn groups(lws: &Arc<DynamicObject>, pods: &[Arc<CachedPod>]) -> Vec<LwsGroup> {
     let ns = lws.namespace().unwrap_or_default();
     let name = lws.name_any();
@@ -150,7 +159,13 @@ pub fn groups(lws: &Arc<DynamicObject>, pods: &[Arc<CachedPod>]) -> Vec<LwsGroup
         .pointer("/spec/leaderWorkerTemplate/size")
         .and_then(Value::as_i64)
         .unwrap_or(1);
-    let mut by: BTreeMap<String, Vec<Arc<CachedPod>>> = BTreeMap::new();
+    let replicas = lws
+        .data
+        .pointer("/spec/replicas")
+        .and_then(Value::as_u64)
+        .unwrap_or(1);
+    // by index, so group 10 comes after group 9
+    let mut by: BTreeMap<u64, Vec<Arc<CachedPod>>> = (0..replicas).map(|g| (g, vec![])).collect();
     for p in pods {
         if p.metadata.deletion_timestamp.is_some()
             || p.namespace().unwrap_or_default() != ns
@@ -158,8 +173,8 @@ pub fn groups(lws: &Arc<DynamicObject>, pods: &[Arc<CachedPod>]) -> Vec<LwsGroup
         {
             continue;
         }
-        if let Some(g) = p.label(GROUP_INDEX_LABEL) {
-            by.entry(g.clone()).or_default().push(p.clone());
+        if let Some(g) = p.label(GROUP_INDEX_LABEL).and_then(|g| g.parse().ok()) {
+            by.entry(g).or_default().push(p.clone());
         }
     }
     by.into_iter()
@@ -178,7 +193,7 @@ pub fn groups(lws: &Arc<DynamicObject>, pods: &[Arc<CachedPod>]) -> Vec<LwsGroup
                 .collect();
             annotations.insert(GROUP_SIZE_ANNOTATION.to_string(), size.to_string());
             let meta = ObjectMeta {
-                name: Some(group_name(&name, &g)),
+                name: Some(group_name(&name, &g.to_string())),
                 namespace: Some(ns.clone()),
                 labels: Some(labels),
                 annotations: Some(annotations),
@@ -212,30 +227,114 @@ fn covering_requests<'r>(
     r
 }
 
-/// The effective requests of a LeaderWorkerSet's pod template at `pointer`,
-/// if it has one that reads.
-fn template_requests(lws: &DynamicObject, pointer: &str) -> Option<muster_planner::Resources> {
-    let spec: k8s_openapi::api::core::v1::PodSpec =
-        serde_json::from_value(lws.data.pointer(pointer)?.clone()).ok()?;
-    let map = crate::controller::workloads::requests::pod_requests(&spec).ok()?;
-    muster_planner::Resources::parse_map(map.iter().map(|(k, v)| (k.as_str(), v.as_str()))).ok()
-}
+/// Where a LeaderWorkerSet keeps its workers' pod template.
+const WORKER_TEMPLATE: &str = "/spec/leaderWorkerTemplate/workerTemplate";
+/// Where it keeps its leader's, when the leader's differs.
+const LEADER_TEMPLATE: &str = "/spec/leaderWorkerTemplate/leaderTemplate";
 
-/// What every pod of a group may ask: the leader's and the workers'
-/// templates covered (the leader's is the workers' when unset); the pods'
-/// own requests when the templates do not read.
-fn group_requests(lws: &DynamicObject, pods: &[Arc<CachedPod>]) -> muster_planner::Resources {
-    let worker = template_requests(lws, "/spec/leaderWorkerTemplate/workerTemplate/spec");
-    let leader = template_requests(lws, "/spec/leaderWorkerTemplate/leaderTemplate/spec")
-        .or_else(|| worker.clone());
-    match (leader, worker) {
-        (Some(l), Some(w)) => covering_requests([&l, &w]),
-        _ => covering_requests(pods.iter().map(|p| &p.requests)),
+/// The pod spec of the LeaderWorkerSet's template at `pointer`: `Ok(None)`
+/// when it has none there.
+fn template_spec(lws: &DynamicObject, pointer: &str) -> Result<Option<PodSpec>, WorkloadError> {
+    match lws.data.pointer(&format!("{pointer}/spec")) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => serde_json::from_value(v.clone())
+            .map(Some)
+            .map_err(|e| WorkloadError::BadShape(format!("{pointer}/spec: {e}"))),
     }
 }
 
-/// The label naming a pod's place in its group (0: the leader).
-pub(crate) const WORKER_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/worker-index";
+/// The effective requests of `spec`.
+fn spec_requests(spec: &PodSpec) -> Result<muster_planner::Resources, WorkloadError> {
+    let map = crate::controller::workloads::requests::pod_requests(spec)
+        .map_err(|e| WorkloadError::BadShape(format!("spec.leaderWorkerTemplate: {e}")))?;
+    muster_planner::Resources::parse_map(map.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(|e| WorkloadError::BadShape(format!("spec.leaderWorkerTemplate: {e}")))
+}
+
+/// The required node affinity of `spec`, if it has one.
+fn required_terms(spec: &PodSpec) -> Option<&NodeSelector> {
+    spec.affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()
+}
+
+/// A node both `a` and `b` allow: each term of one ANDed with each of the
+/// other (kube-scheduler ORs a selector's terms and ANDs a term's
+/// requirements).
+fn both(a: &NodeSelector, b: &NodeSelector) -> NodeSelector {
+    if a == b {
+        return a.clone();
+    }
+    let mut terms = Vec::new();
+    for x in &a.node_selector_terms {
+        for y in &b.node_selector_terms {
+            let cat = |f: fn(&NodeSelectorTerm) -> &Option<Vec<NodeSelectorRequirement>>| {
+                let all: Vec<NodeSelectorRequirement> =
+                    f(x).iter().chain(f(y).iter()).flatten().cloned().collect();
+                (!all.is_empty()).then_some(all)
+            };
+            terms.push(NodeSelectorTerm {
+                match_expressions: cat(|t| &t.match_expressions),
+                match_fields: cat(|t| &t.match_fields),
+            });
+        }
+    }
+    NodeSelector {
+        node_selector_terms: terms,
+    }
+}
+
+/// What every pod of a group asks of its node, from the leader's and the
+/// workers' templates (one pod set holds both, and any pod may land on any
+/// of the group's nodes): the larger requests (both added when neither
+/// covers the other, a safe over-estimate); a node the leader's and the
+/// workers' node selectors and required node affinity all allow; the
+/// tolerations the two share (a taint only one of them tolerates would
+/// keep the other off the node).
+fn group_template(leader: &PodSpec, worker: &PodSpec) -> Result<PodSpec, WorkloadError> {
+    let requests: BTreeMap<String, Quantity> =
+        covering_requests([&spec_requests(leader)?, &spec_requests(worker)?])
+            .to_quantities()
+            .into_iter()
+            .map(|(k, q)| (k, Quantity(q.to_string())))
+            .collect();
+    let mut selector = leader.node_selector.clone().unwrap_or_default();
+    selector.extend(worker.node_selector.clone().unwrap_or_default());
+    let tolerations: Vec<Toleration> = leader
+        .tolerations
+        .iter()
+        .flatten()
+        .filter(|t| worker.tolerations.iter().flatten().any(|w| w == *t))
+        .cloned()
+        .collect();
+    let affinity = match (required_terms(leader), required_terms(worker)) {
+        (Some(l), Some(w)) => Some(both(l, w)),
+        (one, other) => one.or(other).cloned(),
+    };
+    Ok(PodSpec {
+        containers: vec![Container {
+            name: "pod".to_string(),
+            resources: Some(ResourceRequirements {
+                requests: Some(requests),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        node_selector: (!selector.is_empty()).then_some(selector),
+        tolerations: (!tolerations.is_empty()).then_some(tolerations),
+        affinity: affinity.map(|required| Affinity {
+            node_affinity: Some(NodeAffinity {
+                required_during_scheduling_ignored_during_execution: Some(required),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
 
 impl Workload for LwsGroup {
     fn kind(&self) -> WorkloadKind {
@@ -258,23 +357,22 @@ impl Workload for LwsGroup {
         if let Some(why) = unsupported(&self.lws) {
             return Err(WorkloadError::Unsupported(why));
         }
-        let mut sets = self.group.pod_sets()?;
-        let requests: BTreeMap<String, Quantity> = group_requests(&self.lws, self.group.pods())
-            .to_quantities()
-            .into_iter()
-            .map(|(k, q)| (k, Quantity(q.to_string())))
-            .collect();
-        for s in &mut sets {
-            if let Some(c) = s
-                .template
-                .spec
-                .as_mut()
-                .and_then(|sp| sp.containers.first_mut())
-            {
-                c.resources.get_or_insert_with(Default::default).requests = Some(requests.clone());
-            }
-        }
-        Ok(sets)
+        // sized and shaped from the spec, so a group is a gang before its
+        // pods exist
+        let worker = template_spec(&self.lws, WORKER_TEMPLATE)?.ok_or_else(|| {
+            WorkloadError::BadShape("spec.leaderWorkerTemplate.workerTemplate is missing".into())
+        })?;
+        let leader = template_spec(&self.lws, LEADER_TEMPLATE)?.unwrap_or_else(|| worker.clone());
+        let size = crate::controller::workloads::pod_group::size_of(self.meta())?;
+        Ok(vec![PodSetTemplate {
+            name: crate::controller::workloads::pod_group::POD_SET.to_string(),
+            count: size,
+            min_count: None,
+            template: PodTemplateSpec {
+                metadata: None,
+                spec: Some(group_template(&leader, &worker)?),
+            },
+        }])
     }
 
     fn observe(&self) -> Observed {
@@ -282,14 +380,11 @@ impl Workload for LwsGroup {
     }
 
     fn incomplete(&self) -> Option<String> {
-        // sized from the spec: the group waits only for its leader, whose
-        // StatefulSet the LeaderWorkerSet controller makes first
-        let leader = self
-            .group
-            .pods()
-            .iter()
-            .any(|p| p.label(WORKER_INDEX_LABEL).is_none_or(|w| w == "0"));
-        (!leader).then(|| "its leader pod does not exist yet".to_string())
+        // sized and shaped from the spec: a gang before its pods exist, as
+        // Kueue makes one workload per group from the LeaderWorkerSet
+        // (`pkg/controller/jobs/leaderworkerset`); pods that come later
+        // arrive gated and are pinned and released as they appear
+        None
     }
 
     fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
@@ -311,6 +406,9 @@ mod tests {
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 
+    /// The label naming a pod's place in its group (0: the leader).
+    const WORKER_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/worker-index";
+
     fn pod(name: &str, g: &str, gpus: &str) -> Arc<CachedPod> {
         // infer-<g> leads, infer-<g>-<w> is worker w
         let worker = name.split('-').nth(2).unwrap_or("0");
@@ -330,7 +428,11 @@ mod tests {
             serde_json::from_value(json!({
                 "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
                 "metadata": {"name": "infer", "namespace": "ns", "uid": "u1", "labels": {QUEUE_LABEL: "q"}},
-                "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 3}}
+                "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 3,
+                    "leaderTemplate": {"spec": {"containers": [{"name": "c",
+                        "resources": {"requests": {"cpu": "1"}}}]}},
+                    "workerTemplate": {"spec": {"containers": [{"name": "c",
+                        "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "8"}}}]}}}}
             }))
             .expect("lws"),
         )
@@ -346,6 +448,8 @@ mod tests {
             pod("infer-2-1", "2", "8"),
         ];
         let gs = groups(&lws(), &pods);
+        // the two groups the spec asks for, and group 2 scaled away whose
+        // worker is still there
         assert_eq!(gs.len(), 3);
         assert_eq!(gs[0].gang_name(), "lws-infer-0");
         assert_eq!(gs[0].queue(), Some("q"));
@@ -354,10 +458,14 @@ mod tests {
         // workers come only once it runs
         assert_eq!(gs[1].incomplete(), None);
         assert_eq!(gs[1].pod_sets().expect("pod sets")[0].count, 3);
-        assert_eq!(
-            gs[2].incomplete().as_deref(),
-            Some("its leader pod does not exist yet")
-        );
+        assert_eq!(gs[2].gang_name(), "lws-infer-2");
+        // no pod yet: a gang all the same, shaped by the templates
+        let none = groups(&lws(), &[]);
+        assert_eq!(none.len(), 2);
+        assert_eq!(none[1].incomplete(), None);
+        let sets = none[1].pod_sets().expect("pod sets");
+        assert_eq!((sets[0].name.as_str(), sets[0].count), ("main", 3));
+        assert!(none[1].observe().suspended && !none[1].observe().finished);
         let sets = gs[0].pod_sets().expect("pod sets");
         assert_eq!(sets[0].count, 3);
         // the CPU leader and the GPU workers: every pod asks for the most
@@ -476,10 +584,9 @@ mod tests {
                 json!({"spec": {"containers": [{"name": "c",
                     "resources": {"requests": {"cpu": "4", "nvidia.com/gpu": gpus}}}]}})
             };
-            lws.data["spec"]["leaderWorkerTemplate"]["workerTemplate"] = t("4");
-            if let Some(g) = leader {
-                lws.data["spec"]["leaderWorkerTemplate"]["leaderTemplate"] = t(g);
-            }
+            let lwt = &mut lws.data["spec"]["leaderWorkerTemplate"];
+            lwt["workerTemplate"] = t("4");
+            lwt["leaderTemplate"] = leader.map_or(Value::Null, t);
             Arc::new(lws)
         };
         let gpus = |lws: Arc<DynamicObject>| {
@@ -503,5 +610,54 @@ mod tests {
             "the larger leader"
         );
         assert_eq!(gpus(with_templates(Some("0"))).as_deref(), Some("4"));
+    }
+
+    /// A group's one pod set keeps every pod where both templates allow:
+    /// node selectors merged, only the tolerations both share, required
+    /// node affinity ANDed term by term.
+    #[test]
+    fn a_groups_node_constraints_are_both_templates() {
+        let mut set = (*lws()).clone();
+        let zone = |z: &str| {
+            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [z]}]}]}}})
+        };
+        let gpu = json!({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"});
+        let spot = json!({"key": "spot", "operator": "Exists", "effect": "NoSchedule"});
+        let lwt = &mut set.data["spec"]["leaderWorkerTemplate"];
+        lwt["leaderTemplate"]["spec"]["nodeSelector"] = json!({"pool": "a"});
+        lwt["leaderTemplate"]["spec"]["tolerations"] = json!([gpu, spot]);
+        lwt["leaderTemplate"]["spec"]["affinity"] = zone("b");
+        lwt["workerTemplate"]["spec"]["nodeSelector"] = json!({"arch": "amd64"});
+        lwt["workerTemplate"]["spec"]["tolerations"] = json!([gpu]);
+        lwt["workerTemplate"]["spec"]["affinity"] = zone("c");
+        let g = groups(&Arc::new(set), &[]).remove(0);
+        let spec = g.pod_sets().expect("pod sets")[0]
+            .template
+            .spec
+            .clone()
+            .expect("spec");
+        let v = serde_json::to_value(&spec).expect("json");
+        assert_eq!(v["nodeSelector"], json!({"arch": "amd64", "pool": "a"}));
+        assert_eq!(v["tolerations"], json!([gpu]));
+        let terms = &v["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"];
+        assert_eq!(
+            terms[0]["matchExpressions"]
+                .as_array()
+                .map(|e| e.iter().map(|r| r["values"][0].clone()).collect::<Vec<_>>()),
+            Some(vec![json!("b"), json!("c")]),
+            "one term asking both zones: no node is in both, so the group never fits"
+        );
+        // no workers' template: refused with where
+        let mut bare = (*lws()).clone();
+        bare.data["spec"]["leaderWorkerTemplate"]["workerTemplate"] = Value::Null;
+        match groups(&Arc::new(bare), &[]).remove(0).pod_sets() {
+            Err(WorkloadError::BadShape(why)) => {
+                assert!(why.contains("workerTemplate"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -56,6 +56,10 @@ pub struct Gated {
     pub node_selector: BTreeMap<String, String>,
     /// `spec.tolerations`.
     pub tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
+    /// The required node affinity
+    /// (`spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`):
+    /// the planner places the group only on nodes it allows.
+    pub required_affinity: Option<k8s_openapi::api::core::v1::NodeSelector>,
 }
 
 impl From<Pod> for CachedPod {
@@ -98,6 +102,14 @@ impl From<Pod> for CachedPod {
                         gates,
                         node_selector: s.node_selector.clone().unwrap_or_default(),
                         tolerations: s.tolerations.clone().unwrap_or_default(),
+                        required_affinity: s
+                            .affinity
+                            .as_ref()
+                            .and_then(|a| a.node_affinity.as_ref())
+                            .and_then(|n| {
+                                n.required_during_scheduling_ignored_during_execution
+                                    .clone()
+                            }),
                     })
                 })
         });

@@ -111,6 +111,28 @@ pub fn groups(pods: &[Arc<CachedPod>]) -> Vec<PodGroup> {
         .collect()
 }
 
+/// A group's size, from its [`GROUP_SIZE_ANNOTATION`].
+pub(crate) fn size_of(meta: &ObjectMeta) -> Result<u32, WorkloadError> {
+    let v = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(GROUP_SIZE_ANNOTATION))
+        .ok_or(WorkloadError::BadAnnotation(
+            GROUP_SIZE_ANNOTATION,
+            "missing".to_string(),
+        ))?;
+    v.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| {
+            WorkloadError::BadAnnotation(
+                GROUP_SIZE_ANNOTATION,
+                format!("{v:?} is not a positive integer"),
+            )
+        })
+}
+
 impl PodGroup {
     /// A group of `pods` (sorted here) described by `meta`: its name,
     /// namespace, queue label and the size annotation. For kinds whose
@@ -118,11 +140,6 @@ impl PodGroup {
     pub(crate) fn new(meta: ObjectMeta, mut pods: Vec<Arc<CachedPod>>) -> PodGroup {
         pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         PodGroup { meta, pods }
-    }
-
-    /// Its pods.
-    pub(crate) fn pods(&self) -> &[Arc<CachedPod>] {
-        &self.pods
     }
 
     /// The group as stored after its writes: each patched pod as the server
@@ -149,25 +166,7 @@ impl PodGroup {
     }
 
     fn size(&self) -> Result<u32, WorkloadError> {
-        let v = self
-            .meta
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(GROUP_SIZE_ANNOTATION))
-            .ok_or(WorkloadError::BadAnnotation(
-                GROUP_SIZE_ANNOTATION,
-                "missing".to_string(),
-            ))?;
-        v.trim()
-            .parse::<u32>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| {
-                WorkloadError::BadAnnotation(
-                    GROUP_SIZE_ANNOTATION,
-                    format!("{v:?} is not a positive integer"),
-                )
-            })
+        size_of(&self.meta)
     }
 
     fn live(&self) -> impl Iterator<Item = &Arc<CachedPod>> {
@@ -293,6 +292,15 @@ impl Workload for PodGroup {
                 }],
                 node_selector: (!held.node_selector.is_empty()).then_some(held.node_selector),
                 tolerations: (!held.tolerations.is_empty()).then_some(held.tolerations),
+                affinity: held.required_affinity.map(|required| {
+                    k8s_openapi::api::core::v1::Affinity {
+                        node_affinity: Some(k8s_openapi::api::core::v1::NodeAffinity {
+                            required_during_scheduling_ignored_during_execution: Some(required),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }
+                }),
                 ..Default::default()
             }),
         };
@@ -557,12 +565,12 @@ mod tests {
         ];
         let next = g.stored_group(stored).expect("stored");
         let names: Vec<(&str, bool)> = next
-            .pods()
+            .pods
             .iter()
             .map(|p| (p.metadata.name.as_deref().unwrap_or_default(), gated(p)))
             .collect();
         assert_eq!(names, [("p1", true), ("p2", false), ("p3", false)]);
-        assert!(pin_recorded(&next.pods()[1]), "p2 as the server stored it");
+        assert!(pin_recorded(&next.pods[1]), "p2 as the server stored it");
     }
 
     #[test]
