@@ -388,6 +388,97 @@ async fn jobset_kind_without_its_crd_is_skipped_and_reported() {
     assert!(asked.is_empty(), "{asked:?}");
 }
 
+/// The queue's `WorkloadKindsServed` condition once it reads `reason`.
+async fn kinds_condition(client: &kube::Client, reason: &'static str) -> serde_json::Value {
+    eventually(20, "the queue's WorkloadKindsServed condition", || {
+        let client = client.clone();
+        async move {
+            let q = Api::<DynamicObject>::all_with(client.clone(), &ar("GPUQueue", "gpuqueues"))
+                .get("team-a")
+                .await
+                .ok()?;
+            q.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "WorkloadKindsServed" && c["reason"] == reason)
+                .cloned()
+        }
+    })
+    .await
+}
+
+/// A JobSet CRD that serves only an older version than the one muster
+/// reads (`v1alpha1`, not `v1alpha2`) is not "not installed": the queue
+/// says which version is served and which muster reads, and no watch of
+/// the kind starts. Before, discovery of `jobset.x-k8s.io/v1alpha2` alone
+/// said `CRDNotInstalled`, pointing the operator at a CRD that is there.
+#[tokio::test]
+async fn jobset_crd_serving_only_another_version_is_reported_as_such() {
+    let (server, client) = world(false).await;
+    support::workload_crds::install_versions(&client, "jobset", &[("v1alpha1", true)]).await;
+    let cloud = FakeCloud::new(None);
+    let _ctl = start(
+        &server,
+        &cloud,
+        &[WorkloadKind::Job, WorkloadKind::JobSet],
+        |_| {},
+    );
+    let cond = kinds_condition(&client, "UnsupportedVersion").await;
+    assert_eq!(cond["status"], "False");
+    let msg = cond["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("jobsets.jobset.x-k8s.io only in version v1alpha1")
+            && msg.contains("muster reads jobset.x-k8s.io/v1alpha2"),
+        "{msg}"
+    );
+    let asked: Vec<_> = server
+        .audited("controller")
+        .into_iter()
+        .filter(|(v, g, _, _)| g == "jobset.x-k8s.io" && v != "get")
+        .collect();
+    assert!(asked.is_empty(), "no watch: {asked:?}");
+}
+
+/// A JobSet CRD serving two versions (an older one beside muster's, which
+/// is the storage version): a JobSet submitted in the older version is
+/// read, pinned and run by muster through its own.
+#[tokio::test]
+async fn jobset_submitted_in_another_served_version_runs() {
+    let (server, client) = world(false).await;
+    support::workload_crds::install_versions(
+        &client,
+        "jobset",
+        &[("v1alpha1", false), ("v1alpha2", true)],
+    )
+    .await;
+    gpu_node("gpu-0").create(&client).await;
+    gpu_node("gpu-1").create(&client).await;
+    cpu_node(&client, "cpu-0").await;
+    let cloud = FakeCloud::new(None);
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    let _ctl = start(
+        &server,
+        &cloud,
+        &[WorkloadKind::Job, WorkloadKind::JobSet],
+        |_| {},
+    );
+    let mut body = objects::jobset("older").queue("team-a").workers(2).build();
+    body["apiVersion"] = json!("jobset.x-k8s.io/v1alpha1");
+    let older = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha1", "JobSet"),
+        "jobsets",
+    );
+    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &older)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(body).expect("object"),
+        )
+        .await
+        .expect("submit in v1alpha1");
+    wait_for_driver_and_workers(&client, "older", 2, 40).await;
+    assert!(waits::gang(&client, NS, "jobset-older").await.is_some());
+}
+
 /// A pod of group `group` (of `size`), held by muster's scheduling gate as
 /// the admission webhook leaves it.
 async fn submit_pod(client: &kube::Client, name: &str, group: &str, size: u32) {

@@ -217,9 +217,9 @@ pub async fn run(
             return Ok(());
         }
     }
-    let (mut served, missing) =
+    let (mut served, missing, mut refused) =
         observe::crd_check::served_workload_kinds(&client, &config.workload_kinds).await;
-    let refused = observe::crd_check::refused_workload_kinds(&client, &mut served).await;
+    refused.extend(observe::crd_check::refused_workload_kinds(&client, &mut served).await);
     let caches = observe::Caches::start(client.clone(), &config, &served)
         .with_missing(missing)
         .with_refused(refused);

@@ -27,3 +27,33 @@ pub async fn install(client: &kube::Client, files: &[&str]) {
             .expect("create CRD");
     }
 }
+
+/// Installs the CRD of `file` serving `versions` instead of its own: each
+/// `(name, storage)` a copy of the file's first version (the same schema,
+/// so the API server converts between them with strategy `None`, as a CRD
+/// without a conversion webhook does).
+pub async fn install_versions(client: &kube::Client, file: &str, versions: &[(&str, bool)]) {
+    let path = format!(
+        "{}/tests/kube_api/crds/{file}.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut crd: CustomResourceDefinition =
+        serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let first = crd.spec.versions[0].clone();
+    crd.spec.versions = versions
+        .iter()
+        .map(|(name, storage)| {
+            let mut v = first.clone();
+            v.name = (*name).to_string();
+            v.served = true;
+            v.storage = *storage;
+            v
+        })
+        .collect();
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let pp = PostParams::default();
+    retry_transient(|| api.create(&pp, &crd))
+        .await
+        .expect("create CRD");
+}

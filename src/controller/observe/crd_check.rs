@@ -88,17 +88,26 @@ pub(crate) async fn wait_until_installed(client: &Client) {
     }
 }
 
-/// The enabled workload kinds the API server serves, and the custom ones it
-/// does not (their CRD is not installed). Each missing kind is said once, in
-/// one line naming the CRD; it is skipped until the controller restarts —
-/// no watch is started for it, so nothing retries. A discovery that fails
-/// for another reason counts the kind as served (its watch then says why).
+/// The enabled workload kinds the API server serves; the custom ones it
+/// does not (their CRD is not installed); and those whose CRD it serves only
+/// in other versions than the one muster reads, each with the message that
+/// says which (a CRD lists every version it serves, and a controller
+/// release older or newer than muster's may serve others). Each missing or
+/// refused kind is said once, in one line naming the CRD; it is skipped
+/// until the controller restarts — no watch is started for it, so nothing
+/// retries. A discovery that fails for another reason counts the kind as
+/// served (its watch then says why).
 pub(crate) async fn served_workload_kinds(
     client: &Client,
     enabled: &std::collections::BTreeSet<WorkloadKind>,
-) -> (std::collections::BTreeSet<WorkloadKind>, Vec<WorkloadKind>) {
+) -> (
+    std::collections::BTreeSet<WorkloadKind>,
+    Vec<WorkloadKind>,
+    Vec<(WorkloadKind, String)>,
+) {
     let mut served = std::collections::BTreeSet::new();
     let mut missing = Vec::new();
+    let mut refused = Vec::new();
     for &kind in enabled {
         let Some(custom) = kind.custom() else {
             served.insert(kind);
@@ -106,29 +115,97 @@ pub(crate) async fn served_workload_kinds(
         };
         // the kind's own resource and those its adapter reads must all be served
         let mut all_served = true;
+        let mut elsewhere = Vec::new();
         for c in std::iter::once(custom).chain(kind.related().iter().map(|r| r.kind)) {
-            match client
-                .list_api_group_resources(&format!("{}/{}", c.group, c.version))
-                .await
-            {
-                Ok(list) if list.resources.iter().any(|r| r.name == c.plural) => {}
-                Ok(_) => all_served = false,
-                Err(kube::Error::Api(s)) if s.is_not_found() => all_served = false,
-                Err(e) => {
-                    tracing::warn!(kind = kind.as_str(), error = %short_error(&e), "could not check whether the workload kind is served; watching it anyway");
+            if !served_in(client, c.group, c.version, c.plural, kind).await {
+                all_served = false;
+                let others = other_versions(client, &c).await;
+                if !others.is_empty() {
+                    elsewhere.push(other_version_message(&c, &others));
                 }
             }
         }
         if all_served {
             served.insert(kind);
-        } else {
+        } else if elsewhere.is_empty() {
             missing.push(kind);
+        } else {
+            refused.push((kind, elsewhere.join("; ")));
         }
     }
     for kind in &missing {
         tracing::error!("{}", missing_workload_message(*kind));
     }
-    (served, missing)
+    for (kind, why) in &refused {
+        tracing::error!(
+            reason = "UnsupportedVersion",
+            "workload kind {} is not run: {why}",
+            kind.as_str()
+        );
+    }
+    (served, missing, refused)
+}
+
+/// Whether discovery of `group`/`version` lists `plural`; a discovery that
+/// fails for another reason than "not found" counts as served (the watch
+/// then says why), with a warning naming `kind`.
+async fn served_in(
+    client: &Client,
+    group: &str,
+    version: &str,
+    plural: &str,
+    kind: WorkloadKind,
+) -> bool {
+    match client
+        .list_api_group_resources(&format!("{group}/{version}"))
+        .await
+    {
+        Ok(list) => list.resources.iter().any(|r| r.name == plural),
+        Err(kube::Error::Api(s)) if s.is_not_found() => false,
+        Err(e) => {
+            tracing::warn!(kind = kind.as_str(), error = %short_error(&e), "could not check whether the workload kind is served; watching it anyway");
+            true
+        }
+    }
+}
+
+/// The other versions of `c`'s group in which the API server serves its
+/// resource, by discovery; none when discovery fails.
+async fn other_versions(
+    client: &Client,
+    c: &crate::controller::workloads::CustomKind,
+) -> Vec<String> {
+    let Ok(groups) = client.list_api_groups().await else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for g in groups.groups.iter().filter(|g| g.name == c.group) {
+        for v in g.versions.iter().filter(|v| v.version != c.version) {
+            if let Ok(list) = client.list_api_group_resources(&v.group_version).await
+                && list.resources.iter().any(|r| r.name == c.plural)
+            {
+                out.push(v.version.clone());
+            }
+        }
+    }
+    out
+}
+
+/// What the operator reads when `c`'s CRD is served, but only in `others`.
+fn other_version_message(
+    c: &crate::controller::workloads::CustomKind,
+    others: &[String],
+) -> String {
+    format!(
+        "the API server serves {} only in version {} of {}, and muster reads {}/{}: \
+         install the release of its controller (and CRD) that serves {} and restart muster",
+        c.crd_name(),
+        others.join(", "),
+        c.group,
+        c.group,
+        c.version,
+        c.version
+    )
 }
 
 /// The served workload kinds whose served API muster cannot run (a
