@@ -479,6 +479,99 @@ async fn jobset_submitted_in_another_served_version_runs() {
     assert!(waits::gang(&client, NS, "jobset-older").await.is_some());
 }
 
+/// JobSet's own mutating webhook as JobSet's release installs it
+/// (kubernetes-sigs/jobset `config/components/webhook/manifests.yaml`:
+/// `mjobset.kb.io` on CREATE and UPDATE of `jobsets`, failurePolicy Fail,
+/// behind Service `jobset-webhook-service`), here with no endpoint: the
+/// JobSet controller's Deployment is down.
+fn jobset_webhook_down() -> serde_json::Value {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "jobset-mutating-webhook-configuration"},
+        "webhooks": [{
+            "name": "mjobset.kb.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "clientConfig": {"service": {"namespace": "jobset-system", "name": "jobset-webhook-service",
+                "path": "/mutate-jobset-x-k8s-io-v1alpha2-jobset"}},
+            "rules": [{"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["jobsets"]}]
+        }]
+    })
+}
+
+/// With JobSet's own webhook unreachable, every write to a JobSet fails
+/// ("failed calling webhook"): the admitted JobSet stays suspended, its
+/// pods never start (no partial gang), and the JobSet carries a Warning
+/// Event `WorkloadWriteFailed` with the API server's answer; once the
+/// webhook answers again the gang starts whole. Before, the failure was
+/// only a log line of the controller's.
+#[tokio::test]
+async fn jobset_whose_own_webhook_is_down_waits_with_an_event_then_runs() {
+    let (server, client) = world(true).await;
+    cpu_node(&client, "cpu-0").await;
+    gpu_node("gpu-0").create(&client).await;
+    gpu_node("gpu-1").create(&client).await;
+    let cloud = FakeCloud::new(None);
+    let _emu = Emulator::start(client.clone(), vec![cloud.clone()]);
+    objects::jobset("hooked")
+        .queue("team-a")
+        .workers(2)
+        .create(&client)
+        .await;
+    let hooks = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingWebhookConfiguration",
+        ),
+        "mutatingwebhookconfigurations",
+    );
+    let hooks = Api::<DynamicObject>::all_with(client.clone(), &hooks);
+    hooks
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(jobset_webhook_down()).expect("config"),
+        )
+        .await
+        .expect("the JobSet webhook");
+    let _ctl = start(
+        &server,
+        &cloud,
+        &[WorkloadKind::Job, WorkloadKind::JobSet],
+        |_| {},
+    );
+    let ev = eventually(30, "the WorkloadWriteFailed Event on the JobSet", || {
+        let client = client.clone();
+        async move {
+            waits::events_of(&client, "WorkloadWriteFailed")
+                .await
+                .into_iter()
+                .find(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("hooked"))
+        }
+    })
+    .await;
+    let note = ev.note.unwrap_or_default();
+    assert!(
+        note.contains("failed calling webhook") && note.contains("mjobset.kb.io"),
+        "{note}"
+    );
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        jobset(&client, "hooked").await.data["spec"]["suspend"],
+        true
+    );
+    assert!(
+        running_by_set(&client, "hooked").await.is_empty(),
+        "no pod runs"
+    );
+    hooks
+        .delete("jobset-mutating-webhook-configuration", &Default::default())
+        .await
+        .expect("the webhook back");
+    wait_for_driver_and_workers(&client, "hooked", 2, 40).await;
+}
+
 /// A pod of group `group` (of `size`), held by muster's scheduling gate as
 /// the admission webhook leaves it.
 async fn submit_pod(client: &kube::Client, name: &str, group: &str, size: u32) {

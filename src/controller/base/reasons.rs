@@ -43,6 +43,9 @@ const fn doc(
 
 /// Started as a Job without a Gang (Warning Event on the Job).
 pub(crate) const STARTED_OUTSIDE_MUSTER: &str = "StartedOutsideMuster";
+/// A write to a workload (pin, unsuspend, suspend, restore) the API server
+/// refused or could not make (Warning Event on the workload).
+pub(crate) const WORKLOAD_WRITE_FAILED: &str = "WorkloadWriteFailed";
 /// A pod keeps a node from draining (Warning Event on the PoolNode).
 pub(crate) const DRAIN_BLOCKED: &str = "DrainBlocked";
 /// Reason of a PoolNode drained because its cloud interrupts it.
@@ -455,6 +458,12 @@ pub(crate) fn catalog() -> Vec<ReasonDoc> {
         "The workload's pods started before muster admitted it; it is suspended and queued.",
         "Submit labelled Jobs with `spec.suspend: true` (the admission webhook does this).",
     ));
+    out.push(doc(
+        WORKLOAD_WRITE_FAILED,
+        "workload: Warning Event",
+        "A write muster makes to run or stop the workload (pin, unsuspend, suspend, restore) was refused or failed; the message carries the API server's answer, e.g. `failed calling webhook` when the workload controller's own admission webhook is down. Nothing else is written to it that cycle; the write is decided again and retried every cycle.",
+        "Read the message: a webhook named there must be reachable (its controller running); a 422 names the field the API server refused. The gang keeps its admission until its pods-ready timeout.",
+    ));
     for r in [
         IssueReason::InvalidSpec,
         IssueReason::InvalidReference,
@@ -694,6 +703,7 @@ mod tests {
     fn reasons_used_as_literals_are_described() {
         for r in [
             STARTED_OUTSIDE_MUSTER,
+            WORKLOAD_WRITE_FAILED,
             DRAIN_BLOCKED,
             NOT_IDLE,
             "Valid",

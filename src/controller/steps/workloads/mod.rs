@@ -171,10 +171,26 @@ pub(crate) async fn reconcile(
                 continue;
             }
         }
+        let reference = w.object_ref();
         match drive(ctx, started, w, &want, counts, &tr.snapshot, gang_version).await {
             Ok(n) => writes += n,
             Err(e) => {
-                tracing::warn!(workload = %name, namespace = %ns, error = %e, "workload life cycle")
+                tracing::warn!(workload = %name, namespace = %ns, error = %e, "workload life cycle");
+                // the user's object says why it does not start or stop (a
+                // repeated Event is aggregated by the recorder into a series)
+                if let ActError::Api { action, source } = &e {
+                    ctx.events
+                        .publish_ref(
+                            reference,
+                            EventType::Warning,
+                            crate::controller::base::reasons::WORKLOAD_WRITE_FAILED,
+                            format!(
+                                "{action}: {}",
+                                crate::controller::observe::crd_check::short_error(source)
+                            ),
+                        )
+                        .await;
+                }
             }
         }
     }
