@@ -27,7 +27,7 @@
 //! surplus would stay Pending. The `muster.dev/min-count` annotation on a
 //! JobSet is therefore refused ([`MIN_COUNT`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
@@ -110,6 +110,52 @@ fn replicated_jobs(obj: &DynamicObject) -> &[Value] {
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or(&[])
+}
+
+/// The replicated jobs of JobSet `obj` that the JobSet controller does not
+/// create yet: those whose `dependsOn` is not reached. kubernetes-sigs/jobset
+/// `pkg/controllers/depends_on.go` (`dependencyReachedStatus`): every
+/// dependency's `status.replicatedJobsStatus` entry must exist, and count
+/// as many succeeded Jobs as it has replicas for `Complete`, as many ready,
+/// failed and succeeded ones for `Ready`.
+pub(crate) fn waiting(obj: &DynamicObject) -> BTreeSet<String> {
+    let rjobs = replicated_jobs(obj);
+    let replicas = |name: &str| {
+        rjobs
+            .iter()
+            .find(|r| r.get("name").and_then(Value::as_str) == Some(name))
+            .map_or(1, |r| int(r.get("replicas"), 1))
+    };
+    let statuses = obj
+        .data
+        .pointer("/status/replicatedJobsStatus")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let reached = |dep: &Value| {
+        let name = dep.get("name").and_then(Value::as_str).unwrap_or_default();
+        let Some(st) = statuses
+            .iter()
+            .find(|s| s.get("name").and_then(Value::as_str) == Some(name))
+        else {
+            return false;
+        };
+        let n = |k: &str| int(st.get(k), 0);
+        match dep.get("status").and_then(Value::as_str) {
+            Some("Complete") => n("succeeded") == replicas(name),
+            Some("Ready") => n("ready") + n("failed") + n("succeeded") == replicas(name),
+            _ => false,
+        }
+    };
+    rjobs
+        .iter()
+        .filter(|r| {
+            r.get("dependsOn")
+                .and_then(Value::as_array)
+                .is_some_and(|deps| !deps.iter().all(reached))
+        })
+        .filter_map(|r| r.get("name").and_then(Value::as_str).map(str::to_string))
+        .collect()
 }
 
 fn int(v: Option<&Value>, default: i64) -> i64 {
@@ -238,6 +284,10 @@ impl Workload for JobSetWorkload {
         templated::observe(obj, "/spec/suspend", finished, &sole)
     }
 
+    fn waiting_pod_sets(&self) -> BTreeSet<String> {
+        waiting(&self.0)
+    }
+
     fn writes(&self, step: &Step, directives: &Directives) -> Result<Vec<Write>, ActError> {
         // no start mark: the JobSet controller clears its child Jobs' own
         suspendable::writes(self, step, directives)
@@ -340,6 +390,50 @@ mod tests {
                     {"name": "w", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}}}
             ]}
         }))
+    }
+
+    /// upstream's `dependencyReachedStatus`, case by case
+    #[test]
+    fn a_replicated_job_waits_until_its_dependencies_reach_their_status() {
+        let cases: &[(&str, Value, &[&str])] = &[
+            ("no status yet: both wait", json!([]), &["workers", "eval"]),
+            (
+                "the driver complete: the workers go, eval waits for them to be ready",
+                json!([{"name": "driver", "succeeded": 1}]),
+                &["eval"],
+            ),
+            (
+                "the driver ready only: Complete is not reached",
+                json!([{"name": "driver", "ready": 1}]),
+                &["workers", "eval"],
+            ),
+            (
+                "one of two worker Jobs ready: short of the replicas",
+                json!([{"name": "driver", "succeeded": 1}, {"name": "workers", "ready": 1}]),
+                &["eval"],
+            ),
+            (
+                "ready, failed and succeeded count for Ready",
+                json!([{"name": "driver", "succeeded": 1}, {"name": "workers", "ready": 1, "failed": 1}]),
+                &[],
+            ),
+        ];
+        for (what, statuses, want) in cases {
+            let mut js = (*driver_and_workers().0).clone();
+            js.data["spec"]["replicatedJobs"][1]["dependsOn"] =
+                json!([{"name": "driver", "status": "Complete"}]);
+            let mut eval = js.data["spec"]["replicatedJobs"][1].clone();
+            eval["name"] = json!("eval");
+            eval["dependsOn"] = json!([{"name": "workers", "status": "Ready"}]);
+            if let Some(rjobs) = js.data["spec"]["replicatedJobs"].as_array_mut() {
+                rjobs.push(eval);
+            }
+            js.data["status"] = json!({"replicatedJobsStatus": statuses});
+            let got = JobSetWorkload(Arc::new(js)).waiting_pod_sets();
+            let want: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
+            assert_eq!(got, want, "{what}");
+        }
+        assert!(driver_and_workers().waiting_pod_sets().is_empty());
     }
 
     #[test]

@@ -364,6 +364,13 @@ pub(crate) trait Workload: Send + Sync {
     fn counts_active(&self) -> bool {
         false
     }
+    /// The pod sets whose pods the kind's own controller holds back until
+    /// another pod set gets somewhere (a JobSet's replicated job whose
+    /// `dependsOn` is not reached yet): an admitted gang runs once the pods
+    /// of the others do, as their pods cannot exist yet.
+    fn waiting_pod_sets(&self) -> BTreeSet<String> {
+        BTreeSet::new()
+    }
     /// Not yet complete enough to become a Gang (a pod group short of its
     /// size); the reason, for the log.
     fn incomplete(&self) -> Option<String> {

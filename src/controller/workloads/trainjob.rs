@@ -359,6 +359,14 @@ impl Workload for TrainJobWorkload {
         Ok(out)
     }
 
+    fn waiting_pod_sets(&self) -> std::collections::BTreeSet<String> {
+        // the Trainer's initializers come first (`dependsOn` in its runtimes)
+        self.jobset
+            .as_deref()
+            .map(crate::controller::workloads::jobset::waiting)
+            .unwrap_or_default()
+    }
+
     fn observe(&self) -> Observed {
         let first = self
             .replicated_jobs()

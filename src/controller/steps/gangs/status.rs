@@ -32,6 +32,9 @@ pub(crate) struct Facts {
     /// Gang ids whose workload completed or failed for good
     /// ([`finished_gangs`]).
     pub(crate) finished: BTreeSet<String>,
+    /// By gang id, the pod sets its workload's own controller holds back
+    /// ([`waiting_pod_sets`]); gangs without any are absent.
+    pub(crate) waiting: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// One Gang's record before and after this plan.
@@ -75,7 +78,13 @@ impl Decided {
                 let seen = record::Seen {
                     finished: facts.finished.contains(&id),
                     all_running: before.phase == Some(GangPhase::Admitted)
-                        && all_running(obj, &before, observed, &ns, &name),
+                        && all_running(
+                            obj,
+                            &before,
+                            observed,
+                            facts.waiting.get(&id).unwrap_or(&BTreeSet::new()),
+                            (&ns, &name),
+                        ),
                 };
                 let outcome = record::after_plan(
                     &GangId::new(id.clone()),
@@ -96,33 +105,43 @@ impl Decided {
     }
 }
 
-/// Whether every pod an Admitted gang was admitted with runs: its
-/// assignments (fewer than submitted for an elastic gang admitted at its
-/// least count), else its full size.
+/// Whether every pod an Admitted gang was admitted with runs or has run
+/// (succeeded): its assignments (fewer than submitted for an elastic gang
+/// admitted at its least count), else its full size — less the pods of the
+/// pod sets in `waiting`, which the workload's own controller creates only
+/// once the others got somewhere (a JobSet's `dependsOn`: an initializer
+/// that must complete before the trainers exist).
 fn all_running(
     obj: &DynamicObject,
     st: &GangRecord,
     observed: &Observed,
-    ns: &str,
-    name: &str,
+    waiting: &BTreeSet<String>,
+    (ns, name): (&str, &str),
 ) -> bool {
     let want: u64 = if st.assignments.is_empty() {
         spec::<GangSpec>(Kind::Gang, obj)
             .map(|s| {
                 s.pod_sets
                     .iter()
+                    .filter(|p| !waiting.contains(&p.name))
                     .map(|p| u64::try_from(p.count).unwrap_or(0))
                     .sum()
             })
             .unwrap_or(u64::MAX)
     } else {
-        st.assignments.len() as u64
+        st.assignments
+            .iter()
+            .filter(|a| !waiting.contains(&a.pod_set))
+            .count() as u64
     };
     let running = observed
         .pods
         .iter()
         .filter(|p| pod_gang(p).is_some_and(|(n, g)| n == ns && g == name))
-        .filter(|p| pod_active(p) && p.phase.as_deref() == Some("Running"))
+        .filter(|p| {
+            (pod_active(p) && p.phase.as_deref() == Some("Running"))
+                || p.phase.as_deref() == Some("Succeeded")
+        })
         .count() as u64;
     running >= want
 }
@@ -130,9 +149,11 @@ fn all_running(
 impl Facts {
     /// The facts of one observation, gathered once per cycle.
     pub(crate) fn of(observed: &Observed) -> Facts {
+        let workloads = crate::controller::observe::workloads::all(observed);
         Facts {
             draining: draining_nodes(observed),
-            finished: finished_gangs(observed),
+            finished: finished_gangs(&workloads),
+            waiting: waiting_pod_sets(&workloads),
         }
     }
 }
@@ -156,10 +177,26 @@ pub(crate) fn draining_nodes(observed: &Observed) -> BTreeMap<String, bool> {
     out
 }
 
+/// By gang id (`namespace/name`), the pod sets each workload's own
+/// controller holds back for now ([`crate::controller::workloads::Workload::waiting_pod_sets`]).
+fn waiting_pod_sets(
+    workloads: &[Box<dyn crate::controller::workloads::Workload>],
+) -> BTreeMap<String, BTreeSet<String>> {
+    workloads
+        .iter()
+        .filter_map(|w| {
+            let waiting = w.waiting_pod_sets();
+            (!waiting.is_empty()).then(|| (format!("{}/{}", w.namespace(), w.gang_name()), waiting))
+        })
+        .collect()
+}
+
 /// Gang ids (`namespace/name`) whose workload completed or failed for good,
 /// as its adapter observes it.
-pub(crate) fn finished_gangs(observed: &Observed) -> BTreeSet<String> {
-    crate::controller::observe::workloads::all(observed)
+fn finished_gangs(
+    workloads: &[Box<dyn crate::controller::workloads::Workload>],
+) -> BTreeSet<String> {
+    workloads
         .iter()
         .filter(|w| w.observe().finished)
         .map(|w| format!("{}/{}", w.namespace(), w.gang_name()))
