@@ -12,7 +12,8 @@ serves until killed (or until stdin closes, with --exit-on-stdin-eof).
 
 This module holds the HTTP side, the store and the chaos mode:
 - Resources: core/v1 namespaces, nodes, pods (+ binding, eviction), events,
-  configmaps, secrets, services; batch/v1 jobs; policy/v1
+  configmaps, secrets, services; batch/v1 jobs; apps/v1 statefulsets;
+  policy/v1
   poddisruptionbudgets; coordination.k8s.io/v1 leases; events.k8s.io/v1
   events; apiextensions.k8s.io/v1 customresourcedefinitions;
   admissionregistration.k8s.io/v1 mutatingwebhookconfigurations, whose
@@ -27,7 +28,8 @@ This module holds the HTTP side, the store and the chaos mode:
 - ObjectMeta validation of every kind (meta_rules); NamespaceLifecycle, the
   system namespaces and namespace deletion (namespace_lifecycle);
   DefaultTolerationSeconds (default_tolerations).
-- Admission: defaulting, strategies and validation of Jobs (job_rules), Pods
+- Admission: defaulting, strategies and validation of Jobs (job_rules),
+  StatefulSets (statefulset_rules), Pods
   (pod_rules), Nodes and Leases (node_lease_rules) and custom resources
   (crd_schema); 422 Invalid with field causes (apierrors).
 - Stand-ins for the Job and disruption controllers and the kubelet's end of
@@ -78,6 +80,7 @@ import namespace_lifecycle  # noqa: E402
 import default_tolerations  # noqa: E402
 import pod_rules  # noqa: E402
 import secret_rules  # noqa: E402
+import statefulset_rules  # noqa: E402
 from admission import Webhooks  # noqa: E402
 import workload_rules  # noqa: E402
 from apierrors import ApiError, invalid  # noqa: E402
@@ -125,6 +128,7 @@ BUILTINS = [
     Resource("", "v1", "secrets", "Secret", True),
     Resource("", "v1", "services", "Service", True, status=True),
     Resource("batch", "v1", "jobs", "Job", True, status=True),
+    Resource("apps", "v1", "statefulsets", "StatefulSet", True, status=True, short=["sts"]),
     Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, status=True),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
     Resource("events.k8s.io", "v1", "events", "Event", True),
@@ -795,6 +799,12 @@ class Store:
             errs += meta_rules.validate_template_metadata((obj.get("spec") or {}).get("template"), "spec.template")
             if errs:
                 raise invalid("Job", "batch", name, errs)
+        elif r.storage_key == ("apps", "statefulsets"):
+            statefulset_rules.default_statefulset(obj)
+            errs = statefulset_rules.validate_spec(obj)
+            errs += meta_rules.validate_template_metadata((obj.get("spec") or {}).get("template"), "spec.template")
+            if errs:
+                raise invalid("StatefulSet", "apps", name, errs)
         elif r.storage_key == ("", "pods"):
             default_tolerations.admit(obj)
             pod_rules.prepare_create(obj)
@@ -831,6 +841,12 @@ class Store:
                                                               "spec.template")
             if errs:
                 raise invalid("Job", "batch", name, errs)
+        elif r.storage_key == ("apps", "statefulsets") and subresource != "status":
+            statefulset_rules.default_statefulset(new)
+            errs = statefulset_rules.validate_update(new, old)
+            errs += meta_rules.validate_template_metadata((new.get("spec") or {}).get("template"), "spec.template")
+            if errs:
+                raise invalid("StatefulSet", "apps", name, errs)
         elif r.storage_key == ("jobset.x-k8s.io", "jobsets") and subresource != "status":
             errs = jobset_rules.validate_update(new, old)
             if errs:

@@ -22,14 +22,17 @@ Upstream (kubernetes/kubernetes):
   when the pod is deleted or after two minutes. An integer minAvailable
   counts the matching pods; maxUnavailable and percentages need the scale of
   the pods' controllers (Deployments, ReplicaSets, StatefulSets), which this
-  server does not serve, so such a budget fails safe with 0 disruptions, as
-  the real controller does for pods whose controller has no scale (Jobs).
+  stand-in does not look up (Deployments and ReplicaSets are not served), so
+  such a budget fails safe with 0 disruptions, as the real controller does
+  for pods whose controller has no scale (Jobs).
 - the kubelet ends a graceful deletion by deleting the pod with grace 0 once
   its containers stopped; here that happens after the pod's grace period,
   capped at --pod-termination-secs.
 
 The JobSet controller's stand-in (jobset_controller.py) runs here too, once
-the JobSet CRD is installed.
+the JobSet CRD is installed, and so do the StatefulSet controller's
+(statefulset_controller.py) and the third-party workload stand-ins
+(workload_controllers.py).
 """
 
 import copy

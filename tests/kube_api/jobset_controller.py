@@ -25,9 +25,28 @@ Upstream (kubernetes-sigs/jobset, pkg/controllers/jobset_controller.go):
   JobSet (status.restarts + 1, the current Jobs deleted and recreated) while
   restarts < failurePolicy.maxRestarts (default 0), else Failed=True and
   terminalState Failed;
-- a finished JobSet's active child Jobs are deleted.
-Not emulated: startupPolicy InOrder, dependsOn, network/headless Services,
-coordinator, TTL, exclusive placement, failure policy rules.
+- a finished JobSet's active child Jobs are deleted;
+- calculateReplicatedJobStatuses: replicatedJobsStatus counts per
+  replicated job the ready (succeeded + ready pods >= min(parallelism,
+  completions)), active, suspended, succeeded and failed Jobs;
+- reconcileReplicatedJobs with startup_policy.go and depends_on.go: the
+  replicated jobs are gone through in their order; one with dependsOn is
+  skipped until the named replicated job reached the status named
+  (dependencyReachedStatus: Complete = all its Jobs succeeded, Ready = all
+  ready, failed or succeeded); with startupPolicyOrder InOrder on a JobSet
+  that is not suspended, a replicated job whose Jobs all started
+  (allReplicasStarted: ready + failed + succeeded = replicas) is passed over
+  and the first that has not is the last whose Jobs are created
+  (StartupPolicyInProgress=True until every one started, then
+  StartupPolicyCompleted=True). A suspended JobSet's Jobs are all created,
+  suspended;
+- resumeJobsIfNecessary: on resume the same rules hold replicated job by
+  replicated job: Jobs of a replicated job whose dependency is not reached
+  stay suspended, and with InOrder only the first replicated job not all
+  started is resumed (Suspended=False is set only once every replicated
+  job was gone through).
+Not emulated: network/headless Services, coordinator, TTL, exclusive
+placement, failure policy rules.
 """
 
 import copy
@@ -59,6 +78,14 @@ def _set_condition(conds, ctype, status, reason, message, now):
             return
     conds.append({"type": ctype, "status": status, "reason": reason, "message": message,
                   "lastTransitionTime": now})
+
+
+def _job_ready(job):
+    spec, st = job.get("spec") or {}, job.get("status") or {}
+    pods = int(spec.get("parallelism", 1) if spec.get("parallelism") is not None else 1)
+    if spec.get("completions") is not None and int(spec["completions"]) < pods:
+        pods = int(spec["completions"])
+    return int(st.get("succeeded") or 0) + int(st.get("ready") or 0) >= pods
 
 
 def _merge_maps(into, src):
@@ -137,15 +164,7 @@ class JobSetController:
                            self.now())
             status["terminalState"] = "Completed"
             return self._write_status(r, js, status)
-        existing = {j["metadata"]["name"] for j in owned}
-        for rjob in spec.get("replicatedJobs") or []:
-            for idx in range(int(rjob.get("replicas", 1))):
-                jname = f"{name}-{rjob['name']}-{idx}"
-                if jname not in existing:
-                    try:
-                        active.append(self.store.create(jobs, ns, self._construct(js, rjob, idx, restarts)))
-                    except ApiError:
-                        pass
+        self._reconcile_replicated_jobs(js, jobs, ns, owned, restarts, status)
         templates = {rj["name"]: ((rj.get("template") or {}).get("spec") or {}).get("template") or {}
                      for rj in spec.get("replicatedJobs") or []}
         if spec.get("suspend"):
@@ -156,11 +175,106 @@ class JobSetController:
                     self.store.update(jobs, ns, j["metadata"]["name"], new, None, check_rv=False)
             _set_condition(conds, "Suspended", "True", "SuspendedJobs", "jobset is suspended", self.now())
         else:
-            for j in active:
-                if (j.get("spec") or {}).get("suspend"):
-                    self._resume(jobs, ns, j, templates)
-            _set_condition(conds, "Suspended", "False", "ResumeJobs", "jobset is resumed", self.now())
+            self._resume_jobs_if_necessary(js, jobs, ns, active, templates, status)
         return self._write_status(r, js, status)
+
+    # -- startup order (startup_policy.go, depends_on.go)
+
+    @staticmethod
+    def _in_order(spec):
+        return ((spec.get("startupPolicy") or {}).get("startupPolicyOrder")) == "InOrder"
+
+    @staticmethod
+    def _rjob_status(status, name):
+        return next((s for s in status.get("replicatedJobsStatus") or [] if s.get("name") == name), None)
+
+    def _all_started(self, rjob, status):
+        """allReplicasStarted: every Job of the replicated job is ready,
+        succeeded or failed."""
+        st = self._rjob_status(status, rjob["name"]) or {}
+        return int(rjob.get("replicas", 1)) == st.get("failed", 0) + st.get("ready", 0) + st.get("succeeded", 0)
+
+    def _dependency_reached(self, rjob, seen, status):
+        """dependencyReachedStatus: Complete wants every Job of the named
+        replicated job succeeded, Ready every one ready, failed or
+        succeeded; `seen` holds the replicas of the replicated jobs listed so
+        far (a later one counts 0, as upstream's map lookup does)."""
+        for dep in rjob.get("dependsOn") or []:
+            st = self._rjob_status(status, dep.get("name"))
+            if st is None:
+                return False
+            want = seen.get(dep.get("name"), 0)
+            if dep.get("status") == "Complete" and want != st.get("succeeded", 0):
+                return False
+            if dep.get("status") == "Ready" and want != st.get("failed", 0) + st.get("ready", 0) + st.get("succeeded", 0):
+                return False
+        return True
+
+    def _startup_condition(self, conds, done):
+        """The StartupPolicyInProgress / StartupPolicyCompleted conditions,
+        each replacing the other (exclusiveConditions)."""
+        if done:
+            ctype, other = "StartupPolicyCompleted", "StartupPolicyInProgress"
+            reason, message = "InOrderStartupPolicyCompleted", "in order startup policy has completed"
+        else:
+            ctype, other = "StartupPolicyInProgress", "StartupPolicyCompleted"
+            reason, message = "InOrderStartupPolicyInProgress", "in order startup policy is in progress"
+        conds[:] = [c for c in conds if c.get("type") != other]
+        _set_condition(conds, ctype, "True", reason, message, self.now())
+
+    def _reconcile_replicated_jobs(self, js, jobs, ns, owned, restarts, status):
+        """reconcileReplicatedJobs: the missing Jobs of each replicated job,
+        in order; one whose dependsOn is not reached is skipped; with
+        InOrder (and the JobSet not suspended) the first replicated job not
+        all started is the last one created this time."""
+        spec = js.get("spec") or {}
+        name = js["metadata"]["name"]
+        suspended = bool(spec.get("suspend"))
+        in_order = self._in_order(spec)
+        existing = {j["metadata"]["name"] for j in owned}
+        seen = {}
+        conds = status.setdefault("conditions", [])
+        for rjob in spec.get("replicatedJobs") or []:
+            seen[rjob["name"]] = int(rjob.get("replicas", 1))
+            if not self._dependency_reached(rjob, seen, status):
+                continue
+            if not suspended and in_order and self._all_started(rjob, status):
+                continue
+            for idx in range(int(rjob.get("replicas", 1))):
+                jname = f"{name}-{rjob['name']}-{idx}"
+                if jname not in existing:
+                    try:
+                        self.store.create(jobs, ns, self._construct(js, rjob, idx, restarts))
+                    except ApiError:
+                        pass
+            if not suspended and in_order:
+                self._startup_condition(conds, False)
+                return
+        if not suspended and in_order:
+            self._startup_condition(conds, True)
+
+    def _resume_jobs_if_necessary(self, js, jobs, ns, active, templates, status):
+        """resumeJobsIfNecessary: the suspended Jobs are resumed replicated
+        job by replicated job, under the same dependsOn and InOrder rules;
+        Suspended=False once every replicated job was gone through."""
+        spec = js.get("spec") or {}
+        in_order = self._in_order(spec)
+        conds = status.setdefault("conditions", [])
+        seen = {}
+        for rjob in spec.get("replicatedJobs") or []:
+            seen[rjob["name"]] = int(rjob.get("replicas", 1))
+            if not self._dependency_reached(rjob, seen, status):
+                continue
+            if in_order and self._all_started(rjob, status):
+                continue
+            for j in active:
+                if (j["metadata"].get("labels") or {}).get(REPLICATED_JOB_NAME) == rjob["name"] and (
+                        j.get("spec") or {}).get("suspend"):
+                    self._resume(jobs, ns, j, templates)
+            if in_order:
+                self._startup_condition(conds, False)
+                return
+        _set_condition(conds, "Suspended", "False", "ResumeJobs", "jobset is resumed", self.now())
 
     def _succeeded(self, spec, successful):
         policy = spec.get("successPolicy") or {}
@@ -173,12 +287,14 @@ class JobSetController:
         return len(done) >= want
 
     def _rjob_statuses(self, spec, active, successful, failed):
+        """calculateReplicatedJobStatuses: an active Job is ready once its
+        succeeded + ready pods reach min(parallelism, completions)."""
         out = []
         for rjob in spec.get("replicatedJobs") or []:
             mine = lambda js: [j for j in js if (j["metadata"].get("labels") or {}).get(REPLICATED_JOB_NAME) == rjob["name"]]
             out.append({
                 "name": rjob["name"],
-                "ready": 0,
+                "ready": sum(1 for j in mine(active) if _job_ready(j)),
                 "succeeded": len(mine(successful)),
                 "failed": len(mine(failed)),
                 "active": sum(1 for j in mine(active) if int((j.get("status") or {}).get("active") or 0) > 0),

@@ -171,6 +171,80 @@ class JobSetTest(unittest.TestCase):
                 break
         self.wait("bad Failed", lambda: conditions("bad").get("Failed") == "True")
 
+    # -- startupPolicy InOrder and dependsOn
+
+    def js_status(self, name):
+        return self.s.ok("GET", JOBSETS + "/" + name)["status"]
+
+    def cond(self, name, ctype):
+        return next((c["status"] for c in self.js_status(name).get("conditions") or [] if c["type"] == ctype), None)
+
+    def run_job_pods(self, job, phase="Running"):
+        pods = self.s.ok("GET", PODS + "?labelSelector=batch.kubernetes.io%2Fjob-name%3D" + job)["items"]
+        self.assertTrue(pods, job)
+        for p in pods:
+            self.s.status_merge(PODS + "/" + p["metadata"]["name"], {"phase": phase, "conditions": [
+                {"type": "Ready", "status": "True" if phase == "Running" else "False"}]})
+
+    def test_in_order_creates_a_replicated_job_once_the_previous_ones_are_ready(self):
+        body = jobset("ordered", suspend=False)
+        body["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
+        self.s.ok("POST", JOBSETS, body)
+        self.assertEqual(sorted(self.jobs()), ["ordered-driver-0"])
+        self.assertEqual(self.cond("ordered", "StartupPolicyInProgress"), "True")
+        self.run_job_pods("ordered-driver-0")
+        self.wait("workers created", lambda: sorted(self.jobs()) == [
+            "ordered-driver-0", "ordered-workers-0", "ordered-workers-1"])
+        st = {r["name"]: r for r in self.js_status("ordered")["replicatedJobsStatus"]}
+        self.assertEqual(st["driver"]["ready"], 1)
+        self.assertIsNone(self.cond("ordered", "StartupPolicyCompleted"))
+        self.run_job_pods("ordered-workers-0")
+        self.run_job_pods("ordered-workers-1")
+        self.wait("startup completed", lambda: self.cond("ordered", "StartupPolicyCompleted") == "True")
+        self.assertIsNone(self.cond("ordered", "StartupPolicyInProgress"))
+        self.assertEqual({r["name"]: r["ready"] for r in self.js_status("ordered")["replicatedJobsStatus"]},
+                         {"driver": 1, "workers": 2})
+
+    def test_in_order_resumes_one_replicated_job_at_a_time(self):
+        body = jobset("resumed")
+        body["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
+        self.s.ok("POST", JOBSETS, body)
+        self.assertEqual(len(self.jobs()), 3)  # a suspended JobSet's Jobs are all created, suspended
+        self.s.merge(JOBSETS + "/resumed", {"spec": {"suspend": False}})
+        jobs = self.jobs()
+        self.assertEqual({n: j["spec"]["suspend"] for n, j in jobs.items()},
+                         {"resumed-driver-0": False, "resumed-workers-0": True, "resumed-workers-1": True})
+        self.assertEqual(self.cond("resumed", "Suspended"), "True")  # until every replicated job is gone through
+        self.run_job_pods("resumed-driver-0")
+        self.wait("workers resumed", lambda: not any(j["spec"]["suspend"] for j in self.jobs().values()))
+        self.assertEqual(self.cond("resumed", "Suspended"), "True")
+        self.run_job_pods("resumed-workers-0")
+        self.run_job_pods("resumed-workers-1")
+        self.wait("resumed", lambda: self.cond("resumed", "Suspended") == "False")
+
+    def test_depends_on_waits_for_the_status_named(self):
+        for status in ("Complete", "Ready"):
+            name = "dep-" + status.lower()
+            body = jobset(name, suspend=False)
+            body["spec"]["replicatedJobs"][1]["dependsOn"] = [{"name": "driver", "status": status}]
+            self.s.ok("POST", JOBSETS, body)
+            self.assertEqual(sorted(j for j in self.jobs() if j.startswith(name)), [name + "-driver-0"])
+            self.run_job_pods(name + "-driver-0")
+            if status == "Complete":
+                time.sleep(0.2)
+                self.assertEqual(sorted(j for j in self.jobs() if j.startswith(name)), [name + "-driver-0"])
+                self.run_job_pods(name + "-driver-0", phase="Succeeded")
+            self.wait(f"workers created after {status}", lambda: sorted(
+                j for j in self.jobs() if j.startswith(name)) == [name + "-driver-0", name + "-workers-0",
+                                                                   name + "-workers-1"])
+        # the schema: Ready or Complete, a name, at most 5
+        body = jobset("dep-bad", suspend=False)
+        body["spec"]["replicatedJobs"][1]["dependsOn"] = [{"name": "driver", "status": "Started"}]
+        code, err, _ = self.s.req("POST", JOBSETS, body)
+        self.assertEqual(code, 422, err)
+        self.assertIn("spec.replicatedJobs[1].dependsOn[0].status",
+                      [c["field"] for c in err["details"]["causes"]])
+
 
 class GatedPodTest(unittest.TestCase):
     def setUp(self):

@@ -5,6 +5,7 @@ rules, each against a running server with the kinds' CRDs
 Run: python3 -m unittest discover -s tests/kube_api -p 'test_*.py'
 """
 
+import hashlib
 import os
 import time
 import unittest
@@ -25,6 +26,7 @@ PYTORCHJOBS = "/apis/kubeflow.org/v1" + NS + "/pytorchjobs"
 RAYCLUSTERS = "/apis/ray.io/v1" + NS + "/rayclusters"
 RAYJOBS = "/apis/ray.io/v1" + NS + "/rayjobs"
 LWSS = "/apis/leaderworkerset.x-k8s.io/v1" + NS + "/leaderworkersets"
+STSS = "/apis/apps/v1" + NS + "/statefulsets"
 
 
 def pod_spec(name="main", gpus=0, cpu="1"):
@@ -524,14 +526,125 @@ class LeaderWorkerSets(Workloads):
         lws = self.srv.ok("GET", LWSS + "/lws-a")
         self.assertEqual((lws["status"]["replicas"], lws["status"]["readyReplicas"]), (2, 1))
 
+    def bind(self, name, node="n1"):
+        self.srv.ok("POST", PODS + "/" + name + "/binding", {"target": {"kind": "Node", "name": node}})
+
+    def sts(self, name):
+        return self.srv.ok("GET", STSS + "/" + name)
+
     def test_a_lost_worker_recreates_its_group_only(self):
         self.lws("lws-b")
-        leader0 = self.group("lws-b", 0)[0]["metadata"]["uid"]
+        for g in (0, 1):
+            for p in self.group("lws-b", g):
+                self.bind(p["metadata"]["name"])  # bound pods terminate gracefully, seen by the controller
+        before = {p["metadata"]["uid"] for p in self.group("lws-b", 0)}
         leader1 = self.group("lws-b", 1)[0]["metadata"]["uid"]
         self.srv.ok("DELETE", PODS + "/lws-b-0-2")
-        wait("group 0 recreated", lambda: (lambda g: len(g) == 3 and g[0]["metadata"]["uid"] != leader0)(
+        # RecreateGroupOnPodRestart: the leader is deleted, its worker StatefulSet and workers with it
+        self.assertIn("deletionTimestamp", self.srv.ok("GET", PODS + "/lws-b-0")["metadata"])
+        wait("group 0 recreated", lambda: (lambda g: len(g) == 3 and not any(
+            "deletionTimestamp" in p["metadata"] or p["metadata"]["uid"] in before for p in g))(
             self.group("lws-b", 0)))
         self.assertEqual(self.group("lws-b", 1)[0]["metadata"]["uid"], leader1)
+        self.assertEqual(len(self.group("lws-b", 1)), 3)
+
+    def test_a_worker_gone_unseen_or_under_policy_none_comes_back_alone(self):
+        # deleted while unbound, the pod goes at once: the LeaderWorkerSet
+        # controller never sees it terminating and its StatefulSet makes it again
+        self.lws("lws-u", replicas=1)
+        leader = self.group("lws-u", 0)[0]["metadata"]["uid"]
+        self.srv.ok("DELETE", PODS + "/lws-u-0-1")
+        wait("worker made again", lambda: len(self.group("lws-u", 0)) == 3)
+        self.assertEqual(self.group("lws-u", 0)[0]["metadata"]["uid"], leader)
+        # restartPolicy None: a bound worker terminating is replaced alone too
+        self.lws("lws-n", replicas=1, size=2)
+        self.patch(LWSS + "/lws-n", {"spec": {"leaderWorkerTemplate": {"restartPolicy": "None"}}})
+        leader = self.group("lws-n", 0)[0]["metadata"]["uid"]
+        self.bind("lws-n-0-1")
+        self.srv.ok("DELETE", PODS + "/lws-n-0-1")
+        wait("worker made again", lambda: (lambda g: len(g) == 2 and "deletionTimestamp" not in g[1]["metadata"])(
+            self.group("lws-n", 0)))
+        self.assertEqual(self.group("lws-n", 0)[0]["metadata"]["uid"], leader)
+
+    def test_a_restarted_container_recreates_the_group(self):
+        self.lws("lws-r", replicas=1, size=2)
+        leader = self.group("lws-r", 0)[0]["metadata"]["uid"]
+        self.srv.status_merge(PODS + "/lws-r-0-1", {"phase": "Running", "containerStatuses": [
+            {"name": "w", "restartCount": 1, "ready": False, "image": "img", "imageID": "",
+             "state": {"running": {}}}]})
+        wait("group recreated", lambda: (lambda g: len(g) == 2 and g[0]["metadata"]["uid"] != leader)(
+            self.group("lws-r", 0)))
+
+    def test_pods_are_owned_by_statefulsets(self):
+        self.lws("lws-o", replicas=2, size=3)
+        lws = self.srv.ok("GET", LWSS + "/lws-o")
+        leaders = self.sts("lws-o")
+        self.assertEqual(leaders["metadata"]["ownerReferences"][0]["uid"], lws["metadata"]["uid"])
+        self.assertEqual((leaders["spec"]["replicas"], leaders["spec"]["podManagementPolicy"]), (2, "Parallel"))
+        self.assertEqual(leaders["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/replicas"], "2")
+        leader = self.srv.ok("GET", PODS + "/lws-o-1")
+        ref = leader["metadata"]["ownerReferences"][0]
+        self.assertEqual((ref["kind"], ref["name"], ref["controller"]), ("StatefulSet", "lws-o", True))
+        # the LeaderWorkerSet pod webhook's labels
+        labels = leader["metadata"]["labels"]
+        self.assertEqual((labels["leaderworkerset.sigs.k8s.io/group-index"],
+                          labels["leaderworkerset.sigs.k8s.io/worker-index"]), ("1", "0"))
+        self.assertEqual(labels["leaderworkerset.sigs.k8s.io/group-key"],
+                         hashlib.sha1(b"default/lws-o-1").hexdigest())
+        self.assertEqual(leader["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/size"], "3")
+        workers = self.sts("lws-o-1")
+        ref = workers["metadata"]["ownerReferences"][0]
+        self.assertEqual((ref["kind"], ref["name"], ref["uid"]), ("Pod", "lws-o-1", leader["metadata"]["uid"]))
+        self.assertEqual((workers["spec"]["replicas"], workers["spec"]["ordinals"], workers["spec"]["podManagementPolicy"]),
+                         (2, {"start": 1}, "Parallel"))
+        worker = self.srv.ok("GET", PODS + "/lws-o-1-2")
+        ref = worker["metadata"]["ownerReferences"][0]
+        self.assertEqual((ref["kind"], ref["name"]), ("StatefulSet", "lws-o-1"))
+        wl = worker["metadata"]["labels"]
+        self.assertEqual((wl["leaderworkerset.sigs.k8s.io/worker-index"], wl["leaderworkerset.sigs.k8s.io/group-index"],
+                          wl["leaderworkerset.sigs.k8s.io/group-key"]), ("2", "1", labels["leaderworkerset.sigs.k8s.io/group-key"]))
+        # deleting the LeaderWorkerSet takes everything with it
+        self.srv.ok("DELETE", LWSS + "/lws-o")
+        self.assertEqual(self.pods(**{"leaderworkerset.sigs.k8s.io/name": "lws-o"}), [])
+        self.assertEqual(self.srv.req("GET", STSS + "/lws-o-1")[0], 404)
+
+    def test_leader_ready_creates_the_worker_statefulset_once_the_leader_is_ready(self):
+        self.lws("lws-lr", replicas=1, startupPolicy="LeaderReady")
+        self.assertEqual(self.srv.req("GET", STSS + "/lws-lr-0")[0], 404)
+        self.run_pod(self.group("lws-lr", 0)[0], phase="Pending")  # not Ready
+        self.assertEqual(self.srv.req("GET", STSS + "/lws-lr-0")[0], 404)
+        self.run_pod(self.group("lws-lr", 0)[0])
+        self.assertEqual(self.sts("lws-lr-0")["spec"]["replicas"], 2)
+        self.assertEqual(len(self.group("lws-lr", 0)), 3)
+
+    def test_exclusive_topology_waits_for_the_leaders_node(self):
+        self.srv.ok("POST", "/api/v1/nodes", {"metadata": {"name": "ex-node", "labels": {"example.com/rack": "r7"}}})
+        self.srv.req("POST", LWSS, {"metadata": {"name": "lws-x", "annotations": {
+            "leaderworkerset.sigs.k8s.io/exclusive-topology": "example.com/rack"}}, "spec": {
+            "replicas": 1, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": pod_spec("w")}}}})
+        leader = self.srv.ok("GET", PODS + "/lws-x-0")
+        key = leader["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-key"]
+        aff = leader["spec"]["affinity"]
+        self.assertEqual(aff["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"], [{
+            "labelSelector": {"matchExpressions": [{"key": "leaderworkerset.sigs.k8s.io/group-key", "operator": "In",
+                                                    "values": [key]}]}, "topologyKey": "example.com/rack"}])
+        self.assertEqual(len(aff["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]), 1)
+        self.assertEqual(self.srv.req("GET", STSS + "/lws-x-0")[0], 404)
+        self.bind("lws-x-0", "ex-node")
+        workers = self.sts("lws-x-0")
+        self.assertEqual(workers["spec"]["template"]["spec"]["nodeSelector"], {"example.com/rack": "r7"})
+        self.assertEqual(self.srv.ok("GET", PODS + "/lws-x-0-1")["spec"]["nodeSelector"], {"example.com/rack": "r7"})
+
+    def test_a_gated_leader_still_gets_its_workers_with_leader_created(self):
+        self.srv.req("POST", LWSS, {"metadata": {"name": "lws-g"}, "spec": {
+            "replicas": 2, "leaderWorkerTemplate": {"size": 3, "workerTemplate": {"spec": {
+                **pod_spec("w"), "schedulingGates": [{"name": "example.com/hold"}]}}}}})
+        # Parallel leader StatefulSet: both gated leaders exist, and each has its workers
+        names = [p["metadata"]["name"] for p in self.pods(**{"leaderworkerset.sigs.k8s.io/name": "lws-g"})]
+        self.assertEqual(names, ["lws-g-0", "lws-g-0-1", "lws-g-0-2", "lws-g-1", "lws-g-1-1", "lws-g-1-2"])
+        for p in self.pods(**{"leaderworkerset.sigs.k8s.io/name": "lws-g"}):
+            self.assertEqual(p["status"]["phase"], "Pending")
+            self.assertEqual(p["spec"]["schedulingGates"], [{"name": "example.com/hold"}])
 
     def test_scale_down_and_leader_ready_startup(self):
         self.lws("lws-c", startupPolicy="LeaderReady")

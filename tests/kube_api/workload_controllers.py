@@ -1,13 +1,20 @@
 """The stand-ins for third-party workload controllers the API test server
 runs beside its Job controller (controllers.py): Kubeflow's TrainJob and
 PyTorchJob (kubeflow_controllers.py), KubeRay's RayCluster and RayJob
-(ray_controllers.py) and the LeaderWorkerSet controller (lws_controller.py).
-Each syncs only objects of a kind whose CRD has been installed."""
+(ray_controllers.py) and the LeaderWorkerSet controller (lws_controller.py),
+and kube-controller-manager's StatefulSet controller
+(statefulset_controller.py), on which the LeaderWorkerSet's stand-in builds.
+Each third-party one syncs only objects of a kind whose CRD has been
+installed."""
 
 from kubeflow_controllers import PyTorchJobs, TrainJobs
-from lws_controller import LeaderWorkerSets
+from lws_controller import LeaderWorkerSets, default_pod
 from ray_controllers import RayClusters, RayJobs
+from statefulset_controller import StatefulSets
 
 
 def stand_ins(controllers):
-    return [cls(controllers) for cls in (TrainJobs, PyTorchJobs, RayClusters, RayJobs, LeaderWorkerSets)]
+    out = [cls(controllers) for cls in (TrainJobs, PyTorchJobs, RayClusters, RayJobs, LeaderWorkerSets, StatefulSets)]
+    # LeaderWorkerSet's pod webhook, emulated on the pods StatefulSets make
+    out[-1].pod_defaulters.append(default_pod)
+    return out
