@@ -572,6 +572,65 @@ async fn jobset_whose_own_webhook_is_down_waits_with_an_event_then_runs() {
     wait_for_driver_and_workers(&client, "hooked", 2, 40).await;
 }
 
+/// A JobSet whose workers wait for its driver to complete (`dependsOn`
+/// with status Complete, as Kubeflow Trainer's runtimes order their
+/// initializers before the trainer nodes), under a pods-ready timeout
+/// shorter than the driver runs: the gang is Running once the driver runs
+/// (the workers cannot exist yet), and completes without an eviction.
+/// Before, the gang waited for all three pods at once, and the timeout
+/// evicted it while its driver was still running, every time.
+#[tokio::test]
+async fn jobset_whose_workers_depend_on_its_driver_runs_through_a_short_pods_ready_timeout() {
+    let (server, client) = world(true).await;
+    cpu_node(&client, "cpu-0").await;
+    gpu_node("gpu-0").create(&client).await;
+    gpu_node("gpu-1").create(&client).await;
+    patch_queue(&client, "team-a", json!({"podsReadyTimeout": "2s"})).await;
+    let cloud = FakeCloud::new(None);
+    let _emu = Emulator::start_running_for(
+        client.clone(),
+        vec![cloud.clone() as Arc<dyn support::emulator::Machines>],
+        Some(Duration::from_secs(4)),
+    );
+    let _ctl = start(
+        &server,
+        &cloud,
+        &[WorkloadKind::Job, WorkloadKind::JobSet],
+        |_| {},
+    );
+    let mut body = objects::jobset("staged").queue("team-a").workers(2).build();
+    body["spec"]["replicatedJobs"][1]["dependsOn"] =
+        json!([{"name": "driver", "status": "Complete"}]);
+    support::create_object(&client, "jobsets", Some(NS), body).await;
+    wait_for_gang_phase(&client, NS, "jobset-staged", &["Running"], 20).await;
+    assert!(
+        running_by_set(&client, "staged")
+            .await
+            .get("workers")
+            .is_none(),
+        "Running while only the driver could run"
+    );
+    let workers = eventually(30, "the workers running after the driver completed", || {
+        let client = client.clone();
+        async move {
+            let r = running_by_set(&client, "staged").await;
+            r.get("workers").filter(|w| w.len() == 2).cloned()
+        }
+    })
+    .await;
+    assert_eq!(workers.len(), 2);
+    wait_for_gang_phase(&client, NS, "jobset-staged", &["Finished"], 30).await;
+    let g = waits::gang(&client, NS, "jobset-staged")
+        .await
+        .expect("gang");
+    assert_eq!(
+        g.data["status"]["evictions"].as_i64().unwrap_or(0),
+        0,
+        "{}",
+        g.data["status"]
+    );
+}
+
 /// A pod of group `group` (of `size`), held by muster's scheduling gate as
 /// the admission webhook leaves it.
 async fn submit_pod(client: &kube::Client, name: &str, group: &str, size: u32) {
