@@ -95,6 +95,20 @@ def now_rfc3339():
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def kube_version_priority(v):
+    """Sort key of API versions, highest priority first, as discovery
+    orders a group's versions and picks the first as preferred
+    (apimachinery pkg/version/helpers.go CompareKubeAwareVersionStrings;
+    apiextensions-apiserver pkg/apiserver/customresource_discovery_controller.go):
+    GA before beta before alpha, a higher major first, then a higher minor;
+    versions that are not kube-like after all of them, alphabetically."""
+    m = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", v)
+    if not m:
+        return (1, 0, 0, 0, v)
+    stage = {None: 0, "beta": 1, "alpha": 2}[m.group(2)]
+    return (0, stage, -int(m.group(1)), -int(m.group(3) or 0), v)
+
+
 class Resource:
     """One served resource: group, version, plural, kind, scope, subresources."""
 
@@ -1140,7 +1154,7 @@ class Handler(BaseHTTPRequestHandler):
                 groups.setdefault(g, set()).add(v)
         out = []
         for g, vs in sorted(groups.items()):
-            vl = [{"groupVersion": f"{g}/{v}", "version": v} for v in sorted(vs)]
+            vl = [{"groupVersion": f"{g}/{v}", "version": v} for v in sorted(vs, key=kube_version_priority)]
             out.append({"name": g, "versions": vl, "preferredVersion": vl[0]})
         return {"kind": "APIGroupList", "apiVersion": "v1", "groups": out}
 

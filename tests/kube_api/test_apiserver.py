@@ -697,6 +697,29 @@ class CustomResources(Base):
         self.assertEqual(self.srv.merge("/apis/example.com/v1/widgets/w", {"spec": {"b": "x"}})[0], 200)
         self.assertEqual(self.srv.merge("/apis/example.com/v1/widgets/w", {"spec": {"a": "other-long"}})[0], 422)
 
+    def test_a_crd_serves_each_served_version_of_one_stored_object(self):
+        schema = {"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {"a": {"type": "string"}}}}}}
+        crd = {"metadata": {"name": "gadgets.example.com"}, "spec": {
+            "group": "example.com", "scope": "Cluster",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [
+                {"name": "v1alpha1", "served": True, "storage": False, "schema": schema},
+                {"name": "v1", "served": True, "storage": True, "schema": schema},
+                {"name": "v1beta1", "served": False, "storage": False, "schema": schema}]}}
+        self.srv.ok("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        made = self.srv.ok("POST", "/apis/example.com/v1alpha1/gadgets", {"metadata": {"name": "g"}, "spec": {"a": "x"}})
+        self.assertEqual(made["apiVersion"], "example.com/v1alpha1")
+        # conversion strategy None: the same object, its apiVersion the one asked
+        got = self.srv.ok("GET", "/apis/example.com/v1/gadgets/g")
+        self.assertEqual((got["apiVersion"], got["spec"]), ("example.com/v1", {"a": "x"}))
+        self.assertEqual(got["metadata"]["uid"], made["metadata"]["uid"])
+        # a version not served is not there
+        self.assertEqual(self.srv.req("GET", "/apis/example.com/v1beta1/gadgets/g")[0], 404)
+        group = self.srv.ok("GET", "/apis/example.com")
+        self.assertEqual([v["version"] for v in group["versions"]], ["v1", "v1alpha1"])
+        self.assertEqual(group["preferredVersion"]["version"], "v1")
+
     def test_root_rule_sees_metadata_name(self):
         code, err, _ = self.srv.req("POST", MUSTER + "/gpuqueues", {"metadata": {"name": "q" * 64}, "spec": {}})
         self.assertEqual(code, 422, err)
