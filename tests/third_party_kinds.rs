@@ -14,7 +14,7 @@
 
 mod support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -164,6 +164,106 @@ async fn rayjob_admitted_runs_and_completes() {
     wait_for_gang_phase(&client, NS, "rayjob-tune", &["Finished"], 40).await;
     let job = jobs.get("tune").await.expect("rayjob");
     assert_eq!(job.data["status"]["jobDeploymentStatus"], "Complete");
+    assert_no_invalid_writes();
+}
+
+/// The gang's pod sets: name → (count, CPU requests of one pod).
+async fn gang_shape(client: &kube::Client, gang: &str) -> Vec<(String, i64, String)> {
+    let g = eventually(30, "the gang", || {
+        let client = client.clone();
+        let gang = gang.to_string();
+        async move { support::waits::gang(&client, NS, &gang).await }
+    })
+    .await;
+    g.data["spec"]["podSets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap_or_default().to_string(),
+                p["count"].as_i64().unwrap_or(0),
+                p["requests"]["cpu"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The RayJob submission modes KubeRay runs with `suspend` honoured, each
+/// run end to end (KubeRay `ray-operator/controllers/ray/rayjob_controller.go`):
+/// in HTTPMode KubeRay submits through the dashboard, so no submitter pod
+/// exists and the gang has none; in SidecarMode the submitter is a
+/// container of the head pod, so the gang's head asks for it too (500m
+/// CPU more) and there is no submitter pod set. Both run on the nodes
+/// admitted, every pod labelled with the gang.
+#[tokio::test]
+async fn rayjob_in_http_and_sidecar_modes_run_with_their_own_pod_sets() {
+    let (server, client) = world(&["rayjob", "raycluster"]).await;
+    let cloud = FakeCloud::new(Some(client.clone()));
+    let _emu = emulate(&client, &cloud, None);
+    let _ctl = start(&server, &cloud, WorkloadKind::RayJob);
+    let jobs = api(&client, "ray.io", "v1", "RayJob", "rayjobs");
+    let millis = |q: &str| {
+        q.strip_suffix('m')
+            .map_or_else(|| q.parse::<i64>().map(|c| c * 1000), str::parse)
+            .unwrap_or(-1)
+    };
+    let mut head_cpu = BTreeMap::new();
+    for (name, mode) in [("by-http", "HTTPMode"), ("by-sidecar", "SidecarMode")] {
+        let mut job = rayjob(name);
+        job["spec"]["submissionMode"] = json!(mode);
+        submit(&jobs, job).await;
+        let cluster = rayjob_cluster(&jobs, name).await;
+        let pods = wait_running(&client, &format!("ray.io/cluster={cluster}"), 3, 40).await;
+        assert_placement(&pods, "-gpu-worker-");
+        let shape = gang_shape(&client, &format!("rayjob-{name}")).await;
+        let names: Vec<&str> = shape.iter().map(|(n, ..)| n.as_str()).collect();
+        assert_eq!(names, ["head", "gpu"], "{mode}: no submitter pod set");
+        let head = &shape[0];
+        match mode {
+            "SidecarMode" => {
+                let head_pod = Api::<Pod>::namespaced(client.clone(), NS)
+                    .list(
+                        &ListParams::default()
+                            .labels(&format!("ray.io/cluster={cluster},ray.io/node-type=head")),
+                    )
+                    .await
+                    .expect("pods")
+                    .items
+                    .remove(0);
+                let containers: Vec<String> = head_pod
+                    .spec
+                    .map(|s| s.containers.into_iter().map(|c| c.name).collect())
+                    .unwrap_or_default();
+                assert!(
+                    containers.iter().any(|c| c == "ray-job-submitter"),
+                    "{containers:?}"
+                );
+            }
+            _ => {
+                let submitters =
+                    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), NS)
+                        .list(&Default::default())
+                        .await
+                        .expect("jobs")
+                        .items
+                        .into_iter()
+                        .filter(|j| j.metadata.name.as_deref() == Some(name))
+                        .count();
+                assert_eq!(submitters, 0, "HTTPMode makes no submitter Job");
+            }
+        }
+        head_cpu.insert(mode, millis(&head.2));
+        wait_for_gang_phase(&client, NS, &format!("rayjob-{name}"), &["Running"], 30).await;
+    }
+    assert_eq!(
+        head_cpu["SidecarMode"],
+        head_cpu["HTTPMode"] + 500,
+        "the sidecar submitter's 500m on the head: {head_cpu:?}"
+    );
     assert_no_invalid_writes();
 }
 

@@ -578,7 +578,9 @@ async fn jobset_whose_own_webhook_is_down_waits_with_an_event_then_runs() {
 /// shorter than the driver runs: the gang is Running once the driver runs
 /// (the workers cannot exist yet), and completes without an eviction.
 /// Before, the gang waited for all three pods at once, and the timeout
-/// evicted it while its driver was still running, every time.
+/// evicted it while its driver was still running, every time. Then one
+/// with `startupPolicy: InOrder` (its workers created once the driver is
+/// ready) runs and completes the same way.
 #[tokio::test]
 async fn jobset_whose_workers_depend_on_its_driver_runs_through_a_short_pods_ready_timeout() {
     let (server, client) = world(true).await;
@@ -619,15 +621,29 @@ async fn jobset_whose_workers_depend_on_its_driver_runs_through_a_short_pods_rea
     })
     .await;
     assert_eq!(workers.len(), 2);
-    wait_for_gang_phase(&client, NS, "jobset-staged", &["Finished"], 30).await;
-    let g = waits::gang(&client, NS, "jobset-staged")
-        .await
-        .expect("gang");
-    assert_eq!(
-        g.data["status"]["evictions"].as_i64().unwrap_or(0),
-        0,
-        "{}",
-        g.data["status"]
+    for name in ["staged", "ordered"] {
+        if name == "ordered" {
+            let mut body = objects::jobset(name).queue("team-a").workers(2).build();
+            body["spec"]["startupPolicy"] = json!({"startupPolicyOrder": "InOrder"});
+            support::create_object(&client, "jobsets", Some(NS), body).await;
+        }
+        let gang = format!("jobset-{name}");
+        wait_for_gang_phase(&client, NS, &gang, &["Finished"], 40).await;
+        let g = waits::gang(&client, NS, &gang).await.expect("gang");
+        assert_eq!(
+            g.data["status"]["evictions"].as_i64().unwrap_or(0),
+            0,
+            "{name}: {}",
+            g.data["status"]
+        );
+    }
+    let ordered = jobset(&client, "ordered").await;
+    assert!(
+        ordered.data["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "StartupPolicyCompleted")),
+        "the JobSet controller went through the order: {}",
+        ordered.data["status"]
     );
 }
 
