@@ -79,6 +79,7 @@ import meta_rules  # noqa: E402
 import namespace_lifecycle  # noqa: E402
 import default_tolerations  # noqa: E402
 import pod_rules  # noqa: E402
+import rbac  # noqa: E402
 import secret_rules  # noqa: E402
 import statefulset_rules  # noqa: E402
 from admission import Webhooks  # noqa: E402
@@ -122,6 +123,7 @@ class Resource:
         self.singular = singular or kind.lower()
         self.short = short or []
         self.crd = None  # crd_schema.CrdVersion for custom resources
+        self.create_only = False  # a review: POST only, nothing stored
 
     @property
     def api_version(self):
@@ -149,6 +151,25 @@ BUILTINS = [
     Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False, status=True),
     Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
              "MutatingWebhookConfiguration", False),
+    Resource("", "v1", "serviceaccounts", "ServiceAccount", True, short=["sa"]),
+    Resource("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
+    Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
+    Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+]
+
+
+def _review(group, plural, kind, namespaced=False):
+    r = Resource(group, "v1", plural, kind, namespaced)
+    r.create_only = True
+    return r
+
+
+# create-only reviews (rbac.py): nothing is stored
+BUILTINS += [
+    _review("authentication.k8s.io", "tokenreviews", "TokenReview"),
+    _review("authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview"),
+    _review("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview"),
 ]
 
 
@@ -383,6 +404,9 @@ class Store:
         namespaces = self.find("", "v1", "namespaces")
         for name in namespace_lifecycle.SYSTEM_NAMESPACES:
             self.create(namespaces, None, {"metadata": {"name": name}})
+        # the bootstrap RBAC policy (rbac.bootstrap_objects)
+        for plural, obj in rbac.bootstrap_objects():
+            self.create(self.find(rbac.GROUP, "v1", plural), None, obj)
         # the system namespaces are a starting state, not watch history
         self.log.clear()
         self.oldest = self.rv
@@ -834,6 +858,8 @@ class Store:
             errs = secret_rules.validate(obj)
             if errs:
                 raise invalid("Secret", "", name, errs)
+        elif r.storage_key in rbac.KINDS:
+            rbac.admit(r.storage_key, obj)
         schema = self._schema(r)
         if schema is not None:
             obj = schema.admit(obj, None, getattr(REQUEST, "strict", False))
@@ -883,6 +909,8 @@ class Store:
             errs = secret_rules.validate_update(new, old)
             if errs:
                 raise invalid("Secret", "", name, errs)
+        elif r.storage_key in rbac.KINDS:
+            rbac.admit(r.storage_key, new, old)
         schema = self._schema(r)
         if schema is not None:
             new = schema.admit(new, old, getattr(REQUEST, "strict", False))
@@ -1007,6 +1035,8 @@ class Handler(BaseHTTPRequestHandler):
     audit = None
     audit_level = "Metadata"
     audit_lock = threading.Lock()
+    authorize = False  # --authorize: the RBAC authorizer (rbac.py) on every request
+    tokens = rbac.Tokens()
 
     def log_message(self, fmt, *args):  # quiet unless asked
         if self.server.verbose:
@@ -1107,6 +1137,8 @@ class Handler(BaseHTTPRequestHandler):
             ns = None
         if sub in ("eviction", "binding") and r.group == "" and r.plural == "pods":
             return ("res", r, ns, name, sub)
+        if sub == "token" and r.storage_key == rbac.SERVICE_ACCOUNTS:
+            return ("res", r, ns, name, sub)
         if sub is not None and not (sub == "status" and r.status):
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({sub})")
         return ("res", r, ns, name, sub)
@@ -1169,8 +1201,14 @@ class Handler(BaseHTTPRequestHandler):
         for (g, v, plural), r in sorted(self.store.resources.items()):
             if g == group and v == version:
                 verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
+                if r.create_only:
+                    verbs = ["create"]
                 res.append({"name": plural, "singularName": r.singular, "namespaced": r.namespaced,
                             "kind": r.kind, "verbs": verbs, "shortNames": r.short or []})
+                if r.storage_key == rbac.SERVICE_ACCOUNTS:
+                    res.append({"name": plural + "/token", "singularName": "", "namespaced": True,
+                                "group": "authentication.k8s.io", "version": "v1",
+                                "kind": "TokenRequest", "verbs": ["create"]})
                 if r.status:
                     res.append({"name": plural + "/status", "singularName": "", "namespaced": r.namespaced,
                                 "kind": r.kind, "verbs": ["get", "patch", "update"]})
@@ -1188,6 +1226,7 @@ class Handler(BaseHTTPRequestHandler):
         self.body_bytes = b""
         REQUEST.warnings = []
         try:
+            who = self._authorize(method)
             route = self._route()
             if route[0] == "doc":
                 if method != "GET":
@@ -1200,6 +1239,11 @@ class Handler(BaseHTTPRequestHandler):
             watching = method == "GET" and name is None and q.get("watch") in ("1", "true")
             if not watching and self.headers.get("x-muster-chaos") != "off":
                 self.chaos.maybe_fail(method)
+            if r.create_only or sub == "token":
+                if method != "POST" or (name is not None and sub != "token"):
+                    raise ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the "
+                                   f"requested resource")
+                return self._review(r, ns, name, who)
             if method == "GET":
                 if name is None:
                     labels = parse_label_selector(q.get("labelSelector", ""))
@@ -1257,6 +1301,60 @@ class Handler(BaseHTTPRequestHandler):
             self._error(e)
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def _user(self):
+        """Who is asking (rbac.py): the service account of a bearer token
+        this server issued (401 for any other token), else the `x-audit-as`
+        name with the `x-audit-groups` groups; nobody named is the admin."""
+        auth = self.headers.get("Authorization") or ""
+        if auth[:7].lower() == "bearer ":
+            with self.store.cond:
+                u, _, _ = self.tokens.authenticate(self.store.objects, auth[7:].strip())
+            if u is None:
+                raise rbac.unauthorized()
+            return u
+        groups = [g.strip() for g in (self.headers.get("x-audit-groups") or "").split(",") if g.strip()]
+        return rbac.user_from_name(self.headers.get("x-audit-as") or rbac.ADMIN, groups)
+
+    def _authorize(self, method):
+        """With --authorize, the request's user must be allowed by RBAC (or be
+        in system:masters) before anything else: 403 Forbidden otherwise
+        (apiserver filters WithAuthentication, then WithAuthorization).
+        Returns the user (None without --authorize and an unknown token)."""
+        if not self.authorize:
+            try:
+                return self._user()
+            except ApiError:
+                return None
+        who = self._user()
+        if rbac.is_privileged(who):
+            return who
+        attrs = rbac.request_info(method, self.path)
+        with self.store.cond:
+            allowed, reason = rbac.authorize(self.store.objects, who, attrs)
+        if not allowed:
+            try:
+                self._route()  # its audit line, as a denied request is audited too
+            except ApiError:
+                pass
+            raise rbac.forbidden(who, attrs, reason)
+        return who
+
+    def _review(self, r, ns, name, who):
+        """TokenRequest, TokenReview, SubjectAccessReview, SelfSubjectAccessReview."""
+        body = self._json_body()
+        with self.store.cond:
+            if r.storage_key == rbac.SERVICE_ACCOUNTS:
+                out = self.tokens.request(self.store.objects, ns, name, body)
+            elif r.plural == "tokenreviews":
+                out = self.tokens.review(self.store.objects, body)
+            elif r.plural == "subjectaccessreviews":
+                out = rbac.subject_access_review(self.store.objects, body)
+            else:
+                if who is None:
+                    raise rbac.unauthorized()
+                out = rbac.self_subject_access_review(self.store.objects, who, body)
+        return self._send(201, out)
 
     def _mutate(self, r, ns, body, old, op, q, sub=None, name=None):
         """The mutating admission webhooks (admission.py), outside the
@@ -1463,6 +1561,10 @@ def main():
     ap.add_argument("--namespace", action="append", default=[], metavar="NAME",
                     help="create this Namespace before serving (a test's fixture; the system namespaces "
                     "default, kube-system, kube-public and kube-node-lease always exist)")
+    ap.add_argument("--authorize", action="store_true",
+                    help="authorize every request by the stored RBAC objects (403 Forbidden otherwise); "
+                    "the user is a bearer token's service account, else the x-audit-as name (plus the "
+                    "x-audit-groups groups); no name, or admin, is the cluster admin (system:masters)")
     ap.add_argument("--exit-on-stdin-eof", action="store_true",
                     help="stop when stdin closes (the harness dies, the server follows)")
     args = ap.parse_args()
@@ -1481,6 +1583,7 @@ def main():
     Handler.chaos = Chaos(args.chaos, args.chaos_seed)
     Handler.log_errors = args.log_errors
     Handler.bookmark_secs = args.bookmark_secs
+    Handler.authorize = args.authorize
     if args.audit_log:
         Handler.audit = open(args.audit_log, "a", encoding="utf-8")
         Handler.audit_level = args.audit_level

@@ -184,8 +184,27 @@ NAME_IS_DNS_LABEL = _name_fn(dns1123_label)
 NAME_IS_DNS1035_LABEL = _name_fn(dns1035_label)
 
 
+def name_is_path_segment(name, prefix):
+    """ValidateRBACName = path.ValidatePathSegmentName (apimachinery
+    pkg/api/validation/path/name.go): any name but '.' and '..', without
+    '/' or '%' (a generateName prefix only the latter)."""
+    errs = []
+    if not prefix and name in (".", ".."):
+        errs.append(f"may not be '{name}'")
+    for bad in ("/", "%"):
+        if bad in name:
+            errs.append(f"may not contain '{bad}'")
+    return errs
+
+
+RBAC_KINDS = {("rbac.authorization.k8s.io", p) for p in ("roles", "clusterroles", "rolebindings",
+                                                          "clusterrolebindings")}
+
+
 def name_fn(storage_key, obj):
     """The kind's ValidateNameFunc (storage_key is (group, plural))."""
+    if storage_key in RBAC_KINDS:
+        return name_is_path_segment
     if storage_key == ("", "namespaces"):
         return NAME_IS_DNS_LABEL
     if storage_key == ("", "services"):

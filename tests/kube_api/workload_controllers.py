@@ -3,13 +3,15 @@ runs beside its Job controller (controllers.py): Kubeflow's TrainJob and
 PyTorchJob (kubeflow_controllers.py), KubeRay's RayCluster and RayJob
 (ray_controllers.py) and the LeaderWorkerSet controller (lws_controller.py),
 and kube-controller-manager's StatefulSet controller
-(statefulset_controller.py), on which the LeaderWorkerSet's stand-in builds.
+(statefulset_controller.py), on which the LeaderWorkerSet's stand-in builds,
+and its ClusterRole aggregation controller (rbac.py).
 Each third-party one syncs only objects of a kind whose CRD has been
 installed."""
 
 from kubeflow_controllers import PyTorchJobs, TrainJobs
 from lws_controller import LeaderWorkerSets, default_pod
 from ray_controllers import RayClusters, RayJobs
+from rbac import ClusterRoleAggregation
 from statefulset_controller import StatefulSets
 
 
@@ -17,4 +19,5 @@ def stand_ins(controllers):
     out = [cls(controllers) for cls in (TrainJobs, PyTorchJobs, RayClusters, RayJobs, LeaderWorkerSets, StatefulSets)]
     # LeaderWorkerSet's pod webhook, emulated on the pods StatefulSets make
     out[-1].pod_defaulters.append(default_pod)
-    return out
+    # kube-controller-manager's ClusterRole aggregation controller
+    return out + [ClusterRoleAggregation(controllers)]
