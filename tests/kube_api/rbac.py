@@ -53,7 +53,7 @@ import time
 from datetime import datetime, timezone
 from urllib.parse import parse_qs, urlsplit
 
-from apierrors import ApiError, FieldError, OMIT, invalid
+from apierrors import ApiError, FieldError, invalid
 from job_rules import selector_matches
 
 GROUP = "rbac.authorization.k8s.io"
@@ -584,7 +584,7 @@ class Tokens:
         spec = review.setdefault("spec", {})
         token = spec.get("token") or ""
         if not token:
-            raise ApiError(400, "BadRequest", "token is required for TokenReview in authentication.k8s.io")
+            raise ApiError(400, "BadRequest", "token is required for TokenReview in authentication")
         u, auds, err = self.authenticate(objects, token, spec.get("audiences") or None)
         status = {"authenticated": u is not None, "user": {}}
         if err:
@@ -614,14 +614,17 @@ def _review_attrs(spec):
 
 
 def _spec_errors(spec, need_subject):
+    """ValidateSubjectAccessReviewSpec (the current union form: both errors
+    on `spec`)."""
     errs = []
     ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    union = "exactly one of nonResourceAttributes or resourceAttributes must be specified"
     if ra is not None and nra is not None:
-        errs.append(FieldError("invalid", "spec.nonResourceAttributes",
-                               "cannot be specified in combination with resourceAttributes", OMIT))
+        shown = (f'authorization.NonResourceAttributes{{Path:"{nra.get("path", "")}", '
+                 f'Verb:"{nra.get("verb", "")}"}}')
+        errs.append(FieldError("invalid", "spec", f"{shown}: {union}"))
     if ra is None and nra is None:
-        errs.append(FieldError("invalid", "spec.resourceAttributes",
-                               "exactly one of nonResourceAttributes or resourceAttributes must be specified", "null"))
+        errs.append(FieldError("invalid", "spec", union, "null"))
     if need_subject and not spec.get("user") and not spec.get("groups"):
         errs.append(FieldError("invalid", "spec.user", "at least one of user or group must be specified", ""))
     return errs

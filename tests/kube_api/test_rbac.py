@@ -371,6 +371,10 @@ class Served(unittest.TestCase):
             "verb": "delete", "resource": "nodes"}}})["status"]["allowed"])
         code, obj, _ = self.srv.req("POST", SAR, {"spec": {"resourceAttributes": {"verb": "get"}}})
         self.assertEqual((code, [c["field"] for c in obj["details"]["causes"]]), (422, ["spec.user"]))
+        code, obj, _ = self.srv.req("POST", SAR, {"spec": {"user": "x"}})
+        self.assertEqual((code, obj["message"]), (422, 'SubjectAccessReview.authorization.k8s.io "" is invalid: '
+                                                       'spec: Invalid value: "null": exactly one of '
+                                                       'nonResourceAttributes or resourceAttributes must be specified'))
         # create only; and a user needs the right to ask
         self.assertEqual(self.srv.req("GET", SAR)[0], 405)
         self.assertEqual(self.as_("alice", "POST", SAR, sar)[0], 403)
