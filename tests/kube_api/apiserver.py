@@ -12,7 +12,10 @@ serves until killed (or until stdin closes, with --exit-on-stdin-eof).
 
 This module holds the HTTP side, the store and the chaos mode:
 - Resources: core/v1 namespaces, nodes, pods (+ binding, eviction), events,
-  configmaps, secrets, services; batch/v1 jobs; apps/v1 statefulsets;
+  configmaps, secrets, services, serviceaccounts (+ token);
+  rbac.authorization.k8s.io/v1 roles, clusterroles, rolebindings,
+  clusterrolebindings; the create-only tokenreviews, subjectaccessreviews,
+  selfsubjectaccessreviews; batch/v1 jobs; apps/v1 statefulsets;
   policy/v1
   poddisruptionbudgets; coordination.k8s.io/v1 leases; events.k8s.io/v1
   events; apiextensions.k8s.io/v1 customresourcedefinitions;
@@ -52,6 +55,12 @@ This module holds the HTTP side, the store and the chaos mode:
   one; 410 Expired below the retained history (--history, --watch-window);
   BOOKMARKs; timeoutSeconds; selector changes become ADDED/DELETED.
 - Chaos (--chaos, --chaos-seed): random 409/429/500 answers and cut watches.
+- RBAC (rbac): the RBAC kinds' rules, ClusterRole aggregation, the bootstrap
+  discovery roles, TokenRequest, TokenReview, (Self)SubjectAccessReview, and
+  with --authorize every request authorized by the stored RBAC objects
+  (403 Forbidden otherwise) for the user of an issued bearer token or the
+  x-audit-as header (plus x-audit-groups); no name, or admin, is the
+  cluster admin.
 """
 
 import argparse
