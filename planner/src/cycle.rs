@@ -55,6 +55,7 @@ pub(crate) fn run_traced(s: &Snapshot, policy: &Policy, now: Time, trace: &mut T
         ..Cycle::default()
     };
 
+    drained_gangs(&w, &mut cx);
     provisioning_gangs(&mut w, &mut book, &mut cx);
     pending_gangs(&mut w, &mut book, &mut cx, trace);
     releases(&w, &mut cx);
@@ -72,10 +73,34 @@ pub(crate) fn run_traced(s: &Snapshot, policy: &Policy, now: Time, trace: &mut T
     plan
 }
 
+/// Every gang that holds capacity in a drained queue (`stopPolicy:
+/// HoldAndDrain`, as Kueue's) is evicted whole and queued again, where the
+/// queue's hold keeps it until the policy is lifted; in gang order.
+fn drained_gangs(w: &World<'_>, cx: &mut Cycle) {
+    for (gi, wg) in w.gangs.iter().enumerate() {
+        let Some(q) = wg.queue else {
+            continue;
+        };
+        if !(w.queues[q].stopped && w.queues[q].drain && wg.gang.phase.holds_capacity()) {
+            continue;
+        }
+        cx.victims.insert(gi);
+        cx.plan.preemptions.push(crate::plan::Preemption {
+            victim: wg.gang.id.clone(),
+            for_gang: wg.gang.id.clone(),
+            reason: crate::plan::PreemptionReason::QueueDrained,
+            message: format!(
+                "queue {} is drained by its spec.stopPolicy HoldAndDrain: {} is evicted whole and waits, queued, until spec.stopPolicy is None",
+                wg.gang.queue, wg.gang.id
+            ),
+        });
+    }
+}
+
 fn provisioning_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
     crate::handover::plan(w, cx);
     for gi in 0..w.gangs.len() {
-        if cx.outcome.contains_key(&gi) {
+        if cx.outcome.contains_key(&gi) || cx.victims.contains(&gi) {
             continue;
         }
         let g = w.gangs[gi].gang;

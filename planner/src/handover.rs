@@ -80,12 +80,15 @@ fn renamed(w: &World<'_>, from: usize, to: usize) -> Vec<Assignment> {
 /// Plans every handover of this cycle; the gangs involved get their
 /// outcome (the earlier one Admitted, the later one Launched).
 pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
+    // a drained queue's gangs are evicted this cycle: none takes part
     let mut waiting: Vec<usize> = (0..w.gangs.len())
-        .filter(|gi| w.gangs[*gi].prov == ProvState::Waiting)
+        .filter(|gi| w.gangs[*gi].prov == ProvState::Waiting && !cx.victims.contains(gi))
         .collect();
     let mut ready: Vec<usize> = (0..w.gangs.len())
         .filter(|gi| {
-            w.gangs[*gi].prov == ProvState::AllReady && !w.gangs[*gi].gang.assignments.is_empty()
+            w.gangs[*gi].prov == ProvState::AllReady
+                && !w.gangs[*gi].gang.assignments.is_empty()
+                && !cx.victims.contains(gi)
         })
         .collect();
     if waiting.is_empty() || ready.is_empty() {

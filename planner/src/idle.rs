@@ -143,6 +143,7 @@ mod tests {
             strategy: Default::default(),
             pods_ready_timeout: None,
             stopped: false,
+            drain: false,
             idle_policy: action.map(|action| IdlePolicy {
                 threshold_percent: 10,
                 window: Dur::mins(30),

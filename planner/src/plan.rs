@@ -179,6 +179,9 @@ pub enum PreemptionReason {
     WithinQueue,
     /// A queue takes back quota it lent to the cohort.
     ReclaimWithinCohort,
+    /// Its own queue is drained (`stopPolicy: HoldAndDrain`): evicted and
+    /// queued again, where the hold keeps it; `for_gang` is the gang itself.
+    QueueDrained,
 }
 
 impl PreemptionReason {
@@ -187,6 +190,7 @@ impl PreemptionReason {
         match self {
             PreemptionReason::WithinQueue => "WithinQueue",
             PreemptionReason::ReclaimWithinCohort => "ReclaimWithinCohort",
+            PreemptionReason::QueueDrained => "QueueDrained",
         }
     }
 }

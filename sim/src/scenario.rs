@@ -393,6 +393,7 @@ impl Scenario {
                     strategy: Default::default(),
                     pods_ready_timeout: None,
                     stopped: false,
+                    drain: false,
                     idle_policy: None,
                 });
                 q.name = name.clone();

@@ -149,6 +149,10 @@ pub struct Queue {
     /// Held: nothing new is admitted.
     #[serde(default)]
     pub stopped: bool,
+    /// Drained (with `stopped`): its gangs that hold capacity are evicted
+    /// whole and queued again, where the hold keeps them.
+    #[serde(default)]
+    pub drain: bool,
     /// What happens to its gangs whose GPUs stay idle; nothing when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_policy: Option<super::idle::IdlePolicy>,
@@ -174,6 +178,7 @@ impl std::hash::Hash for Queue {
             strategy,
             pods_ready_timeout,
             stopped,
+            drain,
             idle_policy,
         } = self;
         name.hash(state);
@@ -186,6 +191,7 @@ impl std::hash::Hash for Queue {
         strategy.hash(state);
         pods_ready_timeout.hash(state);
         stopped.hash(state);
+        drain.hash(state);
         idle_policy.hash(state);
     }
 }

@@ -414,6 +414,12 @@ fn preempt(r: PreemptionReason) -> ReasonDoc {
             "It ran on quota its queue borrowed, and the lending queue took it back; it is requeued.",
             "Nothing. To avoid it, set a `borrowingLimit` on the queue's resources so its gangs stay within what it owns.",
         ),
+        PreemptionReason::QueueDrained => doc(
+            r.as_str(),
+            on,
+            "Its queue's `spec.stopPolicy` is `HoldAndDrain` (as `muster uninstall --running stop` sets it): it is evicted whole, its workload left suspended, and waits queued while the hold lasts.",
+            "Set the queue's `spec.stopPolicy` back to `None` to run it again.",
+        ),
     }
 }
 
@@ -635,6 +641,7 @@ pub(crate) fn catalog() -> Vec<ReasonDoc> {
     for r in [
         PreemptionReason::WithinQueue,
         PreemptionReason::ReclaimWithinCohort,
+        PreemptionReason::QueueDrained,
     ] {
         out.push(preempt(r));
     }

@@ -333,6 +333,7 @@ fn queue(obj: &DynamicObject) -> Result<Queue, Issue> {
         },
         pods_ready_timeout: Some(dur(k, obj, "podsReadyTimeout", &s.pods_ready_timeout)?),
         stopped: s.stop_policy != StopPolicy::None,
+        drain: s.stop_policy == StopPolicy::HoldAndDrain,
         idle_policy: match &s.idle_policy {
             None => None,
             Some(p) => Some(muster_planner::IdlePolicy {
