@@ -268,9 +268,11 @@ const CONTROLLER_LAYERS: &[(&str, &[&str])] = &[
     ("steps", &["steps"]),
     // the only code that orders steps and passes data between them
     ("cycle", &["cycle"]),
-    // `muster explain`, the admission webhook
-    ("entry points", &["explain", "webhook"]),
+    // `muster explain`, `muster uninstall`, the admission webhook
+    ("entry points", &["explain", "uninstall", "webhook"]),
     // the one HTTP stack: metrics, health, the webhook's endpoint
+    // who may read /metrics (TokenReview, SubjectAccessReview)
+    ("metrics access", &["metrics_auth"]),
     ("serving", &["http"]),
 ];
 

@@ -83,6 +83,20 @@ pub struct ControllerArgs {
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "MUSTER_METRICS_ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
+    /// Serve /metrics only over HTTPS on --metrics-secure-addr, to a bearer
+    /// token the API server authenticates (TokenReview) and authorizes for
+    /// get on /metrics (SubjectAccessReview); --metrics-addr keeps /healthz
+    /// and /readyz.
+    #[arg(long, env = "MUSTER_METRICS_SECURE")]
+    pub metrics_secure: bool,
+    /// Address of /metrics over HTTPS with --metrics-secure (a self-signed
+    /// certificate made at start).
+    #[arg(
+        long,
+        env = "MUSTER_METRICS_SECURE_ADDR",
+        default_value = "0.0.0.0:8443"
+    )]
+    pub metrics_secure_addr: SocketAddr,
     /// Log format.
     #[arg(long, env = "MUSTER_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -232,7 +246,7 @@ pub struct ControllerArgs {
     pub identity: Option<String>,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     if let Some(ms) = s.strip_suffix("ms") {
         return ms
             .parse::<u64>()
@@ -433,10 +447,49 @@ fn webhook_tls(args: &ControllerArgs) -> Result<WebhookTls, CliError> {
 
 /// The webhook's HTTPS server, when --webhook-addr is set, and the
 /// settings of the controller-managed certificates when it manages them.
+/// How /metrics is served: open, or (with `--metrics-secure`) on an HTTPS
+/// listener started here, to authorized bearer tokens only — on that
+/// listener and on the webhook's.
+async fn metrics_access(
+    args: &ControllerArgs,
+    client: &kube::Client,
+    metrics: &Arc<Metrics>,
+) -> Result<controller::http::MetricsAccess, CliError> {
+    use controller::http::MetricsAccess;
+    if !args.metrics_secure {
+        return Ok(MetricsAccess::Open);
+    }
+    let auth = Arc::new(controller::metrics_auth::MetricsAuth::new(client.clone()));
+    let access = MetricsAccess::Authorized(auth);
+    let now = controller::base::time::now().0 as i64;
+    let names = vec![
+        "localhost".to_string(),
+        std::env::var("POD_NAME").unwrap_or_else(|_| "muster".to_string()),
+    ];
+    let tls = controller::http::self_signed_tls(names, now)
+        .map_err(|e| CliError::failed(format!("--metrics-secure: certificate: {e}")))?;
+    let listener = tokio::net::TcpListener::bind(args.metrics_secure_addr)
+        .await
+        .map_err(|e| {
+            CliError::failed(format!(
+                "--metrics-secure-addr {}: {e}",
+                args.metrics_secure_addr
+            ))
+        })?;
+    let app = controller::http::App {
+        metrics: metrics.clone(),
+        webhook: None,
+        metrics_access: access.clone(),
+    };
+    tokio::spawn(controller::http::serve_tls(listener, Arc::new(tls), app));
+    Ok(access)
+}
+
 async fn webhook_server(
     args: &ControllerArgs,
     client: &kube::Client,
     metrics: Arc<Metrics>,
+    access: controller::http::MetricsAccess,
 ) -> Result<
     Option<(
         impl std::future::Future<Output = ()> + Send + 'static,
@@ -471,6 +524,7 @@ async fn webhook_server(
     let app = controller::http::App {
         metrics,
         webhook: Some(Arc::new(hook)),
+        metrics_access: access,
     };
     let server = controller::http::serve_tls(listener, Arc::new(tls), app);
     Ok(Some((server, managed)))
@@ -550,8 +604,20 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
         .map_err(|e| CliError::failed(format!("--metrics-addr {}: {e}", args.metrics_addr)))?;
-    tokio::spawn(controller::http::serve_metrics(listener, metrics.clone()));
-    if let Some((task, managed)) = webhook_server(&args, &client, metrics.clone()).await? {
+    let access = metrics_access(&args, &client, &metrics).await?;
+    let plain = if args.metrics_secure {
+        controller::http::MetricsAccess::Elsewhere(
+            "/metrics is served over HTTPS to an authorized bearer token (--metrics-secure)\n",
+        )
+    } else {
+        access.clone()
+    };
+    tokio::spawn(controller::http::serve_metrics(
+        listener,
+        metrics.clone(),
+        plain,
+    ));
+    if let Some((task, managed)) = webhook_server(&args, &client, metrics.clone(), access).await? {
         tokio::spawn(task);
         config.webhook_certs = managed;
     }

@@ -45,7 +45,7 @@ pub struct ExplainArgs {
     pub cluster: ClusterArgs,
 }
 
-async fn client(args: &ClusterArgs) -> Result<kube::Client, CliError> {
+pub(crate) async fn client(args: &ClusterArgs) -> Result<kube::Client, CliError> {
     let config =
         super::kube_config::from_flags(args.kube_url.as_deref(), args.kubeconfig.as_deref())
             .await?;
@@ -72,14 +72,14 @@ async fn translation(
     Ok(explain::snapshot(&observed, &providers, time::now()).await)
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::failed(format!("runtime: {e}")))
 }
 
-fn print<T: serde::Serialize>(
+pub(crate) fn print<T: serde::Serialize>(
     output: Output,
     value: &T,
     text: impl FnOnce() -> String,

@@ -9,6 +9,8 @@ pub mod explain;
 mod kube_config;
 pub mod plan;
 pub mod simulate;
+#[cfg(feature = "controller")]
+pub mod uninstall;
 
 use clap::{Parser, Subcommand};
 
@@ -43,6 +45,11 @@ pub enum Command {
     /// One line per GPUPool: nodes, GPUs, GPUs allocated, $/h.
     #[cfg(feature = "controller")]
     Pools(explain::ClusterArgs),
+    /// Before `helm uninstall`: hold every queue, let running gangs finish
+    /// (or stop them), have the controller terminate every machine it
+    /// launched, delete muster's webhook configurations, and report.
+    #[cfg(feature = "controller")]
+    Uninstall(uninstall::UninstallArgs),
 }
 
 /// A failed command: a message for people and an exit code.
@@ -92,5 +99,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Queues(a) => explain::run_queues(a),
         #[cfg(feature = "controller")]
         Command::Pools(a) => explain::run_pools(a),
+        #[cfg(feature = "controller")]
+        Command::Uninstall(a) => uninstall::run(a),
     }
 }
