@@ -126,13 +126,143 @@ fn deployment_keeps_the_restricted_pod_security_standard() {
     }
 }
 
+/// The largest "RSS peak" of `docs/benchmarks.md`'s controller-at-scale
+/// tables, in MiB.
+fn measured_peak_mib() -> f64 {
+    let text =
+        std::fs::read_to_string(format!("{}/docs/benchmarks.md", env!("CARGO_MANIFEST_DIR")))
+            .expect("docs/benchmarks.md");
+    let section = text
+        .split("## Controller at scale")
+        .nth(1)
+        .expect("the controller-at-scale section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let mut peak: f64 = 0.0;
+    let mut column = None;
+    for line in section.lines().filter(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        if let Some(i) = cells.iter().position(|c| c.starts_with("RSS peak")) {
+            column = Some(i);
+            continue;
+        }
+        if let Some(v) = column
+            .and_then(|i| cells.get(i))
+            .and_then(|c| c.strip_suffix(" MiB"))
+            .and_then(|c| c.parse::<f64>().ok())
+        {
+            peak = peak.max(v);
+        }
+    }
+    assert!(peak > 50.0, "no RSS peak read from docs/benchmarks.md");
+    peak
+}
+
+/// Kubernetes memory quantity in MiB (`Mi` and `Gi` forms).
+fn mib(q: &Value) -> f64 {
+    let s = q.as_str().expect("a quantity");
+    if let Some(n) = s.strip_suffix("Mi") {
+        n.parse().expect("MiB")
+    } else if let Some(n) = s.strip_suffix("Gi") {
+        n.parse::<f64>().expect("GiB") * 1024.0
+    } else {
+        panic!("memory {s} in Mi or Gi")
+    }
+}
+
+/// The controller as a production add-on is deployed with the default
+/// values: a system priority class, kept off the GPU nodes it launches
+/// (nodes labelled `muster.dev/pool`), memory requested above the peak
+/// measured at the documented scale with a quarter more and limited at
+/// twice it or more, and every webhook kept away from the system
+/// namespaces. A user's own affinity replaces the default.
+#[test]
+fn default_values_run_the_controller_critical_off_its_nodes_and_sized() {
+    let objs = objects(&template(None, &[]).expect("renders"));
+    let pod = &find(&objs, "Deployment")["spec"]["template"]["spec"];
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    let terms = &pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"];
+    let terms = terms.as_sequence().expect("required node affinity");
+    assert!(!terms.is_empty());
+    for t in terms {
+        assert!(
+            t["matchExpressions"].as_sequence().is_some_and(|e| e
+                .iter()
+                .any(|r| { r["key"] == "muster.dev/pool" && r["operator"] == "DoesNotExist" })),
+            "every term keeps off muster's nodes: {t:?}"
+        );
+    }
+    let peak = measured_peak_mib();
+    let res = &pod["containers"][0]["resources"];
+    let (req, lim) = (
+        mib(&res["requests"]["memory"]),
+        mib(&res["limits"]["memory"]),
+    );
+    assert!(
+        req >= peak * 1.25,
+        "request {req} MiB for a measured peak of {peak} MiB"
+    );
+    assert!(
+        lim >= peak * 2.0,
+        "limit {lim} MiB for a measured peak of {peak} MiB"
+    );
+    let all_kinds = objects(
+        &template(
+            None,
+            &["workloadKinds={job,jobset,pod-group,trainjob,pytorchjob,raycluster,rayjob,leaderworkerset}"],
+        )
+        .expect("renders"),
+    );
+    for h in find(&all_kinds, "MutatingWebhookConfiguration")["webhooks"]
+        .as_sequence()
+        .expect("webhooks")
+    {
+        let excluded = h["namespaceSelector"]["matchExpressions"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .find(|r| r["key"] == "kubernetes.io/metadata.name" && r["operator"] == "NotIn")
+            .map(|r| r["values"].clone());
+        for ns in ["kube-system", "kube-public", "kube-node-lease"] {
+            assert!(
+                excluded
+                    .as_ref()
+                    .and_then(Value::as_sequence)
+                    .is_some_and(|v| v.iter().any(|x| x == ns)),
+                "{} sees {ns}",
+                h["name"].as_str().unwrap_or_default()
+            );
+        }
+    }
+    let own = objects(
+        &template(None, &["affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=pool,affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists"])
+            .expect("renders"),
+    );
+    let pod = &find(&own, "Deployment")["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchExpressions"][0]["key"],
+        "pool",
+        "the user's affinity replaces the default"
+    );
+}
+
 #[test]
 fn service_account_carries_the_cloud_identity() {
+    // the controller's, as its pods name it (not the metrics reader's)
+    let controller_sa = |objs: &[Value]| {
+        let name =
+            find(objs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"].clone();
+        objs.iter()
+            .find(|o| o["kind"] == "ServiceAccount" && o["metadata"]["name"] == name)
+            .cloned()
+            .expect("the controller's ServiceAccount")
+    };
     let aws = objects(&template(Some("ci/aws-values.yaml"), &[]).expect("renders"));
-    let sa = find(&aws, "ServiceAccount");
+    let sa = controller_sa(&aws);
     assert!(sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].is_string());
     let gcp = objects(&template(Some("ci/gcp-values.yaml"), &[]).expect("renders"));
-    let sa = find(&gcp, "ServiceAccount");
+    let sa = controller_sa(&gcp);
     assert!(sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"].is_string());
 }
 

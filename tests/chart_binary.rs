@@ -43,6 +43,48 @@ fn parse(resp: &str) -> Option<(u16, String)> {
     Some((code, body))
 }
 
+/// Accepts any server certificate: for the secure metrics listener, whose
+/// certificate is made at start (what it checks is the bearer token).
+#[derive(Debug)]
+struct AnyCertificate;
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _message: &[u8],
+        _cert: &rustls::pki_types::CertificateDer<'_>,
+        _dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _message: &[u8],
+        _cert: &rustls::pki_types::CertificateDer<'_>,
+        _dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        rustls::crypto::ring::default_provider()
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
 /// The webhook as the API server calls it: HTTPS to `addr`, the server
 /// verified as `server_name` against `ca`.
 struct Https {
@@ -70,7 +112,39 @@ impl Https {
         }
     }
 
+    /// A client of a server whose certificate is not checked (the secure
+    /// metrics listener's, made at start).
+    fn unverified(addr: String) -> Https {
+        muster::controller::install_crypto_provider();
+        let mut tls = rustls::ClientConfig::builder()
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate))
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Https {
+            addr,
+            server_name: "localhost".to_string(),
+            tls: Arc::new(tls),
+        }
+    }
+
     async fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            self.server_name,
+            body.len()
+        );
+        let mut all = head.into_bytes();
+        all.extend_from_slice(body);
+        self.send(&all).await
+    }
+
+    /// Sends `request` (head and body) as it is.
+    async fn raw(&self, request: &str) -> (u16, String) {
+        self.send(request.as_bytes()).await
+    }
+
+    async fn send(&self, bytes: &[u8]) -> (u16, String) {
         let tcp = tokio::net::TcpStream::connect(&self.addr)
             .await
             .expect("connect");
@@ -78,14 +152,8 @@ impl Https {
         let mut tls = tokio_rustls::TlsConnector::from(self.tls.clone())
             .connect(name, tcp)
             .await
-            .expect("TLS handshake with the chart's certificate");
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            self.server_name,
-            body.len()
-        );
-        tls.write_all(head.as_bytes()).await.expect("write");
-        tls.write_all(body).await.expect("write");
+            .expect("TLS handshake");
+        tls.write_all(bytes).await.expect("write");
         let mut out = Vec::new();
         let _ = tls.read_to_end(&mut out).await;
         parse(&String::from_utf8_lossy(&out)).expect("HTTP answer")
@@ -148,6 +216,102 @@ fn job(ns: &str, labels: Json) -> Json {
 
 const JOB: (&str, &str, &str, &str) = ("batch", "v1", "Job", "jobs");
 
+/// A token of ServiceAccount `monitoring/prometheus`, from the API server's
+/// TokenRequest (`POST .../serviceaccounts/prometheus/token`).
+async fn scraper_token(client: &kube::Client) -> String {
+    support::ensure_namespace(client, "monitoring", json!({})).await;
+    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), "monitoring");
+    let sa = serde_json::from_value(json!({"metadata": {"name": "prometheus"}})).expect("sa");
+    sas.create(&PostParams::default(), &sa)
+        .await
+        .expect("ServiceAccount");
+    let req = http::Request::post("/api/v1/namespaces/monitoring/serviceaccounts/prometheus/token")
+        .header("Content-Type", "application/json")
+        .body(
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})
+                .to_string()
+                .into_bytes(),
+        )
+        .expect("request");
+    let answer: Json = client.request(req).await.expect("TokenRequest");
+    answer["status"]["token"]
+        .as_str()
+        .expect("token")
+        .to_string()
+}
+
+/// With `--metrics-secure`: `/metrics` over HTTPS answers 401 without a
+/// token, 403 to a token not allowed `get /metrics`, and the metrics once
+/// the rendered `<release>-metrics-reader` ClusterRole is bound to it; on
+/// the webhook's listener and on the dedicated one (whose certificate,
+/// made at start, is not checked: the token is).
+async fn secure_metrics(
+    client: &kube::Client,
+    objs: &[serde_norway::Value],
+    https: &Https,
+    dedicated: Option<&str>,
+) {
+    let get = |token: Option<String>| {
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        format!("GET /metrics HTTP/1.1\r\nHost: muster\r\n{auth}Connection: close\r\n\r\n")
+    };
+    assert_eq!(https.raw(&get(None)).await.0, 401);
+    let token = scraper_token(client).await;
+    let (code, text) = https.raw(&get(Some(token.clone()))).await;
+    assert_eq!(code, 403, "{text}");
+    assert!(
+        text.contains("system:serviceaccount:monitoring:prometheus"),
+        "{text}"
+    );
+    let reader = objs
+        .iter()
+        .find(|o| {
+            o["kind"] == "ClusterRole"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("-metrics-reader"))
+        })
+        .expect("the metrics-reader ClusterRole is rendered");
+    let name = reader["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    support::create_object(
+        client,
+        "clusterroles",
+        None,
+        serde_json::to_value(reader).expect("json"),
+    )
+    .await;
+    support::create_object(
+        client,
+        "clusterrolebindings",
+        None,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "prometheus-reads-muster"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]}),
+    )
+    .await;
+    // a refusal is kept ten seconds
+    let text = eventually(30, "the bound scraper reads the metrics", || {
+        let req = get(Some(token.clone()));
+        async move {
+            let (code, text) = https.raw(&req).await;
+            (code == 200).then_some(text)
+        }
+    })
+    .await;
+    assert!(text.contains("muster_leader 1"), "{text}");
+    let addr = dedicated.expect("the https-metrics port is mapped");
+    let insecure = Https::unverified(addr.to_string());
+    assert_eq!(insecure.raw(&get(None)).await.0, 401);
+    assert_eq!(insecure.raw(&get(Some(token))).await.0, 200);
+}
+
 /// Runs the rendered Deployment of `values` and checks it end to end.
 async fn run_rendered(values: Option<&str>, set: &[&str], node_class: Option<Json>) {
     // the certificate is Helm's here whatever the values say (the
@@ -200,10 +364,37 @@ async fn run_rendered(values: Option<&str>, set: &[&str], node_class: Option<Jso
         Some(200)
     );
     eventually(30, "the leader Lease taken", || {
-        let addr = metrics_addr.clone();
-        async move { http_get(&addr, "/metrics").filter(|(_, m)| m.contains("muster_leader 1")) }
+        let client = client.clone();
+        async move {
+            let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+                Api::namespaced(client, "muster-system");
+            leases
+                .list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|l| {
+                    l.spec
+                        .as_ref()
+                        .and_then(|s| s.holder_identity.as_ref())
+                        .is_some()
+                })
+        }
     })
     .await;
+    let secure = helm::rendered::container(&objs)["args"]
+        .as_sequence()
+        .is_some_and(|a| a.iter().any(|x| x == "--metrics-secure"));
+    if secure {
+        // /metrics is not on the probes' plain port
+        assert_eq!(http_get(&metrics_addr, "/metrics").map(|r| r.0), Some(404));
+    } else {
+        assert!(
+            http_get(&metrics_addr, "/metrics")
+                .is_some_and(|(c, m)| c == 200 && m.contains("muster_leader"))
+        );
+    }
 
     // a NodeClass the binary resolves through the cloud endpoint the chart set
     if let Some(spec) = node_class {
@@ -305,10 +496,15 @@ async fn run_rendered(values: Option<&str>, set: &[&str], node_class: Option<Jso
         )
         .await;
     assert_eq!(code, 400);
-    // the same stack serves the metrics and probes over HTTPS
-    let (code, metrics) = https.request("GET", "/metrics", b"").await;
-    assert_eq!(code, 200);
-    assert!(metrics.trim_end().ends_with("# EOF"));
+    // the same stack serves the probes over HTTPS, and the metrics: to
+    // anyone, or (secure) to a token the API server authorizes
+    if secure {
+        secure_metrics(&client, &objs, &https, child.secure_metrics_addr.as_deref()).await;
+    } else {
+        let (code, metrics) = https.request("GET", "/metrics", b"").await;
+        assert_eq!(code, 200);
+        assert!(metrics.trim_end().ends_with("# EOF"));
+    }
     assert_eq!(https.request("GET", "/readyz", b"").await.0, 200);
 
     // Job creations through the API test server, which calls the rendered

@@ -149,6 +149,7 @@ async fn s2_metrics_scraped_by_prometheus() {
     let serving = tokio::spawn(controller::http::serve_metrics(
         listener,
         done.ctl.metrics.clone(),
+        controller::http::MetricsAccess::Open,
     ));
     let prom = support::prometheus::Prometheus::start(target);
     let expected = [

@@ -631,6 +631,7 @@ async fn serve_lws_pod_hook(server: &ApiServer, client: &kube::Client, addr: &st
     let app = controller::http::App {
         metrics: Arc::new(controller::base::metrics::Metrics::new()),
         webhook: Some(Arc::new(hook)),
+        metrics_access: controller::http::MetricsAccess::Open,
     };
     let listener = tokio::net::TcpListener::bind(addr).await.expect("bind");
     let serving = tokio::spawn(controller::http::serve_tls(listener, Arc::new(tls), app));

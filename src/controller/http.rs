@@ -1,6 +1,8 @@
-//! The controller's one HTTP stack (hyper): `/metrics`, `/healthz` and
-//! `/readyz` on plain HTTP for the kubelet and Prometheus, and the same routes
-//! plus the admission webhook on HTTPS (rustls) for the API server.
+//! The controller's one HTTP stack (hyper): `/healthz` and `/readyz` on
+//! plain HTTP for the kubelet, `/metrics` for Prometheus (on plain HTTP, or
+//! with `--metrics-secure` only over HTTPS to a bearer token the API server
+//! authorizes, see [`crate::controller::metrics_auth`]), and the admission
+//! webhook on HTTPS (rustls) for the API server.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -28,6 +30,19 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// The admission webhook; `None` where it is not served (plain HTTP).
     pub webhook: Option<Arc<Webhook>>,
+    /// How `/metrics` is served here.
+    pub metrics_access: MetricsAccess,
+}
+
+/// How a listener serves `/metrics`.
+#[derive(Clone)]
+pub enum MetricsAccess {
+    /// To anyone (plain HTTP, the default without `--metrics-secure`).
+    Open,
+    /// Only to a bearer token the API server authorizes for `get /metrics`.
+    Authorized(Arc<crate::controller::metrics_auth::MetricsAuth>),
+    /// Not here (a plain listener with `--metrics-secure`): 404 naming where.
+    Elsewhere(&'static str),
 }
 
 type Body = Full<Bytes>;
@@ -46,11 +61,7 @@ fn reply(status: StatusCode, ctype: &'static str, body: impl Into<Bytes>) -> Res
 pub async fn handle(app: App, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_string();
     let resp = match (req.method(), path.as_str()) {
-        (&Method::GET, "/metrics") => reply(
-            StatusCode::OK,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            app.metrics.encode(),
-        ),
+        (&Method::GET, "/metrics") => metrics(&app, &req).await,
         (&Method::GET, "/healthz") => reply(StatusCode::OK, "text/plain", "ok\n"),
         (&Method::GET, "/readyz") => match app.metrics.not_ready() {
             None => reply(StatusCode::OK, "text/plain", "ok\n"),
@@ -80,6 +91,40 @@ pub async fn handle(app: App, req: Request<Incoming>) -> Result<Response<Body>, 
         _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
     };
     Ok(resp)
+}
+
+/// `/metrics` as the listener's [`MetricsAccess`] allows.
+async fn metrics(app: &App, req: &Request<Incoming>) -> Response<Body> {
+    let text = || {
+        reply(
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            app.metrics.encode(),
+        )
+    };
+    match &app.metrics_access {
+        MetricsAccess::Open => text(),
+        MetricsAccess::Elsewhere(why) => reply(StatusCode::NOT_FOUND, "text/plain", *why),
+        MetricsAccess::Authorized(auth) => {
+            let header = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|h| h.to_str().ok());
+            match auth.check(header).await {
+                Ok(()) => text(),
+                Err(e) => {
+                    use crate::controller::metrics_auth::Refused;
+                    let status = match e {
+                        Refused::Unauthenticated => StatusCode::UNAUTHORIZED,
+                        Refused::Forbidden(_) => StatusCode::FORBIDDEN,
+                        Refused::Unavailable(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                    };
+                    tracing::debug!(reason = e.as_str(), "metrics request refused");
+                    reply(status, "text/plain", format!("{e}\n"))
+                }
+            }
+        }
+    }
 }
 
 /// Serves `app` on `listener` over plain HTTP/1.1 until the task is dropped.
@@ -120,12 +165,34 @@ pub async fn serve_tls(listener: TcpListener, tls: Arc<rustls::ServerConfig>, ap
     }
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` (plain HTTP,
-/// see [`serve_plain`]) until the task is dropped.
-pub async fn serve_metrics(listener: TcpListener, metrics: Arc<Metrics>) {
+/// Serves `/metrics` (as `access` says), `/healthz` and `/readyz` on
+/// `listener` (plain HTTP, see [`serve_plain`]) until the task is dropped.
+pub async fn serve_metrics(listener: TcpListener, metrics: Arc<Metrics>, access: MetricsAccess) {
     let app = App {
         metrics,
         webhook: None,
+        metrics_access: access,
     };
     serve_plain(listener, app).await
+}
+
+/// A TLS configuration serving a certificate for `names`, signed by a CA
+/// made here and never written anywhere: for `/metrics` over HTTPS when no
+/// certificate is given, as controller-runtime's secure metrics serving
+/// makes a self-signed one (scrapers skip verification, or pin nothing;
+/// the bearer token is what is checked).
+pub fn self_signed_tls(names: Vec<String>, now: i64) -> Result<rustls::ServerConfig, String> {
+    let issued = crate::controller::webhook::issue::issue(
+        None,
+        true,
+        names,
+        "muster-metrics-ca",
+        &crate::controller::webhook::rotation::Policy::default(),
+        now,
+    )
+    .map_err(|e| e.to_string())?;
+    let slot = Arc::new(crate::controller::webhook::tls::CertSlot::default());
+    slot.set(issued.tls_crt.as_bytes(), issued.tls_key.as_bytes())
+        .map_err(|e| e.to_string())?;
+    slot.server_config().map_err(|e| e.to_string())
 }

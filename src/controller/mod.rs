@@ -16,9 +16,11 @@ pub(crate) mod cycle;
 pub mod explain;
 pub mod http;
 pub mod leader;
+pub mod metrics_auth;
 pub mod observe;
 pub(crate) mod steps;
 pub mod translate;
+pub mod uninstall;
 pub mod webhook;
 pub mod workloads;
 

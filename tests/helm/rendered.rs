@@ -15,8 +15,12 @@ use super::find;
 /// The running controller; killed on drop.
 pub struct Controller {
     child: Child,
-    /// `127.0.0.1:PORT` of `/metrics`, `/healthz`, `/readyz`.
+    /// `127.0.0.1:PORT` of `/healthz`, `/readyz` (and `/metrics` unless
+    /// secure).
     pub metrics_addr: String,
+    /// `127.0.0.1:PORT` of `/metrics` over HTTPS (`--metrics-secure`), when
+    /// the Deployment names a port `https-metrics`.
+    pub secure_metrics_addr: Option<String>,
     /// `127.0.0.1:PORT` of the webhook (HTTPS).
     pub webhook_addr: String,
     /// Where the Secret's files are.
@@ -91,12 +95,22 @@ pub fn start(objs: &[Value], kube_url: &str, webhook_addr: &str, tag: &str) -> C
             .map(|p| p["containerPort"].as_u64().expect("port").to_string())
             .expect("named port")
     };
+    let has_port = |name: &str| {
+        container["ports"]
+            .as_sequence()
+            .is_some_and(|ps| ps.iter().any(|p| p["name"] == name))
+    };
+    let secure_metrics_addr =
+        has_port("https-metrics").then(|| format!("127.0.0.1:{}", free_port()));
     let mut args: Vec<String> = Vec::new();
     for a in container["args"].as_sequence().expect("args") {
         let a = a.as_str().expect("string arg");
-        let a = a
+        let mut a = a
             .replace(&format!("0.0.0.0:{}", port_of("metrics")), &metrics_addr)
             .replace(&format!("0.0.0.0:{}", port_of("webhook")), webhook_addr);
+        if let Some(secure) = &secure_metrics_addr {
+            a = a.replace(&format!("0.0.0.0:{}", port_of("https-metrics")), secure);
+        }
         let a = if mount.is_empty() {
             a
         } else {
@@ -136,6 +150,7 @@ pub fn start(objs: &[Value], kube_url: &str, webhook_addr: &str, tag: &str) -> C
     Controller {
         child,
         metrics_addr,
+        secure_metrics_addr,
         webhook_addr: webhook_addr.to_string(),
         dir,
     }
