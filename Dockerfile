@@ -22,8 +22,12 @@ RUN apt-get update && apt-get install -y --no-install-recommends cmake && rm -rf
 COPY . .
 # the registry and the target folder are build caches: a rebuild after a
 # code change compiles muster's crates only
-RUN --mount=type=cache,target=/usr/local/cargo/registry \
-    --mount=type=cache,target=/src/target \
+# one target cache per platform: a multi-platform build (docker buildx
+# --platform linux/amd64,linux/arm64) runs both stages at once, and a shared
+# folder would mix their binaries
+ARG TARGETPLATFORM
+RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
+    --mount=type=cache,target=/src/target,id=muster-target-${TARGETPLATFORM} \
     cargo build --release --locked --features "${FEATURES}" --bin muster \
  && install -D -m 0755 target/release/muster /out/muster
 
