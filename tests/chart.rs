@@ -413,9 +413,18 @@ fn rbac_is_that_of_deploy_rbac_yaml() {
         &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac.yaml"))
             .expect("deploy/rbac.yaml"),
     );
+    let users = objects(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/rbac-users.yaml"
+        ))
+        .expect("deploy/rbac-users.yaml"),
+    );
     let chart = objects(&template(None, &[]).expect("renders"));
-    let (want, got) = (rules(&deploy), rules(&chart));
+    let mut want = rules(&deploy);
     assert!(!want.is_empty());
+    want.extend(rules(&users));
+    let got = rules(&chart);
     assert_eq!(
         got, want,
         "the chart's RBAC (templates/rbac.yaml) and deploy/rbac.yaml disagree"

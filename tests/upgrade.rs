@@ -22,24 +22,16 @@ use support::fake_cloud::FakeCloud;
 use support::objects::{TEAM_A as NS, default_objects, job, pool};
 use support::scenario::start;
 use support::waits::{assert_no_invalid_writes, poolnodes, wait_for_running_pods};
-use support::{ApiServer, ar, eventually, retry_transient};
+use support::{ApiServer, ar, eventually};
 
 /// The CRDs an earlier muster stored its objects under.
 async fn install_previous_crds(client: &kube::Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for f in ["gang", "gpupool", "gpuqueue", "nodeclass", "poolnode"] {
-        let path = format!(
-            "{}/tests/data/crds-07d40c9/{f}.yaml",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let crd: CustomResourceDefinition =
-            serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let pp = PostParams::default();
-        retry_transient(|| api.create(&pp, &crd))
-            .await
-            .expect("create previous CRD");
-    }
+    support::workload_crds::install_from(
+        client,
+        "tests/data/crds-07d40c9",
+        &["gang", "gpupool", "gpuqueue", "nodeclass", "poolnode"],
+    )
+    .await;
 }
 
 /// `muster crds | kubectl apply --server-side -f -`: each CRD replaced by

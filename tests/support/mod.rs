@@ -209,8 +209,9 @@ impl ApiServer {
     }
 
     /// A client whose requests the server's audit log attributes to `who`
-    /// (header `x-audit-as`); the chaos mode, when on, hits it: the client
-    /// to hand to the code under test.
+    /// (header `x-audit-as`), and which a server started with `--authorize`
+    /// authorizes as that user (tests/kube_api/README.md); the chaos mode,
+    /// when on, hits it: the client to hand to the code under test.
     pub fn client_as(&self, who: &str) -> kube::Client {
         muster::controller::install_crypto_provider();
         let mut config = kube::Config::new(self.url.parse().expect("url"));

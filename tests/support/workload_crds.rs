@@ -12,12 +12,15 @@ use super::retry_transient;
 /// Installs the CRDs of `files` (`tests/kube_api/crds/<file>.yaml`, e.g.
 /// `"rayjob"`).
 pub async fn install(client: &kube::Client, files: &[&str]) {
+    install_from(client, "tests/kube_api/crds", files).await;
+}
+
+/// Installs the CRDs `<dir>/<file>.yaml` (`dir` relative to the
+/// repository) of `files`.
+pub async fn install_from(client: &kube::Client, dir: &str, files: &[&str]) {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for f in files {
-        let path = format!(
-            "{}/tests/kube_api/crds/{f}.yaml",
-            env!("CARGO_MANIFEST_DIR")
-        );
+        let path = format!("{}/{dir}/{f}.yaml", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let crd: CustomResourceDefinition =
             serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
