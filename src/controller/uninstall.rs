@@ -37,7 +37,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch};
 
 use crate::controller::base::api::{api, params};
-use crate::controller::base::objects::{Kind, QUEUE_LABEL, TERMINATE_FINALIZER};
+use crate::controller::base::objects::{Kind, QUEUE_LABEL};
 use crate::controller::observe::crd_check::short_error;
 
 /// What happens to gangs that run when the uninstall starts.
@@ -256,21 +256,13 @@ async fn remove_machines(
             }
             let mut forced = Vec::new();
             for p in &left {
-                let rest: Vec<String> = p
-                    .finalizers()
-                    .iter()
-                    .filter(|f| f.as_str() != TERMINATE_FINALIZER)
-                    .cloned()
-                    .collect();
-                let patch = serde_json::json!({"metadata": {"finalizers": rest}});
-                match pns
-                    .patch(&p.name_any(), &params(), &Patch::Merge(patch))
+                // the controller's own removal (resourceVersion-guarded)
+                crate::controller::steps::pool_nodes::remove_finalizer_with(client, p)
                     .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => return Err(failed("remove PoolNode finalizer")(e)),
-                }
+                    .map_err(|e| UninstallError::Api {
+                        action: "remove PoolNode finalizer",
+                        message: e.to_string(),
+                    })?;
                 forced.push((p.name_any(), instance(p)));
             }
             let gone = first

@@ -117,7 +117,7 @@ pub(crate) async fn served_workload_kinds(
         let mut all_served = true;
         let mut elsewhere = Vec::new();
         for c in std::iter::once(custom).chain(kind.related().iter().map(|r| r.kind)) {
-            if !served_in(client, c.group, c.version, c.plural, kind).await {
+            if !served_in(client, &c, kind).await {
                 all_served = false;
                 let others = other_versions(client, &c).await;
                 if !others.is_empty() {
@@ -146,21 +146,19 @@ pub(crate) async fn served_workload_kinds(
     (served, missing, refused)
 }
 
-/// Whether discovery of `group`/`version` lists `plural`; a discovery that
-/// fails for another reason than "not found" counts as served (the watch
-/// then says why), with a warning naming `kind`.
+/// Whether discovery of `c`'s group and version lists its resource; a
+/// discovery that fails for another reason than "not found" counts as
+/// served (the watch then says why), with a warning naming `kind`.
 async fn served_in(
     client: &Client,
-    group: &str,
-    version: &str,
-    plural: &str,
+    c: &crate::controller::workloads::CustomKind,
     kind: WorkloadKind,
 ) -> bool {
     match client
-        .list_api_group_resources(&format!("{group}/{version}"))
+        .list_api_group_resources(&format!("{}/{}", c.group, c.version))
         .await
     {
-        Ok(list) => list.resources.iter().any(|r| r.name == plural),
+        Ok(list) => list.resources.iter().any(|r| r.name == c.plural),
         Err(kube::Error::Api(s)) if s.is_not_found() => false,
         Err(e) => {
             tracing::warn!(kind = kind.as_str(), error = %short_error(&e), "could not check whether the workload kind is served; watching it anyway");

@@ -496,7 +496,11 @@ pub(crate) async fn remove_finalizer(ctx: &Ctx, pn: &DynamicObject) -> Result<()
     remove_finalizer_with(&ctx.client, pn).await
 }
 
-async fn remove_finalizer_with(client: &kube::Client, pn: &DynamicObject) -> Result<(), ActError> {
+/// [`remove_finalizer`] with a client alone (also `muster uninstall --force`).
+pub(crate) async fn remove_finalizer_with(
+    client: &kube::Client,
+    pn: &DynamicObject,
+) -> Result<(), ActError> {
     let rest: Vec<String> = pn
         .finalizers()
         .iter()
