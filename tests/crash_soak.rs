@@ -37,7 +37,7 @@ use soak::controllers::{Controller, Flags};
 use soak::summary::Summary;
 use soak::trigger::{AuditTail, Counters, Window};
 use soak::workload::{Partial, complete};
-use soak::world::{CLUSTER, NAMESPACE, QUOTA_GPUS, Setup, SoakCloud, World};
+use soak::world::{CLUSTER, Crds, NAMESPACE, QUOTA_GPUS, Setup, SoakCloud, World};
 use support::ar;
 
 fn env(name: &str, default: u64) -> u64 {
@@ -75,6 +75,7 @@ fn setup() -> Setup {
         max_gpus: MAX_GPUS,
         quota_gpus: Some(QUOTA_GPUS),
         provisioning_timeout: "15m".into(),
+        crds: Crds::Current,
     }
 }
 
@@ -383,9 +384,9 @@ fn watch_lease(
     (seen, task)
 }
 
-/// Writes (other than to the Lease) by a process while the readings of the
-/// Lease just before and just after show another holder.
-fn non_leader_writes(audit: &std::path::Path, leases: &[(f64, String)]) -> Vec<String> {
+/// The writes (other than to the Lease) of the replicas (processes named
+/// `replica-*` in their User-Agent) in the audit log: `(identity, line)`.
+fn replica_writes(audit: &std::path::Path) -> Vec<(String, serde_json::Value)> {
     let text = std::fs::read_to_string(audit).unwrap_or_default();
     let mut out = Vec::new();
     for e in text
@@ -400,19 +401,29 @@ fn non_leader_writes(audit: &std::path::Path, leases: &[(f64, String)]) -> Vec<S
         let Some(who) = agent
             .split_once('(')
             .and_then(|(_, r)| r.split_once(')'))
-            .map(|(w, _)| w)
+            .map(|(w, _)| w.to_string())
         else {
             continue;
         };
-        if !who.starts_with("replica-") {
-            continue;
+        if who.starts_with("replica-") {
+            out.push((who, e));
         }
+    }
+    out
+}
+
+/// Writes (other than to the Lease) by a process while the readings of the
+/// Lease just before and just after show another holder.
+fn non_leader_writes(audit: &std::path::Path, leases: &[(f64, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (who, e) in replica_writes(audit) {
+        let verb = e["verb"].as_str().unwrap_or_default();
         let ts = e["ts"].as_f64().unwrap_or(0.0);
         let before = leases.iter().rev().find(|(t, _)| *t <= ts);
         let after = leases.iter().find(|(t, _)| *t >= ts);
         if let (Some((_, b)), Some((_, a))) = (before, after)
-            && b != who
-            && a != who
+            && *b != who
+            && *a != who
         {
             out.push(format!(
                 "{who} {verb} {} at {ts:.3} (holder {b} then {a})",
@@ -510,6 +521,209 @@ async fn killing_the_leader_moves_leadership_and_no_follower_writes_on_gcp() {
     s.secs = t0.elapsed().as_secs_f64();
     s.publish();
     assert_safe(&s);
+    assert!(writes.is_empty(), "writes from a non-leader: {writes:#?}");
+    let slowest = s.takeovers.iter().copied().fold(0.0, f64::max);
+    assert!(slowest <= 15.0, "leadership took {slowest:.1} s to move");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The Lease holder among `ids`, once there is one (within `secs`).
+async fn holder_among(client: &kube::Client, ids: &[String], secs: u64) -> String {
+    support::eventually(secs, "a leader among the live replicas", || {
+        let client = client.clone();
+        let ids = ids.to_vec();
+        async move { holder(&client).await.filter(|h| ids.contains(h)) }
+    })
+    .await
+}
+
+/// A rolling upgrade under load, as docs/install.md has the operator do it
+/// and as the Deployment's default strategy (2 replicas, maxSurge 1,
+/// maxUnavailable 0) runs it: two replicas of the previous release
+/// (`tests/data/previous-release`, built by `scripts/previous-build`) run
+/// the workload over that release's CRDs; today's CRDs are applied over
+/// them; a replica of this build starts and becomes ready; the old follower
+/// is stopped (SIGTERM); a second new replica starts and becomes ready; the
+/// old leader is stopped (SIGTERM) in the middle of a cycle, at a launch,
+/// drain or eviction step. Asserted: what every soak asserts (no double
+/// launch, no instance without a PoolNode, no Job lost or stuck, no gang
+/// partly running, no panic), each old replica exits 0 within the grace
+/// period, leadership moves to a new replica within 15 s, and no process
+/// writes while another holds the Lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rolling_upgrade_from_the_previous_release_on_sim() {
+    let n_gangs = env("MUSTER_SOAK_GANGS", 30) as usize;
+    let seed = env("MUSTER_SOAK_SEED", 1) + 2000;
+    let t0 = Instant::now();
+    let previous = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/previous-release"
+    ))
+    .expect("tests/data/previous-release");
+    let field = |key: &str| -> String {
+        previous
+            .lines()
+            .find_map(|l| l.strip_prefix(key).map(|r| r.trim().to_string()))
+            .unwrap_or_else(|| panic!("tests/data/previous-release: no `{key}` line"))
+    };
+    let rev = field("rev:");
+    let setup = Setup {
+        crds: Crds::Previous(field("crds:").leak()),
+        ..setup()
+    };
+    let world = soak::world::start(&setup, &SERVER_ARGS, soak::sim::Sim::start).await;
+    let dir = log_dir("rolling");
+    // lease 6 s, renew deadline 4 s, retry 1 s, API timeout 1.5 s
+    let new = Flags {
+        election: Some((6, 4, 1, 1500)),
+        ..Flags::for_cloud(&world.server.url, world.cloud.controller(), &dir)
+    };
+    let old = Flags {
+        binary: soak::controllers::previous_binary(&dir),
+        ..new.clone()
+    };
+    // the chart's terminationGracePeriodSeconds
+    let grace = Duration::from_secs(30);
+    let gangs = soak::workload::mixed(n_gangs, Duration::from_secs(40), seed, LOW_SHARE);
+    let names: BTreeSet<String> = gangs.iter().map(|g| g.name.clone()).collect();
+    let mut s = Summary {
+        mode: "sim, 2 replicas, rolling upgrade".into(),
+        seed,
+        gangs: gangs.len(),
+        low_priority: gangs.iter().filter(|g| g.low).count(),
+        pods: gangs.iter().map(|g| u64::from(g.pods)).sum(),
+        upgraded_from: Some(rev.chars().take(12).collect()),
+        ..Summary::default()
+    };
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (leases, lease_watch) = watch_lease(world.client.clone(), stop.clone());
+    let mut olds: Vec<Controller> = ["replica-old-0", "replica-old-1"]
+        .into_iter()
+        .map(|id| Controller::start(&old, id, &dir))
+        .collect();
+    let old_ids: Vec<String> = olds.iter().map(|c| c.identity.clone()).collect();
+    let old_leader = holder_among(&world.client, &old_ids, 30).await;
+    let submitting = tokio::spawn(soak::workload::submit(world.client.clone(), gangs));
+    let (partial, watcher) = watch_partial(world.client.clone(), stop.clone());
+    let mut rng = Rng::new(seed);
+    // the previous release runs the first gangs
+    tokio::time::sleep(rng.millis(6000, 9000)).await;
+    // docs/install.md, upgrade step 1: today's CRDs over the stored objects
+    support::apply_current_crds(&world.client).await;
+    let crds_applied = epoch();
+    tokio::time::sleep(rng.millis(1000, 3000)).await;
+    // the rollout: a new replica, ready, before an old one goes
+    let mut news = vec![Controller::start(&new, "replica-new-0", &dir)];
+    news[0].ready(60).await;
+    let i = olds
+        .iter()
+        .position(|c| c.identity != old_leader)
+        .expect("an old follower");
+    let follower = olds.remove(i);
+    count_kill(&mut s, Window::Random, true);
+    if !follower.stop(grace) {
+        s.unclean_stops += 1;
+    }
+    news.push(Controller::start(&new, "replica-new-1", &dir));
+    news[1].ready(60).await;
+    // the old leader stopped in the middle of a cycle
+    let w = rng.weighted(&Window::WEIGHTED);
+    let opened = open(&world, w, &old_leader).await;
+    tokio::time::sleep(jitter(&mut rng, w)).await;
+    for c in olds.iter_mut().chain(news.iter_mut()) {
+        if c.exited().is_some() {
+            s.unexpected_exits += 1;
+        }
+    }
+    count_kill(&mut s, w, opened);
+    let leader = olds.pop().expect("the old leader");
+    assert_eq!(leader.identity, old_leader, "the old leader still leads");
+    let stopped_at = Instant::now();
+    if !leader.stop(grace) {
+        s.unclean_stops += 1;
+    }
+    let new_ids: Vec<String> = news.iter().map(|c| c.identity.clone()).collect();
+    holder_among(&world.client, &new_ids, 20).await;
+    s.takeovers.push(stopped_at.elapsed().as_secs_f64());
+    submitting.await.expect("workload submitted");
+    settle(&world, &names, STALL, &mut s).await;
+    for c in news.iter_mut() {
+        if c.exited().is_some() {
+            s.unexpected_exits += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = watcher.await;
+    let _ = lease_watch.await;
+    s.partial_gangs = partial.lock().unwrap_or_else(|e| e.into_inner()).len();
+    let writes = non_leader_writes(
+        &world.server.audit_log,
+        &leases.lock().unwrap_or_else(|e| e.into_inner()),
+    );
+    s.non_leader_writes = Some(writes.len());
+    let replica_writes = replica_writes(&world.server.audit_log);
+    let refused = |old: bool| -> Vec<(String, &serde_json::Value)> {
+        replica_writes
+            .iter()
+            .filter(|(who, e)| {
+                who.starts_with("replica-old-") == old && e["responseStatus"]["code"] == 422
+            })
+            .map(|(who, e)| (who.clone(), e))
+            .collect()
+    };
+    let describe = |w: &[(String, &serde_json::Value)]| -> Vec<String> {
+        w.iter()
+            .map(|(who, e)| format!("{who} {} {} {}", e["verb"], e["resource"], e["name"]))
+            .collect()
+    };
+    let refused_new = describe(&refused(false));
+    s.invalid_writes = Some(refused_new.len());
+    // the previous release's own refused writes are its bugs (they are
+    // counted, by resource); those to muster's objects under today's CRDs
+    // would be the upgrade's
+    let refused_old = refused(true);
+    for (_, e) in &refused_old {
+        *s.previous_invalid_writes
+            .entry(e["resource"].as_str().unwrap_or_default().to_string())
+            .or_default() += 1;
+    }
+    let refused_old_crds = describe(
+        &refused_old
+            .into_iter()
+            .filter(|(_, e)| {
+                e["apiGroup"] == "muster.dev" && e["ts"].as_f64().unwrap_or(0.0) > crds_applied
+            })
+            .collect::<Vec<_>>(),
+    );
+    // the previous release's leader acted under today's CRDs
+    let old_under_new = replica_writes
+        .iter()
+        .filter(|(who, e)| {
+            who.starts_with("replica-old-")
+                && e["ts"].as_f64().unwrap_or(0.0) > crds_applied
+                && e["responseStatus"]["code"].as_u64().is_some_and(|c| c < 300)
+        })
+        .count();
+    drop(news);
+    s.panics = soak::controllers::panics(&dir).len();
+    soak::summary::disruptions(&world.server.audit_log, &mut s);
+    s.secs = t0.elapsed().as_secs_f64();
+    s.publish();
+    let _ = std::fs::copy(&world.server.audit_log, dir.join("audit.jsonl"));
+    assert_safe(&s);
+    assert_eq!(s.unclean_stops, 0, "unclean stops\n{}", s.markdown());
+    assert!(
+        refused_new.is_empty(),
+        "writes of this build refused as invalid: {refused_new:#?}"
+    );
+    assert!(
+        refused_old_crds.is_empty(),
+        "writes of the previous release refused under today's CRDs: {refused_old_crds:#?}"
+    );
+    assert!(
+        old_under_new > 0,
+        "the previous release made no write under today's CRDs"
+    );
     assert!(writes.is_empty(), "writes from a non-leader: {writes:#?}");
     let slowest = s.takeovers.iter().copied().fold(0.0, f64::max);
     assert!(slowest <= 15.0, "leadership took {slowest:.1} s to move");

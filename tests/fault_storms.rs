@@ -127,6 +127,7 @@ async fn every_gang_runs_or_waits_with_a_reason_through_fault_storms() {
         max_gpus: 24,
         quota_gpus: None,
         provisioning_timeout: format!("{PROVISIONING_TIMEOUT}s"),
+        crds: soak::world::Crds::Current,
     };
     let world = soak::world::start(
         &setup,

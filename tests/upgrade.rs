@@ -14,8 +14,7 @@ mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject};
 use serde_json::json;
 use support::emulator::Emulator;
 use support::fake_cloud::FakeCloud;
@@ -32,20 +31,6 @@ async fn install_previous_crds(client: &kube::Client) {
         &["gang", "gpupool", "gpuqueue", "nodeclass", "poolnode"],
     )
     .await;
-}
-
-/// `muster crds | kubectl apply --server-side -f -`: each CRD replaced by
-/// today's, the stored objects untouched.
-async fn apply_current_crds(client: &kube::Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for mut crd in muster_crds::crds() {
-        let name = crd.metadata.name.clone().expect("CRD name");
-        let stored = api.get(&name).await.expect("stored CRD");
-        crd.metadata.resource_version = stored.metadata.resource_version;
-        api.replace(&name, &PostParams::default(), &crd)
-            .await
-            .expect("apply today's CRD");
-    }
 }
 
 /// The `Valid` condition of GPUPool `name`, once written.
@@ -97,7 +82,7 @@ async fn objects_stored_under_the_previous_crds_are_served_after_the_upgrade() {
     assert_eq!(launched, 1);
     drop(before);
 
-    apply_current_crds(&client).await;
+    support::apply_current_crds(&client).await;
     let _after = start(&server, &cloud, muster::controller::real_planner());
     // a new job, while the old one runs on; the pool keeps one 8-GPU machine
     job("after").queue("team-a").create(&client).await;

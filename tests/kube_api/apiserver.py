@@ -1088,6 +1088,7 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(400, "BadRequest", "request body is not valid JSON")
 
     def _send(self, code, obj, headers=None):
+        self._audit_write(code)
         data = json.dumps(obj).encode()
         self.send_response(code)
         for k, v in (headers or {}).items():
@@ -1183,6 +1184,23 @@ class Handler(BaseHTTPRequestHandler):
                 record["requestObject"] = json.loads(self._body() or b"null")
             except ValueError:
                 record["requestObject"] = None
+        if verb == "watch":
+            # a watch is logged when its response starts (stage
+            # ResponseStarted), without a responseStatus
+            self._audit_line(record)
+        else:
+            self._audit_pending = record
+
+    def _audit_write(self, code):
+        """Writes the pending audit line of this request, at stage
+        ResponseComplete with its `responseStatus.code` (as in
+        k8s.io/apiserver pkg/apis/audit/types.go, Event.ResponseStatus)."""
+        record, self._audit_pending = getattr(self, "_audit_pending", None), None
+        if record is not None:
+            record["responseStatus"] = {"code": code}
+            self._audit_line(record)
+
+    def _audit_line(self, record):
         line = json.dumps(record)
         with Handler.audit_lock:
             Handler.audit.write(line + "\n")
@@ -1231,6 +1249,7 @@ class Handler(BaseHTTPRequestHandler):
         return {k: v[-1] for k, v in q.items()}
 
     def _handle(self, method):
+        self._audit_pending = None
         self.body_read = False
         self.body_bytes = b""
         REQUEST.warnings = []
@@ -1552,7 +1571,8 @@ def main():
     ap.add_argument("--preload", help="create every object of this JSON-lines file before serving "
                     "(status kept as given); for large benchmark clusters")
     ap.add_argument("--audit-log", help="append one JSON line per resource request (client, userAgent, "
-                    "verb, apiGroup, resource, subresource, namespace) to this file, in arrival order")
+                    "verb, apiGroup, resource, subresource, namespace, and responseStatus.code) to this file "
+                    "when its response completes (a watch when its response starts)")
     ap.add_argument("--audit-level", choices=["Metadata", "Request"], default="Metadata",
                     help="Request: each write's line also holds its body as requestObject, as the "
                     "audit level of that name does")

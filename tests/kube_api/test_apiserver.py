@@ -552,6 +552,17 @@ class AuditLevelRequest(unittest.TestCase):
         self.assertEqual(by_verb["patch"]["requestObject"], {"data": {"k": "2"}})
         self.assertNotIn("requestObject", by_verb["get"])
 
+    def test_each_line_carries_the_response_code(self):
+        cms = "/api/v1/namespaces/default/configmaps"
+        self.srv.ok("POST", cms, {"metadata": {"name": "b"}})
+        code, _, _ = self.srv.req("POST", cms, {"metadata": {"name": "b"}})
+        self.assertEqual(code, 409)
+        code, _, _ = self.srv.req("POST", cms, {"metadata": {"name": "Not_Valid"}})
+        self.assertEqual(code, 422)
+        with open(self.log, encoding="utf-8") as fh:
+            creates = [json.loads(line) for line in fh if '"create"' in line]
+        self.assertEqual([e["responseStatus"]["code"] for e in creates], [201, 409, 422])
+
 
 def load_crds(srv):
     for f in sorted(os.listdir(CRDS)):

@@ -34,10 +34,39 @@ pub fn pin_binary(dir: &std::path::Path) -> std::path::PathBuf {
     to
 }
 
+/// Copies the previous release's `muster` binary into `dir` (as
+/// `muster-previous`) and returns the copy's path: `MUSTER_PREVIOUS_BIN`
+/// when set (`scripts/test` sets it), else what `scripts/previous-build`
+/// builds (the revision of `tests/data/previous-release`).
+pub fn previous_binary(dir: &std::path::Path) -> std::path::PathBuf {
+    let from = match std::env::var("MUSTER_PREVIOUS_BIN") {
+        Ok(p) if !p.is_empty() => std::path::PathBuf::from(p),
+        _ => {
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/previous-build");
+            let out = Command::new(script)
+                .stderr(Stdio::inherit())
+                .output()
+                .expect("scripts/previous-build runs");
+            assert!(
+                out.status.success(),
+                "scripts/previous-build failed: {}",
+                out.status
+            );
+            std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        }
+    };
+    let to = dir.join("muster-previous");
+    std::fs::copy(&from, &to)
+        .unwrap_or_else(|e| panic!("copy of the previous muster {}: {e}", from.display()));
+    to
+}
+
 /// One running process; its log (stdout and stderr) in `DIR/IDENTITY.log`.
 pub struct Controller {
     /// Identity (unique per process).
     pub identity: String,
+    /// Port of its metrics listener (plain HTTP: `/readyz`, `/metrics`).
+    pub port: u16,
     child: Child,
 }
 
@@ -125,8 +154,52 @@ impl Controller {
             .expect("muster controller starts");
         Controller {
             identity: identity.to_string(),
+            port,
             child,
         }
+    }
+
+    /// Waits until `/readyz` answers 200, as the Deployment's readiness
+    /// probe does before a rolling update goes on; panics after `secs`.
+    pub async fn ready(&self, secs: u64) {
+        let addr = format!("127.0.0.1:{}", self.port);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let ok = tokio::task::spawn_blocking({
+                let addr = addr.clone();
+                move || crate::support::plain_get(&addr, "/readyz").is_some_and(|(code, _)| code == 200)
+            })
+            .await
+            .unwrap_or(false);
+            if ok {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} not ready after {secs} s",
+                self.identity
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
+    /// SIGTERM, as the kubelet stops a pod, then waits for the process to
+    /// exit for up to `grace` (the pod's `terminationGracePeriodSeconds`),
+    /// SIGKILL after it; returns whether it exited by itself, successfully.
+    pub fn stop(mut self, grace: std::time::Duration) -> bool {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        false
     }
 
     /// SIGKILL, and reap.

@@ -50,6 +50,18 @@ pub struct Summary {
     pub non_leader_writes: Option<usize>,
     /// Wall time of the run (seconds).
     pub secs: f64,
+    /// A rolling upgrade: the release upgraded from. Its stops are SIGTERMs
+    /// (as the kubelet stops a pod of the old ReplicaSet), not SIGKILLs.
+    pub upgraded_from: Option<String>,
+    /// Of the processes stopped with SIGTERM, those that did not exit 0
+    /// within the grace period.
+    pub unclean_stops: usize,
+    /// Writes of this build's controllers the API server refused as invalid
+    /// (422), from the audit log's response codes; `None` when not read.
+    pub invalid_writes: Option<usize>,
+    /// In a rolling upgrade, writes of the previous release the API server
+    /// refused as invalid, by resource.
+    pub previous_invalid_writes: BTreeMap<String, usize>,
 }
 
 impl Summary {
@@ -75,7 +87,18 @@ impl Summary {
             "gangs (pods; of low priority)",
             format!("{} ({}; {})", self.gangs, self.pods, self.low_priority),
         );
-        row("SIGKILLs", self.total_kills().to_string());
+        let (stops, by) = match &self.upgraded_from {
+            Some(from) => {
+                row("upgraded from", from.clone());
+                row(
+                    "SIGTERMs not ending in exit 0 within the grace period",
+                    self.unclean_stops.to_string(),
+                );
+                ("SIGTERMs (rolling update)", "SIGTERMs by window")
+            }
+            None => ("SIGKILLs", "kills by window"),
+        };
+        row(stops, self.total_kills().to_string());
         let by_window: Vec<String> = self
             .kills
             .iter()
@@ -87,7 +110,7 @@ impl Summary {
                 }
             })
             .collect();
-        row("kills by window", by_window.join(", "));
+        row(by, by_window.join(", "));
         row("instances created", self.instances_created.to_string());
         row("spot machines reclaimed", self.interrupted.to_string());
         row("PoolNodes drained", self.drains.to_string());
@@ -118,6 +141,20 @@ impl Summary {
             "controller exits without a kill",
             self.unexpected_exits.to_string(),
         );
+        if let Some(w) = self.invalid_writes {
+            row("writes of this build refused as invalid (422)", w.to_string());
+        }
+        if self.upgraded_from.is_some() {
+            let by: Vec<String> = self
+                .previous_invalid_writes
+                .iter()
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect();
+            row(
+                "writes of the previous release refused as invalid (422), by resource",
+                if by.is_empty() { "0".into() } else { by.join(", ") },
+            );
+        }
         if let Some(w) = self.non_leader_writes {
             row("writes from a non-leader", w.to_string());
             let max = self.takeovers.iter().copied().fold(0.0, f64::max);

@@ -36,6 +36,9 @@ pub const LOW_QUEUE: &str = "team-b";
 /// The cohort of the two queues.
 pub const COHORT: &str = "soak";
 
+/// The files of muster's five CRDs in a directory of earlier ones.
+pub const MUSTER_CRDS: [&str; 5] = ["gang", "gpupool", "gpuqueue", "nodeclass", "poolnode"];
+
 /// What the soak needs of a cloud.
 #[async_trait::async_trait]
 pub trait SoakCloud: Send + Sync + 'static {
@@ -100,6 +103,20 @@ pub struct Setup {
     pub quota_gpus: Option<u32>,
     /// How long a gang's machines may take to become Ready.
     pub provisioning_timeout: String,
+    /// The muster CRDs installed first: today's, or those an earlier
+    /// release stored its objects under (a directory of `tests/data`).
+    pub crds: Crds,
+}
+
+/// Which muster CRDs the world starts with.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum Crds {
+    /// This build's.
+    #[default]
+    Current,
+    /// The five CRDs of the earlier release whose files are in this
+    /// directory (relative to the repository).
+    Previous(&'static str),
 }
 
 /// Builds the world on the API server started with `server_args`; `cloud`
@@ -112,7 +129,12 @@ where
 {
     let server = ApiServer::start_with(server_args);
     let client = server.client();
-    install_crds(&client).await;
+    match setup.crds {
+        Crds::Current => install_crds(&client).await,
+        Crds::Previous(dir) => {
+            crate::support::workload_crds::install_from(&client, dir, &MUSTER_CRDS).await;
+        }
+    }
     let cloud = Arc::new(cloud(client.clone()).await);
     create(
         &client,

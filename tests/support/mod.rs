@@ -421,6 +421,42 @@ pub async fn install_crds(client: &kube::Client) {
     }
 }
 
+/// A plain HTTP/1.1 GET of `path` on `addr` (`127.0.0.1:PORT`): the status
+/// code and body, or `None` when nothing answers within 2 s.
+pub fn plain_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let code = out.get(9..12)?.parse().ok()?;
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((code, body))
+}
+
+/// `muster crds | kubectl apply --server-side -f -` over CRDs an earlier
+/// release installed: each CRD replaced by today's, the stored objects
+/// untouched.
+pub async fn apply_current_crds(client: &kube::Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for mut crd in muster_crds::crds() {
+        let name = crd.metadata.name.clone().expect("CRD name");
+        let stored = retry_transient(|| api.get(&name))
+            .await
+            .expect("stored CRD");
+        crd.metadata.resource_version = stored.metadata.resource_version;
+        let pp = PostParams::default();
+        retry_transient(|| api.replace(&name, &pp, &crd))
+            .await
+            .expect("apply today's CRD");
+    }
+}
+
 /// Polls `check` every 50 ms until it returns `Some`, or panics after `secs`.
 pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
 where
