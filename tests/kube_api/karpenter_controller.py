@@ -242,7 +242,8 @@ def set_condition(obj, conds, ctype, status, reason, message=""):
     old = _cond(conds, ctype)
     new = {"type": ctype, "status": status, "reason": reason, "message": message, "observedGeneration": gen}
     if old is not None:
-        new["lastTransitionTime"] = old["lastTransitionTime"] if old.get("status") == status else now_rfc3339()
+        new["lastTransitionTime"] = old.get("lastTransitionTime") or now_rfc3339() \
+            if old.get("status") == status else now_rfc3339()
         if old == new:
             return
         conds[conds.index(old)] = new
@@ -255,14 +256,14 @@ def set_condition(obj, conds, ctype, status, reason, message=""):
 
 
 def _recompute_root(obj, conds, gen):
-    bad = [c for c in conds if c["type"] in kr.DEPENDENTS and (c["status"] != "True" or c.get("observedGeneration") != gen)]
+    bad = [c for c in conds if c.get("type") in kr.DEPENDENTS and (c.get("status") != "True" or c.get("observedGeneration") != gen)]
     if not bad:
         set_condition(obj, conds, "Ready", "True", "Ready", "")
         return
-    bad.sort(key=lambda c: c["lastTransitionTime"], reverse=True)
-    status = "False" if any(c["status"] == "False" for c in bad) else "Unknown"
+    bad.sort(key=lambda c: c.get("lastTransitionTime") or "", reverse=True)
+    status = "False" if any(c.get("status") == "False" for c in bad) else "Unknown"
     set_condition(obj, conds, "Ready", status, "ReconcilingDependents" if status == "Unknown" else "UnhealthyDependents",
-                  ", ".join(f"{c['type']}={c['status']}" for c in bad))
+                  ", ".join(f"{c.get('type')}={c.get('status')}" for c in bad))
 
 
 def clear_condition(conds, ctype):
@@ -395,12 +396,17 @@ class Karpenter(StandIn):
         if not self.active():
             return
         what, _, name = item.partition("/")
-        if what == "nodeclaim":
-            self.sync_nodeclaim(name)
-        elif what == "node":
-            self.sync_node(name)
-        elif what == "nodeclass":
-            self.sync_nodeclass(name)
+        try:
+            if what == "nodeclaim":
+                self.sync_nodeclaim(name)
+            elif what == "node":
+                self.sync_node(name)
+            elif what == "nodeclass":
+                self.sync_nodeclass(name)
+        except ApiError:
+            raise
+        except Exception as e:  # a stand-in's fault is never the request's
+            sys.stderr.write(f"apiserver: karpenter stand-in, {item}: {e!r}\n")
 
     # -- the periodic part (requeues, timeouts, the kubelet, GC, disruption)
 
@@ -492,12 +498,12 @@ class Karpenter(StandIn):
             if _cond(conds, t) is None:
                 set_condition(work, conds, t, "Unknown", "AwaitingReconciliation", "object is awaiting reconciliation")
         # launch
-        if _cond(conds, "Launched")["status"] == "Unknown":
+        if _cond(conds, "Launched").get("status") == "Unknown":
             if not self.launch(work, conds):
                 return
         # registration
         node = None
-        if _cond(conds, "Registered")["status"] == "Unknown":
+        if _cond(conds, "Registered").get("status") == "Unknown":
             nodes = self.nodes_for(work)
             if not nodes:
                 set_condition(work, conds, "Registered", "Unknown", "NodeNotFound", "Node not registered with cluster")
@@ -508,7 +514,7 @@ class Karpenter(StandIn):
                 set_condition(work, conds, "Registered", "True", "Registered")
                 status["nodeName"] = node["metadata"]["name"]
         # initialization
-        if _cond(conds, "Initialized")["status"] == "Unknown" and _cond(conds, "Registered")["status"] == "True":
+        if _cond(conds, "Initialized").get("status") == "Unknown" and _cond(conds, "Registered").get("status") == "True":
             nodes = self.nodes_for(work)
             node = nodes[0] if len(nodes) == 1 else None
             blocker = kr.initialization_blocker(node, work)
@@ -522,12 +528,12 @@ class Karpenter(StandIn):
                     self.write(self.nodes_res(), n2)
                 set_condition(work, conds, "Initialized", "True", "Initialized")
         # liveness
-        if _cond(conds, "Registered")["status"] != "True":
+        if _cond(conds, "Registered").get("status") != "True":
             launched = _cond(conds, "Launched")
-            if launched["status"] != "True":
-                if (_since(launched["lastTransitionTime"]) or 0) >= self.settings["launchTimeoutSeconds"]:
+            if launched.get("status") != "True":
+                if (_since(launched.get("lastTransitionTime")) or 0) >= self.settings["launchTimeoutSeconds"]:
                     return self._delete_nodeclaim(nc)
-            elif (_since(_cond(conds, "Registered")["lastTransitionTime"]) or 0) >= self.settings["registrationTTLSeconds"]:
+            elif (_since(_cond(conds, "Registered").get("lastTransitionTime")) or 0) >= self.settings["registrationTTLSeconds"]:
                 self.record("NodeClaim", meta["name"], "Normal", "RegistrationTimeout",
                             "terminating due to timeout (registration_timeout)")
                 return self._delete_nodeclaim(nc)
@@ -631,15 +637,15 @@ class Karpenter(StandIn):
             return
         after = kr.parse_duration((((pool.get("spec") or {}).get("disruption") or {}).get("consolidateAfter", "0s")))
         init = _cond(conds, "Initialized")
-        if after is None or init is None or init["status"] != "True":
+        if after is None or init is None or init.get("status") != "True":
             clear_condition(conds, "Consolidatable")
             return
-        since = work["status"].get("lastPodEventTime") or init["lastTransitionTime"]
+        since = work["status"].get("lastPodEventTime") or init.get("lastTransitionTime")
         if (_since(since) or 0) < after:
             clear_condition(conds, "Consolidatable")
             return
         c = _cond(conds, "Consolidatable")
-        if c is None or c["status"] != "True":
+        if c is None or c.get("status") != "True":
             clear_condition(conds, "Consolidatable")
             conds.append({"type": "Consolidatable", "status": "True", "reason": "Consolidatable", "message": "",
                           "observedGeneration": work["metadata"].get("generation", 1),
@@ -802,7 +808,7 @@ class Karpenter(StandIn):
             return False
         if nc is not None:
             c = _cond(conds, "Drained")
-            if c["status"] == "Unknown" and (_since(c["lastTransitionTime"]) or 0) < self.settings["minDrainSeconds"]:
+            if c.get("status") == "Unknown" and (_since(c.get("lastTransitionTime")) or 0) < self.settings["minDrainSeconds"]:
                 return False
             set_condition(nc, conds, "Drained", "True", "Drained")
             set_condition(nc, conds, "VolumesDetached", "True", "VolumesDetached")

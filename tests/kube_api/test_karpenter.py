@@ -239,6 +239,22 @@ class Karpenter(unittest.TestCase):
         wait("launch unknown", lambda: cond(self.get("ncls-b"), "Launched") == ("Unknown", "NodeClassReadinessUnknown"))
         self.assertEqual(self.instances("ncls-b"), [])
 
+    def test_launch_that_never_succeeds_is_deleted_after_the_launch_timeout(self):
+        self.srv.ok("POST", NODECLASSES, {"metadata": {"name": "stuck"}, "spec": {
+            "role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"id": "subnet-1"}], "securityGroupSelectorTerms": [{"id": "sg-1"}]}})
+        wait("status", lambda: cond(self.srv.ok("GET", NODECLASSES + "/stuck"), "Ready"))
+        st = self.srv.ok("GET", NODECLASSES + "/stuck")["status"]
+        for c in st["conditions"]:
+            if c["type"] == "Ready":
+                c.update({"status": "Unknown", "reason": "AwaitingReconciliation"})
+        self.srv.status_merge(NODECLASSES + "/stuck", {"conditions": st["conditions"]})
+        self.srv.ok("PUT", HOOK + "settings", {"launchTimeoutSeconds": 2})
+        self.create({**claim("lto-a"), "spec": {**claim("lto-a")["spec"], "nodeClassRef": {**REF, "name": "stuck"}}})
+        wait("launch unknown", lambda: cond(self.get("lto-a"), "Launched") == ("Unknown", "NodeClassReadinessUnknown"))
+        self.gone("lto-a", 8)
+        self.assertEqual(self.instances("lto-a"), [])
+
     def test_unmanaged_nodeclaim_is_left_alone(self):
         self.create({"metadata": {"name": "other-a"}, "spec": {
             "requirements": [{"key": IT, "operator": "In", "values": ["g5.xlarge"]}],
@@ -470,6 +486,70 @@ class Karpenter(unittest.TestCase):
                          "node is not empty")
         self.srv.ok("DELETE", PODS + "/dis-d-pod")
         self.gone("dis-d", 8)
+
+
+class RustSideCrd(unittest.TestCase):
+    """The NodeClaim CRD tests/support/karpenter.rs installs (no CEL, no
+    defaults): alone it leaves the stand-in off; with the EC2NodeClass CRD
+    the stand-in runs on it too."""
+
+    REQ = {"type": "object", "required": ["key", "operator"], "properties": {
+        "key": {"type": "string"}, "operator": {"type": "string", "enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]},
+        "values": {"type": "array", "items": {"type": "string"}}, "minValues": {"type": "integer"}}}
+    TAINT = {"type": "object", "required": ["key", "effect"], "properties": {
+        "key": {"type": "string"}, "value": {"type": "string"},
+        "effect": {"type": "string", "enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]}}}
+    QTY = {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": True}}
+
+    def crd(self):
+        return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "nodeclaims.karpenter.sh"},
+                "spec": {"group": "karpenter.sh", "scope": "Cluster",
+                         "names": {"kind": "NodeClaim", "listKind": "NodeClaimList", "plural": "nodeclaims",
+                                   "singular": "nodeclaim"},
+                         "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                                       "schema": {"openAPIV3Schema": {"type": "object", "required": ["spec"], "properties": {
+                                           "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+                                           "spec": {"type": "object", "required": ["requirements", "nodeClassRef"], "properties": {
+                                               "requirements": {"type": "array", "items": self.REQ},
+                                               "taints": {"type": "array", "items": self.TAINT},
+                                               "startupTaints": {"type": "array", "items": self.TAINT},
+                                               "resources": {"type": "object", "properties": {"requests": self.QTY}},
+                                               "nodeClassRef": {"type": "object", "required": ["group", "kind", "name"], "properties": {
+                                                   "group": {"type": "string"}, "kind": {"type": "string"}, "name": {"type": "string"}}},
+                                               "expireAfter": {"type": "string"}, "terminationGracePeriod": {"type": "string"}}},
+                                           "status": {"type": "object", "properties": {
+                                               "nodeName": {"type": "string"}, "providerID": {"type": "string"},
+                                               "imageID": {"type": "string"}, "capacity": self.QTY, "allocatable": self.QTY,
+                                               "conditions": {"type": "array", "items": {
+                                                   "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}}}}]}}
+
+    def test_alone_the_stand_in_is_off_and_with_the_nodeclass_crd_it_runs(self):
+        srv = Server()
+        try:
+            srv.ok("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", self.crd())
+            srv.ok("POST", NODECLAIMS, {"metadata": {"name": "pool-n1", "labels": {"karpenter.sh/nodepool": "pool"}},
+                                        "spec": {"requirements": [{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["pool"]}],
+                                                 "nodeClassRef": dict(REF)}})
+            srv.status_merge(NODECLAIMS + "/pool-n1", {"providerID": "aws:///us-central1-a/i-n1", "nodeName": "n1",
+                                                       "conditions": [{"type": "Registered", "status": "True"}]})
+            time.sleep(0.5)
+            nc = srv.ok("GET", NODECLAIMS + "/pool-n1")
+            self.assertNotIn("finalizers", nc["metadata"])
+            self.assertEqual(nc["status"]["providerID"], "aws:///us-central1-a/i-n1")
+            self.assertEqual(srv.ok("GET", HOOK + "instances")["items"], [])
+            with open(os.path.join(HERE, "crds", "karpenter.k8s.aws_ec2nodeclasses.yaml"), encoding="utf-8") as fh:
+                srv.ok("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(fh))
+            srv.ok("POST", NODECLASSES, {"metadata": {"name": "default"}, "spec": {
+                "role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"id": "subnet-1"}], "securityGroupSelectorTerms": [{"id": "sg-1"}]}})
+            srv.ok("POST", NODECLAIMS, claim("rust-a"))
+            nc = wait("initialized", lambda: cond(srv.ok("GET", NODECLAIMS + "/rust-a"), "Initialized") == ("True", "Initialized")
+                      and srv.ok("GET", NODECLAIMS + "/rust-a"))
+            self.assertEqual(nc["metadata"]["finalizers"], ["karpenter.sh/termination"])
+            self.assertNotIn("expireAfter", nc["spec"])  # no default in this CRD: never expires
+        finally:
+            srv.stop()
 
 
 # -- the pure rules
