@@ -634,15 +634,19 @@ def incompatible(pod, nodepool):
 
 
 def limits_exceeded(nodepool):
-    """Limits.ExceededBy(status.resources): a limited resource already at or
-    over its limit (only cpu, memory, nodes and whole extended resources
-    are compared here)."""
+    """The scheduler's remaining resources (scheduler.go: the limits minus
+    status.resources, instance types filtered by filterByRemainingResources):
+    simplified to "a limited resource is used up" — usage at or above its
+    limit refuses the pool (upstream still admits an instance type that has
+    none of that resource)."""
     limits = (nodepool.get("spec") or {}).get("limits") or {}
     used = (nodepool.get("status") or {}).get("resources") or {}
     for k, lim in sorted(limits.items()):
+        if k not in used:
+            continue
         try:
-            if _qty(used.get(k, "0")) >= _qty(lim) and _qty(lim) >= 0 and k in used:
-                return f"{k} resource usage of {used.get(k)} exceeds limit of {lim}"
+            if _qty(used[k]) >= _qty(lim):
+                return f"{k} resource usage of {used[k]} reaches the limit of {lim}"
         except ValueError:
             continue
     return None

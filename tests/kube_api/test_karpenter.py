@@ -271,7 +271,7 @@ class Karpenter(unittest.TestCase):
         rv = self.srv.ok("GET", NODES)["metadata"]["resourceVersion"]
         self.create(claim("reg-a", labels={"muster.dev/pool": "p"},
                           taints=[{"key": "muster.dev/pool", "value": "p", "effect": "NoSchedule"}],
-                          startupTaints=[{"key": "example.com/agent", "effect": "NoSchedule"}]))
+                          startupTaints=[{"key": "example.com/node-setup", "effect": "NoSchedule"}]))
         nc = wait("registered", lambda: cond(self.get("reg-a"), "Registered") == ("True", "Registered") and self.get("reg-a"))
         name = nc["status"]["nodeName"]
         # the node as the kubelet registered it (the first event of the watch)
@@ -279,12 +279,12 @@ class Karpenter(unittest.TestCase):
         added = [e["object"] for e in raw if e["type"] == "ADDED" and e["object"]["metadata"]["name"] == name][0]
         self.assertEqual(added["spec"]["taints"], [
             {"key": "muster.dev/pool", "value": "p", "effect": "NoSchedule"},
-            {"key": "example.com/agent", "effect": "NoSchedule"},
+            {"key": "example.com/node-setup", "effect": "NoSchedule"},
             {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}])
         self.assertNotIn("karpenter.sh/registered", added["metadata"]["labels"])
         node = self.node(name)
         self.assertEqual(node["spec"]["taints"], [{"key": "muster.dev/pool", "value": "p", "effect": "NoSchedule"},
-                                                  {"key": "example.com/agent", "effect": "NoSchedule"}])
+                                                  {"key": "example.com/node-setup", "effect": "NoSchedule"}])
         self.assertEqual(node["metadata"]["labels"]["karpenter.sh/registered"], "true")
         self.assertEqual(node["metadata"]["labels"]["muster.dev/pool"], "p")
         self.assertEqual(node["metadata"]["finalizers"], ["karpenter.sh/termination"])
