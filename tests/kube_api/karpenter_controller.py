@@ -91,6 +91,9 @@ awslabs/operatorpkg (status/condition_set.go: the conditions):
   NodeClaim of the instance; a spot interruption also marks its spot
   offering unavailable; an instance-status failure annotates the
   termination timestamp (now) before deleting (ForcefulTermination);
+- pkg/controllers/nodepool/readiness and counter: a NodePool's
+  ValidationSucceeded, NodeClassReady and Ready conditions, and
+  status.resources / status.nodes summed over its NodeClaims;
 - the AWS EC2NodeClass controller (pkg/controllers/nodeclass): status
   subnets (one per zone), securityGroups, amis, instanceProfile and
   Ready=True with observedGeneration, when a NodeClass has no status yet.
@@ -226,6 +229,18 @@ class Cloud:
         return [i for i in self.instances.values() if i["state"] == "running"]
 
 
+def _format_quantity(name, v):
+    """A summed quantity as a Kubernetes quantity string."""
+    if v == int(v):
+        v = int(v)
+        if name in ("memory", "ephemeral-storage") and v and v % (1024 ** 3) == 0:
+            return f"{v // 1024 ** 3}Gi"
+        if name in ("memory", "ephemeral-storage") and v and v % (1024 ** 2) == 0:
+            return f"{v // 1024 ** 2}Mi"
+        return str(v)
+    return f"{int(v * 1000)}m"
+
+
 def instance_id(provider_id):
     return (provider_id or "").rsplit("/", 1)[-1]
 
@@ -234,7 +249,7 @@ def _cond(conds, ctype):
     return next((c for c in conds if c.get("type") == ctype), None)
 
 
-def set_condition(obj, conds, ctype, status, reason, message=""):
+def set_condition(obj, conds, ctype, status, reason, message="", deps=kr.DEPENDENTS):
     """operatorpkg ConditionSet.Set for a NodeClaim (root Ready over
     Launched, Registered, Initialized): lastTransitionTime moves only with
     the status; a dependent seen first "transitioned" at creation."""
@@ -249,21 +264,21 @@ def set_condition(obj, conds, ctype, status, reason, message=""):
         conds[conds.index(old)] = new
     else:
         new["lastTransitionTime"] = (obj["metadata"].get("creationTimestamp") or now_rfc3339()) \
-            if ctype in kr.DEPENDENTS else now_rfc3339()
+            if ctype in deps else now_rfc3339()
         conds.append(new)
-    if ctype != "Ready":
-        _recompute_root(obj, conds, gen)
+    if ctype != "Ready" and ctype in deps:
+        _recompute_root(obj, conds, gen, deps)
 
 
-def _recompute_root(obj, conds, gen):
-    bad = [c for c in conds if c.get("type") in kr.DEPENDENTS and (c.get("status") != "True" or c.get("observedGeneration") != gen)]
+def _recompute_root(obj, conds, gen, deps):
+    bad = [c for c in conds if c.get("type") in deps and (c.get("status") != "True" or c.get("observedGeneration") != gen)]
     if not bad:
-        set_condition(obj, conds, "Ready", "True", "Ready", "")
+        set_condition(obj, conds, "Ready", "True", "Ready", "", deps)
         return
     bad.sort(key=lambda c: c.get("lastTransitionTime") or "", reverse=True)
     status = "False" if any(c.get("status") == "False" for c in bad) else "Unknown"
     set_condition(obj, conds, "Ready", status, "ReconcilingDependents" if status == "Unknown" else "UnhealthyDependents",
-                  ", ".join(f"{c.get('type')}={c.get('status')}" for c in bad))
+                  ", ".join(f"{c.get('type')}={c.get('status')}" for c in bad), deps)
 
 
 def clear_condition(conds, ctype):
@@ -357,17 +372,23 @@ class Karpenter(StandIn):
         meta = obj.get("metadata") or {}
         name = meta.get("name")
         if key == (kr.GROUP, "nodeclaims"):
-            return [(KIND, "", "nodeclaim/" + name)]
+            out = [(KIND, "", "nodeclaim/" + name)]
+            pool = (meta.get("labels") or {}).get(kr.NODEPOOL_LABEL)
+            if pool:
+                out.append((KIND, "", "nodepool/" + pool))
+            return out
         if key == ("", "nodes"):
             out = [(KIND, "", "node/" + name)]
             out += [(KIND, "", "nodeclaim/" + nc["metadata"]["name"]) for nc in self.nodeclaims_for_node(obj)]
             return out
         if key == (AWS, "ec2nodeclasses"):
             return [(KIND, "", "nodeclass/" + name)] + [
+                (KIND, "", "nodepool/" + np_["metadata"]["name"]) for np_ in self.all(self.nodepools_res())
+                if ((((np_.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeClassRef") or {}).get("name") == name] + [
                 (KIND, "", "nodeclaim/" + nc["metadata"]["name"]) for nc in self.all(self.nodeclaims_res())
                 if ((nc.get("spec") or {}).get("nodeClassRef") or {}).get("name") == name]
         if key == (kr.GROUP, "nodepools"):
-            return [(KIND, "", "nodeclaim/" + nc["metadata"]["name"]) for nc in self.all(self.nodeclaims_res())
+            return [(KIND, "", "nodepool/" + name)] + [(KIND, "", "nodeclaim/" + nc["metadata"]["name"]) for nc in self.all(self.nodeclaims_res())
                     if (nc["metadata"].get("labels") or {}).get(kr.NODEPOOL_LABEL) == name]
         if key == ("", "pods"):
             return self._pod_event(obj)
@@ -403,6 +424,8 @@ class Karpenter(StandIn):
                 self.sync_node(name)
             elif what == "nodeclass":
                 self.sync_nodeclass(name)
+            elif what == "nodepool":
+                self.sync_nodepool(name)
         except ApiError:
             raise
         except Exception as e:  # a stand-in's fault is never the request's
@@ -427,6 +450,7 @@ class Karpenter(StandIn):
         self.kubelets(now)
         items = [(KIND, "", "nodeclaim/" + nc["metadata"]["name"]) for nc in self.all(self.nodeclaims_res())]
         items += [(KIND, "", "node/" + n["metadata"]["name"]) for n in self.all(self.nodes_res()) if deleting(n)]
+        items += [(KIND, "", "nodepool/" + p["metadata"]["name"]) for p in self.all(self.nodepools_res())]
         self.c.queue.extend(items)
         self.c._drain()
         if now - self.last_gc >= self.settings["gcPeriodSeconds"]:
@@ -457,6 +481,68 @@ class Karpenter(StandIn):
                                      "ValidationSucceeded", "Ready")],
         }
         self.write_status(r, nc, status)
+
+    # -- NodePool status (readiness and counter controllers)
+
+    def sync_nodepool(self, name):
+        """pkg/controllers/nodepool/readiness (NodeClassReady from the
+        NodeClass's Ready; ValidationSucceeded True; root Ready over both)
+        and nodepool/counter (status.resources: cpu, memory, pods,
+        ephemeral-storage, nodes from 0 plus the capacity of each NodeClaim
+        of the pool — its Node's once initialized —, status.nodes)."""
+        r = self.nodepools_res()
+        pool = self.get(r, "", name)
+        if pool is None:
+            return
+        ref = (((pool.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeClassRef") or {}
+        if ref.get("group") != AWS or ref.get("kind") != "EC2NodeClass":
+            return
+        work = copy.deepcopy(pool)
+        status = work.setdefault("status", {})
+        conds = status.setdefault("conditions", [])
+        deps = ("ValidationSucceeded", "NodeClassReady")
+        for t in ("Ready",) + deps:
+            if _cond(conds, t) is None:
+                set_condition(work, conds, t, "Unknown", "AwaitingReconciliation", "object is awaiting reconciliation", deps)
+        set_condition(work, conds, "ValidationSucceeded", "True", "ValidationSucceeded", "", deps)
+        ncls = self.get(self.nodeclasses_res(), "", ref.get("name"))
+        if ncls is None:
+            set_condition(work, conds, "NodeClassReady", "False", "NodeClassNotFound", "NodeClass not found on cluster", deps)
+        elif deleting(ncls):
+            set_condition(work, conds, "NodeClassReady", "False", "NodeClassTerminating", "NodeClass is Terminating", deps)
+        else:
+            ready = kr.condition(ncls, "Ready") or {}
+            if ready.get("status") == "True":
+                set_condition(work, conds, "NodeClassReady", "True", "NodeClassReady", "", deps)
+            elif ready.get("status") == "False":
+                set_condition(work, conds, "NodeClassReady", "False", ready.get("reason") or "NodeClassNotReady",
+                              ready.get("message") or "", deps)
+            else:
+                set_condition(work, conds, "NodeClassReady", "False", "NodeClassReadinessUnknown",
+                              "Node Class Readiness Unknown", deps)
+        from crd_schema import parse_quantity
+        total = {k: 0 for k in ("cpu", "memory", "pods", "ephemeral-storage", "nodes")}
+        for nc in self.all(self.nodeclaims_res()):
+            if (nc["metadata"].get("labels") or {}).get(kr.NODEPOOL_LABEL) != name or not self.managed(nc):
+                continue
+            nodes = self.nodes_for(nc)
+            node = nodes[0] if len(nodes) == 1 else None
+            cap = dict((nc.get("status") or {}).get("capacity") or {})
+            if node is not None:
+                ncap = dict((node.get("status") or {}).get("capacity") or {})
+                if (node["metadata"].get("labels") or {}).get(kr.INITIALIZED_LABEL) == "true":
+                    cap = ncap
+                else:
+                    cap = {**ncap, **{k: v for k, v in cap.items() if kr._is_zero(ncap.get(k))}}
+            for k, v in cap.items():
+                q = parse_quantity(str(v))
+                if q is not None:
+                    total[k] = total.get(k, 0) + q
+            total["nodes"] += 1
+        status["resources"] = {k: _format_quantity(k, v) for k, v in sorted(total.items())}
+        status["nodes"] = int(total["nodes"])
+        if work["status"] != (pool.get("status") or {}):
+            self.write_status(r, pool, work["status"])
 
     # -- NodeClaim lifecycle
 
@@ -600,6 +686,11 @@ class Karpenter(StandIn):
     def register(self, nc, node):
         """registration.go (syncNode, then the unregistered taint and the
         registered label); returns the written Node."""
+        if kr.REGISTERED_LABEL not in (node["metadata"].get("labels") or {}) and not any(
+                kr.match_taint(t, kr.UNREGISTERED_TAINT) for t in (node.get("spec") or {}).get("taints") or []):
+            self.record("NodeClaim", nc["metadata"]["name"], "Warning", "UnregisteredTaintMissing",
+                        f"Missing {kr.UNREGISTERED_TAINT['key']} taint which prevents registration related race "
+                        "conditions on Karpenter-managed nodes")
         new = copy.deepcopy(node)
         m = new["metadata"]
         fins = m.setdefault("finalizers", [])

@@ -304,6 +304,19 @@ class Karpenter(unittest.TestCase):
         self.assertEqual(cond(nc, "Ready"), ("True", "Ready"))
         self.assertEqual(self.node(name)["metadata"]["labels"]["karpenter.sh/initialized"], "true")
 
+    def test_a_node_registered_by_hand_is_adopted_with_a_warning(self):
+        self.srv.ok("POST", HOOK + "never-join", {"nodeClaim": "hand-a"})
+        nc = self.create(claim("hand-a"))
+        pid = wait("launched", lambda: (self.get("hand-a").get("status") or {}).get("providerID"))
+        self.srv.ok("POST", NODES, {"metadata": {"name": "hand-a-node"}, "spec": {"providerID": pid},
+                                    "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+        nc = wait("registered", lambda: cond(self.get("hand-a"), "Registered") == ("True", "Registered") and self.get("hand-a"))
+        self.assertEqual(nc["status"]["nodeName"], "hand-a-node")
+        self.assertIn("UnregisteredTaintMissing", self.events("hand-a"))
+        node = self.node("hand-a-node")
+        self.assertEqual(node["metadata"]["labels"]["karpenter.sh/registered"], "true")
+        self.assertEqual(node["metadata"]["labels"][IT], "g5.xlarge")
+
     def _watch_nodes(self, rv):
         import http.client
         conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=10)
@@ -448,6 +461,31 @@ class Karpenter(unittest.TestCase):
         self.initialized("exp-a")
         self.gone("exp-a", 8)
         self.assertIsNotNone(self.get("exp-b"))
+
+    # -- NodePool status
+
+    def test_nodepool_readiness_and_resources(self):
+        self.srv.ok("POST", NODEPOOLS, nodepool("np-count", disruption={"consolidateAfter": "Never"}))
+        np_ = wait("ready", lambda: cond(self.srv.ok("GET", NODEPOOLS + "/np-count"), "Ready") == ("True", "Ready")
+                   and self.srv.ok("GET", NODEPOOLS + "/np-count"))
+        self.assertEqual(cond(np_, "NodeClassReady"), ("True", "NodeClassReady"))
+        self.assertEqual(np_["status"]["nodes"], 0)
+        self.assertEqual(np_["status"]["resources"]["cpu"], "0")
+        self.create(claim("np-count-a", types=("g5.12xlarge",), labels={"karpenter.sh/nodepool": "np-count"}))
+        self.create(claim("np-count-b", types=("g5.xlarge",), labels={"karpenter.sh/nodepool": "np-count"}))
+        self.initialized("np-count-a")
+        self.initialized("np-count-b")
+        np_ = wait("counted", lambda: self.srv.ok("GET", NODEPOOLS + "/np-count")["status"]["nodes"] == 2
+                   and self.srv.ok("GET", NODEPOOLS + "/np-count"))
+        self.assertEqual(np_["status"]["resources"]["nvidia.com/gpu"], "5")
+        self.assertEqual(np_["status"]["resources"]["cpu"], "52")
+        self.assertEqual(np_["status"]["resources"]["memory"], "208Gi")
+        # a pool whose NodeClass is missing is not Ready
+        self.srv.ok("POST", NODEPOOLS, {"metadata": {"name": "np-orphan"}, "spec": {"template": {"spec": {
+            "requirements": [], "nodeClassRef": {**REF, "name": "missing"}}}}})
+        wait("not ready", lambda: cond(self.srv.ok("GET", NODEPOOLS + "/np-orphan"), "NodeClassReady")
+             == ("False", "NodeClassNotFound"))
+        self.assertEqual(cond(self.srv.ok("GET", NODEPOOLS + "/np-orphan"), "Ready")[0], "False")
 
     # -- disruption
 
