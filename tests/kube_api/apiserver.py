@@ -93,6 +93,7 @@ import secret_rules  # noqa: E402
 import statefulset_rules  # noqa: E402
 from admission import Webhooks  # noqa: E402
 import workload_rules  # noqa: E402
+import karpenter_controller  # noqa: E402
 from apierrors import ApiError, invalid  # noqa: E402
 from job_rules import selector_matches  # noqa: E402
 from controllers import Controllers, now_rfc3339 as _now_delta  # noqa: E402
@@ -1254,6 +1255,11 @@ class Handler(BaseHTTPRequestHandler):
         self.body_bytes = b""
         REQUEST.warnings = []
         try:
+            if urlsplit(self.path).path.startswith(karpenter_controller.PREFIX):
+                # test hooks of the Karpenter stand-in's cloud (not a Kubernetes API)
+                body = self._json_body() if method in ("POST", "PUT") else None
+                code, out = karpenter_controller.admin(self.store, method, urlsplit(self.path).path, body)
+                return self._send(code, out)
             who = self._authorize(method)
             route = self._route()
             if route[0] == "doc":

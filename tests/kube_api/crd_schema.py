@@ -21,7 +21,10 @@ Upstream (kubernetes/kubernetes, staging/src/k8s.io/apiextensions-apiserver):
 - CRDValidationRatcheting (GA in 1.33): on update a node whose value equals
   its old value is not validated again.
 CEL is cel-python (`celpy`) with the Kubernetes quantity library
-(k8s.io/apiserver/pkg/cel/library/quantity.go) added.
+(k8s.io/apiserver/pkg/cel/library/quantity.go) the regex library's
+`find` and `findAll` (k8s.io/apiserver/pkg/cel/library/regex.go) and the
+strings extension's `split`, `lowerAscii`, `upperAscii` (cel-go
+ext/strings.go) added.
 """
 
 import copy
@@ -90,7 +93,23 @@ def _cel_functions():
         "sign": lambda a: celtypes.IntType((a.value > 0) - (a.value < 0)),
         "add": lambda a, b: Quantity(a.value + (b.value if isinstance(b, Quantity) else Fraction(int(b)))),
         "sub": lambda a, b: Quantity(a.value - (b.value if isinstance(b, Quantity) else Fraction(int(b)))),
+        # the regex library (k8s.io/apiserver/pkg/cel/library/regex.go): the
+        # first match, or "" (Karpenter's CRDs use it on label keys)
+        "find": lambda s, pattern: celtypes.StringType(_first_match(pattern, s)),
+        # the strings extension (cel-go ext/strings.go, on in kube-apiserver)
+        "split": lambda s, sep, *n: celtypes.ListType(
+            [celtypes.StringType(x) for x in (str(s).split(str(sep), int(n[0]) - 1) if n and int(n[0]) > 0
+                                              else [] if n and int(n[0]) == 0 else str(s).split(str(sep)))]),
+        "lowerAscii": lambda s: celtypes.StringType(str(s).lower()),
+        "upperAscii": lambda s: celtypes.StringType(str(s).upper()),
+        "findAll": lambda s, pattern, *limit: celtypes.ListType(
+            [celtypes.StringType(m.group(0)) for m in re.finditer(str(pattern), str(s))][:int(limit[0]) if limit and int(limit[0]) >= 0 else None]),
     }
+
+
+def _first_match(pattern, s):
+    m = re.search(str(pattern), str(s))
+    return m.group(0) if m else ""
 
 
 class Rules:
