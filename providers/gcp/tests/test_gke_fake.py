@@ -85,10 +85,15 @@ class ManagedInstanceGroups(FakeCase):
         self.f.create_instances(url, ["d-0", "d-1", "d-2"])
         path = self.f.group_path(url) + "/deleteInstances"
         foreign = f"https://www.googleapis.com/compute/v1/projects/{P}/zones/{ZA}/instances/not-mine"
-        # without skipping, a URL outside the group fails the request: nothing deleted
-        code, err = self.f.call("POST", path, {"instances": [zonal(ZA, "/instances/d-1"), foreign]})
-        self.assertEqual(code, 400, err)
-        self.assertIn("not a member", err["error"]["message"])
+        # without skipping, an instance outside the group fails the operation: nothing deleted
+        op = self.f.ok("POST", path, {"instances": [f"zones/{ZA}/instances/d-1", foreign]})
+        self.assertEqual(op["status"], "DONE")
+        self.assertIn("not a member", op["error"]["errors"][0]["message"])
+        self.assertEqual(self.names(url), ["d-0", "d-1", "d-2"])
+        # another zone fails it even with skipping
+        other = f"https://www.googleapis.com/compute/v1/projects/{P}/zones/{ZB}/instances/d-1"
+        op = self.f.ok("POST", path, {"instances": [other], "skipInstancesOnValidationError": True})
+        self.assertIn("error", op)
         self.assertEqual(self.names(url), ["d-0", "d-1", "d-2"])
         op = self.f.ok("POST", path, {"instances": [
             f"https://www.googleapis.com/compute/v1/projects/{P}/zones/{ZA}/instances/d-1", foreign],

@@ -20,8 +20,9 @@ them (kubernetes/autoscaler `cluster-autoscaler/cloudprovider/gce/`
   https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers/listErrors
 * `deleteInstances` (body `{"instances": [URL], "skipInstancesOnValidationError": B}`)
   deletes exactly the named instances and lowers `targetSize` by as many;
-  with the flag, URLs that are not in the group are skipped, without it the
-  request fails and nothing is deleted.
+  with the flag, instances that are not members (or already being deleted)
+  are skipped, without it the operation fails and nothing is deleted; a URL
+  of another zone or a malformed one always fails it.
   https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers/deleteInstances
 * `resize` sets `targetSize`; new instances are named
   `<baseInstanceName>-<4 characters>`.

@@ -136,25 +136,40 @@ class World:
         return self.operation(mig.project, mig.zone, "compute.instanceGroupManagers.createInstances", mig.url)
 
     def delete_instances(self, mig, urls, skip):
+        """Deletes exactly the named managed instances. A URL of another zone
+        or project, or one without an instance name, fails the operation
+        whatever the flag; one that is not a member (or is already being
+        deleted) is skipped with skipInstancesOnValidationError, and fails the
+        operation without it. A failed operation deletes nothing."""
         mig.touched = True
-        names = []
-        for u in urls:
+        kind = "compute.instanceGroupManagers.deleteInstances"
+        names, bad = [], None
+        for i, u in enumerate(urls):
             project, zone, name = parse_instance_url(u)
-            ok = name in mig.members and project in (None, mig.project) and zone in (None, mig.zone)
-            if not ok:
+            segs = [x for x in u.split("/") if x]
+            malformed = not name or (len(segs) > 1 and segs[-2] != "instances")
+            if malformed or project not in (None, mig.project) or zone not in (None, mig.zone):
+                bad = (i, u, "is malformed or names an instance outside the group's zone")
+                break
+            m = mig.members.get(name)
+            if m is None or m.action == "DELETING":
                 if skip:
                     continue
-                raise ApiError(400, "invalid",
-                               f"Invalid value for field 'resource.instances[{urls.index(u)}]': '{u}'. "
-                               f"The instance is not a member of the instance group "
-                               f"'projects/{mig.project}/zones/{mig.zone}/instanceGroupManagers/{mig.name}'.")
+                bad = (i, u, "is not a member of the group or is already being deleted")
+                break
             names.append(name)
+        if bad:
+            i, u, why = bad
+            op = self.operation(mig.project, mig.zone, kind, mig.url, {
+                "code": "INVALID_FIELD_VALUE",
+                "message": f"Invalid value for field 'resource.instances[{i}]': '{u}'. The instance {why}: "
+                           f"'projects/{mig.project}/zones/{mig.zone}/instanceGroupManagers/{mig.name}'."})
+            op["httpErrorStatusCode"] = 400
+            return op
         for name in names:
-            m = mig.members[name]
-            if m.action != "DELETING":
-                m.action = "DELETING"
-                mig.target -= 1
-        return self.operation(mig.project, mig.zone, "compute.instanceGroupManagers.deleteInstances", mig.url)
+            mig.members[name].action = "DELETING"
+            mig.target -= 1
+        return self.operation(mig.project, mig.zone, kind, mig.url)
 
     def resize(self, mig, size):
         if size < 0:
