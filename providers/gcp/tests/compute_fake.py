@@ -66,8 +66,9 @@ from urllib.parse import parse_qs, urlparse
 
 import os
 
-from gke_fake import World
-from gke_fake import routes as gke_routes
+sys.dont_write_bytecode = True  # no __pycache__ beside the fake in the source tree
+from gke_fake import World  # noqa: E402
+from gke_fake import routes as gke_routes  # noqa: E402
 
 LOCK = threading.Lock()
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "gke_fixture.json")) as f:

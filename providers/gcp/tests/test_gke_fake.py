@@ -80,6 +80,19 @@ class ManagedInstanceGroups(FakeCase):
         listed = self.f.ok("GET", f"/compute/v1/projects/{P}/aggregated/instances")
         self.assertIn("n-0", [i["name"] for i in listed["items"][f"zones/{ZA}"]["instances"]])
 
+    def test_preserved_metadata_of_a_per_instance_config_reaches_the_instance_and_its_recreation(self):
+        _, url = self.pool_group()
+        self.f.ok("POST", self.f.group_path(url) + "/createInstances", {"instances": [
+            {"name": "m-0", "preservedState": {"metadata": {"muster-poolnode": "pn-0", "cluster-name": "other"}}}]})
+        inst = self.f.instance(ZA, "m-0")[1]
+        self.assertEqual(metadata(inst, "muster-poolnode"), "pn-0")
+        self.assertEqual(metadata(inst, "cluster-name"), "other", "over the template's")
+        self.assertIn("cloud.google.com/gke-nodepool=l4-spot", metadata(inst, "kube-labels"))
+        self.f.control("preempt?name=m-0")
+        again = self.f.instance(ZA, "m-0")[1]
+        self.assertNotEqual(again["id"], inst["id"])
+        self.assertEqual(metadata(again, "muster-poolnode"), "pn-0")
+
     def test_delete_instances_deletes_exactly_the_named_ones(self):
         _, url = self.pool_group()
         self.f.create_instances(url, ["d-0", "d-1", "d-2"])
@@ -299,6 +312,14 @@ class NodePools(FakeCase):
         cluster = self.f.ok("GET", CLUSTER)
         self.assertIn(pool["instanceGroupUrls"][0],
                       [u for p in cluster["nodePools"] for u in p.get("instanceGroupUrls", [])])
+
+    def test_the_gpu_taint_comes_only_beside_a_non_gpu_pool(self):
+        for name in ("upgrading-pool", "default-pool"):
+            self.f.wait_gke(self.f.ok("DELETE", f"{CLUSTER}/nodePools/{name}"))
+        pool = self.f.create_pool(spot_l4())
+        g = self.f.ok("GET", self.f.group_path(pool["instanceGroupUrls"][0]))
+        t = self.f.ok("GET", g["instanceTemplate"].split("/compute/v1", 1)[1].join(["/compute/v1", ""]))
+        self.assertIn("NODE_TAINTS: muster.dev/gpu=true:NoSchedule\n", metadata(t, "kube-env"))
 
     def test_initial_node_count_is_per_zone(self):
         pool = self.f.create_pool(spot_l4(zones=(ZA, ZB), initialNodeCount=2))

@@ -11,6 +11,9 @@ them (kubernetes/autoscaler `cluster-autoscaler/cloudprovider/gce/`
   https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers/createInstances
 * A name already in the group is not created twice (the request is
   accepted and the existing managed instance is left alone).
+* A per-instance config's `preservedState.metadata` becomes metadata of
+  that instance (and of its recreations), over the template's
+  (PerInstanceConfig, same page).
 * An instance the group cannot create (stockout, quota) stays CREATING
   with `lastAttempt.errors.errors[{code, message}]`; the group keeps
   retrying ("If the group fails to create this instance, it will try again
@@ -76,9 +79,10 @@ def parse_instance_url(url):
 class Member:
     """A managed instance: the group's intent for one instance name."""
 
-    def __init__(self, name, action="CREATING"):
+    def __init__(self, name, action="CREATING", metadata=None):
         self.name = name
         self.action = action
+        self.metadata = dict(metadata or {})  # preservedState.metadata of its per-instance config
         self.errors = None  # lastAttempt errors: [{code, message}]
         self.instance_id = None
 

@@ -232,18 +232,20 @@ def join_labels(labels):
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-def node_taints(pool):
-    """`key=value:Effect,...` of the pool's taints (GKE adds
-    nvidia.com/gpu=present:NoSchedule to GPU pools)."""
+def node_taints(pool, gpu_taint):
+    """`key=value:Effect,...` of the pool's taints. GKE adds
+    nvidia.com/gpu=present:NoSchedule to the nodes of a GPU pool added to a
+    cluster that already runs a non-GPU node pool (`gpu_taint`;
+    https://cloud.google.com/kubernetes-engine/docs/how-to/gpus)."""
     cfg = pool["config"]
     out = [f"{t['key']}={t.get('value', '')}:{TAINT_EFFECTS[t['effect']]}" for t in cfg.get("taints") or []]
-    if cfg.get("accelerators") and not any(t.startswith("nvidia.com/gpu=") for t in out):
+    if gpu_taint and cfg.get("accelerators") and not any(t.startswith("nvidia.com/gpu=") for t in out):
         out.append("nvidia.com/gpu=present:NoSchedule")
     return ",".join(out)
 
 
-def kube_env(pool, cluster, zone, labels):
-    taints = node_taints(pool)
+def kube_env(pool, cluster, zone, labels, gpu_taint):
+    taints = node_taints(pool, gpu_taint)
     lines = [
         'ALLOCATE_NODE_CIDRS: "true"',
         f"AUTOSCALER_ENV_VARS: node_labels={join_labels(labels)};node_taints={taints};"
@@ -275,8 +277,9 @@ def scheduling(cfg):
             "onHostMaintenance": "TERMINATE" if gpu else "MIGRATE"}
 
 
-def template_properties(pool, *, project, region, cluster, zone):
-    """The `properties` of the pool's instance template in `zone`."""
+def template_properties(pool, *, project, region, cluster, zone, gpu_taint=True):
+    """The `properties` of the pool's instance template in `zone`;
+    `gpu_taint`: the cluster already runs a non-GPU node pool."""
     cfg = pool["config"]
     labels = kube_labels(pool)
     attached = []
@@ -299,7 +302,7 @@ def template_properties(pool, *, project, region, cluster, zone):
                        "diskSizeGb": str(cfg.get("diskSizeGb") or 100),
                        "diskType": cfg.get("diskType") or "pd-balanced"}}],
         "metadata": {"kind": "compute#metadata", "items": [
-            {"key": "kube-env", "value": kube_env(pool, cluster, zone, labels)},
+            {"key": "kube-env", "value": kube_env(pool, cluster, zone, labels, gpu_taint)},
             {"key": "kube-labels", "value": join_labels(labels)},
             {"key": "kubelet-config", "value": kubelet_config(pool)},
             {"key": "cluster-name", "value": cluster},

@@ -6,7 +6,7 @@ answer as before.
 Compute (`/compute/v1/projects/P/zones/Z/...`), errors in Compute's shape
 `{"error": {"code", "message", "errors": [{"reason", ...}]}}`:
   GET  instanceGroupManagers                              (list)
-  POST instanceGroupManagers/NAME/createInstances         {"instances": [{"name"}]} → Operation
+  POST instanceGroupManagers/NAME/createInstances         {"instances": [{"name", "preservedState"?: {"metadata"}}]} → Operation
   POST instanceGroupManagers/NAME/deleteInstances         {"instances": [url], "skipInstancesOnValidationError"} → Operation
   POST instanceGroupManagers/NAME/resize?size=N           → Operation
   POST instanceGroupManagers/NAME/listManagedInstances[?maxResults=&pageToken=]
@@ -75,11 +75,11 @@ def compute(h, world, method, project, rest, q):
             if req and ("mig", req) in h.state()["requests"]:
                 h.send(200, h.state()["requests"][("mig", req)])
                 return True
-            names = [i.get("name", "") for i in body.get("instances") or []]
-            if not names or not all(names):
+            configs = list(body.get("instances") or [])
+            if not configs or not all(c.get("name") for c in configs):
                 raise ApiError(400, "invalid", "Invalid value for field 'resource.instances': each per-instance "
                                                "config needs a name.")
-            op = world.create_instances(mig, names)
+            op = world.create_instances(mig, configs)
             if req:
                 h.state()["requests"][("mig", req)] = op
             h.send(200, op)

@@ -126,12 +126,15 @@ class World:
             if name not in mig.members and (mig.project, mig.zone, name) not in self.s["instances"]:
                 return name
 
-    def create_instances(self, mig, names):
+    def create_instances(self, mig, configs):
+        """configs: the request's per-instance configs ({name, preservedState})."""
         mig.touched = True
-        for name in names:
+        for cfg in configs:
+            name = cfg["name"]
             if name in mig.members:
                 continue  # already the group's: not created twice
-            mig.members[name] = Member(name)
+            meta = ((cfg.get("preservedState") or {}).get("metadata")) or {}
+            mig.members[name] = Member(name, metadata=meta)
             mig.target += 1
         return self.operation(mig.project, mig.zone, "compute.instanceGroupManagers.createInstances", mig.url)
 
@@ -204,14 +207,16 @@ class World:
             out.append(item)
         return out
 
-    def make_instance(self, mig, name):
+    def make_instance(self, mig, member):
+        name = member.name
         t = self.template(mig.template_url)
         props = copy.deepcopy(t["properties"])
         mt = props["machineType"].rsplit("/", 1)[-1]
         zbase = f"https://www.googleapis.com/compute/v1/projects/{mig.project}/zones/{mig.zone}"
         num = project_number(mig.project)
         items = [i for i in props.get("metadata", {}).get("items", [])
-                 if i["key"] not in ("created-by", "instance-template")]
+                 if i["key"] not in ("created-by", "instance-template") and i["key"] not in member.metadata]
+        items += [{"key": k, "value": v} for k, v in sorted(member.metadata.items())]
         items += [{"key": "instance-template", "value": t["selfLink"].split("/compute/v1/")[-1].replace(
                       f"projects/{mig.project}/", f"projects/{num}/", 1)},
                   {"key": "created-by", "value": f"projects/{num}/zones/{mig.zone}/instanceGroupManagers/{mig.name}"}]
@@ -250,7 +255,7 @@ class World:
                                 "error": dict(err), "timestamp": self.now()})
                         m.errors = [err]
                         continue
-                    new = self.make_instance(mig, m.name)
+                    new = self.make_instance(mig, m)
                     self.s["instances"][key] = new
                     self.s["created"].append({"name": m.name, "zone": mig.zone, "labels": new.get("labels", {})})
                     m.action, m.errors, m.instance_id = "NONE", None, new["id"]
@@ -297,6 +302,7 @@ class World:
         c = self.fx["cluster"]
         project, region = c["project"], self.region()
         self.pool_seq += 1
+        cpu_pool = any(not (p.get("config") or {}).get("accelerators") for p in self.pools())
         urls = []
         for zone in pool["locations"]:
             tname, gname, base = nodepools.group_names(c["name"], name, zone, self.pool_seq)
@@ -306,7 +312,7 @@ class World:
                 "creationTimestamp": self.now(), "selfLink": tlink,
                 "region": f"https://www.googleapis.com/compute/v1/projects/{project}/regions/{region}",
                 "properties": nodepools.template_properties(pool, project=project, region=region,
-                                                            cluster=c["name"], zone=zone)})
+                                                            cluster=c["name"], zone=zone, gpu_taint=cpu_pool)})
             glink = compute_url(project, f"zones/{zone}", "instanceGroupManagers", gname)
             public = {"kind": "compute#instanceGroupManager", "id": str(next(self.ids)), "name": gname,
                       "zone": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}",
