@@ -120,6 +120,8 @@ class OverHttp(FakeCase):
         inst = self.f.instance(ZA, "n-0")[1]
         self.assertEqual(node["metadata"]["annotations"]["container.googleapis.com/instance_id"], inst["id"])
         self.assertIn({"key": "muster.dev/gpu", "value": "true", "effect": "NoSchedule"}, node["spec"]["taints"])
+        self.assertEqual(node["status"]["capacity"], {"cpu": "4", "memory": f"{16 * 1024}Mi", "pods": "110",
+                                                      "nvidia.com/gpu": "1"})
         refused = {r["name"]: r for r in out["refused"]}
         self.assertEqual(sorted(refused), ["plain-0"])
         self.assertEqual(refused["plain-0"]["csr"], "Denied")

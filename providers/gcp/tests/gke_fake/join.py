@@ -4,6 +4,7 @@ taints and annotations?
 
 Input is a plain snapshot (`World.snapshot()`):
     {"cluster": {"project", "location", "name"},
+     "machineTypes": {name: {"guestCpus", "memoryMb", "accelerators"}} (optional),
      "nodePools": [{"name", "instanceGroupUrls": [...]}],
      "groups": {group URL: [{"name", "id", "currentAction"}]},
      "instances": [Compute instance resources]}
@@ -38,6 +39,10 @@ Rules, each with its source:
    `node_taints=` entry, `AUTOSCALER_ENV_VARS`). Without `kube-labels` it
    leaves the labels alone. kubernetes/cloud-provider-gcp
    `cmd/gcp-controller-manager/node_annotator.go` (same commit).
+
+The Node's `status.capacity` (cpu, memory, pods 110, nvidia.com/gpu) is
+the machine type's, for a test to start from; readiness, allocatable and
+conditions are the kubelet's, left to whatever registers the Node.
 
 The fake's own rules (not from upstream): an instance that is not RUNNING
 has no kubelet to ask; an instance without `kube-env` metadata is not a GKE
@@ -172,7 +177,25 @@ def verdict(snap, name, zone=None):
         return dict(out, csr="Denied",
                     reason=f"deny CSR: VM {name!r} doesn't belong to cluster {cluster!r} (its id {inst['id']} is "
                            "no managed instance of the instance groups of the cluster's node pools)")
-    return dict(out, joins=True, csr="Approved", reason=f"managed instance of {group}", node=node(inst, env_text))
+    n = node(inst, env_text)
+    cap = capacity(inst, snap.get("machineTypes") or {})
+    if cap:
+        n["status"] = {"capacity": cap}
+    return dict(out, joins=True, csr="Approved", reason=f"managed instance of {group}", node=n)
+
+
+def capacity(inst, machines):
+    """What the kubelet (and, for GPUs, the device plugin once it runs)
+    reports of the machine: cpu, memory, pods, nvidia.com/gpu."""
+    m = machines.get(inst.get("machineType", "").rsplit("/", 1)[-1])
+    if not m:
+        return None
+    gpus = sum(a.get("guestAcceleratorCount", 0) for a in m.get("accelerators") or [])
+    gpus += sum(int(a.get("acceleratorCount", 0)) for a in inst.get("guestAccelerators") or [])
+    cap = {"cpu": str(m["guestCpus"]), "memory": f"{m['memoryMb']}Mi", "pods": "110"}
+    if gpus:
+        cap["nvidia.com/gpu"] = str(gpus)
+    return cap
 
 
 def node(inst, env_text):
