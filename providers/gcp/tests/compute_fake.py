@@ -177,15 +177,15 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             STATE["calls"][f"{method} {'/'.join(parts[2:3] + parts[4:5] + parts[6:7])}"] = \
                 STATE["calls"].get(f"{method} {'/'.join(parts[2:3] + parts[4:5] + parts[6:7])}", 0) + 1
+            if parts[:2] == ["compute", "v1"] and len(parts) > 8:
+                # the group methods by name: POST projects/zones/instanceGroupManagers/createInstances
+                detail = f"{method} projects/zones/{parts[6]}/{parts[8]}"
+                STATE["calls"][detail] = STATE["calls"].get(detail, 0) + 1
             if STATE["fail"]:
                 code, left = STATE["fail"]
                 STATE["fail"] = (code, left - 1) if left > 1 else None
                 reason = {400: "invalid", 403: "forbidden", 429: "rateLimitExceeded"}.get(code, "backendError")
                 return self.error(code, reason, f"injected {code}")
-            if parts[:2] == ["compute", "v1"] and len(parts) > 8:
-                # the group methods by name: POST projects/zones/instanceGroupManagers/createInstances
-                detail = f"{method} projects/zones/{parts[6]}/{parts[8]}"
-                STATE["calls"][detail] = STATE["calls"].get(detail, 0) + 1
             WORLD.reconcile()
             if parts[:1] == ["v1"] and gke_routes.gke(self, WORLD, method, parts[1:]):
                 return
