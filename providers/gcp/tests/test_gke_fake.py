@@ -243,8 +243,12 @@ class ManagedInstanceGroups(FakeCase):
         for n in names:
             self.assertRegex(n, rf"^{g['baseInstanceName']}-[a-z0-9]{{4}}$")
             self.assertLessEqual(len(n), 63)
+        made = [m["name"] for m in self.f.managed(url)]  # in the order they were made
+        self.f.control(f"stockout?zone={ZA}&machineType=g2-standard-4")
+        self.f.create_instances(url, ["pending-0"])
         self.f.ok("POST", self.f.group_path(url) + "/resize?size=1")
-        self.assertEqual(len(self.names(url)), 1)
+        # the instance not yet made goes first, then the newest
+        self.assertEqual(self.names(url), [made[0]])
         self.assertEqual(self.f.ok("GET", self.f.group_path(url))["targetSize"], 1)
 
     def test_group_calls_are_counted_by_method(self):

@@ -185,7 +185,8 @@ class World:
                 mig.members[name] = Member(name)
         else:
             # instances not yet created go first, then the newest
-            order = sorted(live, key=lambda m: (m.action == "NONE",))
+            order = sorted(enumerate(live), key=lambda im: (im[1].action == "NONE", -im[0]))
+            order = [m for _, m in order]
             for m in order[:len(live) - size]:
                 m.action = "DELETING"
         mig.target = size
