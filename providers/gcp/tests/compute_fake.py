@@ -177,7 +177,7 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             STATE["calls"][f"{method} {'/'.join(parts[2:3] + parts[4:5] + parts[6:7])}"] = \
                 STATE["calls"].get(f"{method} {'/'.join(parts[2:3] + parts[4:5] + parts[6:7])}", 0) + 1
-            if parts[:2] == ["compute", "v1"] and len(parts) > 8:
+            if parts[:2] == ["compute", "v1"] and len(parts) > 8 and parts[6] == "instanceGroupManagers":
                 # the group methods by name: POST projects/zones/instanceGroupManagers/createInstances
                 detail = f"{method} projects/zones/{parts[6]}/{parts[8]}"
                 STATE["calls"][detail] = STATE["calls"].get(detail, 0) + 1

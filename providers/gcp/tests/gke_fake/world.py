@@ -43,6 +43,7 @@ class World:
         state.setdefault("gke_op_polls", 0)
         self.migs = {}  # (project, zone, name) -> Mig
         self.pool_seq = 0
+        self.system_events = 0
         for m in fixture["instanceGroupManagers"]:
             project, zone, _ = parse_instance_url(m["zone"] + "/x")
             mig = Mig(project, zone, m["name"], m.get("baseInstanceName", m["name"]),
@@ -406,8 +407,18 @@ class World:
                               if p == self.fx["cluster"]["project"]]}
 
     def preempted(self, name):
-        """Records GCE's `compute.instances.preempted` system operation for
-        each instance of that name (the fake's preempt knob stopped it)."""
+        """Records GCE's `compute.instances.preempted` system event (a zone
+        operation named systemevent-…) for each instance of that name (the
+        fake's preempt knob stopped it). Its own numbering, so the ids and
+        names of the fake's other operations and instances stay as before."""
         for (p, z, n), inst in self.s["instances"].items():
             if n == name and inst.get("status") == "TERMINATED":
-                self.operation(p, z, "compute.instances.preempted", inst["selfLink"])
+                self.system_events += 1
+                op_name = f"systemevent-{self.system_events}"
+                zbase = f"https://www.googleapis.com/compute/v1/projects/{p}/zones/{z}"
+                self.s["ops"][(p, z, op_name)] = {
+                    "kind": "compute#operation", "id": str(9_000_000 + self.system_events), "name": op_name,
+                    "operationType": "compute.instances.preempted", "status": "DONE", "progress": 100,
+                    "zone": zbase, "targetLink": inst["selfLink"], "selfLink": f"{zbase}/operations/{op_name}",
+                    "insertTime": self.now(), "startTime": self.now(), "endTime": self.now(),
+                    "statusMessage": "Instance was preempted."}
