@@ -36,6 +36,24 @@ is stopped by GCE: status TERMINATED, lastStopTimestamp set), POST
 (requests by method and path without project, zone and names, e.g.
 `POST projects/zones/instances`), GET /fake/created (every instance ever
 created, deleted ones included, in order: name, zone, labels).
+
+GKE node pools and their managed instance groups (package `gke_fake/`, see
+its `routes.py` and `README.md` beside this file): the fixture's cluster
+takes `nodePools.create`, `get`, `delete`, `:setSize`, `:setAutoscaling`
+(GKE operations polled at GET /v1/projects/P/locations/L/operations/OP),
+and `clusters.get`; every group (the fixture's and those of created pools)
+takes `createInstances`, `deleteInstances`, `resize`,
+`listManagedInstances`, `listErrors`; the instances a group creates are
+instances of this fake. More control: the stockout knob takes `&spot=true`
+or `&spot=false` to exhaust only that capacity type, POST
+/fake/unstock?zone=Z&machineType=M[&spot=B] lifts one stockout, POST
+/fake/hold?on=true|false keeps the groups' pending actions pending, POST
+/fake/gke/op-polls?n=K makes GKE operations answer RUNNING to K polls,
+POST /fake/gke/unavailable?zone=Z&acceleratorType=A, POST
+/fake/mig/paginated?zone=Z&name=G, GET /fake/gke/nodes?cluster=C (the
+Nodes GKE would register, and the instances it would refuse, with why),
+GET /fake/gke/join?name=N[&zone=Z] (one instance's verdict). A preempted
+managed instance is recreated by its group under the same name.
 """
 
 import itertools
@@ -47,6 +65,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 import os
+
+sys.dont_write_bytecode = True  # no __pycache__ beside the fake in the source tree
+from gke_fake import World  # noqa: E402
+from gke_fake import routes as gke_routes  # noqa: E402
 
 LOCK = threading.Lock()
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "gke_fixture.json")) as f:
@@ -103,6 +125,10 @@ def operation(project, zone, kind, target, error=None):
     return op
 
 
+WORLD = World(STATE, GKE, machines=MACHINES, accelerators=ACCELERATORS, zones=ZONES,
+              ids=IDS, now=now, operation=operation)
+
+
 def labels_match(inst, flt):
     # filter: labels.KEY = "VALUE" [AND labels.K2 = "V2"]
     if not flt:
@@ -135,6 +161,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send(code, {"error": {"code": code, "message": message,
                                    "errors": [{"reason": reason, "domain": "global", "message": message}]}})
 
+    def state(self):
+        return STATE
+
     def body(self):
         n = int(self.headers.get("Content-Length") or 0)
         return json.loads(self.rfile.read(n) or b"{}")
@@ -148,11 +177,21 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             STATE["calls"][f"{method} {'/'.join(parts[2:3] + parts[4:5] + parts[6:7])}"] = \
                 STATE["calls"].get(f"{method} {'/'.join(parts[2:3] + parts[4:5] + parts[6:7])}", 0) + 1
+            if parts[:2] == ["compute", "v1"] and len(parts) > 8 and parts[6] == "instanceGroupManagers":
+                # the group methods by name: POST projects/zones/instanceGroupManagers/createInstances
+                detail = f"{method} projects/zones/{parts[6]}/{parts[8]}"
+                STATE["calls"][detail] = STATE["calls"].get(detail, 0) + 1
             if STATE["fail"]:
                 code, left = STATE["fail"]
                 STATE["fail"] = (code, left - 1) if left > 1 else None
                 reason = {400: "invalid", 403: "forbidden", 429: "rateLimitExceeded"}.get(code, "backendError")
                 return self.error(code, reason, f"injected {code}")
+            WORLD.reconcile()
+            if parts[:1] == ["v1"] and gke_routes.gke(self, WORLD, method, parts[1:]):
+                return
+            if parts[:2] == ["compute", "v1"] and len(parts) >= 4 and parts[2] == "projects" \
+                    and gke_routes.compute(self, WORLD, method, parts[3], parts[4:], q):
+                return
         if parts[:1] == ["v1"] and method == "GET":
             return self.gke(parts[1:])
         if parts[:2] != ["compute", "v1"] or len(parts) < 4 or parts[2] != "projects":
@@ -232,7 +271,10 @@ class Handler(BaseHTTPRequestHandler):
             if (project, zone, name) in STATE["instances"]:
                 return self.error(409, "alreadyExists",
                                   f"The resource 'projects/{project}/zones/{zone}/instances/{name}' already exists")
-            if (zone, mt) in STATE["stockout"] or ("", mt) in STATE["stockout"]:
+            sched = body.get("scheduling") or {}
+            spot = sched.get("provisioningModel") == "SPOT" or bool(sched.get("preemptible"))
+            if (zone, mt) in STATE["stockout"] or ("", mt) in STATE["stockout"] \
+                    or (zone, mt, spot) in STATE["stockout_capacity"] or ("", mt, spot) in STATE["stockout_capacity"]:
                 op = operation(project, zone, "insert", target, {
                     "code": "ZONE_RESOURCE_POOL_EXHAUSTED",
                     "message": f"The zone '{zone}' does not have enough resources available to fulfill the request. Try a different zone, or try again later."})
@@ -269,8 +311,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def control(self, method, parts, q):
         with LOCK:
+            WORLD.reconcile()
             what = parts[0] if parts else ""
-            if what == "stockout":
+            if what in gke_routes.CONTROLS and gke_routes.control(self, WORLD, method, parts, q):
+                return
+            if what == "stockout" and "spot" in q:
+                spot = gke_routes.truthy(q["spot"])
+                STATE["stockout_capacity"].add((q.get("zone", ""), q.get("machineType", ""), spot))
+            elif what == "stockout":
                 STATE["stockout"].add((q.get("zone", ""), q.get("machineType", "")))
             elif what == "quota":
                 STATE["quota"].add(q.get("machineType", ""))
@@ -281,8 +329,10 @@ class Handler(BaseHTTPRequestHandler):
                     if n == q.get("name"):
                         inst["status"] = "TERMINATED"
                         inst["lastStopTimestamp"] = now()
+                WORLD.preempted(q.get("name"))
             elif what == "restock":
                 STATE["stockout"].clear()
+                STATE["stockout_capacity"].clear()
                 STATE["quota"].clear()
             elif what == "forget":
                 STATE["requests"].clear()
