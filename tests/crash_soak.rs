@@ -701,7 +701,9 @@ async fn rolling_upgrade_from_the_previous_release_on_sim() {
         .filter(|(who, e)| {
             who.starts_with("replica-old-")
                 && e["ts"].as_f64().unwrap_or(0.0) > crds_applied
-                && e["responseStatus"]["code"].as_u64().is_some_and(|c| c < 300)
+                && e["responseStatus"]["code"]
+                    .as_u64()
+                    .is_some_and(|c| c < 300)
         })
         .count();
     drop(news);

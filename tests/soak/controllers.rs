@@ -167,7 +167,9 @@ impl Controller {
         loop {
             let ok = tokio::task::spawn_blocking({
                 let addr = addr.clone();
-                move || crate::support::plain_get(&addr, "/readyz").is_some_and(|(code, _)| code == 200)
+                move || {
+                    crate::support::plain_get(&addr, "/readyz").is_some_and(|(code, _)| code == 200)
+                }
             })
             .await
             .unwrap_or(false);

@@ -142,7 +142,10 @@ impl Summary {
             self.unexpected_exits.to_string(),
         );
         if let Some(w) = self.invalid_writes {
-            row("writes of this build refused as invalid (422)", w.to_string());
+            row(
+                "writes of this build refused as invalid (422)",
+                w.to_string(),
+            );
         }
         if self.upgraded_from.is_some() {
             let by: Vec<String> = self
@@ -152,7 +155,11 @@ impl Summary {
                 .collect();
             row(
                 "writes of the previous release refused as invalid (422), by resource",
-                if by.is_empty() { "0".into() } else { by.join(", ") },
+                if by.is_empty() {
+                    "0".into()
+                } else {
+                    by.join(", ")
+                },
             );
         }
         if let Some(w) = self.non_leader_writes {
