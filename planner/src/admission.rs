@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use crate::decided::{Cycle, Outcome, node_set};
+use crate::hole;
 use crate::index::{ReleasedFrom, World};
 use crate::model::{Assignment, GangId, QuotaResource};
 use crate::naming;
@@ -120,16 +121,20 @@ pub(crate) fn try_size(
         .known_existing
         .as_ref()
         .is_some_and(|k| k.is_for(gi, counts, &excluded));
-    if !known && let Some(takes) = place(w, &groups, gang.topology, &scope) {
-        return Ok(Attempt {
-            groups,
-            decision: Decision::Admit(takes),
-            generic,
-        });
-    }
     let duration = gang
         .expected_duration
         .unwrap_or(w.policy.default_expected_duration);
+    if !known && let Some(takes) = place(w, &groups, gang.topology, &scope) {
+        let decision = match own_machine(w, gi, &groups, &excluded, &takes, duration) {
+            Some(c) => Decision::Launch(c),
+            None => Decision::Admit(takes),
+        };
+        return Ok(Attempt {
+            groups,
+            decision,
+            generic,
+        });
+    }
     match plan_launch(w, gi, &groups, gang.topology, &excluded, duration) {
         Ok(c) => Ok(Attempt {
             groups,
@@ -138,6 +143,52 @@ pub(crate) fn try_size(
         }),
         Err(f) => Err(Fail::Launch(f)),
     }
+}
+
+/// A launch for the gang that avoids the idle nodes `takes` would keep up
+/// for it alone, when it costs less by the policy's share (`hole`).
+fn own_machine(
+    w: &mut World<'_>,
+    gi: usize,
+    groups: &[Group],
+    excluded: &[crate::model::GpuModel],
+    takes: &[Take],
+    duration: crate::time::Dur,
+) -> Option<LaunchChoice> {
+    let percent = w.policy.own_machine_below_percent;
+    if percent == 0 {
+        return None;
+    }
+    let idle = hole::idle_hosts(w, takes);
+    if idle.is_empty() {
+        return None;
+    }
+    let keep = hole::keep_cost(w, &idle, duration);
+    let gpu_millis: u64 = groups
+        .iter()
+        .map(|g| g.shape.gpu_millis.saturating_mul(u64::from(g.count)))
+        .sum();
+    if !hole::own_machine_wins(hole::launch_floor(w, gpu_millis, duration), keep, percent) {
+        return None;
+    }
+    let topology = w.gangs[gi].gang.topology;
+    w.avoid = idle;
+    let alt = plan_launch(w, gi, groups, topology, excluded, duration);
+    w.avoid.clear();
+    // packing failures found without the idle nodes are not failures with
+    // them: the next search must not trust them
+    w.generation += 1;
+    let mut c = alt.ok()?;
+    // (The plan's message does not name the idle nodes: a re-plan that
+    // takes this launch over from an earlier cycle checks what the launch
+    // reads, not why the placement was passed over.)
+    if c.new.is_empty()
+        || !hole::own_machine_wins(hole::launch_cost(w, &c, duration), keep, percent)
+    {
+        return None;
+    }
+    c.passed_over = true;
+    Some(c)
 }
 
 /// Tries full size, then minimum size; the failure reported is the one at

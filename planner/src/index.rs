@@ -267,6 +267,9 @@ pub(crate) struct World<'a> {
     pub(crate) sig_ids: FastMap<String, u32>,
     /// Per gang: the signature id of each pod set.
     pub(crate) gang_sigs: Vec<Option<Vec<u32>>>,
+    /// Nodes no gang may take while a try weighs a launch against them
+    /// (`hole`); empty otherwise.
+    pub(crate) avoid: Vec<usize>,
 }
 
 fn offering_cmp(a: &Offering, b: &Offering) -> Ordering {

@@ -18,6 +18,7 @@ mod cycle;
 mod decided;
 pub mod fixtures;
 mod handover;
+mod hole;
 pub mod idle;
 pub mod incremental;
 mod index;

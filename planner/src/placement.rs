@@ -79,7 +79,7 @@ impl Scope<'_> {
     /// [`Scope::ids`]).
     pub fn admits(&self, w: &World<'_>, ni: usize, ids: ScopeIds) -> bool {
         let n = &w.nodes[ni];
-        if !w.reservation_allows(ni, self.gang) || n.removed {
+        if !w.reservation_allows(ni, self.gang) || n.removed || w.avoid.contains(&ni) {
             return false;
         }
         if let Some(m) = &n.node.gpu_model

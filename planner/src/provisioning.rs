@@ -61,6 +61,10 @@ pub(crate) struct LaunchChoice {
     /// nodes, so on other nodes' free capacity a search that reads the same
     /// parts makes the same choice (`replay.rs` relies on it).
     pub existing_read: Vec<u32>,
+    /// Chosen over a placement the gang had (on idle nodes, see `hole`),
+    /// not for want of room: a re-plan cannot infer from it that existing
+    /// capacity had no room for the gang (`reads_same_nodes`).
+    pub passed_over: bool,
 }
 
 impl PartialEq for LaunchChoice {
@@ -76,6 +80,7 @@ impl PartialEq for LaunchChoice {
             placement_group,
             skipped,
             existing_read: _,
+            passed_over,
         } = self;
         *existing == other.existing
             && *new == other.new
@@ -85,6 +90,7 @@ impl PartialEq for LaunchChoice {
             && *expected == other.expected
             && *placement_group == other.placement_group
             && *skipped == other.skipped
+            && *passed_over == other.passed_over
     }
 }
 
@@ -379,6 +385,7 @@ pub(crate) fn plan_launch(
                     expected,
                     placement_group: topology == Topology::SamePlacementGroup,
                     skipped,
+                    passed_over: false,
                     existing_read: existing_read.clone(),
                 },
             ));
@@ -601,6 +608,11 @@ pub(crate) fn reads_same_nodes(
     earlier: &LaunchChoice,
     changed: &[usize],
 ) -> bool {
+    if earlier.passed_over {
+        // It was chosen while the gang had room: the search below would
+        // assume it had none, so the try is computed again in full.
+        return false;
+    }
     let topology = w.gangs[gi].gang.topology;
     w.flush_index();
     let groups = groups_for(w, gi, counts);

@@ -68,6 +68,15 @@ pub struct Policy {
     pub underutilized_percent: u32,
     /// Most new nodes planned in one cycle; `None` is unlimited.
     pub max_new_nodes_per_cycle: Option<u32>,
+    /// A gang that would be the only work on a node it is placed on gets a
+    /// launch of its own instead when that costs, over its expected
+    /// duration plus the boot, below this percentage of keeping the node
+    /// up for it (see the planner's `hole` module); 0, the default, never
+    /// launches instead. On the simulator's matrix (docs/benchmarks.md,
+    /// "Idle nodes against machines of a gang's own") 50 lowers the cost
+    /// and raises the median wait, as small jobs wait for machines of their
+    /// own to boot; the default keeps the wait.
+    pub own_machine_below_percent: u32,
 }
 
 impl Default for Policy {
@@ -85,6 +94,7 @@ impl Default for Policy {
             default_expected_duration: Dur::hours(1),
             underutilized_percent: 50,
             max_new_nodes_per_cycle: None,
+            own_machine_below_percent: 0,
         }
     }
 }

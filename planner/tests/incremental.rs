@@ -188,11 +188,21 @@ fn constrain(planner: &mut Planner, r: &mut SplitMix64, whole: bool) {
     }
 }
 
+/// Half the time, gangs pass idle nodes over for machines of their own
+/// (`Policy::own_machine_below_percent` 50): a launch chosen so must not be
+/// taken over as if the gang had had no room.
+fn own_machine(r: &mut SplitMix64) -> u32 {
+    if r.percent(50) { 50 } else { 0 }
+}
+
 /// Like [`check_sequence`], with every other change one of [`constrain`].
 fn check_constraints(seed: u64, steps: u32, whole: bool) -> Result<(), TestCaseError> {
     let mut r = SplitMix64::new(seed);
     let p = small(seed, &mut r);
-    let policy = Policy::default();
+    let policy = Policy {
+        own_machine_below_percent: own_machine(&mut r),
+        ..Policy::default()
+    };
     let mut planner = Planner::new(synthetic::generate(&p), policy.clone(), synthetic::NOW);
     let mut replanner = Replanner::with_min_tries(0);
     for step in 0..steps {
@@ -215,6 +225,7 @@ fn check_sequence(seed: u64, steps: u32, whole: bool) -> Result<(), TestCaseErro
     let p = small(seed, &mut r);
     let policy = Policy {
         max_new_nodes_per_cycle: r.percent(20).then_some(3),
+        own_machine_below_percent: own_machine(&mut r),
         ..Policy::default()
     };
     let mut s = synthetic::generate(&p);

@@ -109,6 +109,7 @@ impl<'a> World<'a> {
             generation: 0,
             pack_failures: Default::default(),
             known_existing: None,
+            avoid: Vec::new(),
             zones,
             node_zone,
             pgs,

@@ -1,0 +1,109 @@
+//! A hole in an idle node against a machine of the gang's own.
+//!
+//! Placing a gang on the free GPUs of a node that runs nothing else keeps
+//! that whole node alive for the gang's life: without the gang it would be
+//! consolidated after its pool's `consolidateAfter`. When a launch without
+//! such nodes costs, over the gang's expected duration plus the new
+//! machines' boot, below `Policy::own_machine_below_percent` of keeping them
+//! up for that duration, the gang gets the launch instead and waits the
+//! boot. A node that runs other work stays up for it anyway, so a hole in it
+//! costs nothing more and is always taken.
+//!
+//! Only facts of the snapshot are read (prices, boot times, who runs where,
+//! the expected duration), never the time, so the choice is a function of
+//! the state like every other try. A launch chosen this way is marked
+//! (`LaunchChoice::passed_over`): a re-plan may not read it as "no room".
+
+use crate::index::World;
+use crate::provisioning::LaunchChoice;
+use crate::takes::Take;
+use crate::time::Dur;
+
+/// The nodes of `takes` that run nothing but daemons (no gang, no other
+/// pod) and have a known price: a gang placed there alone keeps them up.
+/// Sorted, each once.
+pub(crate) fn idle_hosts(w: &World<'_>, takes: &[Take]) -> Vec<usize> {
+    let mut out: Vec<usize> = takes
+        .iter()
+        .map(|t| t.node)
+        .filter(|&ni| {
+            let n = &w.nodes[ni];
+            n.gangs.is_empty()
+                && n.exclusive.is_none()
+                && n.node.pool.is_some()
+                && n.node.price.is_some_and(|p| p.0 > 0)
+                && n.node.pods.iter().all(|p| p.daemon)
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Micro-dollars of keeping `hosts` up for `d`.
+pub(crate) fn keep_cost(w: &World<'_>, hosts: &[usize], d: Dur) -> u64 {
+    hosts
+        .iter()
+        .map(|&ni| w.nodes[ni].node.price.map_or(0, |p| p.0))
+        .map(|per_hour| per_hour_for(per_hour, d.as_secs()))
+        .fold(0u64, u64::saturating_add)
+}
+
+/// Micro-dollars of the launch `c` over `d`: its expected cost (spot risk
+/// included) plus its machines during the longest boot among them, plus
+/// keeping any idle node it also takes a hole in.
+pub(crate) fn launch_cost(w: &World<'_>, c: &LaunchChoice, d: Dur) -> u64 {
+    let boot = c
+        .new
+        .iter()
+        .map(|n| w.offerings[n.offering].boot_secs)
+        .max()
+        .unwrap_or(0);
+    c.expected
+        .saturating_add(per_hour_for(c.price, boot))
+        .saturating_add(keep_cost(w, &idle_hosts(w, &c.existing), d))
+}
+
+/// A floor under every launch for `gpu_millis` of GPU over `d`: that many
+/// GPUs at the lowest price per GPU of any offering (no boot, no risk). The
+/// launch search is skipped when even this does not win.
+pub(crate) fn launch_floor(w: &World<'_>, gpu_millis: u64, d: Dur) -> u64 {
+    let cheapest = w
+        .offerings
+        .iter()
+        .filter_map(|o| o.price_per_gpu())
+        .map(|p| p.0)
+        .min()
+        .unwrap_or(0);
+    let per_hour = u128::from(cheapest) * u128::from(gpu_millis) / 1000;
+    per_hour_for(u64::try_from(per_hour).unwrap_or(u64::MAX), d.as_secs())
+}
+
+/// True when `launch` (micro-dollars) is below `percent` % of `keep`.
+pub(crate) fn own_machine_wins(launch: u64, keep: u64, percent: u32) -> bool {
+    u128::from(launch) * 100 < u128::from(keep) * u128::from(percent)
+}
+
+fn per_hour_for(per_hour: u64, secs: u64) -> u64 {
+    let v = u128::from(per_hour) * u128::from(secs) / 3600;
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_launch_must_be_below_the_share_of_keeping() {
+        assert!(own_machine_wins(49, 100, 50));
+        assert!(!own_machine_wins(50, 100, 50));
+        assert!(!own_machine_wins(0, 100, 0), "0 % never launches");
+        assert!(own_machine_wins(u64::MAX / 2, u64::MAX, 100));
+    }
+
+    #[test]
+    fn prices_per_hour_scale_with_seconds() {
+        assert_eq!(per_hour_for(3_600_000, 1800), 1_800_000);
+        assert_eq!(per_hour_for(u64::MAX, u64::MAX), u64::MAX);
+    }
+}
