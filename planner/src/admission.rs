@@ -164,13 +164,6 @@ fn own_machine(
         return None;
     }
     let keep = hole::keep_cost(w, &idle, duration);
-    let gpu_millis: u64 = groups
-        .iter()
-        .map(|g| g.shape.gpu_millis.saturating_mul(u64::from(g.count)))
-        .sum();
-    if !hole::own_machine_wins(hole::launch_floor(w, gpu_millis, duration), keep, percent) {
-        return None;
-    }
     let topology = w.gangs[gi].gang.topology;
     w.avoid = idle;
     let alt = plan_launch(w, gi, groups, topology, excluded, duration);

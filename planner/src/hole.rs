@@ -64,21 +64,6 @@ pub(crate) fn launch_cost(w: &World<'_>, c: &LaunchChoice, d: Dur) -> u64 {
         .saturating_add(keep_cost(w, &idle_hosts(w, &c.existing), d))
 }
 
-/// A floor under every launch for `gpu_millis` of GPU over `d`: that many
-/// GPUs at the lowest price per GPU of any offering (no boot, no risk). The
-/// launch search is skipped when even this does not win.
-pub(crate) fn launch_floor(w: &World<'_>, gpu_millis: u64, d: Dur) -> u64 {
-    let cheapest = w
-        .offerings
-        .iter()
-        .filter_map(|o| o.price_per_gpu())
-        .map(|p| p.0)
-        .min()
-        .unwrap_or(0);
-    let per_hour = u128::from(cheapest) * u128::from(gpu_millis) / 1000;
-    per_hour_for(u64::try_from(per_hour).unwrap_or(u64::MAX), d.as_secs())
-}
-
 /// True when `launch` (micro-dollars) is below `percent` % of `keep`.
 pub(crate) fn own_machine_wins(launch: u64, keep: u64, percent: u32) -> bool {
     u128::from(launch) * 100 < u128::from(keep) * u128::from(percent)
