@@ -1,13 +1,15 @@
 //! `report.html`: one self-contained page (inline CSS and SVG, no
-//! JavaScript, no external files) with the summary table, the charts
-//! (GPUs allocated vs busy per policy, queue depth per team per policy, the
-//! wait-time CDF, cost by team and by capacity type) and every policy's
-//! assumptions.
+//! JavaScript, no external files). It opens with one chart per question,
+//! every policy side by side on it: what each costs against the lower
+//! bound, how long jobs wait (the wait-time CDF), what each buys and does
+//! not use, and the GPUs each holds over time. Then the summary table, cost
+//! by team and by capacity type, the per-queue table, queue depth per team
+//! per policy (folded), and every policy's assumptions.
 
 use std::fmt::Write;
 
 use crate::report::summary::Summary;
-use crate::report::svg::{COLORS, Series, XAxis, esc, line_chart, stacked_bars};
+use crate::report::svg::{COLORS, Series, Unit, XAxis, esc, line_chart, stacked_bars};
 use crate::runner::{PolicyRun, Prepared};
 
 /// The summary keys shown in the table, with their labels.
@@ -32,16 +34,27 @@ pub const TABLE_KEYS: [(&str, &str); 16] = [
 
 /// Chart element ids of a report for these policies.
 pub fn chart_ids(policies: &[String]) -> Vec<String> {
-    let mut ids = Vec::new();
-    for p in policies {
-        ids.push(format!("chart-util-{p}"));
-        ids.push(format!("chart-queue-{p}"));
-    }
-    ids.push("chart-wait-cdf".into());
+    let mut ids: Vec<String> = QUESTION_CHARTS.iter().map(|s| s.to_string()).collect();
     ids.push("chart-cost-team".into());
     ids.push("chart-cost-capacity".into());
+    for p in policies {
+        ids.push(format!("chart-queue-{p}"));
+    }
     ids
 }
+
+/// The charts the page opens with, one per question, in order: cost
+/// against the lower bound, the wait-time CDF, GPU-hours bought and not
+/// used, GPUs allocated over time.
+pub const QUESTION_CHARTS: [&str; 4] = [
+    "chart-cost-vs-bound",
+    "chart-wait-cdf",
+    "chart-unused",
+    "chart-allocated",
+];
+
+/// The grey of what every policy shares (the lower bound).
+const SHARED: &str = "#bbbbbb";
 
 fn fmt_value(v: &serde_json::Value) -> String {
     match v.as_f64() {
@@ -84,6 +97,136 @@ th:first-child,td:first-child{text-align:left}.chart{display:block;margin:1em 0}
         esc(&summary.workload),
         esc(&summary.offerings)
     );
+    // The questions, every policy on one chart each.
+    h.push_str("<h2>What does it cost?</h2>");
+    let bound = summary.lower_bound_usd;
+    let cost_bars: Vec<crate::report::svg::Bar> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let cost = r.rec.cost_micros as f64 / 1e6;
+            (
+                r.name.clone(),
+                vec![
+                    (
+                        "lower bound".to_string(),
+                        bound.min(cost),
+                        SHARED.to_string(),
+                    ),
+                    (
+                        "above the lower bound".to_string(),
+                        (cost - bound).max(0.0),
+                        COLORS[i % COLORS.len()].to_string(),
+                    ),
+                ],
+            )
+        })
+        .collect();
+    h.push_str(&stacked_bars(
+        "chart-cost-vs-bound",
+        "Cost ($): the lower bound every policy shares, and what each pays above it",
+        &cost_bars,
+        Unit::Dollars,
+    ));
+    // Wait CDF.
+    let mut cdf = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let mut w: Vec<f64> = r
+            .job_waits
+            .iter()
+            .map(|(_, submit, start, _, _)| (start.unwrap_or(r.end_s) - submit).max(0) as f64)
+            .collect();
+        w.sort_by(|a, b| a.total_cmp(b));
+        let n = w.len().max(1) as f64;
+        let points = w
+            .iter()
+            .enumerate()
+            .map(|(k, x)| (x.max(1.0).log10(), (k + 1) as f64 / n))
+            .collect();
+        cdf.push(Series {
+            name: r.name.clone(),
+            color: COLORS[i % COLORS.len()].into(),
+            points,
+            dashed: false,
+        });
+    }
+    h.push_str("<h2>How long do jobs wait?</h2>");
+    h.push_str(&line_chart(
+        "chart-wait-cdf",
+        "Fraction of jobs started within x of their submission (left and high is better)",
+        "fraction",
+        XAxis::LogSeconds,
+        &cdf,
+    ));
+    h.push_str("<h2>What is bought and not used?</h2>");
+    let unused: Vec<crate::report::svg::Bar> = names
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| {
+            let q = summary.policies.get(n)?;
+            let not_used = (q.gpu_hours_allocated - q.gpu_hours_busy).max(0.0);
+            let partial = q.partial_gang_gpu_hours.min(not_used);
+            let held = q.reserved_idle_gpu_hours.min(not_used - partial);
+            Some((
+                n.clone(),
+                vec![
+                    ("partial gangs".to_string(), partial, "#d62728".to_string()),
+                    (
+                        "held for gangs not started".to_string(),
+                        held,
+                        "#ff7f0e".to_string(),
+                    ),
+                    (
+                        "idle, booting or draining otherwise".to_string(),
+                        not_used - partial - held,
+                        COLORS[i % COLORS.len()].to_string(),
+                    ),
+                ],
+            ))
+        })
+        .collect();
+    h.push_str(&stacked_bars(
+        "chart-unused",
+        "GPU-hours bought and not used (allocated − busy)",
+        &unused,
+        Unit::GpuHours,
+    ));
+    h.push_str("<h2>How many GPUs does each hold?</h2>");
+    let held: Vec<Series> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Series {
+            name: r.name.clone(),
+            color: COLORS[i % COLORS.len()].into(),
+            points: r
+                .rec
+                .series
+                .iter()
+                .map(|s| (s.t.0 as f64, s.gpus_allocated))
+                .collect(),
+            dashed: false,
+        })
+        .chain(runs.first().map(|r| {
+            Series {
+                name: format!("busy ({})", r.name),
+                color: SHARED.into(),
+                points: r
+                    .rec
+                    .series
+                    .iter()
+                    .map(|s| (s.t.0 as f64, s.gpus_busy))
+                    .collect(),
+                dashed: true,
+            }
+        }))
+        .collect();
+    h.push_str(&line_chart(
+        "chart-allocated",
+        "GPUs allocated over time, per policy (dashed: GPUs busy)",
+        "GPUs",
+        XAxis::Time,
+        &held,
+    ));
     // Summary table.
     h.push_str("<h2>Summary</h2><table id=\"summary\"><tr><th>metric</th>");
     for n in &names {
@@ -105,46 +248,91 @@ th:first-child,td:first-child{text-align:left}.chart{display:block;margin:1em 0}
         h.push_str("</tr>");
     }
     h.push_str("</table>");
-    // Utilization.
-    h.push_str("<h2>GPUs allocated vs busy</h2><div class=\"grid\">");
-    for (i, r) in runs.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()].to_string();
-        let alloc: Vec<(f64, f64)> = r
-            .rec
-            .series
+    // Costs.
+    h.push_str("<h2>Who pays, and for what</h2>");
+    let mut by_team = Vec::new();
+    let mut by_cap = Vec::new();
+    for r in runs {
+        let total = r.rec.cost_micros as f64 / 1e6;
+        let mut segs: Vec<(String, f64, String)> = p
+            .teams
             .iter()
-            .map(|s| (s.t.0 as f64, s.gpus_allocated))
+            .enumerate()
+            .map(|(t, team)| {
+                (
+                    team.clone(),
+                    r.rec.cost_by_team[t],
+                    COLORS[t % COLORS.len()].to_string(),
+                )
+            })
             .collect();
-        let busy: Vec<(f64, f64)> = r
-            .rec
-            .series
-            .iter()
-            .map(|s| (s.t.0 as f64, s.gpus_busy))
-            .collect();
-        h.push_str(&line_chart(
-            &format!("chart-util-{}", r.name),
-            &format!("{}: GPUs allocated (solid) vs busy (dashed)", r.name),
-            "GPUs",
-            XAxis::Time,
-            &[
-                Series {
-                    name: "allocated".into(),
-                    color: color.clone(),
-                    points: alloc,
-                    dashed: false,
-                },
-                Series {
-                    name: "busy".into(),
-                    color,
-                    points: busy,
-                    dashed: true,
-                },
+        let attributed: f64 = segs.iter().map(|s| s.1).sum();
+        segs.push((
+            "idle / unattributed".into(),
+            (total - attributed).max(0.0),
+            "#cccccc".into(),
+        ));
+        by_team.push((r.name.clone(), segs));
+        by_cap.push((
+            r.name.clone(),
+            vec![
+                (
+                    "spot".to_string(),
+                    r.rec.cost_spot_micros as f64 / 1e6,
+                    "#2ca02c".to_string(),
+                ),
+                (
+                    "on-demand".to_string(),
+                    r.rec.cost_on_demand_micros as f64 / 1e6,
+                    "#1f77b4".to_string(),
+                ),
             ],
         ));
     }
-    h.push_str("</div>");
+    h.push_str(&stacked_bars(
+        "chart-cost-team",
+        "Cost by team (GPU share of the nodes their pods held; rest idle)",
+        &by_team,
+        Unit::Dollars,
+    ));
+    h.push_str(&stacked_bars(
+        "chart-cost-capacity",
+        "Cost by capacity type",
+        &by_cap,
+        Unit::Dollars,
+    ));
+    // Per-queue table.
+    h.push_str("<h2>Per queue</h2><table id=\"queues\"><tr><th>queue</th>");
+    for n in &names {
+        let _ = write!(
+            h,
+            "<th>{} p50 / p95 wait</th><th>{} cost</th>",
+            esc(n),
+            esc(n)
+        );
+    }
+    h.push_str("</tr>");
+    for team in &p.teams {
+        let _ = write!(h, "<tr><td>{}</td>", esc(team));
+        for n in &names {
+            if let Some(q) = summary.policies.get(n).and_then(|s| s.queues.get(team)) {
+                let _ = write!(
+                    h,
+                    "<td>{} / {}</td><td>${:.0}</td>",
+                    crate::report::table::human_secs(q.wait_p50_s),
+                    crate::report::table::human_secs(q.wait_p95_s),
+                    q.cost_usd
+                );
+            }
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</table>");
     // Queue depth per team.
-    h.push_str("<h2>Queue depth per team (jobs submitted, not running)</h2><div class=\"grid\">");
+    h.push_str(
+        "<details><summary>Queue depth per team, per policy (jobs submitted, not running)</summary>\
+         <div class=\"grid\">",
+    );
     let shown = p.teams.len().min(9);
     for r in runs {
         let mut series = Vec::new();
@@ -190,115 +378,7 @@ th:first-child,td:first-child{text-align:left}.chart{display:block;margin:1em 0}
             &series,
         ));
     }
-    h.push_str("</div>");
-    // Wait CDF.
-    let mut cdf = Vec::new();
-    for (i, r) in runs.iter().enumerate() {
-        let mut w: Vec<f64> = r
-            .job_waits
-            .iter()
-            .map(|(_, submit, start, _, _)| (start.unwrap_or(r.end_s) - submit).max(0) as f64)
-            .collect();
-        w.sort_by(|a, b| a.total_cmp(b));
-        let n = w.len().max(1) as f64;
-        let points = w
-            .iter()
-            .enumerate()
-            .map(|(k, x)| (x.max(1.0).log10(), (k + 1) as f64 / n))
-            .collect();
-        cdf.push(Series {
-            name: r.name.clone(),
-            color: COLORS[i % COLORS.len()].into(),
-            points,
-            dashed: false,
-        });
-    }
-    h.push_str("<h2>Queue wait</h2>");
-    h.push_str(&line_chart(
-        "chart-wait-cdf",
-        "Wait-time CDF (fraction of jobs started within x)",
-        "fraction",
-        XAxis::LogSeconds,
-        &cdf,
-    ));
-    // Costs.
-    h.push_str("<h2>Cost</h2>");
-    let mut by_team = Vec::new();
-    let mut by_cap = Vec::new();
-    for r in runs {
-        let total = r.rec.cost_micros as f64 / 1e6;
-        let mut segs: Vec<(String, f64, String)> = p
-            .teams
-            .iter()
-            .enumerate()
-            .map(|(t, team)| {
-                (
-                    team.clone(),
-                    r.rec.cost_by_team[t],
-                    COLORS[t % COLORS.len()].to_string(),
-                )
-            })
-            .collect();
-        let attributed: f64 = segs.iter().map(|s| s.1).sum();
-        segs.push((
-            "idle / unattributed".into(),
-            (total - attributed).max(0.0),
-            "#cccccc".into(),
-        ));
-        by_team.push((r.name.clone(), segs));
-        by_cap.push((
-            r.name.clone(),
-            vec![
-                (
-                    "spot".to_string(),
-                    r.rec.cost_spot_micros as f64 / 1e6,
-                    "#2ca02c".to_string(),
-                ),
-                (
-                    "on-demand".to_string(),
-                    r.rec.cost_on_demand_micros as f64 / 1e6,
-                    "#1f77b4".to_string(),
-                ),
-            ],
-        ));
-    }
-    h.push_str(&stacked_bars(
-        "chart-cost-team",
-        "Cost by team (GPU share of the nodes their pods held; rest idle)",
-        &by_team,
-    ));
-    h.push_str(&stacked_bars(
-        "chart-cost-capacity",
-        "Cost by capacity type",
-        &by_cap,
-    ));
-    // Per-queue table.
-    h.push_str("<h2>Per queue</h2><table id=\"queues\"><tr><th>queue</th>");
-    for n in &names {
-        let _ = write!(
-            h,
-            "<th>{} p50 / p95 wait</th><th>{} cost</th>",
-            esc(n),
-            esc(n)
-        );
-    }
-    h.push_str("</tr>");
-    for team in &p.teams {
-        let _ = write!(h, "<tr><td>{}</td>", esc(team));
-        for n in &names {
-            if let Some(q) = summary.policies.get(n).and_then(|s| s.queues.get(team)) {
-                let _ = write!(
-                    h,
-                    "<td>{} / {}</td><td>${:.0}</td>",
-                    crate::report::table::human_secs(q.wait_p50_s),
-                    crate::report::table::human_secs(q.wait_p95_s),
-                    q.cost_usd
-                );
-            }
-        }
-        h.push_str("</tr>");
-    }
-    h.push_str("</table>");
+    h.push_str("</div></details>");
     // Assumptions.
     h.push_str("<h2 id=\"assumptions\">What each policy assumes</h2>");
     for r in runs {

@@ -201,8 +201,26 @@ fn fmt_num(v: f64) -> String {
 /// One stacked horizontal bar: a label and (segment, value, colour).
 pub type Bar = (String, Vec<(String, f64, String)>);
 
-/// Stacked horizontal bars with values in dollars.
-pub fn stacked_bars(id: &str, title: &str, bars: &[Bar]) -> String {
+/// The unit of a bar chart's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// US dollars.
+    Dollars,
+    /// GPU-hours.
+    GpuHours,
+}
+
+impl Unit {
+    fn show(self, v: f64) -> String {
+        match self {
+            Unit::Dollars => format!("${v:.0}"),
+            Unit::GpuHours => format!("{v:.0} GPU-h"),
+        }
+    }
+}
+
+/// Stacked horizontal bars with values in `unit`.
+pub fn stacked_bars(id: &str, title: &str, bars: &[Bar], unit: Unit) -> String {
     let max = bars
         .iter()
         .map(|(_, segs)| segs.iter().map(|s| s.1).sum::<f64>())
@@ -233,9 +251,10 @@ pub fn stacked_bars(id: &str, title: &str, bars: &[Bar]) -> String {
             let w = v / max * width;
             let _ = write!(
                 s,
-                r#"<rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="22" fill="{color}" data-segment="{}" data-value="{v}"><title>{}: ${v:.0}</title></rect>"#,
+                r#"<rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="22" fill="{color}" data-segment="{}" data-value="{v}"><title>{}: {}</title></rect>"#,
                 esc(name),
-                esc(name)
+                esc(name),
+                unit.show(*v)
             );
             x += w;
             if !legend.iter().any(|(n, _)| n == name) {
@@ -245,9 +264,10 @@ pub fn stacked_bars(id: &str, title: &str, bars: &[Bar]) -> String {
         let total: f64 = segs.iter().map(|s| s.1).sum();
         let _ = write!(
             s,
-            r#"<text x="{:.1}" y="{:.1}" class="tick">${total:.0}</text>"#,
+            r#"<text x="{:.1}" y="{:.1}" class="tick">{}</text>"#,
             x + 4.0,
-            y + 15.0
+            y + 15.0,
+            unit.show(total)
         );
     }
     let ly = T + 20.0 + row * bars.len() as f64;
