@@ -337,6 +337,8 @@ const PLANNER_LAYERS: &[(&str, &[&str])] = &[
     ("quota and placement", &["quota", "placement", "carry"]),
     // The launch search: new machines under pool limits.
     ("provisioning", &["provisioning"]),
+    // A launch weighed against a hole in an idle node.
+    ("holes", &["hole"]),
     // Messages for waiting gangs, launches and idle gangs.
     ("reasons", &["reasons"]),
     // What the cycle decided so far; idle verdicts.
