@@ -412,18 +412,21 @@ fn replica_writes(audit: &std::path::Path) -> Vec<(String, serde_json::Value)> {
     out
 }
 
-/// Writes (other than to the Lease) by a process while the readings of the
-/// Lease just before and just after show another holder.
-fn non_leader_writes(audit: &std::path::Path, leases: &[(f64, String)]) -> Vec<String> {
+/// Of the replicas' `writes`, those made while the readings of the Lease
+/// just before and just after show another holder.
+fn non_leader_writes(
+    writes: &[(String, serde_json::Value)],
+    leases: &[(f64, String)],
+) -> Vec<String> {
     let mut out = Vec::new();
-    for (who, e) in replica_writes(audit) {
+    for (who, e) in writes {
         let verb = e["verb"].as_str().unwrap_or_default();
         let ts = e["ts"].as_f64().unwrap_or(0.0);
         let before = leases.iter().rev().find(|(t, _)| *t <= ts);
         let after = leases.iter().find(|(t, _)| *t >= ts);
         if let (Some((_, b)), Some((_, a))) = (before, after)
-            && *b != who
-            && *a != who
+            && b != who
+            && a != who
         {
             out.push(format!(
                 "{who} {verb} {} at {ts:.3} (holder {b} then {a})",
@@ -472,12 +475,8 @@ async fn killing_the_leader_moves_leadership_and_no_follower_writes_on_gcp() {
     let mut rng = Rng::new(seed);
     for _ in 0..kills {
         // a leader among the live processes
-        let leader = support::eventually(30, "a live leader", || {
-            let client = world.client.clone();
-            let ids: Vec<String> = live.iter().map(|c| c.identity.clone()).collect();
-            async move { holder(&client).await.filter(|h| ids.contains(h)) }
-        })
-        .await;
+        let ids: Vec<String> = live.iter().map(|c| c.identity.clone()).collect();
+        let leader = holder_among(&world.client, &ids, 30).await;
         tokio::time::sleep(rng.millis(500, 2500)).await;
         let w = rng.weighted(&Window::WEIGHTED);
         let opened = open(&world, w, &leader).await;
@@ -496,25 +495,17 @@ async fn killing_the_leader_moves_leadership_and_no_follower_writes_on_gcp() {
         count_kill(&mut s, w, opened);
         live.push(start(&mut next));
         let ids: Vec<String> = live.iter().map(|c| c.identity.clone()).collect();
-        support::eventually(20, "leadership moved", || {
-            let client = world.client.clone();
-            let ids = ids.clone();
-            async move { holder(&client).await.filter(|h| ids.contains(h)) }
-        })
-        .await;
+        holder_among(&world.client, &ids, 20).await;
         s.takeovers.push(killed_at.elapsed().as_secs_f64());
     }
-    submitting.await.expect("workload submitted");
-    settle(&world, &names, STALL, &mut s).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = watcher.await;
-    let _ = lease_watch.await;
-    s.partial_gangs = partial.lock().unwrap_or_else(|e| e.into_inner()).len();
-    let writes = non_leader_writes(
-        &world.server.audit_log,
-        &leases.lock().unwrap_or_else(|e| e.into_inner()),
-    );
-    s.non_leader_writes = Some(writes.len());
+    let watches = Watches {
+        stop,
+        partial,
+        watcher,
+        leases,
+        lease_watch,
+    };
+    let (_, writes) = finish_replicas(&world, &names, submitting, watches, &mut s).await;
     drop(live);
     s.panics = soak::controllers::panics(&dir).len();
     soak::summary::disruptions(&world.server.audit_log, &mut s);
@@ -525,6 +516,46 @@ async fn killing_the_leader_moves_leadership_and_no_follower_writes_on_gcp() {
     let slowest = s.takeovers.iter().copied().fold(0.0, f64::max);
     assert!(slowest <= 15.0, "leadership took {slowest:.1} s to move");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The watches of a run of replicas, stopped by [`finish_replicas`].
+struct Watches {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    partial: Arc<Mutex<BTreeMap<String, Duration>>>,
+    watcher: tokio::task::JoinHandle<()>,
+    leases: LeaseReadings,
+    lease_watch: tokio::task::JoinHandle<()>,
+}
+
+/// The end of a run of replicas: the workload submitted and settled, the
+/// watches stopped, the partial gangs and the writes from a non-leader
+/// counted. Returns the replicas' writes and those from a non-leader.
+async fn finish_replicas<C: SoakCloud, T>(
+    world: &World<C>,
+    names: &BTreeSet<String>,
+    submitting: tokio::task::JoinHandle<T>,
+    watches: Watches,
+    s: &mut Summary,
+) -> (Vec<(String, serde_json::Value)>, Vec<String>) {
+    submitting.await.expect("workload submitted");
+    settle(world, names, STALL, s).await;
+    watches
+        .stop
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = watches.watcher.await;
+    let _ = watches.lease_watch.await;
+    s.partial_gangs = watches
+        .partial
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .len();
+    let writes = replica_writes(&world.server.audit_log);
+    let non_leader = non_leader_writes(
+        &writes,
+        &watches.leases.lock().unwrap_or_else(|e| e.into_inner()),
+    );
+    s.non_leader_writes = Some(non_leader.len());
+    (writes, non_leader)
 }
 
 /// The Lease holder among `ids`, once there is one (within `secs`).
@@ -568,7 +599,7 @@ async fn rolling_upgrade_from_the_previous_release_on_sim() {
     };
     let rev = field("rev:");
     let setup = Setup {
-        crds: Crds::Previous(field("crds:").leak()),
+        crds: Crds::Previous(field("crds:")),
         ..setup()
     };
     let world = soak::world::start(&setup, &SERVER_ARGS, soak::sim::Sim::start).await;
@@ -645,23 +676,20 @@ async fn rolling_upgrade_from_the_previous_release_on_sim() {
     let new_ids: Vec<String> = news.iter().map(|c| c.identity.clone()).collect();
     holder_among(&world.client, &new_ids, 20).await;
     s.takeovers.push(stopped_at.elapsed().as_secs_f64());
-    submitting.await.expect("workload submitted");
-    settle(&world, &names, STALL, &mut s).await;
+    let watches = Watches {
+        stop,
+        partial,
+        watcher,
+        leases,
+        lease_watch,
+    };
+    let (replica_writes, writes) =
+        finish_replicas(&world, &names, submitting, watches, &mut s).await;
     for c in news.iter_mut() {
         if c.exited().is_some() {
             s.unexpected_exits += 1;
         }
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = watcher.await;
-    let _ = lease_watch.await;
-    s.partial_gangs = partial.lock().unwrap_or_else(|e| e.into_inner()).len();
-    let writes = non_leader_writes(
-        &world.server.audit_log,
-        &leases.lock().unwrap_or_else(|e| e.into_inner()),
-    );
-    s.non_leader_writes = Some(writes.len());
-    let replica_writes = replica_writes(&world.server.audit_log);
     let refused = |old: bool| -> Vec<(String, &serde_json::Value)> {
         replica_writes
             .iter()

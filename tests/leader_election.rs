@@ -14,8 +14,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -84,18 +82,10 @@ impl Controller {
         assert!(ok, "kill -{sig} {}", self.identity);
     }
 
+    /// The body of a 200 answer to `path` on the metrics port.
     fn get(&self, path: &str) -> Option<String> {
-        let mut s = TcpStream::connect(&self.metrics).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .ok()?;
-        let mut out = String::new();
-        s.read_to_string(&mut out).ok()?;
-        out.contains(" 200 ")
-            .then(|| out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()))?
+        support::plain_get(&self.metrics, path)
+            .and_then(|(code, body)| (code == 200).then_some(body))
     }
 
     async fn ready(&self) {

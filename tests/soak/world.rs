@@ -109,14 +109,14 @@ pub struct Setup {
 }
 
 /// Which muster CRDs the world starts with.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub enum Crds {
     /// This build's.
     #[default]
     Current,
     /// The five CRDs of the earlier release whose files are in this
     /// directory (relative to the repository).
-    Previous(&'static str),
+    Previous(String),
 }
 
 /// Builds the world on the API server started with `server_args`; `cloud`
@@ -129,7 +129,7 @@ where
 {
     let server = ApiServer::start_with(server_args);
     let client = server.client();
-    match setup.crds {
+    match &setup.crds {
         Crds::Current => install_crds(&client).await,
         Crds::Previous(dir) => {
             crate::support::workload_crds::install_from(&client, dir, &MUSTER_CRDS).await;
