@@ -443,6 +443,23 @@ fn rbac_is_that_of_deploy_rbac_yaml() {
         want_sim,
         "the chart's sim-cloud RBAC and deploy/rbac-sim.yaml disagree"
     );
+    // with Karpenter's delegate mode: those rules and deploy/rbac-karpenter.yaml's
+    let karpenter = objects(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/rbac-karpenter.yaml"
+        ))
+        .expect("deploy/rbac-karpenter.yaml"),
+    );
+    let with_karpenter = objects(&template(None, &["clouds={aws,karpenter}"]).expect("renders"));
+    let mut want_karpenter = want.clone();
+    want_karpenter.extend(rules(&karpenter));
+    assert!(want_karpenter.len() > want.len());
+    assert_eq!(
+        rules(&with_karpenter),
+        want_karpenter,
+        "the chart's delegate-mode RBAC and deploy/rbac-karpenter.yaml disagree"
+    );
     // the bindings name the chart's ServiceAccount
     let sa = find(&chart, "ServiceAccount")["metadata"]["name"].clone();
     for kind in ["ClusterRoleBinding", "RoleBinding"] {

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{Condition, Provider, Quantity};
 
-/// How muster launches machines on one cloud: exactly one of `aws`, `gcp` or `sim`.
+/// How muster launches machines on one cloud: exactly one of `aws`, `gcp`, `sim` or
+/// `karpenter` (through Karpenter's NodeClaims).
 // clippy mistakes the repeated `type_ = ...` inside separate `printcolumn(...)` groups for
 // duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
@@ -42,9 +43,9 @@ use crate::common::{Condition, Provider, Quantity};
         json_path = ".metadata.creationTimestamp"
     )
 )]
-#[x_kube(validation = Rule::new("has(self.aws) || has(self.gcp) || has(self.sim)").message("spec.aws, spec.gcp or spec.sim is required: set exactly one provider block").reason(Reason::FieldValueRequired))]
-#[x_kube(validation = Rule::new("(has(self.aws) ? 1 : 0) + (has(self.gcp) ? 1 : 0) + (has(self.sim) ? 1 : 0) <= 1").message("spec.aws, spec.gcp and spec.sim are mutually exclusive: set exactly one provider block"))]
-#[x_kube(validation = Rule::new("has(self.aws) == has(oldSelf.aws) && has(self.gcp) == has(oldSelf.gcp) && has(self.sim) == has(oldSelf.sim)").message("spec.aws/spec.gcp/spec.sim: the provider of a NodeClass cannot change; create a new NodeClass"))]
+#[x_kube(validation = Rule::new("has(self.aws) || has(self.gcp) || has(self.sim) || has(self.karpenter)").message("spec.aws, spec.gcp, spec.sim or spec.karpenter is required: set exactly one provider block").reason(Reason::FieldValueRequired))]
+#[x_kube(validation = Rule::new("(has(self.aws) ? 1 : 0) + (has(self.gcp) ? 1 : 0) + (has(self.sim) ? 1 : 0) + (has(self.karpenter) ? 1 : 0) <= 1").message("spec.aws, spec.gcp, spec.sim and spec.karpenter are mutually exclusive: set exactly one provider block"))]
+#[x_kube(validation = Rule::new("has(self.aws) == has(oldSelf.aws) && has(self.gcp) == has(oldSelf.gcp) && has(self.sim) == has(oldSelf.sim) && has(self.karpenter) == has(oldSelf.karpenter)").message("spec.aws/spec.gcp/spec.sim/spec.karpenter: the provider of a NodeClass cannot change; create a new NodeClass"))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeClassSpec {
     /// Launch settings for Amazon EC2. Mutually exclusive with `gcp`.
@@ -59,6 +60,40 @@ pub struct NodeClassSpec {
     /// `gcp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sim: Option<SimNodeClass>,
+    /// Delegate mode: muster decides which machines a gang gets and Karpenter launches them,
+    /// one `karpenter.sh/v1` NodeClaim per machine, from the Karpenter node class named here
+    /// (its AMIs, subnets, security groups, user data and interruption handling). Mutually
+    /// exclusive with `aws`, `gcp` and `sim`. See docs/karpenter.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub karpenter: Option<KarpenterNodeClass>,
+}
+
+/// The Karpenter node class a delegated NodeClass launches through, as a NodeClaim's
+/// `spec.nodeClassRef` names it.
+#[derive(KubeSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KarpenterNodeClass {
+    /// API group of the node class. Only Karpenter's AWS provider is supported.
+    #[x_kube(validation = Rule::new("self == 'karpenter.k8s.aws'").message("spec.karpenter.group: only karpenter.k8s.aws (Karpenter's AWS provider) is supported"))]
+    #[schemars(length(max = 253))]
+    pub group: String,
+    /// Kind of the node class.
+    #[x_kube(validation = Rule::new("self == 'EC2NodeClass'").message("spec.karpenter.kind: only EC2NodeClass is supported"))]
+    #[schemars(length(max = 63))]
+    pub kind: String,
+    /// Name of the node class, e.g. `gpu`.
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
+    pub name: String,
+    /// AWS region of the cluster, e.g. `us-east-1`: muster's AWS catalog (instance types,
+    /// GPUs, spot prices) is read there.
+    #[schemars(
+        length(max = 32),
+        regex(pattern = r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]+$")
+    )]
+    pub region: String,
 }
 
 /// Settings of muster's simulated cloud. Its offerings are the built-in catalog of GPU shapes

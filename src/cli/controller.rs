@@ -29,6 +29,9 @@ pub enum CloudArg {
     /// muster's simulated cloud (`spec.sim`): Node objects in this cluster,
     /// no machines behind them.
     Sim,
+    /// Karpenter's delegate mode (`spec.karpenter`): Karpenter launches the
+    /// nodes muster chooses as NodeClaims (needs the `aws` build).
+    Karpenter,
 }
 
 impl CloudArg {
@@ -37,6 +40,7 @@ impl CloudArg {
             CloudArg::Aws => controller::cloud::clouds::CloudName::Aws,
             CloudArg::Gcp => controller::cloud::clouds::CloudName::Gcp,
             CloudArg::Sim => controller::cloud::clouds::CloudName::Sim,
+            CloudArg::Karpenter => controller::cloud::clouds::CloudName::Karpenter,
         }
     }
 }

@@ -270,3 +270,76 @@ pub fn incompatible(pod: &Pod, nodepool: &BTreeMap<String, BTreeSet<String>>) ->
     }
     None
 }
+
+/// Karpenter's CRDs as upstream ships them (`tests/kube_api/crds`):
+/// installing all three starts the API test server's Karpenter stand-in.
+pub const STANDIN_CRDS: [&str; 3] = [
+    "karpenter.sh_nodeclaims",
+    "karpenter.sh_nodepools",
+    "karpenter.k8s.aws_ec2nodeclasses",
+];
+
+/// Installs [`STANDIN_CRDS`] and the `EC2NodeClass` `name`, and waits
+/// until the stand-in has resolved it (`Ready=True`).
+pub async fn start_standin(client: &kube::Client, name: &str) {
+    super::workload_crds::install(client, &STANDIN_CRDS).await;
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("karpenter.k8s.aws", "v1", "EC2NodeClass"),
+        "ec2nodeclasses",
+    );
+    let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
+    let obj: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+        "metadata": {"name": name},
+        "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}]}
+    }))
+    .expect("EC2NodeClass");
+    let pp = PostParams::default();
+    super::retry_transient(|| api.create(&pp, &obj))
+        .await
+        .expect("create EC2NodeClass");
+    super::eventually(30, "the EC2NodeClass is Ready", || {
+        let api = api.clone();
+        async move {
+            let o = api.get(name).await.ok()?;
+            o.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                .then_some(())
+        }
+    })
+    .await;
+}
+
+/// One request to the stand-in's test hooks (`/karpenter-test/PATH`, see
+/// `tests/kube_api/README.md`); panics unless it answers 2xx.
+pub fn hook(url: &str, method: &str, path: &str, body: serde_json::Value) -> serde_json::Value {
+    let addr = url.trim_start_matches("http://");
+    let text = body.to_string();
+    let (code, out) = super::plain_request(
+        addr,
+        method,
+        &format!("/karpenter-test/{path}"),
+        (!body.is_null()).then_some(text.as_str()),
+    )
+    .unwrap_or_else(|| panic!("{method} /karpenter-test/{path}: no answer"));
+    assert!((200..300).contains(&code), "{method} {path}: {code} {out}");
+    serde_json::from_str(&out).unwrap_or(serde_json::Value::Null)
+}
+
+/// Every NodeClaim, as JSON.
+pub async fn list_nodeclaims(client: &kube::Client) -> Vec<serde_json::Value> {
+    let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &nodeclaims());
+    api.list(&Default::default())
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter_map(|o| serde_json::to_value(o).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -424,12 +424,26 @@ pub async fn install_crds(client: &kube::Client) {
 /// A plain HTTP/1.1 GET of `path` on `addr` (`127.0.0.1:PORT`): the status
 /// code and body, or `None` when nothing answers within 2 s.
 pub fn plain_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    plain_request(addr, "GET", path, None)
+}
+
+/// A plain HTTP/1.1 request with an optional JSON body: the status code and
+/// body, or `None` when nothing answers within 2 s.
+pub fn plain_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let body = body.unwrap_or("");
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
     )
     .ok()?;
     let mut out = String::new();

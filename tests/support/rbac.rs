@@ -1,5 +1,7 @@
 //! Reads `deploy/rbac.yaml` (and, for the simulated cloud,
-//! `deploy/rbac-sim.yaml`) and answers whether its rules allow a request.
+//! `deploy/rbac-sim.yaml`; for Karpenter's delegate mode,
+//! `deploy/rbac-karpenter.yaml`) and answers whether its rules allow a
+//! request.
 
 use serde::Deserialize;
 
@@ -51,6 +53,14 @@ pub fn rules() -> Vec<Rule> {
 pub fn rules_with_sim_cloud() -> Vec<Rule> {
     let mut out = rules();
     out.extend(rules_of(&path().with_file_name("rbac-sim.yaml")));
+    out
+}
+
+/// Every rule of `deploy/rbac.yaml` and `deploy/rbac-karpenter.yaml`: a
+/// controller started with `--cloud karpenter`.
+pub fn rules_with_karpenter() -> Vec<Rule> {
+    let mut out = rules();
+    out.extend(rules_of(&path().with_file_name("rbac-karpenter.yaml")));
     out
 }
 

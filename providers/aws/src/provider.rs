@@ -71,6 +71,54 @@ impl AwsProvider {
         })
     }
 
+    /// A provider that only reads the catalog of `region` (instance types,
+    /// zones, spot prices): muster's offerings for a NodeClass whose
+    /// machines another controller launches (Karpenter's delegate mode). It
+    /// resolves no selectors and must not be asked to launch.
+    pub async fn catalog_of(region: &str, options: AwsOptions) -> Result<Self, SetupError> {
+        let class: AwsNodeClass = serde_json::from_value(serde_json::json!({
+            "region": region,
+            "amiSelectorTerms": [],
+            "subnetSelectorTerms": [],
+            "securityGroupSelectorTerms": [],
+            "instanceProfile": "",
+        }))
+        .map_err(|e| SetupError::Spec(e.to_string()))?;
+        let clients = connect(&class.region, &options).await;
+        Ok(AwsProvider {
+            class,
+            clients,
+            options,
+            prices: PriceTable::default(),
+            catalog: Mutex::new(Vec::new()),
+            resolution: Mutex::new(None),
+        })
+    }
+
+    /// The offerings the pool's requirements admit in `zones` (the zones a
+    /// launch may use, as another controller resolved them), from the
+    /// catalog alone.
+    pub async fn offerings_in(
+        &self,
+        zones: &[String],
+        requirements: &PoolRequirements,
+    ) -> Result<Vec<Offering>, ProviderError> {
+        let (types, mut by_type, spot) = self
+            .listed(catalog::type_patterns(requirements), now_epoch())
+            .await?;
+        for z in by_type.values_mut() {
+            z.retain(|zone| zones.contains(zone));
+        }
+        Ok(shapes::offerings(
+            &self.class.region,
+            &types,
+            &by_type,
+            &spot,
+            &self.prices,
+            requirements,
+        ))
+    }
+
     /// Replaces the on-demand price table (overrides).
     pub fn with_prices(mut self, prices: PriceTable) -> Self {
         self.prices = prices;

@@ -1,10 +1,13 @@
 //! The providers built into this binary: a [`ProviderFactory`] that builds
 //! the provider of a NodeClass from the cloud block its spec sets (`aws`
-//! with the `aws` feature, `gcp` with the `gcp` feature, `sim` always: the
-//! simulated cloud of [`crate::controller::cloud::sim`]) and keeps it while the spec
-//! stays the same. A cloud not built in is reported as unsupported, a cloud
-//! built in but not enabled (`--cloud`; the simulated cloud is off unless
-//! named) as disabled (a `Ready=False` condition on the NodeClass).
+//! with the `aws` feature, `gcp` with the `gcp` feature, `karpenter` —
+//! Karpenter's delegate mode, `crate::controller::cloud::karpenter` — with
+//! the `aws` feature, `sim` always: the simulated cloud of
+//! [`crate::controller::cloud::sim`]) and keeps it while the spec stays the
+//! same. A cloud not built in is reported as unsupported, a cloud built in
+//! but not enabled (`--cloud`; the simulated cloud and the delegate mode are
+//! off unless named) as disabled (a `Ready=False` condition on the
+//! NodeClass).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -22,26 +25,50 @@ pub enum CloudName {
     Gcp,
     /// muster's simulated cloud (`spec.sim`): Node objects, no machines.
     Sim,
+    /// Karpenter launches the machines muster chooses (`spec.karpenter`).
+    Karpenter,
 }
 
 impl CloudName {
     /// Every cloud, in the order a NodeClass spec is searched.
-    pub const ALL: [CloudName; 3] = [CloudName::Aws, CloudName::Gcp, CloudName::Sim];
+    pub const ALL: [CloudName; 4] = [
+        CloudName::Aws,
+        CloudName::Gcp,
+        CloudName::Sim,
+        CloudName::Karpenter,
+    ];
 
-    /// The spec block's key (`aws`, `gcp`, `sim`).
+    /// The spec block's key (`aws`, `gcp`, `sim`, `karpenter`).
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             CloudName::Aws => "aws",
             CloudName::Gcp => "gcp",
             CloudName::Sim => "sim",
+            CloudName::Karpenter => "karpenter",
         }
+    }
+
+    /// The cloud the planner's offerings of this block are on (Karpenter
+    /// launches EC2 machines).
+    pub(crate) fn planner_provider(self) -> muster_planner::Provider {
+        match self {
+            CloudName::Aws | CloudName::Karpenter => muster_planner::Provider::Aws,
+            CloudName::Gcp => muster_planner::Provider::Gcp,
+            CloudName::Sim => muster_planner::Provider::Sim,
+        }
+    }
+
+    /// Every cloud block a NodeClass spec sets.
+    pub(crate) fn all_of_spec(spec: &serde_json::Value) -> Vec<CloudName> {
+        CloudName::ALL
+            .into_iter()
+            .filter(|c| spec.get(c.as_str()).is_some_and(|v| !v.is_null()))
+            .collect()
     }
 
     /// The cloud whose block a NodeClass spec sets (the first, if several).
     pub fn of_spec(spec: &serde_json::Value) -> Option<CloudName> {
-        CloudName::ALL
-            .into_iter()
-            .find(|c| spec.get(c.as_str()).is_some_and(|v| !v.is_null()))
+        CloudName::all_of_spec(spec).into_iter().next()
     }
 }
 
@@ -88,8 +115,9 @@ impl Clouds {
         }
     }
 
-    /// The Kubernetes client the simulated cloud keeps its Nodes with;
-    /// without one a `sim` NodeClass is unsupported.
+    /// The Kubernetes client the simulated cloud keeps its Nodes with and
+    /// the delegate mode its NodeClaims; without one a `sim` or `karpenter`
+    /// NodeClass is unsupported.
     pub fn with_client(mut self, client: kube::Client) -> Clouds {
         self.client = Some(client);
         self
@@ -99,7 +127,7 @@ impl Clouds {
     pub fn enabled(&self, cloud: CloudName) -> bool {
         match &self.options.enabled {
             Some(list) => list.contains(&cloud),
-            None => cloud != CloudName::Sim,
+            None => !matches!(cloud, CloudName::Sim | CloudName::Karpenter),
         }
     }
 }
@@ -156,6 +184,21 @@ impl Clouds {
                 let p = muster_provider_aws::AwsProvider::new(spec, self.options.aws.clone())
                     .await
                     .map_err(|e| ProviderSetupError::InvalidNodeClass(e.to_string()))?;
+                Ok(Arc::new(p))
+            }
+            #[cfg(feature = "aws")]
+            CloudName::Karpenter => {
+                let Some(client) = self.client.clone() else {
+                    return Err(ProviderSetupError::Unsupported(cloud.as_str().to_string()));
+                };
+                let p = crate::controller::cloud::karpenter::KarpenterClaims::new(
+                    client,
+                    node_class,
+                    spec,
+                    self.options.aws.clone(),
+                )
+                .await
+                .map_err(|e| ProviderSetupError::InvalidNodeClass(e.to_string()))?;
                 Ok(Arc::new(p))
             }
             CloudName::Sim => {

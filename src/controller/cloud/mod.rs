@@ -1,10 +1,14 @@
 //! The clouds: the provider of each NodeClass (`providers`: the factory
 //! seam and the offering cache; `clouds`: the factory of the real and
 //! simulated clouds), cloud calls run off the planning path with bounded
-//! concurrency (`work`), and the simulated cloud of `--cloud sim` (`sim`).
+//! concurrency (`work`), the simulated cloud of `--cloud sim` (`sim`) and
+//! Karpenter's delegate mode, NodeClaims for the machines muster chooses
+//! (`karpenter`, with the `aws` feature).
 //! Imports only the plumbing below it.
 
 pub mod clouds;
+#[cfg(feature = "aws")]
+pub mod karpenter;
 pub(crate) mod providers;
 pub mod sim;
 pub(crate) mod work;

@@ -20,6 +20,7 @@ use muster_planner::{
 use serde::de::DeserializeOwned;
 
 use crate::controller::base::objects::Kind;
+use crate::controller::cloud::clouds::CloudName;
 use crate::controller::translate::{Issue, IssueReason};
 
 /// The `spec` of an object parsed into `T`, or an issue.
@@ -105,16 +106,14 @@ pub(crate) fn node_classes(
 ) -> BTreeMap<String, Provider> {
     let mut out = BTreeMap::new();
     for obj in objs {
-        let spec = obj.data.get("spec");
-        let clouds: Vec<Provider> = [
-            ("aws", Provider::Aws),
-            ("gcp", Provider::Gcp),
-            ("sim", Provider::Sim),
-        ]
-        .into_iter()
-        .filter(|(k, _)| spec.and_then(|s| s.get(k)).is_some_and(|v| !v.is_null()))
-        .map(|(_, p)| p)
-        .collect();
+        let clouds: Vec<Provider> = obj
+            .data
+            .get("spec")
+            .map(CloudName::all_of_spec)
+            .unwrap_or_default()
+            .into_iter()
+            .map(CloudName::planner_provider)
+            .collect();
         match clouds.as_slice() {
             [one] => {
                 out.insert(obj.name_any(), *one);
@@ -123,7 +122,7 @@ pub(crate) fn node_classes(
                 Kind::NodeClass,
                 obj,
                 IssueReason::InvalidSpec,
-                "spec must set exactly one of aws, gcp, sim".to_string(),
+                "spec must set exactly one of aws, gcp, sim, karpenter".to_string(),
             )),
         }
     }

@@ -20,6 +20,7 @@ use crate::controller::base::api::{
 use crate::controller::base::conditions::ConditionType;
 use crate::controller::base::objects::Kind;
 use crate::controller::base::time;
+use crate::controller::cloud::clouds::CloudName;
 use crate::controller::ctx::Ctx;
 use crate::controller::observe::Observed;
 use crate::controller::steps::status::classes::stored_status;
@@ -53,14 +54,7 @@ pub(crate) fn verdict(refused: &[(CapacityType, Time, String)]) -> (bool, &'stat
 
 /// The planner provider of a NodeClass spec.
 fn provider(obj: &DynamicObject) -> Option<Provider> {
-    let spec = obj.data.get("spec")?;
-    [
-        ("aws", Provider::Aws),
-        ("gcp", Provider::Gcp),
-        ("sim", Provider::Sim),
-    ]
-    .into_iter()
-    .find_map(|(k, p)| spec.get(k).is_some().then_some(p))
+    CloudName::of_spec(obj.data.get("spec")?).map(CloudName::planner_provider)
 }
 
 /// Writes the condition of every NodeClass whose cloud refuses a capacity

@@ -21,6 +21,7 @@ use crate::controller::base::api::{
 };
 use crate::controller::base::conditions::ConditionType;
 use crate::controller::base::objects::Kind;
+use crate::controller::cloud::clouds::CloudName;
 use crate::controller::cloud::work::{Job, Progress};
 use crate::controller::ctx::{Ctx, CycleProviders};
 use crate::controller::observe::Observed;
@@ -208,12 +209,10 @@ async fn write(
 ) {
     let name = nc.name_any();
     let spec = nc.data.get("spec").cloned().unwrap_or_default();
-    let provider = if spec.get("aws").is_some() {
-        Some(CrdProvider::Aws)
-    } else if spec.get("gcp").is_some() {
-        Some(CrdProvider::Gcp)
-    } else {
-        None
+    let provider = match CloudName::of_spec(&spec) {
+        Some(CloudName::Aws | CloudName::Karpenter) => Some(CrdProvider::Aws),
+        Some(CloudName::Gcp) => Some(CrdProvider::Gcp),
+        Some(CloudName::Sim) | None => None,
     };
     let before = stored_status(nc);
     let (mut after, ok, reason, message) = status(&before, outcome, provider);

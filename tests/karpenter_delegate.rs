@@ -1,0 +1,418 @@
+//! Karpenter's delegate mode end to end: the controller, with a NodeClass
+//! whose `spec.karpenter` names an `EC2NodeClass`, against the API test
+//! server running its Karpenter stand-in (`tests/kube_api/README.md`,
+//! "Karpenter"), with moto behind muster's AWS catalog. muster chooses the
+//! offering and writes the PoolNodes; each launch is one standalone
+//! NodeClaim that Karpenter's life cycle launches, registers and
+//! initializes; the emulated scheduler and kubelet run the gang's pods on
+//! the Nodes Karpenter's kubelets register; Karpenter's disruption never
+//! takes a claim of muster's, and muster's scale-down deletes the claims so
+//! Karpenter's termination ends the instances.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams, PostParams};
+use muster::controller::base::metrics::Metrics;
+use muster::controller::cloud::clouds::{CloudName, CloudOptions, Clouds};
+use muster::controller::{self, ControllerConfig, Deps};
+use muster_provider_aws::moto::Moto;
+use serde_json::{Value, json};
+use support::emulator::Emulator;
+use support::karpenter::{hook, list_nodeclaims, start_standin};
+use support::{ApiServer, create, eventually, install_crds};
+
+const CLUSTER: &str = "delegate-cluster";
+const EC2_NODE_CLASS: &str = "gpu";
+const TYPE: &str = "p4d.24xlarge";
+
+/// Karpenter's timings for a test: upstream's except the drain's minimum
+/// and the periodic passes, which are shortened.
+fn settings() -> Value {
+    json!({"minDrainSeconds": 0, "gcPeriodSeconds": 1, "disruptionPeriodSeconds": 0.5})
+}
+
+/// muster's side: its CRDs, the delegated NodeClass, a pool of on-demand
+/// p4d.24xlarge that scales to zero a second after its nodes empty, and a
+/// queue.
+async fn muster_world(client: &kube::Client) {
+    install_crds(client).await;
+    create(
+        client,
+        "NodeClass",
+        "nodeclasses",
+        None,
+        json!({"metadata": {"name": "delegated"}, "spec": {"karpenter": {
+            "group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+            "name": EC2_NODE_CLASS, "region": "us-east-1"}}}),
+    )
+    .await;
+    create(
+        client,
+        "GPUPool",
+        "gpupools",
+        None,
+        json!({
+            "metadata": {"name": "gpu"},
+            "spec": {"nodeClassRef": {"name": "delegated"},
+                     "requirements": {"instanceTypes": [TYPE], "capacityTypes": ["on-demand"]},
+                     "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1s"}}
+        }),
+    )
+    .await;
+    create(
+        client,
+        "GPUQueue",
+        "gpuqueues",
+        None,
+        json!({"metadata": {"name": "team-a"}, "spec": {"pools": ["gpu"], "namespaceSelector": {}}}),
+    )
+    .await;
+}
+
+/// The controller in-process with the delegate mode enabled.
+fn start_controller(server: &ApiServer, moto: &Moto) -> tokio::task::JoinHandle<()> {
+    let mut config = ControllerConfig::new(CLUSTER, "c1");
+    config.debounce = Duration::from_millis(50);
+    config.tick = Duration::from_millis(500);
+    let client = server.client_as("controller");
+    let options = CloudOptions {
+        aws: moto.options(),
+        ..CloudOptions::default()
+    }
+    .enable(&[CloudName::Karpenter]);
+    let deps = Deps {
+        providers: Arc::new(Clouds::new(options).with_client(client.clone())),
+        planner: controller::real_planner(),
+        metrics: Arc::new(Metrics::new()),
+    };
+    tokio::spawn(async move {
+        let _ = controller::run(client, config, deps, futures::future::pending()).await;
+    })
+}
+
+/// A Job of `pods` pods of 8 GPUs each, queued on `team-a`.
+fn gang(name: &str, pods: i32) -> Job {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "team-a", "labels": {"muster.dev/queue": "team-a"}},
+        "spec": {"parallelism": pods, "completions": pods, "suspend": true,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                "name": "train", "image": "trainer",
+                "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "8", "memory": "64Gi"}}
+            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}
+    }))
+    .expect("job")
+}
+
+async fn submit(client: &kube::Client, job: &Job) {
+    Api::<Job>::namespaced(client.clone(), "team-a")
+        .create(&PostParams::default(), job)
+        .await
+        .expect("submit");
+}
+
+/// The pods of Job `name` running, once there are `n`.
+async fn running(client: &kube::Client, name: &str, n: usize, secs: u64) -> Vec<Pod> {
+    let selector = format!("job-name={name}");
+    eventually(secs, &format!("{n} pods of {name} running"), || {
+        let (client, selector) = (client.clone(), selector.clone());
+        async move {
+            let pods: Vec<Pod> = Api::<Pod>::namespaced(client, "team-a")
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .collect();
+            (pods.len() == n).then_some(pods)
+        }
+    })
+    .await
+}
+
+fn condition(nc: &Value, t: &str) -> String {
+    nc["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == t)
+        .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default()
+}
+
+fn requirement(nc: &Value, key: &str) -> String {
+    nc["spec"]["requirements"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["key"] == key)
+        .and_then(|r| r["values"][0].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The NodeClaim creations the controller made, from the audit log.
+fn claim_creates(server: &ApiServer) -> usize {
+    server
+        .audited("controller")
+        .iter()
+        .filter(|(verb, _, resource, _)| verb == "create" && resource == "nodeclaims")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_of_four_launches_as_nodeclaims_and_scales_to_zero_through_them() {
+    let moto = Moto::start();
+    let server = ApiServer::start();
+    let client = server.client();
+    start_standin(&client, EC2_NODE_CLASS).await;
+    hook(&server.url, "PUT", "settings", settings());
+    // a NodePool of Karpenter's own beside muster: its provisioner serves
+    // the cluster's other pods
+    create_nodepool(&client).await;
+    muster_world(&client).await;
+    let _emu =
+        Emulator::start_running_for(client.clone(), Vec::new(), Some(Duration::from_secs(4)));
+    let ctl = start_controller(&server, &moto);
+
+    submit(&client, &gang("train", 4)).await;
+    let pods = running(&client, "train", 4, 120).await;
+
+    // four NodeClaims, written together: one per PoolNode, each pinning the
+    // offering muster chose, all in one zone, launched, registered and
+    // initialized by Karpenter
+    let claims = list_nodeclaims(&client).await;
+    assert_eq!(claims.len(), 4, "{claims:#?}");
+    assert_eq!(claim_creates(&server), 4, "no NodeClaim created twice");
+    let zones: BTreeSet<String> = claims
+        .iter()
+        .map(|c| requirement(c, "topology.kubernetes.io/zone"))
+        .collect();
+    assert_eq!(zones.len(), 1, "one zone for the gang: {zones:?}");
+    for c in &claims {
+        assert_eq!(requirement(c, "node.kubernetes.io/instance-type"), TYPE);
+        assert_eq!(requirement(c, "karpenter.sh/capacity-type"), "on-demand");
+        assert_eq!(c["spec"]["expireAfter"], "Never");
+        assert!(c["metadata"]["labels"]["karpenter.sh/nodepool"].is_null());
+        for t in ["Launched", "Registered", "Initialized"] {
+            assert_eq!(condition(c, t), "True", "{t} of {c:#?}");
+        }
+    }
+    // the PoolNodes record Karpenter's instances and Nodes
+    let pns = support::waits::poolnodes(&client).await;
+    assert_eq!(pns.len(), 4);
+    let claim_pids: BTreeSet<String> = claims
+        .iter()
+        .map(|c| {
+            c["status"]["providerID"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    let pn_pids: BTreeSet<String> = pns
+        .iter()
+        .map(|p| {
+            p.data["status"]["providerID"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(claim_pids, pn_pids);
+    for pn in &pns {
+        assert_eq!(pn.data["status"]["phase"], "Ready", "{pn:?}");
+    }
+    // one pod on each of Karpenter's four Nodes
+    let on: BTreeSet<String> = pods
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    let node_names: BTreeSet<String> = claims
+        .iter()
+        .filter_map(|c| c["status"]["nodeName"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(on, node_names);
+
+    // Karpenter's disruption never picks a claim of muster's while the
+    // gang runs on it (they are standalone: no NodePool)
+    let candidates = hook(&server.url, "GET", "candidates", Value::Null);
+    for c in &claims {
+        let name = c["metadata"]["name"].as_str().unwrap_or_default();
+        for (method, verdict) in candidates["nodeClaims"][name]
+            .as_object()
+            .into_iter()
+            .flatten()
+        {
+            assert_eq!(
+                verdict["candidate"], false,
+                "{name} is a {method} candidate: {verdict}"
+            );
+        }
+    }
+    // a pod of another team that does not tolerate the pool's taint is one
+    // Karpenter's provisioner serves from its own NodePool, and the
+    // scheduler never places it on muster's nodes
+    let web: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "team-a"},
+        "spec": {"containers": [{"name": "web", "image": "nginx",
+                                 "resources": {"requests": {"cpu": "1"}}}]}
+    }))
+    .expect("pod");
+    Api::<Pod>::namespaced(client.clone(), "team-a")
+        .create(&PostParams::default(), &web)
+        .await
+        .expect("web pod");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let web = Api::<Pod>::namespaced(client.clone(), "team-a")
+        .get("web")
+        .await
+        .expect("web");
+    assert_eq!(web.spec.as_ref().and_then(|s| s.node_name.clone()), None);
+    assert!(
+        support::karpenter::incompatible(&web, &general_pool_requirements()).is_none(),
+        "Karpenter's own NodePool serves the web pod"
+    );
+
+    // the Job completes; a second after the nodes empty, muster deletes the
+    // four claims and Karpenter terminates their instances
+    eventually(60, "the NodeClaims gone", || {
+        let client = client.clone();
+        async move { list_nodeclaims(&client).await.is_empty().then_some(()) }
+    })
+    .await;
+    eventually(30, "the Nodes and PoolNodes gone", || {
+        let client = client.clone();
+        async move {
+            let nodes = Api::<Node>::all(client.clone())
+                .list(&ListParams::default())
+                .await
+                .ok()?;
+            let pns = support::waits::poolnodes(&client).await;
+            (nodes.items.is_empty() && pns.is_empty()).then_some(())
+        }
+    })
+    .await;
+    let instances = hook(&server.url, "GET", "instances", Value::Null);
+    let states: Vec<&str> = instances["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["state"].as_str())
+        .collect();
+    assert_eq!(states.len(), 4, "{instances}");
+    assert!(states.iter().all(|s| *s != "running"), "{instances}");
+    assert_eq!(claim_creates(&server), 4);
+    server.assert_rbac_allows_controller_by(&support::rbac::rules_with_karpenter());
+    ctl.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insufficient_capacity_moves_the_whole_gang_to_the_next_zone() {
+    let moto = Moto::start();
+    let server = ApiServer::start();
+    let client = server.client();
+    start_standin(&client, EC2_NODE_CLASS).await;
+    hook(&server.url, "PUT", "settings", settings());
+    muster_world(&client).await;
+    let _emu = Emulator::start_running_for(client.clone(), Vec::new(), None);
+    let ctl = start_controller(&server, &moto);
+    // EC2 has no p4d.24xlarge now in every zone of the EC2NodeClass but the
+    // last one
+    let zones = delegated_zones(&client).await;
+    assert!(zones.len() >= 2, "{zones:?}");
+    let (last, dry) = zones.split_last().expect("zones");
+    for zone in dry {
+        hook(
+            &server.url,
+            "POST",
+            "offerings",
+            json!({"instanceType": TYPE, "zone": zone, "capacityType": "on-demand", "available": false}),
+        );
+    }
+    submit(&client, &gang("train", 2)).await;
+    running(&client, "train", 2, 120).await;
+    let claims = list_nodeclaims(&client).await;
+    assert_eq!(claims.len(), 2, "{claims:#?}");
+    for c in &claims {
+        assert_eq!(
+            &requirement(c, "topology.kubernetes.io/zone"),
+            last,
+            "the whole gang moved to the zone with capacity"
+        );
+        assert_eq!(condition(c, "Initialized"), "True");
+    }
+    // the gang was tried where Karpenter had no capacity first: its claims
+    // there were deleted by Karpenter, read and let go
+    assert!(
+        claim_creates(&server) > 2,
+        "a zone without capacity was tried"
+    );
+    let events = support::waits::events_of(&client, "InsufficientCapacity").await;
+    assert!(
+        !events.is_empty(),
+        "an InsufficientCapacity Event names the failure"
+    );
+    ctl.abort();
+}
+
+/// The zones of the delegated NodeClass, as its status reports what the
+/// EC2NodeClass resolved.
+async fn delegated_zones(client: &kube::Client) -> Vec<String> {
+    eventually(30, "the delegated NodeClass's zones", || {
+        let client = client.clone();
+        async move {
+            let nc = support::waits::nodeclass_ready_status(&client, "delegated").await?;
+            let zones: Vec<String> = nc["zones"]
+                .as_array()?
+                .iter()
+                .filter_map(|z| z.as_str().map(str::to_string))
+                .collect();
+            (!zones.is_empty()).then_some(zones)
+        }
+    })
+    .await
+}
+
+/// Karpenter's own NodePool for the cluster's other pods.
+async fn create_nodepool(client: &kube::Client) {
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool"),
+        "nodepools",
+    );
+    let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
+    let pool: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": "general"},
+        "spec": {"template": {"spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": EC2_NODE_CLASS},
+            "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}]
+        }}}
+    }))
+    .expect("NodePool");
+    api.create(&PostParams::default(), &pool)
+        .await
+        .expect("create NodePool");
+}
+
+/// The requirements of the `general` NodePool, as Karpenter's scheduler
+/// reads them (its requirements plus its name label).
+fn general_pool_requirements() -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    [
+        (
+            "node.kubernetes.io/instance-type".to_string(),
+            ["m5.large".to_string()].into(),
+        ),
+        (
+            "karpenter.sh/nodepool".to_string(),
+            ["general".to_string()].into(),
+        ),
+    ]
+    .into()
+}
