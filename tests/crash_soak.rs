@@ -1,7 +1,8 @@
 //! The crash soak: the real `muster controller` binary against the API test
 //! server and a cloud whose instances outlive every controller — the
 //! Compute test double (GCP), the simulated cloud (`--cloud sim`, machines
-//! as Nodes) and moto (AWS, with the `aws-test-support` feature) — a
+//! as Nodes), moto (AWS, with the `aws-test-support` feature) and the
+//! Karpenter stand-in (the delegate mode, `--cloud karpenter`) — a
 //! workload of gangs of 1–8 nodes arriving over time and completing, a
 //! share of them of low priority that higher-priority gangs preempt whole
 //! once the queue's quota is used, and SIGKILLs of the controller at seeded
@@ -340,6 +341,16 @@ async fn one_controller_survives_sigkills_at_every_step_on_sim() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_controller_survives_sigkills_at_every_step_on_aws() {
     let world = soak::world::start(&setup(), &SERVER_ARGS, soak::aws::Aws::start).await;
+    one_controller(world, 12, 30).await;
+}
+
+/// Karpenter's delegate mode: each launch is a NodeClaim the Karpenter
+/// stand-in launches; a double launch is a NodeClaim created twice for one
+/// PoolNode, an orphan a NodeClaim without one.
+#[cfg(feature = "aws-test-support")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_controller_survives_sigkills_at_every_step_in_karpenter_delegate_mode() {
+    let world = soak::world::start(&setup(), &SERVER_ARGS, soak::karpenter::Karpenter::start).await;
     one_controller(world, 12, 30).await;
 }
 

@@ -80,6 +80,9 @@ fn start_controller(server: &ApiServer, moto: &Moto) -> tokio::task::JoinHandle<
     let mut config = ControllerConfig::new(CLUSTER, "c1");
     config.debounce = Duration::from_millis(50);
     config.tick = Duration::from_millis(500);
+    // claims whose launch failed are let go by orphan collection
+    config.orphan_gc_period = Duration::from_secs(1);
+    config.orphan_grace = Duration::from_secs(2);
     let client = server.client_as("controller");
     let options = CloudOptions {
         aws: moto.options(),
@@ -172,7 +175,7 @@ async fn a_gang_of_four_launches_as_nodeclaims_and_scales_to_zero_through_them()
     let server = ApiServer::start();
     let client = server.client();
     start_standin(&client, EC2_NODE_CLASS).await;
-    hook(&server.url, "PUT", "settings", settings());
+    hook(&client, "PUT", "settings", settings()).await;
     // a NodePool of Karpenter's own beside muster: its provisioner serves
     // the cluster's other pods
     create_nodepool(&client).await;
@@ -242,7 +245,7 @@ async fn a_gang_of_four_launches_as_nodeclaims_and_scales_to_zero_through_them()
 
     // Karpenter's disruption never picks a claim of muster's while the
     // gang runs on it (they are standalone: no NodePool)
-    let candidates = hook(&server.url, "GET", "candidates", Value::Null);
+    let candidates = hook(&client, "GET", "candidates", Value::Null).await;
     for c in &claims {
         let name = c["metadata"]["name"].as_str().unwrap_or_default();
         for (method, verdict) in candidates["nodeClaims"][name]
@@ -299,7 +302,7 @@ async fn a_gang_of_four_launches_as_nodeclaims_and_scales_to_zero_through_them()
         }
     })
     .await;
-    let instances = hook(&server.url, "GET", "instances", Value::Null);
+    let instances = hook(&client, "GET", "instances", Value::Null).await;
     let states: Vec<&str> = instances["items"]
         .as_array()
         .into_iter()
@@ -319,7 +322,7 @@ async fn insufficient_capacity_moves_the_whole_gang_to_the_next_zone() {
     let server = ApiServer::start();
     let client = server.client();
     start_standin(&client, EC2_NODE_CLASS).await;
-    hook(&server.url, "PUT", "settings", settings());
+    hook(&client, "PUT", "settings", settings()).await;
     muster_world(&client).await;
     let _emu = Emulator::start_running_for(client.clone(), Vec::new(), None);
     let ctl = start_controller(&server, &moto);
@@ -330,15 +333,20 @@ async fn insufficient_capacity_moves_the_whole_gang_to_the_next_zone() {
     let (last, dry) = zones.split_last().expect("zones");
     for zone in dry {
         hook(
-            &server.url,
+            &client,
             "POST",
             "offerings",
             json!({"instanceType": TYPE, "zone": zone, "capacityType": "on-demand", "available": false}),
-        );
+        )
+        .await;
     }
     submit(&client, &gang("train", 2)).await;
     running(&client, "train", 2, 120).await;
-    let claims = list_nodeclaims(&client).await;
+    let claims: Vec<Value> = list_nodeclaims(&client)
+        .await
+        .into_iter()
+        .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
+        .collect();
     assert_eq!(claims.len(), 2, "{claims:#?}");
     for c in &claims {
         assert_eq!(

@@ -1,5 +1,6 @@
 //! The crash soak's parts: the world (a cloud, API server, emulated
-//! kubelet) over each cloud (`gcp`, `sim`, `aws`), the controller
+//! kubelet) over each cloud (`gcp`, `sim`, `aws`, and `karpenter`: the
+//! delegate mode), the controller
 //! processes, the kill windows, the workload and its checks, and the
 //! summary.
 
@@ -9,6 +10,8 @@
 pub mod aws;
 pub mod controllers;
 pub mod gcp;
+#[cfg(feature = "aws-test-support")]
+pub mod karpenter;
 pub mod never_ready;
 pub mod sim;
 pub mod summary;

@@ -315,18 +315,29 @@ pub async fn start_standin(client: &kube::Client, name: &str) {
 }
 
 /// One request to the stand-in's test hooks (`/karpenter-test/PATH`, see
-/// `tests/kube_api/README.md`); panics unless it answers 2xx.
-pub fn hook(url: &str, method: &str, path: &str, body: serde_json::Value) -> serde_json::Value {
-    let addr = url.trim_start_matches("http://");
-    let text = body.to_string();
-    let (code, out) = super::plain_request(
-        addr,
-        method,
-        &format!("/karpenter-test/{path}"),
-        (!body.is_null()).then_some(text.as_str()),
-    )
-    .unwrap_or_else(|| panic!("{method} /karpenter-test/{path}: no answer"));
-    assert!((200..300).contains(&code), "{method} {path}: {code} {out}");
+/// `tests/kube_api/README.md`) through the API client; panics unless it
+/// answers 2xx.
+pub async fn hook(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    body: serde_json::Value,
+) -> serde_json::Value {
+    let bytes = if body.is_null() {
+        Vec::new()
+    } else {
+        body.to_string().into_bytes()
+    };
+    let req = http::Request::builder()
+        .method(method)
+        .uri(format!("/karpenter-test/{path}"))
+        .header("content-type", "application/json")
+        .body(bytes)
+        .expect("hook request");
+    let out = client
+        .request_text(req)
+        .await
+        .unwrap_or_else(|e| panic!("{method} /karpenter-test/{path}: {e}"));
     serde_json::from_str(&out).unwrap_or(serde_json::Value::Null)
 }
 

@@ -12,10 +12,12 @@
 //!   finds it) and waits a little for Karpenter's `status.providerID`. A
 //!   claim Karpenter deleted before launching it (its launch error handling
 //!   on insufficient capacity, `pkg/controllers/nodeclaim/lifecycle/launch.go`)
-//!   is kept by muster's finalizer until read here: insufficient capacity
+//!   is kept by muster's finalizer and read here: insufficient capacity
 //!   for the offering, or a permanent error while the `EC2NodeClass` is
 //!   not Ready. The PoolNode life cycle then marks the offering and
-//!   re-plans the whole gang, as for muster's own launches.
+//!   re-plans the whole gang, as for muster's own launches; once the
+//!   PoolNode is gone, orphan collection lets the claim go (a restart in
+//!   between reads the same failure and creates nothing).
 //! - **Terminate** marks the claim released, deletes it and removes
 //!   muster's finalizer; Karpenter drains (nothing is left after muster's
 //!   drain) and terminates the instance.
@@ -326,11 +328,11 @@ impl CloudProvider for KarpenterClaims {
                         message: format!("NodeClaim {name} pins no offering"),
                     });
                 }
-                Launch::Failed => {
-                    let e = self.failed(&nc, request).await;
-                    self.let_go(&nc).await?;
-                    return Err(e);
-                }
+                // kept (muster's finalizer) while its PoolNode exists, so a
+                // launch asked again after a restart reads the same failure
+                // instead of creating a second claim; orphan collection lets
+                // it go once the PoolNode is gone
+                Launch::Failed => return Err(self.failed(&nc, request).await),
                 Launch::Waiting if tokio::time::Instant::now() >= deadline => {
                     return Err(ProviderError::Transient {
                         message: format!("Karpenter has not launched NodeClaim {name} yet"),
