@@ -804,7 +804,7 @@ fn every_operator_flag_has_a_value() {
 fn examples_and_e2e_resources_pass_their_crd_schemas() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files: Vec<std::path::PathBuf> = Vec::new();
-    for dir in ["docs/examples", "e2e/manifests"] {
+    for dir in ["docs/examples", "docs/examples/karpenter", "e2e/manifests"] {
         for e in std::fs::read_dir(root.join(dir)).expect("dir") {
             let p = e.expect("entry").path();
             let text = std::fs::read_to_string(&p).unwrap_or_default();

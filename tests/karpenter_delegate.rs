@@ -24,7 +24,7 @@ use muster::controller::{self, ControllerConfig, Deps};
 use muster_provider_aws::moto::Moto;
 use serde_json::{Value, json};
 use support::emulator::Emulator;
-use support::karpenter::{hook, list_nodeclaims, start_standin};
+use support::karpenter::{ec2nodeclass, hook, list_nodeclaims, start_standin};
 use support::{ApiServer, create, eventually, install_crds};
 
 const CLUSTER: &str = "delegate-cluster";
@@ -160,6 +160,17 @@ fn requirement(nc: &Value, key: &str) -> String {
         .to_string()
 }
 
+/// One file of the complete example of docs/karpenter.md
+/// (`docs/examples/karpenter/NAME.yaml`).
+fn example(name: &str) -> Value {
+    let path = format!(
+        "{}/docs/examples/karpenter/{name}.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 /// The NodeClaim creations the controller made, from the audit log.
 fn claim_creates(server: &ApiServer) -> usize {
     server
@@ -174,18 +185,28 @@ async fn a_gang_of_four_launches_as_nodeclaims_and_scales_to_zero_through_them()
     let moto = Moto::start();
     let server = ApiServer::start();
     let client = server.client();
-    start_standin(&client, EC2_NODE_CLASS).await;
+    // the complete example of docs/karpenter.md, as an operator applies it
+    start_standin(&client, example("ec2nodeclass")).await;
     hook(&client, "PUT", "settings", settings()).await;
     // a NodePool of Karpenter's own beside muster: its provisioner serves
     // the cluster's other pods
     create_nodepool(&client).await;
-    muster_world(&client).await;
+    install_crds(&client).await;
+    support::ensure_namespace(&client, "team-a", json!({"muster.dev/team": "team-a"})).await;
+    create(&client, "NodeClass", "nodeclasses", None, example("nodeclass")).await;
+    let mut pool = example("gpupool");
+    // (the example waits ten minutes before it scales down; a test a second)
+    pool["spec"]["disruption"]["consolidateAfter"] = json!("1s");
+    create(&client, "GPUPool", "gpupools", None, pool).await;
+    create(&client, "GPUQueue", "gpuqueues", None, example("gpuqueue")).await;
     let _emu =
         Emulator::start_running_for(client.clone(), Vec::new(), Some(Duration::from_secs(4)));
     let ctl = start_controller(&server, &moto);
 
-    submit(&client, &gang("train", 4)).await;
-    let pods = running(&client, "train", 4, 120).await;
+    let job: Job = serde_json::from_value(example("job")).expect("the example Job");
+    let name = job.metadata.name.clone().unwrap_or_default();
+    submit(&client, &job).await;
+    let pods = running(&client, &name, 4, 120).await;
 
     // four NodeClaims, written together: one per PoolNode, each pinning the
     // offering muster chose, all in one zone, launched, registered and
@@ -199,7 +220,10 @@ async fn a_gang_of_four_launches_as_nodeclaims_and_scales_to_zero_through_them()
         .collect();
     assert_eq!(zones.len(), 1, "one zone for the gang: {zones:?}");
     for c in &claims {
-        assert_eq!(requirement(c, "node.kubernetes.io/instance-type"), TYPE);
+        assert_eq!(
+            requirement(c, "node.kubernetes.io/instance-type"),
+            example("gpupool")["spec"]["requirements"]["instanceTypes"][0]
+        );
         assert_eq!(requirement(c, "karpenter.sh/capacity-type"), "on-demand");
         assert_eq!(c["spec"]["expireAfter"], "Never");
         assert!(c["metadata"]["labels"]["karpenter.sh/nodepool"].is_null());
@@ -321,7 +345,7 @@ async fn insufficient_capacity_moves_the_whole_gang_to_the_next_zone() {
     let moto = Moto::start();
     let server = ApiServer::start();
     let client = server.client();
-    start_standin(&client, EC2_NODE_CLASS).await;
+    start_standin(&client, ec2nodeclass(EC2_NODE_CLASS)).await;
     hook(&client, "PUT", "settings", settings()).await;
     muster_world(&client).await;
     let _emu = Emulator::start_running_for(client.clone(), Vec::new(), None);

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 use super::world::{NODE_CLASS, SoakCloud};
 use crate::support::emulator::Machines;
-use crate::support::karpenter::{hook, nodeclaims, start_standin};
+use crate::support::karpenter::{ec2nodeclass, hook, nodeclaims, start_standin};
 
 /// The one instance type (1 A10G GPU).
 pub const MACHINE: &str = "g5.xlarge";
@@ -62,7 +62,7 @@ impl Karpenter {
     /// and the ledger's watch.
     pub async fn start(client: kube::Client) -> Karpenter {
         let moto = Moto::start();
-        start_standin(&client, EC2_NODE_CLASS).await;
+        start_standin(&client, ec2nodeclass(EC2_NODE_CLASS)).await;
         hook(
             &client,
             "PUT",

@@ -279,31 +279,36 @@ pub const STANDIN_CRDS: [&str; 3] = [
     "karpenter.k8s.aws_ec2nodeclasses",
 ];
 
-/// Installs [`STANDIN_CRDS`] and the `EC2NodeClass` `name`, and waits
+/// An `EC2NodeClass` named `name` with the fields its CRD requires.
+pub fn ec2nodeclass(name: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+        "metadata": {"name": name},
+        "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}]}
+    })
+}
+
+/// Installs [`STANDIN_CRDS`] and the `EC2NodeClass` `class`, and waits
 /// until the stand-in has resolved it (`Ready=True`).
-pub async fn start_standin(client: &kube::Client, name: &str) {
+pub async fn start_standin(client: &kube::Client, class: serde_json::Value) {
     super::workload_crds::install(client, &STANDIN_CRDS).await;
     let ar = kube::api::ApiResource::from_gvk_with_plural(
         &kube::api::GroupVersionKind::gvk("karpenter.k8s.aws", "v1", "EC2NodeClass"),
         "ec2nodeclasses",
     );
     let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
-    let obj: kube::api::DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-        "metadata": {"name": name},
-        "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
-                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}]}
-    }))
-    .expect("EC2NodeClass");
+    let name = class["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let obj: kube::api::DynamicObject = serde_json::from_value(class).expect("EC2NodeClass");
     let pp = PostParams::default();
     super::retry_transient(|| api.create(&pp, &obj))
         .await
         .expect("create EC2NodeClass");
     super::eventually(30, "the EC2NodeClass is Ready", || {
-        let api = api.clone();
+        let (api, name) = (api.clone(), name.clone());
         async move {
-            let o = api.get(name).await.ok()?;
+            let o = api.get(&name).await.ok()?;
             o.data["status"]["conditions"]
                 .as_array()?
                 .iter()
