@@ -193,7 +193,14 @@ async fn a_gang_of_four_launches_as_nodeclaims_and_scales_to_zero_through_them()
     create_nodepool(&client).await;
     install_crds(&client).await;
     support::ensure_namespace(&client, "team-a", json!({"muster.dev/team": "team-a"})).await;
-    create(&client, "NodeClass", "nodeclasses", None, example("nodeclass")).await;
+    create(
+        &client,
+        "NodeClass",
+        "nodeclasses",
+        None,
+        example("nodeclass"),
+    )
+    .await;
     let mut pool = example("gpupool");
     // (the example waits ten minutes before it scales down; a test a second)
     pool["spec"]["disruption"]["consolidateAfter"] = json!("1s");
@@ -447,4 +454,114 @@ fn general_pool_requirements() -> std::collections::BTreeMap<String, BTreeSet<St
         ),
     ]
     .into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_karpenter_interruption_requeues_the_whole_gang() {
+    let moto = Moto::start();
+    let server = ApiServer::start();
+    let client = server.client();
+    start_standin(&client, ec2nodeclass(EC2_NODE_CLASS)).await;
+    hook(&client, "PUT", "settings", settings()).await;
+    muster_world(&client).await;
+    let _emu = Emulator::start_running_for(client.clone(), Vec::new(), None);
+    let ctl = start_controller(&server, &moto);
+    submit(&client, &gang("train", 2)).await;
+    let pods_before: BTreeSet<String> = running(&client, "train", 2, 120)
+        .await
+        .iter()
+        .filter_map(|p| p.metadata.uid.clone())
+        .collect();
+    let before: BTreeSet<String> = list_nodeclaims(&client)
+        .await
+        .iter()
+        .map(|c| {
+            c["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(before.len(), 2);
+    // EC2 announces maintenance of one instance: Karpenter deletes its
+    // NodeClaim, drains and terminates it
+    let one = before.iter().next().cloned().unwrap_or_default();
+    let found = hook(
+        &client,
+        "POST",
+        "interruption",
+        json!({"nodeClaim": one, "kind": "ScheduledChange"}),
+    )
+    .await;
+
+    assert_eq!(found["nodeClaims"], json!([one]));
+    // the gang is evicted whole (both pods, not only the one on the
+    // interrupted node) and planned again: it runs on two claims, the
+    // interrupted one not among them, with new pods
+    let after = eventually(90, "the gang running again on two NodeClaims", || {
+        let client = client.clone();
+        let (one, pods_before) = (one.clone(), pods_before.clone());
+        async move {
+            let claims: BTreeSet<String> = list_nodeclaims(&client)
+                .await
+                .iter()
+                .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
+                .map(|c| {
+                    c["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .collect();
+            let pods: BTreeSet<String> =
+                support::waits::running_pods(&client, "team-a", "job-name=train")
+                    .await
+                    .iter()
+                    .filter_map(|p| p.metadata.uid.clone())
+                    .collect();
+            (claims.len() == 2
+                && !claims.contains(&one)
+                && pods.len() == 2
+                && pods.is_disjoint(&pods_before))
+            .then_some(claims)
+        }
+    })
+    .await;
+    assert_eq!(after.len(), 2);
+    // muster saw its node go (Karpenter drained and deleted it) and said so
+    // on the PoolNode; such an eviction is not the gang's fault and does not
+    // count toward its backoff
+    let mut lost = Vec::new();
+    for reason in ["NodeLost", "Interrupted"] {
+        lost.extend(
+            support::waits::events_of(&client, reason)
+                .await
+                .into_iter()
+                .filter(|e| {
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(one.as_str())
+                }),
+        );
+    }
+    assert!(!lost.is_empty(), "an Event on PoolNode {one}");
+    let gang = support::waits::gang(&client, "team-a", "train")
+        .await
+        .expect("gang");
+    assert_eq!(
+        gang.data["status"]["evictions"], 0,
+        "{:#?}",
+        gang.data["status"]
+    );
+    // the interrupted claim was let go once Karpenter had terminated it
+    eventually(30, "the interrupted NodeClaim gone", || {
+        let (client, one) = (client.clone(), one.clone());
+        async move {
+            (!list_nodeclaims(&client)
+                .await
+                .iter()
+                .any(|c| c["metadata"]["name"] == one.as_str()))
+            .then_some(())
+        }
+    })
+    .await;
+    ctl.abort();
 }

@@ -299,7 +299,10 @@ pub async fn start_standin(client: &kube::Client, class: serde_json::Value) {
         "ec2nodeclasses",
     );
     let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
-    let name = class["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let name = class["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let obj: kube::api::DynamicObject = serde_json::from_value(class).expect("EC2NodeClass");
     let pp = PostParams::default();
     super::retry_transient(|| api.create(&pp, &obj))
