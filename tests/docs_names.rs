@@ -1,5 +1,6 @@
 //! The install guides name what the chart creates. `docs/install.md`,
-//! `docs/eks.md`, `docs/gke.md` and `docs/quickstart-local.md` bind cloud
+//! `docs/eks.md`, `docs/gke.md`, `docs/karpenter.md` and
+//! `docs/quickstart-local.md` bind cloud
 //! identities to a ServiceAccount, wait on a Deployment, and so on, by name;
 //! the chart names those objects after the release. This test reads the
 //! guides' shell blocks and inline commands, takes every namespace,
@@ -21,10 +22,11 @@ use std::path::{Path, PathBuf};
 use helm::{chart, helm, objects};
 
 /// The guides whose commands are checked.
-const GUIDES: [&str; 4] = [
+const GUIDES: [&str; 5] = [
     "docs/install.md",
     "docs/eks.md",
     "docs/gke.md",
+    "docs/karpenter.md",
     "docs/quickstart-local.md",
 ];
 
