@@ -16,23 +16,29 @@ pub struct Constraint {
     pub models: Vec<GpuModel>,
     /// Least memory per GPU, MiB.
     pub min_gpu_memory_mib: u64,
+    /// Only machines of exactly this many GPUs: the node selector of a
+    /// layout that splits node groups (NodePools) by GPU count, so a pod
+    /// goes to the smallest machine size that holds it; `None` accepts any.
+    pub node_gpus: Option<u32>,
 }
 
 impl Constraint {
-    fn model_ok(&self, model: Option<&GpuModel>, mem: u64) -> bool {
+    fn model_ok(&self, model: Option<&GpuModel>, mem: u64, gpus: u32) -> bool {
         mem >= self.min_gpu_memory_mib
+            && self.node_gpus.is_none_or(|g| g == gpus)
             && (self.models.is_empty()
                 || model.is_some_and(|m| self.models.iter().any(|w| m.satisfies(w))))
     }
 
     /// True when pods of this constraint may run on the node.
     pub fn accepts_node(&self, n: &SimNode) -> bool {
-        self.model_ok(n.gpu_model.as_ref(), n.gpu_memory_mib)
+        self.model_ok(n.gpu_model.as_ref(), n.gpu_memory_mib, n.gpu_count)
     }
 
     /// True when a pod with `req` fits a machine of this offering.
     pub fn accepts_offering(&self, o: &Offering, req: &Resources) -> bool {
-        self.model_ok(o.gpu_model.as_ref(), o.gpu_memory_mib) && req.fits_in(&o.resources)
+        self.model_ok(o.gpu_model.as_ref(), o.gpu_memory_mib, o.gpu_count)
+            && req.fits_in(&o.resources)
     }
 }
 

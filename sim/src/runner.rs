@@ -36,16 +36,27 @@ pub enum PolicyKind {
     DefaultCaPrice,
     /// Kueue + ProvisioningRequest (atomic scale-up) + Cluster Autoscaler.
     KueueProvreq,
+    /// Cluster Autoscaler as a careful operator tunes it ([`tuned_ca`]).
+    DefaultCaTuned,
+    /// Kueue + Karpenter as a careful operator tunes them: NodePools split
+    /// by GPU count ([`split_by_gpu_count`]).
+    KueueKarpenterTuned,
+    /// Kueue + ProvisioningRequest + Cluster Autoscaler, tuned as
+    /// [`PolicyKind::DefaultCaTuned`].
+    KueueProvreqTuned,
 }
 
 impl PolicyKind {
     /// All, in report order.
-    pub const ALL: [PolicyKind; 5] = [
+    pub const ALL: [PolicyKind; 8] = [
         PolicyKind::Muster,
         PolicyKind::DefaultCa,
         PolicyKind::KueueKarpenter,
         PolicyKind::DefaultCaPrice,
         PolicyKind::KueueProvreq,
+        PolicyKind::DefaultCaTuned,
+        PolicyKind::KueueKarpenterTuned,
+        PolicyKind::KueueProvreqTuned,
     ];
 
     /// The name used in flags and reports.
@@ -56,7 +67,20 @@ impl PolicyKind {
             PolicyKind::KueueKarpenter => "kueue-karpenter",
             PolicyKind::DefaultCaPrice => "default-ca-price",
             PolicyKind::KueueProvreq => "kueue-provreq",
+            PolicyKind::DefaultCaTuned => "default-ca-tuned",
+            PolicyKind::KueueKarpenterTuned => "kueue-karpenter-tuned",
+            PolicyKind::KueueProvreqTuned => "kueue-provreq-tuned",
         }
+    }
+
+    /// True for a baseline as a careful operator configures it.
+    pub fn tuned(self) -> bool {
+        matches!(
+            self,
+            PolicyKind::DefaultCaTuned
+                | PolicyKind::KueueKarpenterTuned
+                | PolicyKind::KueueProvreqTuned
+        )
     }
 
     /// Parses a name.
@@ -218,6 +242,7 @@ pub fn prepare(cfg: &RunConfig) -> Result<Prepared, RunError> {
     let default_constraint = Constraint {
         models: sc.jobs.gpu_models.clone(),
         min_gpu_memory_mib: (sc.jobs.min_gpu_memory_gib * 1024.0).round() as u64,
+        node_gpus: None,
     };
     let constraints: Vec<Constraint> = jobs
         .iter()
@@ -225,6 +250,7 @@ pub fn prepare(cfg: &RunConfig) -> Result<Prepared, RunError> {
             Some(m) => Constraint {
                 models: vec![m.clone()],
                 min_gpu_memory_mib: 0,
+                node_gpus: None,
             },
             None => default_constraint.clone(),
         })
@@ -353,13 +379,70 @@ pub struct PolicyRun {
     pub job_waits: Vec<(usize, i64, Option<i64>, f64, f64)>,
 }
 
+/// Cluster Autoscaler as a careful operator runs GPU batch work
+/// (`docs/simulate.md` names the source of each setting): the `price`
+/// expander, nodes removed after one unneeded minute, and no pause in
+/// scale-down after a scale-up.
+pub fn tuned_ca(default: &CaConfig) -> CaConfig {
+    CaConfig {
+        expander: Expander::Price,
+        scale_down_unneeded_time: Dur::mins(1),
+        scale_down_delay_after_add: Dur::secs(0),
+        ..default.clone()
+    }
+}
+
+/// The constraints of a layout with node groups (NodePools) split by GPU
+/// count: each job's pods also select machines of exactly the smallest GPU
+/// count among `sizes` that holds one pod, so small jobs never fill (and
+/// keep alive) a big machine. A pod larger than every size keeps its
+/// constraint.
+pub fn split_by_gpu_count(p: &Prepared, sizes: &[u32]) -> Vec<Constraint> {
+    p.jobs
+        .iter()
+        .zip(&p.constraints)
+        .map(|(j, c)| {
+            let gpus = j.pod_gpu_millis.div_ceil(1000).max(1);
+            let size = sizes.iter().copied().filter(|s| *s >= gpus as u32).min();
+            Constraint {
+                node_gpus: size,
+                ..c.clone()
+            }
+        })
+        .collect()
+}
+
+/// The GPU counts of the machines some pool may buy, ascending.
+fn machine_sizes(p: &Prepared) -> Vec<u32> {
+    let mut sizes: Vec<u32> = p
+        .cloud
+        .offerings()
+        .iter()
+        .filter(|o| {
+            o.price.is_some()
+                && p.pools
+                    .iter()
+                    .any(|pool| pool.provider == o.provider && pool.requirements.admits(o))
+        })
+        .map(|o| o.gpu_count)
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes
+}
+
 /// Runs one policy on a fresh world.
 pub fn run_policy(p: &Prepared, kind: PolicyKind, progress: &mut dyn FnMut(f64)) -> PolicyRun {
     let sw = Stopwatch::start();
+    let constraints = if kind.tuned() {
+        split_by_gpu_count(p, &machine_sizes(p))
+    } else {
+        p.constraints.clone()
+    };
     let mut world = World::new(
         p.jobs.clone(),
         p.requests.clone(),
-        p.constraints.clone(),
+        constraints,
         p.cloud.clone(),
         p.sample_every,
     );
@@ -412,6 +495,30 @@ pub fn run_policy(p: &Prepared, kind: PolicyKind, progress: &mut dyn FnMut(f64))
                 Some((&p.queues, &p.team_queue)),
             )),
             PolicyKind::KueueKarpenter => Box::new(KueueKarpenter::new(
+                sc.baselines.kueue_karpenter.clone(),
+                &p.queues,
+                &p.team_queue,
+                &p.pools,
+                &world,
+            )),
+            PolicyKind::DefaultCaTuned => Box::new(DefaultCa::new(
+                "default-ca-tuned",
+                tuned_ca(&sc.baselines.default_ca),
+                &p.pools,
+                &world,
+                p.seed,
+                None,
+            )),
+            PolicyKind::KueueProvreqTuned => Box::new(DefaultCa::new(
+                "kueue-provreq-tuned",
+                tuned_ca(&sc.baselines.default_ca),
+                &p.pools,
+                &world,
+                p.seed,
+                Some((&p.queues, &p.team_queue)),
+            )),
+            PolicyKind::KueueKarpenterTuned => Box::new(KueueKarpenter::named(
+                "kueue-karpenter-tuned",
                 sc.baselines.kueue_karpenter.clone(),
                 &p.queues,
                 &p.team_queue,

@@ -134,3 +134,38 @@ fn expanders_pick_spot_first_or_the_cheapest_group() {
         vec!["g5.xlarge-spot".to_string()]
     );
 }
+
+#[test]
+fn tuned_layouts_keep_small_jobs_off_big_machines() {
+    // a 2-GPU job on a 4-GPU machine, then a long 1-GPU job while it runs
+    let trace = temp_file(
+        "hole.csv",
+        "submit_s,duration_s,gpus,workers,team\n0,3600,2,1,a\n900,14400,1,1,a\n",
+    );
+    let (_, runs, _) = run(
+        scenario("jobs: {gpuModels: [A10G]}\ncloud: {spotInterruptionRatePerHour: 0}\n"),
+        Some(trace),
+        2,
+    );
+    let launched = |name: &str| -> Vec<String> {
+        runs.iter()
+            .find(|r| r.name == name)
+            .expect("ran")
+            .counters
+            .iter()
+            .filter(|(k, v)| k.starts_with("launched_") && *v > 0)
+            .map(|(k, _)| k.trim_start_matches("launched_").to_string())
+            .collect()
+    };
+    let one_gpu = |groups: &[String]| groups.iter().any(|g| g.starts_with("g5.xlarge-"));
+    // as defaults, the 1-GPU job takes the hole in the 4-GPU machine ...
+    for name in ["default-ca", "default-ca-price"] {
+        let l = launched(name);
+        assert!(!one_gpu(&l), "{name}: {l:?}");
+    }
+    // ... tuned, it selects the 1-GPU size and gets a machine of its own
+    for name in ["default-ca-tuned", "kueue-provreq-tuned"] {
+        let l = launched(name);
+        assert!(one_gpu(&l), "{name}: {l:?}");
+    }
+}

@@ -40,7 +40,7 @@ pub struct SimulateArgs {
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "muster,default-ca,kueue-karpenter,default-ca-price,kueue-provreq"
+        default_value = "muster,default-ca,kueue-karpenter,default-ca-price,kueue-provreq,default-ca-tuned,kueue-karpenter-tuned,kueue-provreq-tuned"
     )]
     pub policies: Vec<String>,
     /// Run the scenario matrix: one cloud AWS, one cloud GCP, scarcity,
@@ -76,7 +76,7 @@ pub fn run(args: SimulateArgs) -> Result<(), CliError> {
     for name in &args.policies {
         let k = PolicyKind::parse(name).ok_or_else(|| {
             CliError::input(format!(
-                "--policies: unknown policy {name:?} (expected some of muster, default-ca, kueue-karpenter, default-ca-price, kueue-provreq)"
+                "--policies: unknown policy {name:?} (expected some of muster, default-ca, kueue-karpenter, default-ca-price, kueue-provreq, default-ca-tuned, kueue-karpenter-tuned, kueue-provreq-tuned)"
             ))
         })?;
         if !kinds.contains(&k) {

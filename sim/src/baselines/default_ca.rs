@@ -580,7 +580,7 @@ impl Policy for DefaultCa {
             self.cfg.scale_down_utilization_threshold * 100.0,
             self.cfg.scale_down_unneeded_time,
             self.cfg.scale_down_delay_after_add,
-        )
+        ) + super::tuned_layout(self.name)
     }
 
     fn start(&mut self, _world: &mut World) {}

@@ -95,6 +95,7 @@ struct Claim {
 /// The Kueue + Karpenter model.
 #[derive(Debug)]
 pub struct KueueKarpenter {
+    name: &'static str,
     cfg: KkConfig,
     kueue: Kueue,
     /// Offerings the GPU NodePools may launch (cloud index, pool), cheapest
@@ -127,12 +128,27 @@ impl KueueKarpenter {
         pools: &[Pool],
         world: &World,
     ) -> KueueKarpenter {
+        KueueKarpenter::named("kueue-karpenter", cfg, queues, team_queue, pools, world)
+    }
+
+    /// [`KueueKarpenter::new`] under another name in reports (a name ending
+    /// in `-tuned` runs on NodePools split by GPU count: the world's
+    /// constraints say so, and the assumptions name it).
+    pub fn named(
+        name: &'static str,
+        cfg: KkConfig,
+        queues: &[Queue],
+        team_queue: &[String],
+        pools: &[Pool],
+        world: &World,
+    ) -> KueueKarpenter {
         let max_gpus = cfg.max_gpus_per_node;
         let offerings = buyable(world, pools)
             .into_iter()
             .filter(|(i, _)| world.cloud.offerings()[*i].gpu_count <= max_gpus)
             .collect();
         KueueKarpenter {
+            name,
             kueue: Kueue::new(queues, team_queue),
             cfg,
             offerings,
@@ -433,7 +449,7 @@ impl KueueKarpenter {
 
 impl Policy for KueueKarpenter {
     fn name(&self) -> &'static str {
-        "kueue-karpenter"
+        self.name
     }
 
     fn assumptions(&self) -> String {
@@ -465,7 +481,7 @@ impl Policy for KueueKarpenter {
             self.cfg.disruption_interval,
             self.cfg.consolidate_after,
             self.cfg.disruption_budget_percent,
-        )
+        ) + super::tuned_layout(self.name)
     }
 
     fn start(&mut self, _world: &mut World) {}

@@ -12,6 +12,17 @@ use muster_planner::{Offering, Pool};
 use crate::events::JobId;
 use crate::world::{JobPhase, World};
 
+/// What a baseline run as a careful operator tunes it (a name ending in
+/// `-tuned`) adds to its assumptions: the layout split by GPU count.
+pub fn tuned_layout(name: &str) -> &'static str {
+    if name.ends_with("-tuned") {
+        " Tuned layout: node groups (NodePools) split by GPU count, weighted so a pod selects \
+         machines of the smallest GPU count that holds it; small jobs never fill a big machine."
+    } else {
+        ""
+    }
+}
+
 /// Offerings (cloud index, pool name) some pool may buy, with a known price,
 /// sorted by price then key.
 pub fn buyable(world: &World, pools: &[Pool]) -> Vec<(usize, String)> {

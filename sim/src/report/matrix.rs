@@ -17,6 +17,9 @@ fn title(policy: &str) -> &str {
         "default-ca-price" => "CA (price)",
         "kueue-karpenter" => "Kueue + Karpenter",
         "kueue-provreq" => "Kueue + ProvisioningRequest + CA",
+        "default-ca-tuned" => "CA, tuned",
+        "kueue-karpenter-tuned" => "Kueue + Karpenter, tuned",
+        "kueue-provreq-tuned" => "Kueue + ProvisioningRequest + CA, tuned",
         other => other,
     }
 }
