@@ -124,6 +124,13 @@ pub(crate) fn try_size(
     let duration = gang
         .expected_duration
         .unwrap_or(w.policy.default_expected_duration);
+    if !known && let Some(decision) = size_matched(w, gi, &groups, &scope, &excluded, duration) {
+        return Ok(Attempt {
+            groups,
+            decision,
+            generic,
+        });
+    }
     if !known && let Some(takes) = place(w, &groups, gang.topology, &scope) {
         let decision = match own_machine(w, gi, &groups, &excluded, &takes, duration) {
             Some(c) => Decision::Launch(c),
@@ -143,6 +150,44 @@ pub(crate) fn try_size(
         }),
         Err(f) => Err(Fail::Launch(f)),
     }
+}
+
+/// With `Policy::size_matched_placement`: the gang on nodes no bigger
+/// than its size class, else a launch that avoids the bigger ones (`hole`);
+/// `None` leaves the try to the usual order (there is no bigger node, or
+/// neither worked).
+fn size_matched(
+    w: &mut World<'_>,
+    gi: usize,
+    groups: &[Group],
+    scope: &Scope<'_>,
+    excluded: &[crate::model::GpuModel],
+    duration: crate::time::Dur,
+) -> Option<Decision> {
+    if !w.policy.size_matched_placement {
+        return None;
+    }
+    let class = hole::size_class(w, gi, groups)?;
+    let bigger = hole::bigger_than(w, class);
+    if bigger.is_empty() {
+        return None;
+    }
+    let topology = w.gangs[gi].gang.topology;
+    w.avoid = bigger;
+    let decision = match place(w, groups, topology, scope) {
+        Some(takes) => Some(Decision::Admit(takes)),
+        None => plan_launch(w, gi, groups, topology, excluded, duration)
+            .ok()
+            .filter(|c| !c.new.is_empty())
+            .map(|mut c| {
+                c.passed_over = true;
+                Decision::Launch(c)
+            }),
+    };
+    w.avoid.clear();
+    // what was found without the bigger nodes does not hold with them
+    w.generation += 1;
+    decision
 }
 
 /// A launch for the gang that avoids the idle nodes `takes` would keep up

@@ -13,9 +13,17 @@
 //! the expected duration), never the time, so the choice is a function of
 //! the state like every other try. A launch chosen this way is marked
 //! (`LaunchChoice::passed_over`): a re-plan may not read it as "no room".
+//!
+//! With `Policy::size_matched_placement`, a gang first looks only at nodes
+//! no bigger than the smallest machine its pools may buy for it
+//! ([`size_class`]), as a layout of node groups split by GPU count would
+//! have it: it takes a hole there, or gets a machine of that size, and
+//! takes a hole in a bigger machine only when no such launch is possible.
 
-use crate::index::World;
+use crate::index::{World, node_gpus, pool_allows};
+use crate::placement::Group;
 use crate::provisioning::LaunchChoice;
+use crate::resources::fit_count;
 use crate::takes::Take;
 use crate::time::Dur;
 
@@ -38,6 +46,41 @@ pub(crate) fn idle_hosts(w: &World<'_>, takes: &[Take]) -> Vec<usize> {
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// The GPU count of the smallest machine the gang's pools may buy for each
+/// of its groups, the largest over the groups: the size a split layout
+/// (node groups by GPU count) would give the gang. `None` when no offering
+/// holds a pod of some group.
+pub(crate) fn size_class(w: &mut World<'_>, gi: usize, groups: &[Group]) -> Option<u64> {
+    let pools = w.queue_pools(w.gangs[gi].queue);
+    let mut class = 0;
+    for g in groups {
+        let mut smallest: Option<u64> = None;
+        for &p in &pools {
+            for o in 0..w.offerings.len() {
+                let off = w.offerings[o];
+                if !pool_allows(w.pools[p], off)
+                    || fit_count(&off.resources, &g.shape) == 0
+                    || !w.eligible_new(gi, g.set, p, o)
+                {
+                    continue;
+                }
+                let gpus = u64::from(off.gpu_count);
+                smallest = Some(smallest.map_or(gpus, |s| s.min(gpus)));
+            }
+        }
+        class = class.max(smallest?);
+    }
+    Some(class)
+}
+
+/// Nodes of a pool with more GPUs than `class`, sorted: machines a gang of
+/// that size would keep up beyond its share if it took a hole in them.
+pub(crate) fn bigger_than(w: &World<'_>, class: u64) -> Vec<usize> {
+    (0..w.nodes.len())
+        .filter(|&ni| w.nodes[ni].pool.is_some() && node_gpus(w.nodes[ni].node) > class)
+        .collect()
 }
 
 /// Micro-dollars of keeping `hosts` up for `d`.

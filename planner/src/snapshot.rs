@@ -77,6 +77,12 @@ pub struct Policy {
     /// and raises the median wait, as small jobs wait for machines of their
     /// own to boot; the default keeps the wait.
     pub own_machine_below_percent: u32,
+    /// A gang looks first only at nodes no bigger (in GPUs) than the
+    /// smallest machine its pools may buy for it, and gets such a machine
+    /// when none has room; a hole in a bigger machine is taken only when no
+    /// such launch is possible (see the planner's `hole` module). Off by
+    /// default.
+    pub size_matched_placement: bool,
 }
 
 impl Default for Policy {
@@ -95,6 +101,7 @@ impl Default for Policy {
             underutilized_percent: 50,
             max_new_nodes_per_cycle: None,
             own_machine_below_percent: 0,
+            size_matched_placement: false,
         }
     }
 }

@@ -190,7 +190,8 @@ fn constrain(planner: &mut Planner, r: &mut SplitMix64, whole: bool) {
 
 /// Half the time, gangs pass idle nodes over for machines of their own
 /// (`Policy::own_machine_below_percent` 50): a launch chosen so must not be
-/// taken over as if the gang had had no room.
+/// taken over as if the gang had had no room. (A third of the runs also
+/// pass bigger machines over, `Policy::size_matched_placement`.)
 fn own_machine(r: &mut SplitMix64) -> u32 {
     if r.percent(50) { 50 } else { 0 }
 }
@@ -201,6 +202,7 @@ fn check_constraints(seed: u64, steps: u32, whole: bool) -> Result<(), TestCaseE
     let p = small(seed, &mut r);
     let policy = Policy {
         own_machine_below_percent: own_machine(&mut r),
+        size_matched_placement: r.percent(30),
         ..Policy::default()
     };
     let mut planner = Planner::new(synthetic::generate(&p), policy.clone(), synthetic::NOW);
@@ -226,6 +228,7 @@ fn check_sequence(seed: u64, steps: u32, whole: bool) -> Result<(), TestCaseErro
     let policy = Policy {
         max_new_nodes_per_cycle: r.percent(20).then_some(3),
         own_machine_below_percent: own_machine(&mut r),
+        size_matched_placement: r.percent(30),
         ..Policy::default()
     };
     let mut s = synthetic::generate(&p);
