@@ -381,13 +381,16 @@ pub struct PolicyRun {
 
 /// Cluster Autoscaler as a careful operator runs GPU batch work
 /// (`docs/simulate.md` names the source of each setting): the `price`
-/// expander, nodes removed after one unneeded minute, and no pause in
-/// scale-down after a scale-up.
+/// expander, nodes removed after one unneeded minute, no pause in
+/// scale-down after a scale-up, frequent loops, and ProvisioningRequests
+/// (where Kueue creates them) only for workloads of more than one pod.
 pub fn tuned_ca(default: &CaConfig) -> CaConfig {
     CaConfig {
         expander: Expander::Price,
         scale_down_unneeded_time: Dur::mins(1),
         scale_down_delay_after_add: Dur::secs(0),
+        frequent_loops: true,
+        provreq_gangs_only: true,
         ..default.clone()
     }
 }

@@ -98,6 +98,14 @@ pub struct CaConfig {
     /// GPU node groups are defined for machines of at most this many GPUs
     /// (the same limit as the Karpenter model's NodePools).
     pub max_gpus_per_node: u32,
+    /// `--frequent-loops-enabled`: after a productive loop (a
+    /// ProvisioningRequest provisioned) the next starts at once instead of
+    /// at the next scan, so every due request is served in one scan.
+    pub frequent_loops: bool,
+    /// The ProvisioningRequest admission check only for workloads of more
+    /// than one pod (a ClusterQueue per kind of workload); single pods are
+    /// admitted on quota and scale up as ordinary pending pods.
+    pub provreq_gangs_only: bool,
 }
 
 impl Default for CaConfig {
@@ -110,6 +118,8 @@ impl Default for CaConfig {
             scale_up_backoff: Dur::mins(5),
             expander: Expander::PrioritySpotFirst,
             max_gpus_per_node: 8,
+            frequent_loops: false,
+            provreq_gangs_only: false,
         }
     }
 }
@@ -394,16 +404,24 @@ impl DefaultCa {
     fn kueue_admit(&mut self, world: &World) {
         let Some(pr) = &mut self.provreq else { return };
         for job in pr.kueue.admit(world) {
+            if self.cfg.provreq_gangs_only && world.jobs[job].workers == 1 {
+                // no admission check: admitted, its pod is created
+                self.pending.push((job, 0));
+                continue;
+            }
             pr.requests.insert((world.now, job), (world.now, 0));
         }
     }
 
-    /// One `best-effort-atomic-scale-up` ProvisioningRequest per scan.
-    fn provision_one(&mut self, world: &mut World) {
+    /// One `best-effort-atomic-scale-up` ProvisioningRequest per loop;
+    /// true when it was provisioned (a productive loop).
+    fn provision_one(&mut self, world: &mut World) -> bool {
         let now = world.now;
-        let Some(pr) = &self.provreq else { return };
+        let Some(pr) = &self.provreq else {
+            return false;
+        };
         let Some((&key, _)) = pr.requests.iter().find(|(_, (at, _))| *at <= now) else {
-            return;
+            return false;
         };
         let job = key.1;
         let req = world.requests[job].clone();
@@ -437,7 +455,7 @@ impl DefaultCa {
             let options = self.options(world, &c, &req, need);
             let Some(choice) = self.expand(world, &options, need, &req) else {
                 self.retry_later(world, key);
-                return;
+                return false;
             };
             let idx = self.groups[choice.group].zones[0];
             per = Self::per_node(world, idx, &req).max(1);
@@ -457,7 +475,7 @@ impl DefaultCa {
                         world.terminate(id, EvictCause::NodeRemoved);
                     }
                     self.retry_later(world, key);
-                    return;
+                    return false;
                 }
             }
             self.last_scale_up = Some(now);
@@ -478,6 +496,7 @@ impl DefaultCa {
             pr.provisioned += 1;
         }
         self.schedule_pending(world);
+        true
     }
 
     fn retry_later(&mut self, world: &World, key: (Time, JobId)) {
@@ -564,8 +583,21 @@ impl Policy for DefaultCa {
             "No queue, quota or gang: every pod is created at submission and placed first-fit on \
              Ready nodes; pods already placed hold their GPUs while the rest of their job pends."
         };
+        let loops = match (self.provreq.is_some(), self.cfg.frequent_loops) {
+            (true, true) => {
+                " Frequent loops: after a productive loop the next starts at once, so every due \
+                 request is served in one scan."
+            }
+            _ => "",
+        };
+        let scoped = if self.provreq.is_some() && self.cfg.provreq_gangs_only {
+            " The admission check applies to workloads of more than one pod only; single pods \
+             are admitted on quota and scale up as ordinary pending pods."
+        } else {
+            ""
+        };
         format!(
-            "Default kube-scheduler + Cluster Autoscaler, one cloud. {front} One node group per \
+            "Default kube-scheduler + Cluster Autoscaler, one cloud. {front}{loops}{scoped} One node group per \
              instance type (at most {} GPUs per machine) and capacity type allowed by a pool ({} \
              groups), spanning the pool's zones. Every {} a pending pod that fits no booting node scales one group up by one \
              node, chosen by the {} expander (ties: seeded random). A scale-up with no capacity in \
@@ -622,7 +654,18 @@ impl Policy for DefaultCa {
             Event::Timer(SCAN) => {
                 self.scan_scheduled = false;
                 self.schedule_pending(world);
-                self.provision_one(world);
+                // with frequent loops, each productive loop starts the next
+                // at once (bounded by the requests there are)
+                let loops = if self.cfg.frequent_loops {
+                    self.provreq.as_ref().map_or(1, |p| p.requests.len().max(1))
+                } else {
+                    1
+                };
+                for _ in 0..loops {
+                    if !self.provision_one(world) {
+                        break;
+                    }
+                }
                 self.scale_up(world);
                 self.scale_down(world);
                 self.requeue_evicted(world);
