@@ -169,3 +169,34 @@ fn tuned_layouts_keep_small_jobs_off_big_machines() {
         assert!(one_gpu(&l), "{name}: {l:?}");
     }
 }
+
+#[test]
+fn tuned_provisioning_requests_serve_a_burst_in_one_scan_and_skip_single_pods() {
+    // five 2-pod gangs and three single pods at the same second
+    let mut csv = String::from("submit_s,duration_s,gpus,workers,team\n");
+    for _ in 0..5 {
+        csv.push_str("0,3600,2,2,a\n");
+    }
+    for _ in 0..3 {
+        csv.push_str("0,3600,1,1,a\n");
+    }
+    let trace = temp_file("burst.csv", &csv);
+    let (_, _, s) = run(
+        scenario("jobs: {gpuModels: [A10G]}\ncloud: {spotInterruptionRatePerHour: 0}\n"),
+        Some(trace),
+        1,
+    );
+    let untuned = &s.policies["kueue-provreq"];
+    let tuned = &s.policies["kueue-provreq-tuned"];
+    // one request per 10 s scan: the fifth gang waits four scans longer
+    // than the first; with frequent loops all five go in the first scan
+    assert!(
+        untuned.wait_p99_s >= tuned.wait_p99_s + 30.0,
+        "untuned {} tuned {}",
+        untuned.wait_p99_s,
+        tuned.wait_p99_s
+    );
+    // only the gangs get ProvisioningRequests when the check is scoped
+    assert_eq!(untuned.counters["provisioning_requests_provisioned"], 8);
+    assert_eq!(tuned.counters["provisioning_requests_provisioned"], 5);
+}
