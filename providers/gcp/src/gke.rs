@@ -126,11 +126,21 @@ fn to_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
+/// Why an Autopilot cluster gets no machines from muster, and what to use.
+pub fn autopilot_refusal(parent: &str) -> String {
+    format!(
+        "spec.gcp.cluster: GKE cluster {parent} is an Autopilot cluster: GKE makes and \
+         removes its nodes itself and lets no one add machines to it, so muster cannot \
+         launch there. Use a GKE Standard cluster for muster's GPU pools"
+    )
+}
+
 fn not_found(what: String) -> ProviderError {
     ProviderError::NotFound { what }
 }
 
-/// Reads the node pool, its instance groups and their newest template.
+/// Reads the node pool, its instance groups and their newest template; an
+/// Autopilot cluster is refused ([`autopilot_refusal`]).
 pub async fn source(
     clients: &GkeClients,
     cluster: &GkeCluster,
@@ -140,6 +150,23 @@ pub async fn source(
         "projects/{}/locations/{}/clusters/{}",
         cluster.project, cluster.location, cluster.name
     );
+    let found = clients
+        .cluster_manager
+        .get_cluster()
+        .set_name(&parent)
+        .send()
+        .await
+        .map_err(|e| match failure(&e, None) {
+            ProviderError::NotFound { .. } => {
+                not_found(format!("spec.gcp.cluster: GKE cluster {parent}"))
+            }
+            other => other,
+        })?;
+    if found.autopilot.as_ref().is_some_and(|a| a.enabled) {
+        return Err(ProviderError::Permanent {
+            message: autopilot_refusal(&parent),
+        });
+    }
     let pools = clients
         .cluster_manager
         .list_node_pools()

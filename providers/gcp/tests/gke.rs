@@ -185,3 +185,44 @@ async fn a_missing_pool_or_cluster_is_named() {
         other => panic!("expected NotFound, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn an_autopilot_cluster_is_refused_with_what_to_use_instead() {
+    let fake = ComputeFake::start();
+    fake.control("POST", "gke/autopilot?on=true");
+    let p = GcpProvider::new("gke", &spec(json!({})), &fake.options())
+        .await
+        .expect("provider");
+    let e = p.resolve().await.expect_err("refused");
+    let ProviderError::Permanent { message } = &e else {
+        panic!("{e:?}");
+    };
+    assert_eq!(
+        message,
+        &muster_provider_gcp::gke::autopilot_refusal(
+            "projects/my-project/locations/us-central1/clusters/prod"
+        )
+    );
+    assert!(
+        message.contains("Autopilot") && message.contains("GKE Standard"),
+        "{message}"
+    );
+    // nothing was read beyond the cluster: one GET under the cluster's
+    // path (the fake's call log keys GKE calls by project, location and
+    // cluster), no instance group or template read
+    let cluster_gets = |fake: &ComputeFake| {
+        fake.calls()["GET my-project/us-central1/prod"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    assert_eq!(cluster_gets(&fake), 1, "{}", fake.calls());
+    assert!(!fake.calls().to_string().contains("instanceGroupManagers"));
+    // a Standard cluster resolves
+    fake.control("POST", "gke/autopilot?on=false");
+    let p = GcpProvider::new("gke", &spec(json!({})), &fake.options())
+        .await
+        .expect("provider");
+    p.resolve().await.expect("a Standard cluster resolves");
+    // (a Standard cluster's node pools are listed: more calls there)
+    assert!(cluster_gets(&fake) > 2, "{}", fake.calls());
+}

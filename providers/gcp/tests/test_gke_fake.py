@@ -462,3 +462,13 @@ class FixtureUnchanged(FakeCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Cluster(FakeCase):
+    def test_the_cluster_reads_as_standard_or_autopilot(self):
+        path = CLUSTER
+        self.assertEqual(self.f.ok("GET", path)["autopilot"], {"enabled": False})
+        self.f.control("gke/autopilot?on=true")
+        self.assertEqual(self.f.ok("GET", path)["autopilot"], {"enabled": True})
+        self.f.control("gke/autopilot?on=false")
+        self.assertEqual(self.f.ok("GET", path)["autopilot"], {"enabled": False})

@@ -171,6 +171,8 @@ def control(h, world, method, parts, q):
         s["hold"] = truthy(q.get("on", "true"))
     elif what == "gke" and sub == "op-polls":
         s["gke_op_polls"] = int(q.get("n", "0"))
+    elif what == "gke" and sub == "autopilot":
+        s["autopilot"] = truthy(q.get("on", "true"))
     elif what == "gke" and sub == "unavailable":
         s["unavailable"].add((q.get("zone", ""), q.get("acceleratorType", "")))
     elif what == "gke" and sub == "nodes":

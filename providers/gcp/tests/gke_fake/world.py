@@ -41,6 +41,7 @@ class World:
         state.setdefault("hold", False)
         state.setdefault("gke_ops", {})
         state.setdefault("gke_op_polls", 0)
+        state.setdefault("autopilot", False)
         self.migs = {}  # (project, zone, name) -> Mig
         self.pool_seq = 0
         self.system_events = 0
@@ -82,8 +83,11 @@ class World:
 
     def cluster_resource(self):
         c = self.fx["cluster"]
+        # Cluster.autopilot.enabled (REST v1 projects.locations.clusters):
+        # an Autopilot cluster's nodes are GKE's own to make
         return {"name": c["name"], "location": c["location"], "status": "RUNNING",
                 "locations": self.region_zones(), "nodePools": self.pools(),
+                "autopilot": {"enabled": bool(self.s["autopilot"])},
                 "selfLink": f"https://container.googleapis.com/v1/{self.cluster_path()}"}
 
     # --- instance templates ----------------------------------------------
