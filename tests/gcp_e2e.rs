@@ -109,3 +109,47 @@ async fn a_gang_is_launched_on_gcp_end_to_end() {
     server.assert_rbac_allows_controller();
     ctl.abort();
 }
+
+/// A NodeClass naming an Autopilot cluster gets the `Ready=False`
+/// condition that says why and what to use, and nothing is launched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_autopilot_cluster_gets_the_condition_not_a_launch() {
+    let fake = ComputeFake::start();
+    fake.control("POST", "gke/autopilot?on=true");
+    let spec = json!({"gcp": {
+        "project": "my-project",
+        "region": "us-central1",
+        "zones": ["us-central1-a"],
+        "cluster": {"project": "my-project", "location": "us-central1", "name": "prod"}
+    }});
+    let server = ApiServer::start();
+    let client = server.client();
+    world(&client, "gke-autopilot", spec, "g2-standard-8").await;
+    let ctl = start(
+        &server,
+        CloudOptions {
+            gcp: fake.options(),
+            ..CloudOptions::default()
+        },
+    );
+    // a gang that wants the pool's machines
+    support::cloud_e2e::submit(
+        &client,
+        &support::cloud_e2e::gang_job("big", "1", "1", "4Gi", json!({})),
+    )
+    .await;
+    let message = not_ready_message(&client, "gke-autopilot").await;
+    assert!(
+        message.contains("is an Autopilot cluster") && message.contains("GKE Standard cluster"),
+        "{message}"
+    );
+    // a few planning cycles later, still no instance asked for
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        fake.calls()["POST projects/zones/instances"].as_u64(),
+        None,
+        "{}",
+        fake.calls()
+    );
+    ctl.abort();
+}
