@@ -23,6 +23,7 @@ use muster::controller::cloud::clouds::{CloudName, CloudOptions, Clouds};
 use muster::controller::{self, ControllerConfig, Deps};
 use muster_provider_aws::moto::Moto;
 use serde_json::{Value, json};
+use support::cloud_e2e::submit;
 use support::emulator::Emulator;
 use support::karpenter::{ec2nodeclass, hook, list_nodeclaims, start_standin};
 use support::{ApiServer, create, eventually, install_crds};
@@ -112,31 +113,10 @@ fn gang(name: &str, pods: i32) -> Job {
     .expect("job")
 }
 
-async fn submit(client: &kube::Client, job: &Job) {
-    Api::<Job>::namespaced(client.clone(), "team-a")
-        .create(&PostParams::default(), job)
-        .await
-        .expect("submit");
-}
-
-/// The pods of Job `name` running, once there are `n`.
+/// The pods of Job `name` in `team-a` running, once there are `n`.
 async fn running(client: &kube::Client, name: &str, n: usize, secs: u64) -> Vec<Pod> {
-    let selector = format!("job-name={name}");
-    eventually(secs, &format!("{n} pods of {name} running"), || {
-        let (client, selector) = (client.clone(), selector.clone());
-        async move {
-            let pods: Vec<Pod> = Api::<Pod>::namespaced(client, "team-a")
-                .list(&ListParams::default().labels(&selector))
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-                .collect();
-            (pods.len() == n).then_some(pods)
-        }
-    })
-    .await
+    support::waits::wait_for_running_pods(client, "team-a", &format!("job-name={name}"), n, secs)
+        .await
 }
 
 fn condition(nc: &Value, t: &str) -> String {
@@ -347,16 +327,45 @@ async fn a_gang_of_four_launches_as_nodeclaims_and_scales_to_zero_through_them()
     ctl.abort();
 }
 
+/// The world of the ICE and interruption tests: moto, the API test server
+/// with the Karpenter stand-in and muster's world, the emulated kubelet,
+/// and the controller (stopped on drop).
+struct Delegated {
+    _moto: Moto,
+    server: ApiServer,
+    _emu: Emulator,
+    ctl: tokio::task::JoinHandle<()>,
+}
+
+impl Delegated {
+    async fn start() -> Delegated {
+        let moto = Moto::start();
+        let server = ApiServer::start();
+        let client = server.client();
+        start_standin(&client, ec2nodeclass(EC2_NODE_CLASS)).await;
+        hook(&client, "PUT", "settings", settings()).await;
+        muster_world(&client).await;
+        let emu = Emulator::start_running_for(client.clone(), Vec::new(), None);
+        let ctl = start_controller(&server, &moto);
+        Delegated {
+            _moto: moto,
+            server,
+            _emu: emu,
+            ctl,
+        }
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        self.ctl.abort();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn insufficient_capacity_moves_the_whole_gang_to_the_next_zone() {
-    let moto = Moto::start();
-    let server = ApiServer::start();
-    let client = server.client();
-    start_standin(&client, ec2nodeclass(EC2_NODE_CLASS)).await;
-    hook(&client, "PUT", "settings", settings()).await;
-    muster_world(&client).await;
-    let _emu = Emulator::start_running_for(client.clone(), Vec::new(), None);
-    let ctl = start_controller(&server, &moto);
+    let world = Delegated::start().await;
+    let client = world.server.client();
     // EC2 has no p4d.24xlarge now in every zone of the EC2NodeClass but the
     // last one
     let zones = delegated_zones(&client).await;
@@ -390,7 +399,7 @@ async fn insufficient_capacity_moves_the_whole_gang_to_the_next_zone() {
     // the gang was tried where Karpenter had no capacity first: its claims
     // there were deleted by Karpenter, read and let go
     assert!(
-        claim_creates(&server) > 2,
+        claim_creates(&world.server) > 2,
         "a zone without capacity was tried"
     );
     let events = support::waits::events_of(&client, "InsufficientCapacity").await;
@@ -398,7 +407,6 @@ async fn insufficient_capacity_moves_the_whole_gang_to_the_next_zone() {
         !events.is_empty(),
         "an InsufficientCapacity Event names the failure"
     );
-    ctl.abort();
 }
 
 /// The zones of the delegated NodeClass, as its status reports what the
@@ -458,14 +466,8 @@ fn general_pool_requirements() -> std::collections::BTreeMap<String, BTreeSet<St
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_karpenter_interruption_requeues_the_whole_gang() {
-    let moto = Moto::start();
-    let server = ApiServer::start();
-    let client = server.client();
-    start_standin(&client, ec2nodeclass(EC2_NODE_CLASS)).await;
-    hook(&client, "PUT", "settings", settings()).await;
-    muster_world(&client).await;
-    let _emu = Emulator::start_running_for(client.clone(), Vec::new(), None);
-    let ctl = start_controller(&server, &moto);
+    let world = Delegated::start().await;
+    let client = world.server.client();
     submit(&client, &gang("train", 2)).await;
     let pods_before: BTreeSet<String> = running(&client, "train", 2, 120)
         .await
@@ -563,5 +565,4 @@ async fn a_karpenter_interruption_requeues_the_whole_gang() {
         }
     })
     .await;
-    ctl.abort();
 }

@@ -106,6 +106,18 @@ fn wait_for_pods_ready_gives_back_a_gang_that_cannot_start() {
     );
 }
 
+/// The node groups policy `name` launched machines in.
+fn launched_groups(runs: &[muster_sim::runner::PolicyRun], name: &str) -> Vec<String> {
+    runs.iter()
+        .find(|r| r.name == name)
+        .expect("ran")
+        .counters
+        .iter()
+        .filter(|(k, v)| k.starts_with("launched_") && *v > 0)
+        .map(|(k, _)| k.trim_start_matches("launched_").to_string())
+        .collect()
+}
+
 #[test]
 fn expanders_pick_spot_first_or_the_cheapest_group() {
     let trace = temp_file(
@@ -113,16 +125,7 @@ fn expanders_pick_spot_first_or_the_cheapest_group() {
         "submit_s,duration_s,gpus,workers,team\n0,600,1,1,a\n",
     );
     let (_, runs, _) = run(scenario("jobs: {gpuModels: [A10G]}\n"), Some(trace), 2);
-    let launched = |name: &str| -> Vec<String> {
-        runs.iter()
-            .find(|r| r.name == name)
-            .expect("ran")
-            .counters
-            .iter()
-            .filter(|(k, v)| k.starts_with("launched_") && *v > 0)
-            .map(|(k, _)| k.trim_start_matches("launched_").to_string())
-            .collect()
-    };
+    let launched = |name: &str| launched_groups(&runs, name);
     let ca = launched("default-ca");
     assert!(
         !ca.is_empty() && ca.iter().all(|g| g.ends_with("-spot")),
@@ -147,16 +150,7 @@ fn tuned_layouts_keep_small_jobs_off_big_machines() {
         Some(trace),
         2,
     );
-    let launched = |name: &str| -> Vec<String> {
-        runs.iter()
-            .find(|r| r.name == name)
-            .expect("ran")
-            .counters
-            .iter()
-            .filter(|(k, v)| k.starts_with("launched_") && *v > 0)
-            .map(|(k, _)| k.trim_start_matches("launched_").to_string())
-            .collect()
-    };
+    let launched = |name: &str| launched_groups(&runs, name);
     let one_gpu = |groups: &[String]| groups.iter().any(|g| g.starts_with("g5.xlarge-"));
     // as defaults, the 1-GPU job takes the hole in the 4-GPU machine ...
     for name in ["default-ca", "default-ca-price"] {

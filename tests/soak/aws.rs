@@ -18,6 +18,28 @@ use crate::support::emulator::Machines;
 /// The one instance type (1 L4 GPU).
 pub const MACHINE: &str = "g6.xlarge";
 
+/// The controller's flags and environment for `--cloud CLOUD` with AWS
+/// calls going to `moto`.
+pub fn on_moto(cloud: &str, moto: &Moto) -> (Vec<String>, Vec<(String, String)>) {
+    (
+        vec![
+            "--cloud".into(),
+            cloud.into(),
+            "--aws-endpoint".into(),
+            moto.endpoint.clone(),
+        ],
+        [
+            ("AWS_ACCESS_KEY_ID", "testing"),
+            ("AWS_SECRET_ACCESS_KEY", "testing"),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+    )
+}
+
 /// moto and the provider the test reads it with.
 pub struct Aws {
     moto: Moto,
@@ -58,23 +80,7 @@ impl SoakCloud for Aws {
     }
 
     fn controller(&self) -> (Vec<String>, Vec<(String, String)>) {
-        (
-            vec![
-                "--cloud".into(),
-                "aws".into(),
-                "--aws-endpoint".into(),
-                self.moto.endpoint.clone(),
-            ],
-            [
-                ("AWS_ACCESS_KEY_ID", "testing"),
-                ("AWS_SECRET_ACCESS_KEY", "testing"),
-                ("AWS_REGION", "us-east-1"),
-                ("AWS_EC2_METADATA_DISABLED", "true"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        )
+        on_moto("aws", &self.moto)
     }
 
     fn provider(&self) -> Arc<dyn CloudProvider> {

@@ -4,25 +4,22 @@
 //! serves muster's AWS catalog, and Karpenter's kubelets register the
 //! Nodes (the emulated kubelet boots none).
 //!
-//! A watch from the start keeps every NodeClaim ever created (name, uid,
-//! PoolNode label: a claim deleted and created again under the same name
-//! is two creations) and counts the deleted ones: the launches and
-//! terminations the kill windows and the double-launch check read.
+//! A ledger (`super::ledger`) keeps every NodeClaim ever created and counts
+//! the deleted ones: the launches and terminations the kill windows and the
+//! double-launch check read.
 //! Interruptions are Karpenter's: an instance's interruption message
 //! (`/karpenter-test/interruption`) makes Karpenter delete its NodeClaim.
 
-use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
 use kube_runtime::watcher;
 use muster::controller::cloud::karpenter::KarpenterClaims;
-use muster_provider_api::{CloudProvider, tags};
+use muster_provider_api::CloudProvider;
 use muster_provider_aws::moto::Moto;
 use serde_json::{Value, json};
 
+use super::ledger::Ledger;
 use super::world::{NODE_CLASS, SoakCloud};
 use crate::support::emulator::Machines;
 use crate::support::karpenter::{ec2nodeclass, hook, nodeclaims, start_standin};
@@ -32,24 +29,13 @@ pub const MACHINE: &str = "g5.xlarge";
 /// The EC2NodeClass the delegated NodeClass names.
 const EC2_NODE_CLASS: &str = "soak-gpu";
 
-/// Creations seen: `(NodeClaim name, uid, PoolNode label)`.
-type Ledger = Arc<Mutex<BTreeSet<(String, String, String)>>>;
-
 /// The delegated cloud as the test reads it, moto behind its catalog, and
-/// the watch keeping the ledger.
+/// the ledger of the NodeClaims created.
 pub struct Karpenter {
     moto: Moto,
     client: kube::Client,
     provider: Arc<KarpenterClaims>,
     ledger: Ledger,
-    deleted: Arc<AtomicUsize>,
-    watch: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Karpenter {
-    fn drop(&mut self) {
-        self.watch.abort();
-    }
 }
 
 fn spec() -> Value {
@@ -75,42 +61,12 @@ impl Karpenter {
                 .await
                 .expect("delegated cloud"),
         );
-        let ledger: Ledger = Arc::default();
-        let deleted = Arc::new(AtomicUsize::new(0));
-        let (l, d) = (ledger.clone(), deleted.clone());
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &nodeclaims());
-        let watch = tokio::spawn(async move {
-            let mut stream = watcher(api, watcher::Config::default()).boxed();
-            while let Some(ev) = stream.next().await {
-                let nc = match ev {
-                    Ok(watcher::Event::Apply(nc) | watcher::Event::InitApply(nc)) => nc,
-                    Ok(watcher::Event::Delete(_)) => {
-                        d.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    }
-                    _ => continue,
-                };
-                let pool_node = nc
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(tags::POOL_NODE))
-                    .cloned()
-                    .unwrap_or_default();
-                l.lock().unwrap_or_else(|e| e.into_inner()).insert((
-                    nc.metadata.name.clone().unwrap_or_default(),
-                    nc.metadata.uid.clone().unwrap_or_default(),
-                    pool_node,
-                ));
-            }
-        });
         Karpenter {
             moto,
             client,
             provider,
-            ledger,
-            deleted,
-            watch,
+            ledger: Ledger::watch(api, watcher::Config::default()),
         }
     }
 }
@@ -130,23 +86,7 @@ impl SoakCloud for Karpenter {
     }
 
     fn controller(&self) -> (Vec<String>, Vec<(String, String)>) {
-        (
-            vec![
-                "--cloud".into(),
-                "karpenter".into(),
-                "--aws-endpoint".into(),
-                self.moto.endpoint.clone(),
-            ],
-            [
-                ("AWS_ACCESS_KEY_ID", "testing"),
-                ("AWS_SECRET_ACCESS_KEY", "testing"),
-                ("AWS_REGION", "us-east-1"),
-                ("AWS_EC2_METADATA_DISABLED", "true"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        )
+        super::aws::on_moto("karpenter", &self.moto)
     }
 
     fn provider(&self) -> Arc<dyn CloudProvider> {
@@ -158,20 +98,15 @@ impl SoakCloud for Karpenter {
     }
 
     fn launches(&self) -> usize {
-        self.ledger.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.ledger.launches()
     }
 
     fn terminations(&self) -> usize {
-        self.deleted.load(Ordering::Relaxed)
+        self.ledger.terminations()
     }
 
     async fn created(&self) -> Vec<(String, String)> {
-        self.ledger
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(name, _, pn)| (name.clone(), pn.clone()))
-            .collect()
+        self.ledger.created()
     }
 
     /// An interruption message for the `pick`-th running instance: Karpenter

@@ -12,6 +12,7 @@ pub mod controllers;
 pub mod gcp;
 #[cfg(feature = "aws-test-support")]
 pub mod karpenter;
+pub mod ledger;
 pub mod never_ready;
 pub mod sim;
 pub mod summary;

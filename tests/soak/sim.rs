@@ -3,48 +3,32 @@
 //! idempotency key) and deletes. The built-in catalog's one-GPU
 //! `g2-standard-4`, booting for a second.
 //!
-//! A watch from the start keeps every Node the cloud ever created (name,
-//! uid, PoolNode label: a Node deleted and created again under the same
-//! name is two creations) and counts the deleted ones: the cloud's launches
-//! and terminations. (The simulated cloud writes with the controller's
+//! A ledger (`super::ledger`) keeps every Node the cloud ever created and
+//! counts the deleted ones: the cloud's launches and terminations. (The simulated cloud writes with the controller's
 //! plain client, whose requests carry no process identity in the audit
 //! log, so the kill windows read them here.)
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use kube_runtime::watcher;
 use muster::controller::cloud::sim::SimNodes;
-use muster_provider_api::{CloudProvider, tags};
+use muster_provider_api::CloudProvider;
 use serde_json::{Value, json};
 
+use super::ledger::Ledger;
 use super::world::{NODE_CLASS, SoakCloud};
 use crate::support::emulator::Machines;
 
 /// The one machine type (1 L4 GPU) of the built-in catalog.
 pub const MACHINE: &str = "g2-standard-4";
 
-/// Creations seen: `(Node name, uid, PoolNode label)`.
-type Ledger = Arc<Mutex<BTreeSet<(String, String, String)>>>;
-/// Deletions seen.
-type Deleted = Arc<std::sync::atomic::AtomicUsize>;
-
-/// The simulated cloud as the test reads it, and the watch keeping its
-/// ledger of created Nodes.
+/// The simulated cloud as the test reads it, and the ledger of the Nodes
+/// it created.
 pub struct Sim {
     provider: Arc<SimNodes>,
     ledger: Ledger,
-    deleted: Deleted,
-    watch: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        self.watch.abort();
-    }
 }
 
 /// The NodeClass spec.
@@ -57,42 +41,12 @@ impl Sim {
     pub async fn start(client: kube::Client) -> Sim {
         let provider =
             Arc::new(SimNodes::new(client.clone(), NODE_CLASS, &node_class()).expect("sim cloud"));
-        let ledger: Ledger = Arc::default();
-        let deleted: Deleted = Arc::default();
-        let (l, d) = (ledger.clone(), deleted.clone());
         let nodes: Api<Node> = Api::all(client);
         let cfg =
             watcher::Config::default().labels(&format!("muster.dev/sim-nodeclass={NODE_CLASS}"));
-        let watch = tokio::spawn(async move {
-            let mut stream = watcher(nodes, cfg).boxed();
-            while let Some(ev) = stream.next().await {
-                let n = match ev {
-                    Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => n,
-                    Ok(watcher::Event::Delete(_)) => {
-                        d.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        continue;
-                    }
-                    _ => continue,
-                };
-                let pool_node = n
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(tags::POOL_NODE))
-                    .cloned()
-                    .unwrap_or_default();
-                l.lock().unwrap_or_else(|e| e.into_inner()).insert((
-                    n.metadata.name.clone().unwrap_or_default(),
-                    n.metadata.uid.clone().unwrap_or_default(),
-                    pool_node,
-                ));
-            }
-        });
         Sim {
             provider,
-            ledger,
-            deleted,
-            watch,
+            ledger: Ledger::watch(nodes, cfg),
         }
     }
 }
@@ -124,19 +78,14 @@ impl SoakCloud for Sim {
     }
 
     fn launches(&self) -> usize {
-        self.ledger.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.ledger.launches()
     }
 
     fn terminations(&self) -> usize {
-        self.deleted.load(std::sync::atomic::Ordering::Relaxed)
+        self.ledger.terminations()
     }
 
     async fn created(&self) -> Vec<(String, String)> {
-        self.ledger
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(name, _, pn)| (name.clone(), pn.clone()))
-            .collect()
+        self.ledger.created()
     }
 }

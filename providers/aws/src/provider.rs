@@ -60,15 +60,19 @@ impl AwsProvider {
             .ok_or_else(|| SetupError::Spec("missing".into()))?;
         let class: AwsNodeClass =
             serde_json::from_value(aws).map_err(|e| SetupError::Spec(e.to_string()))?;
+        Ok(AwsProvider::of_class(class, options).await)
+    }
+
+    async fn of_class(class: AwsNodeClass, options: AwsOptions) -> Self {
         let clients = connect(&class.region, &options).await;
-        Ok(AwsProvider {
+        AwsProvider {
             class,
             clients,
             options,
             prices: PriceTable::default(),
             catalog: Mutex::new(Vec::new()),
             resolution: Mutex::new(None),
-        })
+        }
     }
 
     /// A provider that only reads the catalog of `region` (instance types,
@@ -84,15 +88,7 @@ impl AwsProvider {
             "instanceProfile": "",
         }))
         .map_err(|e| SetupError::Spec(e.to_string()))?;
-        let clients = connect(&class.region, &options).await;
-        Ok(AwsProvider {
-            class,
-            clients,
-            options,
-            prices: PriceTable::default(),
-            catalog: Mutex::new(Vec::new()),
-            resolution: Mutex::new(None),
-        })
+        Ok(AwsProvider::of_class(class, options).await)
     }
 
     /// The offerings the pool's requirements admit in `zones` (the zones a

@@ -135,6 +135,16 @@ pub fn autopilot_refusal(parent: &str) -> String {
     )
 }
 
+/// A failed call on the cluster: "not found" names `spec.gcp.cluster`.
+fn cluster_failure(e: &google_cloud_gax::error::Error, parent: &str) -> ProviderError {
+    match failure(e, None) {
+        ProviderError::NotFound { .. } => {
+            not_found(format!("spec.gcp.cluster: GKE cluster {parent}"))
+        }
+        other => other,
+    }
+}
+
 fn not_found(what: String) -> ProviderError {
     ProviderError::NotFound { what }
 }
@@ -156,12 +166,7 @@ pub async fn source(
         .set_name(&parent)
         .send()
         .await
-        .map_err(|e| match failure(&e, None) {
-            ProviderError::NotFound { .. } => {
-                not_found(format!("spec.gcp.cluster: GKE cluster {parent}"))
-            }
-            other => other,
-        })?;
+        .map_err(|e| cluster_failure(&e, &parent))?;
     if found.autopilot.as_ref().is_some_and(|a| a.enabled) {
         return Err(ProviderError::Permanent {
             message: autopilot_refusal(&parent),
@@ -173,12 +178,7 @@ pub async fn source(
         .set_parent(&parent)
         .send()
         .await
-        .map_err(|e| match failure(&e, None) {
-            ProviderError::NotFound { .. } => {
-                not_found(format!("spec.gcp.cluster: GKE cluster {parent}"))
-            }
-            other => other,
-        })?;
+        .map_err(|e| cluster_failure(&e, &parent))?;
     let pools: Vec<Pool> = pools
         .node_pools
         .iter()

@@ -67,6 +67,27 @@ pub fn invalid_writes() -> u64 {
 }
 
 /// True for a 404 from the API server.
+/// A Kubernetes API error met by a provider whose machines are API
+/// objects (the simulated cloud's Nodes, the delegate mode's NodeClaims),
+/// as a provider error: 429/5xx and transport failures are transient, the
+/// rest permanent. `what` names what was read or written.
+pub(crate) fn provider_error(what: &str, e: kube::Error) -> muster_provider_api::ProviderError {
+    use muster_provider_api::ProviderError;
+    match &e {
+        kube::Error::Api(s) if s.code == 429 || s.code >= 500 => ProviderError::Transient {
+            message: format!("{what}: {}", s.message),
+            retry_after: None,
+        },
+        kube::Error::Api(s) => ProviderError::Permanent {
+            message: format!("{what}: {} ({})", s.message, s.reason),
+        },
+        _ => ProviderError::Transient {
+            message: format!("{what}: {e}"),
+            retry_after: None,
+        },
+    }
+}
+
 pub(crate) fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }

@@ -49,7 +49,7 @@ use muster_provider_api::{
 use muster_provider_aws::AwsProvider;
 use serde_json::Value;
 
-use crate::controller::base::api::{is_already_exists, is_not_found};
+use crate::controller::base::api::{is_already_exists, is_not_found, provider_error};
 use crate::controller::base::time;
 
 use claim::Launch;
@@ -96,24 +96,6 @@ fn node_classes(class: &KarpenterNodeClass) -> ApiResource {
     )
 }
 
-/// A Kubernetes API error as a provider error: 429/5xx and transport
-/// failures are transient, the rest permanent.
-fn api_error(what: &str, e: kube::Error) -> ProviderError {
-    match &e {
-        kube::Error::Api(s) if s.code == 429 || s.code >= 500 => ProviderError::Transient {
-            message: format!("{what}: {}", s.message),
-            retry_after: None,
-        },
-        kube::Error::Api(s) => ProviderError::Permanent {
-            message: format!("{what}: {} ({})", s.message, s.reason),
-        },
-        _ => ProviderError::Transient {
-            message: format!("{what}: {e}"),
-            retry_after: None,
-        },
-    }
-}
-
 impl KarpenterClaims {
     /// The delegated cloud of NodeClass `node_class` (its whole `spec`, with
     /// the `karpenter` block); `aws` reaches the AWS catalog.
@@ -150,7 +132,7 @@ impl KarpenterClaims {
             .classes
             .get_opt(&self.class.name)
             .await
-            .map_err(|e| api_error(&self.what(), e))?
+            .map_err(|e| provider_error(&self.what(), e))?
             .ok_or_else(|| ProviderError::NotFound { what: self.what() })?;
         let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
         let ready = status["conditions"]
@@ -191,7 +173,7 @@ impl KarpenterClaims {
             .claims
             .get_opt(name)
             .await
-            .map_err(|e| api_error("NodeClaim", e))?;
+            .map_err(|e| provider_error("NodeClaim", e))?;
         Ok(got.map(|o| serde_json::to_value(o).unwrap_or(Value::Null)))
     }
 
@@ -205,7 +187,7 @@ impl KarpenterClaims {
             .claims
             .list(&lp)
             .await
-            .map_err(|e| api_error("NodeClaims", e))?;
+            .map_err(|e| provider_error("NodeClaims", e))?;
         Ok(list
             .items
             .into_iter()
@@ -240,7 +222,7 @@ impl KarpenterClaims {
         {
             Ok(_) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(api_error("NodeClaim finalizer", e)),
+            Err(e) => Err(provider_error("NodeClaim finalizer", e)),
         }
     }
 
@@ -304,7 +286,7 @@ impl CloudProvider for KarpenterClaims {
                     match self.claims.create(&PostParams::default(), &obj).await {
                         Ok(o) => serde_json::to_value(o).unwrap_or(Value::Null),
                         Err(e) if is_already_exists(&e) => continue,
-                        Err(e) => return Err(api_error("create NodeClaim", e)),
+                        Err(e) => return Err(provider_error("create NodeClaim", e)),
                     }
                 }
                 None => {
@@ -374,12 +356,12 @@ impl CloudProvider for KarpenterClaims {
         {
             Ok(o) => serde_json::to_value(o).unwrap_or(Value::Null),
             Err(e) if is_not_found(&e) => return Ok(()),
-            Err(e) => return Err(api_error("NodeClaim", e)),
+            Err(e) => return Err(provider_error("NodeClaim", e)),
         };
         match self.claims.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {}
             Err(e) if is_not_found(&e) => return Ok(()),
-            Err(e) => return Err(api_error("delete NodeClaim", e)),
+            Err(e) => return Err(provider_error("delete NodeClaim", e)),
         }
         // read again: the deletion changed the resourceVersion
         match self.claim(&name).await? {

@@ -33,7 +33,7 @@ use muster_provider_api::{
 };
 use muster_provider_sim::{BootRange, CloudBehaviour, LaunchError, OfferingRule, SimCloud};
 
-use crate::controller::base::api::{is_already_exists, is_not_found};
+use crate::controller::base::api::{is_already_exists, is_not_found, provider_error};
 use crate::controller::base::time;
 
 use node::{NODE_CLASS_LABEL, PROVIDER_PREFIX};
@@ -200,22 +200,9 @@ impl Inner {
     }
 }
 
-/// A kube API error as a provider error: 429/5xx and transport failures are
-/// transient, the rest permanent.
+/// A kube API error as a provider error (`base::api::provider_error`).
 fn api_error(e: kube::Error) -> ProviderError {
-    match &e {
-        kube::Error::Api(s) if s.code == 429 || s.code >= 500 => ProviderError::Transient {
-            message: format!("Kubernetes API: {}", s.message),
-            retry_after: None,
-        },
-        kube::Error::Api(s) => ProviderError::Permanent {
-            message: format!("Kubernetes API: {} ({})", s.message, s.reason),
-        },
-        _ => ProviderError::Transient {
-            message: format!("Kubernetes API: {e}"),
-            retry_after: None,
-        },
-    }
+    provider_error("Kubernetes API", e)
 }
 
 #[async_trait::async_trait]
