@@ -151,6 +151,16 @@ fn example(name: &str) -> Value {
     serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
+/// The names of the NodeClaims; with `live`, only those not being deleted.
+async fn claim_names(client: &kube::Client, live: bool) -> BTreeSet<String> {
+    list_nodeclaims(client)
+        .await
+        .iter()
+        .filter(|c| !live || c["metadata"]["deletionTimestamp"].is_null())
+        .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
 /// The NodeClaim creations the controller made, from the audit log.
 fn claim_creates(server: &ApiServer) -> usize {
     server
@@ -474,16 +484,7 @@ async fn a_karpenter_interruption_requeues_the_whole_gang() {
         .iter()
         .filter_map(|p| p.metadata.uid.clone())
         .collect();
-    let before: BTreeSet<String> = list_nodeclaims(&client)
-        .await
-        .iter()
-        .map(|c| {
-            c["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()
-        })
-        .collect();
+    let before = claim_names(&client, false).await;
     assert_eq!(before.len(), 2);
     // EC2 announces maintenance of one instance: Karpenter deletes its
     // NodeClaim, drains and terminates it
@@ -504,17 +505,7 @@ async fn a_karpenter_interruption_requeues_the_whole_gang() {
         let client = client.clone();
         let (one, pods_before) = (one.clone(), pods_before.clone());
         async move {
-            let claims: BTreeSet<String> = list_nodeclaims(&client)
-                .await
-                .iter()
-                .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
-                .map(|c| {
-                    c["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string()
-                })
-                .collect();
+            let claims = claim_names(&client, true).await;
             let pods: BTreeSet<String> =
                 support::waits::running_pods(&client, "team-a", "job-name=train")
                     .await

@@ -386,12 +386,20 @@ impl CloudProvider for KarpenterClaims {
     async fn interruptions(&self) -> Result<Vec<Interruption>, ProviderError> {
         let now = time::now();
         let mut out = Vec::new();
-        let mut reported = self
+        let ours = self.ours().await?;
+        // only claims still listed can be reported again: forget the rest
+        let listed: BTreeSet<String> = ours
+            .iter()
+            .filter_map(|nc| nc["metadata"]["uid"].as_str().map(str::to_string))
+            .collect();
+        let mut reported: BTreeSet<String> = self
             .reported
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        for nc in self.ours().await? {
+            .intersection(&listed)
+            .cloned()
+            .collect();
+        for nc in ours {
             if !claim::deleting(&nc) || claim::released(&nc) {
                 continue;
             }
