@@ -32,6 +32,8 @@ pub(crate) struct Memory {
     /// Pod evictions in flight (drains), so a slow eviction is not started
     /// twice by consecutive cycles.
     evicting: Arc<pool_nodes::removal::InFlight>,
+    /// Interruption notices whose handling failed, tried again.
+    notices: pool_nodes::interruptions::Unhandled,
     /// When each NodeClass was last resolved.
     resolved: status::classes::Resolved,
     /// Workloads this process started lately, so a watch cache that shows
@@ -155,7 +157,7 @@ pub(crate) async fn cycle(ctx: &Ctx, memory: &Memory) {
     });
     pool_nodes::lifecycle(ctx, &observed, &providers, now).await;
     if memory.due(ctx.config.interruption_poll, |h| &mut h.interruptions) {
-        pool_nodes::interruptions::poll(ctx, &observed, &providers, now).await;
+        pool_nodes::interruptions::poll(ctx, &memory.notices, &observed, &providers, now).await;
     }
     if memory.due(ctx.config.orphan_gc_period, |h| &mut h.orphans) {
         pool_nodes::orphans::collect(ctx, &observed, &providers, now).await;

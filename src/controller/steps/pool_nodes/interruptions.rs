@@ -8,7 +8,11 @@
 //! PoolNode goes `Draining` with reason `Interrupted` (its gangs are then
 //! evicted whole and requeued at once, see `status`) and the offering is
 //! marked unavailable so the re-plan goes elsewhere. Notices naming no
-//! PoolNode are ignored.
+//! PoolNode are ignored. A notice whose handling failed (the status write
+//! refused, the PoolNode's spec unreadable) is kept in [`Unhandled`] and
+//! handled again at the next poll: a provider delivers each notice once,
+//! so dropping it would leave a reclaimed machine's PoolNode `Ready` for
+//! good.
 
 use std::sync::Arc;
 
@@ -29,6 +33,31 @@ use crate::controller::observe::Observed;
 use crate::controller::translate::node::{node_phase, offering_key, poolnode_status};
 use crate::controller::translate::pool::spec;
 
+/// Most notices kept for another try; beyond it the oldest are dropped
+/// (with a warning), so a write path that keeps failing cannot grow it
+/// without bound.
+const MAX_UNHANDLED: usize = 1024;
+
+/// Notices whose handling failed, owned by the cycle's memory and tried
+/// again before the next read's.
+#[derive(Debug, Default)]
+pub(crate) struct Unhandled(std::sync::Mutex<Vec<Interruption>>);
+
+impl Unhandled {
+    fn take(&self) -> Vec<Interruption> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn keep(&self, n: Interruption) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.push(n);
+        if g.len() > MAX_UNHANDLED {
+            let dropped = g.remove(0);
+            tracing::warn!(instance = %dropped.provider_id, "interruption dropped after failed tries");
+        }
+    }
+}
+
 /// The planner's notice for a provider's interruption kind.
 pub(crate) fn notice(kind: InterruptionKind) -> Notice {
     match kind {
@@ -46,11 +75,15 @@ pub(crate) fn notice(kind: InterruptionKind) -> Notice {
 /// named a PoolNode.
 pub(crate) async fn poll(
     ctx: &Ctx,
+    unhandled: &Unhandled,
     observed: &Observed,
     providers: &CycleProviders,
     now: Time,
 ) -> usize {
     let mut handled = 0;
+    for n in unhandled.take() {
+        handled += handle_or_keep(ctx, unhandled, observed, n, now).await;
+    }
     for (node_class, provider) in providers.ready() {
         let job = Job::Interruptions(node_class.to_string());
         let read = |provider: Arc<dyn CloudProvider>| {
@@ -81,16 +114,33 @@ pub(crate) async fn poll(
             }
         };
         for n in notices {
-            match handle(ctx, observed, &n, now).await {
-                Ok(true) => handled += 1,
-                Ok(false) => {
-                    tracing::debug!(instance = %n.provider_id, "interruption for no PoolNode")
-                }
-                Err(e) => tracing::warn!(instance = %n.provider_id, error = %e, "interruption"),
-            }
+            handled += handle_or_keep(ctx, unhandled, observed, n, now).await;
         }
     }
     handled
+}
+
+/// Handles one notice; 1 when it named a PoolNode, and kept for the next
+/// poll when its handling failed.
+async fn handle_or_keep(
+    ctx: &Ctx,
+    unhandled: &Unhandled,
+    observed: &Observed,
+    n: Interruption,
+    now: Time,
+) -> usize {
+    match handle(ctx, observed, &n, now).await {
+        Ok(true) => 1,
+        Ok(false) => {
+            tracing::debug!(instance = %n.provider_id, "interruption for no PoolNode");
+            0
+        }
+        Err(e) => {
+            tracing::warn!(instance = %n.provider_id, error = %e, "interruption not handled; tried again at the next poll");
+            unhandled.keep(n);
+            0
+        }
+    }
 }
 
 async fn handle(
@@ -107,11 +157,6 @@ async fn handle(
         return Ok(false);
     };
     let kind = n.kind.as_str().to_string();
-    ctx.deps
-        .metrics
-        .interruptions
-        .get_or_create(&KindLabels { kind: kind.clone() })
-        .inc();
     let st = poolnode_status(pn);
     let s: PoolNodeSpec = spec(Kind::PoolNode, pn)
         .map_err(|i| crate::controller::base::api::ActError::Missing(i.message))?;
@@ -121,9 +166,6 @@ async fn handle(
         n.provider_id,
         time::format(n.at)
     );
-    ctx.events
-        .warn(Kind::PoolNode, pn, &kind, message.clone())
-        .await;
     let mut status = st.clone();
     if let Some(conds) = with_condition(
         pn,
@@ -156,11 +198,48 @@ async fn handle(
             }
             status.phase = muster_crds::PoolNodePhase::Draining;
             status.reason = Some(crate::controller::base::reasons::INTERRUPTED.to_string());
-            status.message = Some(message);
+            status.message = Some(message.clone());
         }
     }
     if let Some(patch) = crate::controller::base::api::status_patch(&st, &status) {
         patch_status(&ctx.client, Kind::PoolNode, None, &pn.name_any(), patch).await?;
     }
+    // counted and told once the status holds it: a notice tried again is not
+    // counted twice
+    ctx.deps
+        .metrics
+        .interruptions
+        .get_or_create(&KindLabels { kind: kind.clone() })
+        .inc();
+    ctx.events.warn(Kind::PoolNode, pn, &kind, message).await;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn notice_for(i: usize) -> Interruption {
+        Interruption {
+            provider_id: format!("i-{i}"),
+            kind: InterruptionKind::Terminated,
+            at: Time(0),
+        }
+    }
+
+    #[test]
+    fn unhandled_notices_are_taken_once_and_bounded_dropping_the_oldest() {
+        let u = Unhandled::default();
+        for i in 0..MAX_UNHANDLED + 2 {
+            u.keep(notice_for(i));
+        }
+        let kept = u.take();
+        assert_eq!(kept.len(), MAX_UNHANDLED);
+        assert_eq!(kept[0].provider_id, "i-2");
+        assert_eq!(
+            kept.last().map(|n| n.provider_id.as_str()),
+            Some(format!("i-{}", MAX_UNHANDLED + 1).as_str())
+        );
+        assert!(u.take().is_empty(), "a notice is tried once per poll");
+    }
 }
