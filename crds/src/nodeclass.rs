@@ -429,27 +429,24 @@ pub enum HttpTokens {
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.zones) || self.zones.all(z, z.startsWith(self.region + '-'))").message("spec.gcp.zones: every zone must be in spec.gcp.region (e.g. us-central1-a in us-central1)"))]
 #[x_kube(validation = Rule::new("has(self.image) || has(self.cluster)").message("spec.gcp.image is required unless spec.gcp.cluster names a GKE cluster (whose node pool gives the image)").reason(Reason::FieldValueRequired))]
-#[x_kube(validation = Rule::new("!has(self.nodePool) || has(self.cluster)").message("spec.gcp.nodePool needs spec.gcp.cluster"))]
 pub struct GcpNodeClass {
     /// Project the machines are created in.
     #[schemars(regex(pattern = r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$"))]
     pub project: String,
-    /// The GKE cluster machines join. When set, machines are created from the instance
-    /// template of one of its node pools (`nodePool`, or the first running one): its boot
-    /// image, bootstrap metadata (`kube-env`), service account, network and tags, with
-    /// muster's labels and taints added to the kubelet's flags. `image`, `network`,
-    /// `subnetwork`, `serviceAccount` and `networkTags` then override the template's only
-    /// when set.
+    /// The GKE cluster (Standard) machines join. When set, GKE makes them: muster keeps one
+    /// node pool per shape (machine type, GPUs, spot or on-demand, zone, and the GPUPool's
+    /// labels and taints), created through the GKE API with no nodes and autoscaling off,
+    /// and adds and removes named instances through its managed instance group; GKE
+    /// installs the GPU driver, approves the kubelet and labels the node. `image`,
+    /// `network`, `subnetwork` and `networkTags` then do not apply (GKE chooses the node
+    /// image and the cluster's network); `serviceAccount`, `bootDisk` and `labels` go into
+    /// the node pools. An Autopilot cluster is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<GkeCluster>,
-    /// Node pool whose instance template machines copy; the first node pool in `RUNNING`
-    /// state when omitted. A CPU pool serves: accelerators come from the offering.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(
-        length(min = 1, max = 40),
-        regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-    )]
-    pub node_pool: Option<String>,
+    /// How long a node pool muster created may hold no node before muster deletes it,
+    /// e.g. `30m`.
+    #[serde(default = "default_empty_node_pool_ttl", rename = "emptyNodePoolTTL")]
+    pub empty_node_pool_ttl: crate::common::Duration,
     /// Which NVIDIA driver GKE installs on GPU machines of a GKE cluster, through the node
     /// label `cloud.google.com/gke-gpu-driver-version` its driver installer reads: `default`,
     /// `latest`, or `disabled` (no label: a GPU operator installs the driver).
@@ -503,6 +500,10 @@ pub struct GcpNodeClass {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 64))]
     pub metadata: BTreeMap<String, String>,
+}
+
+fn default_empty_node_pool_ttl() -> crate::common::Duration {
+    crate::common::Duration::from("30m")
 }
 
 /// A GKE cluster.

@@ -80,6 +80,13 @@ pub trait CloudProvider: Send + Sync {
         Ok(Vec::new())
     }
 
+    /// Deletes the groups of machines this provider made that have held no
+    /// machine for as long as their NodeClass allows (GKE node pools); the
+    /// names deleted. Clouds without such groups have none.
+    async fn delete_empty_groups(&self) -> Result<Vec<String>, ProviderError> {
+        Ok(Vec::new())
+    }
+
     /// Deletes the placement group `name` of `cluster`. One already gone is
     /// success; one that still holds instances is [`ProviderError::Transient`].
     async fn delete_placement_group(&self, cluster: &str, name: &str) -> Result<(), ProviderError> {

@@ -6,8 +6,7 @@
 //! operation's error.
 
 use google_cloud_compute_v1::client::{
-    AcceleratorTypes, InstanceGroupManagers, InstanceTemplates, Instances, MachineTypes,
-    RegionInstanceTemplates, ZoneOperations, Zones,
+    AcceleratorTypes, InstanceGroupManagers, Instances, MachineTypes, ZoneOperations, Zones,
 };
 use muster_planner::OfferingKey;
 use muster_provider_api::ProviderError;
@@ -27,6 +26,9 @@ pub struct GcpOptions {
     pub max_attempts: u32,
     /// Backoff before the first retry (doubles up to 10 s).
     pub initial_backoff: std::time::Duration,
+    /// Between two reads of a managed instance group or GKE operation that
+    /// is still working.
+    pub poll_interval: std::time::Duration,
 }
 
 impl Default for GcpOptions {
@@ -36,6 +38,7 @@ impl Default for GcpOptions {
             anonymous: false,
             max_attempts: 5,
             initial_backoff: std::time::Duration::from_millis(500),
+            poll_interval: std::time::Duration::from_secs(2),
         }
     }
 }
@@ -86,17 +89,13 @@ macro_rules! build {
     }};
 }
 
-/// The clients that find a GKE node pool's instance template.
+/// The clients of GKE node pools and their managed instance groups.
 #[derive(Clone, Debug)]
 pub struct GkeClients {
-    /// GKE `ClusterManager` (`nodePools.list`).
+    /// GKE `ClusterManager` (clusters, node pools, operations).
     pub cluster_manager: google_cloud_container_v1::client::ClusterManager,
     /// `instanceGroupManagers`.
     pub instance_group_managers: InstanceGroupManagers,
-    /// `regionInstanceTemplates`.
-    pub region_instance_templates: RegionInstanceTemplates,
-    /// `instanceTemplates`.
-    pub instance_templates: InstanceTemplates,
 }
 
 /// Builds the GKE clients (same endpoint override and credentials; the
@@ -105,8 +104,6 @@ pub async fn connect_gke(options: &GcpOptions) -> Result<GkeClients, ProviderErr
     Ok(GkeClients {
         cluster_manager: build!(google_cloud_container_v1::client::ClusterManager, options),
         instance_group_managers: build!(InstanceGroupManagers, options),
-        region_instance_templates: build!(RegionInstanceTemplates, options),
-        instance_templates: build!(InstanceTemplates, options),
     })
 }
 

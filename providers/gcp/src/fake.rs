@@ -53,6 +53,7 @@ impl ComputeFake {
             endpoint: Some(self.endpoint.clone()),
             anonymous: true,
             initial_backoff: std::time::Duration::from_millis(20),
+            poll_interval: std::time::Duration::from_millis(20),
             ..GcpOptions::default()
         }
     }

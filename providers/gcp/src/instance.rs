@@ -35,6 +35,16 @@ fn last_segment(link: &str) -> &str {
 
 pub use muster_provider_api::parse_rfc3339;
 
+/// The value of metadata item `key` of an instance.
+pub fn metadata(v: &Value, key: &str) -> Option<String> {
+    v["metadata"]["items"]
+        .as_array()?
+        .iter()
+        .find(|i| i["key"].as_str() == Some(key))?["value"]
+        .as_str()
+        .map(String::from)
+}
+
 /// Reads one Compute instance of `project`.
 pub fn parse_instance(project: &str, v: &Value) -> Result<Instance, ParseError> {
     let name = v["name"].as_str().unwrap_or("?").to_owned();
@@ -65,7 +75,7 @@ pub fn parse_instance(project: &str, v: &Value) -> Result<Instance, ParseError> 
         let count = u32::try_from(a["acceleratorCount"].as_u64()?).ok()?;
         Some((accel, count))
     });
-    let labels: BTreeMap<String, String> = v["labels"]
+    let mut labels: BTreeMap<String, String> = v["labels"]
         .as_object()
         .map(|m| {
             m.iter()
@@ -73,6 +83,16 @@ pub fn parse_instance(project: &str, v: &Value) -> Result<Instance, ParseError> 
                 .collect()
         })
         .unwrap_or_default();
+    // a GKE node's per-instance tags travel as metadata (its GCE labels are
+    // its node pool's, the same on every node)
+    for tag in [tags::POOL_NODE, tags::GANG] {
+        let key = label_key(tag);
+        if !labels.contains_key(&key)
+            && let Some(value) = metadata(v, &key)
+        {
+            labels.insert(key, value);
+        }
+    }
     let state = match status {
         "PROVISIONING" | "STAGING" | "REPAIRING" => InstanceState::Pending,
         "RUNNING" => InstanceState::Running,

@@ -23,15 +23,15 @@ pub mod errors;
 #[cfg(feature = "test-support")]
 pub mod fake;
 pub mod gke;
+mod gke_nodes;
 pub mod insert;
 pub mod instance;
-pub mod kube_env;
 pub mod names;
+pub mod node_pools;
 pub mod offerings;
 pub mod preemptions;
 pub mod prices;
 pub mod provider;
-pub mod template;
 
 pub use compute::GcpOptions;
 pub use provider::GcpProvider;

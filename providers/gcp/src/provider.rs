@@ -7,15 +7,12 @@
 //! `list` and preemption detection use `instances.aggregatedList` filtered
 //! by the cluster label.
 //!
-//! With `spec.gcp.cluster`, machines are GKE nodes: the node pool's instance
-//! template ([`gke`](crate::gke): `nodePools.list`,
-//! `instanceGroupManagers.get`, `regionInstanceTemplates.get`, cached for
-//! [`SOURCE_TTL`]) becomes the insert body ([`template`](crate::template));
-//! a GPU machine's accelerator type comes from `machineTypes.get` when it is
-//! built in.
+//! With `spec.gcp.cluster`, machines are GKE nodes that GKE makes: a launch
+//! adds a named instance to the managed instance group of a node pool of
+//! the launch's shape, and a termination deletes it from its group
+//! ([`gke_nodes`](crate::gke_nodes)).
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use muster_crds::nodeclass::GcpNodeClass;
@@ -29,29 +26,26 @@ use serde_json::Value;
 use crate::compute::{
     Clients, GcpOptions, GkeClients, connect, connect_gke, failure, operation_error,
 };
-use crate::gke::{self, Source};
+use crate::gke;
+use crate::gke_nodes::PoolMemory;
 use crate::insert::{insert_body, label_value, request_id};
 use crate::instance::parse_instance;
 use crate::names::{instance_name, parse_provider_id};
 use crate::offerings::{AcceleratorType, MachineType, ZoneContext, zone_offerings};
 use crate::preemptions::Preemptions;
 use crate::prices::PriceTable;
-use crate::template;
 
 /// One GCP NodeClass's provider.
 pub struct GcpProvider {
     node_class: String,
-    class: GcpNodeClass,
+    pub(crate) class: GcpNodeClass,
     clients: Clients,
     prices: PriceTable,
     preemptions: Mutex<Preemptions>,
-    gke: Option<GkeClients>,
-    source: Mutex<Option<(Instant, Source)>>,
+    pub(crate) gke: Option<GkeClients>,
+    pub(crate) pools: Mutex<PoolMemory>,
+    pub(crate) poll_interval: std::time::Duration,
 }
-
-/// How long a GKE node pool's instance template is reused before it is read
-/// again (GKE makes a new one on upgrades and credential rotations).
-pub const SOURCE_TTL: Duration = Duration::from_secs(600);
 
 /// The kubelet flags the node registers with (metadata `muster-bootstrap`):
 /// the pool's labels and taints.
@@ -82,7 +76,11 @@ fn to_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
-fn now() -> Time {
+fn permanent_error(message: String) -> ProviderError {
+    ProviderError::Permanent { message }
+}
+
+pub(crate) fn now() -> Time {
     Time(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -115,6 +113,7 @@ impl GcpProvider {
         };
         let mut p = Self::with_clients(node_class, class, connect(options).await?);
         p.gke = gke;
+        p.poll_interval = options.poll_interval;
         Ok(p)
     }
 
@@ -124,42 +123,18 @@ impl GcpProvider {
         self
     }
 
-    /// The GKE node pool's template machines copy, when the NodeClass names
-    /// a cluster; `fresh` reads it again.
-    async fn source(&self, fresh: bool) -> Result<Option<Source>, ProviderError> {
-        let Some(cluster) = &self.class.cluster else {
-            return Ok(None);
-        };
-        if !fresh
-            && let Some((at, s)) = self
-                .source
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-            && at.elapsed() < SOURCE_TTL
-        {
-            return Ok(Some(s.clone()));
-        }
-        let clients = self.gke.as_ref().ok_or_else(|| ProviderError::Permanent {
-            message: "spec.gcp.cluster: no GKE client was built".into(),
-        })?;
-        let s = gke::source(clients, cluster, self.class.node_pool.as_deref()).await?;
-        *self.source.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), s.clone()));
-        Ok(Some(s))
-    }
-
-    /// The GPU type of a machine: the attached one, or the machine type's
-    /// built-in accelerator (`machineTypes.get`).
-    async fn accelerator(
+    /// The GPUs of a machine: the attached ones, or the machine type's
+    /// built-in accelerators (`machineTypes.get`); type and count.
+    pub(crate) async fn accelerator(
         &self,
         zone: &str,
         offering: &str,
-    ) -> Result<Option<String>, ProviderError> {
+    ) -> Result<Option<(String, u32)>, ProviderError> {
         let Some((machine, attached)) = crate::prices::parse_offering_name(offering) else {
             return Ok(None);
         };
-        if let Some((accel, _)) = attached {
-            return Ok(Some(accel.to_string()));
+        if let Some((accel, count)) = attached {
+            return Ok(Some((accel.to_string(), count)));
         }
         let mt = self
             .clients
@@ -171,9 +146,12 @@ impl GcpProvider {
             .send()
             .await
             .map_err(|e| failure(&e, None))?;
-        Ok(to_value(&mt)["accelerators"][0]["guestAcceleratorType"]
-            .as_str()
-            .map(String::from))
+        let v = to_value(&mt);
+        let a = &v["accelerators"][0];
+        Ok(a["guestAcceleratorType"].as_str().map(|t| {
+            let n = a["guestAcceleratorCount"].as_u64().unwrap_or(1);
+            (t.to_string(), u32::try_from(n).unwrap_or(1))
+        }))
     }
 
     /// A provider on given clients (tests build them with `from_stub`).
@@ -185,7 +163,8 @@ impl GcpProvider {
             prices: PriceTable::default(),
             preemptions: Mutex::new(Preemptions::default()),
             gke: None,
-            source: Mutex::new(None),
+            pools: Mutex::default(),
+            poll_interval: GcpOptions::default().poll_interval,
         }
     }
 
@@ -266,7 +245,8 @@ impl GcpProvider {
         Ok((machines, accelerators))
     }
 
-    async fn get(&self, zone: &str, name: &str) -> Result<Instance, ProviderError> {
+    /// The instance resource as Compute answers it.
+    async fn instance_value(&self, zone: &str, name: &str) -> Result<Value, ProviderError> {
         let inst = self
             .clients
             .instances
@@ -277,14 +257,28 @@ impl GcpProvider {
             .send()
             .await
             .map_err(|e| failure(&e, None))?;
-        parse_instance(&self.class.project, &to_value(&inst)).map_err(|e| {
-            ProviderError::Permanent {
-                message: e.to_string(),
-            }
+        Ok(to_value(&inst))
+    }
+
+    pub(crate) async fn get(&self, zone: &str, name: &str) -> Result<Instance, ProviderError> {
+        let v = self.instance_value(zone, name).await?;
+        parse_instance(&self.class.project, &v).map_err(|e| ProviderError::Permanent {
+            message: e.to_string(),
         })
     }
 
     async fn wait(&self, zone: &str, op: Value) -> Result<Value, ProviderError> {
+        let project = self.class.project.clone();
+        self.wait_in(&project, zone, op).await
+    }
+
+    /// Waits for a zone operation of `project` to be `DONE`.
+    pub(crate) async fn wait_in(
+        &self,
+        project: &str,
+        zone: &str,
+        op: Value,
+    ) -> Result<Value, ProviderError> {
         let mut op = op;
         for _ in 0..120 {
             if op["status"].as_str() == Some("DONE") {
@@ -295,7 +289,7 @@ impl GcpProvider {
                 .clients
                 .operations
                 .wait()
-                .set_project(&self.class.project)
+                .set_project(project)
                 .set_zone(zone)
                 .set_operation(name)
                 .send()
@@ -336,20 +330,27 @@ impl CloudProvider for GcpProvider {
     }
 
     async fn resolve(&self) -> Result<Resolution, ProviderError> {
-        let source = self.source(true).await?;
+        if let Some(cluster) = &self.class.cluster {
+            let (clients, _) = self.gke_clients()?;
+            gke::check_cluster(clients, cluster).await?;
+            // GKE chooses the node image of each node pool
+            return Ok(Resolution {
+                zones: self.zones().await?,
+                ..Resolution::default()
+            });
+        }
         let image = self
             .class
             .image
             .clone()
-            .or_else(|| source.as_ref().and_then(Source::image))
             .ok_or_else(|| ProviderError::NotFound {
-                what: "spec.gcp.image, or a boot image in the node pool's template,".into(),
+                what: "spec.gcp.image".into(),
             })?;
         Ok(Resolution {
             zones: self.zones().await?,
             images: vec![ResolvedImage {
                 id: image,
-                name: source.map(|s| format!("node pool {} template {}", s.pool, s.template)),
+                name: None,
                 architecture: None,
             }],
             ..Resolution::default()
@@ -387,17 +388,11 @@ impl CloudProvider for GcpProvider {
         let permanent = |e: &dyn std::fmt::Display| ProviderError::Permanent {
             message: e.to_string(),
         };
-        let body = match self.source(false).await? {
-            Some(source) => {
-                let accel = self
-                    .accelerator(&zone, &request.offering.instance_type)
-                    .await?;
-                template::insert_body(&source.properties, &self.class, request, accel.as_deref())
-                    .map_err(|e| permanent(&e))?
-            }
-            None => insert_body(&self.class, request, &kubelet_args(request))
-                .map_err(|e| permanent(&e))?,
-        };
+        if self.class.cluster.is_some() {
+            return self.launch_in_pool(request).await;
+        }
+        let body =
+            insert_body(&self.class, request, &kubelet_args(request)).map_err(|e| permanent(&e))?;
         let instance: google_cloud_compute_v1::model::Instance = serde_json::from_value(body)
             .map_err(|e| ProviderError::Permanent {
                 message: format!("insert body: {e}"),
@@ -444,6 +439,20 @@ impl CloudProvider for GcpProvider {
                 message: format!("{provider_id} is not a GCE provider id"),
             });
         };
+        if self.class.cluster.is_some() {
+            // a GKE node goes through its group: read which group made it
+            let created_by = match self.instance_value(zone, name).await {
+                Ok(v) => crate::instance::metadata(&v, "created-by"),
+                Err(ProviderError::NotFound { .. }) => None,
+                Err(e) => return Err(e),
+            };
+            if self
+                .terminate_in_pool(zone, name, created_by.as_deref())
+                .await?
+            {
+                return Ok(());
+            }
+        }
         let sent = self
             .clients
             .instances
@@ -481,6 +490,18 @@ impl CloudProvider for GcpProvider {
             .collect();
         out.sort_by(|a, b| a.provider_id.cmp(&b.provider_id));
         Ok(out)
+    }
+
+    async fn delete_empty_groups(&self) -> Result<Vec<String>, ProviderError> {
+        if self.class.cluster.is_none() {
+            return Ok(Vec::new());
+        }
+        let ttl = self
+            .class
+            .empty_node_pool_ttl
+            .to_std()
+            .map_err(|e| permanent_error(format!("spec.gcp.emptyNodePoolTTL: {e}")))?;
+        self.delete_empty_pools(ttl).await
     }
 
     async fn interruptions(&self) -> Result<Vec<Interruption>, ProviderError> {

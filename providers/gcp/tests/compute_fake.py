@@ -92,6 +92,7 @@ MACHINES = [
     machine("a2-ultragpu-8g", 96, 1360, "nvidia-a100-80gb", 8),
     machine("a3-highgpu-8g", 208, 1872, "nvidia-h100-80gb", 8),
     machine("g2-standard-4", 4, 16, "nvidia-l4", 1),
+    machine("g2-standard-8", 8, 32, "nvidia-l4", 1),
     machine("g2-standard-48", 48, 192, "nvidia-l4", 4),
     machine("n1-standard-8", 8, 30),
 ]

@@ -418,6 +418,27 @@ class NodePools(FakeCase):
         self.assertEqual(inst["guestAccelerators"], [{"acceleratorType": "nvidia-tesla-t4", "acceleratorCount": 2}])
         self.assertEqual(inst["scheduling"]["onHostMaintenance"], "TERMINATE")
 
+    def test_enum_fields_are_read_by_name_or_by_number(self):
+        # proto3 JSON: parsers accept enum names and their numbers (Google's Rust client sends numbers)
+        body = dict(spot_l4("numbers"), placementPolicy={"type": 1})
+        body["config"] = dict(body["config"], taints=[{"key": "k", "value": "v", "effect": 1}],
+                              workloadMetadataConfig={"mode": 2},
+                              accelerators=[{"acceleratorType": "nvidia-l4", "acceleratorCount": "1",
+                                             "gpuDriverInstallationConfig": {"gpuDriverVersion": 2}}])
+        self.f.create_pool(body)
+        pool = self.f.ok("GET", f"{CLUSTER}/nodePools/numbers")
+        cfg = pool["config"]
+        self.assertEqual(cfg["taints"][0]["effect"], "NO_SCHEDULE")
+        self.assertEqual(cfg["workloadMetadataConfig"]["mode"], "GKE_METADATA")
+        self.assertEqual(cfg["accelerators"][0]["gpuDriverInstallationConfig"]["gpuDriverVersion"], "DEFAULT")
+        self.assertEqual(pool["placementPolicy"]["type"], "COMPACT")
+        # a number no enum value has is still refused
+        bad = spot_l4("badnumber")
+        bad["config"] = dict(bad["config"], workloadMetadataConfig={"mode": 7})
+        code, err = self.f.call("POST", f"{CLUSTER}/nodePools", {"nodePool": bad})
+        self.assertEqual(code, 400, err)
+        self.assertIn("workloadMetadataConfig", err["error"]["message"])
+
     def test_set_size_and_set_autoscaling(self):
         pool = self.f.create_pool(spot_l4(zones=(ZA, ZB)))
         op = self.f.ok("POST", f"{CLUSTER}/nodePools/l4-spot:setSize", {"nodeCount": 2})

@@ -49,6 +49,49 @@ PREEMPTIBLE_LABEL = "cloud.google.com/gke-preemptible"
 METADATA_SERVER_LABEL = "iam.gke.io/gke-metadata-server-enabled"
 
 
+# Enum fields arrive as names or as their numbers: the proto3 JSON mapping
+# says "Parsers accept both enum names and integer values"
+# (https://protobuf.dev/programming-guides/json/), and Google's Rust client
+# sends numbers. Numbers from google/container/v1/cluster_service.proto.
+ENUM_NUMBERS = {
+    "effect": ["EFFECT_UNSPECIFIED", "NO_SCHEDULE", "PREFER_NO_SCHEDULE", "NO_EXECUTE"],
+    "gpuDriverVersion": ["GPU_DRIVER_VERSION_UNSPECIFIED", "INSTALLATION_DISABLED", "DEFAULT", "LATEST"],
+    "mode": ["MODE_UNSPECIFIED", "GCE_METADATA", "GKE_METADATA"],
+    "type": ["TYPE_UNSPECIFIED", "COMPACT"],
+}
+
+
+def enum_name(field, value):
+    """An enum value by name, whether it came as its name or its number."""
+    names = ENUM_NUMBERS[field]
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and 0 <= value < len(names):
+        return names[value]
+    if isinstance(value, str) and value.isdigit() and int(value) < len(names):
+        return names[int(value)]
+    return value
+
+
+def normalize_enums(pool):
+    """The pool with every enum field of the create body as its name."""
+    cfg = pool.get("config") or {}
+    for a in cfg.get("accelerators") or []:
+        gdi = a.get("gpuDriverInstallationConfig")
+        if isinstance(gdi, dict) and "gpuDriverVersion" in gdi:
+            gdi["gpuDriverVersion"] = enum_name("gpuDriverVersion", gdi["gpuDriverVersion"])
+    for t in cfg.get("taints") or []:
+        if "effect" in t:
+            t["effect"] = enum_name("effect", t["effect"])
+    wmc = cfg.get("workloadMetadataConfig")
+    if isinstance(wmc, dict) and "mode" in wmc:
+        wmc["mode"] = enum_name("mode", wmc["mode"])
+    pp = pool.get("placementPolicy")
+    if isinstance(pp, dict) and "type" in pp:
+        pp["type"] = enum_name("type", pp["type"])
+    return pool
+
+
 class Invalid(Exception):
     """A body GKE answers with 400 INVALID_ARGUMENT."""
 
@@ -84,6 +127,7 @@ def validate(pool, *, region_zones, machines, accelerators, unavailable):
     every zone except the (zone, acceleratorType) pairs in `unavailable`."""
     if not isinstance(pool, dict) or not pool:
         raise Invalid("Invalid value for field 'nodePool': a node pool is required.")
+    pool = normalize_enums(pool)
     name = pool.get("name") or ""
     if not POOL_NAME.match(name):
         raise Invalid(f"Invalid value for field 'nodePool.name': \"{name}\". Node pool name must be "

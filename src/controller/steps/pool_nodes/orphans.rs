@@ -127,5 +127,16 @@ async fn collect_one(
             tracing::warn!(node_class = %node_class, error = %e, "could not list placement groups")
         }
     }
+    // groups of machines (GKE node pools) empty for their time to live
+    match provider.delete_empty_groups().await {
+        Ok(gone) => {
+            for group in gone {
+                tracing::info!(node_class = %node_class, group = %group, "empty machine group deleted");
+            }
+        }
+        Err(e) => {
+            tracing::warn!(node_class = %node_class, error = %e, "could not delete empty machine groups")
+        }
+    }
     done
 }

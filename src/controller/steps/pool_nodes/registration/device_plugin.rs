@@ -285,20 +285,42 @@ fn registrations(class: &NodeClass, req: &LaunchRequest) -> Vec<(&'static str, R
         ];
     }
     if let Some(gcp) = &class.spec.gcp {
-        use muster_provider_gcp::{kube_env, template};
-        let labels = template::node_labels(gcp, req, Some("nvidia-l4"));
-        let reg = kube_env::Registration {
-            labels: &labels,
-            drop: &template::MACHINE_LABELS,
-            taints: &req.taints,
+        use muster_provider_gcp::node_pools::{Shape, pool_body};
+        // GKE registers a node pool's nodes with its labels and taints
+        // (`kube-labels`, kube-env `NODE_LABELS`/`NODE_TAINTS`); GKE's own
+        // labels are added to those, never in place of them
+        let shape = Shape {
+            machine_type: "g2-standard-8",
+            accelerator: Some(("nvidia-l4", 1)),
+            capacity: req.offering.capacity_type,
+            zone: &req.offering.zone,
         };
-        let gke = kube_env::kubelet_args(
-            "--v=2 --node-labels=cloud.google.com/gke-nodepool=default-pool",
-            reg,
+        let body = pool_body("muster-test", &shape, gcp, req, false);
+        let config = &body["config"];
+        let mut gke = Registered::default();
+        for (k, v) in config["labels"].as_object().into_iter().flatten() {
+            gke.labels
+                .insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+        }
+        gke.labels.insert(
+            "cloud.google.com/gke-accelerator".into(),
+            "nvidia-l4".into(),
         );
+        for t in config["taints"].as_array().into_iter().flatten() {
+            let effect = match t["effect"].as_str() {
+                Some("NO_SCHEDULE") => "NoSchedule",
+                Some("PREFER_NO_SCHEDULE") => "PreferNoSchedule",
+                _ => "NoExecute",
+            };
+            gke.taints.push(NodeTaint {
+                key: t["key"].as_str().unwrap_or_default().into(),
+                value: t["value"].as_str().unwrap_or_default().into(),
+                effect: effect.into(),
+            });
+        }
         let plain = muster_provider_gcp::provider::kubelet_args(req);
         return vec![
-            ("GKE kube-env", from_flags(&gke)),
+            ("GKE node pool", gke),
             ("plain bootstrap", from_flags(&plain)),
         ];
     }
