@@ -10,6 +10,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use kube::api::Api;
 use muster::controller::cloud::clouds::CloudOptions;
 use muster_provider_api::{CloudProvider, label_key, tags};
 use muster_provider_gcp::GcpProvider;
@@ -152,4 +153,338 @@ async fn an_autopilot_cluster_gets_the_condition_not_a_launch() {
         fake.calls()
     );
     ctl.abort();
+}
+
+/// The Nodes GKE registers (`/fake/gke/nodes`: the instances of the
+/// cluster's node pools' groups that GKE's CSR approver would approve, with
+/// the labels and taints its bootstrap and node annotator give them); a
+/// node no longer listed is a machine gone, whose Node is removed.
+struct GkeNodes {
+    fake: Arc<ComputeFake>,
+    seen: std::sync::Mutex<std::collections::BTreeMap<String, Machine>>,
+}
+
+fn gke_machine(node: &serde_json::Value) -> Machine {
+    use muster_planner::{Taint, TaintEffect};
+    let labels: std::collections::BTreeMap<String, String> = node["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+        .collect();
+    let taints = node["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| Taint {
+            key: t["key"].as_str().unwrap_or_default().into(),
+            value: t["value"].as_str().unwrap_or_default().into(),
+            effect: match t["effect"].as_str() {
+                Some("NoExecute") => TaintEffect::NoExecute,
+                Some("PreferNoSchedule") => TaintEffect::PreferNoSchedule,
+                _ => TaintEffect::NoSchedule,
+            },
+        })
+        .collect();
+    Machine {
+        name: node["metadata"]["name"].as_str().unwrap_or_default().into(),
+        provider_id: node["spec"]["providerID"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
+        instance_type: labels["node.kubernetes.io/instance-type"].clone(),
+        zone: labels["topology.kubernetes.io/zone"].clone(),
+        gpus: node["status"]["capacity"]["nvidia.com/gpu"]
+            .as_str()
+            .and_then(|g| g.parse().ok())
+            .unwrap_or(0),
+        labels,
+        taints,
+        terminated: false,
+        never_ready: false,
+    }
+}
+
+#[async_trait::async_trait]
+impl Machines for GkeNodes {
+    async fn machines(&self) -> Vec<Machine> {
+        let fake = self.fake.clone();
+        let listed =
+            tokio::task::spawn_blocking(move || fake.control("GET", "gke/nodes?cluster=prod"))
+                .await
+                .unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_str(&listed).unwrap_or_default();
+        let now: Vec<Machine> = v["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(gke_machine)
+            .collect();
+        let mut seen = self.seen.lock().expect("lock");
+        for m in seen.values_mut() {
+            m.terminated = !now.iter().any(|n| n.name == m.name);
+        }
+        for m in now {
+            seen.insert(m.name.clone(), m);
+        }
+        seen.values().cloned().collect()
+    }
+}
+
+/// NodeClass `gke` naming the fake's Standard cluster, a pool of
+/// on-demand `g2-standard-8` (1×L4) machines that empties a second after
+/// its work ends, and a queue.
+async fn gke_world(client: &kube::Client) {
+    support::install_crds(client).await;
+    create(
+        client,
+        "NodeClass",
+        "nodeclasses",
+        None,
+        json!({"metadata": {"name": "gke"}, "spec": {"gcp": {
+            "project": "my-project",
+            "region": "us-central1",
+            "zones": ["us-central1-a", "us-central1-b"],
+            "cluster": {"project": "my-project", "location": "us-central1", "name": "prod"},
+            "emptyNodePoolTTL": "1s"
+        }}}),
+    )
+    .await;
+    create(
+        client,
+        "GPUPool",
+        "gpupools",
+        None,
+        json!({
+            "metadata": {"name": "l4"},
+            "spec": {"nodeClassRef": {"name": "gke"},
+                     "requirements": {"instanceTypes": ["g2-standard-8"], "capacityTypes": ["on-demand"]},
+                     "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1s",
+                                    "scaleToZeroAfter": "1s"}}
+        }),
+    )
+    .await;
+    create(
+        client,
+        "GPUQueue",
+        "gpuqueues",
+        None,
+        json!({"metadata": {"name": "team-a"}, "spec": {"pools": ["l4"], "namespaceSelector": {}}}),
+    )
+    .await;
+}
+
+fn start_gke_controller(server: &ApiServer, fake: &ComputeFake) -> tokio::task::JoinHandle<()> {
+    support::cloud_e2e::start_with(
+        server,
+        CloudOptions {
+            gcp: fake.options(),
+            ..CloudOptions::default()
+        },
+        |c| {
+            // empty node pools are deleted in orphan collection's round
+            c.orphan_gc_period = std::time::Duration::from_secs(1);
+        },
+    )
+}
+
+/// muster's node pools of the fake's cluster, and the managed instances of
+/// their groups (name → made).
+fn gke_pools(fake: &ComputeFake) -> Vec<(String, Vec<String>)> {
+    let pools = fake.get("/v1/projects/my-project/locations/us-central1/clusters/prod/nodePools");
+    pools["nodePools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["name"].as_str().is_some_and(|n| n.starts_with("muster-")))
+        .map(|p| {
+            let zones: Vec<String> = p["locations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|z| z.as_str().map(String::from))
+                .collect();
+            (p["name"].as_str().unwrap_or_default().to_string(), zones)
+        })
+        .collect()
+}
+
+/// A gang of two 1-GPU pods on GKE: a stockout of on-demand
+/// `g2-standard-8` in `us-central1-a` moves it to `us-central1-b`, where
+/// one node pool is created and two named instances are added to its
+/// group; GKE registers both with `cloud.google.com/gke-accelerator`, the
+/// gang runs on them, and once it is gone the instances are deleted by
+/// name and the empty pool is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_runs_on_gke_nodes_that_gke_makes_end_to_end() {
+    let fake = Arc::new(ComputeFake::start());
+    fake.control(
+        "POST",
+        "stockout?zone=us-central1-a&machineType=g2-standard-8&spot=false",
+    );
+    let server = ApiServer::start();
+    let client = server.client();
+    gke_world(&client).await;
+    let _emu = Emulator::start_with(
+        client.clone(),
+        vec![Arc::new(GkeNodes {
+            fake: fake.clone(),
+            seen: Default::default(),
+        })],
+    );
+    let ctl = start_gke_controller(&server, &fake);
+    support::cloud_e2e::submit(
+        &client,
+        &support::cloud_e2e::gang_job("l4", "1", "2", "8Gi", json!({})),
+    )
+    .await;
+    let pods = support::cloud_e2e::both_running(&client, "l4", 120).await;
+    let nodes: BTreeSet<String> = pods
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    assert_eq!(nodes.len(), 2, "one pod per node: {nodes:?}");
+    // the stocked-out zone got a pool and gave its instance back; the gang
+    // runs in the next zone's pool
+    let listed: serde_json::Value =
+        serde_json::from_str(&fake.control("GET", "gke/nodes?cluster=prod")).expect("JSON");
+    let gke_nodes = listed["nodes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(gke_nodes.len(), 2, "{listed}");
+    for n in &gke_nodes {
+        let l = &n["metadata"]["labels"];
+        assert_eq!(l["cloud.google.com/gke-accelerator"], "nvidia-l4", "{n}");
+        assert_eq!(l["topology.kubernetes.io/zone"], "us-central1-b", "{n}");
+        assert_eq!(l["muster.dev/pool"], "l4", "{n}");
+        assert!(nodes.contains(n["metadata"]["name"].as_str().unwrap_or_default()));
+    }
+    // each pool created once, though the gang's two launches ask at once
+    assert_eq!(
+        fake.calls()["POST my-project/us-central1/prod"].as_u64(),
+        Some(2),
+        "{}",
+        fake.calls()
+    );
+    let b_pools: Vec<_> = gke_pools(&fake)
+        .into_iter()
+        .filter(|(_, z)| z == &["us-central1-b".to_string()])
+        .collect();
+    assert_eq!(b_pools.len(), 1, "one pool for the shape: {b_pools:?}");
+    assert_eq!(
+        fake.calls()["POST projects/zones/instanceGroupManagers/createInstances"].as_u64(),
+        Some(4),
+        "one createInstances per machine: the gang's two in us-central1-a, both refused by the stockout, then two in us-central1-b: {}",
+        fake.calls()
+    );
+    assert!(
+        fake.calls()["POST projects/zones/instances"].is_null(),
+        "no plain VM: {}",
+        fake.calls()
+    );
+    // the gang ends: its machines go by name, then their empty pools
+    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), "team-a")
+        .delete("l4", &kube::api::DeleteParams::background())
+        .await
+        .expect("delete the Job");
+    support::eventually(90, "muster's node pools deleted", || {
+        let fake = fake.clone();
+        async move {
+            let f = fake.clone();
+            let pools = tokio::task::spawn_blocking(move || gke_pools(&f))
+                .await
+                .ok()?;
+            pools.is_empty().then_some(())
+        }
+    })
+    .await;
+    assert!(
+        fake.calls()["POST projects/zones/instanceGroupManagers/deleteInstances"]
+            .as_u64()
+            .is_some_and(|n| n >= 4),
+        "{}",
+        fake.calls()
+    );
+    server.assert_rbac_allows_controller();
+    ctl.abort();
+}
+
+/// The controller restarts after it asked the group for the gang's two
+/// instances and before GCE made them: the new leader launches the same
+/// PoolNodes again, the group already has both names, and exactly two
+/// machines are made and run the gang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_before_gke_makes_the_nodes_creates_no_third_instance() {
+    let fake = Arc::new(ComputeFake::start());
+    // GCE still working: the groups leave the instances CREATING
+    fake.control("POST", "hold?on=true");
+    let server = ApiServer::start();
+    let client = server.client();
+    gke_world(&client).await;
+    let _emu = Emulator::start_with(
+        client.clone(),
+        vec![Arc::new(GkeNodes {
+            fake: fake.clone(),
+            seen: Default::default(),
+        })],
+    );
+    let first = start_gke_controller(&server, &fake);
+    support::cloud_e2e::submit(
+        &client,
+        &support::cloud_e2e::gang_job("l4", "1", "2", "8Gi", json!({})),
+    )
+    .await;
+    let created = |fake: &ComputeFake| {
+        fake.calls()["POST projects/zones/instanceGroupManagers/createInstances"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    support::eventually(60, "both instances asked of the group", || {
+        let fake = fake.clone();
+        async move {
+            let f = fake.clone();
+            let n = tokio::task::spawn_blocking(move || created(&f))
+                .await
+                .ok()?;
+            (n >= 2).then_some(())
+        }
+    })
+    .await;
+    first.abort();
+    let _ = first.await;
+    // PoolNodes the first leader had recorded no instance for when it stopped
+    let unrecorded = Api::<kube::api::DynamicObject>::all_with(
+        client.clone(),
+        &support::ar("PoolNode", "poolnodes"),
+    )
+    .list(&Default::default())
+    .await
+    .expect("poolnodes")
+    .items
+    .iter()
+    .filter(|p| p.data["status"]["providerID"].as_str().is_none())
+    .count() as u64;
+    let asked = created(&fake);
+    let second = start_gke_controller(&server, &fake);
+    fake.control("POST", "hold?on=false");
+    let pods = support::cloud_e2e::both_running(&client, "l4", 120).await;
+    let listed: serde_json::Value =
+        serde_json::from_str(&fake.control("GET", "gke/nodes?cluster=prod")).expect("JSON");
+    assert_eq!(
+        listed["nodes"].as_array().map(Vec::len),
+        Some(2),
+        "exactly two machines made: {listed}"
+    );
+    let nodes: BTreeSet<String> = pods
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    assert_eq!(gke_pools(&fake).len(), 1, "one pool");
+    // the new leader asked again for the PoolNodes the first had not
+    // recorded an instance for: the group answered with the names it had
+    assert!(
+        created(&fake) >= asked + unrecorded,
+        "{unrecorded} PoolNodes launched again: {}",
+        fake.calls()
+    );
+    second.abort();
 }

@@ -78,6 +78,9 @@ impl Group {
 #[derive(Debug, Default)]
 pub(crate) struct PoolMemory {
     groups: BTreeMap<String, Group>,
+    /// One creation at a time per pool: launches of one shape that start
+    /// together create the pool once.
+    creating: BTreeMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>,
     empty_since: BTreeMap<String, Instant>,
 }
 
@@ -160,6 +163,17 @@ impl GcpProvider {
         body: Value,
         request: &LaunchRequest,
     ) -> Result<Group, ProviderError> {
+        if let Some(g) = self.pools_memory().groups.get(pool) {
+            return Ok(g.clone());
+        }
+        let lock = self
+            .pools_memory()
+            .creating
+            .entry(pool.to_string())
+            .or_default()
+            .clone();
+        let _creating = lock.lock().await;
+        // made while this launch waited
         if let Some(g) = self.pools_memory().groups.get(pool) {
             return Ok(g.clone());
         }
@@ -266,7 +280,18 @@ impl GcpProvider {
             .set_body(create)
             .send()
             .await
-            .map_err(|e| failure(&e, Some(&request.offering)))?;
+            .map_err(|e| match failure(&e, Some(&request.offering)) {
+                // the pool went meanwhile (deleted by another replica, or by hand):
+                // forget its group, and the next try creates the pool again
+                ProviderError::NotFound { what } => {
+                    self.pools_memory().groups.remove(&pool);
+                    ProviderError::Transient {
+                        message: format!("group of node pool {pool} is gone: {what}"),
+                        retry_after: None,
+                    }
+                }
+                other => other,
+            })?;
         let done = self
             .wait_in(&group.project, &group.zone, to_value(&op))
             .await?;
@@ -489,6 +514,7 @@ impl GcpProvider {
             let mut m = self.pools_memory();
             m.empty_since.remove(&pool);
             m.groups.remove(&pool);
+            m.creating.remove(&pool);
             deleted.push(pool);
         }
         Ok(deleted)
