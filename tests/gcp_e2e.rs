@@ -155,82 +155,6 @@ async fn an_autopilot_cluster_gets_the_condition_not_a_launch() {
     ctl.abort();
 }
 
-/// The Nodes GKE registers (`/fake/gke/nodes`: the instances of the
-/// cluster's node pools' groups that GKE's CSR approver would approve, with
-/// the labels and taints its bootstrap and node annotator give them); a
-/// node no longer listed is a machine gone, whose Node is removed.
-struct GkeNodes {
-    fake: Arc<ComputeFake>,
-    seen: std::sync::Mutex<std::collections::BTreeMap<String, Machine>>,
-}
-
-fn gke_machine(node: &serde_json::Value) -> Machine {
-    use muster_planner::{Taint, TaintEffect};
-    let labels: std::collections::BTreeMap<String, String> = node["metadata"]["labels"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-        .collect();
-    let taints = node["spec"]["taints"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| Taint {
-            key: t["key"].as_str().unwrap_or_default().into(),
-            value: t["value"].as_str().unwrap_or_default().into(),
-            effect: match t["effect"].as_str() {
-                Some("NoExecute") => TaintEffect::NoExecute,
-                Some("PreferNoSchedule") => TaintEffect::PreferNoSchedule,
-                _ => TaintEffect::NoSchedule,
-            },
-        })
-        .collect();
-    Machine {
-        name: node["metadata"]["name"].as_str().unwrap_or_default().into(),
-        provider_id: node["spec"]["providerID"]
-            .as_str()
-            .unwrap_or_default()
-            .into(),
-        instance_type: labels["node.kubernetes.io/instance-type"].clone(),
-        zone: labels["topology.kubernetes.io/zone"].clone(),
-        gpus: node["status"]["capacity"]["nvidia.com/gpu"]
-            .as_str()
-            .and_then(|g| g.parse().ok())
-            .unwrap_or(0),
-        labels,
-        taints,
-        terminated: false,
-        never_ready: false,
-    }
-}
-
-#[async_trait::async_trait]
-impl Machines for GkeNodes {
-    async fn machines(&self) -> Vec<Machine> {
-        let fake = self.fake.clone();
-        let listed =
-            tokio::task::spawn_blocking(move || fake.control("GET", "gke/nodes?cluster=prod"))
-                .await
-                .unwrap_or_default();
-        let v: serde_json::Value = serde_json::from_str(&listed).unwrap_or_default();
-        let now: Vec<Machine> = v["nodes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(gke_machine)
-            .collect();
-        let mut seen = self.seen.lock().expect("lock");
-        for m in seen.values_mut() {
-            m.terminated = !now.iter().any(|n| n.name == m.name);
-        }
-        for m in now {
-            seen.insert(m.name.clone(), m);
-        }
-        seen.values().cloned().collect()
-    }
-}
-
 /// NodeClass `gke` naming the fake's Standard cluster, a pool of
 /// on-demand `g2-standard-8` (1×L4) machines that empties a second after
 /// its work ends, and a queue.
@@ -272,6 +196,14 @@ async fn gke_world(client: &kube::Client) {
         json!({"metadata": {"name": "team-a"}, "spec": {"pools": ["l4"], "namespaceSelector": {}}}),
     )
     .await;
+}
+
+/// The emulated kubelets of the nodes GKE registers in the fake's cluster.
+fn gke_nodes(fake: &Arc<ComputeFake>) -> Arc<dyn Machines> {
+    let fake = fake.clone();
+    Arc::new(support::gke::GkeNodes::new(move || {
+        fake.control("GET", "gke/nodes?cluster=prod")
+    }))
 }
 
 fn start_gke_controller(server: &ApiServer, fake: &ComputeFake) -> tokio::task::JoinHandle<()> {
@@ -325,13 +257,7 @@ async fn a_gang_runs_on_gke_nodes_that_gke_makes_end_to_end() {
     let server = ApiServer::start();
     let client = server.client();
     gke_world(&client).await;
-    let _emu = Emulator::start_with(
-        client.clone(),
-        vec![Arc::new(GkeNodes {
-            fake: fake.clone(),
-            seen: Default::default(),
-        })],
-    );
+    let _emu = Emulator::start_with(client.clone(), vec![gke_nodes(&fake)]);
     let ctl = start_gke_controller(&server, &fake);
     support::cloud_e2e::submit(
         &client,
@@ -419,13 +345,7 @@ async fn a_restart_before_gke_makes_the_nodes_creates_no_third_instance() {
     let server = ApiServer::start();
     let client = server.client();
     gke_world(&client).await;
-    let _emu = Emulator::start_with(
-        client.clone(),
-        vec![Arc::new(GkeNodes {
-            fake: fake.clone(),
-            seen: Default::default(),
-        })],
-    );
+    let _emu = Emulator::start_with(client.clone(), vec![gke_nodes(&fake)]);
     let first = start_gke_controller(&server, &fake);
     support::cloud_e2e::submit(
         &client,

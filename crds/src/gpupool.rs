@@ -124,7 +124,8 @@ pub struct PoolRequirements {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 100), inner(length(max = 64)))]
     pub instance_types: Vec<String>,
-    /// Allowed instance families, e.g. `p5`, `g6` or `a3`.
+    /// Allowed instance families, e.g. `p5` or `g6e`; on GCP a machine series (`a3`, `g2`:
+    /// every `a3-*`, `g2-*` machine type) or a family of one (`a2-ultragpu`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 50), inner(length(max = 32)))]
     pub instance_families: Vec<String>,

@@ -429,6 +429,7 @@ pub enum HttpTokens {
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.zones) || self.zones.all(z, z.startsWith(self.region + '-'))").message("spec.gcp.zones: every zone must be in spec.gcp.region (e.g. us-central1-a in us-central1)"))]
 #[x_kube(validation = Rule::new("has(self.image) || has(self.cluster)").message("spec.gcp.image is required unless spec.gcp.cluster names a GKE cluster (whose node pool gives the image)").reason(Reason::FieldValueRequired))]
+#[x_kube(validation = Rule::new("!has(self.cluster) || !(has(self.image) || has(self.network) || has(self.subnetwork) || has(self.networkTags) || has(self.metadata))").message("spec.gcp: image, network, subnetwork, networkTags and metadata do not apply with spec.gcp.cluster (GKE chooses the node image and the cluster's network); remove them"))]
 pub struct GcpNodeClass {
     /// Project the machines are created in.
     #[schemars(regex(pattern = r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$"))]

@@ -5,6 +5,7 @@
 pub mod cloud_e2e;
 pub mod emulator;
 pub mod fake_cloud;
+pub mod gke;
 pub mod in_process;
 pub mod karpenter;
 pub mod objects;

@@ -40,6 +40,18 @@ pub struct PoolRequirements {
     pub capacity_types: Vec<CapacityType>,
 }
 
+/// Whether requirement `family` admits `instance_type`: its family
+/// (`p4d`, `a2-ultragpu`), or on GCP its machine series, the part before
+/// the first `-` (`a3`, `g2`: every `a3-*`, `g2-*` type; GCP's own name for
+/// them).
+pub fn family_matches(family: &str, instance_type: &str) -> bool {
+    family == super::offering::family_of(instance_type)
+        || (!instance_type.contains('.')
+            && instance_type
+                .split_once('-')
+                .is_some_and(|(series, _)| series == family))
+}
+
 impl PoolRequirements {
     /// True when an offering satisfies these requirements (availability and
     /// price aside). Empty lists allow anything; no capacity types means
@@ -49,7 +61,10 @@ impl PoolRequirements {
             return false;
         }
         if !self.instance_families.is_empty()
-            && !self.instance_families.iter().any(|f| f == o.family())
+            && !self
+                .instance_families
+                .iter()
+                .any(|f| family_matches(f, &o.instance_type))
         {
             return false;
         }
@@ -201,4 +216,30 @@ pub fn default_taints() -> Vec<Taint> {
         value: "true".to_string(),
         effect: super::scheduling::TaintEffect::NoSchedule,
     }]
+}
+
+#[cfg(test)]
+mod family_tests {
+    use super::family_matches;
+
+    #[test]
+    fn a_family_or_a_gcp_machine_series_admits_its_types() {
+        let cases = [
+            ("p4d", "p4d.24xlarge", true),
+            ("p4", "p4d.24xlarge", false),
+            ("g6", "g6e.xlarge", false),
+            ("a2-ultragpu", "a2-ultragpu-8g", true),
+            ("a2", "a2-ultragpu-8g", true),
+            ("a2", "a2-highgpu-1g", true),
+            ("a2-highgpu", "a2-ultragpu-8g", false),
+            ("g2", "g2-standard-4", true),
+            ("g2-standard", "g2-standard-4", true),
+            ("a3", "a2-highgpu-8g", false),
+            ("n1", "n1-standard-8+4xnvidia-tesla-t4", true),
+            ("g", "g2-standard-4", false),
+        ];
+        for (family, ty, want) in cases {
+            assert_eq!(family_matches(family, ty), want, "{family} admits {ty}");
+        }
+    }
 }

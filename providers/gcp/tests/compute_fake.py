@@ -75,7 +75,7 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "gke_fixture.
     GKE = json.load(f)
 IDS = itertools.count(1000)
 STATE = {"instances": {}, "ops": {}, "requests": {}, "stockout": set(), "quota": set(),
-         "fail": None, "calls": {}, "created": []}
+         "fail": None, "calls": {}, "created": [], "log": [], "op_polls": 0}
 
 GIB = 1024
 
@@ -122,6 +122,10 @@ def operation(project, zone, kind, target, error=None):
     if error:
         op["error"] = {"errors": [error]}
         op["httpErrorStatusCode"] = 503 if error["code"] != "QUOTA_EXCEEDED" else 403
+    if STATE["op_polls"] > 0:
+        # still running: answered RUNNING until read op_polls times
+        op["status"], op["_left"] = "RUNNING", STATE["op_polls"]
+        del op["endTime"]
     STATE["ops"][(project, zone, name)] = op
     return op
 
@@ -151,6 +155,8 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def send(self, code, body):
+        if isinstance(body, dict) and "_left" in body:
+            body = {k: v for k, v in body.items() if k != "_left"}  # the fake's own bookkeeping
         data = json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -176,6 +182,8 @@ class Handler(BaseHTTPRequestHandler):
         if parts[:1] == ["fake"]:
             return self.control(method, parts[1:], q)
         with LOCK:
+            # every API request as it came (method and path, no query), for the IAM check
+            STATE["log"].append({"method": method, "path": url.path})
             STATE["calls"][f"{method} {'/'.join(parts[2:3] + parts[4:5] + parts[6:7])}"] = \
                 STATE["calls"].get(f"{method} {'/'.join(parts[2:3] + parts[4:5] + parts[6:7])}", 0) + 1
             if parts[:2] == ["compute", "v1"] and len(parts) > 8 and parts[6] == "instanceGroupManagers":
@@ -239,7 +247,12 @@ class Handler(BaseHTTPRequestHandler):
                 op = STATE["ops"].get((project, zone, tail[0]))
                 if not op:
                     return self.error(404, "notFound", f"operation {tail[0]} not found")
-                return self.send(200, op)
+                if op.get("_left", 0) > 0:
+                    op["_left"] -= 1
+                    if op["_left"] == 0:
+                        op["status"], op["endTime"] = "DONE", now()
+                        del op["_left"]
+                return self.send(200, {k: v for k, v in op.items() if k != "_left"})
             if coll == "instances":
                 return self.instances(method, project, zone, tail, q)
         return self.error(404, "notFound", f"no route {url.path}")
@@ -341,6 +354,10 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send(200, STATE["calls"])
             elif what == "created":
                 return self.send(200, STATE["created"])
+            elif what == "log":
+                return self.send(200, STATE["log"])
+            elif what == "op-polls":
+                STATE["op_polls"] = int(q.get("n", "0"))
             else:
                 return self.error(404, "notFound", "no such control")
             return self.send(200, {"ok": True})

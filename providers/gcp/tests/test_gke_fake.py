@@ -56,6 +56,23 @@ class ManagedInstanceGroups(FakeCase):
         created = [c["name"] for c in self.f.control("created", "GET")]
         self.assertEqual(created.count("n-a"), 1)
 
+    def test_operations_run_until_read_when_asked_and_every_request_is_logged(self):
+        _, url = self.pool_group()
+        self.f.control("op-polls?n=2")
+        op = self.f.create_instances(url, ["n-slow"])
+        self.assertEqual(op["status"], "RUNNING")
+        self.assertNotIn("_left", op)
+        path = op["selfLink"].split("/compute/v1", 1)[1].join(["/compute/v1", ""])
+        self.assertEqual(self.f.ok("GET", path)["status"], "RUNNING")
+        done = self.f.ok("POST", path + "/wait")
+        self.assertEqual(done["status"], "DONE")
+        self.assertIn("endTime", done)
+        self.f.control("op-polls?n=0")
+        self.assertEqual(self.f.create_instances(url, ["n-fast"])["status"], "DONE")
+        log = self.f.control("log", "GET")
+        self.assertIn({"method": "POST", "path": path + "/wait"}, log)
+        self.assertTrue(all(not e["path"].startswith("/fake") for e in log), "knobs are not API calls")
+
     def test_a_request_id_seen_before_returns_the_same_operation(self):
         _, url = self.pool_group()
         path = self.f.group_path(url) + "/createInstances?requestId=r-1"
