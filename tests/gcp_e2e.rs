@@ -156,7 +156,7 @@ async fn an_autopilot_cluster_gets_the_condition_not_a_launch() {
 }
 
 /// NodeClass `gke` naming the fake's Standard cluster, a pool of
-/// on-demand `g2-standard-8` (1×L4) machines that empties a second after
+/// spot `g2-standard-8` (1×L4) machines that empties a second after
 /// its work ends, and a queue.
 async fn gke_world(client: &kube::Client) {
     support::install_crds(client).await;
@@ -182,7 +182,7 @@ async fn gke_world(client: &kube::Client) {
         json!({
             "metadata": {"name": "l4"},
             "spec": {"nodeClassRef": {"name": "gke"},
-                     "requirements": {"instanceTypes": ["g2-standard-8"], "capacityTypes": ["on-demand"]},
+                     "requirements": {"instanceTypes": ["g2-standard-8"], "capacityTypes": ["spot"]},
                      "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1s",
                                     "scaleToZeroAfter": "1s"}}
         }),
@@ -241,9 +241,9 @@ fn gke_pools(fake: &ComputeFake) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-/// A gang of two 1-GPU pods on GKE: a stockout of on-demand
-/// `g2-standard-8` in `us-central1-a` moves it to `us-central1-b`, where
-/// one node pool is created and two named instances are added to its
+/// A gang of two 1-GPU pods on GKE: a stockout of spot `g2-standard-8` in
+/// `us-central1-a` moves it to `us-central1-b`, where one spot node pool is
+/// created and two named instances are added to its
 /// group; GKE registers both with `cloud.google.com/gke-accelerator`, the
 /// gang runs on them, and once it is gone the instances are deleted by
 /// name and the empty pool is deleted.
@@ -252,7 +252,7 @@ async fn a_gang_runs_on_gke_nodes_that_gke_makes_end_to_end() {
     let fake = Arc::new(ComputeFake::start());
     fake.control(
         "POST",
-        "stockout?zone=us-central1-a&machineType=g2-standard-8&spot=false",
+        "stockout?zone=us-central1-a&machineType=g2-standard-8&spot=true",
     );
     let server = ApiServer::start();
     let client = server.client();
@@ -280,6 +280,7 @@ async fn a_gang_runs_on_gke_nodes_that_gke_makes_end_to_end() {
         let l = &n["metadata"]["labels"];
         assert_eq!(l["cloud.google.com/gke-accelerator"], "nvidia-l4", "{n}");
         assert_eq!(l["topology.kubernetes.io/zone"], "us-central1-b", "{n}");
+        assert_eq!(l["cloud.google.com/gke-spot"], "true", "{n}");
         assert_eq!(l["muster.dev/pool"], "l4", "{n}");
         assert!(nodes.contains(n["metadata"]["name"].as_str().unwrap_or_default()));
     }

@@ -505,13 +505,47 @@ impl CloudProvider for GcpProvider {
     }
 
     async fn interruptions(&self) -> Result<Vec<Interruption>, ProviderError> {
-        // instances of every cluster this NodeClass launched for: the label
+        // instances of every cluster this NodeClass launched for, plain VMs
+        // and GKE nodes alike (both carry the pool label): the cluster label
         // names the cluster, so read them all and let the controller match
         let all = self
-            .aggregated(format!("labels.{}:*", label_key(tags::POOL_NODE)))
+            .aggregated(format!("labels.{}:*", label_key(tags::POOL)))
             .await?;
-        let mut p = self.preemptions.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(p.poll(&self.class.project, &all, now()))
+        let mut found = {
+            let mut p = self.preemptions.lock().unwrap_or_else(|e| e.into_inner());
+            p.poll(&self.class.project, &all, now())
+        };
+        if self.class.cluster.is_some() {
+            // a node pool's group recreates a preempted instance under its
+            // name: GCE's system event is what stays
+            let mut events = Vec::new();
+            for zone in self.zones().await? {
+                let ops = self
+                    .clients
+                    .operations
+                    .list()
+                    .set_project(&self.class.project)
+                    .set_zone(&zone)
+                    .set_filter("operationType=\"compute.instances.preempted\"")
+                    .send()
+                    .await
+                    .map_err(|e| failure(&e, None))?;
+                events.extend(
+                    to_value(&ops)["items"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .cloned(),
+                );
+            }
+            let mut p = self.preemptions.lock().unwrap_or_else(|e| e.into_inner());
+            for e in p.events(&self.class.project, &events, now()) {
+                if !found.iter().any(|f| f.provider_id == e.provider_id) {
+                    found.push(e);
+                }
+            }
+        }
+        Ok(found)
     }
 }
 

@@ -376,3 +376,41 @@ async fn an_autopilot_cluster_is_refused_with_what_to_use_instead() {
         .await
         .expect("a Standard cluster resolves");
 }
+
+#[tokio::test]
+async fn a_preempted_gke_node_is_reported_once_though_its_group_recreates_it() {
+    let fake = ComputeFake::start();
+    let p = provider(&fake, json!({})).await;
+    let a = p
+        .launch(&request("pn-0", "us-central1-a"))
+        .await
+        .expect("launch");
+    let b = p
+        .launch(&request("pn-1", "us-central1-a"))
+        .await
+        .expect("launch");
+    assert!(p.interruptions().await.expect("poll").is_empty());
+    let name = instance_name(&a.provider_id).to_string();
+    fake.control("POST", &format!("preempt?name={name}"));
+    let found = p.interruptions().await.expect("poll");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].provider_id, a.provider_id);
+    assert_eq!(
+        found[0].kind,
+        muster_provider_api::InterruptionKind::Preempted
+    );
+    // the group made it again under its name: still one report
+    let pools = muster_pools(&fake);
+    assert!(members(&fake, &pools[0], "us-central1-a").contains_key(&name));
+    assert!(
+        p.interruptions().await.expect("poll").is_empty(),
+        "reported once"
+    );
+    // muster releases it: deleted by name, the other kept
+    p.terminate(&a.provider_id).await.expect("terminate");
+    let left = members(&fake, &pools[0], "us-central1-a");
+    assert_eq!(
+        left.keys().map(String::as_str).collect::<Vec<_>>(),
+        vec![instance_name(&b.provider_id)]
+    );
+}

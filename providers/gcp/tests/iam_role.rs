@@ -92,6 +92,7 @@ fn permissions(method: &str, path: &str) -> Result<Vec<&'static str>, String> {
             ("GET", ["operations", _]) | ("POST", ["operations", _, "wait"]) => {
                 Ok(vec!["compute.zoneOperations.get"])
             }
+            ("GET", ["operations"]) => Ok(vec!["compute.zoneOperations.list"]),
             ("GET", ["instances", _]) => Ok(vec!["compute.instances.get"]),
             ("DELETE", ["instances", _]) => Ok(vec!["compute.instances.delete"]),
             ("POST", ["instances"]) => Ok(vec![
