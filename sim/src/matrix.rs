@@ -142,6 +142,12 @@ pub struct Cell {
     pub gpu_hours_lost_to_interruptions: f64,
     /// GPU-hours held by incomplete gangs.
     pub partial_gang_gpu_hours: f64,
+    /// GPU-hours held for gangs that are not running, counted the same way
+    /// for every policy: GPUs bound by pods of gangs that are not all
+    /// running (the baselines' partial gangs), plus Ready, empty nodes held
+    /// for a gang that has not started (muster's reservations).
+    #[serde(default)]
+    pub held_not_running_gpu_hours: f64,
     /// Wait p50, seconds.
     pub wait_p50_s: f64,
     /// Wait p95, seconds.
@@ -174,6 +180,10 @@ impl Cell {
                 / 1e6,
             gpu_hours_lost_to_interruptions: p.gpu_hours_lost_to_interruptions,
             partial_gang_gpu_hours: p.partial_gang_gpu_hours,
+            held_not_running_gpu_hours: ((p.partial_gang_gpu_hours + p.reserved_idle_gpu_hours)
+                * 1e6)
+                .round()
+                / 1e6,
             wait_p50_s: p.wait_p50_s,
             wait_p95_s: p.wait_p95_s,
             jobs_completed: p.jobs_completed,

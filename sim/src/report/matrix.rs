@@ -102,7 +102,7 @@ pub fn render_benchmarks(r: &MatrixReport) -> String {
             dollars(row.lower_bound_usd)
         );
     }
-    let sections: [Section; 8] = [
+    let sections: [Section; 9] = [
         (
             "cost (× lower bound)",
             Box::new(|_, c| format!("{} ({:.2}×)", dollars(c.cost_usd), c.cost_vs_lower_bound)),
@@ -136,6 +136,10 @@ pub fn render_benchmarks(r: &MatrixReport) -> String {
         (
             "partial-gang GPU-hours",
             Box::new(|_, c| format!("{:.1}", c.partial_gang_gpu_hours)),
+        ),
+        (
+            "GPU-hours held for gangs not running (partial gangs + Ready nodes held for gangs not started)",
+            Box::new(|_, c| format!("{:.1}", c.held_not_running_gpu_hours)),
         ),
         (
             "wait p50 / p95",
@@ -173,9 +177,18 @@ pub fn render_readme(r: &MatrixReport) -> String {
         )
     });
     out.push('\n');
-    out.push_str(&table(r, "GPU-hours held by incomplete gangs", |_, c| {
-        format!("{:.0}", c.partial_gang_gpu_hours)
-    }));
+    out.push_str(&table(
+        r,
+        "GPU-hours held for gangs not running (partial gangs + Ready nodes held for gangs not started)",
+        |_, c| {
+            format!(
+                "{:.0} ({:.0} + {:.0})",
+                c.held_not_running_gpu_hours,
+                c.partial_gang_gpu_hours,
+                c.held_not_running_gpu_hours - c.partial_gang_gpu_hours
+            )
+        },
+    ));
     out
 }
 
