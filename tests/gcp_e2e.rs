@@ -409,3 +409,76 @@ async fn a_restart_before_gke_makes_the_nodes_creates_no_third_instance() {
     );
     second.abort();
 }
+
+/// A spot GKE node of a running gang is preempted: its group recreates the
+/// instance under the same name, GCE records the system event, muster
+/// reads it, requeues the gang whole, deletes the instance from its group
+/// by name, and the gang runs again on new nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preempted_gke_node_requeues_its_gang_and_leaves_its_group() {
+    let fake = Arc::new(ComputeFake::start());
+    let server = ApiServer::start();
+    let client = server.client();
+    gke_world(&client).await;
+    let _emu = Emulator::start_with(client.clone(), vec![gke_nodes(&fake)]);
+    let ctl = support::cloud_e2e::start_with(
+        &server,
+        CloudOptions {
+            gcp: fake.options(),
+            ..CloudOptions::default()
+        },
+        |c| {
+            c.orphan_gc_period = std::time::Duration::from_secs(1);
+            c.interruption_poll = std::time::Duration::from_secs(1);
+        },
+    );
+    support::cloud_e2e::submit(
+        &client,
+        &support::cloud_e2e::gang_job("l4", "1", "2", "8Gi", json!({})),
+    )
+    .await;
+    let pods = support::cloud_e2e::both_running(&client, "l4", 120).await;
+    let victim = pods[0]
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .expect("a node");
+    fake.control("POST", &format!("preempt?name={victim}"));
+    // the gang is requeued whole and runs again, not on the preempted node
+    support::eventually(120, "the gang running again off the preempted node", || {
+        let client = client.clone();
+        let victim = victim.clone();
+        async move {
+            let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client, "team-a")
+                .list(&kube::api::ListParams::default().labels("job-name=l4"))
+                .await
+                .ok()?
+                .items;
+            let running: Vec<_> = pods
+                .iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .collect();
+            (running.len() == 2
+                && running
+                    .iter()
+                    .all(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(&victim)))
+            .then_some(())
+        }
+    })
+    .await;
+    // the preempted instance left its group by name
+    let listed: serde_json::Value =
+        serde_json::from_str(&fake.control("GET", "gke/nodes?cluster=prod")).expect("JSON");
+    let names: Vec<&str> = listed["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n["metadata"]["name"].as_str())
+        .collect();
+    assert!(
+        !names.contains(&victim.as_str()),
+        "{victim} still in {names:?}"
+    );
+    server.assert_rbac_allows_controller();
+    ctl.abort();
+}
