@@ -106,6 +106,12 @@ pub struct CaConfig {
     /// than one pod (a ClusterQueue per kind of workload); single pods are
     /// admitted on quota and scale up as ordinary pending pods.
     pub provreq_gangs_only: bool,
+    /// How long capacity a ProvisioningRequest provisioned stays booked for
+    /// its pods: past it the booking expires (the request's `BookingExpired`
+    /// condition, KEP-1136 "ProvisioningRequest support") and pods not yet
+    /// on their node are ordinary pending pods. Cluster Autoscaler books for
+    /// 10 minutes.
+    pub booking_expiry: Dur,
 }
 
 impl Default for CaConfig {
@@ -120,6 +126,7 @@ impl Default for CaConfig {
             max_gpus_per_node: 8,
             frequent_loops: false,
             provreq_gangs_only: false,
+            booking_expiry: Dur::mins(10),
         }
     }
 }
@@ -155,6 +162,10 @@ pub struct DefaultCa {
     pending: Vec<(JobId, u32)>,
     /// Pods booked on a node a ProvisioningRequest launched for them.
     booked: HashMap<(JobId, u32), NodeId>,
+    /// When each pod's booking was made (it expires after
+    /// [`CaConfig::booking_expiry`]).
+    booked_at: HashMap<(JobId, u32), Time>,
+
     provreq: Option<ProvReq>,
     rng: Rng,
     last_scale_up: Option<Time>,
@@ -213,6 +224,8 @@ impl DefaultCa {
             groups,
             pending: Vec::new(),
             booked: HashMap::new(),
+            booked_at: HashMap::new(),
+
             provreq: provreq.map(|(queues, team_queue)| ProvReq {
                 kueue: Kueue::new(queues, team_queue),
                 requests: BTreeMap::new(),
@@ -488,6 +501,7 @@ impl DefaultCa {
                 && let Some(id) = launched.get((k / per) as usize)
             {
                 self.booked.insert((job, pod), *id);
+                self.booked_at.insert((job, pod), now);
             }
             self.pending.push((job, pod));
         }
@@ -520,6 +534,7 @@ impl DefaultCa {
         mine.sort_unstable();
         for (job, pod) in mine {
             self.booked.remove(&(job, pod));
+            self.booked_at.remove(&(job, pod));
             let _ = world.bind(job, pod, node);
         }
         self.schedule_pending(world);
@@ -531,6 +546,18 @@ impl DefaultCa {
         self.unneeded_since
             .retain(|id, _| world.cluster.nodes[*id].alive());
         self.booked.retain(|_, n| world.cluster.nodes[*n].alive());
+        // bookings past their expiry: the pods pend like any other
+        let expiry = self.cfg.booking_expiry;
+        let expired: Vec<(JobId, u32)> = self
+            .booked_at
+            .iter()
+            .filter(|(_, at)| now.since(**at) >= expiry)
+            .map(|(p, _)| *p)
+            .collect();
+        for p in &expired {
+            self.booked.remove(p);
+        }
+        self.booked_at.retain(|p, _| self.booked.contains_key(p));
         let delay_over = self
             .last_scale_up
             .is_none_or(|t| now.since(t) >= self.cfg.scale_down_delay_after_add);
