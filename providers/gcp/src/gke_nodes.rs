@@ -36,7 +36,7 @@ use crate::names::{instance_name, provider_id};
 use crate::node_pools::{
     MANAGED_LABEL, POOL_PREFIX, Shape, instance_metadata, pool_body, pool_name,
 };
-use crate::provider::GcpProvider;
+use crate::provider::{GcpProvider, permanent_error as permanent, to_value};
 
 /// How often a launch reads the group before it returns the instance as
 /// pending (the controller's registration timeout covers the rest).
@@ -89,14 +89,6 @@ fn parent(c: &GkeCluster) -> String {
         "projects/{}/locations/{}/clusters/{}",
         c.project, c.location, c.name
     )
-}
-
-fn to_value<T: serde::Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
-}
-
-fn permanent(message: String) -> ProviderError {
-    ProviderError::Permanent { message }
 }
 
 impl GcpProvider {

@@ -72,11 +72,13 @@ pub fn kubelet_args(request: &LaunchRequest) -> String {
     args.join(" ")
 }
 
-fn to_value<T: serde::Serialize>(v: &T) -> Value {
+/// A client answer as JSON (the fields the provider reads by name).
+pub(crate) fn to_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
-fn permanent_error(message: String) -> ProviderError {
+/// A [`ProviderError::Permanent`] with this message.
+pub(crate) fn permanent_error(message: String) -> ProviderError {
     ProviderError::Permanent { message }
 }
 
