@@ -225,6 +225,48 @@ pub struct Disruption {
     /// opted in with `spec.disruptible` are moved, and always as a whole.
     #[serde(default)]
     pub disrupt_running_gangs: bool,
+    /// Warm capacity: empty nodes kept past `consolidateAfter`, as many per machine size as the
+    /// pool's recent arrivals asked for within one burst, so the next small gangs start at once.
+    #[serde(default)]
+    pub keep_warm: KeepWarm,
+}
+
+/// Empty nodes a pool keeps for the gangs that arrive next, sized from its recent arrivals and
+/// capped in dollars.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeepWarm {
+    /// Arrivals (Gangs created in the pool's queues, finished ones included) within this
+    /// trailing window are the demand; `0s` keeps no node warm.
+    #[serde(default = "default_warm_window")]
+    pub window: Duration,
+    /// Per machine size, the most machines arrivals asked for within any span of this length
+    /// in the window is how many empty nodes of that size are kept.
+    #[serde(default = "default_warm_burst")]
+    pub burst: Duration,
+    /// Most the kept nodes may cost together, in US dollars per hour, e.g. `20.00`; unset: as
+    /// many as the demand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_price_per_hour: Option<Usd>,
+}
+
+impl Default for KeepWarm {
+    fn default() -> Self {
+        Self {
+            window: default_warm_window(),
+            burst: default_warm_burst(),
+            max_price_per_hour: None,
+        }
+    }
+}
+
+/// The planner's default (`muster_planner::model::pool::default_keep_warm`).
+fn default_warm_window() -> Duration {
+    Duration::from("1h")
+}
+
+fn default_warm_burst() -> Duration {
+    Duration::from("10m")
 }
 
 impl Default for Disruption {
@@ -235,6 +277,7 @@ impl Default for Disruption {
             scale_to_zero_after: default_scale_to_zero_after(),
             budgets: default_budgets(),
             disrupt_running_gangs: false,
+            keep_warm: KeepWarm::default(),
         }
     }
 }

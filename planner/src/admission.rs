@@ -168,25 +168,21 @@ fn size_matched(
         return None;
     }
     let class = hole::size_class(w, gi, groups)?;
-    let bigger = hole::bigger_than(w, class);
-    if bigger.is_empty() {
+    if !hole::has_bigger(w, class) {
         return None;
     }
     let topology = w.gangs[gi].gang.topology;
-    w.avoid = bigger;
+    w.avoid_above_gpus = Some(class);
     let decision = match place(w, groups, topology, scope) {
         Some(takes) => Some(Decision::Admit(takes)),
         None => plan_launch(w, gi, groups, topology, excluded, duration)
             .ok()
             .filter(|c| !c.new.is_empty())
-            .map(|mut c| {
-                c.passed_over = true;
-                Decision::Launch(c)
-            }),
+            .map(Decision::Launch),
     };
-    w.avoid.clear();
-    // what was found without the bigger nodes does not hold with them
-    w.generation += 1;
+    // (Packing failures found without the bigger nodes are cached under
+    // their own key, `World::avoid_above_gpus`.)
+    w.avoid_above_gpus = None;
     decision
 }
 

@@ -240,6 +240,20 @@ fn utilization_percent(n: &crate::index::NodeInfo<'_>) -> u64 {
 pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
     let now = w.now;
     for p in 0..w.pools.len() {
+        let warm: Vec<usize> = crate::warm::kept(w, p)
+            .into_iter()
+            .map(|k| {
+                let n = w.nodes[k.node].node;
+                cx.plan.warm.push(crate::plan::WarmNode {
+                    node: n.name.clone(),
+                    pool: w.pools[p].name.clone(),
+                    gpus: k.class,
+                    price: n.price.unwrap_or_default(),
+                    demand: k.demand,
+                });
+                k.node
+            })
+            .collect();
         let mut left = budget(w, p);
         if left == 0 {
             continue;
@@ -249,7 +263,7 @@ pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
         let nodes: Vec<usize> = (0..w.nodes.len())
             .filter(|&ni| w.nodes[ni].pool == Some(p))
             .collect();
-        // Empty nodes.
+        // Empty nodes, except those the pool keeps warm.
         let mut empty: Vec<(crate::time::Time, usize)> = nodes
             .iter()
             .copied()
@@ -257,6 +271,7 @@ pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
                 let n = &w.nodes[ni];
                 !untouchable(w, cx, ni)
                     && n.gangs.is_empty()
+                    && warm.binary_search(&ni).is_err()
                     && n.node.pods.iter().all(|p| p.daemon)
                     && n.node
                         .empty_since

@@ -20,7 +20,7 @@
 //! have it: it takes a hole there, or gets a machine of that size, and
 //! takes a hole in a bigger machine only when no such launch is possible.
 
-use crate::index::{World, node_gpus, pool_allows};
+use crate::index::{World, node_gpus};
 use crate::placement::Group;
 use crate::provisioning::LaunchChoice;
 use crate::resources::fit_count;
@@ -53,17 +53,31 @@ pub(crate) fn idle_hosts(w: &World<'_>, takes: &[Take]) -> Vec<usize> {
 /// (node groups by GPU count) would give the gang. `None` when no offering
 /// holds a pod of some group.
 pub(crate) fn size_class(w: &mut World<'_>, gi: usize, groups: &[Group]) -> Option<u64> {
+    let mut sigs = Vec::with_capacity(groups.len());
+    for g in groups {
+        let sig = w.gang_sig_list(gi).get(g.set).copied()?;
+        let s = &g.shape;
+        sigs.push((sig, s.gpu_millis, s.cpu_millis, s.memory_bytes));
+    }
+    let key = (w.gangs[gi].queue, sigs);
+    if let Some(&c) = w.size_classes.get(&key) {
+        return c;
+    }
+    let c = size_class_uncached(w, gi, groups);
+    w.size_classes.insert(key, c);
+    c
+}
+
+fn size_class_uncached(w: &mut World<'_>, gi: usize, groups: &[Group]) -> Option<u64> {
     let pools = w.queue_pools(w.gangs[gi].queue);
     let mut class = 0;
     for g in groups {
         let mut smallest: Option<u64> = None;
         for &p in &pools {
-            for o in 0..w.offerings.len() {
+            for i in 0..w.pool_offerings[p].len() {
+                let o = w.pool_offerings[p][i];
                 let off = w.offerings[o];
-                if !pool_allows(w.pools[p], off)
-                    || fit_count(&off.resources, &g.shape) == 0
-                    || !w.eligible_new(gi, g.set, p, o)
-                {
+                if fit_count(&off.resources, &g.shape) == 0 || !w.eligible_new(gi, g.set, p, o) {
                     continue;
                 }
                 let gpus = u64::from(off.gpu_count);
@@ -75,12 +89,12 @@ pub(crate) fn size_class(w: &mut World<'_>, gi: usize, groups: &[Group]) -> Opti
     Some(class)
 }
 
-/// Nodes of a pool with more GPUs than `class`, sorted: machines a gang of
-/// that size would keep up beyond its share if it took a hole in them.
-pub(crate) fn bigger_than(w: &World<'_>, class: u64) -> Vec<usize> {
-    (0..w.nodes.len())
-        .filter(|&ni| w.nodes[ni].pool.is_some() && node_gpus(w.nodes[ni].node) > class)
-        .collect()
+/// True when a pool has a node with more GPUs than `class`: a machine a
+/// gang of that size would keep up beyond its share if it took a hole in it.
+pub(crate) fn has_bigger(w: &World<'_>, class: u64) -> bool {
+    w.nodes
+        .iter()
+        .any(|n| n.pool.is_some() && node_gpus(n.node) > class)
 }
 
 /// Micro-dollars of keeping `hosts` up for `d`.

@@ -586,7 +586,12 @@ mod tests {
             nodes: 200,
             ..Params::default()
         };
-        let policy = Policy::default();
+        // Rechecks belong to the hole-first search; size-matched placement
+        // searches without the bigger nodes first, which no recheck reuses.
+        let policy = Policy {
+            size_matched_placement: false,
+            ..Policy::default()
+        };
         let s = synthetic::generate(&p);
         let later = Time(synthetic::NOW.0 + 1);
         let mut rechecked = Vec::new();

@@ -175,7 +175,7 @@ pub(crate) type FreeKey = (u64, u64, u32);
 
 /// (eligibility vector, shape GPU, CPU, memory, domain, excluded GPU
 /// models) of a cached packing failure.
-pub(crate) type PackKey = (usize, u64, u64, u64, u32, u64);
+pub(crate) type PackKey = (usize, u64, u64, u64, u32, u64, u64);
 
 /// Launch domains and the offerings skipped as unavailable now.
 pub(crate) type DomainSet = Rc<(Vec<Domain>, Vec<usize>)>;
@@ -196,6 +196,8 @@ pub(crate) struct PoolUsage {
 pub(crate) struct World<'a> {
     pub now: Time,
     pub policy: &'a Policy,
+    /// Recent arrivals (`Snapshot::arrivals`), in the driver's order.
+    pub arrivals: &'a [crate::snapshot::Arrival],
     pub queues: Vec<&'a Queue>,
     pub pools: Vec<&'a Pool>,
     pub offerings: Vec<&'a Offering>,
@@ -268,9 +270,20 @@ pub(crate) struct World<'a> {
     /// Per gang: the signature id of each pod set.
     pub(crate) gang_sigs: Vec<Option<Vec<u32>>>,
     /// Nodes no gang may take while a try weighs a launch against them
-    /// (`hole`); empty otherwise.
+    /// (`hole`), sorted; empty otherwise.
     pub(crate) avoid: Vec<usize>,
+    /// While a size-matched try runs (`hole`): pool nodes with more GPUs
+    /// than this are not taken. Part of the key of cached packing
+    /// failures, so failures found without those nodes stay apart.
+    pub(crate) avoid_above_gpus: Option<u64>,
+    /// Size classes (`hole::size_class`) computed this cycle, by queue and
+    /// the (signature, shape) of each group: they read only what a cycle
+    /// does not change.
+    pub(crate) size_classes: FastMap<SizeClassKey, Option<u64>>,
 }
+
+/// Key of [`World::size_classes`].
+pub(crate) type SizeClassKey = (Option<usize>, Vec<(u32, u64, u64, u64)>);
 
 fn offering_cmp(a: &Offering, b: &Offering) -> Ordering {
     (
@@ -407,7 +420,7 @@ impl<'a> World<'a> {
     }
 
     /// Signature ids of every pod set of gang `gi`, computed once.
-    fn gang_sig_list(&mut self, gi: usize) -> &[u32] {
+    pub(crate) fn gang_sig_list(&mut self, gi: usize) -> &[u32] {
         if self.gang_sigs[gi].is_none() {
             let g = self.gangs[gi].gang;
             let v: Vec<u32> = g.pod_sets.iter().map(|ps| self.sig_of(ps)).collect();

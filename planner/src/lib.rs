@@ -47,13 +47,14 @@ mod takes;
 pub mod time;
 mod time_facts;
 pub mod usage;
+mod warm;
 
 pub use incremental::{Planner, Replanner};
 pub use model::*;
 pub use plan::Plan;
 pub use quantity::{Quantity, QuantityError};
 pub use resources::Resources;
-pub use snapshot::{PlanInput, Policy, Snapshot};
+pub use snapshot::{Arrival, PlanInput, Policy, Snapshot};
 pub use time::{Dur, Time};
 
 /// Plans one cycle: admissions, launches, releases, preemptions, removals,

@@ -79,7 +79,12 @@ impl Scope<'_> {
     /// [`Scope::ids`]).
     pub fn admits(&self, w: &World<'_>, ni: usize, ids: ScopeIds) -> bool {
         let n = &w.nodes[ni];
-        if !w.reservation_allows(ni, self.gang) || n.removed || w.avoid.contains(&ni) {
+        if !w.reservation_allows(ni, self.gang)
+            || n.removed
+            || w.avoid.binary_search(&ni).is_ok()
+            || w.avoid_above_gpus
+                .is_some_and(|c| n.pool.is_some() && crate::index::node_gpus(n.node) > c)
+        {
             return false;
         }
         if let Some(m) = &n.node.gpu_model
@@ -262,6 +267,7 @@ pub(crate) fn pack(
             g.shape.memory_bytes,
             domain,
             excluded,
+            w.avoid_above_gpus.unwrap_or(u64::MAX),
         );
         if cacheable
             && first

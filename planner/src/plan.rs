@@ -89,6 +89,27 @@ pub struct Plan {
     /// Running gangs whose GPUs stayed idle past their queue's window.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub idle: Vec<IdleGang>,
+    /// Empty nodes kept past `consolidateAfter` as warm capacity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warm: Vec<WarmNode>,
+}
+
+/// An empty node a pool keeps for the gangs that arrive next
+/// (`keepWarm`), and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WarmNode {
+    /// Node name.
+    pub node: String,
+    /// Its pool.
+    pub pool: String,
+    /// Its GPUs: the size class it is kept for.
+    pub gpus: u64,
+    /// What it costs per hour.
+    pub price: Price,
+    /// Machines of that class the pool's recent arrivals asked for at
+    /// most within one `keepWarm.burst`.
+    pub demand: u64,
 }
 
 /// Start a gang on the nodes given.

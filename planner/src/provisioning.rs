@@ -65,6 +65,9 @@ pub(crate) struct LaunchChoice {
     /// not for want of room: a re-plan cannot infer from it that existing
     /// capacity had no room for the gang (`reads_same_nodes`).
     pub passed_over: bool,
+    /// Searched without the pool nodes bigger than this (size-matched
+    /// placement, `hole`): a re-plan checks the same nodes without them.
+    pub avoid_above: Option<u64>,
 }
 
 impl PartialEq for LaunchChoice {
@@ -81,6 +84,7 @@ impl PartialEq for LaunchChoice {
             skipped,
             existing_read: _,
             passed_over,
+            avoid_above,
         } = self;
         *existing == other.existing
             && *new == other.new
@@ -91,6 +95,7 @@ impl PartialEq for LaunchChoice {
             && *placement_group == other.placement_group
             && *skipped == other.skipped
             && *passed_over == other.passed_over
+            && *avoid_above == other.avoid_above
     }
 }
 
@@ -386,6 +391,7 @@ pub(crate) fn plan_launch(
                     placement_group: topology == Topology::SamePlacementGroup,
                     skipped,
                     passed_over: false,
+                    avoid_above: w.avoid_above_gpus,
                     existing_read: existing_read.clone(),
                 },
             ));
@@ -622,18 +628,29 @@ pub(crate) fn reads_same_nodes(
         zone: None,
         placement_group: None,
     };
-    if place_finds_room_again(w, &groups, topology, &scope, changed) {
+    // A size-matched search read the nodes no bigger than its class only.
+    w.avoid_above_gpus = earlier.avoid_above;
+    let again = place_finds_room_again(w, &groups, topology, &scope, changed);
+    let parts = (!again).then(|| {
+        if topology == Topology::SameZone {
+            let cached = domains_for(w, gi, topology, excluded);
+            existing_parts(w, gi, &groups, topology, excluded, &cached.0)
+        } else {
+            // (The domains are read for their zones only.)
+            existing_parts(w, gi, &groups, topology, excluded, &[])
+        }
+    });
+    w.avoid_above_gpus = None;
+    let Some(parts) = parts else {
         return false;
-    }
-    let parts = if topology == Topology::SameZone {
-        let cached = domains_for(w, gi, topology, excluded);
-        existing_parts(w, gi, &groups, topology, excluded, &cached.0)
-    } else {
-        // (The domains are read for their zones only.)
-        existing_parts(w, gi, &groups, topology, excluded, &[])
     };
     if parts.encode() == earlier.existing_read {
         return true;
+    }
+    if earlier.avoid_above.is_some() {
+        // read without the bigger nodes: not what the full try's search
+        // over every node would read
+        return false;
     }
     w.known_existing = Some(KnownExisting {
         gang: gi,

@@ -33,6 +33,51 @@ pub struct Snapshot {
     /// without an entry are not judged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_utilization: Vec<GangUtilization>,
+    /// Recent arrivals, finished gangs included: the demand warm capacity
+    /// is sized from (`Disruption::keep_warm`). A driver keeps each for the
+    /// longest `keepWarm.window` of its pools ([`Snapshot::arrivals_window`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arrivals: Vec<Arrival>,
+}
+
+/// One pod set of a gang that arrived.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Arrival {
+    /// The GPUQueue it arrived in.
+    pub queue: String,
+    /// When.
+    pub at: Time,
+    /// Whole GPUs each pod asks for.
+    pub gpus_per_pod: u32,
+    /// Its pods.
+    pub pods: u32,
+}
+
+impl Arrival {
+    /// The arrivals of `gang`, one per pod set that asks for GPUs.
+    pub fn of(gang: &crate::model::Gang) -> Vec<Arrival> {
+        gang.pod_sets
+            .iter()
+            .filter_map(|s| {
+                let gpus = u32::try_from(s.requests.gpus_ceil()).unwrap_or(u32::MAX);
+                (gpus > 0 && s.count > 0).then(|| Arrival {
+                    queue: gang.queue.clone(),
+                    at: gang.arrival,
+                    gpus_per_pod: gpus,
+                    pods: s.count,
+                })
+            })
+            .collect()
+    }
+}
+
+impl Snapshot {
+    /// How long a driver keeps arrivals: the longest `keepWarm.window` of
+    /// the pools, `None` when no pool keeps nodes warm.
+    pub fn arrivals_window(&self) -> Option<Dur> {
+        crate::model::pool::arrivals_window(&self.pools)
+    }
 }
 
 /// Cluster-wide knobs.
@@ -101,7 +146,7 @@ impl Default for Policy {
             underutilized_percent: 50,
             max_new_nodes_per_cycle: None,
             own_machine_below_percent: 0,
-            size_matched_placement: false,
+            size_matched_placement: true,
         }
     }
 }
@@ -145,6 +190,8 @@ struct PlanInputDoc {
     gangs: Vec<Gang>,
     #[serde(default)]
     gpu_utilization: Vec<GangUtilization>,
+    #[serde(default)]
+    arrivals: Vec<Arrival>,
 }
 
 impl From<PlanInputDoc> for PlanInput {
@@ -159,6 +206,7 @@ impl From<PlanInputDoc> for PlanInput {
                 nodes: d.nodes,
                 gangs: d.gangs,
                 gpu_utilization: d.gpu_utilization,
+                arrivals: d.arrivals,
             },
         }
     }

@@ -597,6 +597,7 @@ pub fn generate(p: &Params) -> Snapshot {
         nodes,
         gangs,
         gpu_utilization: Vec::new(),
+        arrivals: Vec::new(),
     }
 }
 

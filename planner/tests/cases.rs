@@ -45,6 +45,9 @@ struct Expect {
     /// Exact list of removals, when given.
     #[serde(default)]
     removals: Option<Vec<ExpRemoval>>,
+    /// Exact list of nodes kept warm (`Plan::warm`), when given.
+    #[serde(default)]
+    warm: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -291,6 +294,15 @@ fn check(dir: &Path, p: &Plan, e: &Expect) -> Vec<String> {
         want.sort();
         if got.iter().collect::<Vec<_>>() != want {
             errs.push(format!("releases {got:?}, want {want:?}"));
+        }
+    }
+    if let Some(want) = &e.warm {
+        let mut got: Vec<&str> = p.warm.iter().map(|x| x.node.as_str()).collect();
+        got.sort_unstable();
+        let mut want: Vec<&str> = want.iter().map(String::as_str).collect();
+        want.sort_unstable();
+        if got != want {
+            errs.push(format!("warm nodes: want {want:?}, got {got:?}"));
         }
     }
     if let Some(want) = &e.removals {

@@ -57,6 +57,7 @@ fn run(weights: &[(&str, f64)], steps: i64) -> BTreeMap<String, f64> {
         nodes,
         gangs: Vec::new(),
         gpu_utilization: Vec::new(),
+        arrivals: Vec::new(),
     };
     let policy = Policy::default();
     let mut rng = SplitMix64::new(42);

@@ -114,6 +114,7 @@ fn snapshot(i: &Inst) -> Snapshot {
         nodes: Vec::new(),
         gangs: vec![gang("ns/g", "q").pod_sets(sets).build()],
         gpu_utilization: Vec::new(),
+        arrivals: Vec::new(),
     }
 }
 

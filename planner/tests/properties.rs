@@ -318,6 +318,7 @@ fn build(seed: u64) -> Snapshot {
         nodes,
         gangs,
         gpu_utilization: Vec::new(),
+        arrivals: Vec::new(),
     }
 }
 

@@ -10,31 +10,31 @@ use muster_planner::{Policy, plan};
 const CASES: &[(&str, u64)] = &[
     (
         "pods=1000,gangs=100,nodes=200,offerings=300,seed=1",
-        0x186c64bc94f7cd1d,
+        0x833dc1d6d137ed49,
     ),
     (
         "pods=10000,gangs=1000,nodes=2000,offerings=300,seed=1",
-        0x4daf417c16c7f43d,
+        0x63d3c63a2995c406,
     ),
     (
         "pods=3000,gangs=300,nodes=100,offerings=300,seed=2",
-        0xc928a778476f06cb,
+        0xaa5e63f5009f6c91,
     ),
     (
         "pods=2000,gangs=500,nodes=1500,offerings=60,seed=3",
-        0xd1e19d3d91494000,
+        0xec7aadecd90d0fbc,
     ),
     (
         "pods=5000,gangs=400,nodes=300,offerings=150,seed=4",
-        0x2febadedeb6e4124,
+        0x97947296b840ad84,
     ),
     (
         "pods=30000,gangs=3000,nodes=4000,offerings=300,seed=6",
-        0xfd01f476f51074bf,
+        0x67579c3b75eca421,
     ),
     (
         "pods=400,gangs=120,nodes=20,offerings=30,seed=5",
-        0x03795dadd245f7ac,
+        0xd623dbe4108d20a3,
     ),
 ];
 

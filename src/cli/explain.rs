@@ -170,16 +170,23 @@ pub fn run_queues(args: ClusterArgs) -> Result<(), CliError> {
 /// Runs `muster pools`.
 pub fn run_pools(args: ClusterArgs) -> Result<(), CliError> {
     let (tr, _) = runtime()?.block_on(translation(&args))?;
-    let lines = explain::pools(&tr.snapshot);
+    let plan = muster_planner::plan(&tr.snapshot, &Default::default(), time::now());
+    let lines = explain::pools(&tr.snapshot, &plan);
     print(args.output, &lines, || {
         let mut s = format!(
-            "{:<20} {:>5} {:>5} {:>9} {:>9}\n",
-            "POOL", "NODES", "GPUS", "ALLOCATED", "$/H"
+            "{:<20} {:>5} {:>5} {:>9} {:>9} {:>5} {:>7}\n",
+            "POOL", "NODES", "GPUS", "ALLOCATED", "$/H", "WARM", "WARM$/H"
         );
         for l in &lines {
             s += &format!(
-                "{:<20} {:>5} {:>5} {:>9} {:>9.3}\n",
-                l.pool, l.nodes, l.gpus, l.gpus_allocated, l.price_per_hour
+                "{:<20} {:>5} {:>5} {:>9} {:>9.3} {:>5} {:>7.3}\n",
+                l.pool,
+                l.nodes,
+                l.gpus,
+                l.gpus_allocated,
+                l.price_per_hour,
+                l.warm_nodes,
+                l.warm_price_per_hour
             );
         }
         s

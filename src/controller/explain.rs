@@ -387,10 +387,15 @@ pub struct PoolLine {
     pub gpus_allocated: u64,
     /// US dollars per hour of its nodes.
     pub price_per_hour: f64,
+    /// Empty nodes the plan keeps warm (`spec.disruption.keepWarm`).
+    pub warm_nodes: usize,
+    /// US dollars per hour of those.
+    pub warm_price_per_hour: f64,
 }
 
-/// One line per pool of the snapshot.
-pub fn pools(snapshot: &Snapshot) -> Vec<PoolLine> {
+/// One line per pool of the snapshot; `plan` is the planner's plan of it
+/// (which nodes it keeps warm).
+pub fn pools(snapshot: &Snapshot, plan: &Plan) -> Vec<PoolLine> {
     snapshot
         .pools
         .iter()
@@ -411,6 +416,14 @@ pub fn pools(snapshot: &Snapshot) -> Vec<PoolLine> {
                     .map(gpus)
                     .sum(),
                 price_per_hour: nodes.iter().filter_map(|n| n.price).sum::<Price>().usd(),
+                warm_nodes: plan.warm.iter().filter(|w| w.pool == p.name).count(),
+                warm_price_per_hour: plan
+                    .warm
+                    .iter()
+                    .filter(|w| w.pool == p.name)
+                    .map(|w| w.price)
+                    .sum::<Price>()
+                    .usd(),
             }
         })
         .collect()

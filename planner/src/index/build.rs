@@ -89,6 +89,7 @@ impl<'a> World<'a> {
         World {
             now,
             policy,
+            arrivals: &s.arrivals,
             queues,
             pools,
             offerings,
@@ -110,6 +111,8 @@ impl<'a> World<'a> {
             pack_failures: Default::default(),
             known_existing: None,
             avoid: Vec::new(),
+            avoid_above_gpus: None,
+            size_classes: Default::default(),
             zones,
             node_zone,
             pgs,

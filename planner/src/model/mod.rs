@@ -15,7 +15,7 @@ pub use gang::{Assignment, Gang, GangId, GangPhase, PodSet, Topology};
 pub use idle::{GangUtilization, IdleAction, IdlePolicy, UtilSample};
 pub use node::{Node, NodePhase, OtherPod};
 pub use offering::{CapacityType, GpuModel, Offering, OfferingKey, Provider};
-pub use pool::{ConsolidationPolicy, Disruption, Pool, PoolLimits, PoolRequirements};
+pub use pool::{ConsolidationPolicy, Disruption, KeepWarm, Pool, PoolLimits, PoolRequirements};
 pub use price::Price;
 pub use queue::{PreemptionPolicy, Queue, QueueingStrategy, Quota, QuotaResource, ReclaimPolicy};
 pub use scheduling::{

@@ -143,6 +143,30 @@ pub struct Disruption {
     /// Most nodes disrupted at once, as a percentage of the pool's nodes.
     #[serde(default = "default_budget_percent")]
     pub max_disrupted_percent: u32,
+    /// Empty nodes kept past `consolidateAfter` for the gangs that arrive
+    /// next (see the planner's `warm` module); `None` keeps none.
+    #[serde(default = "default_keep_warm")]
+    pub keep_warm: Option<KeepWarm>,
+}
+
+/// Warm capacity: empty nodes a pool keeps, sized from recent arrivals and
+/// capped in dollars, so the next small gangs start without waiting for a
+/// boot. In the spirit of cluster-autoscaler's `CapacityBuffer`, but sized
+/// from the pool's own arrivals rather than a fixed replica count.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KeepWarm {
+    /// Arrivals within this trailing window are the demand.
+    pub window: Dur,
+    /// The demand of a size class is the most machines of it that arrivals
+    /// asked for within any span of this length in the window: the burst
+    /// the kept nodes absorb.
+    #[serde(default = "default_warm_burst")]
+    pub burst: Dur,
+    /// Most the kept nodes may cost together per hour; `None`: as many as
+    /// the window's arrivals used.
+    #[serde(default)]
+    pub max_price_per_hour: Option<Price>,
 }
 
 /// How long a node stays empty or underutilized before it is consolidated,
@@ -155,6 +179,31 @@ pub struct Disruption {
 /// on a node that is already there.
 fn default_consolidate_after() -> Dur {
     Dur::mins(6)
+}
+/// The longest `keepWarm.window` of `pools`: how far back a driver keeps
+/// arrivals; `None` when no pool keeps nodes warm.
+pub fn arrivals_window(pools: &[Pool]) -> Option<Dur> {
+    pools
+        .iter()
+        .filter_map(|p| p.disruption.keep_warm.as_ref().map(|k| k.window))
+        .max()
+}
+
+/// Warm capacity unless the pool says otherwise: the arrivals of the last
+/// hour, uncapped. On the Philly replay (`docs/benchmarks.md`) this is what
+/// lets size-matched placement keep the median wait at zero.
+pub fn default_keep_warm() -> Option<KeepWarm> {
+    Some(KeepWarm {
+        window: Dur::hours(1),
+        burst: default_warm_burst(),
+        max_price_per_hour: None,
+    })
+}
+/// About three boot times: on the Philly replay, 5 minutes keeps too few
+/// nodes for the bursts of small jobs (the median job waits a boot), 10
+/// minutes enough (`docs/benchmarks.md`, "Warm capacity").
+fn default_warm_burst() -> Dur {
+    Dur::mins(10)
 }
 fn default_scale_to_zero_after() -> Dur {
     Dur::mins(10)
@@ -171,6 +220,7 @@ impl Default for Disruption {
             scale_to_zero_after: default_scale_to_zero_after(),
             max_disrupted_nodes: None,
             max_disrupted_percent: default_budget_percent(),
+            keep_warm: default_keep_warm(),
         }
     }
 }

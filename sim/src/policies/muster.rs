@@ -151,6 +151,7 @@ impl MusterPolicy {
             nodes: Vec::new(),
             gangs: Vec::new(),
             gpu_utilization: Vec::new(),
+            arrivals: Vec::new(),
         };
         let debounce = Debouncer::new(cfg.debounce);
         MusterPolicy {
@@ -221,6 +222,11 @@ impl MusterPolicy {
             )
         };
         self.gang_pos.insert(job, self.snap.gangs.len());
+        if self.snap.arrivals_window().is_some() {
+            self.snap
+                .arrivals
+                .extend(muster_planner::Arrival::of(&gang));
+        }
         self.snap.gangs.push(gang);
     }
 
@@ -485,6 +491,12 @@ impl MusterPolicy {
     fn plan(&mut self, world: &mut World) {
         let now = world.now;
         self.debounce.ran(now);
+        // Arrivals are kept for the longest warm window (the planner reads
+        // no further back); they are pushed in time order.
+        if let Some(window) = self.snap.arrivals_window() {
+            let keep = self.snap.arrivals.partition_point(|a| a.at < now - window);
+            self.snap.arrivals.drain(..keep);
+        }
         self.sync_nodes(world);
         let sw = Stopwatch::start();
         let plan = muster_planner::plan(&self.snap, &self.cfg.policy, now);
@@ -561,6 +573,8 @@ impl MusterPolicy {
             waiting,
             // the simulator observes no GPU utilisation, so nothing is idle
             idle: _,
+            // kept nodes are nodes not removed: nothing to do
+            warm: _,
         } = plan;
         // 1. Preemptions.
         for p in &preemptions {

@@ -238,7 +238,7 @@ fn removals() -> [ReasonDoc; 4] {
             EMPTY,
             on,
             "The node held no gang for the pool's `disruption.consolidateAfter`; it is drained and terminated so it stops costing money.",
-            "Nothing. Raise the pool's `spec.disruption.consolidateAfter` to keep empty nodes warm for longer.",
+            "Nothing. Raise the pool's `spec.disruption.consolidateAfter` to keep every empty node longer, or its `spec.disruption.keepWarm` window or burst to keep as many as recent arrivals used.",
         ),
         doc(
             UNDERUTILIZED,

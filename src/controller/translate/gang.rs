@@ -6,9 +6,9 @@ use kube::ResourceExt;
 use kube::api::DynamicObject;
 use muster_planner::lifecycle::record::GangRecord;
 use muster_planner::{
-    Assignment, Gang, GangPhase, GpuModel, NodeAffinity, NodeSelectorOperator,
-    NodeSelectorRequirement, NodeSelectorTerm, PodSet, Resources, Toleration, TolerationOperator,
-    Topology,
+    Arrival, Assignment, Gang, GangPhase, GpuModel, NodeAffinity, NodeSelectorOperator,
+    NodeSelectorRequirement, NodeSelectorTerm, PodSet, Resources, Time, Toleration,
+    TolerationOperator, Topology,
 };
 
 use crate::controller::base::objects::{GangSpec, Kind};
@@ -27,6 +27,48 @@ pub(crate) fn gangs(objs: &[Arc<DynamicObject>], issues: &mut Vec<Issue>) -> Vec
             Err(i) => issues.push(i),
         }
     }
+    out
+}
+
+/// The arrivals since `since` (`Snapshot::arrivals`): every Gang created
+/// then, Finished ones included, one per pod set asking for GPUs. A Gang
+/// that cannot be read is left out here; `gangs` reports it.
+pub(crate) fn arrivals(objs: &[Arc<DynamicObject>], since: Time) -> Vec<Arrival> {
+    let mut out = Vec::new();
+    for obj in objs {
+        let Some(at) = obj
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(time::from_kube)
+        else {
+            continue;
+        };
+        if at < since {
+            continue;
+        }
+        let Ok(s) = spec::<GangSpec>(Kind::Gang, obj) else {
+            continue;
+        };
+        for ps in &s.pod_sets {
+            let Ok(r) =
+                Resources::parse_map(ps.requests.iter().map(|(a, b)| (a.as_str(), b.as_str())))
+            else {
+                continue;
+            };
+            let gpus = u32::try_from(r.gpus_ceil()).unwrap_or(u32::MAX);
+            let pods = u32::try_from(ps.count).unwrap_or(0);
+            if gpus > 0 && pods > 0 {
+                out.push(Arrival {
+                    queue: s.queue.clone(),
+                    at,
+                    gpus_per_pod: gpus,
+                    pods,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| (a.at, &a.queue).cmp(&(b.at, &b.queue)));
     out
 }
 

@@ -114,6 +114,10 @@ pub(crate) fn snapshot_with(
         }
     }
     let gangs = gang::gangs(observed.of(Kind::Gang), &mut issues);
+    let window = muster_planner::model::pool::arrivals_window(&pools);
+    let arrivals = window.map_or_else(Vec::new, |w| {
+        gang::arrivals(observed.of(Kind::Gang), now - w)
+    });
     let selectors = namespaces::selectors(observed.of(Kind::GpuQueue));
     let gangs: Vec<_> = gangs
         .into_iter()
@@ -206,6 +210,7 @@ pub(crate) fn snapshot_with(
             nodes: nodes.nodes,
             gangs,
             gpu_utilization: Vec::new(),
+            arrivals,
         },
         issues,
         registered: nodes.registered,
@@ -374,6 +379,101 @@ mod tests {
         assert_eq!(ready.price, muster_planner::Price::from_usd(3.5));
         assert_eq!(ready.taints.len(), 1);
         assert_eq!(s.nodes.len(), 2, "a Node of a PoolNode is not listed twice");
+    }
+
+    /// A pool keeps nodes warm by default (one hour, ten-minute bursts);
+    /// the arrivals are every Gang created within the window, Finished ones
+    /// included, one per pod set asking for GPUs; `window: 0s` turns it
+    /// off and no arrivals are read.
+    #[test]
+    fn keep_warm_and_the_arrivals_it_reads() {
+        let gang = |name: &str, created: &str, phase: &str| {
+            dynamic(
+                Kind::Gang,
+                json!({
+                    "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},
+                    "spec": {"queue": "q", "podSets": [
+                        {"name": "main", "count": 2, "requests": {"nvidia.com/gpu": "1"}},
+                        {"name": "launcher", "count": 1, "requests": {"cpu": "1"}}
+                    ]},
+                    "status": {"phase": phase}
+                }),
+            )
+        };
+        let mut o = observed();
+        o.objects.insert(
+            Kind::Gang,
+            vec![
+                gang("old", "2026-01-01T00:00:00Z", "Finished"),
+                gang("done", "2026-01-01T09:30:00Z", "Finished"),
+                gang("new", "2026-01-01T09:59:00Z", "Queued"),
+            ],
+        );
+        let now = crate::controller::base::time::from_kube(
+            &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-01-01T10:00:00Z".parse().expect("time"),
+            ),
+        );
+        let tr = snapshot(&o, &BTreeMap::new(), now);
+        let kw = tr.snapshot.pools[0]
+            .disruption
+            .keep_warm
+            .as_ref()
+            .expect("kept warm by default");
+        assert_eq!(kw.window, muster_planner::Dur::hours(1));
+        assert_eq!(kw.burst, muster_planner::Dur::mins(10));
+        assert_eq!(kw.max_price_per_hour, None);
+        let got: Vec<(i64, u32, u32)> = tr
+            .snapshot
+            .arrivals
+            .iter()
+            .map(|a| (now.0 - a.at.0, a.gpus_per_pod, a.pods))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(1800, 1, 2), (60, 1, 2)],
+            "the finished gang in the window counts, the old one and the CPU pod set do not"
+        );
+
+        let mut off = o.clone();
+        off.objects.insert(
+            Kind::GpuPool,
+            vec![dynamic(
+                Kind::GpuPool,
+                json!({"metadata": {"name": "good"}, "spec": {"nodeClassRef": {"name": "nc"}, "disruption": {"keepWarm": {"window": "0s", "maxPricePerHour": "5.00"}}}}),
+            )],
+        );
+        let tr = snapshot(&off, &BTreeMap::new(), now);
+        assert_eq!(tr.snapshot.pools[0].disruption.keep_warm, None);
+        assert!(tr.snapshot.arrivals.is_empty());
+
+        let mut capped = o;
+        capped.objects.insert(
+            Kind::GpuPool,
+            vec![dynamic(
+                Kind::GpuPool,
+                json!({"metadata": {"name": "good"}, "spec": {"nodeClassRef": {"name": "nc"}, "disruption": {"keepWarm": {"window": "30m", "burst": "5m", "maxPricePerHour": "5.00"}}}}),
+            )],
+        );
+        let tr = snapshot(&capped, &BTreeMap::new(), now);
+        let kw = tr.snapshot.pools[0]
+            .disruption
+            .keep_warm
+            .clone()
+            .expect("on");
+        assert_eq!(
+            (kw.window, kw.burst, kw.max_price_per_hour),
+            (
+                muster_planner::Dur::mins(30),
+                muster_planner::Dur::mins(5),
+                muster_planner::Price::from_usd(5.0)
+            )
+        );
+        assert_eq!(
+            tr.snapshot.arrivals.len(),
+            2,
+            "the gangs of the last 30 minutes, its start included"
+        );
     }
 
     /// A PoolNode whose Node has not registered is planned with the taints

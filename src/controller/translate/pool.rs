@@ -246,6 +246,7 @@ fn pool(obj: &DynamicObject, node_classes: &BTreeMap<String, Provider>) -> Resul
         )?,
         max_disrupted_nodes: max_nodes,
         max_disrupted_percent: max_percent,
+        keep_warm: keep_warm(k, obj, &d.keep_warm)?,
     };
     Ok(Pool {
         name: obj.name_any(),
@@ -259,6 +260,27 @@ fn pool(obj: &DynamicObject, node_classes: &BTreeMap<String, Provider>) -> Resul
         taints: s.taints.iter().map(taint).collect(),
         provisioning_timeout: Some(dur(k, obj, "provisioningTimeout", &s.provisioning_timeout)?),
     })
+}
+
+/// `spec.disruption.keepWarm` → the planner's; a `0s` window keeps none.
+fn keep_warm(
+    k: Kind,
+    obj: &DynamicObject,
+    w: &muster_crds::gpupool::KeepWarm,
+) -> Result<Option<muster_planner::model::KeepWarm>, Issue> {
+    let window = dur(k, obj, "disruption.keepWarm.window", &w.window)?;
+    if window.as_secs() == 0 {
+        return Ok(None);
+    }
+    Ok(Some(muster_planner::model::KeepWarm {
+        window,
+        burst: dur(k, obj, "disruption.keepWarm.burst", &w.burst)?,
+        max_price_per_hour: w
+            .max_price_per_hour
+            .as_ref()
+            .map(|u| usd(k, obj, "disruption.keepWarm.maxPricePerHour", u))
+            .transpose()?,
+    }))
 }
 
 /// GPUQueues → planner queues.

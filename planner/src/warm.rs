@@ -1,0 +1,167 @@
+//! Warm capacity: empty nodes a pool keeps past `consolidateAfter` for the
+//! gangs that arrive next (`Disruption::keep_warm`).
+//!
+//! Demand is read from the snapshot's `arrivals` (the driver keeps each
+//! gang's arrival for the window, finished gangs included, since a burst's
+//! short jobs are what leaves empty nodes behind): the arrivals in the
+//! queues that may use the pool within the pool's window. Each pod set asks for
+//! machines of its *size class*, the smallest GPU count among the machines
+//! the pool may buy that holds one of its pods, as many as its pods fill at
+//! that size. A burst of small jobs thus keeps, once its jobs end, as many
+//! empty machines of their size as it used, for the window; quiet periods
+//! keep none.
+//!
+//! Per class, the youngest empty nodes are kept first (they would be kept
+//! by `consolidateAfter` anyway), then by price and name; the kept nodes of
+//! all classes together cost at most `maxPricePerHour`. Only Ready nodes of
+//! the pool with GPUs count; nodes kept count against nothing else.
+
+use std::collections::BTreeMap;
+
+use crate::index::{World, node_gpus};
+use crate::model::KeepWarm;
+use crate::time::{Dur, Time};
+
+/// One node kept warm, with the demand that keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Kept {
+    pub node: usize,
+    /// GPUs of the node (its size class).
+    pub class: u64,
+    /// Machines of that class the window's arrivals used.
+    pub demand: u64,
+}
+
+/// The smallest of `sizes` (sorted ascending) holding `gpus`.
+fn class_of(sizes: &[u64], gpus: u64) -> Option<u64> {
+    sizes.iter().copied().find(|&s| s >= gpus)
+}
+
+/// Machines per size class that the gangs arriving within the pool's window
+/// used.
+fn demand(w: &World<'_>, p: usize, kw: &KeepWarm) -> BTreeMap<u64, u64> {
+    let mut sizes: Vec<u64> = w.pool_offerings[p]
+        .iter()
+        .map(|&o| u64::from(w.offerings[o].gpu_count))
+        .filter(|&g| g > 0)
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut out = BTreeMap::new();
+    if sizes.is_empty() {
+        return out;
+    }
+    let (since, burst) = (w.now - kw.window, kw.burst);
+    let mut seen: BTreeMap<u64, Vec<(Time, u64)>> = BTreeMap::new();
+    for a in w.arrivals {
+        if a.at < since || a.at > w.now || a.gpus_per_pod == 0 {
+            continue;
+        }
+        let q = w
+            .queues
+            .binary_search_by(|q| q.name.as_str().cmp(a.queue.as_str()))
+            .ok();
+        if !w.queue_pools(q).contains(&p) {
+            continue;
+        }
+        let per_pod = u64::from(a.gpus_per_pod);
+        let Some(class) = class_of(&sizes, per_pod) else {
+            continue;
+        };
+        let machines = (u64::from(a.pods) * per_pod).div_ceil(class);
+        seen.entry(class)
+            .or_insert_with(Vec::new)
+            .push((a.at, machines));
+    }
+    for (class, mut v) in seen {
+        v.sort_unstable();
+        out.insert(class, peak(&v, burst));
+    }
+    out
+}
+
+/// The most machines arrivals (sorted by time) asked for within any span
+/// of `burst`.
+fn peak(v: &[(Time, u64)], burst: Dur) -> u64 {
+    let (mut best, mut sum, mut lo) = (0u64, 0u64, 0usize);
+    for (hi, &(t, m)) in v.iter().enumerate() {
+        sum += m;
+        while lo < hi && v[lo].0 + burst < t {
+            sum -= v[lo].1;
+            lo += 1;
+        }
+        best = best.max(sum);
+    }
+    best
+}
+
+/// The empty nodes pool `p` keeps warm now, sorted by node index.
+pub(crate) fn kept(w: &World<'_>, p: usize) -> Vec<Kept> {
+    let Some(kw) = w.pools[p].disruption.keep_warm.as_ref() else {
+        return Vec::new();
+    };
+    let demand = demand(w, p, kw);
+    if demand.is_empty() {
+        return Vec::new();
+    }
+    let mut by_class: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (ni, n) in w.nodes.iter().enumerate() {
+        if n.pool != Some(p)
+            || n.removed
+            || n.node.phase != crate::model::NodePhase::Ready
+            || !n.gangs.is_empty()
+            || n.exclusive.is_some()
+            || !n.node.pods.iter().all(|pod| pod.daemon)
+            || n.node.empty_since.is_none()
+        {
+            continue;
+        }
+        let gpus = node_gpus(n.node);
+        if gpus > 0 && demand.contains_key(&gpus) {
+            by_class.entry(gpus).or_default().push(ni);
+        }
+    }
+    let mut budget = kw.max_price_per_hour.map_or(u64::MAX, |p| p.0);
+    let mut out = Vec::new();
+    for (class, mut nodes) in by_class {
+        let want = demand.get(&class).copied().unwrap_or(0);
+        nodes.sort_by(|&a, &b| {
+            let (na, nb) = (w.nodes[a].node, w.nodes[b].node);
+            nb.empty_since
+                .cmp(&na.empty_since)
+                .then(na.price.cmp(&nb.price))
+                .then(na.name.cmp(&nb.name))
+        });
+        for ni in nodes
+            .into_iter()
+            .take(usize::try_from(want).unwrap_or(usize::MAX))
+        {
+            let price = w.nodes[ni].node.price.map_or(0, |p| p.0);
+            if price > budget {
+                break;
+            }
+            budget -= price;
+            out.push(Kept {
+                node: ni,
+                class,
+                demand: want,
+            });
+        }
+    }
+    out.sort_by_key(|k| k.node);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::class_of;
+
+    #[test]
+    fn a_pod_takes_the_smallest_size_that_holds_it() {
+        let sizes = [1, 4, 8];
+        assert_eq!(class_of(&sizes, 1), Some(1));
+        assert_eq!(class_of(&sizes, 2), Some(4));
+        assert_eq!(class_of(&sizes, 8), Some(8));
+        assert_eq!(class_of(&sizes, 9), None);
+    }
+}
