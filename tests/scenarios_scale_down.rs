@@ -107,9 +107,24 @@ async fn scenario_scale_down(disruption: serde_json::Value, reason: &str, wait: 
 #[tokio::test]
 async fn s5_empty_nodes_removed_after_consolidate_after() {
     scenario_scale_down(
-        json!({"consolidateAfter": "2s", "scaleToZeroAfter": "1h"}),
+        json!({"consolidateAfter": "2s", "scaleToZeroAfter": "1h", "keepWarm": {"window": "0s"}}),
         "Empty",
         Duration::from_secs(2),
+    )
+    .await;
+}
+
+/// With warm capacity, the two empty 8-GPU nodes the finished gang used are
+/// kept past `consolidateAfter` while its arrival is in the pool's window
+/// (it asked for two machines of that size), and removed as Empty once it
+/// is not: at least 30 s after the Gang was created, so well after the
+/// Job completed.
+#[tokio::test]
+async fn s5_warm_nodes_kept_while_their_arrivals_are_in_the_window() {
+    scenario_scale_down(
+        json!({"consolidateAfter": "2s", "scaleToZeroAfter": "1h", "keepWarm": {"window": "30s", "burst": "30s"}}),
+        "Empty",
+        Duration::from_secs(10),
     )
     .await;
 }

@@ -69,9 +69,7 @@ fn demand(w: &World<'_>, p: usize, kw: &KeepWarm) -> BTreeMap<u64, u64> {
             continue;
         };
         let machines = (u64::from(a.pods) * per_pod).div_ceil(class);
-        seen.entry(class)
-            .or_default()
-            .push((a.at, machines));
+        seen.entry(class).or_default().push((a.at, machines));
     }
     for (class, mut v) in seen {
         v.sort_unstable();
