@@ -192,8 +192,10 @@ async fn a_gang_of_four_launches_as_nodeclaims_and_scales_to_zero_through_them()
     )
     .await;
     let mut pool = example("gpupool");
-    // (the example waits ten minutes before it scales down; a test a second)
+    // (the example waits ten minutes before it scales down, and keeps warm
+    // the nodes its recent arrivals used; a test a second, none kept)
     pool["spec"]["disruption"]["consolidateAfter"] = json!("1s");
+    pool["spec"]["disruption"]["keepWarm"] = json!({"window": "0s"});
     create(&client, "GPUPool", "gpupools", None, pool).await;
     create(&client, "GPUQueue", "gpuqueues", None, example("gpuqueue")).await;
     let _emu =
