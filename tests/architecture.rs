@@ -342,7 +342,7 @@ const PLANNER_LAYERS: &[(&str, &[&str])] = &[
     // Messages for waiting gangs, launches and idle gangs.
     ("reasons", &["reasons"]),
     // What the cycle decided so far; idle verdicts.
-    ("decisions", &["decided", "idle"]),
+    ("decisions", &["decided", "idle", "warm"]),
     // One gang's try and its commit; steps that decide without a try.
     (
         "admission",
