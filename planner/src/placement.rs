@@ -297,10 +297,23 @@ pub(crate) fn pack(
         // 2. Smallest node for all that remains, else the largest node.
         let mut skip: Vec<usize> = t.touched.clone();
         let mut below: Option<FreeKey> = None;
+        // While bigger nodes are avoided (size-matched placement), no node
+        // with more free GPUs than the size class can be used: the walks
+        // stop below that key instead of passing every bigger node.
+        let top: Option<FreeKey> = w
+            .avoid_above_gpus
+            .map(|c| (c.saturating_mul(1000).saturating_add(1), 0, 0));
         while rem > 0 {
             let need = g.shape.times(u64::from(rem));
-            let best = index
-                .range((need.gpu_millis, 0, 0)..)
+            let start = (need.gpu_millis, 0, 0);
+            let upper = match top {
+                Some(k) if start >= k => None,
+                Some(k) => Some(Bound::Excluded(k)),
+                None => Some(Bound::Unbounded),
+            };
+            let best = upper
+                .into_iter()
+                .flat_map(|u| index.range((Bound::Included(start), u)))
                 .map(|k| k.2 as usize)
                 .find(|&ni| {
                     g.elig[ni]
@@ -317,9 +330,19 @@ pub(crate) fn pack(
             // above was taken or refused, and stays so (the trial only uses
             // more, `skip` only grows, the rest is fixed during a packing).
             let lo = (g.shape.gpu_millis, 0, 0);
-            let hi = match below {
-                Some(k) => Bound::Excluded(k),
-                None => Bound::Unbounded,
+            // (`below` was found under `top`, so it is the tighter bound.)
+            let hi = match (below, top) {
+                (Some(k), _) | (None, Some(k)) => k,
+                (None, None) => (u64::MAX, u64::MAX, u32::MAX),
+            };
+            let unbounded = below.is_none() && top.is_none();
+            if !unbounded && lo >= hi {
+                break;
+            }
+            let hi = if unbounded {
+                Bound::Unbounded
+            } else {
+                Bound::Excluded(hi)
             };
             let largest = index
                 .range((Bound::Included(lo), hi))

@@ -39,8 +39,11 @@ pub struct Recorder {
     pub cost_spot_micros: u128,
     /// On-demand cost, micro-dollars.
     pub cost_on_demand_micros: u128,
-    /// Cost attributed to teams by the GPU share their pods held, dollars.
+    /// Cost attributed to teams by the GPU share their pods held, and, for
+    /// muster, of the warm nodes kept for their arrivals, dollars.
     pub cost_by_team: Vec<f64>,
+    /// What the empty nodes a plan kept warm cost (muster), dollars.
+    pub warm_cost_usd: f64,
     /// GPU-seconds of live nodes.
     pub gpu_alloc_secs: f64,
     /// GPU-seconds of completed runs.

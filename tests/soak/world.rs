@@ -155,7 +155,8 @@ where
                 "nodeClassRef": {"name": NODE_CLASS},
                 "requirements": cloud.requirements(),
                 "limits": {"maxGPUs": setup.max_gpus},
-                "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1s"},
+                // nodes empty a second go, none kept warm: the soak drains
+                "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1s", "keepWarm": {"window": "0s"}},
                 "provisioningTimeout": setup.provisioning_timeout
             }
         }),

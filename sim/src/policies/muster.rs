@@ -115,7 +115,12 @@ pub struct MusterPolicy {
     planner_ms: Vec<f64>,
     stats: Stats,
     errors: Vec<String>,
+    /// The nodes the last plan keeps warm, since when, and who pays.
+    warm: (Time, Vec<WarmCharge>),
 }
+
+/// A node kept warm: dollars per hour, and each team's share of them.
+type WarmCharge = (f64, Vec<(usize, f64)>);
 
 impl MusterPolicy {
     /// A muster policy for `world`'s workload.
@@ -167,6 +172,7 @@ impl MusterPolicy {
             planner_ms: Vec::new(),
             stats: Stats::default(),
             errors: Vec::new(),
+            warm: (Time(0), Vec::new()),
         }
     }
 
@@ -501,9 +507,53 @@ impl MusterPolicy {
         let sw = Stopwatch::start();
         let plan = muster_planner::plan(&self.snap, &self.cfg.policy, now);
         self.planner_ms.push(sw.ms());
+        self.charge_warm(world, &plan);
         self.stats.plans += 1;
         self.apply(world, plan);
         self.sync_nodes(world);
+    }
+
+    /// Charges the nodes the previous plan kept warm, from then to now, to
+    /// the teams whose arrivals in the window sized them (by their share of
+    /// those arrivals' pods, a queue's share split evenly among its teams);
+    /// then remembers what `plan` keeps. The charge moves their cost from
+    /// "idle" to the teams in `cost_by_team`, and counts it in
+    /// `warm_cost_usd`.
+    fn charge_warm(&mut self, world: &mut World, plan: &Plan) {
+        let now = world.now;
+        let (since, kept) = std::mem::take(&mut self.warm);
+        let hours = now.since(since).as_secs() as f64 / 3600.0;
+        for (per_hour, shares) in kept {
+            let usd = per_hour * hours;
+            world.rec.warm_cost_usd += usd;
+            for (team, share) in shares {
+                if let Some(c) = world.rec.cost_by_team.get_mut(team) {
+                    *c += usd * share;
+                }
+            }
+        }
+        let mut by_queue: BTreeMap<&str, f64> = BTreeMap::new();
+        for a in &self.snap.arrivals {
+            *by_queue.entry(a.queue.as_str()).or_insert(0.0) += f64::from(a.pods);
+        }
+        let total: f64 = by_queue.values().sum();
+        let mut shares = Vec::new();
+        if total > 0.0 {
+            for (q, n) in &by_queue {
+                let teams: Vec<usize> = (0..self.cfg.team_queue.len())
+                    .filter(|&t| self.cfg.team_queue[t] == *q)
+                    .collect();
+                for &t in &teams {
+                    shares.push((t, n / total / teams.len() as f64));
+                }
+            }
+        }
+        let kept = plan
+            .warm
+            .iter()
+            .map(|w| (w.price.usd(), shares.clone()))
+            .collect();
+        self.warm = (now, kept);
     }
 
     /// Every mirrored gang's record after `plan`: the planner's one mapping

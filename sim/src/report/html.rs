@@ -13,12 +13,13 @@ use crate::report::svg::{COLORS, Series, Unit, XAxis, esc, line_chart, stacked_b
 use crate::runner::{PolicyRun, Prepared};
 
 /// The summary keys shown in the table, with their labels.
-pub const TABLE_KEYS: [(&str, &str); 16] = [
+pub const TABLE_KEYS: [(&str, &str); 17] = [
     ("cost_usd", "cost ($)"),
     ("cost_vs_lower_bound", "cost ÷ lower bound"),
     ("gpu_hours_allocated", "GPU-hours allocated"),
     ("gpu_hours_busy", "GPU-hours busy"),
     ("idle_node_hours", "idle node-hours"),
+    ("warm_cost_usd", "kept warm ($)"),
     ("wait_p50_s", "wait p50 (s)"),
     ("wait_p95_s", "wait p95 (s)"),
     ("wait_p99_s", "wait p99 (s)"),
@@ -291,7 +292,7 @@ th:first-child,td:first-child{text-align:left}.chart{display:block;margin:1em 0}
     }
     h.push_str(&stacked_bars(
         "chart-cost-team",
-        "Cost by team (GPU share of the nodes their pods held; rest idle)",
+        "Cost by team (GPU share of the nodes their pods held, and the warm nodes kept for their arrivals; rest idle)",
         &by_team,
         Unit::Dollars,
     ));

@@ -42,6 +42,10 @@ pub struct PolicySummary {
     pub gpu_hours_wasted: f64,
     /// Node-hours Ready with no pod.
     pub idle_node_hours: f64,
+    /// What the empty nodes muster kept warm cost, dollars (part of
+    /// `cost_usd`, charged to the queues whose arrivals sized them); 0 for
+    /// the baselines, which keep none.
+    pub warm_cost_usd: f64,
     /// GPU-hours of Ready, empty nodes reserved for a gang that had not started.
     pub reserved_idle_gpu_hours: f64,
     /// Queue wait p50, seconds (jobs never started count until the end).
@@ -218,6 +222,7 @@ fn policy_summary(p: &Prepared, run: &PolicyRun) -> PolicySummary {
         gpu_hours_busy: r6(rec.busy_gpu_secs / 3600.0),
         gpu_hours_wasted: r6(rec.wasted_gpu_secs / 3600.0),
         idle_node_hours: r6(rec.idle_node_secs / 3600.0),
+        warm_cost_usd: r6(rec.warm_cost_usd),
         reserved_idle_gpu_hours: r6(rec.reserved_idle_gpu_secs / 3600.0),
         wait_p50_s: quantile(&all, 0.5),
         wait_p95_s: quantile(&all, 0.95),

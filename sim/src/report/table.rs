@@ -32,6 +32,7 @@ const ROWS: &[Row] = &[
         }
     }),
     ("idle node-hours", |p| format!("{:.0}", p.idle_node_hours)),
+    ("kept warm", |p| format!("${:.0}", p.warm_cost_usd)),
     ("wait p50", |p| human_secs(p.wait_p50_s)),
     ("wait p95", |p| human_secs(p.wait_p95_s)),
     ("wait p99", |p| human_secs(p.wait_p99_s)),
