@@ -52,6 +52,10 @@ fn demand(w: &World<'_>, p: usize, kw: &KeepWarm) -> BTreeMap<u64, u64> {
         return out;
     }
     let (since, burst) = (w.now - kw.window, kw.burst);
+    // Which queues may use the pool, once per queue rather than per arrival.
+    let uses: Vec<bool> = (0..w.queues.len())
+        .map(|q| w.queue_pools(Some(q)).contains(&p))
+        .collect();
     let mut seen: BTreeMap<u64, Vec<(Time, u64)>> = BTreeMap::new();
     for a in w.arrivals {
         if a.at < since || a.at > w.now || a.gpus_per_pod == 0 {
@@ -61,7 +65,7 @@ fn demand(w: &World<'_>, p: usize, kw: &KeepWarm) -> BTreeMap<u64, u64> {
             .queues
             .binary_search_by(|q| q.name.as_str().cmp(a.queue.as_str()))
             .ok();
-        if !w.queue_pools(q).contains(&p) {
+        if !q.is_some_and(|q| uses[q]) {
             continue;
         }
         let per_pod = u64::from(a.gpus_per_pod);
