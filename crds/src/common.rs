@@ -254,6 +254,10 @@ pub enum CapacityType {
     /// Regular capacity billed by the second, never reclaimed by the cloud.
     #[serde(rename = "on-demand")]
     OnDemand,
+    /// Capacity reserved ahead and paid for whether used or not: an EC2
+    /// On-Demand Capacity Reservation or Capacity Block for ML, a GCE reservation.
+    #[serde(rename = "reserved")]
+    Reserved,
 }
 
 /// Cloud a machine is bought from.

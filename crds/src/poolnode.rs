@@ -153,6 +153,15 @@ pub struct Offering {
     /// Number of GPUs of the machine.
     #[schemars(range(min = 0, max = 64))]
     pub gpu_count: i32,
+    /// The capacity reservation the machine is launched into (`reserved`
+    /// capacity): an EC2 Capacity Reservation id (`cr-…`) or a GCE reservation name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    pub reservation: Option<String>,
+    /// When the reserved capacity ends (a Capacity Block's end): the node is
+    /// drained ahead of it, its gangs requeued whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_ends_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 /// Life-cycle phase of a `PoolNode`.

@@ -40,6 +40,10 @@ fn new_node(s: &Snapshot, nn: &crate::plan::NewNode, gang: Option<&GangId>, now:
         phase_since: now,
         empty_since: None,
         do_not_disrupt: false,
+        capacity_ends_at: offering
+            .and_then(|o| o.reservation.as_ref())
+            .and_then(|r| r.ends_at),
+        network: Vec::new(),
     }
 }
 

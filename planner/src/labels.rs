@@ -18,6 +18,9 @@ pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
 pub const ZONE: &str = "topology.kubernetes.io/zone";
 /// Capacity type label (`spot`, `on-demand`).
 pub const CAPACITY_TYPE: &str = "muster.dev/capacity-type";
+/// Capacity reservation label: the reservation a `reserved` node was
+/// launched into (EC2 `cr-…` id, GCE reservation name).
+pub const RESERVATION_ID: &str = "muster.dev/capacity-reservation-id";
 /// GPU model label (normalised, e.g. `A100`).
 pub const GPU_MODEL: &str = "muster.dev/gpu-model";
 /// Pool label.
@@ -46,6 +49,39 @@ pub const LINUX: &str = "linux";
 /// set it on its own Node (kubernetes/kubernetes
 /// `plugin/pkg/admission/noderestriction/admission.go`).
 pub const GPU_PRESENT: &str = "nvidia.com/gpu.present";
+
+/// Network-topology label keys, broadest layer first, per cloud: EC2's
+/// network nodes as EKS labels them from `DescribeInstanceTopology` (the
+/// keys Kueue's topology-aware scheduling documents for EKS), and GCE's
+/// block, sub-block and host as GKE labels them.
+pub const NETWORK_LAYERS: [&[&str]; 2] = [
+    &[
+        "topology.k8s.aws/network-node-layer-1",
+        "topology.k8s.aws/network-node-layer-2",
+        "topology.k8s.aws/network-node-layer-3",
+    ],
+    &[
+        "cloud.google.com/gce-topology-block",
+        "cloud.google.com/gce-topology-subblock",
+        "cloud.google.com/gce-topology-host",
+    ],
+];
+
+/// A node's place in the network from its labels, broadest first
+/// ([`crate::Node::network`]): the layers of the first cloud's keys the
+/// node has, up to the first missing one; empty without any.
+pub fn network_of(labels: &BTreeMap<String, String>) -> Vec<String> {
+    for keys in NETWORK_LAYERS {
+        let layers: Vec<String> = keys
+            .iter()
+            .map_while(|k| labels.get(*k).filter(|v| !v.is_empty()).cloned())
+            .collect();
+        if !layers.is_empty() {
+            return layers;
+        }
+    }
+    Vec::new()
+}
 
 /// The labels the kubelet of a new node of pool `pool` sets at registration
 /// (`--node-labels`), for every cloud and image: the pool's `labels`, then
@@ -77,6 +113,9 @@ pub fn new_node_labels(pool: &Pool, offering: &Offering) -> BTreeMap<String, Str
     );
     if let Some(m) = &offering.gpu_model {
         l.insert(GPU_MODEL.into(), m.as_str().to_string());
+    }
+    if let Some(r) = &offering.reservation {
+        l.insert(RESERVATION_ID.into(), r.id.clone());
     }
     l
 }
@@ -198,6 +237,7 @@ mod tests {
                     zone: "z1".into(),
                     instance_type: "p4d.24xlarge".into(),
                     capacity_type: CapacityType::Spot,
+                    reservation: None,
                 });
             }
             if let Some(s) = spot {
@@ -214,5 +254,41 @@ mod tests {
                 prop_assert_eq!(node_label(&n, p, key), all.get(key).map(String::as_str), "{}", key);
             }
         }
+    }
+
+    #[test]
+    fn network_layers_come_from_one_cloud_broadest_first_up_to_the_first_gap() {
+        let of = |kv: &[(&str, &str)]| -> Vec<String> {
+            network_of(
+                &kv.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )
+        };
+        assert_eq!(
+            of(&[
+                ("topology.k8s.aws/network-node-layer-3", "nn-c"),
+                ("topology.k8s.aws/network-node-layer-1", "nn-a"),
+                ("topology.k8s.aws/network-node-layer-2", "nn-b"),
+            ]),
+            ["nn-a", "nn-b", "nn-c"]
+        );
+        // a missing middle layer ends the path: a deeper layer alone says
+        // nothing about the domains above it
+        assert_eq!(
+            of(&[
+                ("topology.k8s.aws/network-node-layer-1", "nn-a"),
+                ("topology.k8s.aws/network-node-layer-3", "nn-c"),
+            ]),
+            ["nn-a"]
+        );
+        assert_eq!(
+            of(&[
+                ("cloud.google.com/gce-topology-block", "b1"),
+                ("cloud.google.com/gce-topology-subblock", "s2"),
+            ]),
+            ["b1", "s2"]
+        );
+        assert!(of(&[("topology.kubernetes.io/zone", "z")]).is_empty());
     }
 }

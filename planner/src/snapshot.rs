@@ -128,6 +128,14 @@ pub struct Policy {
     /// such launch is possible (see the planner's `hole` module). Off by
     /// default.
     pub size_matched_placement: bool,
+    /// How long before the end of the capacity a node runs on
+    /// (`Node::capacity_ends_at`, a Capacity Block) the planner drains it,
+    /// its gangs evicted whole and requeued. EC2 sends its "Capacity Block
+    /// Reservation Expiration Warning" 40 minutes before the end and starts
+    /// terminating the block's instances 30 minutes before it (EC2 User
+    /// Guide, "Monitor Capacity Blocks using EventBridge"): the default, 40
+    /// minutes, drains at the warning, ten minutes ahead of EC2.
+    pub reservation_drain_ahead: Dur,
 }
 
 impl Default for Policy {
@@ -147,6 +155,7 @@ impl Default for Policy {
             max_new_nodes_per_cycle: None,
             own_machine_below_percent: 0,
             size_matched_placement: true,
+            reservation_drain_ahead: Dur::mins(40),
         }
     }
 }

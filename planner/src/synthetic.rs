@@ -492,6 +492,7 @@ pub fn generate(p: &Params) -> Snapshot {
                     zone: z.into(),
                     instance_type: t.name.into(),
                     capacity_type: CapacityType::OnDemand,
+                    reservation: None,
                 })
                 .provider(Provider::Sim)
                 .zone(z)

@@ -181,6 +181,7 @@ fn build(seed: u64) -> Snapshot {
                     zone: zone.into(),
                     instance_type: t.into(),
                     capacity_type: CapacityType::OnDemand,
+                    reservation: None,
                 })
                 .provider(Provider::Sim)
                 .zone(zone)

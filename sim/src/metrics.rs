@@ -106,7 +106,9 @@ impl Recorder {
         self.cost_micros += micros;
         match capacity {
             CapacityType::Spot => self.cost_spot_micros += micros,
-            CapacityType::OnDemand => self.cost_on_demand_micros += micros,
+            // A reserved machine's bill is zero (its reservation is paid
+            // for as a whole); it counts with on-demand.
+            CapacityType::OnDemand | CapacityType::Reserved => self.cost_on_demand_micros += micros,
         }
     }
 

@@ -86,6 +86,7 @@ pub fn gcp_operation(data: &[u8]) {
         zone: "us-central1-a".into(),
         instance_type: "a2-highgpu-1g".into(),
         capacity_type: CapacityType::OnDemand,
+        reservation: None,
     };
     if let Ok(op) = serde_json::from_slice::<Value>(data) {
         for offering in [Some(&key), None] {

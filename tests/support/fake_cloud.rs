@@ -101,6 +101,7 @@ pub fn catalog() -> Vec<Offering> {
         interruption_rate_per_hour: 0.0,
         placement_groups: false,
         boot_secs: 60,
+        reservation: None,
     };
     vec![
         offering("fake-8gpu", 8, "A100", 10.0),

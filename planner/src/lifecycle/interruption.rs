@@ -77,6 +77,7 @@ mod tests {
             zone: "us-east-1a".into(),
             instance_type: "p4d.24xlarge".into(),
             capacity_type: CapacityType::Spot,
+            reservation: None,
         };
         let policy = Policy::default();
         let now = Time(1_000);

@@ -292,6 +292,7 @@ mod tests {
             zone: "z".into(),
             instance_type: "p4d.24xlarge".into(),
             capacity_type: CapacityType::Spot,
+            reservation: None,
         };
         let p = Policy::default(); // launch 5m, registration 15m, init 10m, ttl 3m
         let o = |a, r, g, e| Observed {
@@ -434,6 +435,7 @@ mod tests {
             zone: "z".into(),
             instance_type: "g5.xlarge".into(),
             capacity_type: c,
+            reservation: None,
         };
         let spot = Unavailable::CapacityType(Provider::Aws, CapacityType::Spot);
         assert!(spot.covers(&key(Provider::Aws, CapacityType::Spot)));

@@ -475,6 +475,7 @@ mod tests {
                         zone: "z".to_string(),
                         instance_type: "t".to_string(),
                         capacity_type: CapacityType::OnDemand,
+                        reservation: None,
                     },
                     price: Price::default(),
                     placement_group: None,

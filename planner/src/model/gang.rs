@@ -102,6 +102,23 @@ pub enum Topology {
     SameNode,
 }
 
+/// How close in the network a gang's pods must be, on top of its
+/// [`Topology`]: within one network domain at `level` (1 = the broadest
+/// layer of [`crate::Node::network`]). Required: the gang waits (or buys
+/// into one placement group) rather than spread wider. Preferred: the
+/// tightest domain with room, from `level` up to the broadest, then
+/// anywhere its `Topology` allows — Kueue's `podset-required-topology` and
+/// `podset-preferred-topology`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NetworkTopology {
+    /// The layer, from 1 (broadest).
+    pub level: u8,
+    /// True: never spread wider than one domain at `level`.
+    #[serde(default)]
+    pub required: bool,
+}
+
 /// A group of identical pods in a gang.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -185,6 +202,14 @@ pub struct Gang {
     /// How close its pods must be.
     #[serde(default)]
     pub topology: Topology,
+    /// How close in the network its pods must be, when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkTopology>,
+    /// May run on capacity that ends before its expected end (a Capacity
+    /// Block): it checkpoints and is requeued whole when the block is
+    /// drained.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub may_outlive_capacity: bool,
     /// Life-cycle phase.
     #[serde(default)]
     pub phase: GangPhase,
@@ -233,6 +258,8 @@ impl Gang {
             arrival,
             pod_sets,
             topology: Topology::Any,
+            network: None,
+            may_outlive_capacity: false,
             phase: GangPhase::Queued,
             assignments: Vec::new(),
             provisioning_deadline: None,

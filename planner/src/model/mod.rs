@@ -11,10 +11,12 @@ pub mod price;
 pub mod queue;
 pub mod scheduling;
 
-pub use gang::{Assignment, Gang, GangId, GangPhase, PodSet, Topology};
+pub use gang::{Assignment, Gang, GangId, GangPhase, NetworkTopology, PodSet, Topology};
 pub use idle::{GangUtilization, IdleAction, IdlePolicy, UtilSample};
 pub use node::{Node, NodePhase, OtherPod};
-pub use offering::{CapacityType, GpuModel, Offering, OfferingKey, Provider};
+pub use offering::{
+    CapacityReservation, CapacityType, GpuModel, Offering, OfferingKey, Provider, ReservationKind,
+};
 pub use pool::{ConsolidationPolicy, Disruption, KeepWarm, Pool, PoolLimits, PoolRequirements};
 pub use price::Price;
 pub use queue::{PreemptionPolicy, Queue, QueueingStrategy, Quota, QuotaResource, ReclaimPolicy};

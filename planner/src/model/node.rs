@@ -126,6 +126,19 @@ pub struct Node {
     /// Annotated `muster.dev/do-not-disrupt`: never consolidated.
     #[serde(default)]
     pub do_not_disrupt: bool,
+    /// When the capacity it runs on ends (a Capacity Block's end, a
+    /// reservation's end date): the planner drains it
+    /// `Policy::reservation_drain_ahead` before, and plans no gang onto it
+    /// that would still run then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_ends_at: Option<Time>,
+    /// Its place in the network, broadest first: the network nodes EC2's
+    /// `DescribeInstanceTopology` lists (node labels
+    /// `topology.k8s.aws/network-node-layer-1`…`-3`), or GCE's block,
+    /// sub-block and host (`cloud.google.com/gce-topology-block`, `-subblock`,
+    /// `-host`). Empty when unknown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<String>,
 }
 
 impl Node {

@@ -47,6 +47,14 @@ pub enum CapacityType {
     /// Regular capacity.
     #[serde(rename = "on-demand")]
     OnDemand,
+    /// Capacity bought ahead: an On-Demand Capacity Reservation or a
+    /// Capacity Block for ML (AWS), a reservation (GCE). Its offerings name
+    /// the reservation ([`Offering::reservation`]) and are listed at price
+    /// zero: the reservation is paid for whether used or not, so a machine
+    /// in it costs nothing more (Karpenter's `reserved` capacity type, which
+    /// it likewise prefers over on-demand and spot).
+    #[serde(rename = "reserved")]
+    Reserved,
 }
 
 impl CapacityType {
@@ -55,8 +63,56 @@ impl CapacityType {
         match self {
             CapacityType::Spot => "spot",
             CapacityType::OnDemand => "on-demand",
+            CapacityType::Reserved => "reserved",
         }
     }
+}
+
+/// What kind of capacity reservation an offering draws on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ReservationKind {
+    /// An EC2 On-Demand Capacity Reservation (`reservationType: default`).
+    #[serde(rename = "default")]
+    OnDemand,
+    /// An EC2 Capacity Block for ML (`reservationType: capacity-block`):
+    /// fixed start and end; EC2 starts terminating its instances 30 minutes
+    /// before the end.
+    #[serde(rename = "capacity-block")]
+    CapacityBlock,
+    /// A Compute Engine reservation (specific or with an end time).
+    #[serde(rename = "gce")]
+    Gce,
+}
+
+impl ReservationKind {
+    /// `default`, `capacity-block` or `gce`, as in labels and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReservationKind::OnDemand => "default",
+            ReservationKind::CapacityBlock => "capacity-block",
+            ReservationKind::Gce => "gce",
+        }
+    }
+}
+
+/// The reservation a `reserved` offering draws on, as the cloud reports it
+/// (`DescribeCapacityReservations`, the GCE reservation resource).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CapacityReservation {
+    /// Its id (`cr-0abc…`) or name (GCE).
+    pub id: String,
+    /// What kind.
+    pub kind: ReservationKind,
+    /// Machines that can still be launched into it (EC2
+    /// `AvailableInstanceCount`; GCE `count - inUseCount`).
+    pub available: u32,
+    /// Not usable before this time (a Capacity Block not yet started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starts_at: Option<Time>,
+    /// Gone at this time (a Capacity Block's end, an ODCR's end date).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends_at: Option<Time>,
 }
 
 impl fmt::Display for CapacityType {
@@ -127,8 +183,11 @@ pub struct OfferingKey {
     pub zone: String,
     /// Instance or machine type (`p4d.24xlarge`, `a2-highgpu-8g`).
     pub instance_type: String,
-    /// Spot or on-demand.
+    /// Spot, on-demand or reserved.
     pub capacity_type: CapacityType,
+    /// The capacity reservation, for `reserved`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
 }
 
 impl fmt::Display for OfferingKey {
@@ -137,7 +196,11 @@ impl fmt::Display for OfferingKey {
             f,
             "{}/{}/{}",
             self.instance_type, self.zone, self.capacity_type
-        )
+        )?;
+        match &self.reservation {
+            Some(r) => write!(f, "/{r}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -195,6 +258,9 @@ pub struct Offering {
     /// Typical seconds from launch to a Ready node with GPUs registered.
     #[serde(default)]
     pub boot_secs: u64,
+    /// The reservation it draws on; set exactly for `reserved` offerings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<CapacityReservation>,
 }
 
 fn yes() -> bool {
@@ -209,12 +275,19 @@ impl Offering {
             zone: self.zone.clone(),
             instance_type: self.instance_type.clone(),
             capacity_type: self.capacity_type,
+            reservation: self.reservation.as_ref().map(|r| r.id.clone()),
         }
     }
 
-    /// True when it may be launched at `now`.
+    /// True when it may be launched at `now`: for sale, priced, not marked
+    /// unavailable, and within its reservation's window.
     pub fn usable_at(&self, now: Time) -> bool {
-        self.available && self.price.is_some() && self.unavailable_until.is_none_or(|t| t <= now)
+        self.available
+            && self.price.is_some()
+            && self.unavailable_until.is_none_or(|t| t <= now)
+            && self.reservation.as_ref().is_none_or(|r| {
+                r.starts_at.is_none_or(|t| t <= now) && r.ends_at.is_none_or(|t| now < t)
+            })
     }
 
     /// Price per GPU per hour, or `None` without GPUs or price.
@@ -266,6 +339,7 @@ impl std::hash::Hash for Offering {
             interruption_rate_per_hour,
             placement_groups,
             boot_secs,
+            reservation,
         } = self;
         provider.hash(state);
         node_class.hash(state);
@@ -283,6 +357,7 @@ impl std::hash::Hash for Offering {
         super::float_bits(*interruption_rate_per_hour).hash(state);
         placement_groups.hash(state);
         boot_secs.hash(state);
+        reservation.hash(state);
     }
 }
 

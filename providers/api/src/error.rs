@@ -140,6 +140,7 @@ mod tests {
             zone: "us-east-1a".into(),
             instance_type: "p4d.24xlarge".into(),
             capacity_type: CapacityType::Spot,
+            reservation: None,
         };
         let e = ProviderError::InsufficientCapacity {
             offering,

@@ -100,6 +100,7 @@ mod tests {
                 zone: "us-east-1a".into(),
                 instance_type: "p4d.24xlarge".into(),
                 capacity_type: CapacityType::Spot,
+                reservation: None,
             },
             pool: "a100".into(),
             cluster: "prod".into(),

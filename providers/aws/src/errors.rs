@@ -107,6 +107,7 @@ mod tests {
             zone: "us-east-1a".into(),
             instance_type: "p4d.24xlarge".into(),
             capacity_type: CapacityType::Spot,
+            reservation: None,
         };
         let f = |code: Option<&str>, status: Option<u16>| Failure {
             code: code.map(String::from),

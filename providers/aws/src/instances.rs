@@ -223,6 +223,11 @@ pub fn instance(i: &aws_sdk_ec2::types::Instance, asked: Option<&OfferingKey>) -
         .filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string())))
         .collect();
     let spot = i.instance_lifecycle().is_some_and(|l| l.as_str() == "spot");
+    // An instance in a capacity reservation (ODCR or Capacity Block) names it.
+    let reservation = i
+        .capacity_reservation_id()
+        .map(String::from)
+        .or_else(|| asked.and_then(|a| a.reservation.clone()));
     let offering = OfferingKey {
         provider: Provider::Aws,
         zone: zone.clone(),
@@ -233,9 +238,12 @@ pub fn instance(i: &aws_sdk_ec2::types::Instance, asked: Option<&OfferingKey>) -
             .unwrap_or_default(),
         capacity_type: if spot || asked.is_some_and(|a| a.capacity_type == CapacityType::Spot) {
             CapacityType::Spot
+        } else if reservation.is_some() {
+            CapacityType::Reserved
         } else {
             CapacityType::OnDemand
         },
+        reservation,
     };
     let state = match i.state().and_then(|s| s.name()) {
         Some(InstanceStateName::Pending) => InstanceState::Pending,

@@ -100,6 +100,8 @@ pub fn offerings(
                 let price = match capacity {
                     CapacityType::OnDemand => prices.on_demand(&t.name),
                     CapacityType::Spot => spot.get(&(t.name.clone(), zone.clone())).copied(),
+                    // listed per reservation, not here
+                    CapacityType::Reserved => None,
                 };
                 let o = Offering {
                     provider: Provider::Aws,
@@ -122,6 +124,7 @@ pub fn offerings(
                     },
                     placement_groups: t.efa,
                     boot_secs: BOOT_SECS,
+                    reservation: None,
                 };
                 if requirements.admits(&o) {
                     out.push(o);

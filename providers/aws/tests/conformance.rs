@@ -62,6 +62,7 @@ impl Harness for Aws {
             zone: zone.into(),
             instance_type: instance_type.into(),
             capacity_type,
+            reservation: None,
         }
     }
 

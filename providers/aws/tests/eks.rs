@@ -23,6 +23,7 @@ fn request(name: &str) -> LaunchRequest {
             zone: "us-east-1a".into(),
             instance_type: "g6.xlarge".into(),
             capacity_type: CapacityType::OnDemand,
+            reservation: None,
         },
         pool: "l4".into(),
         cluster: "prod".into(),

@@ -373,6 +373,7 @@ fn launch_request(name: &str, zone: &str, capacity: CapacityType) -> LaunchReque
             zone: zone.into(),
             instance_type: "g6.xlarge".into(),
             capacity_type: capacity,
+            reservation: None,
         },
         pool: "l4".into(),
         cluster: CLUSTER.into(),

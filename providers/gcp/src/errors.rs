@@ -115,6 +115,7 @@ mod tests {
             zone: "us-central1-a".into(),
             instance_type: "a2-highgpu-8g".into(),
             capacity_type: CapacityType::Spot,
+            reservation: None,
         }
     }
 

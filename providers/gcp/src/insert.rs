@@ -89,7 +89,7 @@ pub(crate) fn scheduling(capacity: CapacityType) -> Value {
             "onHostMaintenance": "TERMINATE",
             "automaticRestart": false,
         }),
-        CapacityType::OnDemand => json!({
+        CapacityType::OnDemand | CapacityType::Reserved => json!({
             "provisioningModel": "STANDARD",
             "onHostMaintenance": "TERMINATE",
             "automaticRestart": true,
@@ -207,6 +207,7 @@ mod tests {
                 zone: "us-central1-a".into(),
                 instance_type: instance_type.into(),
                 capacity_type: capacity,
+                reservation: None,
             },
             pool: "a100".into(),
             cluster: "prod".into(),

@@ -106,6 +106,7 @@ pub fn parse_instance(project: &str, v: &Value) -> Result<Instance, ParseError> 
             zone: zone.to_owned(),
             instance_type: offering_name(machine, attached),
             capacity_type: capacity,
+            reservation: None,
         },
         state,
         launched_at: Time(launched),

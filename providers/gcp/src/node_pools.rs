@@ -213,6 +213,7 @@ mod tests {
                 zone: "us-central1-a".into(),
                 instance_type: "g2-standard-8".into(),
                 capacity_type: CapacityType::Spot,
+                reservation: None,
             },
             pool: pool.into(),
             cluster: "prod".into(),

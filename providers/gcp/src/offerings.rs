@@ -141,6 +141,7 @@ pub fn zone_offerings(
                     interruption_rate_per_hour: 0.0,
                     placement_groups: false,
                     boot_secs: 0,
+                    reservation: None,
                 });
             }
         }

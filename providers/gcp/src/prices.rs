@@ -100,6 +100,8 @@ impl PriceTable {
         let pick = |row: &(&str, f64, f64)| match capacity {
             CapacityType::OnDemand => row.1,
             CapacityType::Spot => row.2,
+            // Paid for with the reservation: a machine in it costs nothing more.
+            CapacityType::Reserved => 0.0,
         };
         match accelerator {
             None => GCP_MACHINES

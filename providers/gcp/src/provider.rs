@@ -633,6 +633,7 @@ mod tests {
                 zone: "z".into(),
                 instance_type: "g2-standard-4".into(),
                 capacity_type: CapacityType::Spot,
+                reservation: None,
             },
             pool: "l4".into(),
             cluster: "c".into(),

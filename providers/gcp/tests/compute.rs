@@ -35,6 +35,7 @@ fn key(ty: &str, zone: &str, capacity: CapacityType) -> OfferingKey {
         zone: zone.into(),
         instance_type: ty.into(),
         capacity_type: capacity,
+        reservation: None,
     }
 }
 

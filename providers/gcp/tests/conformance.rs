@@ -47,6 +47,7 @@ impl Harness for Gcp {
             zone: zone.into(),
             instance_type: instance_type.into(),
             capacity_type,
+            reservation: None,
         }
     }
 

@@ -36,6 +36,7 @@ fn request(name: &str, zone: &str) -> LaunchRequest {
             zone: zone.into(),
             instance_type: "g2-standard-8".into(),
             capacity_type: CapacityType::Spot,
+            reservation: None,
         },
         pool: "l4".into(),
         cluster: "prod".into(),

@@ -144,6 +144,7 @@ fn request(name: &str, zone: &str, ty: &str) -> LaunchRequest {
             zone: zone.into(),
             instance_type: ty.into(),
             capacity_type: CapacityType::Spot,
+            reservation: None,
         },
         pool: "l4".into(),
         cluster: "prod".into(),

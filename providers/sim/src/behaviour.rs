@@ -210,7 +210,7 @@ impl CloudBehaviour {
             capacity_limit: None,
             interruption_rate_per_hour: match key.capacity_type {
                 CapacityType::Spot => self.spot_interruption_rate_per_hour,
-                CapacityType::OnDemand => 0.0,
+                CapacityType::OnDemand | CapacityType::Reserved => 0.0,
             },
             boot: {
                 let (min, max) = default_boot_range(&key.instance_type);
@@ -376,6 +376,7 @@ mod tests {
             zone: zone.into(),
             instance_type: ty.into(),
             capacity_type: cap,
+            reservation: None,
         }
     }
 

@@ -323,6 +323,7 @@ pub fn offerings_of(shape: &Shape) -> Vec<Offering> {
                 interruption_rate_per_hour: 0.0,
                 placement_groups: true,
                 boot_secs: typical_boot_secs(shape.instance_type),
+                reservation: None,
             });
         }
     }

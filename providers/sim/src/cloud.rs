@@ -220,6 +220,7 @@ mod tests {
             zone: "us-east-1a".into(),
             instance_type: ty.into(),
             capacity_type: CapacityType::OnDemand,
+            reservation: None,
         };
         let p4d = key("p4d.24xlarge");
         assert!(c.launch(&p4d, "a", Time(0)).is_ok());

@@ -227,6 +227,7 @@ pub fn parse_offerings(
                     interruption_rate_per_hour: 0.0,
                     placement_groups: true,
                     boot_secs: typical_boot_secs(&r.instance_type),
+                    reservation: None,
                 });
             }
         }

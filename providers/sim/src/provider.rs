@@ -323,6 +323,7 @@ mod tests {
                 } else {
                     CapacityType::OnDemand
                 },
+                reservation: None,
             },
             pool: "gpu".into(),
             cluster: "c1".into(),

@@ -296,6 +296,10 @@ impl MusterPolicy {
             phase_since: world.now,
             empty_since: None,
             do_not_disrupt: false,
+            capacity_ends_at: offering
+                .and_then(|o| o.reservation.as_ref())
+                .and_then(|r| r.ends_at),
+            network: Vec::new(),
         }
     }
 

@@ -298,6 +298,8 @@ pub(crate) fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
             .unwrap_or_default(),
         pod_sets,
         topology,
+        network: None,
+        may_outlive_capacity: false,
         phase,
         assignments: st.assignments,
         provisioning_deadline: st.provisioning_deadline,

@@ -46,6 +46,7 @@ pub(crate) fn offering_key(s: &PoolNodeSpec) -> OfferingKey {
         zone: s.offering.zone.clone(),
         instance_type: s.offering.instance_type.clone(),
         capacity_type: crate::controller::translate::pool::capacity_type(s.offering.capacity_type),
+        reservation: s.offering.reservation.clone(),
     }
 }
 
@@ -427,6 +428,8 @@ pub(crate) fn nodes(
             phase_since: since,
             empty_since: None,
             do_not_disrupt: false,
+            capacity_ends_at: s.offering.capacity_ends_at.as_ref().map(time::from_kube),
+            network: Vec::new(),
         };
         if let Some(kn) = kube_node {
             let name = kn.name_any();
@@ -434,6 +437,7 @@ pub(crate) fn nodes(
             registered.insert(pn.name_any(), name.clone());
             node.name = name.clone();
             node.labels = kn.labels().clone();
+            node.network = muster_planner::labels::network_of(&node.labels);
             node.taints = taints(kn);
             node.unschedulable = kn
                 .spec
@@ -511,6 +515,8 @@ pub(crate) fn nodes(
                     .map_or(created, |t| created.max(*t)),
             ),
             do_not_disrupt: kn.annotations().contains_key("muster.dev/do-not-disrupt"),
+            capacity_ends_at: None,
+            network: muster_planner::labels::network_of(kn.labels()),
         });
     }
     Nodes {

@@ -83,6 +83,7 @@ pub(crate) fn capacity_type(c: crd::CapacityType) -> CapacityType {
     match c {
         crd::CapacityType::Spot => CapacityType::Spot,
         crd::CapacityType::OnDemand => CapacityType::OnDemand,
+        crd::CapacityType::Reserved => CapacityType::Reserved,
     }
 }
 

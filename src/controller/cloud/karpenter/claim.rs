@@ -49,6 +49,9 @@ pub(crate) const UNLAUNCHED_PREFIX: &str = "karpenter:///";
 const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
 const ZONE: &str = "topology.kubernetes.io/zone";
 const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
+/// The AWS provider's label of the capacity reservation a `reserved`
+/// NodeClaim launches into (karpenter-provider-aws, v1.3+).
+const RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
 
 /// The NodeClaim of a launch: named after the PoolNode.
 pub(crate) fn nodeclaim(
@@ -67,6 +70,14 @@ pub(crate) fn nodeclaim(
         annotations.insert(tags::GANG.into(), g.clone());
     }
     let o = &request.offering;
+    let mut requirements = vec![
+        json!({"key": INSTANCE_TYPE, "operator": "In", "values": [o.instance_type]}),
+        json!({"key": ZONE, "operator": "In", "values": [o.zone]}),
+        json!({"key": CAPACITY_TYPE, "operator": "In", "values": [o.capacity_type.as_str()]}),
+    ];
+    if let Some(r) = &o.reservation {
+        requirements.push(json!({"key": RESERVATION_ID, "operator": "In", "values": [r]}));
+    }
     let taints: Vec<Value> = request
         .taints
         .iter()
@@ -83,11 +94,7 @@ pub(crate) fn nodeclaim(
         },
         "spec": {
             "nodeClassRef": {"group": class.group, "kind": class.kind, "name": class.name},
-            "requirements": [
-                {"key": INSTANCE_TYPE, "operator": "In", "values": [o.instance_type]},
-                {"key": ZONE, "operator": "In", "values": [o.zone]},
-                {"key": CAPACITY_TYPE, "operator": "In", "values": [o.capacity_type.as_str()]},
-            ],
+            "requirements": requirements,
             "taints": taints,
             "expireAfter": "Never",
         }
@@ -161,6 +168,7 @@ pub(crate) fn offering(nc: &Value) -> Option<OfferingKey> {
     let capacity_type = match required(nc, CAPACITY_TYPE)?.as_str() {
         "spot" => CapacityType::Spot,
         "on-demand" => CapacityType::OnDemand,
+        "reserved" => CapacityType::Reserved,
         _ => return None,
     };
     Some(OfferingKey {
@@ -168,6 +176,7 @@ pub(crate) fn offering(nc: &Value) -> Option<OfferingKey> {
         zone: required(nc, ZONE)?,
         instance_type: required(nc, INSTANCE_TYPE)?,
         capacity_type,
+        reservation: required(nc, RESERVATION_ID),
     })
 }
 
@@ -236,6 +245,7 @@ mod tests {
                 zone: "us-east-1b".into(),
                 instance_type: "p4d.24xlarge".into(),
                 capacity_type: CapacityType::Spot,
+                reservation: None,
             },
             pool: "gpu".into(),
             cluster: "c1".into(),

@@ -422,7 +422,7 @@ impl CloudProvider for KarpenterClaims {
                 provider_id: pid,
                 kind: match offering.capacity_type {
                     CapacityType::Spot => InterruptionKind::SpotInterruption,
-                    CapacityType::OnDemand => InterruptionKind::Terminated,
+                    CapacityType::OnDemand | CapacityType::Reserved => InterruptionKind::Terminated,
                 },
                 at,
             });

@@ -234,9 +234,12 @@ pub(crate) fn instance(node: &Node) -> Instance {
             instance_type: get(labels::INSTANCE_TYPE),
             capacity_type: if get(labels::CAPACITY_TYPE) == CapacityType::Spot.as_str() {
                 CapacityType::Spot
+            } else if get(labels::CAPACITY_TYPE) == CapacityType::Reserved.as_str() {
+                CapacityType::Reserved
             } else {
                 CapacityType::OnDemand
             },
+            reservation: Some(get(labels::RESERVATION_ID)).filter(|r| !r.is_empty()),
         },
         state,
         launched_at: node
@@ -282,6 +285,7 @@ mod tests {
             interruption_rate_per_hour: 0.0,
             placement_groups: false,
             boot_secs: 5,
+            reservation: None,
         }
     }
 

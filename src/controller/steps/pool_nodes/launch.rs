@@ -62,6 +62,7 @@ pub(crate) async fn create(
             capacity_type: match n.offering.capacity_type {
                 CapacityType::Spot => CrdCapacity::Spot,
                 CapacityType::OnDemand => CrdCapacity::OnDemand,
+                CapacityType::Reserved => CrdCapacity::Reserved,
             },
             price_per_hour: Usd(format!("{:.6}", n.price.usd())),
             gpu_model: listed
@@ -71,6 +72,11 @@ pub(crate) async fn create(
             gpu_count: listed
                 .map(|o| i32::try_from(o.gpu_count).unwrap_or(i32::MAX))
                 .unwrap_or(0),
+            reservation: n.offering.reservation.clone(),
+            capacity_ends_at: listed
+                .and_then(|o| o.reservation.as_ref())
+                .and_then(|r| r.ends_at)
+                .map(crate::controller::base::time::to_kube),
         },
         gang: gang.and_then(|g| gang_ref(g, snapshot)),
         idempotency_key: n.idempotency_key.clone(),
