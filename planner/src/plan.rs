@@ -245,6 +245,14 @@ pub enum RemovalKind {
     },
     /// The pool has had no work for `scaleToZeroAfter`.
     ScaleToZero,
+    /// The capacity it runs on ends at `ends_at` (a Capacity Block): it is
+    /// drained `reservationDrainAhead` before. Unlike the kinds above, every
+    /// gang with a pod on it is evicted as a whole and requeued at once, at
+    /// its priority and without backoff, as for a spot interruption.
+    CapacityEnding {
+        /// When the capacity ends.
+        ends_at: Time,
+    },
 }
 
 /// Remove a node.

@@ -317,6 +317,7 @@ fn check(dir: &Path, p: &Plan, e: &Expect) -> Vec<String> {
                         ("Replace", Some(with.offering.instance_type.clone()))
                     }
                     RemovalKind::ScaleToZero => ("ScaleToZero", None),
+                    RemovalKind::CapacityEnding { .. } => ("CapacityEnding", None),
                 };
                 ExpRemoval {
                     node: x.node.clone(),

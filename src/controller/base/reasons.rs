@@ -60,6 +60,9 @@ pub(crate) const UNDERUTILIZED: &str = "Underutilized";
 pub(crate) const REPLACED: &str = "Replaced";
 /// Reason of a PoolNode removed when its pool scales to zero.
 pub(crate) const SCALE_TO_ZERO: &str = "ScaleToZero";
+/// Reason of a PoolNode drained ahead of the end of the capacity it runs on
+/// (a Capacity Block); its gangs are requeued whole without backoff.
+pub(crate) const CAPACITY_ENDING: &str = "CapacityEnding";
 /// Condition reason once a gang is no longer judged idle.
 pub(crate) const NOT_IDLE: &str = "GPUsNotIdle";
 

@@ -33,7 +33,7 @@ use muster_planner::plan::{Removal, RemovalKind};
 use crate::controller::base::api::{ActError, api, is_not_found, params, patch_status};
 use crate::controller::base::objects::{Kind, QUEUE_LABEL};
 use crate::controller::base::reasons::{
-    EMPTY, REPLACED, REPLACEMENT_FAILED, SCALE_TO_ZERO, UNDERUTILIZED,
+    CAPACITY_ENDING, EMPTY, REPLACED, REPLACEMENT_FAILED, SCALE_TO_ZERO, UNDERUTILIZED,
 };
 use crate::controller::ctx::Ctx;
 use crate::controller::observe::Observed;
@@ -75,6 +75,7 @@ pub(crate) fn reason(kind: &RemovalKind) -> &'static str {
         RemovalKind::Underutilized => UNDERUTILIZED,
         RemovalKind::Replace { .. } => REPLACED,
         RemovalKind::ScaleToZero => SCALE_TO_ZERO,
+        RemovalKind::CapacityEnding { .. } => CAPACITY_ENDING,
     }
 }
 
