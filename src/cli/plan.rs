@@ -259,6 +259,7 @@ pub fn table(p: &Plan) -> String {
                     RemovalKind::Underutilized => "Underutilized".to_string(),
                     RemovalKind::Replace { with } => format!("Replace({})", with.offering),
                     RemovalKind::ScaleToZero => "ScaleToZero".to_string(),
+                    RemovalKind::CapacityEnding { .. } => "CapacityEnding".to_string(),
                 };
                 vec![
                     r.node.clone(),
