@@ -87,6 +87,11 @@ pub struct Instance {
     pub pool_node: Option<String>,
     /// Its tags or labels.
     pub tags: BTreeMap<String, String>,
+    /// Its place in the network, broadest layer first (EC2
+    /// `DescribeInstanceTopology` network nodes; GCE block, sub-block,
+    /// host); empty when the cloud does not say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<String>,
 }
 
 /// What kind of interruption.

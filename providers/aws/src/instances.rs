@@ -263,6 +263,7 @@ pub fn instance(i: &aws_sdk_ec2::types::Instance, asked: Option<&OfferingKey>) -
         launched_at: Time(i.launch_time().map(|t| t.secs()).unwrap_or(0)),
         pool_node: tags.get(tags::POOL_NODE).cloned(),
         tags,
+        network: Vec::new(),
     }
 }
 

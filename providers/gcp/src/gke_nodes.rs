@@ -322,6 +322,7 @@ impl GcpProvider {
             launched_at: crate::provider::now(),
             pool_node: Some(request.name.clone()),
             tags: Default::default(),
+            network: Vec::new(),
         })
     }
 

@@ -112,6 +112,7 @@ pub fn parse_instance(project: &str, v: &Value) -> Result<Instance, ParseError> 
         launched_at: Time(launched),
         pool_node: labels.get(&label_key(tags::POOL_NODE)).cloned(),
         tags: labels,
+        network: Vec::new(),
     })
 }
 

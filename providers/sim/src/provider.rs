@@ -201,6 +201,7 @@ impl CloudProvider for SimProvider {
             launched_at: now,
             pool_node: Some(request.name.clone()),
             tags,
+            network: Vec::new(),
         };
         g.by_key
             .insert(request.idempotency_key.clone(), provider_id.clone());

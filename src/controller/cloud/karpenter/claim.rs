@@ -219,6 +219,7 @@ pub(crate) fn instance(nc: &Value) -> Option<Instance> {
         launched_at,
         pool_node: labels.get(tags::POOL_NODE).cloned(),
         tags: labels,
+        network: Vec::new(),
     })
 }
 

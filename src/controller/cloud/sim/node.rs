@@ -254,6 +254,7 @@ pub(crate) fn instance(node: &Node) -> Instance {
             .filter(|(k, _)| k.starts_with("muster.dev/"))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+        network: Vec::new(),
     }
 }
 
