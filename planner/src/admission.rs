@@ -448,6 +448,9 @@ fn commit_inner(
                         placement_group: pg.clone(),
                     });
                 }
+                if let Some(left) = &mut w.reserved_left[nn.offering] {
+                    *left = left.saturating_sub(1);
+                }
                 let price = off.price.unwrap_or_default();
                 let u = &mut w.pool_usage[c.pool];
                 u.nodes += 1;

@@ -180,6 +180,16 @@ fn replacement(w: &World<'_>, ni: usize) -> Option<usize> {
         if n.node.placement_group.is_some() && !off.placement_groups {
             continue;
         }
+        // Into a reservation only while it has room and outlives every
+        // gang that moves over.
+        if let Some(r) = &off.reservation
+            && (w.reserved_left[o] == Some(0)
+                || !n.gangs.iter().all(|&gi| {
+                    w.outlives(gi, r.ends_at, crate::time::Dur::secs(off.boot_secs))
+                }))
+        {
+            continue;
+        }
         if !used.fits_in(&off.resources) {
             continue;
         }
@@ -340,6 +350,9 @@ pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
             }
             if let Some(o) = replacement(w, ni) {
                 left -= 1;
+                if let Some(l) = &mut w.reserved_left[o] {
+                    *l = l.saturating_sub(1);
+                }
                 let off = w.offerings[o];
                 let price = off.price.unwrap_or_default();
                 let saves = crate::Price(n.price.map_or(0, |p| p.0).saturating_sub(price.0));

@@ -55,6 +55,7 @@ pub(crate) fn run_traced(s: &Snapshot, policy: &Policy, now: Time, trace: &mut T
         ..Cycle::default()
     };
 
+    crate::capacity_end::plan(&mut w, &mut cx);
     drained_gangs(&w, &mut cx);
     provisioning_gangs(&mut w, &mut book, &mut cx);
     pending_gangs(&mut w, &mut book, &mut cx, trace);

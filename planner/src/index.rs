@@ -35,7 +35,7 @@ use crate::model::{Gang, Node, NodePhase, Offering, PodSet, Pool, Queue};
 use crate::resources::Resources;
 use crate::snapshot::Policy;
 use crate::takes::KnownExisting;
-use crate::time::Time;
+use crate::time::{Dur, Time};
 
 /// A hash map with a fixed, fast hash (the multiply-rotate hash of rustc's
 /// `FxHasher`): the planner's maps are keyed by small numbers and names it
@@ -235,6 +235,15 @@ pub(crate) struct World<'a> {
     pub new_nodes_planned: u32,
     /// Nodes in flight (Pending, Launched, Registered), by index.
     pub inflight: Vec<usize>,
+    /// Per offering: machines still to be launched into its capacity
+    /// reservation this cycle (`None`: not a reserved offering). Starts at
+    /// what the cloud reports less the machines whose intent is written but
+    /// not yet launched (the cloud has not counted them); each launch
+    /// committed this cycle takes its machines.
+    pub reserved_left: Vec<Option<u32>>,
+    /// Some node has a capacity end (`Node::capacity_ends_at`): placements
+    /// then depend on each gang's expected duration.
+    pub capacity_ends: bool,
     /// Distinct zones of nodes, sorted; `node_zone[i]` indexes it.
     pub zones: Vec<&'a str>,
     /// Zone id of every node.
@@ -565,6 +574,25 @@ impl<'a> World<'a> {
     /// True when gang `gi` may put pods on node `ni` now (reservations).
     pub fn reservation_allows(&self, ni: usize, gi: usize) -> bool {
         self.nodes[ni].exclusive.is_none_or(|o| o == gi)
+    }
+
+    /// True when some offering draws on a capacity reservation.
+    pub fn has_reservations(&self) -> bool {
+        self.reserved_left.iter().any(Option::is_some)
+    }
+
+    /// When gang `gi` is expected to end if it starts now: now plus its
+    /// expected duration (the policy's default when it declares none).
+    pub fn expected_end(&self, gi: usize) -> Time {
+        let g = self.gangs[gi].gang;
+        self.now + g.expected_duration.unwrap_or(self.policy.default_expected_duration)
+    }
+
+    /// True when gang `gi` may run on capacity ending at `end` (`None`: no
+    /// end): the capacity outlives the gang's expected end, or the gang
+    /// says it may be cut short.
+    pub fn outlives(&self, gi: usize, end: Option<Time>, boot: Dur) -> bool {
+        end.is_none_or(|e| self.gangs[gi].gang.may_outlive_capacity || e >= self.expected_end(gi) + boot)
     }
 
     /// A node's index by name.

@@ -11,6 +11,7 @@
 mod admission;
 pub mod apply;
 mod by_index;
+mod capacity_end;
 mod carry;
 mod consolidation;
 pub mod cover;

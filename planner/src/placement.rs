@@ -92,6 +92,12 @@ impl Scope<'_> {
         {
             return false;
         }
+        // Capacity that ends before the gang would (a Capacity Block).
+        if n.node.capacity_ends_at.is_some()
+            && !w.outlives(self.gang, n.node.capacity_ends_at, crate::time::Dur::secs(0))
+        {
+            return false;
+        }
         if ids.zone.is_some_and(|z| w.node_zone[ni] != z) {
             return false;
         }
@@ -242,7 +248,12 @@ pub(crate) fn pack(
     // Failures are cached only for plain scopes (no own reservations, no
     // extra nodes; the excluded GPU models are part of the key) and the
     // first group of a trial.
-    let cacheable = !partial && extra.is_empty() && w.gangs[scope.gang].reserved.is_empty();
+    // Nor when a node's capacity ends: which nodes a gang may use then
+    // depends on its expected duration, which the key does not hold.
+    let cacheable = !partial
+        && extra.is_empty()
+        && w.gangs[scope.gang].reserved.is_empty()
+        && !w.capacity_ends;
     let excluded = if scope.excluded_models.is_empty() {
         0
     } else {

@@ -274,8 +274,27 @@ pub(crate) fn plan_launch(
             w.cover_cache.insert(key, c.clone());
             c
         };
-        let all_allowed = vec![true; d.offerings.len()];
-        let Some(mut cov) = solve(w, &all_allowed, false) else {
+        // A reserved domain's offerings are bought only while their
+        // reservations have machines left, and only for a gang they outlive.
+        let mut base_allowed: Vec<bool> = if d.ct == CapacityType::Reserved {
+            d.offerings
+                .iter()
+                .map(|&o| reservation_takes(w, gi, o, 1))
+                .collect()
+        } else {
+            vec![true; d.offerings.len()]
+        };
+        let mut found = solve(w, &base_allowed, false);
+        // A cover needing more machines of a reservation than it has left
+        // is searched again without that offering.
+        while d.ct == CapacityType::Reserved
+            && let Some(c) = &found
+            && let Some(k) = overbooked(w, gi, d, c)
+        {
+            base_allowed[k] = false;
+            found = solve(w, &base_allowed, false);
+        }
+        let Some(mut cov) = found else {
             continue;
         };
         // Pool limits.
@@ -319,8 +338,9 @@ pub(crate) fn plan_launch(
             let allowed: Vec<bool> = d
                 .offerings
                 .iter()
-                .map(|&o| {
-                    u64::from(offerings[o].gpu_count) <= gpu_room
+                .zip(&base_allowed)
+                .map(|(&o, &base)| {
+                    base && u64::from(offerings[o].gpu_count) <= gpu_room
                         && offerings[o].price.is_some_and(|p| p.0 <= price_room)
                 })
                 .collect();
@@ -332,7 +352,7 @@ pub(crate) fn plan_launch(
                 retry = Some(c);
             }
             match retry {
-                Some(c) if over(&c).is_none() => cov = c,
+                Some(c) if over(&c).is_none() && overbooked(w, gi, d, &c).is_none() => cov = c,
                 other => {
                     let what = over(other.as_ref().unwrap_or(&cov)).unwrap_or_default();
                     if limit_fail.is_none() {
@@ -720,6 +740,32 @@ fn alike_kinds(
     let mut slots: Vec<Option<Kind>> = ks.into_iter().map(Some).collect();
     let ks: Vec<Kind> = order.iter().filter_map(|&i| slots[i].take()).collect();
     (reps_sorted, ks)
+}
+
+/// True when `n` more machines of offering `o` may be launched for gang
+/// `gi`: an offering without a reservation always; a reserved one while its
+/// reservation has `n` machines left and ends after the gang's expected end
+/// plus the machine's boot (or the gang may be cut short).
+fn reservation_takes(w: &World<'_>, gi: usize, o: usize, n: u32) -> bool {
+    let off = w.offerings[o];
+    let Some(r) = &off.reservation else {
+        return true;
+    };
+    w.reserved_left[o].unwrap_or(0) >= n
+        && w.outlives(gi, r.ends_at, crate::time::Dur::secs(off.boot_secs))
+}
+
+/// The position in `d.offerings` of the first offering `cov` buys more
+/// machines of than its reservation has left, if any.
+fn overbooked(w: &World<'_>, gi: usize, d: &Domain, cov: &Cover) -> Option<usize> {
+    let mut counts: BTreeMap<usize, u32> = BTreeMap::new();
+    for (k, _) in &cov.machines {
+        *counts.entry(*k).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .find(|&(k, n)| !reservation_takes(w, gi, d.offerings[k], n))
+        .map(|(k, _)| k)
 }
 
 /// The launch domains of a gang of a queue with `pools`, `topology` and

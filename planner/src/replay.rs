@@ -249,7 +249,9 @@ fn launch_usage(w: &World<'_>, t: &Tried) -> Option<(usize, PoolUsage)> {
 impl Drift {
     /// A step committed `earlier` in the earlier cycle and `now` in this
     /// one (after `now` was applied to `w`), and they differ. Returns true
-    /// when a launch budget could see the difference.
+    /// when a launch budget could see the difference, or a capacity
+    /// reservation could (how many machines are left in it is read by every
+    /// later launch search, and not tracked as drift).
     fn differ(&mut self, w: &World<'_>, earlier: Option<&Tried>, now: Option<&Tried>) -> bool {
         let old = earlier.map(takes).unwrap_or_default();
         let new = now.map(takes).unwrap_or_default();
@@ -293,7 +295,8 @@ impl Drift {
             u.gpus += add.gpus;
             u.price += add.price;
         }
-        (old.is_some() || new.is_some()) && w.policy.max_new_nodes_per_cycle.is_some()
+        (old.is_some() || new.is_some())
+            && (w.policy.max_new_nodes_per_cycle.is_some() || w.has_reservations())
     }
 
     /// A step committed the same try in both cycles: its takes on drifting

@@ -69,6 +69,15 @@ pub(crate) fn changes(s: &Snapshot, policy: &Policy, a: Time, b: Time) -> Change
     if s.offerings.iter().any(|o| usable(o, a) != usable(o, b)) {
         return Changes::Other;
     }
+    // Capacity with an end: whether a gang may use it, and whether a node
+    // is drained ahead of it, are read against the time.
+    if s.nodes.iter().any(|n| n.capacity_ends_at.is_some())
+        || s.offerings
+            .iter()
+            .any(|o| o.reservation.as_ref().is_some_and(|r| r.ends_at.is_some()))
+    {
+        return Changes::Other;
+    }
     let mut backoffs = BTreeSet::new();
     for g in &s.gangs {
         if deadline_passed(g, a) != deadline_passed(g, b) {

@@ -12,7 +12,7 @@ use super::{
     FastMap, FastSet, GangInfo, NodeInfo, PoolUsage, ProvState, ReleasedFrom, World, node_gpus,
     offering_cmp, pod_set_of_each, pool_allows,
 };
-use crate::model::{Gang, GangPhase, Node, NodePhase, Pool};
+use crate::model::{Gang, GangPhase, Node, NodePhase, Offering, Pool};
 use crate::snapshot::{Policy, Snapshot};
 use crate::time::Time;
 use crate::time_facts::not_ready;
@@ -84,6 +84,8 @@ impl<'a> World<'a> {
             .filter(|&i| nodes[i].node.phase.in_flight())
             .collect();
         let stale_mark = vec![false; nodes.len()];
+        let reserved_left = reserved_left(&offerings, &nodes_sorted);
+        let capacity_ends = nodes_sorted.iter().any(|n| n.capacity_ends_at.is_some());
         let gang_sigs = vec![None; gangs.len()];
 
         World {
@@ -107,6 +109,8 @@ impl<'a> World<'a> {
             new_names: FastSet::default(),
             new_nodes_planned: 0,
             inflight,
+            reserved_left,
+            capacity_ends,
             generation: 0,
             pack_failures: Default::default(),
             known_existing: None,
@@ -126,6 +130,31 @@ impl<'a> World<'a> {
             gang_sigs,
         }
     }
+}
+
+/// Per offering, the machines its capacity reservation still takes: what
+/// the cloud reports, less the nodes of that reservation whose intent is
+/// written but not yet launched (`Pending`: the cloud has not counted
+/// them). `None` for offerings without a reservation.
+fn reserved_left(offerings: &[&Offering], nodes: &[&Node]) -> Vec<Option<u32>> {
+    offerings
+        .iter()
+        .map(|o| {
+            let r = o.reservation.as_ref()?;
+            let pending = nodes
+                .iter()
+                .filter(|n| {
+                    n.phase == NodePhase::Pending
+                        && n.offering.as_ref().is_some_and(|k| {
+                            k.reservation.as_deref() == Some(r.id.as_str())
+                                && k.instance_type == o.instance_type
+                                && k.zone == o.zone
+                        })
+                })
+                .count();
+            Some(r.available.saturating_sub(u32::try_from(pending).unwrap_or(u32::MAX)))
+        })
+        .collect()
 }
 
 /// Every node with its pool and its capacity less its other pods, and an
