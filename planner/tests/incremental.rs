@@ -239,6 +239,39 @@ fn check_sequence(seed: u64, steps: u32, whole: bool) -> Result<(), TestCaseErro
             pool.limits.max_gpus = r.percent(50).then(|| 8 + r.below(40));
         }
     }
+    // Capacity reservations a third of the time: copies of some offerings
+    // at price zero with a few machines each, half of them Capacity Blocks
+    // that end within hours, in pools that may buy them.
+    if r.percent(30) {
+        let mut extra = Vec::new();
+        for (i, o) in s.offerings.iter().step_by(5).enumerate() {
+            let block = i % 2 == 1;
+            let mut o = o.clone();
+            o.capacity_type = CapacityType::Reserved;
+            o.price = Some(Price(0));
+            o.interruption_rate_per_hour = 0.0;
+            o.reservation = Some(CapacityReservation {
+                id: format!("cr-{i}"),
+                kind: if block {
+                    ReservationKind::CapacityBlock
+                } else {
+                    ReservationKind::OnDemand
+                },
+                available: 1 + r.below(3) as u32,
+                starts_at: None,
+                ends_at: block.then(|| Time(synthetic::NOW.0 + 1800 + r.below(4) as i64 * 3600)),
+            });
+            extra.push(o);
+        }
+        s.offerings.extend(extra);
+        for pool in &mut s.pools {
+            let types = &mut pool.requirements.capacity_types;
+            if types.is_empty() {
+                types.push(CapacityType::OnDemand);
+            }
+            types.push(CapacityType::Reserved);
+        }
+    }
     let mut planner = Planner::new(s, policy.clone(), synthetic::NOW);
     // Handed every snapshot by reference, as the controller does (here
     // fingerprinting after every plan, however small its loop).
