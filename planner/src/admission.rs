@@ -114,6 +114,7 @@ pub(crate) fn try_size(
         excluded_models: &excluded,
         zone: None,
         placement_group: None,
+        network: None,
     };
     // A failed check of an earlier launch (`replay.rs`) found, on this
     // state, that the whole gang has no room.

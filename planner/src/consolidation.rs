@@ -126,6 +126,20 @@ fn try_moves(w: &mut World<'_>, ni: usize) -> bool {
                         if !e[d] || !w.reservation_allows(d, gi) {
                             return false;
                         }
+                        // A move stays within the gang's required network
+                        // domain and on capacity that outlives the gang.
+                        if let Some(net) = w.gangs[gi].gang.network
+                            && net.required
+                        {
+                            let depth = usize::from(net.level.max(1));
+                            let here = src.network.get(..depth);
+                            if here.is_none() || dn.node.network.get(..depth) != here {
+                                return false;
+                            }
+                        }
+                        if !w.outlives(gi, dn.node.capacity_ends_at, crate::time::Dur::secs(0)) {
+                            return false;
+                        }
                         match topo.unwrap_or_default() {
                             Topology::SameZone => dn.node.zone == src.zone,
                             Topology::SamePlacementGroup => {
@@ -184,9 +198,10 @@ fn replacement(w: &World<'_>, ni: usize) -> Option<usize> {
         // gang that moves over.
         if let Some(r) = &off.reservation
             && (w.reserved_left[o] == Some(0)
-                || !n.gangs.iter().all(|&gi| {
-                    w.outlives(gi, r.ends_at, crate::time::Dur::secs(off.boot_secs))
-                }))
+                || !n
+                    .gangs
+                    .iter()
+                    .all(|&gi| w.outlives(gi, r.ends_at, crate::time::Dur::secs(off.boot_secs))))
         {
             continue;
         }

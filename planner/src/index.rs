@@ -585,14 +585,18 @@ impl<'a> World<'a> {
     /// expected duration (the policy's default when it declares none).
     pub fn expected_end(&self, gi: usize) -> Time {
         let g = self.gangs[gi].gang;
-        self.now + g.expected_duration.unwrap_or(self.policy.default_expected_duration)
+        self.now
+            + g.expected_duration
+                .unwrap_or(self.policy.default_expected_duration)
     }
 
     /// True when gang `gi` may run on capacity ending at `end` (`None`: no
     /// end): the capacity outlives the gang's expected end, or the gang
     /// says it may be cut short.
     pub fn outlives(&self, gi: usize, end: Option<Time>, boot: Dur) -> bool {
-        end.is_none_or(|e| self.gangs[gi].gang.may_outlive_capacity || e >= self.expected_end(gi) + boot)
+        end.is_none_or(|e| {
+            self.gangs[gi].gang.may_outlive_capacity || e >= self.expected_end(gi) + boot
+        })
     }
 
     /// A node's index by name.

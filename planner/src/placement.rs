@@ -61,6 +61,9 @@ pub(crate) struct Scope<'s> {
     pub excluded_models: &'s [GpuModel],
     pub zone: Option<&'s str>,
     pub placement_group: Option<&'s str>,
+    /// One network domain: the nodes whose first layers are these
+    /// (`Node::network`); `None` for any.
+    pub network: Option<&'s [String]>,
 }
 
 impl Scope<'_> {
@@ -94,7 +97,11 @@ impl Scope<'_> {
         }
         // Capacity that ends before the gang would (a Capacity Block).
         if n.node.capacity_ends_at.is_some()
-            && !w.outlives(self.gang, n.node.capacity_ends_at, crate::time::Dur::secs(0))
+            && !w.outlives(
+                self.gang,
+                n.node.capacity_ends_at,
+                crate::time::Dur::secs(0),
+            )
         {
             return false;
         }
@@ -103,6 +110,11 @@ impl Scope<'_> {
         }
         if let Some(pg) = ids.placement_group
             && w.node_pg[ni] != Some(pg)
+        {
+            return false;
+        }
+        if let Some(d) = self.network
+            && n.node.network.get(..d.len()) != Some(d)
         {
             return false;
         }
@@ -251,6 +263,7 @@ pub(crate) fn pack(
     // Nor when a node's capacity ends: which nodes a gang may use then
     // depends on its expected duration, which the key does not hold.
     let cacheable = !partial
+        && scope.network.is_none()
         && extra.is_empty()
         && w.gangs[scope.gang].reserved.is_empty()
         && !w.capacity_ends;
@@ -472,6 +485,9 @@ pub(crate) fn place_finds_room_again(
     scope: &Scope<'_>,
     changed: &[usize],
 ) -> bool {
+    if w.gangs[scope.gang].gang.network.is_some() {
+        return place(w, groups, topology, scope).is_some();
+    }
     let by_pg = match topology {
         Topology::Any | Topology::SameNode => return place(w, groups, topology, scope).is_some(),
         Topology::SameZone => false,
@@ -514,6 +530,14 @@ pub(crate) fn place(
     if groups.iter().all(|g| g.count == 0) {
         return Some(Vec::new());
     }
+    if scope.network.is_none()
+        && let Some(net) = w.gangs[scope.gang].gang.network
+    {
+        let found = place_in_network(w, groups, topology, scope, net);
+        if found.is_some() || net.required {
+            return found;
+        }
+    }
     match topology {
         Topology::SameNode => single_node(w, groups, scope, &[]).map(|ni| all_on(ni, groups)),
         Topology::Any => whole(w, groups, scope),
@@ -532,4 +556,57 @@ pub(crate) fn place(
             best
         }
     }
+}
+
+/// A gang with a network topology on existing nodes: within one network
+/// domain, the tightest level first — from the deepest layer any node has
+/// up to the gang's level when required, up to the broadest when
+/// preferred (the caller then tries anywhere). At each level the domain
+/// whose placement touches the fewest nodes wins, then the domain order.
+/// Nodes that say nothing of their network are in no domain.
+fn place_in_network(
+    w: &World<'_>,
+    groups: &[Group],
+    topology: Topology,
+    scope: &Scope<'_>,
+    net: crate::model::NetworkTopology,
+) -> Option<Vec<Take>> {
+    let deepest = w
+        .nodes
+        .iter()
+        .map(|n| n.node.network.len())
+        .max()
+        .unwrap_or(0);
+    let level = usize::from(net.level.max(1));
+    let lowest = if net.required { level } else { 1 };
+    if deepest < lowest {
+        return None;
+    }
+    for depth in (lowest..=deepest).rev() {
+        let mut domains: Vec<&[String]> = w
+            .nodes
+            .iter()
+            .filter_map(|n| n.node.network.get(..depth))
+            .collect();
+        domains.sort_unstable();
+        domains.dedup();
+        let mut best: Option<Vec<Take>> = None;
+        for d in domains {
+            let within = Scope {
+                network: Some(d),
+                ..*scope
+            };
+            if let Some(takes) = place(w, groups, topology, &within)
+                && best
+                    .as_ref()
+                    .is_none_or(|b| nodes_touched(&takes) < nodes_touched(b))
+            {
+                best = Some(takes);
+            }
+        }
+        if best.is_some() {
+            return best;
+        }
+    }
+    None
 }

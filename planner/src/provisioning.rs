@@ -127,6 +127,13 @@ pub(crate) fn plan_launch(
 ) -> Result<LaunchChoice, LaunchFail> {
     let q = w.gangs[gi].queue;
     let gang = w.gangs[gi].gang;
+    // A gang that requires one network domain is bought into one placement
+    // group (cluster placement group, compact placement policy), new nodes
+    // only: nodes not launched yet have no known place in the network.
+    let topology = match (gang.network, topology) {
+        (Some(n), Topology::Any | Topology::SameZone) if n.required => Topology::SamePlacementGroup,
+        _ => topology,
+    };
     let pools = w.queue_pools(q);
     let shapes: Vec<Resources> = groups.iter().map(|g| g.shape.clone()).collect();
     let model_ok = |o: &crate::model::Offering| model_allowed(o, excluded);
@@ -569,6 +576,7 @@ fn existing_parts(
             excluded_models: excluded,
             zone: None,
             placement_group: None,
+            network: None,
         };
         parts.any = Some(pack(w, groups, &scope, &extras, true));
     } else {
@@ -615,6 +623,7 @@ fn zone_part(
         excluded_models: excluded,
         zone: Some(z),
         placement_group: None,
+        network: None,
     };
     pack(w, groups, &scope, extras, true)
 }
@@ -647,6 +656,7 @@ pub(crate) fn reads_same_nodes(
         excluded_models: excluded,
         zone: None,
         placement_group: None,
+        network: None,
     };
     // A size-matched search read the nodes no bigger than its class only.
     w.avoid_above_gpus = earlier.avoid_above;

@@ -68,6 +68,9 @@ struct ExpLaunch {
     /// Pool of every new node.
     #[serde(default)]
     pool: Option<String>,
+    /// Every new node in one placement group (true) or none (false).
+    #[serde(default)]
+    one_placement_group: Option<bool>,
     /// Existing nodes reserved (exact).
     #[serde(default)]
     reserve: Option<Vec<String>>,
@@ -194,6 +197,17 @@ fn check(dir: &Path, p: &Plan, e: &Expect) -> Vec<String> {
                 el.gang,
                 l.nodes.iter().map(|n| &n.pool).collect::<Vec<_>>()
             ));
+        }
+        if let Some(want) = el.one_placement_group {
+            let groups: std::collections::BTreeSet<Option<&String>> =
+                l.nodes.iter().map(|n| n.placement_group.as_ref()).collect();
+            let got = groups.len() == 1 && groups.iter().all(Option::is_some);
+            if got != want {
+                errs.push(format!(
+                    "{}: placement groups {groups:?}, want one: {want}",
+                    el.gang
+                ));
+            }
         }
         if let Some(r) = &el.reserve
             && &l.reserve != r

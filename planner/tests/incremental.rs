@@ -272,6 +272,24 @@ fn check_sequence(seed: u64, steps: u32, whole: bool) -> Result<(), TestCaseErro
             types.push(CapacityType::Reserved);
         }
     }
+    // Network layers on nodes and network topologies on gangs a third of
+    // the time (two blocks of two racks each, some nodes unlabelled).
+    if r.percent(30) {
+        for n in &mut s.nodes {
+            if r.percent(80) {
+                let (b, k) = (r.below(2), r.below(2));
+                n.network = vec![format!("b{b}"), format!("b{b}-r{k}")];
+            }
+        }
+        for g in &mut s.gangs {
+            if r.percent(40) {
+                g.network = Some(NetworkTopology {
+                    level: 1 + r.below(2) as u8,
+                    required: r.percent(50),
+                });
+            }
+        }
+    }
     let mut planner = Planner::new(s, policy.clone(), synthetic::NOW);
     // Handed every snapshot by reference, as the controller does (here
     // fingerprinting after every plan, however small its loop).

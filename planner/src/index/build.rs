@@ -152,7 +152,10 @@ fn reserved_left(offerings: &[&Offering], nodes: &[&Node]) -> Vec<Option<u32>> {
                         })
                 })
                 .count();
-            Some(r.available.saturating_sub(u32::try_from(pending).unwrap_or(u32::MAX)))
+            Some(
+                r.available
+                    .saturating_sub(u32::try_from(pending).unwrap_or(u32::MAX)),
+            )
         })
         .collect()
 }
