@@ -258,6 +258,10 @@ pub enum CapacityType {
     /// On-Demand Capacity Reservation or Capacity Block for ML, a GCE reservation.
     #[serde(rename = "reserved")]
     Reserved,
+    /// GKE flex-start (Dynamic Workload Scheduler): discounted capacity granted
+    /// for a whole request when available, running for at most seven days.
+    #[serde(rename = "flex-start")]
+    FlexStart,
 }
 
 /// Cloud a machine is bought from.

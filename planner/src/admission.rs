@@ -470,9 +470,14 @@ fn commit_inner(
                     w.nodes[ni].exclusive = Some(gi);
                 }
             }
-            let timeout = pool
+            let mut timeout = pool
                 .provisioning_timeout
                 .unwrap_or(w.policy.provisioning_timeout);
+            // A flex-start grant may take as long as the queue waits.
+            if c.capacity_type == crate::model::CapacityType::FlexStart {
+                let wait = q.and_then(|q| w.queues[q].flex_start_max_wait);
+                timeout = timeout + wait.unwrap_or(crate::time::Dur::secs(0));
+            }
             let launch = match made.take() {
                 Some(mut l) => {
                     l.deadline = Some(w.now + timeout);

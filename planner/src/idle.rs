@@ -149,6 +149,7 @@ mod tests {
                 window: Dur::mins(30),
                 action,
             }),
+            flex_start_max_wait: None,
         }
     }
 

@@ -283,13 +283,18 @@ pub(crate) fn plan_launch(
         };
         // A reserved domain's offerings are bought only while their
         // reservations have machines left, and only for a gang they outlive.
-        let mut base_allowed: Vec<bool> = if d.ct == CapacityType::Reserved {
-            d.offerings
+        let mut base_allowed: Vec<bool> = match d.ct {
+            CapacityType::Reserved => d
+                .offerings
                 .iter()
                 .map(|&o| reservation_takes(w, gi, o, 1))
-                .collect()
-        } else {
-            vec![true; d.offerings.len()]
+                .collect(),
+            CapacityType::FlexStart => d
+                .offerings
+                .iter()
+                .map(|&o| flex_start_fits(w, gi, o, duration))
+                .collect(),
+            _ => vec![true; d.offerings.len()],
         };
         let mut found = solve(w, &base_allowed, false);
         // A cover needing more machines of a reservation than it has left
@@ -763,6 +768,20 @@ fn reservation_takes(w: &World<'_>, gi: usize, o: usize, n: u32) -> bool {
     };
     w.reserved_left[o].unwrap_or(0) >= n
         && w.outlives(gi, r.ends_at, crate::time::Dur::secs(off.boot_secs))
+}
+
+/// True when gang `gi` may be bought flex-start offering `o`: its queue
+/// waits long enough for a grant (`Queue::flex_start_max_wait` at least
+/// the offering's expected wait) and it runs no longer than a flex-start
+/// machine may (`duration` within `max_run`).
+fn flex_start_fits(w: &World<'_>, gi: usize, o: usize, duration: Dur) -> bool {
+    let Some(f) = w.offerings[o].flex_start else {
+        return false;
+    };
+    let max_wait = w.gangs[gi]
+        .queue
+        .and_then(|q| w.queues[q].flex_start_max_wait);
+    max_wait.is_some_and(|m| m >= f.expected_wait) && duration <= f.max_run
 }
 
 /// The position in `d.offerings` of the first offering `cov` buys more

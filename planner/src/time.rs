@@ -51,6 +51,13 @@ impl Time {
     }
 }
 
+impl Add<Dur> for Dur {
+    type Output = Dur;
+    fn add(self, d: Dur) -> Dur {
+        Dur(self.0.saturating_add(d.0))
+    }
+}
+
 impl Add<Dur> for Time {
     type Output = Time;
     fn add(self, d: Dur) -> Time {

@@ -94,6 +94,10 @@ pub(crate) fn changes(s: &Snapshot, policy: &Policy, a: Time, b: Time) -> Change
         let Some(pool) = n.pool.as_deref() else {
             continue;
         };
+        // (A flex-start machine's timeout also depends on its gang's queue.)
+        if n.capacity_type == Some(crate::model::CapacityType::FlexStart) {
+            return Changes::Other;
+        }
         // Every timeout the node's pool name could stand for (the cycle
         // keeps one pool per name; the policy's when it has none).
         let timeouts = s.pools.iter().filter(|p| p.name == pool).map(|p| {

@@ -75,7 +75,7 @@ impl<'a> World<'a> {
         }
         gang_states(&mut gangs, &mut nodes, now);
         reservations(&mut nodes, &gangs, &owners);
-        machines_given_up(&mut nodes, &gangs, &owners, &pools, policy, now);
+        machines_given_up(&mut nodes, &gangs, &owners, &pools, &queues, policy, now);
         let pool_usage = pool_usage(&nodes, pools.len());
         let (zones, node_zone) = ids_of(nodes_sorted.iter().map(|n| Some(n.zone.as_str())));
         let (pgs, node_pg) = ids_of(nodes_sorted.iter().map(|n| n.placement_group.as_deref()));
@@ -322,6 +322,7 @@ fn machines_given_up(
     gangs: &[GangInfo<'_>],
     owners: &[Option<usize>],
     pools: &[&Pool],
+    queues: &[&crate::model::Queue],
     policy: &Policy,
     now: Time,
 ) {
@@ -330,9 +331,17 @@ fn machines_given_up(
             continue;
         }
         let Some(p) = n.pool else { continue };
-        let timeout = pools[p]
+        let mut timeout = pools[p]
             .provisioning_timeout
             .unwrap_or(policy.provisioning_timeout);
+        // A flex-start machine may wait for its grant as long as the queue
+        // of the gang it is for allows, on top.
+        if n.node.capacity_type == Some(crate::model::CapacityType::FlexStart) {
+            let wait = owner
+                .and_then(|gi| gangs[gi].queue)
+                .and_then(|q| queues[q].flex_start_max_wait);
+            timeout = timeout + wait.unwrap_or(crate::time::Dur::secs(0));
+        }
         let owner_late = owner.is_some_and(|gi| {
             let g = gangs[gi].gang;
             g.phase == GangPhase::Provisioning && crate::time_facts::deadline_passed(g, now)

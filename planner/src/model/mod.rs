@@ -15,7 +15,8 @@ pub use gang::{Assignment, Gang, GangId, GangPhase, NetworkTopology, PodSet, Top
 pub use idle::{GangUtilization, IdleAction, IdlePolicy, UtilSample};
 pub use node::{Node, NodePhase, OtherPod};
 pub use offering::{
-    CapacityReservation, CapacityType, GpuModel, Offering, OfferingKey, Provider, ReservationKind,
+    CapacityReservation, CapacityType, FlexStart, GpuModel, Offering, OfferingKey, Provider,
+    ReservationKind,
 };
 pub use pool::{ConsolidationPolicy, Disruption, KeepWarm, Pool, PoolLimits, PoolRequirements};
 pub use price::Price;

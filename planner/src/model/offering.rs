@@ -55,6 +55,13 @@ pub enum CapacityType {
     /// it likewise prefers over on-demand and spot).
     #[serde(rename = "reserved")]
     Reserved,
+    /// GKE flex-start (Dynamic Workload Scheduler): discounted capacity
+    /// granted when available, for a whole request at once, and run for at
+    /// most seven days. Its offerings say how long a grant typically takes
+    /// ([`Offering::flex_start`]); a queue says how long its gangs may wait
+    /// (`Queue::flex_start_max_wait`).
+    #[serde(rename = "flex-start")]
+    FlexStart,
 }
 
 impl CapacityType {
@@ -64,8 +71,20 @@ impl CapacityType {
             CapacityType::Spot => "spot",
             CapacityType::OnDemand => "on-demand",
             CapacityType::Reserved => "reserved",
+            CapacityType::FlexStart => "flex-start",
         }
     }
+}
+
+/// What a flex-start offering promises: how long a request typically waits
+/// to be granted, and how long its machines may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FlexStart {
+    /// Typical wait before the whole request is granted.
+    pub expected_wait: crate::time::Dur,
+    /// Longest a machine may run (GKE: seven days).
+    pub max_run: crate::time::Dur,
 }
 
 /// What kind of capacity reservation an offering draws on.
@@ -261,6 +280,9 @@ pub struct Offering {
     /// The reservation it draws on; set exactly for `reserved` offerings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation: Option<CapacityReservation>,
+    /// Its grant and run limits; set exactly for `flex-start` offerings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flex_start: Option<FlexStart>,
 }
 
 fn yes() -> bool {
@@ -340,6 +362,7 @@ impl std::hash::Hash for Offering {
             placement_groups,
             boot_secs,
             reservation,
+            flex_start,
         } = self;
         provider.hash(state);
         node_class.hash(state);
@@ -358,6 +381,7 @@ impl std::hash::Hash for Offering {
         placement_groups.hash(state);
         boot_secs.hash(state);
         reservation.hash(state);
+        flex_start.hash(state);
     }
 }
 

@@ -156,6 +156,10 @@ pub struct Queue {
     /// What happens to its gangs whose GPUs stay idle; nothing when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_policy: Option<super::idle::IdlePolicy>,
+    /// How long its gangs may wait for flex-start capacity (GKE's Dynamic
+    /// Workload Scheduler) to be granted; `None` never buys flex-start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flex_start_max_wait: Option<Dur>,
 }
 
 fn one() -> f64 {
@@ -180,6 +184,7 @@ impl std::hash::Hash for Queue {
             stopped,
             drain,
             idle_policy,
+            flex_start_max_wait,
         } = self;
         name.hash(state);
         cohort.hash(state);
@@ -193,5 +198,6 @@ impl std::hash::Hash for Queue {
         stopped.hash(state);
         drain.hash(state);
         idle_policy.hash(state);
+        flex_start_max_wait.hash(state);
     }
 }

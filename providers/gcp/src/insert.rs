@@ -89,6 +89,16 @@ pub(crate) fn scheduling(capacity: CapacityType) -> Value {
             "onHostMaintenance": "TERMINATE",
             "automaticRestart": false,
         }),
+        // Compute Engine's flex-start provisioning model: the VM is granted
+        // when capacity is found and deleted at its `maxRunDuration` (at most
+        // seven days).
+        CapacityType::FlexStart => json!({
+            "provisioningModel": "FLEX_START",
+            "maxRunDuration": {"seconds": 7 * 24 * 3600},
+            "instanceTerminationAction": "DELETE",
+            "onHostMaintenance": "TERMINATE",
+            "automaticRestart": false,
+        }),
         CapacityType::OnDemand | CapacityType::Reserved => json!({
             "provisioningModel": "STANDARD",
             "onHostMaintenance": "TERMINATE",

@@ -142,6 +142,7 @@ pub fn zone_offerings(
                     placement_groups: false,
                     boot_secs: 0,
                     reservation: None,
+                    flex_start: None,
                 });
             }
         }

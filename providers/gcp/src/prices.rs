@@ -97,8 +97,14 @@ impl PriceTable {
         if let Some(p) = self.overrides.get(&(name, capacity)) {
             return Some(*p);
         }
+        // Dynamic Workload Scheduler (flex-start) prices are SKUs of their
+        // own, not in this table: unpriced unless overridden, so never chosen.
+        if capacity == CapacityType::FlexStart {
+            return None;
+        }
         let pick = |row: &(&str, f64, f64)| match capacity {
-            CapacityType::OnDemand => row.1,
+            // (flex-start returned above)
+            CapacityType::OnDemand | CapacityType::FlexStart => row.1,
             CapacityType::Spot => row.2,
             // Paid for with the reservation: a machine in it costs nothing more.
             CapacityType::Reserved => 0.0,

@@ -63,6 +63,7 @@ pub(crate) async fn create(
                 CapacityType::Spot => CrdCapacity::Spot,
                 CapacityType::OnDemand => CrdCapacity::OnDemand,
                 CapacityType::Reserved => CrdCapacity::Reserved,
+                CapacityType::FlexStart => CrdCapacity::FlexStart,
             },
             price_per_hour: Usd(format!("{:.6}", n.price.usd())),
             gpu_model: listed
