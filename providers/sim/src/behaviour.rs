@@ -11,6 +11,7 @@
 use muster_planner::{CapacityType, Dur, OfferingKey, Time};
 use serde::{Deserialize, Serialize};
 
+use crate::reservations::{NetworkLayout, Reservation};
 use crate::rng::Rng;
 
 /// A time window `[from, to)` in seconds from the start of the run.
@@ -75,6 +76,14 @@ pub struct CloudBehaviour {
     /// Rules, applied in order.
     #[serde(default)]
     pub rules: Vec<OfferingRule>,
+    /// Capacity reservations and Capacity Blocks: one `reserved` offering
+    /// each (rules do not apply to them: a reservation's capacity is held).
+    #[serde(default)]
+    pub reservations: Vec<Reservation>,
+    /// Blocks of racks the machines land in; none: machines say nothing of
+    /// their network.
+    #[serde(default)]
+    pub topology: Option<NetworkLayout>,
 }
 
 /// Interruptions per spot machine-hour by default: AWS's Spot Instance
@@ -96,6 +105,8 @@ impl Default for CloudBehaviour {
             spot_interruption_rate_per_hour: default_spot_rate(),
             outage_mean: default_outage_mean(),
             rules: Vec::new(),
+            reservations: Vec::new(),
+            topology: None,
         }
     }
 }
@@ -125,6 +136,9 @@ pub enum BehaviourError {
         /// The value.
         value: f64,
     },
+    /// A reservation or the topology is wrong.
+    #[error("{0}")]
+    Capacity(String),
     /// Boot range or window reversed.
     #[error("rule {index} ({pattern}): {what}")]
     Range {
@@ -198,6 +212,22 @@ impl CloudBehaviour {
                 });
             }
         }
+        let mut ids: Vec<&str> = Vec::new();
+        for (i, r) in self.reservations.iter().enumerate() {
+            r.validate()
+                .map_err(|e| BehaviourError::Capacity(format!("reservations[{i}]: {e}")))?;
+            if ids.contains(&r.id.as_str()) {
+                return Err(BehaviourError::Capacity(format!(
+                    "reservations[{i}]: id {} listed twice",
+                    r.id
+                )));
+            }
+            ids.push(&r.id);
+        }
+        if let Some(t) = &self.topology {
+            t.validate()
+                .map_err(|e| BehaviourError::Capacity(format!("topology: {e}")))?;
+        }
         Ok(())
     }
 
@@ -210,7 +240,7 @@ impl CloudBehaviour {
             capacity_limit: None,
             interruption_rate_per_hour: match key.capacity_type {
                 CapacityType::Spot => self.spot_interruption_rate_per_hour,
-                CapacityType::OnDemand | CapacityType::Reserved => 0.0,
+                CapacityType::OnDemand | CapacityType::Reserved | CapacityType::FlexStart => 0.0,
             },
             boot: {
                 let (min, max) = default_boot_range(&key.instance_type);

@@ -324,6 +324,7 @@ pub fn offerings_of(shape: &Shape) -> Vec<Offering> {
                 placement_groups: true,
                 boot_secs: typical_boot_secs(shape.instance_type),
                 reservation: None,
+                flex_start: None,
             });
         }
     }

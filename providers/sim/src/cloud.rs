@@ -1,17 +1,19 @@
 //! The simulated cloud itself: a synchronous model that the simulator (and
 //! the async [`crate::SimProvider`]) call with a virtual time. It answers
 //! launches with a boot plan (register and Ready delays, a spot interruption
-//! time) or an insufficient-capacity error, from the seed alone.
+//! time, when the cloud takes a reserved machine back, its place in the
+//! network) or an insufficient-capacity error, from the seed alone.
 
 use std::collections::BTreeMap;
 
-use muster_planner::{Dur, Offering, OfferingKey, Time};
+use muster_planner::{CapacityType, Dur, Offering, OfferingKey, Price, Time};
 
 use crate::behaviour::{BehaviourError, CloudBehaviour, OfferingBehaviour, Outages};
+use crate::reservations::{NetworkLayout, Reservation};
 use crate::rng::Rng;
 
 /// What happens to a machine the cloud accepted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BootPlan {
     /// From the launch until the Node registers.
     pub register_after: Dur,
@@ -19,6 +21,11 @@ pub struct BootPlan {
     pub ready_after: Dur,
     /// When a spot machine will be interrupted, if it lives that long.
     pub interrupt_at: Option<Time>,
+    /// When the cloud terminates a machine of a reservation that ends (a
+    /// Capacity Block: 30 minutes before its end).
+    pub reclaim_at: Option<Time>,
+    /// Its network layers, broadest first (empty without a topology).
+    pub network: Vec<String>,
 }
 
 /// Why a launch failed.
@@ -43,6 +50,13 @@ pub struct SimCloud {
     index: BTreeMap<OfferingKey, usize>,
     launches: u64,
     capacity_errors: u64,
+    reservations: Vec<Reservation>,
+    /// Offering index → its reservation's index.
+    reservation_of: Vec<Option<usize>>,
+    topology: Option<NetworkLayout>,
+    /// (zone, placement group) → the rack its machines go to and how many
+    /// went there.
+    groups: BTreeMap<(String, String), (u32, u32)>,
 }
 
 impl SimCloud {
@@ -57,12 +71,49 @@ impl SimCloud {
         behaviour.validate()?;
         offerings.sort_by_key(|o| o.key());
         offerings.dedup_by(|a, b| a.key() == b.key());
+        let mut reserved = Vec::new();
+        for (i, r) in behaviour.reservations.iter().enumerate() {
+            let base = offerings
+                .iter()
+                .find(|o| {
+                    o.instance_type == r.instance_type
+                        && o.zone == r.zone
+                        && o.capacity_type == CapacityType::OnDemand
+                })
+                .ok_or_else(|| {
+                    BehaviourError::Capacity(format!(
+                        "reservations[{i}]: no on-demand {} in {} to reserve",
+                        r.instance_type, r.zone
+                    ))
+                })?;
+            reserved.push(Offering {
+                capacity_type: CapacityType::Reserved,
+                price: Some(Price::ZERO),
+                reservation: Some(r.describe(r.count)),
+                ..base.clone()
+            });
+        }
+        offerings.extend(reserved);
+        offerings.sort_by_key(|o| o.key());
+        let reservation_of: Vec<Option<usize>> = offerings
+            .iter()
+            .map(|o| {
+                let id = &o.reservation.as_ref()?.id;
+                behaviour.reservations.iter().position(|r| &r.id == id)
+            })
+            .collect();
         let mut resolved = Vec::with_capacity(offerings.len());
         let mut outages = Vec::with_capacity(offerings.len());
         let mut index = BTreeMap::new();
         for (i, o) in offerings.iter_mut().enumerate() {
             let key = o.key();
-            let b = behaviour.resolve(&key);
+            let mut b = behaviour.resolve(&key);
+            if reservation_of[i].is_some() {
+                // Reserved capacity is held: no outage, no limit but its count.
+                b.capacity_error_probability = 0.0;
+                b.unavailable.clear();
+                b.capacity_limit = None;
+            }
             o.interruption_rate_per_hour = b.interruption_rate_per_hour;
             o.boot_secs = (b.boot.min.as_secs() + b.boot.max.as_secs()) / 2;
             outages.push(Outages::new(
@@ -82,7 +133,26 @@ impl SimCloud {
             index,
             launches: 0,
             capacity_errors: 0,
+            reservations: behaviour.reservations.clone(),
+            reservation_of,
+            topology: behaviour.topology,
+            groups: BTreeMap::new(),
         })
+    }
+
+    /// The reservation the offering at `idx` draws on.
+    pub fn reservation(&self, idx: usize) -> Option<&Reservation> {
+        self.reservations.get((*self.reservation_of.get(idx)?)?)
+    }
+
+    /// The reservations, as the scenario gave them.
+    pub fn reservations(&self) -> &[Reservation] {
+        &self.reservations
+    }
+
+    /// The network layout, if machines have one.
+    pub fn topology(&self) -> Option<NetworkLayout> {
+        self.topology
     }
 
     /// Every offering, sorted by key.
@@ -117,16 +187,32 @@ impl SimCloud {
         if b.capacity_limit.is_some_and(|l| *alive >= l) {
             return false;
         }
+        if let Some(r) = self.reservation_of[idx].map(|r| &self.reservations[r]) {
+            return r.sells_at(now) && *alive < r.count;
+        }
         !o.down_at(now)
     }
 
     /// Launches one machine named `machine` (its draws come from the seed and
-    /// this name) of the offering `key` at `now`.
+    /// this name) of the offering `key` at `now`, in no placement group.
     pub fn launch(
         &mut self,
         key: &OfferingKey,
         machine: &str,
         now: Time,
+    ) -> Result<BootPlan, LaunchError> {
+        self.launch_in(key, machine, now, None)
+    }
+
+    /// [`SimCloud::launch`] into `placement_group`: with a topology, the
+    /// group's machines share a rack while it has room for them
+    /// (`nodesPerRack`), then go to the next rack of the same block.
+    pub fn launch_in(
+        &mut self,
+        key: &OfferingKey,
+        machine: &str,
+        now: Time,
+        placement_group: Option<&str>,
     ) -> Result<BootPlan, LaunchError> {
         let idx = self
             .index_of(key)
@@ -137,6 +223,9 @@ impl SimCloud {
             return Err(LaunchError::InsufficientCapacity(key.clone()));
         }
         self.alive[idx] += 1;
+        self.sync_available(idx);
+        let network = self.place(key, machine, placement_group);
+        let reclaim_at = self.reservation(idx).and_then(Reservation::reclaim_at);
         let b = &self.behaviour[idx];
         let mut rng = Rng::for_stream(self.seed, &format!("machine/{machine}"));
         let ready = rng
@@ -154,13 +243,54 @@ impl SimCloud {
             register_after: Dur::secs(register),
             ready_after: Dur::secs(ready),
             interrupt_at,
+            reclaim_at,
+            network,
         })
+    }
+
+    /// The rack a new machine lands in, as its layers.
+    fn place(&mut self, key: &OfferingKey, machine: &str, group: Option<&str>) -> Vec<String> {
+        let Some(t) = self.topology else {
+            return Vec::new();
+        };
+        let drawn = || {
+            let mut rng = Rng::for_stream(self.seed, &format!("rack/{machine}"));
+            rng.range_u64(0, u64::from(t.racks()) - 1) as u32
+        };
+        let rack = match group {
+            None => drawn(),
+            Some(g) => {
+                let first = drawn();
+                let slot = self
+                    .groups
+                    .entry((key.zone.clone(), g.to_string()))
+                    .or_insert((first, 0));
+                if slot.1 >= t.nodes_per_rack {
+                    *slot = (t.next_in_block(slot.0), 0);
+                }
+                slot.1 += 1;
+                slot.0
+            }
+        };
+        t.layers(&key.zone, rack)
+    }
+
+    /// Keeps a reserved offering's `available` at its count less the
+    /// machines in it.
+    fn sync_available(&mut self, idx: usize) {
+        if let Some(r) = self.reservation_of[idx].map(|r| self.reservations[r].count) {
+            let left = r.saturating_sub(self.alive[idx]);
+            if let Some(res) = self.offerings[idx].reservation.as_mut() {
+                res.available = left;
+            }
+        }
     }
 
     /// A machine of `key` is gone (terminated or interrupted).
     pub fn machine_gone(&mut self, key: &OfferingKey) {
         if let Some(idx) = self.index_of(key) {
             self.alive[idx] = self.alive[idx].saturating_sub(1);
+            self.sync_available(idx);
         }
     }
 

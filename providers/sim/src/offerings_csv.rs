@@ -228,6 +228,7 @@ pub fn parse_offerings(
                     placement_groups: true,
                     boot_secs: typical_boot_secs(&r.instance_type),
                     reservation: None,
+                    flex_start: None,
                 });
             }
         }

@@ -3,7 +3,8 @@
 //! can run with no cloud. Time is virtual: the owner moves it with
 //! [`SimProvider::set_now`]. Launches are idempotent by key; instances boot
 //! (`Pending` → `Running`) on the cloud's boot plan; spot interruptions
-//! arrive from the plan's schedule. Tests may also take an offering's
+//! arrive from the plan's schedule; machines of a Capacity Block are
+//! terminated 30 minutes before its end. Tests may also take an offering's
 //! capacity away ([`SimProvider::exhaust`]) and reclaim a machine
 //! ([`SimProvider::interrupt`]) at any moment.
 
@@ -26,6 +27,9 @@ struct Machine {
     instance: Instance,
     ready_at: Time,
     interrupt_at: Option<Time>,
+    /// When the cloud takes it back with its reservation (a Capacity
+    /// Block's end less 30 minutes).
+    reclaim_at: Option<Time>,
     interruption_delivered: bool,
     terminated: bool,
 }
@@ -116,7 +120,8 @@ impl SimProvider {
             if m.terminated {
                 continue;
             }
-            if m.interrupt_at.is_some_and(|t| t <= now) {
+            let reclaimed = m.reclaim_at.is_some_and(|t| t <= now);
+            if reclaimed || m.interrupt_at.is_some_and(|t| t <= now) {
                 m.terminated = true;
                 m.instance.state = InstanceState::Terminated;
                 cloud.machine_gone(&m.instance.offering);
@@ -173,7 +178,12 @@ impl CloudProvider for SimProvider {
         }
         let plan = g
             .cloud
-            .launch(&request.offering, &request.idempotency_key, now)
+            .launch_in(
+                &request.offering,
+                &request.idempotency_key,
+                now,
+                request.placement_group.as_deref(),
+            )
             .map_err(|e| match e {
                 LaunchError::InsufficientCapacity(offering) => {
                     ProviderError::InsufficientCapacity {
@@ -201,7 +211,7 @@ impl CloudProvider for SimProvider {
             launched_at: now,
             pool_node: Some(request.name.clone()),
             tags,
-            network: Vec::new(),
+            network: plan.network.clone(),
         };
         g.by_key
             .insert(request.idempotency_key.clone(), provider_id.clone());
@@ -211,6 +221,7 @@ impl CloudProvider for SimProvider {
                 instance: instance.clone(),
                 ready_at: now + plan.ready_after,
                 interrupt_at: plan.interrupt_at,
+                reclaim_at: plan.reclaim_at,
                 interruption_delivered: false,
                 terminated: false,
             },
