@@ -155,6 +155,14 @@ pub struct AwsNodeClass {
     /// nodes need.
     #[schemars(length(min = 1, max = 30))]
     pub security_group_selector_terms: Vec<SecurityGroupSelectorTerm>,
+    /// Which EC2 capacity reservations machines may be launched into: On-Demand Capacity
+    /// Reservations and Capacity Blocks for ML, as Karpenter's `EC2NodeClass` selects them.
+    /// Terms are ORed; within a term every field must hold. Only `active` and `scheduled`
+    /// reservations are used, each offered as `reserved` capacity of its instance type in its
+    /// zone. Empty: no reservation is used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 30))]
+    pub capacity_reservation_selector_terms: Vec<CapacityReservationSelectorTerm>,
     /// Name of the IAM instance profile machines run with (it must allow joining the cluster).
     #[schemars(length(min = 1, max = 128))]
     pub instance_profile: String,
@@ -262,6 +270,22 @@ pub struct SecurityGroupSelectorTerm {
     #[schemars(length(min = 1, max = 255))]
     pub name: Option<String>,
     /// Tags the group must carry; a value of `*` matches any value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("minProperties" = 1, "maxProperties" = 20))]
+    pub tags: Option<BTreeMap<String, String>>,
+}
+
+/// Selects EC2 capacity reservations by ID or by tags (exactly one of them).
+#[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.id) != has(self.tags)").message("spec.aws.capacityReservationSelectorTerms[]: set exactly one of id or tags"))]
+#[x_kube(validation = Rule::new("!has(self.tags) || self.tags.all(k, k != '' && self.tags[k] != '')").message("spec.aws.capacityReservationSelectorTerms[].tags: empty tag keys or values are not supported"))]
+pub struct CapacityReservationSelectorTerm {
+    /// Capacity reservation ID, e.g. `cr-0123456789abcdef0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^cr-[0-9a-z]+$"), length(max = 32))]
+    pub id: Option<String>,
+    /// Tags the reservation must carry, all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("minProperties" = 1, "maxProperties" = 20))]
     pub tags: Option<BTreeMap<String, String>>,

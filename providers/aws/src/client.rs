@@ -28,6 +28,9 @@ pub struct AwsOptions {
     pub initial_backoff: Duration,
     /// How long listed instance types, zones and spot prices are reused.
     pub catalog_ttl: Duration,
+    /// How long the selected capacity reservations are reused; launches
+    /// into one count against the reused figure meanwhile.
+    pub reservation_ttl: Duration,
 }
 
 impl Default for AwsOptions {
@@ -39,6 +42,7 @@ impl Default for AwsOptions {
             max_attempts: 5,
             initial_backoff: Duration::from_millis(200),
             catalog_ttl: Duration::from_secs(600),
+            reservation_ttl: Duration::from_secs(60),
         }
     }
 }

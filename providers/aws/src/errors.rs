@@ -2,7 +2,7 @@
 //!
 //! | EC2 code | error |
 //! |---|---|
-//! | `InsufficientInstanceCapacity`, `InsufficientCapacity`, `InsufficientHostCapacity`, `MaxSpotInstanceCountExceeded`, `SpotMaxPriceTooLow`, `UnfulfillableCapacity`, `InsufficientCapacityOnHost` | `InsufficientCapacity { offering }` |
+//! | `InsufficientInstanceCapacity`, `InsufficientCapacity`, `InsufficientHostCapacity`, `MaxSpotInstanceCountExceeded`, `SpotMaxPriceTooLow`, `UnfulfillableCapacity`, `InsufficientCapacityOnHost`, `ReservationCapacityExceeded` (a launch into a capacity reservation with no instance left) | `InsufficientCapacity { offering }` |
 //! | `VcpuLimitExceeded`, `InstanceLimitExceeded`, `InsufficientFreeAddressesInSubnet`, `MaxSpotFleetRequestCountExceeded` | `QuotaExceeded` |
 //! | `RequestLimitExceeded`, `Throttling`, `ThrottlingException`, `ServiceUnavailable`, `InternalError`, `Unavailable`, any 5xx | `Transient` |
 //! | `AuthFailure.ServiceLinkedRoleCreationNotPermitted` (a spot launch on an account without `AWSServiceRoleForEC2Spot`, by a role that may not create it) | `CapacityTypeNotPermitted { Spot }`, with the step that fixes it |
@@ -42,7 +42,8 @@ pub fn classify(f: &Failure, offering: Option<&OfferingKey>) -> ProviderError {
         | "InsufficientCapacityOnHost"
         | "MaxSpotInstanceCountExceeded"
         | "SpotMaxPriceTooLow"
-        | "UnfulfillableCapacity" => match offering {
+        | "UnfulfillableCapacity"
+        | "ReservationCapacityExceeded" => match offering {
             Some(o) => ProviderError::InsufficientCapacity {
                 offering: o.clone(),
                 message,
@@ -135,6 +136,14 @@ mod tests {
             (
                 f(Some("UnfulfillableCapacity"), Some(400)),
                 InsufficientCapacity,
+            ),
+            (
+                f(Some("ReservationCapacityExceeded"), Some(400)),
+                InsufficientCapacity,
+            ),
+            (
+                f(Some("InvalidCapacityReservationId.NotFound"), Some(400)),
+                NotFound,
             ),
             (f(Some("VcpuLimitExceeded"), Some(400)), QuotaExceeded),
             (f(Some("InstanceLimitExceeded"), Some(400)), QuotaExceeded),

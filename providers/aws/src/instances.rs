@@ -5,6 +5,11 @@
 //! idempotency key: EC2 returns the same instance for the same token, so a
 //! launch repeated after a crash never buys a second machine. Spot goes
 //! through `InstanceMarketOptions` (one-time, terminate on interruption).
+//! A `reserved` offering launches into its capacity reservation
+//! (`CapacityReservationSpecification.CapacityReservationTarget`), a
+//! Capacity Block with `InstanceMarketOptions.MarketType` `capacity-block`
+//! as well, which EC2 requires of launches into one (EC2 API Reference,
+//! `RunInstances`; EC2 User Guide, "Launch instances into Capacity Blocks").
 //! IMDSv2 is required unless the NodeClass says otherwise. The instance, its
 //! volumes, its network interface and (spot) its spot request are tagged in
 //! the same call, so that an IAM policy can require muster's cluster tag on
@@ -13,7 +18,8 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{
-    BlockDeviceMapping, EbsBlockDevice, Filter, HttpTokensState, IamInstanceProfileSpecification,
+    BlockDeviceMapping, CapacityReservationSpecification, CapacityReservationTarget,
+    EbsBlockDevice, Filter, HttpTokensState, IamInstanceProfileSpecification,
     InstanceInterruptionBehavior, InstanceMarketOptionsRequest, InstanceMetadataEndpointState,
     InstanceMetadataOptionsRequest, InstanceNetworkInterfaceSpecification, InstanceStateName,
     InstanceType, MarketType, ResourceType, SpotInstanceType, SpotMarketOptions, Tag,
@@ -21,7 +27,9 @@ use aws_sdk_ec2::types::{
 };
 use base64::Engine;
 use muster_crds::nodeclass::{AwsNodeClass, HttpTokens, Toggle};
-use muster_planner::{CapacityType, OfferingKey, Provider, Time};
+use muster_planner::{
+    CapacityReservation, CapacityType, OfferingKey, Provider, ReservationKind, Time,
+};
 use muster_provider_api::{Instance, InstanceState, LaunchRequest, ProviderError, tags};
 
 use crate::bootstrap::launch_tags;
@@ -59,6 +67,9 @@ pub struct Placement {
     /// EFA interfaces to attach, one per network card (0: the default
     /// network interface only).
     pub efa_interfaces: u32,
+    /// The capacity reservation to launch into (a `reserved` offering's),
+    /// with its kind: a Capacity Block needs its own market type.
+    pub reservation: Option<CapacityReservation>,
 }
 
 /// The network interfaces of an EFA launch, as the EC2 User Guide lays them
@@ -194,6 +205,24 @@ pub async fn launch(
                 )
                 .build(),
         );
+    }
+    if let Some(r) = &placement.reservation {
+        req = req.capacity_reservation_specification(
+            CapacityReservationSpecification::builder()
+                .capacity_reservation_target(
+                    CapacityReservationTarget::builder()
+                        .capacity_reservation_id(&r.id)
+                        .build(),
+                )
+                .build(),
+        );
+        if r.kind == ReservationKind::CapacityBlock {
+            req = req.instance_market_options(
+                InstanceMarketOptionsRequest::builder()
+                    .market_type(MarketType::CapacityBlock)
+                    .build(),
+            );
+        }
     }
     let resp = req
         .send()

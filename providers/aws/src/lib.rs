@@ -13,18 +13,27 @@
 //!   [`bottlerocket`] TOML).
 //! - [`placement_groups`]: one EC2 cluster placement group per gang launch
 //!   that needs one, made before the launch and deleted once unused.
+//! - [`reservations`]: the capacity reservations the NodeClass selects
+//!   (`DescribeCapacityReservations`), offered as `reserved` capacity.
+//! - [`topology`]: instances' network nodes (`DescribeInstanceTopology`).
 //! - [`queue`] and [`events`]: interruption events from SQS.
 //! - [`errors`]: EC2 error codes → typed errors.
 //! - [`provider`]: [`AwsProvider`], which ties them together.
 //!
 //! Calls per launch: one `RunInstances` (and `CreatePlacementGroup` first
 //! for a gang in a placement group; `DescribeInstanceTypes` for a type the
-//! catalog has not listed). NodeClass resolution
+//! catalog has not listed; `DescribeCapacityReservations` for a reserved
+//! offering whose reservation the last reading lacks). NodeClass resolution
 //! (`DescribeSubnets`, `DescribeSecurityGroups`, `DescribeImages` one per
 //! selector term, or `GetParameter` per architecture for an alias; EKS
 //! `DescribeCluster` when the NodeClass names a cluster) and the catalog (`DescribeInstanceTypes`,
 //! `DescribeInstanceTypeOfferings`, `DescribeSpotPriceHistory`) are cached
-//! for [`AwsOptions::catalog_ttl`].
+//! for [`AwsOptions::catalog_ttl`]; the capacity reservations
+//! (`DescribeCapacityReservations`, one call for the id terms and one per
+//! tags term, only for pools that take `reserved` capacity) for
+//! [`AwsOptions::reservation_ttl`]. `describe` adds one
+//! `DescribeInstanceTopology` for a running instance of a type that has a
+//! topology.
 
 pub mod alias;
 pub mod bootstrap;
@@ -42,8 +51,10 @@ pub mod placement_groups;
 pub mod prices;
 pub mod provider;
 pub mod queue;
+pub mod reservations;
 pub mod resolve;
 pub mod shapes;
+pub mod topology;
 
 pub use client::AwsOptions;
 pub use provider::{AwsProvider, SetupError};

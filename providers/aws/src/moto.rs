@@ -1,7 +1,9 @@
 //! A moto server for tests (`tests/moto_server.py`, behind the
 //! `test-support` feature): started on 127.0.0.1 by the test, stopped when
 //! dropped, with its control endpoint for injecting capacity errors,
-//! throttling and other errors, and counting `RunInstances` calls.
+//! throttling and other errors, and counting `RunInstances` calls; capacity
+//! reservations (On-Demand and Capacity Blocks) and instance topology, which
+//! the launcher adds to moto.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -227,6 +229,97 @@ impl Moto {
         let b64 = attr.user_data()?.value()?;
         let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
         String::from_utf8(bytes).ok()
+    }
+
+    /// Seeds a Capacity Block for ML of `count` `instance_type` in `zone`,
+    /// from `start` to `end` (epoch seconds), with `tags`; returns its id.
+    pub fn capacity_block(
+        &self,
+        instance_type: &str,
+        zone: &str,
+        count: u32,
+        (start, end): (i64, i64),
+        tags: &[(&str, &str)],
+    ) -> String {
+        let mut path = format!(
+            "/capacity-block?type={}&zone={}&count={count}&start={start}&end={end}",
+            query(instance_type),
+            query(zone)
+        );
+        for (k, v) in tags {
+            path.push_str(&format!("&tag={}", query(&format!("{k}={v}"))));
+        }
+        let body = self.control("POST", &path);
+        serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["id"].as_str().map(String::from))
+            .expect("the launcher names the Capacity Block")
+    }
+
+    /// Creates an On-Demand Capacity Reservation (`CreateCapacityReservation`,
+    /// targeted, Linux) of `count` `instance_type` in `zone`, tagged with
+    /// `tags`; returns its id.
+    pub async fn capacity_reservation(
+        &self,
+        instance_type: &str,
+        zone: &str,
+        count: i32,
+        tags: &[(&str, &str)],
+    ) -> String {
+        use aws_sdk_ec2::types::{
+            CapacityReservationInstancePlatform, InstanceMatchCriteria, ResourceType,
+            TagSpecification,
+        };
+        // EC2 refuses a tag specification without tags
+        let spec = (!tags.is_empty()).then(|| {
+            TagSpecification::builder()
+                .resource_type(ResourceType::CapacityReservation)
+                .set_tags(Some(
+                    tags.iter()
+                        .map(|(k, v)| Tag::builder().key(*k).value(*v).build())
+                        .collect(),
+                ))
+                .build()
+        });
+        self.clients()
+            .await
+            .ec2
+            .create_capacity_reservation()
+            .instance_type(instance_type)
+            .instance_platform(CapacityReservationInstancePlatform::LinuxUnix)
+            .availability_zone(zone)
+            .instance_count(count)
+            .instance_match_criteria(InstanceMatchCriteria::Targeted)
+            .set_tag_specifications(spec.map(|s| vec![s]))
+            .send()
+            .await
+            .expect("create capacity reservation")
+            .capacity_reservation()
+            .and_then(|r| r.capacity_reservation_id())
+            .expect("reservation id")
+            .to_string()
+    }
+
+    /// `AvailableInstanceCount` of reservation `id`, as EC2 reports it.
+    pub async fn available(&self, id: &str) -> Option<i32> {
+        self.clients()
+            .await
+            .ec2
+            .describe_capacity_reservations()
+            .capacity_reservation_ids(id)
+            .send()
+            .await
+            .ok()?
+            .capacity_reservations()
+            .first()?
+            .available_instance_count()
+    }
+
+    /// Makes `DescribeCapacityReservations` and `DescribeInstanceTopology`
+    /// answer at most `n` items per page (0: all), so that callers must
+    /// follow `NextToken`.
+    pub fn page_size(&self, n: u32) {
+        self.control("POST", &format!("/page-size?n={n}"));
     }
 
     /// `TerminateInstances` requests so far, retries included.

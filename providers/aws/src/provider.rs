@@ -6,17 +6,19 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use muster_crds::nodeclass::AwsNodeClass;
-use muster_planner::{Offering, PoolRequirements, Provider, Time};
+use muster_planner::{CapacityType, Offering, PoolRequirements, Provider, Time};
 use muster_provider_api::{
-    CloudProvider, Instance, Interruption, LaunchRequest, ProviderError, Resolution, ResolvedSubnet,
+    CloudProvider, Instance, InstanceState, Interruption, LaunchRequest, ProviderError, Resolution,
+    ResolvedSubnet,
 };
 
 use crate::client::{AwsOptions, Clients, connect};
 use crate::eks::{self, ClusterInfo};
 use crate::instances::{self, Placement};
 use crate::prices::PriceTable;
+use crate::reservations::{self, Reservation};
 use crate::shapes::{self, TypeInfo};
-use crate::{alias, bootstrap, catalog, placement_groups, queue, resolve};
+use crate::{alias, bootstrap, catalog, placement_groups, queue, resolve, topology};
 
 /// Why a provider could not be built from a NodeClass.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +44,7 @@ pub struct AwsProvider {
     prices: PriceTable,
     catalog: Mutex<Vec<Catalog>>,
     resolution: Mutex<Option<(Instant, Resolved)>>,
+    reservations: Mutex<reservations::Cache>,
 }
 
 /// What resolution found: the selectors' matches and the cluster joined.
@@ -72,6 +75,7 @@ impl AwsProvider {
             prices: PriceTable::default(),
             catalog: Mutex::new(Vec::new()),
             resolution: Mutex::new(None),
+            reservations: Mutex::new(reservations::Cache::default()),
         }
     }
 
@@ -242,6 +246,97 @@ impl AwsProvider {
     }
 }
 
+impl AwsProvider {
+    /// The capacity reservations the NodeClass selects: none without
+    /// selector terms; else as read within [`AwsOptions::reservation_ttl`],
+    /// less the launches made into them since.
+    async fn reservations(&self) -> Result<Vec<Reservation>, ProviderError> {
+        if self.class.capacity_reservation_selector_terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        if let Some(list) = self
+            .reservations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .fresh(self.options.reservation_ttl)
+        {
+            return Ok(list);
+        }
+        self.read_reservations().await
+    }
+
+    async fn read_reservations(&self) -> Result<Vec<Reservation>, ProviderError> {
+        let list = reservations::describe(
+            &self.clients.ec2,
+            &self.class.capacity_reservation_selector_terms,
+        )
+        .await?;
+        self.reservations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .store(list.clone());
+        Ok(list)
+    }
+
+    /// The selected reservation `id`, read again when the last reading
+    /// does not have it.
+    async fn reservation(&self, id: &str) -> Result<Reservation, ProviderError> {
+        let cached = self
+            .reservations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id);
+        let found = match cached {
+            Some(r) => Some(r),
+            None if self.class.capacity_reservation_selector_terms.is_empty() => None,
+            None => self
+                .read_reservations()
+                .await?
+                .into_iter()
+                .find(|r| r.id() == id),
+        };
+        found.ok_or_else(|| ProviderError::NotFound {
+            what: format!(
+                "capacity reservation {id}: not active or scheduled, or not selected by spec.aws.capacityReservationSelectorTerms"
+            ),
+        })
+    }
+
+    /// One `reserved` offering per selected reservation in a zone the
+    /// NodeClass has a subnet in, when the pool takes reserved capacity.
+    async fn reserved_offerings(
+        &self,
+        listed: &[TypeInfo],
+        zones: &[String],
+        requirements: &PoolRequirements,
+    ) -> Result<Vec<Offering>, ProviderError> {
+        if !requirements
+            .capacity_types
+            .contains(&CapacityType::Reserved)
+        {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for r in self.reservations().await? {
+            if !zones.contains(&r.zone) {
+                continue;
+            }
+            let info = match listed.iter().find(|t| t.name == r.instance_type) {
+                Some(t) => t.clone(),
+                None => self.type_info(&r.instance_type).await?,
+            };
+            if info.gpu_count == 0 {
+                continue;
+            }
+            let o = shapes::reserved(&self.class.region, &info, &r);
+            if requirements.admits(&o) {
+                out.push(o);
+            }
+        }
+        Ok(out)
+    }
+}
+
 fn now_epoch() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -274,14 +369,20 @@ impl CloudProvider for AwsProvider {
         for z in zones.values_mut() {
             z.retain(|zone| resolution.zones.contains(zone));
         }
-        Ok(shapes::offerings(
+        let mut out = shapes::offerings(
             &self.class.region,
             &types,
             &zones,
             &spot,
             &self.prices,
             requirements,
-        ))
+        );
+        out.extend(
+            self.reserved_offerings(&types, &resolution.zones, requirements)
+                .await?,
+        );
+        out.sort_by_key(|o| o.key());
+        Ok(out)
     }
 
     async fn launch(&self, request: &LaunchRequest) -> Result<Instance, ProviderError> {
@@ -324,6 +425,28 @@ impl CloudProvider for AwsProvider {
             ),
             None => None,
         };
+        // a reserved offering launches into its reservation, whose kind
+        // decides the market type
+        let reservation = match request.offering.capacity_type {
+            CapacityType::Reserved => {
+                let id = request.offering.reservation.as_deref().ok_or_else(|| {
+                    ProviderError::Permanent {
+                        message: "a reserved offering that names no capacity reservation".into(),
+                    }
+                })?;
+                let r = self.reservation(id).await?;
+                if r.instance_type != request.offering.instance_type || r.zone != *zone {
+                    return Err(ProviderError::Permanent {
+                        message: format!(
+                            "capacity reservation {id} holds {} in {}, not {} in {zone}",
+                            r.instance_type, r.zone, request.offering.instance_type
+                        ),
+                    });
+                }
+                Some(r.reservation)
+            }
+            _ => None,
+        };
         let efa_interfaces = if group.is_some() {
             info.max_efa_interfaces
         } else {
@@ -332,6 +455,7 @@ impl CloudProvider for AwsProvider {
         let placement = Placement {
             group,
             efa_interfaces,
+            reservation,
             subnet: subnet.id.clone(),
             security_groups: r.security_groups.iter().map(|g| g.id.clone()).collect(),
             image: image.id.clone(),
@@ -342,26 +466,50 @@ impl CloudProvider for AwsProvider {
                 &self.class,
             )?,
         };
-        instances::launch(&self.clients.ec2, &self.class, &placement, request).await
+        let launched = instances::launch(&self.clients.ec2, &self.class, &placement, request).await;
+        if let Some(r) = &placement.reservation {
+            let mut cache = self.reservations.lock().unwrap_or_else(|e| e.into_inner());
+            match &launched {
+                // a launch repeated with the same ClientToken takes one
+                // again here; the next reading corrects it
+                Ok(_) => cache.took_one(&r.id),
+                Err(ProviderError::InsufficientCapacity { .. }) => cache.exhausted(&r.id),
+                Err(_) => {}
+            }
+        }
+        launched
     }
 
     async fn describe(&self, provider_id: &str) -> Result<Instance, ProviderError> {
         let id = instances::instance_id(provider_id).ok_or_else(|| ProviderError::NotFound {
             what: provider_id.to_string(),
         })?;
-        instances::describe(&self.clients.ec2, &[id.to_string()], Vec::new())
+        let mut found = instances::describe(&self.clients.ec2, &[id.to_string()], Vec::new())
             .await?
             .into_iter()
             .next()
             .ok_or_else(|| ProviderError::NotFound {
                 what: provider_id.to_string(),
-            })
+            })?;
+        // EC2 describes the topology of running instances of some types only
+        if found.state == InstanceState::Running
+            && topology::supported(&found.offering.instance_type)
+        {
+            match topology::network_nodes(&self.clients.ec2, &[id.to_string()]).await {
+                Ok(mut nodes) => found.network = nodes.remove(id).unwrap_or_default(),
+                // the network is an aid to placement, not a reason to fail
+                Err(e) => tracing::warn!(error = %e, instance = id, "no instance topology"),
+            }
+        }
+        Ok(found)
     }
 
     async fn terminate(&self, provider_id: &str) -> Result<(), ProviderError> {
         instances::terminate(&self.clients.ec2, provider_id).await
     }
 
+    /// Without network nodes: the list serves orphan collection, which
+    /// needs none, and runs every cycle.
     async fn list(&self, cluster: &str) -> Result<Vec<Instance>, ProviderError> {
         instances::list(&self.clients.ec2, cluster).await
     }

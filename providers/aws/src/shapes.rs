@@ -3,7 +3,8 @@
 //! `DescribeInstanceTypeOfferings` lists it in, the latest spot price per
 //! zone from `DescribeSpotPriceHistory`, and the on-demand price table, made
 //! into one offering per type × zone × capacity type that the pool's
-//! requirements admit.
+//! requirements admit; and one `reserved` offering per capacity reservation
+//! ([`reserved`]), shaped as its type's other offerings.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +13,7 @@ use muster_planner::{
 };
 
 use crate::prices::PriceTable;
+use crate::reservations::Reservation;
 
 /// What EC2 says of an instance type.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -82,50 +84,15 @@ pub fn offerings(
         if t.gpu_count == 0 {
             continue;
         }
-        // kubelet reserves some memory; the rest is what pods may use
-        let mut resources = Resources::new(
-            u64::from(t.vcpus) * 1000,
-            t.memory_mib * 1024 * 1024 * 9 / 10,
-            t.gpu_count,
-        );
-        // the EFA device plugin advertises one `vpc.amazonaws.com/efa` per
-        // EFA interface, and a launch into a placement group attaches them all
-        // (Karpenter's instance types carry the same capacity)
-        if t.max_efa_interfaces > 0 {
-            resources =
-                resources.with_extended(EFA_RESOURCE, u64::from(t.max_efa_interfaces) * 1000);
-        }
         for zone in zones.get(&t.name).into_iter().flatten() {
             for capacity in [CapacityType::OnDemand, CapacityType::Spot] {
                 let price = match capacity {
                     CapacityType::OnDemand => prices.on_demand(&t.name),
                     CapacityType::Spot => spot.get(&(t.name.clone(), zone.clone())).copied(),
-                    // listed per reservation, not here
-                    CapacityType::Reserved => None,
+                    // listed per reservation, by `reserved`; flex-start is GKE's
+                    CapacityType::Reserved | CapacityType::FlexStart => None,
                 };
-                let o = Offering {
-                    provider: Provider::Aws,
-                    node_class: String::new(),
-                    region: region.to_string(),
-                    zone: zone.clone(),
-                    instance_type: t.name.clone(),
-                    capacity_type: capacity,
-                    price: price.and_then(Price::from_usd),
-                    gpu_model: t.gpu_name.as_deref().map(GpuModel::new),
-                    gpu_count: t.gpu_count,
-                    gpu_memory_mib: t.gpu_memory_mib,
-                    resources: resources.clone(),
-                    available: true,
-                    unavailable_until: None,
-                    interruption_rate_per_hour: if capacity == CapacityType::Spot {
-                        SPOT_INTERRUPTION_RATE
-                    } else {
-                        0.0
-                    },
-                    placement_groups: t.efa,
-                    boot_secs: BOOT_SECS,
-                    reservation: None,
-                };
+                let o = offering(region, t, zone, capacity, price.and_then(Price::from_usd));
                 if requirements.admits(&o) {
                     out.push(o);
                 }
@@ -134,6 +101,69 @@ pub fn offerings(
     }
     out.sort_by_key(|o| o.key());
     out
+}
+
+/// The `reserved` offering of one capacity reservation of type `t`: the
+/// shape of the type's other offerings in the reservation's zone, at price
+/// zero (the reservation is paid for whether used or not), available while
+/// it has a machine left.
+pub fn reserved(region: &str, t: &TypeInfo, r: &Reservation) -> Offering {
+    let mut o = offering(
+        region,
+        t,
+        &r.zone,
+        CapacityType::Reserved,
+        Some(Price::ZERO),
+    );
+    o.available = r.reservation.available > 0;
+    o.reservation = Some(r.reservation.clone());
+    o
+}
+
+/// One offering of type `t` in `zone`.
+fn offering(
+    region: &str,
+    t: &TypeInfo,
+    zone: &str,
+    capacity: CapacityType,
+    price: Option<Price>,
+) -> Offering {
+    // kubelet reserves some memory; the rest is what pods may use
+    let mut resources = Resources::new(
+        u64::from(t.vcpus) * 1000,
+        t.memory_mib * 1024 * 1024 * 9 / 10,
+        t.gpu_count,
+    );
+    // the EFA device plugin advertises one `vpc.amazonaws.com/efa` per
+    // EFA interface, and a launch into a placement group attaches them all
+    // (Karpenter's instance types carry the same capacity)
+    if t.max_efa_interfaces > 0 {
+        resources = resources.with_extended(EFA_RESOURCE, u64::from(t.max_efa_interfaces) * 1000);
+    }
+    Offering {
+        provider: Provider::Aws,
+        node_class: String::new(),
+        region: region.to_string(),
+        zone: zone.to_string(),
+        instance_type: t.name.clone(),
+        capacity_type: capacity,
+        price,
+        gpu_model: t.gpu_name.as_deref().map(GpuModel::new),
+        gpu_count: t.gpu_count,
+        gpu_memory_mib: t.gpu_memory_mib,
+        resources,
+        available: true,
+        unavailable_until: None,
+        interruption_rate_per_hour: if capacity == CapacityType::Spot {
+            SPOT_INTERRUPTION_RATE
+        } else {
+            0.0
+        },
+        placement_groups: t.efa,
+        boot_secs: BOOT_SECS,
+        reservation: None,
+        flex_start: None,
+    }
 }
 
 /// The newest price per (type, zone) from spot price history entries
@@ -259,5 +289,48 @@ mod tests {
                 .all(|o| o.capacity_type == CapacityType::OnDemand)
         );
         assert_eq!(list.len(), 2);
+    }
+
+    #[test]
+    fn a_reservation_is_offered_in_its_zone_with_its_type_s_shape_at_price_zero() {
+        use crate::reservations::Reservation;
+        use muster_planner::{CapacityReservation, ReservationKind, Time};
+        let zones: BTreeMap<String, Vec<String>> =
+            [("p4d.24xlarge".to_string(), vec!["us-east-1a".into()])].into();
+        let od = offerings(
+            "us-east-1",
+            &[p4d()],
+            &zones,
+            &BTreeMap::new(),
+            &PriceTable::default(),
+            &PoolRequirements::default(),
+        );
+        let mut r = Reservation {
+            instance_type: "p4d.24xlarge".into(),
+            zone: "us-east-1a".into(),
+            reservation: CapacityReservation {
+                id: "cr-0abc".into(),
+                kind: ReservationKind::CapacityBlock,
+                available: 2,
+                starts_at: None,
+                ends_at: Some(Time(86_400)),
+            },
+        };
+        let o = reserved("us-east-1", &p4d(), &r);
+        assert_eq!(o.capacity_type, CapacityType::Reserved);
+        assert_eq!(o.price, Some(Price::ZERO));
+        assert_eq!(
+            o.resources, od[0].resources,
+            "the on-demand offering's shape"
+        );
+        assert_eq!((o.gpu_count, o.placement_groups), (8, true));
+        assert_eq!(o.key().reservation.as_deref(), Some("cr-0abc"));
+        assert_eq!(
+            o.reservation.as_ref().and_then(|r| r.ends_at),
+            Some(Time(86_400))
+        );
+        assert!(o.available);
+        r.reservation.available = 0;
+        assert!(!reserved("us-east-1", &p4d(), &r).available, "nothing left");
     }
 }

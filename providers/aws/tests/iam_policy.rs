@@ -147,6 +147,22 @@ fn run_instances(tagged: &[&str], spot: bool) -> Value {
            "passedRoles": ["arn:aws:iam::123456789012:role/muster-node-role"]})
 }
 
+/// A launch into a capacity reservation is authorized on the reservation
+/// too (Service Authorization Reference, `RunInstances`: resource type
+/// `capacity-reservation`).
+#[test]
+fn a_launch_into_a_capacity_reservation_names_the_reservation() {
+    let mut entry = run_instances(&["instance", "volume", "network-interface"], false);
+    entry["params"]["CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId"] =
+        json!(["cr-0abc"]);
+    let reqs = requests(&entry).expect("modelled");
+    assert!(
+        reqs.iter().any(|r| r.action == "ec2:RunInstances"
+            && r.resource == "arn:aws:ec2:us-east-1:123456789012:capacity-reservation/cr-0abc"),
+        "{reqs:?}"
+    );
+}
+
 #[test]
 fn a_launch_that_leaves_a_created_resource_untagged_is_denied() {
     let p = policy();

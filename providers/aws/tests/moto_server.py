@@ -49,11 +49,55 @@ real EC2 in three ways the tests need:
   `MaximumNetworkCards` and no card twice (`InvalidParameterValue`; the
   type's facts from moto's own `DescribeInstanceTypes` data).
 
+* Capacity reservations, which moto does not implement, as the EC2 API
+  Reference describes them (see also README.md next to this file):
+  `CreateCapacityReservation` (an On-Demand Capacity Reservation,
+  `ReservationType` `default`, `active` at once; tag specifications on the
+  `capacity-reservation` resource), and Capacity Blocks for ML seeded through
+  POST /capacity-block?type=<t>&zone=<z>&count=<n>&start=<epoch>&end=<epoch>
+  [&tag=<k>=<v>] (`ReservationType` `capacity-block`: `scheduled` before its
+  start, `active` until its end, `expired` after; EC2 sells them through
+  `PurchaseCapacityBlock`, which the tests need not call). The answer names
+  the new id: {"id": "cr-..."}.
+  `DescribeCapacityReservations`: `CapacityReservationId.N` (an unknown id
+  answers `InvalidCapacityReservationId.NotFound`), the filters
+  `availability-zone`, `instance-type`, `state`, `instance-match-criteria`,
+  `tag:<key>` and `tag-key` (any other filter name answers
+  `InvalidParameterValue`), `MaxResults`/`NextToken`.
+  `RunInstances` with
+  `CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId`:
+  the reservation must exist (`InvalidCapacityReservationId.NotFound`), be
+  `active`, and hold the instance type and Availability Zone of the launch;
+  a Capacity Block is launched into only with
+  `InstanceMarketOptions.MarketType` `capacity-block`, and that market type
+  only into a Capacity Block (RunInstances, `InstanceMarketOptionsRequest`;
+  EC2 User Guide, "Launch instances into Capacity Blocks"). The reference
+  names no error code for these mismatches; the stand-in answers
+  `InvalidParameterValue`. A launch needing more instances than
+  `AvailableInstanceCount` answers `ReservationCapacityExceeded` ("Error
+  codes for the Amazon EC2 API": the targeted reservation has too little
+  available capacity). Each instance launched takes one from
+  `AvailableInstanceCount` and is described with its `CapacityReservationId`
+  (a Capacity Block's with `InstanceLifecycle` `capacity-block`);
+  terminating it gives the slot back.
+* `DescribeInstanceTopology`, which moto does not implement (EC2 API
+  Reference; EC2 User Guide, "Amazon EC2 instance topology"): up to 100
+  `InstanceId.N` (more answers `InvalidParameterValue`; an unknown id
+  `InvalidInstanceID.NotFound`), the `instance-type` and
+  `availability-zone` filters, `MaxResults`/`NextToken`; only running
+  instances of the documented types are described, each with three
+  `NetworkNodes`, top layer first: one per zone at the top two layers, and
+  at the bottom one per placement group (one per instance outside a group).
+  POST /page-size?n=<N> makes these two calls answer at most N items per
+  page when the caller sets no `MaxResults` (EC2's own page is larger), so
+  that the tests see a caller follow `NextToken`.
+
 GET /calls answers how many RunInstances requests arrived (retries
 included), so a test can tell a retried call from one that was not, and
 how many TerminateInstances requests.
-POST /reset clears the injections, the count and the call log (not the
-placement groups: they are resources, like moto's instances). An instance
+POST /reset clears the injections, the count, the page size and the call
+log (not the placement groups and capacity reservations: they are
+resources, like moto's instances). An instance
 profile `muster-node` holding the role `muster-node-role` exists from the
 start.
 
@@ -87,7 +131,8 @@ from werkzeug.serving import WSGIRequestHandler
 WSGIRequestHandler.log_request = lambda *args, **kwargs: None
 
 STATE = {"ice": set(), "throttle": 0, "tokens": {}, "calls": 0, "terminates": 0, "fail": None,
-         "log": [], "spot_role": "exists", "groups": {}, "members": {}}
+         "log": [], "spot_role": "exists", "groups": {}, "members": {},
+         "reservations": {}, "reserved_by": {}, "page_size": None}
 SPOT_SERVICE = "spot.amazonaws.com"
 LOCK = threading.Lock()
 _run_instances = InstanceResponse.run_instances
@@ -198,9 +243,18 @@ def run_instances(self):
             return STATE["tokens"][token]
         check_network_interfaces(self, instance_type)
         group = check_placement_group(self, zone)
+        reservation = check_reservation(self, instance_type, zone)
         result = _run_instances(self)
         if token:
             STATE["tokens"][token] = result
+        if reservation:
+            for instance in getattr(getattr(result, "result", None), "instances", []):
+                reservation["available"] -= 1
+                STATE["reserved_by"][instance.id] = reservation["id"]
+                instance.capacity_reservation_id = reservation["id"]
+                if reservation["type"] == "capacity-block":
+                    instance.lifecycle = "capacity-block"
+                    instance.instance_lifecycle = "capacity-block"
         if group:
             STATE["groups"][group].setdefault("zone", zone)
             reservation = getattr(result, "result", None)
@@ -210,6 +264,25 @@ def run_instances(self):
 
 
 InstanceResponse.run_instances = run_instances
+
+_terminate_instances = InstanceResponse.terminate_instances
+
+
+def terminate_instances(self):
+    """Gives a reservation back the slot of each instance that ends here."""
+    ids = [v[0] for k, v in self.querystring.items() if k.startswith("InstanceId.")]
+    ending = [i for i in ids if i in STATE["reserved_by"]
+              and _live(self.current_account, self.region, i)]
+    result = _terminate_instances(self)
+    with LOCK:
+        for i in ending:
+            r = STATE["reservations"].get(STATE["reserved_by"].pop(i, None))
+            if r:
+                r["available"] += 1
+    return result
+
+
+InstanceResponse.terminate_instances = terminate_instances
 
 
 def _tag_set(tags):
@@ -309,12 +382,270 @@ def delete_placement_group(self):
             f"</DeletePlacementGroupResponse>")
 
 
+def _now():
+    import time
+
+    return int(time.time())
+
+
+def _reservation_state(r):
+    """`scheduled` before a Capacity Block starts, `expired` after the end."""
+    now = _now()
+    if r["end"] is not None and now >= r["end"]:
+        return "expired"
+    if r["start"] > now:
+        return "scheduled"
+    return "active"
+
+
+def _reservation_zone(self, zone):
+    """The zone of a launch: Placement.AvailabilityZone, else its subnet's."""
+    if zone:
+        return zone
+    subnet = self._get_param("SubnetId") or self._get_param("NetworkInterface.1.SubnetId")
+    if not subnet:
+        return None
+    from moto.ec2.models import ec2_backends
+
+    try:
+        return ec2_backends[self.current_account][self.region].get_subnet(subnet).availability_zone
+    except Exception:
+        return None
+
+
+def check_reservation(self, instance_type, zone):
+    """The reservation rules of the module docstring; the reservation a
+    launch goes into, or None. Called with LOCK held."""
+    target = self._get_param(
+        "CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId")
+    market = self._get_param("InstanceMarketOptions.MarketType")
+    if not target:
+        if market == "capacity-block":
+            raise EC2ClientError("InvalidParameterValue",
+                                 "The capacity-block market type requires a Capacity Block "
+                                 "as the capacity reservation target.")
+        return None
+    r = STATE["reservations"].get(target)
+    if r is None:
+        raise EC2ClientError("InvalidCapacityReservationId.NotFound",
+                             f"The capacity reservation ID '{target}' does not exist")
+    state = _reservation_state(r)
+    if state != "active":
+        raise EC2ClientError("InvalidParameterValue",
+                             f"Capacity reservation {target} is {state}; instances can only be "
+                             f"launched into an active capacity reservation.")
+    if r["type"] == "capacity-block" and market != "capacity-block":
+        raise EC2ClientError("InvalidParameterValue",
+                             f"{target} is a Capacity Block: launch into it with "
+                             f"InstanceMarketOptions.MarketType capacity-block.")
+    if r["type"] != "capacity-block" and market == "capacity-block":
+        raise EC2ClientError("InvalidParameterValue",
+                             f"{target} is not a Capacity Block; the capacity-block market "
+                             f"type launches into Capacity Blocks only.")
+    zone = _reservation_zone(self, zone)
+    if instance_type != r["instance_type"] or (zone and zone != r["zone"]):
+        raise EC2ClientError("InvalidParameterValue",
+                             f"The instance type and Availability Zone ({instance_type}, {zone}) "
+                             f"do not match capacity reservation {target} "
+                             f"({r['instance_type']}, {r['zone']}).")
+    wanted = int(self._get_param("MinCount") or 1)
+    if r["available"] < wanted:
+        raise EC2ClientError("ReservationCapacityExceeded",
+                             f"The targeted Capacity Reservation {target} does not have "
+                             f"sufficient available instance capacity to fulfill your request.")
+    return r
+
+
+def new_reservation(instance_type, zone, count, kind, start, end, tags, platform="Linux/UNIX",
+                    criteria="targeted"):
+    rid = f"cr-{uuid.uuid4().hex[:17]}"
+    STATE["reservations"][rid] = {
+        "id": rid, "instance_type": instance_type, "zone": zone, "total": count,
+        "available": count, "type": kind, "start": start, "end": end, "tags": dict(tags),
+        "platform": platform, "criteria": criteria, "created": _now(),
+    }
+    return rid
+
+
+def _reservation_out(r):
+    from datetime import datetime, timezone
+
+    def at(t):
+        return datetime.fromtimestamp(t, tz=timezone.utc)
+
+    out = {
+        "CapacityReservationId": r["id"],
+        "OwnerId": ACCOUNT,
+        "CapacityReservationArn": f"arn:aws:ec2:us-east-1:{ACCOUNT}:capacity-reservation/{r['id']}",
+        "InstanceType": r["instance_type"],
+        "InstancePlatform": r["platform"],
+        "AvailabilityZone": r["zone"],
+        "Tenancy": "default",
+        "TotalInstanceCount": r["total"],
+        "AvailableInstanceCount": r["available"],
+        "EbsOptimized": True,
+        "State": _reservation_state(r),
+        "StartDate": at(r["start"]),
+        "EndDateType": "limited" if r["end"] is not None else "unlimited",
+        "InstanceMatchCriteria": r["criteria"],
+        "CreateDate": at(r["created"]),
+        "Tags": [{"Key": k, "Value": v} for k, v in sorted(r["tags"].items())],
+        "ReservationType": r["type"],
+    }
+    if r["end"] is not None:
+        out["EndDate"] = at(r["end"])
+    return out
+
+
+def _page(self, items):
+    """One page of `items` after NextToken, MaxResults (or /page-size) long."""
+    size = self._get_param("MaxResults") or STATE["page_size"]
+    start = int(self._get_param("NextToken") or 0)
+    if not size:
+        return items[start:], None
+    size = int(size)
+    rest = items[start + size:]
+    return items[start:start + size], (str(start + size) if rest else None)
+
+
+def create_capacity_reservation(self):
+    from moto.core.responses import ActionResult
+
+    instance_type = self._get_param("InstanceType")
+    platform = self._get_param("InstancePlatform")
+    count = self._get_param("InstanceCount")
+    zone = self._get_param("AvailabilityZone")
+    for name, value in (("InstanceType", instance_type), ("InstancePlatform", platform),
+                        ("InstanceCount", count)):
+        if not value:
+            raise EC2ClientError("MissingParameter",
+                                 f"The request must contain the parameter {name}")
+    end = self._get_param("EndDate")
+    end_epoch = None
+    if end:
+        from datetime import datetime
+
+        end_epoch = int(datetime.fromisoformat(str(end).replace("Z", "+00:00")).timestamp())
+    tags = self._parse_tag_specification().get("capacity-reservation", {})
+    with LOCK:
+        rid = new_reservation(instance_type, zone, int(count), "default", _now(), end_epoch, tags,
+                              platform=platform,
+                              criteria=self._get_param("InstanceMatchCriteria") or "open")
+        out = _reservation_out(STATE["reservations"][rid])
+    return ActionResult({"CapacityReservation": out})
+
+
+RESERVATION_FILTERS = {"availability-zone": "zone", "instance-type": "instance_type",
+                       "instance-match-criteria": "criteria"}
+
+
+def describe_capacity_reservations(self):
+    from moto.core.responses import ActionResult
+
+    ids = [v[0] for k, v in sorted(self.querystring.items())
+           if k.startswith("CapacityReservationId.")]
+    filters = _filters(self)
+    for f in filters:
+        if f not in RESERVATION_FILTERS and f not in ("state", "tag-key") \
+                and not f.startswith("tag:"):
+            raise EC2ClientError("InvalidParameterValue", f"The filter '{f}' is invalid")
+    with LOCK:
+        for i in ids:
+            if i not in STATE["reservations"]:
+                raise EC2ClientError("InvalidCapacityReservationId.NotFound",
+                                     f"The capacity reservation ID '{i}' does not exist")
+        chosen = []
+        for rid, r in sorted(STATE["reservations"].items()):
+            if ids and rid not in ids:
+                continue
+            ok = True
+            for f, values in filters.items():
+                if f in RESERVATION_FILTERS:
+                    ok &= r[RESERVATION_FILTERS[f]] in values
+                elif f == "state":
+                    ok &= _reservation_state(r) in values
+                elif f == "tag-key":
+                    ok &= any(v in r["tags"] for v in values)
+                else:
+                    ok &= r["tags"].get(f[4:]) in values
+            if ok:
+                chosen.append(_reservation_out(r))
+    page, token = _page(self, chosen)
+    out = {"CapacityReservations": page}
+    if token:
+        out["NextToken"] = token
+    return ActionResult(out)
+
+
+# instance families DescribeInstanceTopology describes (EC2 User Guide,
+# "Prerequisites for Amazon EC2 instance topology")
+TOPOLOGY_FAMILIES = {"g6e", "g7e", "hpc6a", "hpc6id", "hpc7a", "hpc7g", "hpc8a", "p3dn", "p4d",
+                     "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200", "trn1",
+                     "trn1n", "trn2", "trn2u"}
+
+
+def _node(*parts):
+    import hashlib
+
+    return "nn-" + hashlib.sha256("/".join(parts).encode()).hexdigest()[:17]
+
+
+def describe_instance_topology(self):
+    from moto.core.responses import ActionResult
+    from moto.ec2.models import ec2_backends
+
+    ids = [v[0] for k, v in sorted(self.querystring.items()) if k.startswith("InstanceId.")]
+    if len(ids) > 100:
+        raise EC2ClientError("InvalidParameterValue",
+                             "DescribeInstanceTopology takes at most 100 instance IDs.")
+    filters = _filters(self)
+    backend = ec2_backends[self.current_account][self.region]
+    if ids:
+        instances = []
+        for i in ids:
+            try:
+                instances.append(backend.get_instance(i))
+            except Exception:
+                raise EC2ClientError("InvalidInstanceID.NotFound",
+                                     f"The instance ID '{i}' does not exist")
+    else:
+        instances = [i for r in backend.all_reservations() for i in r.instances]
+    out = []
+    for i in sorted(instances, key=lambda i: i.id):
+        family = i.instance_type.split(".")[0]
+        zone = i._placement.zone
+        if i.state != "running" or family not in TOPOLOGY_FAMILIES:
+            continue
+        if "instance-type" in filters and i.instance_type not in filters["instance-type"]:
+            continue
+        if "availability-zone" in filters and zone not in filters["availability-zone"]:
+            continue
+        with LOCK:
+            group = STATE["members"].get(i.id)
+        out.append({
+            "InstanceId": i.id,
+            "InstanceType": i.instance_type,
+            "NetworkNodes": [_node(zone, "1"), _node(zone, "2"),
+                             _node(zone, "3", group or i.id)],
+            "AvailabilityZone": zone,
+            **({"GroupName": group} if group else {}),
+        })
+    page, token = _page(self, out)
+    result = {"Instances": page}
+    if token:
+        result["NextToken"] = token
+    return ActionResult(result)
+
+
 def _install_placement_groups():
     from moto.ec2.responses import EC2Response
 
     EC2Response.create_placement_group = create_placement_group
     EC2Response.describe_placement_groups = describe_placement_groups
     EC2Response.delete_placement_group = delete_placement_group
+    EC2Response.create_capacity_reservation = create_capacity_reservation
+    EC2Response.describe_capacity_reservations = describe_capacity_reservations
+    EC2Response.describe_instance_topology = describe_instance_topology
 
 
 _install_placement_groups()
@@ -438,8 +769,22 @@ class Control(BaseHTTPRequestHandler):
     def do_POST(self):
         url = urlparse(self.path)
         query = parse_qs(url.query)
+        body = None
         with LOCK:
-            if url.path == "/ice":
+            if url.path == "/capacity-block":
+                try:
+                    tags = dict(t.split("=", 1) for t in query.get("tag", []))
+                    rid = new_reservation(query["type"][0], query["zone"][0],
+                                          int(query["count"][0]), "capacity-block",
+                                          int(query["start"][0]), int(query["end"][0]), tags)
+                except (KeyError, ValueError):
+                    self.send_response(400)
+                    self.end_headers()
+                    return
+                body = json.dumps({"id": rid})
+            elif url.path == "/page-size":
+                STATE["page_size"] = int(query.get("n", ["0"])[0]) or None
+            elif url.path == "/ice":
                 STATE["ice"].update(query.get("offering", []))
             elif url.path == "/fail":
                 STATE["fail"] = query.get("code", [None])[0]
@@ -453,6 +798,7 @@ class Control(BaseHTTPRequestHandler):
                 STATE["fail"] = None
                 STATE["log"].clear()
                 STATE["spot_role"] = "exists"
+                STATE["page_size"] = None
             elif url.path == "/spot-role":
                 state = query.get("state", [""])[0]
                 if state not in ("absent", "creatable", "exists"):
@@ -466,7 +812,8 @@ class Control(BaseHTTPRequestHandler):
                 self.send_response(404)
                 self.end_headers()
                 return
-            body = json.dumps({"ice": sorted(STATE["ice"]), "throttle": STATE["throttle"]})
+            if body is None:
+                body = json.dumps({"ice": sorted(STATE["ice"]), "throttle": STATE["throttle"]})
         self.send_response(200)
         self.end_headers()
         self.wfile.write(body.encode())

@@ -15,7 +15,9 @@
 //!   A launch into a placement group (`Placement.GroupName`) also names the
 //!   group, with `aws:ResourceTag/*` from the tags it carries; a launch with
 //!   network interfaces (EFA) names their subnets and security groups
-//!   instead of instance-level ones.
+//!   instead of instance-level ones. A launch into a capacity reservation
+//!   (`CapacityReservationSpecification.CapacityReservationTarget`) also
+//!   names the reservation (`capacity-reservation/<id>`).
 //!   A volume encrypted with a customer managed key
 //!   (`BlockDeviceMapping.N.Ebs.KmsKeyId`) is also `kms:CreateGrant` (with
 //!   `kms:GrantIsForAWSResource` = true), `kms:Decrypt`, `kms:DescribeKey` and
@@ -204,6 +206,12 @@ pub fn requests(entry: &Value) -> Result<Vec<Request>, String> {
             }
             if let Some(k) = first(params, "KeyName") {
                 out.push(Request::new(run, &ec2("key-pair", &k)));
+            }
+            if let Some(cr) = first(
+                params,
+                "CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId",
+            ) {
+                out.push(Request::new(run, &ec2("capacity-reservation", &cr)));
             }
             let specs = tag_specifications(params);
             let mut created = vec!["instance", "network-interface", "volume"];
