@@ -88,6 +88,68 @@ pub struct GangSpec {
     /// How long the gang is expected to run, used to weigh spot risk and plan capacity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_duration: Option<Duration>,
+    /// How close in the network the gang's pods must (or should) be: within one domain of a
+    /// network-topology node label (from the workload's `muster.dev/podset-required-topology`
+    /// or `muster.dev/podset-preferred-topology` annotation). When omitted, the
+    /// `spec.networkTopology` of the first pool in the queue's pool order that sets one applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_topology: Option<NetworkTopology>,
+    /// Whether the gang may be placed on reserved capacity that ends before the gang is expected
+    /// to finish (from the workload's `muster.dev/may-outlive-capacity: "true"`); such a gang is
+    /// evicted whole and requeued when the capacity ends. Otherwise only capacity that outlives
+    /// the gang's expected run is planned for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub may_outlive_capacity: bool,
+}
+
+/// The network-topology node labels a gang or pool may name, broadest layer first per cloud:
+/// EC2's network nodes as EKS labels them (`DescribeInstanceTopology`) and GCE's block,
+/// sub-block and host as GKE labels them. A key's position within its cloud's three (1 to 3) is
+/// the layer it names.
+pub const NETWORK_LAYER_KEYS: [&str; 6] = [
+    "topology.k8s.aws/network-node-layer-1",
+    "topology.k8s.aws/network-node-layer-2",
+    "topology.k8s.aws/network-node-layer-3",
+    "cloud.google.com/gce-topology-block",
+    "cloud.google.com/gce-topology-subblock",
+    "cloud.google.com/gce-topology-host",
+];
+
+/// The message of the CRD rule on a network topology's `level`.
+pub const NETWORK_LEVEL_MESSAGE: &str = "spec.networkTopology.level must be one of topology.k8s.aws/network-node-layer-1, -2, -3, cloud.google.com/gce-topology-block, cloud.google.com/gce-topology-subblock, cloud.google.com/gce-topology-host";
+
+/// The CEL rule holding a network topology's `level` to [`NETWORK_LAYER_KEYS`].
+pub fn network_level_rule() -> String {
+    let keys: Vec<String> = NETWORK_LAYER_KEYS
+        .iter()
+        .map(|k| format!("'{k}'"))
+        .collect();
+    format!("self in [{}]", keys.join(", "))
+}
+
+/// Whether a network topology must hold or is only preferred.
+#[derive(JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[schemars(transform = crate::common::drop_description)]
+pub enum NetworkTopologyMode {
+    /// The gang waits (or capacity is bought) until all its pods fit within one domain.
+    Required,
+    /// The pods are kept within one domain when they fit there, and spread otherwise.
+    Preferred,
+}
+
+/// Pods placed within one domain of a network-topology node label.
+#[derive(KubeSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkTopology {
+    /// `Required` or `Preferred`.
+    pub mode: NetworkTopologyMode,
+    /// The node label whose value names the domain, one of the EKS keys
+    /// `topology.k8s.aws/network-node-layer-1` to `-3` or the GKE keys
+    /// `cloud.google.com/gce-topology-block`, `-subblock`, `-host`; layer 1 and block are the
+    /// broadest.
+    #[schemars(length(min = 1, max = 63))]
+    #[x_kube(validation = Rule::new(network_level_rule()).message(NETWORK_LEVEL_MESSAGE))]
+    pub level: String,
 }
 
 /// A group of identical pods of a gang.

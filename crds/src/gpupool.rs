@@ -102,6 +102,15 @@ pub struct GpuPoolSpec {
     /// handed to another gang) and the gang is planned again.
     #[serde(default = "default_provisioning_timeout")]
     pub provisioning_timeout: Duration,
+    /// How close in the network the pods of a gang are placed when its workload does not say
+    /// (no `muster.dev/podset-required-topology` or `muster.dev/podset-preferred-topology`
+    /// annotation, so no `spec.networkTopology` on its Gang). A gang takes the default of the
+    /// first pool in its queue's pool order that sets one: the queue's `spec.pools` in the
+    /// order listed, or, when the queue lists none, every pool by weight (highest first) then
+    /// name. Pools earlier in that order without a default are skipped; the gang keeps the one
+    /// default wherever it is placed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_topology: Option<crate::gang::NetworkTopology>,
 }
 
 fn default_taints() -> Vec<Taint> {
@@ -144,11 +153,14 @@ pub struct PoolRequirements {
     #[schemars(length(max = 50), inner(length(max = 64)))]
     pub zones: Vec<String>,
     /// Capacity types to buy, most preferred first: `[spot, on-demand]` tries spot and falls
-    /// back to on-demand when spot is unavailable or too risky for the gang.
+    /// back to on-demand when spot is unavailable or too risky for the gang. `reserved` lets the
+    /// pool launch into the capacity reservations its NodeClass's cloud reports (On-Demand
+    /// Capacity Reservations, Capacity Blocks for ML, GCE reservations) while they have
+    /// machines left.
     #[serde(default = "default_capacity_types")]
-    #[schemars(length(min = 1, max = 2))]
-    #[x_kube(validation = Rule::new("self.size() > 0").message("spec.requirements.capacityTypes must list at least one of spot, on-demand").reason(Reason::FieldValueRequired))]
-    #[x_kube(validation = Rule::new("self.all(c, c == 'spot' || c == 'on-demand')").message("spec.requirements.capacityTypes: each entry must be spot or on-demand"))]
+    #[schemars(length(min = 1, max = 3))]
+    #[x_kube(validation = Rule::new("self.size() > 0").message("spec.requirements.capacityTypes must list at least one of reserved, spot, on-demand").reason(Reason::FieldValueRequired))]
+    #[x_kube(validation = Rule::new("self.all(c, c == 'reserved' || c == 'spot' || c == 'on-demand')").message("spec.requirements.capacityTypes: each entry must be reserved, spot or on-demand"))]
     #[x_kube(validation = Rule::new("self.all(c, self.filter(d, d == c).size() == 1)").message("spec.requirements.capacityTypes must not repeat a capacity type").reason(Reason::FieldValueDuplicate))]
     pub capacity_types: Vec<CapacityType>,
 }

@@ -22,6 +22,18 @@ pub(crate) const GPU_MODEL_ANNOTATION: &str = "muster.dev/gpu-model";
 pub(crate) const TOPOLOGY_ANNOTATION: &str = "muster.dev/topology";
 /// Annotation on Jobs: priority of the gang (an integer).
 pub(crate) const PRIORITY_ANNOTATION: &str = "muster.dev/priority";
+/// Annotation on workloads: every pod of the gang must be within one domain
+/// of this network-topology node label (one of
+/// [`muster_planner::labels::NETWORK_LAYERS`]), as Kueue's
+/// `kueue.x-k8s.io/podset-required-topology`.
+pub(crate) const REQUIRED_TOPOLOGY_ANNOTATION: &str = "muster.dev/podset-required-topology";
+/// Annotation on workloads: the gang's pods should be within one domain of
+/// this network-topology node label, and may spread when they do not fit
+/// (Kueue's `kueue.x-k8s.io/podset-preferred-topology`).
+pub(crate) const PREFERRED_TOPOLOGY_ANNOTATION: &str = "muster.dev/podset-preferred-topology";
+/// Annotation on workloads: `"true"` lets the gang run on reserved capacity
+/// that ends before it is expected to finish.
+pub(crate) const MAY_OUTLIVE_CAPACITY_ANNOTATION: &str = "muster.dev/may-outlive-capacity";
 /// Annotation on Jobs: the pod template as submitted, before muster pinned it.
 pub(crate) const ORIGINAL_TEMPLATE_ANNOTATION: &str = "muster.dev/original-template";
 /// Annotation on Jobs: the nodes the admitted gang was pinned to (comma-separated).

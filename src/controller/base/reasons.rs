@@ -65,6 +65,11 @@ pub(crate) const SCALE_TO_ZERO: &str = "ScaleToZero";
 pub(crate) const CAPACITY_ENDING: &str = "CapacityEnding";
 /// Condition reason once a gang is no longer judged idle.
 pub(crate) const NOT_IDLE: &str = "GPUsNotIdle";
+/// Warning Event on a Gang whose workload's network-topology annotations
+/// are wrong: a label that is not one of the known network layers (the
+/// annotation is ignored), or both the required and the preferred one (the
+/// required one is used).
+pub(crate) const INVALID_NETWORK_TOPOLOGY: &str = "InvalidNetworkTopology";
 
 fn job_error(e: &WorkloadError) -> ReasonDoc {
     let on = "workload (Job, JobSet, first pod of a pod group): Warning Event";
@@ -234,7 +239,7 @@ fn terminate(r: TerminateReason) -> ReasonDoc {
     }
 }
 
-fn removals() -> [ReasonDoc; 4] {
+fn removals() -> [ReasonDoc; 5] {
     let on = "PoolNode: Normal Event and `status.reason` (phase Draining)";
     [
         doc(
@@ -260,6 +265,12 @@ fn removals() -> [ReasonDoc; 4] {
             on,
             "The pool had no queued or running work for its `disruption.scaleToZeroAfter`; the node is removed.",
             "Nothing. The next queued gang launches capacity again; raise `scaleToZeroAfter` to keep nodes through short pauses.",
+        ),
+        doc(
+            CAPACITY_ENDING,
+            on,
+            "The reserved capacity the node runs on (a Capacity Block, a reservation with an end date) ends soon; the node drains ahead of the end and every gang with a pod on it is evicted whole and requeued at once, at its priority, without backoff.",
+            "Nothing; checkpoint long jobs. A gang that must not be cut short should leave out `muster.dev/may-outlive-capacity`, so it is placed only on capacity that outlives its `expectedDuration`.",
         ),
     ]
 }
@@ -656,6 +667,12 @@ pub(crate) fn catalog() -> Vec<ReasonDoc> {
         out.push(idle(r));
     }
     out.push(doc(
+        INVALID_NETWORK_TOPOLOGY,
+        "Gang: Warning Event",
+        "The workload sets both `muster.dev/podset-required-topology` and `muster.dev/podset-preferred-topology` (the required one is used), or one of them names a label that is not a network layer muster knows; such an annotation is ignored and the Gang is made as if the workload had not said: the `spec.networkTopology` of a pool its queue may use applies, if one sets it, else its pods may be placed in any network domain.",
+        "Name one of `topology.k8s.aws/network-node-layer-1`, `-2`, `-3` (EKS) or `cloud.google.com/gce-topology-block`, `-subblock`, `-host` (GKE), and set only one of the two annotations; then submit the workload again.",
+    ));
+    out.push(doc(
         NOT_IDLE,
         "Gang: `GPUsIdle=False` condition",
         "The gang had been found idle, runs, and no longer is idle: its GPUs are busy again, or no fresh utilisation data came from Prometheus.",
@@ -716,6 +733,8 @@ mod tests {
             WORKLOAD_WRITE_FAILED,
             DRAIN_BLOCKED,
             NOT_IDLE,
+            INVALID_NETWORK_TOPOLOGY,
+            CAPACITY_ENDING,
             "Valid",
             "NotResolved",
         ] {

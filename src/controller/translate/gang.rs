@@ -298,8 +298,8 @@ pub(crate) fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
             .unwrap_or_default(),
         pod_sets,
         topology,
-        network: None,
-        may_outlive_capacity: false,
+        network: s.network_topology.as_ref().and_then(network),
+        may_outlive_capacity: s.may_outlive_capacity,
         phase,
         assignments: st.assignments,
         provisioning_deadline: st.provisioning_deadline,
@@ -316,6 +316,22 @@ pub(crate) fn gang(obj: &DynamicObject) -> Result<Option<Gang>, Issue> {
         disruptible: s.disruptible,
         uid: workload_uid(obj),
     }))
+}
+
+/// A network topology of a Gang or GPUPool → the planner's: the label's
+/// place among its cloud's layers ([`muster_planner::labels::NETWORK_LAYERS`],
+/// 1 the broadest) is the level. `None` for a label that is not a layer
+/// (the CRDs refuse one).
+pub(crate) fn network(
+    t: &muster_crds::gang::NetworkTopology,
+) -> Option<muster_planner::NetworkTopology> {
+    let level = muster_planner::labels::NETWORK_LAYERS
+        .iter()
+        .find_map(|keys| keys.iter().position(|k| *k == t.level))?;
+    Some(muster_planner::NetworkTopology {
+        level: u8::try_from(level + 1).ok()?,
+        required: t.mode == muster_crds::gang::NetworkTopologyMode::Required,
+    })
 }
 
 /// A Gang's required node affinity → the planner's, term for term.

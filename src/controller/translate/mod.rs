@@ -190,9 +190,13 @@ pub(crate) fn snapshot_with(
             }
         }
     }
+    let network_defaults = pool::network_defaults(observed.of(Kind::GpuPool), &pools, &queues);
     let gangs = gangs
         .into_iter()
         .map(|mut g| {
+            if g.network.is_none() {
+                g.network = network_defaults.get(&g.queue).copied();
+            }
             for a in &mut g.assignments {
                 if let Some(n) = nodes.registered.get(&a.node) {
                     a.node = n.clone();

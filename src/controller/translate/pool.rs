@@ -84,6 +84,7 @@ pub(crate) fn capacity_type(c: crd::CapacityType) -> CapacityType {
         crd::CapacityType::Spot => CapacityType::Spot,
         crd::CapacityType::OnDemand => CapacityType::OnDemand,
         crd::CapacityType::Reserved => CapacityType::Reserved,
+        crd::CapacityType::FlexStart => CapacityType::FlexStart,
     }
 }
 
@@ -144,6 +145,53 @@ pub(crate) fn pools(
         match pool(obj, node_classes) {
             Ok(p) => out.push(p),
             Err(i) => issues.push(i),
+        }
+    }
+    out
+}
+
+/// The network topology each queue's gangs take when their Gang names none
+/// (`spec.networkTopology` of a GPUPool): the default of the first pool in
+/// the queue's pool order that sets one — its `spec.pools` as listed, or
+/// every pool by weight (highest first) then name when it lists none, as
+/// the planner tries them. Only `pools` (the valid ones) count; queues
+/// without such a pool are absent.
+pub(crate) fn network_defaults(
+    objs: &[Arc<DynamicObject>],
+    pools: &[Pool],
+    queues: &[Queue],
+) -> BTreeMap<String, muster_planner::NetworkTopology> {
+    let mut set: BTreeMap<String, muster_planner::NetworkTopology> = BTreeMap::new();
+    for obj in objs {
+        let name = obj.name_any();
+        if !pools.iter().any(|p| p.name == name) {
+            continue;
+        }
+        let Ok(s) = spec::<GpuPoolSpec>(Kind::GpuPool, obj) else {
+            continue;
+        };
+        if let Some(t) = s
+            .network_topology
+            .as_ref()
+            .and_then(crate::controller::translate::gang::network)
+        {
+            set.insert(name, t);
+        }
+    }
+    if set.is_empty() {
+        return BTreeMap::new();
+    }
+    let mut by_weight: Vec<&Pool> = pools.iter().collect();
+    by_weight.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.name.cmp(&b.name)));
+    let mut out = BTreeMap::new();
+    for q in queues {
+        let first = if q.pools.is_empty() {
+            by_weight.iter().find_map(|p| set.get(&p.name))
+        } else {
+            q.pools.iter().find_map(|p| set.get(p))
+        };
+        if let Some(t) = first {
+            out.insert(q.name.clone(), *t);
         }
     }
     out
@@ -356,6 +404,11 @@ fn queue(obj: &DynamicObject) -> Result<Queue, Issue> {
         pods_ready_timeout: Some(dur(k, obj, "podsReadyTimeout", &s.pods_ready_timeout)?),
         stopped: s.stop_policy != StopPolicy::None,
         drain: s.stop_policy == StopPolicy::HoldAndDrain,
+        flex_start_max_wait: s
+            .flex_start_max_wait
+            .as_ref()
+            .map(|d| dur(k, obj, "flexStartMaxWait", d))
+            .transpose()?,
         idle_policy: match &s.idle_policy {
             None => None,
             Some(p) => Some(muster_planner::IdlePolicy {
@@ -423,5 +476,60 @@ mod tests {
         )];
         assert_eq!(pools(&objs, &classes, &mut issues).len(), 1);
         assert!(issues.is_empty(), "{issues:?}");
+    }
+
+    /// A queue's gangs take the network default of the first pool in its
+    /// order that sets one: its listed pools in order, else every pool by
+    /// weight then name; pools without one are passed over.
+    #[test]
+    fn network_defaults_come_from_the_first_pool_in_the_queues_order_that_sets_one() {
+        use muster_planner::NetworkTopology;
+        let classes = BTreeMap::from([("nc".to_string(), Provider::Aws)]);
+        let pool_obj = |name: &str, weight: i32, network: serde_json::Value| {
+            Arc::new(
+                serde_json::from_value::<DynamicObject>(json!({
+                    "apiVersion": "muster.dev/v1alpha1", "kind": "GPUPool",
+                    "metadata": {"name": name},
+                    "spec": {"nodeClassRef": {"name": "nc"}, "weight": weight, "networkTopology": network},
+                }))
+                .expect("object"),
+            )
+        };
+        let objs = [
+            pool_obj("a", 0, json!(null)),
+            pool_obj(
+                "b",
+                0,
+                json!({"mode": "Required", "level": "topology.k8s.aws/network-node-layer-2"}),
+            ),
+            pool_obj(
+                "c",
+                10,
+                json!({"mode": "Preferred", "level": "topology.k8s.aws/network-node-layer-3"}),
+            ),
+        ];
+        let mut issues = Vec::new();
+        let ps = pools(&objs, &classes, &mut issues);
+        assert!(issues.is_empty(), "{issues:?}");
+        let queue = |name: &str, pools: &[&str]| -> Queue {
+            serde_json::from_value(json!({"name": name, "pools": pools})).expect("queue")
+        };
+        let queues = [
+            queue("listed", &["a", "b", "c"]),
+            queue("any", &[]),
+            queue("none", &["a"]),
+        ];
+        let d = network_defaults(&objs, &ps, &queues);
+        let required2 = NetworkTopology {
+            level: 2,
+            required: true,
+        };
+        let preferred3 = NetworkTopology {
+            level: 3,
+            required: false,
+        };
+        assert_eq!(d.get("listed"), Some(&required2), "a sets none: b's");
+        assert_eq!(d.get("any"), Some(&preferred3), "c weighs most");
+        assert_eq!(d.get("none"), None);
     }
 }

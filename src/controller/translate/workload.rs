@@ -5,6 +5,14 @@
 //! the `muster.dev/*` annotations (priority, GPU model, topology) of the
 //! object.
 //!
+//! Network topology (Kueue's topology-aware scheduling annotations):
+//! `muster.dev/podset-required-topology` or
+//! `muster.dev/podset-preferred-topology` names a network-topology node
+//! label of [`muster_planner::labels::NETWORK_LAYERS`]; the required one
+//! wins when both are set. A label that is not one of them is ignored and
+//! reported ([`network_topology`]). `muster.dev/may-outlive-capacity:
+//! "true"` lets the gang run on reserved capacity that ends before it does.
+//!
 //! Topology: the `muster.dev/topology` annotation when present; otherwise a
 //! gang of more than one pod whose pods request `vpc.amazonaws.com/efa` is
 //! `SamePlacementGroup` (EFA traffic does not leave a cluster placement
@@ -17,12 +25,14 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::controller::base::objects::{
-    GPU_MODEL_ANNOTATION, GangSpec, PRIORITY_ANNOTATION, PodSetSpec, QUEUE_LABEL,
+    GPU_MODEL_ANNOTATION, GangSpec, MAY_OUTLIVE_CAPACITY_ANNOTATION, PREFERRED_TOPOLOGY_ANNOTATION,
+    PRIORITY_ANNOTATION, PodSetSpec, QUEUE_LABEL, REQUIRED_TOPOLOGY_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 };
 use crate::controller::workloads::PodSetTemplate;
 pub(crate) use crate::controller::workloads::WorkloadError;
 use crate::controller::workloads::requests::pod_requests;
+use muster_crds::gang::{NetworkTopology, NetworkTopologyMode};
 
 /// The Gang spec of a labelled workload with metadata `meta` and `pod_sets`.
 pub(crate) fn gang_spec(
@@ -86,6 +96,15 @@ pub(crate) fn gang_spec(
         });
     }
     let topology = topology(annotations.get(TOPOLOGY_ANNOTATION), &sets)?;
+    let may_outlive_capacity = match annotations.get(MAY_OUTLIVE_CAPACITY_ANNOTATION) {
+        Some(v) => v.trim().parse::<bool>().map_err(|_| {
+            WorkloadError::BadAnnotation(
+                MAY_OUTLIVE_CAPACITY_ANNOTATION,
+                format!("{v:?} is not true or false"),
+            )
+        })?,
+        None => false,
+    };
     Ok(GangSpec {
         queue,
         priority,
@@ -93,7 +112,68 @@ pub(crate) fn gang_spec(
         topology,
         disruptible: false,
         expected_duration: None,
+        network_topology: network_topology(annotations).0,
+        may_outlive_capacity,
     })
+}
+
+/// The network topology a workload's annotations ask for, and what is wrong
+/// with them if anything: the required annotation's label, else the
+/// preferred one's; a label that is not a network layer
+/// ([`muster_planner::labels::NETWORK_LAYERS`]) is left out (the gang gets
+/// none from its workload) and named in the problem, as is a preferred
+/// label given beside a required one.
+pub(crate) fn network_topology(
+    annotations: &BTreeMap<String, String>,
+) -> (Option<NetworkTopology>, Option<String>) {
+    let required = annotations.get(REQUIRED_TOPOLOGY_ANNOTATION);
+    let preferred = annotations.get(PREFERRED_TOPOLOGY_ANNOTATION);
+    let (key, value, mode) = match (required, preferred) {
+        (Some(r), _) => (
+            REQUIRED_TOPOLOGY_ANNOTATION,
+            r,
+            NetworkTopologyMode::Required,
+        ),
+        (None, Some(p)) => (
+            PREFERRED_TOPOLOGY_ANNOTATION,
+            p,
+            NetworkTopologyMode::Preferred,
+        ),
+        (None, None) => return (None, None),
+    };
+    let level = value.trim();
+    let known = muster_planner::labels::NETWORK_LAYERS
+        .iter()
+        .flat_map(|keys| keys.iter())
+        .any(|k| *k == level);
+    if !known {
+        let problem = format!(
+            "annotation {key}: {level:?} is not a network-topology label (one of {}); the gang is queued without the workload's network topology",
+            known_network_labels()
+        );
+        return (None, Some(problem));
+    }
+    let problem = (required.is_some() && preferred.is_some()).then(|| {
+        format!(
+            "annotations {REQUIRED_TOPOLOGY_ANNOTATION} and {PREFERRED_TOPOLOGY_ANNOTATION} are both set; the required one is used"
+        )
+    });
+    (
+        Some(NetworkTopology {
+            mode,
+            level: level.to_string(),
+        }),
+        problem,
+    )
+}
+
+/// Every network-topology label, comma-separated, for messages.
+fn known_network_labels() -> String {
+    muster_planner::labels::NETWORK_LAYERS
+        .iter()
+        .flat_map(|keys| keys.iter().copied())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The extended resource of EFA interfaces (AWS EFA device plugin).
@@ -270,6 +350,87 @@ mod tests {
             Some("ssd")
         );
         assert_eq!(ps.tolerations.len(), 1);
+    }
+
+    /// Kueue-style network annotations: the required label wins over the
+    /// preferred one (and that is reported); a label that is no network
+    /// layer is left out and reported, the gang still made;
+    /// `may-outlive-capacity` is a boolean.
+    #[test]
+    fn network_topology_and_capacity_opt_in_come_from_the_annotations() {
+        use muster_crds::gang::{NetworkTopology, NetworkTopologyMode};
+        let pod = json!({"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]});
+        let spec = |a: serde_json::Value| gang_of(job(a, pod.clone())).expect("gang");
+        let topology = |a: serde_json::Value| {
+            let map: BTreeMap<String, String> = serde_json::from_value(a).expect("map");
+            network_topology(&map)
+        };
+        let none = spec(json!({}));
+        assert_eq!(none.network_topology, None);
+        assert!(!none.may_outlive_capacity);
+        let required = spec(json!({
+            "muster.dev/podset-required-topology": "topology.k8s.aws/network-node-layer-2",
+            "muster.dev/may-outlive-capacity": "true",
+        }));
+        assert_eq!(
+            required.network_topology,
+            Some(NetworkTopology {
+                mode: NetworkTopologyMode::Required,
+                level: "topology.k8s.aws/network-node-layer-2".into()
+            })
+        );
+        assert!(required.may_outlive_capacity);
+        assert_eq!(
+            topology(
+                json!({"muster.dev/podset-preferred-topology": " cloud.google.com/gce-topology-block "})
+            ),
+            (
+                Some(NetworkTopology {
+                    mode: NetworkTopologyMode::Preferred,
+                    level: "cloud.google.com/gce-topology-block".into()
+                }),
+                None
+            )
+        );
+        let (both, problem) = topology(json!({
+            "muster.dev/podset-required-topology": "cloud.google.com/gce-topology-host",
+            "muster.dev/podset-preferred-topology": "cloud.google.com/gce-topology-block",
+        }));
+        assert_eq!(both.map(|t| t.mode), Some(NetworkTopologyMode::Required));
+        assert!(problem.is_some_and(|p| p.contains("both set")));
+        // an unknown label: no topology from the workload, a problem naming it
+        let bad = json!({"muster.dev/podset-required-topology": "topology.kubernetes.io/zone"});
+        assert_eq!(spec(bad.clone()).network_topology, None);
+        let (t, problem) = topology(bad);
+        assert_eq!(t, None);
+        let problem = problem.expect("a problem");
+        assert!(
+            problem.contains("muster.dev/podset-required-topology")
+                && problem.contains("\"topology.kubernetes.io/zone\"")
+                && problem.contains("topology.k8s.aws/network-node-layer-1"),
+            "{problem}"
+        );
+        let err = gang_of(job(
+            json!({"muster.dev/may-outlive-capacity": "yes"}),
+            pod.clone(),
+        ))
+        .err()
+        .map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("muster.dev/may-outlive-capacity")),
+            "{err:?}"
+        );
+    }
+
+    /// The CRDs' list of network labels is the planner's.
+    #[test]
+    fn the_crds_network_labels_are_the_planners() {
+        let planner: Vec<&str> = muster_planner::labels::NETWORK_LAYERS
+            .iter()
+            .flat_map(|keys| keys.iter().copied())
+            .collect();
+        assert_eq!(planner, muster_crds::gang::NETWORK_LAYER_KEYS);
     }
 
     #[test]

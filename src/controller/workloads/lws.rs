@@ -92,10 +92,13 @@ pub(crate) const NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
 pub(crate) const GROUP_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/group-index";
 
 /// The gang annotations a LeaderWorkerSet gives each of its groups.
-const GANG_ANNOTATIONS: [&str; 3] = [
+const GANG_ANNOTATIONS: [&str; 6] = [
     crate::controller::base::objects::PRIORITY_ANNOTATION,
     crate::controller::base::objects::GPU_MODEL_ANNOTATION,
     crate::controller::base::objects::TOPOLOGY_ANNOTATION,
+    crate::controller::base::objects::REQUIRED_TOPOLOGY_ANNOTATION,
+    crate::controller::base::objects::PREFERRED_TOPOLOGY_ANNOTATION,
+    crate::controller::base::objects::MAY_OUTLIVE_CAPACITY_ANNOTATION,
 ];
 
 /// The annotations by which a LeaderWorkerSet asks for exclusive placement

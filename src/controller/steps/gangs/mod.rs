@@ -170,7 +170,21 @@ async fn create_gang(ctx: &Ctx, w: &dyn Workload) -> Result<Option<DynamicObject
         .create(&PostParams::default(), &obj)
         .await
     {
-        Ok(stored) => Ok(Some(stored)),
+        Ok(stored) => {
+            // told once, on the Gang made without what the workload asked
+            let annotations = w.meta().annotations.clone().unwrap_or_default();
+            if let (_, Some(problem)) = workload::network_topology(&annotations) {
+                ctx.events
+                    .warn(
+                        Kind::Gang,
+                        &stored,
+                        crate::controller::base::reasons::INVALID_NETWORK_TOPOLOGY,
+                        problem,
+                    )
+                    .await;
+            }
+            Ok(Some(stored))
+        }
         Err(e) if is_already_exists(&e) => Ok(None),
         Err(e) => Err(ActError::api("create Gang")(e)),
     }
