@@ -41,13 +41,16 @@ pub(crate) enum Job {
     Interruptions(String),
     /// Collect the orphans of this NodeClass's cloud.
     Orphans(String),
+    /// Describe the machine of this PoolNode, for the network labels of
+    /// its Node.
+    Describe(String),
 }
 
 impl Job {
     /// The PoolNode a job belongs to, if any.
     fn pool_node(&self) -> Option<&str> {
         match self {
-            Job::Launch(n) | Job::Terminate(n) => Some(n),
+            Job::Launch(n) | Job::Terminate(n) | Job::Describe(n) => Some(n),
             Job::Offerings(_) | Job::Resolve(_) | Job::Interruptions(_) | Job::Orphans(_) => None,
         }
     }

@@ -12,10 +12,13 @@
 //! instance) and may mark the offering unavailable; the next plan sees both.
 //! A Registered node whose Node is Ready without GPUs for
 //! `gpuRegistrationTimeout` gets the `Initialized=False` condition and one
-//! Warning Event naming what to check (`pool_node::gpu_warning`).
+//! Warning Event naming what to check (`pool_node::gpu_warning`). A
+//! registered Node without network-topology labels gets them from its
+//! cloud's description of the instance, once (`network`).
 
 pub(crate) mod interruptions;
 pub(crate) mod launch;
+mod network;
 pub(crate) mod orphans;
 mod registration;
 pub(crate) mod release;
@@ -214,6 +217,19 @@ async fn step(
             .iter()
             .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_ref()) == Some(pid))
     });
+    if let (Some(n), Some(pid)) = (node, provider_id.as_deref())
+        && matches!(phase, NodePhase::Registered | NodePhase::Ready)
+        && let Err(e) = network::label(
+            ctx,
+            providers,
+            (&name, &node_class, offering.provider),
+            pid,
+            n,
+        )
+        .await
+    {
+        tracing::warn!(poolnode = %name, error = %e, "could not label the Node with its network");
+    }
     let seen = pool_node::Observed {
         launch_accepted: provider_id.is_some(),
         registered: node.is_some(),
