@@ -172,23 +172,61 @@ pub fn run_pools(args: ClusterArgs) -> Result<(), CliError> {
     let (tr, _) = runtime()?.block_on(translation(&args))?;
     let plan = muster_planner::plan(&tr.snapshot, &Default::default(), time::now());
     let lines = explain::pools(&tr.snapshot, &plan);
-    print(args.output, &lines, || {
-        let mut s = format!(
-            "{:<20} {:>5} {:>5} {:>9} {:>9} {:>5} {:>7}\n",
-            "POOL", "NODES", "GPUS", "ALLOCATED", "$/H", "WARM", "WARM$/H"
+    print(args.output, &lines, || pools_table(&lines))
+}
+
+/// The text table of `muster pools`: RESERVED is the machines left in the
+/// capacity reservations the pool may launch into, ENDS when the first of
+/// them ends (`-` when none ends).
+fn pools_table(lines: &[explain::PoolLine]) -> String {
+    let mut s = format!(
+        "{:<20} {:>5} {:>5} {:>9} {:>9} {:>5} {:>7} {:>8} {:<20}\n",
+        "POOL", "NODES", "GPUS", "ALLOCATED", "$/H", "WARM", "WARM$/H", "RESERVED", "ENDS"
+    );
+    for l in lines {
+        s += &format!(
+            "{:<20} {:>5} {:>5} {:>9} {:>9.3} {:>5} {:>7.3} {:>8} {:<20}\n",
+            l.pool,
+            l.nodes,
+            l.gpus,
+            l.gpus_allocated,
+            l.price_per_hour,
+            l.warm_nodes,
+            l.warm_price_per_hour,
+            l.reserved,
+            l.reserved_ends_at.as_deref().unwrap_or("-")
         );
-        for l in &lines {
-            s += &format!(
-                "{:<20} {:>5} {:>5} {:>9} {:>9.3} {:>5} {:>7.3}\n",
-                l.pool,
-                l.nodes,
-                l.gpus,
-                l.gpus_allocated,
-                l.price_per_hour,
-                l.warm_nodes,
-                l.warm_price_per_hour
-            );
-        }
-        s
-    })
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pools_table_shows_reserved_capacity_and_its_end() {
+        let line = |pool: &str, reserved: u64, ends: Option<&str>| explain::PoolLine {
+            pool: pool.into(),
+            nodes: 2,
+            gpus: 16,
+            gpus_allocated: 8,
+            price_per_hour: 20.0,
+            warm_nodes: 1,
+            warm_price_per_hour: 10.0,
+            reserved,
+            reserved_ends_at: ends.map(String::from),
+        };
+        let table = pools_table(&[
+            line("h100", 4, Some("2026-12-01T00:00:00Z")),
+            line("l4", 0, None),
+        ]);
+        let rows: Vec<Vec<&str>> = table
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(&rows[0][7..], ["RESERVED", "ENDS"]);
+        assert_eq!(&rows[1][7..], ["4", "2026-12-01T00:00:00Z"]);
+        assert_eq!(&rows[2][7..], ["0", "-"]);
+    }
 }

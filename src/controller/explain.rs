@@ -391,6 +391,30 @@ pub struct PoolLine {
     pub warm_nodes: usize,
     /// US dollars per hour of those.
     pub warm_price_per_hour: f64,
+    /// Machines that can still be launched into the capacity reservations
+    /// among the pool's offerings (each reservation counted once).
+    pub reserved: u64,
+    /// When the first of those reservations ends, if one has an end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved_ends_at: Option<String>,
+}
+
+/// The capacity reservations among the offerings `pool` may buy: machines
+/// left in them (each reservation counted once, by id) and the earliest
+/// end among them.
+fn reserved(snapshot: &Snapshot, pool: &muster_planner::Pool) -> (u64, Option<Time>) {
+    let mut by_id: BTreeMap<&str, &muster_planner::CapacityReservation> = BTreeMap::new();
+    for o in &snapshot.offerings {
+        if o.node_class != pool.node_class || !pool.requirements.admits(o) {
+            continue;
+        }
+        if let Some(r) = &o.reservation {
+            by_id.entry(r.id.as_str()).or_insert(r);
+        }
+    }
+    let left = by_id.values().map(|r| u64::from(r.available)).sum();
+    let ends = by_id.values().filter_map(|r| r.ends_at).min();
+    (left, ends)
 }
 
 /// One line per pool of the snapshot; `plan` is the planner's plan of it
@@ -424,7 +448,72 @@ pub fn pools(snapshot: &Snapshot, plan: &Plan) -> Vec<PoolLine> {
                     .map(|w| w.price)
                     .sum::<Price>()
                     .usd(),
+                reserved: reserved(snapshot, p).0,
+                reserved_ends_at: reserved(snapshot, p).1.map(time::format),
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use muster_planner::{CapacityType, ReservationKind};
+
+    fn offering(instance_type: &str, reservation: Option<(&str, u32, Option<i64>)>) -> Offering {
+        let o = muster_planner::fixtures::offering(instance_type, "us-east-1a").node_class("nc");
+        match reservation {
+            Some((id, available, ends)) => o
+                .reserved(
+                    id,
+                    ReservationKind::CapacityBlock,
+                    available,
+                    None,
+                    ends.map(Time),
+                )
+                .build(),
+            None => o.build(),
+        }
+    }
+
+    /// A pool's RESERVED is the machines left in the reservations among
+    /// the offerings it may buy, each reservation once, and ENDS the
+    /// earliest end among them; a pool that may not buy reserved capacity
+    /// shows none.
+    #[test]
+    fn pools_show_their_reserved_capacity_and_when_it_ends() {
+        let pool = |name: &str, types: Vec<CapacityType>| {
+            let mut p = muster_planner::fixtures::pool(name).build();
+            p.node_class = "nc".into();
+            p.requirements.capacity_types = types;
+            p
+        };
+        let snapshot = Snapshot {
+            pools: vec![
+                pool(
+                    "reserved",
+                    vec![CapacityType::Reserved, CapacityType::OnDemand],
+                ),
+                pool("plain", vec![CapacityType::OnDemand]),
+            ],
+            offerings: vec![
+                offering("p5.48xlarge", None),
+                offering("p5.48xlarge", Some(("cr-1", 3, Some(7200)))),
+                // the same reservation listed for a second shape: counted once
+                offering("p5e.48xlarge", Some(("cr-1", 3, Some(7200)))),
+                offering("p5.48xlarge", Some(("cr-2", 2, Some(3600)))),
+                offering("p5.48xlarge", Some(("cr-3", 1, None))),
+            ],
+            ..Snapshot::default()
+        };
+        let lines = pools(&snapshot, &Plan::default());
+        assert_eq!(lines[0].pool, "reserved");
+        assert_eq!(lines[0].reserved, 6);
+        assert_eq!(
+            lines[0].reserved_ends_at.as_deref(),
+            Some(time::format(Time(3600)).as_str())
+        );
+        assert_eq!(lines[1].reserved, 0);
+        assert_eq!(lines[1].reserved_ends_at, None);
+    }
 }
