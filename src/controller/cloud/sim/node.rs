@@ -287,6 +287,7 @@ mod tests {
             placement_groups: false,
             boot_secs: 5,
             reservation: None,
+            flex_start: None,
         }
     }
 
