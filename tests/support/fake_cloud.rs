@@ -68,6 +68,8 @@ struct State {
     resolve_delay: Option<std::time::Duration>,
     /// Capacity types the account refuses, with the cloud's words.
     refused: BTreeMap<CapacityType, String>,
+    /// The network place `describe` reports for every instance.
+    network: Vec<String>,
 }
 
 /// The fake cloud: the simulated cloud (`muster_provider_sim::SimProvider`,
@@ -102,6 +104,7 @@ pub fn catalog() -> Vec<Offering> {
         placement_groups: false,
         boot_secs: 60,
         reservation: None,
+        flex_start: None,
     };
     vec![
         offering("fake-8gpu", 8, "A100", 10.0),
@@ -132,6 +135,11 @@ fn ready<F: std::future::Future>(f: F) -> F::Output {
 impl FakeCloud {
     /// A cloud; with a client it records how many PoolNodes exist at each launch.
     pub fn new(client: Option<kube::Client>) -> Arc<FakeCloud> {
+        FakeCloud::with_catalog(client, catalog())
+    }
+
+    /// [`FakeCloud::new`] selling `catalog` instead of [`catalog`]'s.
+    pub fn with_catalog(client: Option<kube::Client>, catalog: Vec<Offering>) -> Arc<FakeCloud> {
         // machines boot in a second of the wall clock the cloud keeps
         let behaviour = CloudBehaviour {
             rules: vec![OfferingRule {
@@ -144,14 +152,14 @@ impl FakeCloud {
             }],
             ..CloudBehaviour::default()
         };
-        let cloud = SimCloud::new(catalog(), &behaviour, 1).expect("the fake catalog");
+        let cloud = SimCloud::new(catalog.clone(), &behaviour, 1).expect("the fake catalog");
         let sim = SimProvider::new(cloud).with_provider_ids(gce_provider_id);
         Arc::new(FakeCloud {
             sim,
             state: Mutex::new(State::default()),
             in_flight: Arc::default(),
             resolving: Arc::default(),
-            catalog: catalog(),
+            catalog,
             client,
         })
     }
@@ -163,6 +171,12 @@ impl FakeCloud {
     /// Moves the simulated cloud's clock to the wall clock (never back).
     fn tick(&self) {
         self.sim.set_now(muster::controller::base::time::now());
+    }
+
+    /// Makes `describe` report every instance at `network` (broadest layer
+    /// first), as a cloud that knows its instances' network topology does.
+    pub fn set_network(&self, network: &[&str]) {
+        self.lock().network = network.iter().map(|s| s.to_string()).collect();
     }
 
     /// Makes launch calls hang.
@@ -404,7 +418,12 @@ impl CloudProvider for FakeCloud {
 
     async fn describe(&self, provider_id: &str) -> Result<Instance, ProviderError> {
         self.tick();
-        self.sim.describe(provider_id).await
+        let mut instance = self.sim.describe(provider_id).await?;
+        let network = self.lock().network.clone();
+        if !network.is_empty() {
+            instance.network = network;
+        }
+        Ok(instance)
     }
 
     async fn terminate(&self, provider_id: &str) -> Result<(), ProviderError> {

@@ -159,7 +159,12 @@ impl Facts {
 }
 
 /// Names (PoolNode and Node) of the PoolNodes being drained, and whether
-/// each was interrupted by its cloud.
+/// each was interrupted by its cloud. Every Draining node counts, whatever
+/// its reason: the record mapping evicts each gang holding one whole and
+/// requeues it at once without counting the eviction. A node drained
+/// because its reserved capacity ends (`CapacityEnding`) is not an
+/// interruption by the cloud, so its gangs are evicted as `NodeLost` (the
+/// same step as a spot interruption's, under its own name).
 pub(crate) fn draining_nodes(observed: &Observed) -> BTreeMap<String, bool> {
     let mut out = BTreeMap::new();
     for pn in observed.of(Kind::PoolNode) {

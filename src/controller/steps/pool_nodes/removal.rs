@@ -1,6 +1,6 @@
 //! Removals: nodes the plan takes away (empty past `consolidateAfter`,
-//! underutilized, replaced by a cheaper machine, or the pool scaling to
-//! zero).
+//! underutilized, replaced by a cheaper machine, the pool scaling to zero,
+//! or the reserved capacity they run on about to end).
 //!
 //! [`mark`] records the decision first: the PoolNode goes to phase
 //! `Draining` with the removal's kind as its reason (the planner never plans
@@ -11,8 +11,10 @@
 //!
 //! [`drain`] then walks every Draining PoolNode, each cycle, until it is
 //! gone: cordon the Node; wait for a muster gang on it to go (the gang's
-//! life cycle evicts it whole when a node it holds is Draining: see
-//! `status`); evict other pods through the
+//! life cycle evicts it whole when a node it holds is Draining, whatever
+//! the reason — for `CapacityEnding` as for an interruption, disruptible
+//! or not, requeued at once without backoff: see `status`); evict other
+//! pods through the
 //! Eviction API, which honours PodDisruptionBudgets; never evict a pod
 //! annotated `muster.dev/do-not-disrupt` (the node waits, with an Event).
 //! When only DaemonSet and mirror pods are left, the PoolNode is deleted and
