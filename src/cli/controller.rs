@@ -154,6 +154,12 @@ pub struct ControllerArgs {
     /// quota) is planned as unavailable before it is tried again.
     #[arg(long, env = "MUSTER_UNAVAILABLE_OFFERING_TTL", default_value = "3m", value_parser = parse_duration)]
     pub unavailable_offering_ttl: Duration,
+    /// How long before the end of the capacity a node runs on (a Capacity
+    /// Block's end) it is drained, its gangs requeued whole. EC2 warns 40
+    /// minutes before a block ends and terminates its instances from 30
+    /// minutes before.
+    #[arg(long, env = "MUSTER_RESERVATION_DRAIN_AHEAD", default_value = "40m", value_parser = parse_duration)]
+    pub reservation_drain_ahead: Duration,
     /// How often each cloud's interruption notices are read.
     #[arg(long, env = "MUSTER_INTERRUPTION_POLL", default_value = "5s", value_parser = parse_duration)]
     pub interruption_poll: Duration,
@@ -591,6 +597,8 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
         muster_planner::Dur::secs(args.gpu_registration_timeout.as_secs());
     config.policy.unavailable_offering_ttl =
         muster_planner::Dur::secs(args.unavailable_offering_ttl.as_secs());
+    config.policy.reservation_drain_ahead =
+        muster_planner::Dur::secs(args.reservation_drain_ahead.as_secs());
     config.api_timeout = args.api_timeout;
     config.workload_kinds = args.workload_kinds.0.clone();
     config.prometheus_url = match &args.prometheus_url {
