@@ -59,6 +59,11 @@ pub struct SimNode {
     pub empty_since: Option<Time>,
     /// GPU-seconds requested by pods that were bound to it.
     pub bound_gpu_secs: f64,
+    /// Its network layers, broadest first (block, rack); empty when the
+    /// cloud has no topology.
+    pub network: Vec<String>,
+    /// When the cloud takes it back with its reservation.
+    pub reclaim_at: Option<Time>,
 }
 
 impl SimNode {
@@ -83,6 +88,8 @@ impl SimNode {
             unschedulable: false,
             empty_since: None,
             bound_gpu_secs: 0.0,
+            network: Vec::new(),
+            reclaim_at: None,
         }
     }
 

@@ -1,14 +1,15 @@
-//! `muster simulate --matrix`: one workload under four cloud conditions —
+//! `muster simulate --matrix`: one workload under five cloud conditions —
 //! one cloud: AWS; one cloud: GCP; scarcity of the big GPU shapes; spot-heavy
-//! with interruptions — for every policy, in one report with a row per
+//! with interruptions; reserved capacity and a network topology — for every policy, in one report with a row per
 //! scenario. The figures of `docs/benchmarks.md` and of the README table are
 //! rendered from [`MatrixReport`] ([`crate::report::matrix`]), never typed.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use muster_planner::ReservationKind;
 use muster_planner::{Dur, Provider};
-use muster_provider_sim::{OfferingRule, Window};
+use muster_provider_sim::{NetworkLayout, OfferingRule, Reservation, Window};
 use serde::{Deserialize, Serialize};
 
 use crate::report::summary::{PolicySummary, Summary};
@@ -16,11 +17,12 @@ use crate::runner::{PolicyKind, PolicyRun, Prepared, RunConfig, RunError, prepar
 use crate::scenario::Scenario;
 
 /// The matrix's conditions, in report order.
-pub const CONDITIONS: [Condition; 4] = [
+pub const CONDITIONS: [Condition; 5] = [
     Condition::Aws,
     Condition::Gcp,
     Condition::Scarcity,
     Condition::SpotHeavy,
+    Condition::Reservations,
 ];
 
 /// One row of the matrix.
@@ -34,7 +36,66 @@ pub enum Condition {
     Scarcity,
     /// AWS with spot interrupted five times as often.
     SpotHeavy,
+    /// AWS with an On-Demand Capacity Reservation for the month, two
+    /// Capacity Blocks, and machines in racks and blocks.
+    Reservations,
 }
+
+/// The reservations of the reservations row: two g6.48xlarge (8 × L4) in
+/// an ODCR for the 31 days of the month, two p5.48xlarge (8 × H100) in a Capacity
+/// Block of days 8–10, one p4d.24xlarge (8 × A100) in a Capacity Block of
+/// days 20–23. Each paid at its type's on-demand price for its window.
+pub fn row_reservations() -> Vec<Reservation> {
+    let r = |id: &str, kind, ty: &str, zone: &str, count, from: Option<u64>, to: Option<u64>| {
+        Reservation {
+            id: id.into(),
+            kind,
+            instance_type: ty.into(),
+            zone: zone.into(),
+            count,
+            starts_at: from.map(|d| Dur::hours(24 * d)),
+            ends_at: to.map(|d| Dur::hours(24 * d)),
+            upfront_usd: None,
+        }
+    };
+    vec![
+        r(
+            "cr-odcr-g6",
+            ReservationKind::OnDemand,
+            "g6.48xlarge",
+            "us-east-1a",
+            2,
+            None,
+            Some(31),
+        ),
+        r(
+            "cr-block-p5",
+            ReservationKind::CapacityBlock,
+            "p5.48xlarge",
+            "us-east-1b",
+            2,
+            Some(8),
+            Some(10),
+        ),
+        r(
+            "cr-block-p4d",
+            ReservationKind::CapacityBlock,
+            "p4d.24xlarge",
+            "us-east-1a",
+            1,
+            Some(20),
+            Some(23),
+        ),
+    ]
+}
+
+/// The network of the reservations row: 4 blocks of 4 racks per zone, a
+/// placement group's machines 4 to a rack.
+pub const ROW_TOPOLOGY: NetworkLayout = NetworkLayout {
+    nodes_per_rack: 4,
+    racks_per_block: 4,
+    blocks_per_zone: 4,
+};
 
 impl Condition {
     /// Row label.
@@ -44,6 +105,7 @@ impl Condition {
             Condition::Gcp => "one cloud: GCP",
             Condition::Scarcity => "scarcity (AWS)",
             Condition::SpotHeavy => "spot-heavy (AWS)",
+            Condition::Reservations => "reservations + topology (AWS)",
         }
     }
 
@@ -54,6 +116,7 @@ impl Condition {
             Condition::Gcp => "gcp",
             Condition::Scarcity => "scarcity",
             Condition::SpotHeavy => "spot-heavy",
+            Condition::Reservations => "reservations",
         }
     }
 
@@ -72,6 +135,13 @@ impl Condition {
                 "AWS; every spot machine interrupted at 0.01 per hour (about 30 times the \
                  default, which is the Spot Instance Advisor's worst band), jobs checkpoint \
                  every 30 min"
+            }
+            Condition::Reservations => {
+                "AWS; an On-Demand Capacity Reservation of 2 g6.48xlarge (8 × L4) for the \
+                 31 days of the month, Capacity Blocks of 2 p5.48xlarge (days 8–10) and 1 p4d.24xlarge \
+                 (days 20–23), each paid whole at on-demand prices; machines in 4 blocks of 4 \
+                 racks per zone; a gang over racks runs 10 % longer, over blocks 25 % \
+                 (assumed); pools buy reserved, spot and on-demand"
             }
         }
     }
@@ -114,6 +184,11 @@ impl Condition {
                 s.cloud.provider = Some(Provider::Aws);
                 s.cloud.spot_interruption_rate_per_hour = 0.01;
                 s.jobs.checkpoint_every = Dur::mins(30);
+            }
+            Condition::Reservations => {
+                s.cloud.provider = Some(Provider::Aws);
+                s.cloud.reservations.extend(row_reservations());
+                s.cloud.topology = Some(ROW_TOPOLOGY);
             }
         }
         s
@@ -158,6 +233,30 @@ pub struct Cell {
     pub interruptions: u64,
     /// Launches refused for capacity.
     pub capacity_errors: u64,
+    /// What the reservations cost whole (part of `cost_usd`).
+    #[serde(default)]
+    pub reserved_cost_usd: f64,
+    /// GPU-hours of machines in reservations.
+    #[serde(default)]
+    pub reserved_gpu_hours_used: f64,
+    /// Runs of gangs on more than one node.
+    #[serde(default)]
+    pub multi_node_starts: u64,
+    /// Of those, spread over racks of one block.
+    #[serde(default)]
+    pub starts_across_racks: u64,
+    /// Of those, spread over blocks.
+    #[serde(default)]
+    pub starts_across_blocks: u64,
+    /// GPU-hours the network slowdown added.
+    #[serde(default)]
+    pub slowdown_gpu_hours: f64,
+    /// Machines the cloud took back at a reservation's end.
+    #[serde(default)]
+    pub capacity_reclaims: u64,
+    /// Work lost to those, GPU-hours.
+    #[serde(default)]
+    pub gpu_hours_lost_to_reclaims: f64,
 }
 
 impl Cell {
@@ -189,6 +288,14 @@ impl Cell {
             jobs_completed: p.jobs_completed,
             interruptions: p.interruptions,
             capacity_errors: p.capacity_errors,
+            reserved_cost_usd: p.reserved_cost_usd,
+            reserved_gpu_hours_used: p.reserved_gpu_hours_used,
+            multi_node_starts: p.multi_node_starts,
+            starts_across_racks: p.starts_across_racks,
+            starts_across_blocks: p.starts_across_blocks,
+            slowdown_gpu_hours: p.slowdown_gpu_hours,
+            capacity_reclaims: p.capacity_reclaims,
+            gpu_hours_lost_to_reclaims: p.gpu_hours_lost_to_reclaims,
         }
     }
 }
@@ -366,6 +473,10 @@ mod tests {
                 .any(|r| r.pattern == "p5.*"
                     && r.capacity_error_probability.is_some_and(|p| p > 0.5))
         );
+        let reserved = Condition::Reservations.apply(&base);
+        assert_eq!(reserved.cloud.reservations.len(), 3);
+        assert!(reserved.cloud.topology.is_some());
+        assert!(reserved.cloud.behaviour().validate().is_ok());
         let heavy = Condition::SpotHeavy.apply(&base);
         assert!(
             heavy.cloud.spot_interruption_rate_per_hour

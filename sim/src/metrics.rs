@@ -65,6 +65,23 @@ pub struct Recorder {
     pub reserved_idle_gpu_secs: f64,
     /// GPU-seconds of pods bound while their gang was incomplete.
     pub partial_gpu_secs: f64,
+    /// GPU-seconds of machines in capacity reservations (alive, whether
+    /// used or not).
+    pub reserved_gpu_secs: f64,
+    /// Runs of gangs whose pods were on more than one node.
+    pub multi_node_starts: u64,
+    /// Of those, runs spread over racks of one block.
+    pub starts_across_racks: u64,
+    /// Of those, runs spread over blocks.
+    pub starts_across_blocks: u64,
+    /// GPU-seconds the network slowdown added to runs of spread gangs.
+    pub slowdown_gpu_secs: f64,
+    /// Machines the cloud took back at the end of their reservation.
+    pub capacity_reclaims: u64,
+    /// GPU-seconds of work lost when the cloud took a reservation's
+    /// machines back (since the last checkpoint); part of
+    /// `wasted_gpu_secs`.
+    pub lost_reclaim_gpu_secs: f64,
     /// (team, wait seconds) at each job's first start.
     pub waits: Vec<(usize, f64)>,
     /// Completed jobs.
@@ -108,7 +125,9 @@ impl Recorder {
             CapacityType::Spot => self.cost_spot_micros += micros,
             // A reserved machine's bill is zero (its reservation is paid
             // for as a whole); it counts with on-demand.
-            CapacityType::OnDemand | CapacityType::Reserved => self.cost_on_demand_micros += micros,
+            CapacityType::OnDemand | CapacityType::Reserved | CapacityType::FlexStart => {
+                self.cost_on_demand_micros += micros
+            }
         }
     }
 

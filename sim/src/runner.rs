@@ -155,8 +155,12 @@ pub struct Prepared {
     pub team_queue: Vec<String>,
     /// Team names, sorted.
     pub teams: Vec<String>,
-    /// Lower bound, dollars.
+    /// Lower bound, dollars (with `reserved_cost_usd`).
     pub lower_bound_usd: f64,
+    /// What the cloud's reservations cost for their whole windows, used or
+    /// not, dollars: the same for every policy, and part of each one's
+    /// cost. A reservation without an end is paid until the last arrival.
+    pub reserved_cost_usd: f64,
     /// The seed.
     pub seed: u64,
     /// The scenario.
@@ -264,8 +268,52 @@ pub fn prepare(cfg: &RunConfig) -> Result<Prepared, RunError> {
                 .any(|p| p.provider == o.provider && p.requirements.admits(o))
         })
         .collect();
-    let (lower_bound_usd, misfits) =
-        crate::lower_bound::lower_bound(&jobs, &requests, &constraints, &buyable);
+    let last_arrival = jobs.iter().map(|j| j.submit).max().unwrap_or_default();
+    let reserved_cost_usd: f64 = cloud
+        .reservations()
+        .iter()
+        .map(|r| {
+            let od = cloud
+                .offerings()
+                .iter()
+                .find(|o| {
+                    o.instance_type == r.instance_type
+                        && o.zone == r.zone
+                        && o.capacity_type == muster_planner::CapacityType::OnDemand
+                })
+                .and_then(|o| o.price)
+                .map_or(0.0, |p| p.usd());
+            r.cost_usd(od, last_arrival)
+        })
+        .sum();
+    // What reservations hold is free to use once paid: their GPU-hours
+    // (to the last arrival plus the longest job when they have no end) come
+    // off the dearest work; they are paid whole.
+    let longest = jobs.iter().map(|j| j.duration).max().unwrap_or_default();
+    let free_gpu_hours: f64 = cloud
+        .offerings()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, o)| Some((o, cloud.reservation(i)?)))
+        .map(|(o, r)| {
+            let end = r.end().unwrap_or(last_arrival + longest);
+            let hours = end.since(r.start()).as_secs() as f64 / 3600.0;
+            f64::from(r.count) * f64::from(o.gpu_count) * hours
+        })
+        .sum();
+    let priced: Vec<&Offering> = buyable
+        .iter()
+        .copied()
+        .filter(|o| o.reservation.is_none())
+        .collect();
+    let (lower_bound_usd, misfits) = crate::lower_bound::lower_bound_with_free(
+        &jobs,
+        &requests,
+        &constraints,
+        &priced,
+        free_gpu_hours,
+    );
+    let lower_bound_usd = lower_bound_usd + reserved_cost_usd;
     if let Some(i) = misfits.first() {
         let j = &jobs[*i];
         let c = &constraints[*i];
@@ -313,6 +361,7 @@ pub fn prepare(cfg: &RunConfig) -> Result<Prepared, RunError> {
         team_queue,
         teams,
         lower_bound_usd,
+        reserved_cost_usd,
         seed,
         scenario: sc.clone(),
         workload_source,
@@ -451,6 +500,8 @@ pub fn run_policy(p: &Prepared, kind: PolicyKind, progress: &mut dyn FnMut(f64))
     );
     let sc = &p.scenario;
     world.checkpoint_every = sc.jobs.checkpoint_every;
+    world.cross_rack_slowdown = sc.cloud.cross_rack_slowdown;
+    world.cross_block_slowdown = sc.cloud.cross_block_slowdown;
     if let Some(m) = &sc.jobs.trace_gpu_model {
         world.trace_speed = sc.jobs.gpu_speeds.get(m.as_str()).copied().unwrap_or(1.0);
         world.gpu_speeds = sc.jobs.gpu_speeds.clone();

@@ -49,8 +49,11 @@ pub struct JobState {
     pub completions: u32,
     /// Work saved by checkpoints of earlier, evicted runs (trace seconds).
     pub progress: Dur,
-    /// Wall seconds per trace second of the current run (its GPU's speed).
+    /// Wall seconds per trace second of the current run (its GPU's speed
+    /// and the network slowdown).
     pub stretch: f64,
+    /// The network slowdown of the current run (1: none).
+    pub slowdown: f64,
     partial_mark: Time,
 }
 
@@ -63,6 +66,8 @@ pub enum EvictCause {
     NodeRemoved,
     /// Its spot machine was interrupted.
     Interruption,
+    /// The cloud took its machine back at the end of a reservation.
+    Reclaim,
 }
 
 /// The world of one policy's run.
@@ -99,6 +104,10 @@ pub struct World {
     pub trace_speed: f64,
     /// Relative speed per GPU model (models not listed: 1).
     pub gpu_speeds: std::collections::BTreeMap<String, f64>,
+    /// Extra run time of a gang spread over racks of one block (0.1: +10 %).
+    pub cross_rack_slowdown: f64,
+    /// Extra run time of a gang spread over blocks.
+    pub cross_block_slowdown: f64,
     queue: EventQueue,
     evicted: Vec<JobId>,
     sample_every: Dur,
@@ -134,6 +143,7 @@ impl World {
                 completions: 0,
                 progress: Dur(0),
                 stretch: 1.0,
+                slowdown: 1.0,
                 partial_mark: Time(0),
             })
             .collect();
@@ -162,6 +172,8 @@ impl World {
             checkpoint_every: Dur(0),
             trace_speed: 1.0,
             gpu_speeds: std::collections::BTreeMap::new(),
+            cross_rack_slowdown: 0.0,
+            cross_block_slowdown: 0.0,
             queue,
             evicted: Vec::new(),
             sample_every: Dur(sample_every.as_secs().max(1)),
@@ -190,7 +202,8 @@ impl World {
 
     /// Launches one machine of `key` named `name` for `pool`. The node is
     /// `Launched` at once; it registers and becomes Ready on the cloud's
-    /// boot plan; spot machines may be interrupted later.
+    /// boot plan; spot machines may be interrupted later, and the cloud
+    /// takes a Capacity Block's machines back before its end.
     pub fn launch(
         &mut self,
         name: String,
@@ -198,7 +211,20 @@ impl World {
         pool: &str,
         reserved_for: Option<JobId>,
     ) -> Result<NodeId, LaunchError> {
-        let plan = match self.cloud.launch(key, &name, self.now) {
+        self.launch_in(name, key, pool, reserved_for, None)
+    }
+
+    /// [`World::launch`] into a placement group (where the cloud puts its
+    /// machines close together).
+    pub fn launch_in(
+        &mut self,
+        name: String,
+        key: &OfferingKey,
+        pool: &str,
+        reserved_for: Option<JobId>,
+        placement_group: Option<&str>,
+    ) -> Result<NodeId, LaunchError> {
+        let plan = match self.cloud.launch_in(key, &name, self.now, placement_group) {
             Ok(p) => p,
             Err(e) => {
                 if matches!(e, LaunchError::InsufficientCapacity(_)) {
@@ -215,6 +241,8 @@ impl World {
             .ok_or_else(|| LaunchError::UnknownOffering(key.clone()))?;
         let mut node = SimNode::new(name, &offering, pool, self.now);
         node.reserved_for = reserved_for;
+        node.network = plan.network.clone();
+        node.reclaim_at = plan.reclaim_at;
         let gpus = u64::from(node.gpu_count) * 1000;
         let id = self.cluster.add(node);
         self.rec.launches += 1;
@@ -222,7 +250,11 @@ impl World {
         self.rec.peak_nodes = self.rec.peak_nodes.max(self.cluster.alive_count());
         self.schedule(self.now + plan.register_after, Event::NodeRegistered(id));
         self.schedule(self.now + plan.ready_after, Event::NodeReady(id));
-        if let Some(t) = plan.interrupt_at {
+        let end = match (plan.interrupt_at, plan.reclaim_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(t) = end {
             self.schedule(t, Event::Interrupt(id));
         }
         Ok(id)
@@ -320,8 +352,10 @@ impl World {
             .duration
             .as_secs()
             .saturating_sub(self.states[job].progress.as_secs());
-        let stretch = self.stretch_of(job);
+        let slowdown = self.slowdown_of(job);
+        let stretch = self.stretch_of(job) * slowdown;
         self.states[job].stretch = stretch;
+        self.states[job].slowdown = slowdown;
         let wall = (left as f64 * stretch).ceil() as u64;
         let end = now + Dur(wall.max(1));
         self.schedule(end, Event::JobFinished { job, run });
@@ -352,12 +386,61 @@ impl World {
         }
     }
 
+    /// The network slowdown of `job` on the nodes it is bound to: 1 on one
+    /// node, in one rack, or on nodes that say nothing of their network;
+    /// `1 + cross_rack_slowdown` over racks of one block;
+    /// `1 + cross_block_slowdown` over blocks. Counts the run.
+    fn slowdown_of(&mut self, job: JobId) -> f64 {
+        let mut nodes: Vec<NodeId> = self.states[job]
+            .bindings
+            .iter()
+            .flatten()
+            .copied()
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        if nodes.len() < 2 {
+            return 1.0;
+        }
+        self.rec.multi_node_starts += 1;
+        let nets: Vec<&Vec<String>> = nodes
+            .iter()
+            .map(|n| &self.cluster.nodes[*n].network)
+            .collect();
+        if nets.iter().any(|n| n.len() < 2) {
+            return 1.0;
+        }
+        let same_block = nets.iter().all(|n| n[0] == nets[0][0]);
+        if same_block && nets.iter().all(|n| n[1] == nets[0][1]) {
+            return 1.0;
+        }
+        if same_block {
+            self.rec.starts_across_racks += 1;
+            1.0 + self.cross_rack_slowdown
+        } else {
+            self.rec.starts_across_blocks += 1;
+            1.0 + self.cross_block_slowdown
+        }
+    }
+
+    /// GPU-seconds of `wall` seconds of a run of `job` that its network
+    /// slowdown added.
+    fn note_slowdown(&mut self, job: JobId, wall: u64) {
+        let s = self.states[job].slowdown;
+        if s > 1.0 {
+            let gpus = self.jobs[job].total_gpu_millis() as f64 / 1000.0;
+            self.rec.slowdown_gpu_secs += gpus * wall as f64 * (1.0 - 1.0 / s);
+        }
+    }
+
     /// A run ends; false when the event is stale.
     pub fn finish(&mut self, job: JobId, run: u32) -> bool {
         let st = &self.states[job];
         if st.phase != JobPhase::Running || st.run != run {
             return false;
         }
+        let ran = st.started_at.map_or(0, |t| self.now.since(t).as_secs());
+        self.note_slowdown(job, ran);
         self.unbind_all(job);
         let st = &mut self.states[job];
         st.phase = JobPhase::Done;
@@ -407,9 +490,12 @@ impl World {
                 self.rec.busy_gpu_secs += gpus as f64 / 1000.0 * saved as f64;
                 let lost = gpus as f64 / 1000.0 * (ran - saved_wall.min(ran)) as f64;
                 self.rec.wasted_gpu_secs += lost;
-                if cause == EvictCause::Interruption {
-                    self.rec.lost_interruption_gpu_secs += lost;
+                match cause {
+                    EvictCause::Interruption => self.rec.lost_interruption_gpu_secs += lost,
+                    EvictCause::Reclaim => self.rec.lost_reclaim_gpu_secs += lost,
+                    EvictCause::Preemption | EvictCause::NodeRemoved => {}
                 }
+                self.note_slowdown(job, ran);
                 self.rec.cur_busy_gpu_millis = self.rec.cur_busy_gpu_millis.saturating_sub(gpus);
                 self.rec.cur_pending[self.team_of[job]] += 1;
             }
@@ -528,6 +614,9 @@ impl World {
             secs
         };
         self.rec.booting_gpu_secs += (gpus * booting) as f64;
+        if cap == muster_planner::CapacityType::Reserved {
+            self.rec.reserved_gpu_secs += (gpus * secs) as f64;
+        }
         let idle = ((gpus * (secs - booting)) as f64 - n.bound_gpu_secs).max(0.0);
         *self
             .rec
@@ -537,13 +626,20 @@ impl World {
         self.rec.cur_alloc_gpu_millis = self.rec.cur_alloc_gpu_millis.saturating_sub(gpus * 1000);
     }
 
-    /// The cloud interrupts a machine; false when the node is already gone.
+    /// The cloud interrupts a machine (a spot interruption, or the end of
+    /// its reservation); false when the node is already gone.
     pub fn interrupt(&mut self, node: NodeId) -> bool {
-        if !self.cluster.nodes[node].alive() {
+        let n = &self.cluster.nodes[node];
+        if !n.alive() {
             return false;
         }
-        self.rec.interruptions += 1;
-        self.terminate(node, EvictCause::Interruption);
+        if n.reclaim_at.is_some_and(|t| t <= self.now) {
+            self.rec.capacity_reclaims += 1;
+            self.terminate(node, EvictCause::Reclaim);
+        } else {
+            self.rec.interruptions += 1;
+            self.terminate(node, EvictCause::Interruption);
+        }
         true
     }
 

@@ -43,7 +43,7 @@ use muster_provider_sim::Rng;
 use serde::{Deserialize, Serialize};
 
 use super::kueue::Kueue;
-use super::{buyable, schedule_first_fit, unbound_pods};
+use super::{buyable, place_in_one_domain, schedule_first_fit, unbound_pods};
 use crate::binder::Constraint;
 use crate::events::{Event, JobId, NodeId};
 use crate::policies::Policy;
@@ -253,6 +253,9 @@ impl DefaultCa {
 
     fn schedule_pending(&mut self, world: &mut World) {
         let pods = std::mem::take(&mut self.pending);
+        if self.provreq.is_some() {
+            place_in_one_domain(world, &pods);
+        }
         self.pending = schedule_first_fit(world, pods);
     }
 

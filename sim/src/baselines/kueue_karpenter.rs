@@ -32,7 +32,10 @@ use muster_planner::{Dur, NodePhase, Pool, Queue, Resources, Time};
 use serde::{Deserialize, Serialize};
 
 use super::kueue::Kueue;
-use super::{buyable, schedule_first_fit, unbound_pods};
+use super::{
+    KARPENTER_BLOCK_EXPIRY, buyable, capacity_block_end, karpenter_may_launch, place_in_one_domain,
+    schedule_first_fit, unbound_pods,
+};
 use crate::events::{Event, JobId, NodeId};
 use crate::policies::Policy;
 use crate::world::{EvictCause, JobPhase, World};
@@ -117,6 +120,7 @@ pub struct KueueKarpenter {
     nodes_made: u64,
     fleet_failures: u64,
     pods_ready_evictions: u64,
+    block_expirations: u64,
 }
 
 impl KueueKarpenter {
@@ -167,6 +171,7 @@ impl KueueKarpenter {
             nodes_made: 0,
             fleet_failures: 0,
             pods_ready_evictions: 0,
+            block_expirations: 0,
         }
     }
 
@@ -241,6 +246,7 @@ impl KueueKarpenter {
     /// kube-scheduler pass; pods left pending go to Karpenter's batch.
     fn place_pending(&mut self, world: &mut World) {
         let pods = std::mem::take(&mut self.pending);
+        place_in_one_domain(world, &pods);
         let left = schedule_first_fit(world, pods);
         let mut fresh = false;
         for p in &left {
@@ -363,6 +369,7 @@ impl KueueKarpenter {
             }
             let candidates: Vec<usize> = (0..self.offerings.len())
                 .filter(|i| !self.ice.contains_key(&self.offerings[*i].0))
+                .filter(|i| karpenter_may_launch(world, self.offerings[*i].0))
                 .filter(|i| c.accepts_offering(&offs[self.offerings[*i].0], &req))
                 .collect();
             if candidates.is_empty() {
@@ -379,7 +386,7 @@ impl KueueKarpenter {
             let mut launched = None;
             for i in &claim.candidates {
                 let (idx, pool) = self.offerings[*i].clone();
-                if self.ice.contains_key(&idx) {
+                if self.ice.contains_key(&idx) || !karpenter_may_launch(world, idx) {
                     continue;
                 }
                 let key = world.cloud.offerings()[idx].key();
@@ -417,8 +424,39 @@ impl KueueKarpenter {
         }
     }
 
+    /// The capacity-reservation expiration controller: NodeClaims of a
+    /// Capacity Block are deleted [`KARPENTER_BLOCK_EXPIRY`] before its end,
+    /// whatever runs on them (their pods pend again, as after an
+    /// interruption).
+    fn expire_blocks(&mut self, world: &mut World) {
+        let now = world.now;
+        let ids: Vec<NodeId> = world.cluster.alive_ids().collect();
+        let mut expired = false;
+        for id in ids {
+            let key = &world.cluster.nodes[id].key;
+            let end = world
+                .cloud
+                .index_of(key)
+                .and_then(|i| capacity_block_end(world, i));
+            if end.is_some_and(|e| now >= e - KARPENTER_BLOCK_EXPIRY) {
+                world.terminate(id, EvictCause::NodeRemoved);
+                self.block_expirations += 1;
+                expired = true;
+                for job in world.take_evicted() {
+                    for pod in unbound_pods(world, job) {
+                        self.pending.push((job, pod));
+                    }
+                }
+            }
+        }
+        if expired {
+            self.place_pending(world);
+        }
+    }
+
     fn disrupt(&mut self, world: &mut World) {
         self.disrupt_scheduled = false;
+        self.expire_blocks(world);
         let now = world.now;
         let alive = world.cluster.alive_count();
         let budget =
@@ -529,6 +567,7 @@ impl Policy for KueueKarpenter {
             ("admissions".into(), self.kueue.admissions),
             ("pods_ready_evictions".into(), self.pods_ready_evictions),
             ("fleet_failures".into(), self.fleet_failures),
+            ("capacity_block_expirations".into(), self.block_expirations),
         ]
     }
 }

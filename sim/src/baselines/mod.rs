@@ -7,7 +7,9 @@ pub mod default_ca;
 pub mod kueue;
 pub mod kueue_karpenter;
 
-use muster_planner::{Offering, Pool};
+use std::collections::BTreeMap;
+
+use muster_planner::{Offering, Pool, ReservationKind, Resources, Time};
 
 use crate::events::JobId;
 use crate::world::{JobPhase, World};
@@ -97,4 +99,106 @@ pub fn schedule_first_fit(world: &mut World, pods: Vec<(JobId, u32)>) -> Vec<(Jo
         }
     }
     left
+}
+
+/// How long before a Capacity Block's end Karpenter deletes the NodeClaims
+/// launched into it: 40 minutes, 10 before EC2 starts reclaiming the
+/// instances (karpenter-provider-aws `pkg/controllers/capacityreservation/expiration`,
+/// Capacity Block support since v1.6; karpenter.sh docs "Utilizing
+/// On-Demand Capacity Reservations and Capacity Blocks"). Nodes of a block
+/// that ends within this are also no longer launched into.
+pub const KARPENTER_BLOCK_EXPIRY: muster_planner::Dur = muster_planner::Dur::mins(40);
+
+/// The end of the Capacity Block the offering at cloud index `idx` draws
+/// on, if it draws on one.
+pub fn capacity_block_end(world: &World, idx: usize) -> Option<Time> {
+    let r = world.cloud.reservation(idx)?;
+    (r.kind == ReservationKind::CapacityBlock)
+        .then(|| r.end())
+        .flatten()
+}
+
+/// True when Karpenter may launch the offering at cloud index `idx` now:
+/// any offering not reserved; a reserved one while its reservation has
+/// machines available (Karpenter tracks the count it read from
+/// `DescribeCapacityReservations`), has started, and — for a Capacity
+/// Block — is not expiring ([`KARPENTER_BLOCK_EXPIRY`]). It does not weigh
+/// a job's run time against the block's end.
+pub fn karpenter_may_launch(world: &World, idx: usize) -> bool {
+    let Some(o) = world.cloud.offering(idx) else {
+        return false;
+    };
+    let Some(r) = &o.reservation else {
+        return true;
+    };
+    let now = world.now;
+    r.available > 0
+        && r.starts_at.is_none_or(|t| t <= now)
+        && capacity_block_end(world, idx).is_none_or(|end| now < end - KARPENTER_BLOCK_EXPIRY)
+}
+
+/// Kueue Topology-Aware Scheduling on the nodes that exist, for workloads
+/// of more than one pod (Kueue docs "Topology Aware Scheduling",
+/// `kueue.x-k8s.io/podset-preferred-topology`: the tightest domain at or
+/// above the requested level with room for the whole pod set, then
+/// anywhere): a job whose pods are all unbound is bound whole into the
+/// first rack, else the first block (by name), whose Ready nodes hold all
+/// its pods first-fit. Jobs no domain holds are left to kube-scheduler.
+/// Without a network topology, nothing is done.
+pub fn place_in_one_domain(world: &mut World, pods: &[(JobId, u32)]) {
+    if world.cloud.topology().is_none() {
+        return;
+    }
+    let mut jobs: Vec<JobId> = pods
+        .iter()
+        .map(|(j, _)| *j)
+        .filter(|j| {
+            let st = &world.states[*j];
+            world.jobs[*j].workers > 1 && st.phase == JobPhase::Pending && st.bound == 0
+        })
+        .collect();
+    jobs.sort_unstable();
+    jobs.dedup();
+    for job in jobs {
+        for level in [2usize, 1] {
+            let mut domains: BTreeMap<&[String], Vec<usize>> = BTreeMap::new();
+            for id in world.cluster.alive_ids() {
+                let n = &world.cluster.nodes[id];
+                if n.network.len() >= level && n.schedulable() {
+                    domains.entry(&n.network[..level]).or_default().push(id);
+                }
+            }
+            let found = domains.values().find_map(|ids| fit_all(world, job, ids));
+            if let Some(nodes) = found {
+                for (pod, node) in nodes.into_iter().enumerate() {
+                    let _ = world.bind(job, pod as u32, node);
+                }
+                break;
+            }
+        }
+    }
+}
+
+/// The node of each pod of `job` when all its pods fit first-fit on `ids`.
+fn fit_all(world: &World, job: JobId, ids: &[usize]) -> Option<Vec<usize>> {
+    let req = &world.requests[job];
+    let c = &world.constraints[job];
+    let mut used: BTreeMap<usize, Resources> = BTreeMap::new();
+    let mut out = Vec::new();
+    for _ in 0..world.jobs[job].workers {
+        let node = ids.iter().copied().find(|id| {
+            let n = &world.cluster.nodes[*id];
+            if !c.accepts_node(n) {
+                return false;
+            }
+            let mut sum = used.get(id).cloned().unwrap_or_else(|| n.used.clone());
+            sum.add(req);
+            sum.fits_in(&n.allocatable)
+        })?;
+        used.entry(node)
+            .or_insert_with(|| world.cluster.nodes[node].used.clone())
+            .add(req);
+        out.push(node);
+    }
+    Some(out)
 }

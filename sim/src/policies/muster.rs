@@ -46,8 +46,8 @@ use muster_planner::lifecycle::pool_node::{self, Step as NodeStep, Unavailable};
 use muster_planner::lifecycle::record::{self, GangRecord, Outcome};
 use muster_planner::plan::{Launch, NewNode, RemovalKind, WaitReason};
 use muster_planner::{
-    Assignment, Dur, Gang, GangId, Node, NodePhase, Plan, PodSet, Pool, Queue, Snapshot, Time,
-    Toleration, TolerationOperator, Topology,
+    Assignment, Dur, Gang, GangId, NetworkTopology, Node, NodePhase, Plan, PodSet, Pool, Queue,
+    Snapshot, Time, Toleration, TolerationOperator, Topology,
 };
 
 use super::Policy;
@@ -220,6 +220,14 @@ impl MusterPolicy {
                 Topology::Any
             },
             expected_duration: self.cfg.expected_durations.then_some(j.duration),
+            // Kueue's podset-preferred-topology at the rack: the tightest
+            // domain with room, then anywhere in the zone.
+            network: (j.workers > 1 && world.cloud.topology().is_some()).then_some(
+                NetworkTopology {
+                    level: 2,
+                    required: false,
+                },
+            ),
             ..Gang::new(
                 self.gang_ids[job].clone(),
                 self.cfg.team_queue[world.team_of[job]].clone(),
@@ -299,7 +307,7 @@ impl MusterPolicy {
             capacity_ends_at: offering
                 .and_then(|o| o.reservation.as_ref())
                 .and_then(|r| r.ends_at),
-            network: Vec::new(),
+            network: n.network.clone(),
         }
     }
 
@@ -508,6 +516,7 @@ impl MusterPolicy {
             self.snap.arrivals.drain(..keep);
         }
         self.sync_nodes(world);
+        self.sync_reservations(world);
         let sw = Stopwatch::start();
         let plan = muster_planner::plan(&self.snap, &self.cfg.policy, now);
         self.planner_ms.push(sw.ms());
@@ -515,6 +524,21 @@ impl MusterPolicy {
         self.stats.plans += 1;
         self.apply(world, plan);
         self.sync_nodes(world);
+    }
+
+    /// Copies what the cloud lists of each reserved offering (machines
+    /// still available) into the mirror, as the controller reads them from
+    /// `DescribeCapacityReservations` every cycle.
+    fn sync_reservations(&mut self, world: &World) {
+        for (i, pos) in self.offering_pos.iter().enumerate() {
+            let Some(pos) = pos else { continue };
+            let Some(r) = world.cloud.offering(i).and_then(|o| o.reservation.as_ref()) else {
+                continue;
+            };
+            if let Some(m) = self.snap.offerings[*pos].reservation.as_mut() {
+                m.available = r.available;
+            }
+        }
     }
 
     /// Charges the nodes the previous plan kept warm, from then to now, to
@@ -788,7 +812,13 @@ impl MusterPolicy {
             return world.cluster.by_name(&nn.name).is_some();
         }
         let now = world.now;
-        let result = world.launch(nn.name.clone(), &nn.offering, &nn.pool, reserved_for);
+        let result = world.launch_in(
+            nn.name.clone(),
+            &nn.offering,
+            &nn.pool,
+            reserved_for,
+            nn.placement_group.as_deref(),
+        );
         let seen = match &result {
             Ok(id) => lifecycle::observed(&world.cluster.nodes[*id]),
             Err(_) => lifecycle::refused(),

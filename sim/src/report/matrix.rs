@@ -42,6 +42,16 @@ fn policies(r: &MatrixReport) -> Vec<String> {
 type Section = (&'static str, Box<dyn Fn(&Row, &Cell) -> String>);
 
 fn table(r: &MatrixReport, what: &str, f: impl Fn(&Row, &Cell) -> String) -> String {
+    table_of(r, what, |_| true, f)
+}
+
+/// [`table`] over the rows `keep` keeps.
+fn table_of(
+    r: &MatrixReport,
+    what: &str,
+    keep: impl Fn(&Row) -> bool,
+    f: impl Fn(&Row, &Cell) -> String,
+) -> String {
     let names = policies(r);
     let mut out = String::new();
     let _ = write!(out, "| {what} |");
@@ -53,7 +63,7 @@ fn table(r: &MatrixReport, what: &str, f: impl Fn(&Row, &Cell) -> String) -> Str
         out.push_str("---:|");
     }
     out.push('\n');
-    for row in &r.rows {
+    for row in r.rows.iter().filter(|row| keep(row)) {
         let _ = write!(out, "| {} |", row.scenario);
         for n in &names {
             let v = cell(row, n).map_or_else(|| "–".to_string(), |c| f(row, c));
@@ -162,6 +172,66 @@ pub fn render_benchmarks(r: &MatrixReport) -> String {
     }
     out.push('\n');
     out.push_str(&render_targets(r));
+    out.push_str(&render_reservations(r));
+    out
+}
+
+/// True for a row with reserved capacity or machines that know their rack.
+fn has_reservations_or_topology(row: &Row) -> bool {
+    row.policies.iter().any(|(_, c)| {
+        c.reserved_cost_usd > 0.0 || c.starts_across_racks + c.starts_across_blocks > 0
+    })
+}
+
+/// The tables of the rows with reservations or a topology: what the
+/// reservations cost and how much of them each policy used, and how its
+/// multi-node gangs were spread over the network and what that cost.
+pub fn render_reservations(r: &MatrixReport) -> String {
+    if !r.rows.iter().any(has_reservations_or_topology) {
+        return String::new();
+    }
+    let sections: [Section; 4] = [
+        (
+            "reservations: paid whole (in the cost above) / GPU-hours on reserved machines",
+            Box::new(|_, c| {
+                format!(
+                    "{} / {:.0}",
+                    dollars(c.reserved_cost_usd),
+                    c.reserved_gpu_hours_used
+                )
+            }),
+        ),
+        (
+            "multi-node gang runs: in one rack / over racks / over blocks",
+            Box::new(|_, c| {
+                let spread = c.starts_across_racks + c.starts_across_blocks;
+                format!(
+                    "{} / {} / {}",
+                    c.multi_node_starts.saturating_sub(spread),
+                    c.starts_across_racks,
+                    c.starts_across_blocks
+                )
+            }),
+        ),
+        (
+            "GPU-hours the network slowdown added",
+            Box::new(|_, c| format!("{:.0}", c.slowdown_gpu_hours)),
+        ),
+        (
+            "machines taken back at a reservation's end (GPU-hours of work lost)",
+            Box::new(|_, c| {
+                format!(
+                    "{} ({:.0})",
+                    c.capacity_reclaims, c.gpu_hours_lost_to_reclaims
+                )
+            }),
+        ),
+    ];
+    let mut out = String::new();
+    for (what, f) in sections.iter() {
+        out.push('\n');
+        out.push_str(&table_of(r, what, has_reservations_or_topology, f));
+    }
     out
 }
 

@@ -48,6 +48,23 @@ pub struct PolicySummary {
     pub warm_cost_usd: f64,
     /// GPU-hours of Ready, empty nodes reserved for a gang that had not started.
     pub reserved_idle_gpu_hours: f64,
+    /// What the cloud's capacity reservations cost for their whole windows,
+    /// used or not (part of `cost_usd`; the same for every policy).
+    pub reserved_cost_usd: f64,
+    /// GPU-hours of machines in capacity reservations.
+    pub reserved_gpu_hours_used: f64,
+    /// Runs of gangs on more than one node.
+    pub multi_node_starts: u64,
+    /// Of those, runs spread over racks of one block.
+    pub starts_across_racks: u64,
+    /// Of those, runs spread over blocks.
+    pub starts_across_blocks: u64,
+    /// GPU-hours the network slowdown of spread gangs added.
+    pub slowdown_gpu_hours: f64,
+    /// Machines the cloud took back at the end of their reservation.
+    pub capacity_reclaims: u64,
+    /// Work lost when the cloud took reserved machines back, GPU-hours.
+    pub gpu_hours_lost_to_reclaims: f64,
     /// Queue wait p50, seconds (jobs never started count until the end).
     pub wait_p50_s: f64,
     /// p95.
@@ -210,8 +227,16 @@ fn policy_summary(p: &Prepared, run: &PolicyRun) -> PolicySummary {
     }
     let mut ms = run.planner_ms.clone();
     sort(&mut ms);
-    let cost = rec.cost_micros as f64 / 1e6;
+    let cost = rec.cost_micros as f64 / 1e6 + p.reserved_cost_usd;
     PolicySummary {
+        reserved_cost_usd: r6(p.reserved_cost_usd),
+        reserved_gpu_hours_used: r6(rec.reserved_gpu_secs / 3600.0),
+        multi_node_starts: rec.multi_node_starts,
+        starts_across_racks: rec.starts_across_racks,
+        starts_across_blocks: rec.starts_across_blocks,
+        slowdown_gpu_hours: r6(rec.slowdown_gpu_secs / 3600.0),
+        capacity_reclaims: rec.capacity_reclaims,
+        gpu_hours_lost_to_reclaims: r6(rec.lost_reclaim_gpu_secs / 3600.0),
         cost_usd: r6(cost),
         cost_vs_lower_bound: r6(if p.lower_bound_usd > 0.0 {
             cost / p.lower_bound_usd
@@ -251,7 +276,8 @@ fn policy_summary(p: &Prepared, run: &PolicyRun) -> PolicySummary {
         gpu_hours_allocated_minus_busy: r6((rec.gpu_alloc_secs - rec.busy_gpu_secs) / 3600.0),
         gpu_hours_lost_to_interruptions: r6(rec.lost_interruption_gpu_secs / 3600.0),
         gpu_hours_lost_to_other_evictions: r6((rec.wasted_gpu_secs
-            - rec.lost_interruption_gpu_secs)
+            - rec.lost_interruption_gpu_secs
+            - rec.lost_reclaim_gpu_secs)
             .max(0.0)
             / 3600.0),
         gpu_hours_booting: r6(rec.booting_gpu_secs / 3600.0),
