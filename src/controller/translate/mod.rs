@@ -340,6 +340,74 @@ mod tests {
         o
     }
 
+    /// A gang whose Gang names no network topology takes its queue's pool
+    /// default; one that names its own keeps it, and its capacity opt-in
+    /// reaches the planner.
+    #[test]
+    fn gangs_take_their_pools_network_default_unless_they_name_one() {
+        let mut o = observed();
+        o.objects.insert(
+            Kind::GpuPool,
+            vec![dynamic(
+                Kind::GpuPool,
+                json!({"metadata": {"name": "good"}, "spec": {"nodeClassRef": {"name": "nc"},
+                       "networkTopology": {"mode": "Required", "level": "cloud.google.com/gce-topology-subblock"}}}),
+            )],
+        );
+        o.objects.insert(
+            Kind::GpuQueue,
+            vec![dynamic(
+                Kind::GpuQueue,
+                json!({"metadata": {"name": "q"}, "spec": {"pools": ["good"], "namespaceSelector": {}}}),
+            )],
+        );
+        let gang = |name: &str, extra: serde_json::Value| {
+            let mut spec = json!({"queue": "q", "podSets": [{"name": "main", "count": 1, "requests": {"nvidia.com/gpu": "8"}}]});
+            for (k, v) in extra.as_object().into_iter().flatten() {
+                spec[k] = v.clone();
+            }
+            dynamic(
+                Kind::Gang,
+                json!({"metadata": {"name": name, "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": spec}),
+            )
+        };
+        o.objects.insert(
+            Kind::Gang,
+            vec![
+                gang("plain", json!({})),
+                gang(
+                    "own",
+                    json!({"networkTopology": {"mode": "Preferred", "level": "cloud.google.com/gce-topology-host"},
+                           "mayOutliveCapacity": true}),
+                ),
+            ],
+        );
+        let tr = snapshot(&o, &BTreeMap::new(), Time(1_800_000_000));
+        let of = |name: &str| {
+            tr.snapshot
+                .gangs
+                .iter()
+                .find(|g| g.id.as_str() == format!("ns/{name}"))
+                .expect("the gang")
+        };
+        assert_eq!(
+            of("plain").network,
+            Some(muster_planner::NetworkTopology {
+                level: 2,
+                required: true
+            })
+        );
+        assert!(!of("plain").may_outlive_capacity);
+        assert_eq!(
+            of("own").network,
+            Some(muster_planner::NetworkTopology {
+                level: 3,
+                required: false
+            })
+        );
+        assert!(of("own").may_outlive_capacity);
+    }
+
     #[test]
     fn translates_pools_queues_gangs_and_nodes() {
         let tr = snapshot(&observed(), &BTreeMap::new(), Time(1_800_000_000));
