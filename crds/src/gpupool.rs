@@ -156,11 +156,12 @@ pub struct PoolRequirements {
     /// back to on-demand when spot is unavailable or too risky for the gang. `reserved` lets the
     /// pool launch into the capacity reservations its NodeClass's cloud reports (On-Demand
     /// Capacity Reservations, Capacity Blocks for ML, GCE reservations) while they have
-    /// machines left.
+    /// machines left. `flex-start` lets it buy GKE flex-start capacity for the gangs of queues
+    /// that set `spec.flexStartMaxWait`.
     #[serde(default = "default_capacity_types")]
-    #[schemars(length(min = 1, max = 3))]
-    #[x_kube(validation = Rule::new("self.size() > 0").message("spec.requirements.capacityTypes must list at least one of reserved, spot, on-demand").reason(Reason::FieldValueRequired))]
-    #[x_kube(validation = Rule::new("self.all(c, c == 'reserved' || c == 'spot' || c == 'on-demand')").message("spec.requirements.capacityTypes: each entry must be reserved, spot or on-demand"))]
+    #[schemars(length(min = 1, max = 4))]
+    #[x_kube(validation = Rule::new("self.size() > 0").message("spec.requirements.capacityTypes must list at least one of reserved, spot, on-demand, flex-start").reason(Reason::FieldValueRequired))]
+    #[x_kube(validation = Rule::new("self.all(c, c == 'reserved' || c == 'spot' || c == 'on-demand' || c == 'flex-start')").message("spec.requirements.capacityTypes: each entry must be reserved, spot, on-demand or flex-start"))]
     #[x_kube(validation = Rule::new("self.all(c, self.filter(d, d == c).size() == 1)").message("spec.requirements.capacityTypes must not repeat a capacity type").reason(Reason::FieldValueDuplicate))]
     pub capacity_types: Vec<CapacityType>,
 }

@@ -105,6 +105,13 @@ pub struct GpuQueueSpec {
     /// omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_policy: Option<IdlePolicy>,
+    /// How long the queue's gangs may wait for GKE flex-start capacity (Dynamic Workload
+    /// Scheduler) to be granted. A pool that lists `flex-start` among its capacity types
+    /// buys it for a gang only when its typical grant comes within this wait and it is the
+    /// cheapest; the launch is then given up only after this wait on top of the pool's
+    /// provisioning timeout. Omitted: never flex-start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flex_start_max_wait: Option<Duration>,
 }
 
 /// When a running gang counts as an idle GPU holder, and what is done about it.

@@ -161,6 +161,7 @@ pub struct Offering {
     /// When the reserved capacity ends (a Capacity Block's end): the node is
     /// drained ahead of it, its gangs requeued whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 64))]
     pub capacity_ends_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 

@@ -591,11 +591,21 @@ impl<'a> World<'a> {
     }
 
     /// True when gang `gi` may run on capacity ending at `end` (`None`: no
-    /// end): the capacity outlives the gang's expected end, or the gang
-    /// says it may be cut short.
+    /// end), of a machine ready after `boot`. The capacity is usable until
+    /// `reservation_drain_ahead` before its end, when its nodes are drained:
+    /// that must come after the gang's expected end, or, for a gang that
+    /// may be cut short, after the machine is ready (else it would be
+    /// drained as soon as it is placed on).
     pub fn outlives(&self, gi: usize, end: Option<Time>, boot: Dur) -> bool {
         end.is_none_or(|e| {
-            self.gangs[gi].gang.may_outlive_capacity || e >= self.expected_end(gi) + boot
+            let ahead =
+                i64::try_from(self.policy.reservation_drain_ahead.as_secs()).unwrap_or(i64::MAX);
+            let usable_until = Time(e.0.saturating_sub(ahead));
+            if self.gangs[gi].gang.may_outlive_capacity {
+                usable_until > self.now + boot
+            } else {
+                usable_until >= self.expected_end(gi) + boot
+            }
         })
     }
 

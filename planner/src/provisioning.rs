@@ -125,6 +125,44 @@ pub(crate) fn plan_launch(
     excluded: &[GpuModel],
     duration: Dur,
 ) -> Result<LaunchChoice, LaunchFail> {
+    let c = plan_launch_as(w, gi, groups, topology, excluded, duration)?;
+    // A gang that prefers one network domain and is bought entirely new
+    // goes into one placement group when that costs no more: new machines
+    // launched apart may land in different racks or blocks.
+    let prefers = w.gangs[gi].gang.network.is_some_and(|n| !n.required);
+    if prefers
+        && topology == Topology::Any
+        && c.existing.is_empty()
+        && c.new.len() > 1
+        && !c.placement_group
+        && let Ok(mut pg) = plan_launch_as(
+            w,
+            gi,
+            groups,
+            Topology::SamePlacementGroup,
+            excluded,
+            duration,
+        )
+        && pg.existing.is_empty()
+        && pg.expected <= c.expected
+    {
+        // It was chosen for what the search of existing capacity found:
+        // a re-plan checks that, as for the launch it replaced.
+        pg.existing_read = c.existing_read.clone();
+        return Ok(pg);
+    }
+    Ok(c)
+}
+
+/// [`plan_launch`] under one topology.
+fn plan_launch_as(
+    w: &mut World<'_>,
+    gi: usize,
+    groups: &[Group],
+    topology: Topology,
+    excluded: &[GpuModel],
+    duration: Dur,
+) -> Result<LaunchChoice, LaunchFail> {
     let q = w.gangs[gi].queue;
     let gang = w.gangs[gi].gang;
     // A gang that requires one network domain is bought into one placement

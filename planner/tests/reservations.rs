@@ -104,6 +104,9 @@ fn check(seed: u64) -> Result<(), TestCaseError> {
             .expected_duration
             .unwrap_or(policy.default_expected_duration)
     };
+    // Capacity is usable until it is drained, `reservation_drain_ahead`
+    // before its end.
+    let usable_until = |end: Time| Time(end.0 - policy.reservation_drain_ahead.as_secs() as i64);
 
     // No reservation over-booked.
     let mut booked: BTreeMap<String, u32> = BTreeMap::new();
@@ -127,7 +130,11 @@ fn check(seed: u64) -> Result<(), TestCaseError> {
         if let (Some(g), Some(end)) = (g.and_then(gang), r.and_then(|r| r.ends_at)) {
             let boot = Dur::secs(o.map_or(0, |o| o.boot_secs));
             prop_assert!(
-                g.may_outlive_capacity || end >= end_of(g) + boot,
+                if g.may_outlive_capacity {
+                    usable_until(end) > now + boot
+                } else {
+                    usable_until(end) >= end_of(g) + boot
+                },
                 "{} launched into {} ending at {:?}, before its expected end",
                 g.id,
                 id,
@@ -182,7 +189,11 @@ fn check(seed: u64) -> Result<(), TestCaseError> {
             };
             if let Some(end) = n.capacity_ends_at {
                 prop_assert!(
-                    g.may_outlive_capacity || end >= end_of(g),
+                    if g.may_outlive_capacity {
+                        usable_until(end) > now
+                    } else {
+                        usable_until(end) >= end_of(g)
+                    },
                     "{} admitted on {} whose capacity ends before it would",
                     g.id,
                     n.name
