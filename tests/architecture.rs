@@ -346,7 +346,12 @@ const PLANNER_LAYERS: &[(&str, &[&str])] = &[
     // One gang's try and its commit; steps that decide without a try.
     (
         "admission",
-        &["admission", "scale_to_zero", "consolidation", "capacity_end"],
+        &[
+            "admission",
+            "scale_to_zero",
+            "consolidation",
+            "capacity_end",
+        ],
     ),
     // Built on tries: fair-share order, preemption, taking earlier tries over.
     ("tries", &["order", "preemption", "replay"]),

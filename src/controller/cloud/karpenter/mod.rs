@@ -422,7 +422,9 @@ impl CloudProvider for KarpenterClaims {
                 provider_id: pid,
                 kind: match offering.capacity_type {
                     CapacityType::Spot => InterruptionKind::SpotInterruption,
-                    CapacityType::OnDemand | CapacityType::Reserved => InterruptionKind::Terminated,
+                    CapacityType::OnDemand | CapacityType::Reserved | CapacityType::FlexStart => {
+                        InterruptionKind::Terminated
+                    }
                 },
                 at,
             });
