@@ -42,7 +42,7 @@ fn new_node(s: &Snapshot, nn: &crate::plan::NewNode, gang: Option<&GangId>, now:
         do_not_disrupt: false,
         capacity_ends_at: offering
             .and_then(|o| o.reservation.as_ref())
-            .and_then(|r| r.ends_at),
+            .and_then(|r| r.machines_end()),
         network: Vec::new(),
     }
 }

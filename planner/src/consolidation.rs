@@ -198,10 +198,9 @@ fn replacement(w: &World<'_>, ni: usize) -> Option<usize> {
         // gang that moves over.
         if let Some(r) = &off.reservation
             && (w.reserved_left[o] == Some(0)
-                || !n
-                    .gangs
-                    .iter()
-                    .all(|&gi| w.outlives(gi, r.ends_at, crate::time::Dur::secs(off.boot_secs))))
+                || !n.gangs.iter().all(|&gi| {
+                    w.outlives(gi, r.machines_end(), crate::time::Dur::secs(off.boot_secs))
+                }))
         {
             continue;
         }

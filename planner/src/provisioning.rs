@@ -805,7 +805,7 @@ fn reservation_takes(w: &World<'_>, gi: usize, o: usize, n: u32) -> bool {
         return true;
     };
     w.reserved_left[o].unwrap_or(0) >= n
-        && w.outlives(gi, r.ends_at, crate::time::Dur::secs(off.boot_secs))
+        && w.outlives(gi, r.machines_end(), crate::time::Dur::secs(off.boot_secs))
 }
 
 /// True when gang `gi` may be bought flex-start offering `o`: its queue

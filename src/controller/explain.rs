@@ -405,7 +405,12 @@ pub struct PoolLine {
 fn reserved(snapshot: &Snapshot, pool: &muster_planner::Pool) -> (u64, Option<Time>) {
     let mut by_id: BTreeMap<&str, &muster_planner::CapacityReservation> = BTreeMap::new();
     for o in &snapshot.offerings {
-        if o.node_class != pool.node_class || !pool.requirements.admits(o) {
+        // As the planner matches offerings to pools: same cloud, a NodeClass
+        // either side leaves empty matches any.
+        let class_matches = o.node_class.is_empty()
+            || pool.node_class.is_empty()
+            || o.node_class == pool.node_class;
+        if o.provider != pool.provider || !class_matches || !pool.requirements.admits(o) {
             continue;
         }
         if let Some(r) = &o.reservation {

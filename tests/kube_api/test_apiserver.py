@@ -597,7 +597,7 @@ class CustomResources(Base):
         self.assertIn(("spec.offering.gpuCount", "FieldValueTypeInvalid"), causes(err))
         code, err, _ = self.poolnode("bounds", gpuCount=65)
         self.assertIn(("spec.offering.gpuCount", "FieldValueInvalid"), causes(err))
-        code, err, _ = self.poolnode("enums", capacityType="reserved")
+        code, err, _ = self.poolnode("enums", capacityType="preemptible")
         self.assertIn(("spec.offering.capacityType", "FieldValueNotSupported"), causes(err))
         code, err, _ = self.poolnode("bad-key", key="Bad_Key")
         self.assertEqual(code, 422)

@@ -134,6 +134,21 @@ pub struct CapacityReservation {
     pub ends_at: Option<Time>,
 }
 
+impl CapacityReservation {
+    /// When the machines launched into it stop: a Capacity Block's end (EC2
+    /// terminates the block's instances from 30 minutes before it). An
+    /// On-Demand Capacity Reservation's or a GCE reservation's machines keep
+    /// running as ordinary on-demand ones past its end (EC2 User Guide,
+    /// "Capacity Reservations": an expired reservation's instances continue
+    /// to run): `None`.
+    pub fn machines_end(&self) -> Option<Time> {
+        match self.kind {
+            ReservationKind::CapacityBlock => self.ends_at,
+            ReservationKind::OnDemand | ReservationKind::Gce => None,
+        }
+    }
+}
+
 impl fmt::Display for CapacityType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -398,6 +413,20 @@ mod tests {
         assert!(GpuModel::new("A100-80GB").satisfies(&GpuModel::new("A100")));
         assert!(!GpuModel::new("A100").satisfies(&GpuModel::new("A10")));
         assert!(!GpuModel::new("A10G").satisfies(&GpuModel::new("A10")));
+    }
+
+    #[test]
+    fn only_a_capacity_blocks_machines_stop_at_its_end() {
+        let r = |kind| CapacityReservation {
+            id: "cr-1".into(),
+            kind,
+            available: 1,
+            starts_at: None,
+            ends_at: Some(Time(100)),
+        };
+        assert_eq!(r(ReservationKind::CapacityBlock).machines_end(), Some(Time(100)));
+        assert_eq!(r(ReservationKind::OnDemand).machines_end(), None);
+        assert_eq!(r(ReservationKind::Gce).machines_end(), None);
     }
 
     #[test]

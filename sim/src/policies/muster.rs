@@ -306,7 +306,7 @@ impl MusterPolicy {
             do_not_disrupt: false,
             capacity_ends_at: offering
                 .and_then(|o| o.reservation.as_ref())
-                .and_then(|r| r.ends_at),
+                .and_then(|r| r.machines_end()),
             network: n.network.clone(),
         }
     }

@@ -76,7 +76,7 @@ pub(crate) async fn create(
             reservation: n.offering.reservation.clone(),
             capacity_ends_at: listed
                 .and_then(|o| o.reservation.as_ref())
-                .and_then(|r| r.ends_at)
+                .and_then(|r| r.machines_end())
                 .map(crate::controller::base::time::to_kube),
         },
         gang: gang.and_then(|g| gang_ref(g, snapshot)),
