@@ -66,20 +66,24 @@ impl Reservation {
     }
 
     /// When the cloud takes its machines back: a Capacity Block's end less
-    /// [`CAPACITY_BLOCK_RECLAIM`]; an ODCR's end (its machines keep running
-    /// as plain on-demand ones in EC2, but here nothing is sold past the
-    /// window, so they stop with it).
+    /// [`CAPACITY_BLOCK_RECLAIM`]. An ODCR's (or a GCE reservation's)
+    /// machines keep running past its end as plain on-demand ones, as in
+    /// EC2 ("Capacity Reservations": the instances of an expired reservation
+    /// continue to run): never. (They stay billed at the reserved price past
+    /// the end; the reservation's own cost ends there.)
     pub fn reclaim_at(&self) -> Option<Time> {
         let end = self.end()?;
-        Some(match self.kind {
-            ReservationKind::CapacityBlock => end - CAPACITY_BLOCK_RECLAIM,
-            ReservationKind::OnDemand | ReservationKind::Gce => end,
-        })
+        match self.kind {
+            ReservationKind::CapacityBlock => Some(end - CAPACITY_BLOCK_RECLAIM),
+            ReservationKind::OnDemand | ReservationKind::Gce => None,
+        }
     }
 
-    /// True when a launch into it at `now` is within its window.
+    /// True when a launch into it at `now` is within its window (from its
+    /// start until its machines are reclaimed, or its end).
     pub fn sells_at(&self, now: Time) -> bool {
-        now >= self.start() && self.reclaim_at().is_none_or(|t| now < t)
+        let until = self.reclaim_at().or(self.end());
+        now >= self.start() && until.is_none_or(|t| now < t)
     }
 
     /// What the offering says of it, with `available` machines left.

@@ -120,6 +120,24 @@ fn launches_beyond_the_count_are_capacity_errors_and_available_follows() {
 }
 
 #[test]
+fn an_odcr_sells_until_its_end_and_its_machines_outlive_it() {
+    let mut c = cloud(
+        vec![Reservation {
+            ends_at: Some(Dur::hours(5)),
+            ..odcr(2)
+        }],
+        None,
+    );
+    let key = reserved_key(&c, "cr-odcr");
+    let plan = c.launch(&key, "in", Time(5 * 3600 - 1)).expect("in window");
+    assert_eq!(
+        plan.reclaim_at, None,
+        "an expired ODCR's instances keep running as on-demand"
+    );
+    assert!(c.launch(&key, "late", Time(5 * 3600)).is_err());
+}
+
+#[test]
 fn a_capacity_block_sells_only_in_its_window_and_is_reclaimed_30_min_before_its_end() {
     let mut c = cloud(vec![block()], None);
     let key = reserved_key(&c, "cr-block");
