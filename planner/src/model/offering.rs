@@ -424,7 +424,10 @@ mod tests {
             starts_at: None,
             ends_at: Some(Time(100)),
         };
-        assert_eq!(r(ReservationKind::CapacityBlock).machines_end(), Some(Time(100)));
+        assert_eq!(
+            r(ReservationKind::CapacityBlock).machines_end(),
+            Some(Time(100))
+        );
         assert_eq!(r(ReservationKind::OnDemand).machines_end(), None);
         assert_eq!(r(ReservationKind::Gce).machines_end(), None);
     }
