@@ -429,6 +429,7 @@ pub fn pools(snapshot: &Snapshot, plan: &Plan) -> Vec<PoolLine> {
         .pools
         .iter()
         .map(|p| {
+            let (reserved, reserved_ends_at) = reserved(snapshot, p);
             let nodes: Vec<_> = snapshot
                 .nodes
                 .iter()
@@ -453,8 +454,8 @@ pub fn pools(snapshot: &Snapshot, plan: &Plan) -> Vec<PoolLine> {
                     .map(|w| w.price)
                     .sum::<Price>()
                     .usd(),
-                reserved: reserved(snapshot, p).0,
-                reserved_ends_at: reserved(snapshot, p).1.map(time::format),
+                reserved,
+                reserved_ends_at: reserved_ends_at.map(time::format),
             }
         })
         .collect()
