@@ -128,6 +128,7 @@ async fn capacity_ending_requeues_the_gang_whole_without_backoff() {
     })
     .await;
     let status = &evicted.data["status"];
+    assert_eq!(status["reason"], "CapacityEnding", "{status}");
     let requeue_after = status["requeueAfter"]
         .as_str()
         .and_then(muster::controller::base::time::parse)
@@ -155,6 +156,7 @@ async fn capacity_ending_requeues_the_gang_whole_without_backoff() {
     let removals: Vec<String> = events_of(&client, "CapacityEnding")
         .await
         .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("PoolNode"))
         .filter_map(|e| e.note)
         .collect();
     assert_eq!(removals.len(), 1, "{removals:?}");
@@ -165,7 +167,7 @@ async fn capacity_ending_requeues_the_gang_whole_without_backoff() {
     );
     let text = ctl.metrics.encode();
     assert!(
-        text.contains(r#"muster_evictions_total{reason="NodeLost"} 1"#),
+        text.contains(r#"muster_evictions_total{reason="CapacityEnding"} 1"#),
         "evicted once: {text}"
     );
     server.assert_rbac_allows_controller();

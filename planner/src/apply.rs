@@ -54,10 +54,16 @@ fn new_node(s: &Snapshot, nn: &crate::plan::NewNode, gang: Option<&GangId>, now:
 /// the plan's preemptions, releases, launches and removals, in that order;
 /// then `emptySince` is recomputed.
 pub fn apply(s: &mut Snapshot, plan: &Plan, policy: &Policy, now: Time) {
-    let draining: BTreeMap<String, bool> = plan
+    let draining: BTreeMap<String, record::Leaving> = plan
         .removals
         .iter()
-        .map(|r| (r.node.clone(), false))
+        .map(|r| {
+            let why = match r.kind {
+                crate::plan::RemovalKind::CapacityEnding { .. } => record::Leaving::CapacityEnding,
+                _ => record::Leaving::Drained,
+            };
+            (r.node.clone(), why)
+        })
         .collect();
     let mut reserved: BTreeMap<&GangId, Vec<String>> = BTreeMap::new();
     for n in &s.nodes {

@@ -4,13 +4,13 @@
 //! |-----------------------|------------------------------------|------|
 //! | Admitted              | every pod running                  | mark Running (`startedAt` = now) |
 //! | Admitted              | not all running `podsReadyTimeout` after `admittedAt` | evict the whole gang, requeue after backoff |
-//! | Provisioning, Admitted, Running | node lost / spot interruption | evict the whole gang, requeue now at the same priority |
+//! | Provisioning, Admitted, Running | node lost / spot interruption / reserved capacity ending | evict the whole gang, requeue now at the same priority |
 //! | Admitted, Running     | completed                          | finish: release every node and reservation |
 //! | otherwise             |                                    | stay |
 //!
 //! Backoff after the n-th pods-ready eviction (n counted from 0 in
 //! `Gang::evictions`) is `min(base × 2ⁿ, max)` from the policy. Faults that
-//! are not the gang's doing (interruptions, lost nodes) do not back off and
+//! are not the gang's doing (interruptions, lost nodes, capacity ending) do not back off and
 //! do not count.
 
 use crate::model::{Gang, GangPhase};
@@ -29,6 +29,9 @@ pub enum Event {
     NodeLost,
     /// A spot node it holds is being interrupted.
     SpotInterruption,
+    /// A node it holds is drained because the reserved capacity it runs on
+    /// ends (a Capacity Block's end, less the policy's drain-ahead).
+    CapacityEnding,
     /// Every pod finished successfully (or the workload was deleted).
     Completed,
 }
@@ -42,6 +45,8 @@ pub enum EvictReason {
     NodeLost,
     /// A spot node was interrupted.
     SpotInterruption,
+    /// A node's reserved capacity was about to end.
+    CapacityEnding,
 }
 
 impl EvictReason {
@@ -51,6 +56,7 @@ impl EvictReason {
             EvictReason::PodsReadyTimeout => "PodsReadyTimeout",
             EvictReason::NodeLost => "NodeLost",
             EvictReason::SpotInterruption => "SpotInterruption",
+            EvictReason::CapacityEnding => "CapacityEnding",
         }
     }
 }
@@ -114,11 +120,11 @@ pub fn on_event(
                 Step::Stay
             }
         }
-        Event::NodeLost | Event::SpotInterruption if holds => Step::Evict {
-            reason: if event == Event::NodeLost {
-                EvictReason::NodeLost
-            } else {
-                EvictReason::SpotInterruption
+        Event::NodeLost | Event::SpotInterruption | Event::CapacityEnding if holds => Step::Evict {
+            reason: match event {
+                Event::SpotInterruption => EvictReason::SpotInterruption,
+                Event::CapacityEnding => EvictReason::CapacityEnding,
+                _ => EvictReason::NodeLost,
             },
             not_before: now,
             counts: false,
@@ -267,6 +273,19 @@ mod tests {
                 },
             ),
             (Queued, 0, None, NodeLost, 5000, Step::Stay),
+            (
+                Running,
+                3,
+                None,
+                CapacityEnding,
+                5000,
+                Step::Evict {
+                    reason: EvictReason::CapacityEnding,
+                    not_before: Time(5000),
+                    counts: false,
+                },
+            ),
+            (Queued, 0, None, CapacityEnding, 5000, Step::Stay),
             (Running, 0, None, Completed, 5000, Step::Finish),
             (Admitted, 0, None, Completed, 5000, Step::Finish),
             (Queued, 0, None, Completed, 5000, Step::Stay),

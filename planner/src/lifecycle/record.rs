@@ -120,6 +120,17 @@ pub struct Outcome {
     pub evict: bool,
 }
 
+/// Why a node is going away, as the driver observed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leaving {
+    /// Its cloud is taking it back (a spot interruption).
+    Interrupted,
+    /// The reserved capacity it runs on is about to end.
+    CapacityEnding,
+    /// Drained for any other reason (empty, consolidated, lost, deleted).
+    Drained,
+}
+
 /// What every gang's mapping reads from one plan and snapshot, gathered
 /// once per cycle ([`Context::new`]): the plan's items indexed by gang, so
 /// mapping every gang of a large plan costs one lookup each.
@@ -128,9 +139,8 @@ pub struct Context<'a> {
     /// The snapshot planned (its pools' provisioning timeouts, its queues'
     /// pods-ready timeouts).
     snapshot: &'a Snapshot,
-    /// Nodes going away (PoolNode and Node names), and whether each was
-    /// interrupted by its cloud.
-    draining: &'a BTreeMap<String, bool>,
+    /// Nodes going away (PoolNode and Node names), and why.
+    draining: &'a BTreeMap<String, Leaving>,
     /// Planner policy.
     policy: &'a Policy,
     /// Now.
@@ -152,12 +162,11 @@ struct Items<'a> {
 
 impl<'a> Context<'a> {
     /// The context of `plan`, planned from `snapshot` at `now`; `draining`
-    /// names the nodes going away (PoolNode and Node names) and whether each
-    /// was interrupted by its cloud.
+    /// names the nodes going away (PoolNode and Node names) and why.
     pub fn new(
         plan: &'a Plan,
         snapshot: &'a Snapshot,
-        draining: &'a BTreeMap<String, bool>,
+        draining: &'a BTreeMap<String, Leaving>,
         policy: &'a Policy,
         now: Time,
     ) -> Context<'a> {
@@ -311,11 +320,11 @@ pub fn after_plan(
             .iter()
             .flat_map(|g| &g.assignments)
             .find_map(|a| cx.draining.get(&a.node).copied());
-        if let Some(interrupted) = losing {
-            let event = if interrupted {
-                Event::SpotInterruption
-            } else {
-                Event::NodeLost
+        if let Some(leaving) = losing {
+            let event = match leaving {
+                Leaving::Interrupted => Event::SpotInterruption,
+                Leaving::CapacityEnding => Event::CapacityEnding,
+                Leaving::Drained => Event::NodeLost,
             };
             if let Step::Evict {
                 reason,
@@ -650,7 +659,7 @@ mod tests {
         let snapshot = Snapshot::default();
         let policy = Policy::default();
         let none = BTreeMap::new();
-        let some = BTreeMap::from([("n1".to_string(), false)]);
+        let some = BTreeMap::from([("n1".to_string(), Leaving::Drained)]);
         let mut kept = 0;
         for plan in &plans {
             for draining in [&none, &some] {

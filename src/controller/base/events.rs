@@ -70,8 +70,41 @@ impl Events {
             action: reason.to_string(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, &reference).await {
-            tracing::warn!(reason, error = %e, "could not publish event");
+        // client-go's broadcaster retries a failed Event write (up to 12
+        // tries, `maxTriesPerEvent` in `tools/record/event.go`) on a
+        // goroutine of its own; kube-runtime's recorder tries once. An
+        // answer of 409/429/5xx or a cut connection is retried here a few
+        // times, briefly, so a passing API server hiccup does not lose the
+        // one record of a decision; anything else is logged and dropped
+        // (Events are best-effort).
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.recorder.publish(&ev, &reference).await {
+                Ok(()) => return,
+                Err(e) if tries < EVENT_TRIES && retriable(&e) => {
+                    tokio::time::sleep(EVENT_RETRY_AFTER * tries).await;
+                }
+                Err(e) => {
+                    tracing::warn!(reason, error = %e, tries, "could not publish event");
+                    return;
+                }
+            }
         }
+    }
+}
+
+/// How many times one Event write is tried.
+const EVENT_TRIES: u32 = 4;
+/// The wait before the n-th retry is n times this.
+const EVENT_RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Whether a failed Event write is worth another try: the server was busy,
+/// failed, or lost the connection; not when it refused the Event itself.
+fn retriable(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => matches!(s.code, 409 | 429) || s.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
     }
 }

@@ -268,7 +268,7 @@ fn removals() -> [ReasonDoc; 5] {
         ),
         doc(
             CAPACITY_ENDING,
-            on,
+            "PoolNode: `status.reason` (phase Draining) and Event; Gang: `status.reason` (phase Evicted)",
             "The reserved capacity the node runs on (a Capacity Block, a reservation with an end date) ends soon; the node drains ahead of the end and every gang with a pod on it is evicted whole and requeued at once, at its priority, without backoff.",
             "Nothing; checkpoint long jobs. A gang that must not be cut short should leave out `muster.dev/may-outlive-capacity`, so it is placed only on capacity that outlives its `expectedDuration`.",
         ),
@@ -408,6 +408,12 @@ fn evict(r: EvictReason) -> ReasonDoc {
             r.as_str(),
             on,
             "A spot node it held is being reclaimed; it is evicted whole and requeued.",
+            "Nothing; checkpoint long jobs.",
+        ),
+        EvictReason::CapacityEnding => doc(
+            r.as_str(),
+            on,
+            "A node it held drains because its reserved capacity ends soon; it is evicted whole and requeued at once.",
             "Nothing; checkpoint long jobs.",
         ),
     }
@@ -649,6 +655,8 @@ pub(crate) fn catalog() -> Vec<ReasonDoc> {
         EvictReason::PodsReadyTimeout,
         EvictReason::NodeLost,
         EvictReason::SpotInterruption,
+        // EvictReason::CapacityEnding is described with the PoolNode
+        // removal reason of the same name
     ] {
         out.push(evict(r));
     }

@@ -28,7 +28,7 @@ use crate::controller::workloads::pod_gang;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Facts {
     /// Nodes going away ([`draining_nodes`]).
-    pub(crate) draining: BTreeMap<String, bool>,
+    pub(crate) draining: BTreeMap<String, record::Leaving>,
     /// Gang ids whose workload completed or failed for good
     /// ([`finished_gangs`]).
     pub(crate) finished: BTreeSet<String>,
@@ -158,25 +158,28 @@ impl Facts {
     }
 }
 
-/// Names (PoolNode and Node) of the PoolNodes being drained, and whether
-/// each was interrupted by its cloud. Every Draining node counts, whatever
-/// its reason: the record mapping evicts each gang holding one whole and
-/// requeues it at once without counting the eviction. A node drained
-/// because its reserved capacity ends (`CapacityEnding`) is not an
-/// interruption by the cloud, so its gangs are evicted as `NodeLost` (the
-/// same step as a spot interruption's, under its own name).
-pub(crate) fn draining_nodes(observed: &Observed) -> BTreeMap<String, bool> {
+/// Names (PoolNode and Node) of the PoolNodes being drained, and why. Every
+/// Draining node counts, whatever its reason: the record mapping evicts
+/// each gang holding one whole and requeues it at once without counting the
+/// eviction, under the reason the PoolNode's own tells (`SpotInterruption`
+/// for an interruption, `CapacityEnding` when its reserved capacity ends,
+/// `NodeLost` otherwise).
+pub(crate) fn draining_nodes(observed: &Observed) -> BTreeMap<String, record::Leaving> {
     let mut out = BTreeMap::new();
     for pn in observed.of(Kind::PoolNode) {
         let st = crate::controller::translate::node::poolnode_status(pn);
         if st.phase != muster_crds::PoolNodePhase::Draining {
             continue;
         }
-        let interrupted =
-            st.reason.as_deref() == Some(crate::controller::base::reasons::INTERRUPTED);
-        out.insert(pn.name_any(), interrupted);
+        use crate::controller::base::reasons::{CAPACITY_ENDING, INTERRUPTED};
+        let leaving = match st.reason.as_deref() {
+            Some(INTERRUPTED) => record::Leaving::Interrupted,
+            Some(CAPACITY_ENDING) => record::Leaving::CapacityEnding,
+            _ => record::Leaving::Drained,
+        };
+        out.insert(pn.name_any(), leaving);
         if let Some(n) = st.node_name {
-            out.insert(n, interrupted);
+            out.insert(n, leaving);
         }
     }
     out
