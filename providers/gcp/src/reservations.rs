@@ -248,6 +248,9 @@ pub fn affinity_of_instance(v: &Value) -> Option<String> {
 #[derive(Debug, Default)]
 pub struct Cache {
     read: Option<(Instant, Vec<Reservation>)>,
+    /// Reservations read one by one (`reservations.get`) since the last
+    /// listing: they do not make the listing fresh.
+    singles: Vec<Reservation>,
 }
 
 impl Cache {
@@ -259,26 +262,30 @@ impl Cache {
             .map(|(_, r)| r.clone())
     }
 
-    /// Keeps what was just read.
+    /// Keeps what was just listed (it supersedes the single readings).
     pub fn store(&mut self, list: Vec<Reservation>) {
         self.read = Some((Instant::now(), list));
+        self.singles.clear();
     }
 
     /// One reservation by id and zone, however old the reading (its shape
     /// and zone do not change).
     pub fn get(&self, id: &str, zone: &str) -> Option<Reservation> {
-        self.read
-            .as_ref()
-            .and_then(|(_, l)| l.iter().find(|r| r.id() == id && r.zone == zone).cloned())
+        self.all().find(|r| r.id() == id && r.zone == zone).cloned()
     }
 
-    /// Adds (or replaces) one reservation read on its own.
+    /// Keeps one reservation read on its own, until the next listing.
     pub fn put(&mut self, r: Reservation) {
-        let (_, list) = self
-            .read
-            .get_or_insert_with(|| (Instant::now(), Vec::new()));
-        list.retain(|x| !(x.id() == r.id() && x.zone == r.zone));
-        list.push(r);
+        self.singles
+            .retain(|x| !(x.id() == r.id() && x.zone == r.zone));
+        self.singles.push(r);
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Reservation> {
+        self.read
+            .iter()
+            .flat_map(|(_, l)| l.iter())
+            .chain(self.singles.iter())
     }
 
     /// One machine launched into `id` in `zone`.
@@ -297,8 +304,10 @@ impl Cache {
 
     fn find_mut(&mut self, id: &str, zone: &str) -> Option<&mut Reservation> {
         self.read
-            .as_mut()
-            .and_then(|(_, l)| l.iter_mut().find(|r| r.id() == id && r.zone == zone))
+            .iter_mut()
+            .flat_map(|(_, l)| l.iter_mut())
+            .chain(self.singles.iter_mut())
+            .find(|r| r.id() == id && r.zone == zone)
     }
 }
 
@@ -477,5 +486,15 @@ mod tests {
         assert_eq!(left(&c), Some(0), "never below zero");
         assert!(c.fresh(RESERVATION_TTL).is_some());
         assert!(c.fresh(Duration::ZERO).is_none());
+        // one read on its own is kept, and counted down, but lists nothing
+        let mut single = Cache::default();
+        let r = of_compute("my-project", &answer(), "a100-resv".into()).expect("ready");
+        single.put(r);
+        single.took_one("a100-resv", "us-central1-a");
+        assert_eq!(left(&single), Some(2));
+        assert!(
+            single.fresh(RESERVATION_TTL).is_none(),
+            "the listing is still to be read"
+        );
     }
 }
