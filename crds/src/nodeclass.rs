@@ -525,6 +525,45 @@ pub struct GcpNodeClass {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 64))]
     pub metadata: BTreeMap<String, String>,
+    /// Compute Engine reservations machines may be launched into, by name, as GKE's
+    /// `--reservation-affinity=specific --reservation=projects/P/reservations/NAME` selects
+    /// them. Each `READY` reservation of this name in a zone of the NodeClass is offered as
+    /// `reserved` capacity of its machine shape in its zone, and a launch into it names it
+    /// (reservation affinity `SPECIFIC_RESERVATION`). While any is selected, on-demand
+    /// machines are created with affinity `NO_RESERVATION`, so that they do not take the
+    /// reserved machines muster counts on. Empty: no reservation is used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 30))]
+    #[x_kube(validation = Rule::new("self.all(a, self.exists_one(b, b.name == a.name && (has(b.project) ? b.project : '') == (has(a.project) ? a.project : '')))").message("spec.gcp.reservations: each reservation is named once"))]
+    pub reservations: Vec<GcpReservation>,
+}
+
+/// One Compute Engine reservation, by name; in another project for a shared reservation.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcpReservation {
+    /// The reservation's name (RFC 1035: lowercase letters, digits and `-`, at most 63).
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+    )]
+    pub name: String,
+    /// The project that owns the reservation when it is shared with this NodeClass's
+    /// project; this project when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$"))]
+    pub project: Option<String>,
+}
+
+impl GcpReservation {
+    /// How a reservation affinity names it to an instance of `project`: the name, or
+    /// `projects/<owner>/reservations/<name>` for a reservation another project shares
+    /// (Compute API reference, `ReservationAffinity.values`).
+    pub fn affinity_value(&self, project: &str) -> String {
+        match self.project.as_deref().filter(|p| *p != project) {
+            Some(owner) => format!("projects/{owner}/reservations/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
 }
 
 fn default_empty_node_pool_ttl() -> crate::common::Duration {

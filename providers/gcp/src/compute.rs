@@ -1,12 +1,13 @@
 //! The Compute clients (`instances`, `machineTypes`, `acceleratorTypes`,
-//! `zoneOperations`): Application Default Credentials (Workload Identity on
+//! `zoneOperations`, `zones`, `reservations`): Application Default Credentials (Workload Identity on
 //! GKE) unless anonymous ones are asked for, and an optional endpoint
 //! override (tests, private endpoints). Failures become typed errors: the
 //! HTTP status and the error reason of the answer, or the code of an
 //! operation's error.
 
 use google_cloud_compute_v1::client::{
-    AcceleratorTypes, InstanceGroupManagers, Instances, MachineTypes, ZoneOperations, Zones,
+    AcceleratorTypes, InstanceGroupManagers, Instances, MachineTypes, Reservations, ZoneOperations,
+    Zones,
 };
 use muster_planner::OfferingKey;
 use muster_provider_api::ProviderError;
@@ -56,6 +57,8 @@ pub struct Clients {
     pub operations: ZoneOperations,
     /// `zones`.
     pub zones: Zones,
+    /// `reservations` (the NodeClass's selected reservations).
+    pub reservations: Reservations,
 }
 
 macro_rules! build {
@@ -115,6 +118,7 @@ pub async fn connect(options: &GcpOptions) -> Result<Clients, ProviderError> {
         accelerator_types: build!(AcceleratorTypes, options),
         operations: build!(ZoneOperations, options),
         zones: build!(Zones, options),
+        reservations: build!(Reservations, options),
     })
 }
 

@@ -27,6 +27,21 @@ const QUOTA_CODES: [&str; 4] = [
     "NVIDIA_GPUS",
 ];
 
+/// The code Compute gives a launch its reservation cannot take (full, missing,
+/// not `READY`, another shape): the message tells which.
+const RESERVATION_CODE: &str = "CONDITION_NOT_MET";
+
+/// Words of Compute's message when a named reservation has no room left
+/// ("Specified reservation 'NAME' does not have available resources for the
+/// request."), as Cluster Autoscaler's GCE provider matches it
+/// (kubernetes/autoscaler `cluster-autoscaler/cloudprovider/gce/autoscaling_gce_client.go`,
+/// `isReservationCapacityExceeded`).
+const RESERVATION_FULL: &str = "does not have available resources";
+
+/// Words of Compute's message when a named reservation does not exist
+/// ("Specified reservation 'NAME' does not exist."; `isReservationNotFound`).
+const RESERVATION_MISSING: &str = "does not exist";
+
 /// Reasons of throttling answers.
 const THROTTLE_CODES: [&str; 3] = [
     "rateLimitExceeded",
@@ -60,6 +75,18 @@ pub fn classify(
             message,
             retry_after: None,
         };
+    }
+    if code == RESERVATION_CODE && message.contains(RESERVATION_FULL) {
+        // the reservation's machines are taken: the offering has no capacity now
+        if let Some(offering) = offering {
+            return ProviderError::InsufficientCapacity {
+                offering: offering.clone(),
+                message,
+            };
+        }
+    }
+    if code == RESERVATION_CODE && message.contains(RESERVATION_MISSING) {
+        return ProviderError::NotFound { what: message };
     }
     if QUOTA_CODES.iter().any(|q| code.contains(q)) {
         return ProviderError::QuotaExceeded { message };
@@ -150,6 +177,31 @@ mod tests {
             let got = classify(status, code, "the API said so", Some(&a100()));
             assert_eq!(got.category(), want, "{status:?} {code}");
         }
+    }
+
+    #[test]
+    fn a_full_reservation_is_the_offerings_capacity_and_other_reservation_errors_are_not() {
+        let full = classify(
+            None,
+            "CONDITION_NOT_MET",
+            "Specified reservation 'a100-resv' does not have available resources for the request.",
+            Some(&a100()),
+        );
+        assert_eq!(full.category(), ErrorCategory::InsufficientCapacity);
+        let missing = classify(
+            None,
+            "CONDITION_NOT_MET",
+            "Specified reservation 'gone' does not exist.",
+            Some(&a100()),
+        );
+        assert_eq!(missing.category(), ErrorCategory::NotFound);
+        let other_shape = classify(
+            None,
+            "CONDITION_NOT_MET",
+            "No available resources in specified reservations 'a100-resv'",
+            Some(&a100()),
+        );
+        assert_eq!(other_shape.category(), ErrorCategory::Permanent);
     }
 
     #[test]

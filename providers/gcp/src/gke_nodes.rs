@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use google_cloud_container_v1::model::operation::Status as OpStatus;
 use muster_crds::nodeclass::GkeCluster;
+use muster_planner::CapacityType;
 use muster_provider_api::{Instance, InstanceState, LaunchRequest, ProviderError};
 use serde_json::{Value, json};
 
@@ -244,6 +245,11 @@ impl GcpProvider {
             accelerator: accelerator.as_ref().map(|(a, n)| (a.as_str(), *n)),
             capacity: request.offering.capacity_type,
             zone,
+            reservation: request
+                .offering
+                .reservation
+                .as_deref()
+                .filter(|_| request.offering.capacity_type == CapacityType::Reserved),
         };
         let pool = pool_name(&shape, request);
         let compact = request.placement_group.is_some() && compact_placement(machine);

@@ -174,6 +174,9 @@ pub fn insert_body(
     if !spec.network_tags.is_empty() {
         body["tags"] = json!({ "items": spec.network_tags });
     }
+    if let Some(affinity) = crate::reservations::affinity(spec, &req.offering) {
+        body["reservationAffinity"] = affinity;
+    }
     Ok(body)
 }
 
@@ -304,6 +307,32 @@ mod tests {
         assert_ne!(id, request_id("pn-7f3b"));
         assert_eq!(id.len(), 36);
         assert_eq!(id.matches('-').count(), 4);
+    }
+
+    #[test]
+    fn a_reserved_launch_names_its_reservation_and_on_demand_ones_stay_out_of_it() {
+        let mut spec = spec();
+        let mut req = request("a2-highgpu-8g", CapacityType::OnDemand);
+        let body = insert_body(&spec, &req, "").expect("body");
+        assert!(
+            body.get("reservationAffinity").is_none(),
+            "no reservations selected"
+        );
+        spec.reservations = serde_json::from_value(json!([{"name": "a100-resv"}])).expect("list");
+        let body = insert_body(&spec, &req, "").expect("body");
+        assert_eq!(
+            body["reservationAffinity"]["consumeReservationType"],
+            "NO_RESERVATION"
+        );
+        req.offering.capacity_type = CapacityType::Reserved;
+        req.offering.reservation = Some("a100-resv".into());
+        let body = insert_body(&spec, &req, "").expect("body");
+        assert_eq!(
+            body["reservationAffinity"],
+            json!({"consumeReservationType": "SPECIFIC_RESERVATION",
+                   "key": "compute.googleapis.com/reservation-name", "values": ["a100-resv"]})
+        );
+        assert_eq!(body["scheduling"]["provisioningModel"], "STANDARD");
     }
 
     #[test]

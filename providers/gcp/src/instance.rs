@@ -4,7 +4,19 @@
 //! `zone` and `machineType` self links, `status`, `labels`, `scheduling`,
 //! `guestAccelerators`, `creationTimestamp` and, once stopped,
 //! `lastStopTimestamp`. A spot instance that is `STOPPING`, `STOPPED` or
-//! `TERMINATED` without muster having deleted it was preempted.
+//! `TERMINATED` without muster having deleted it was preempted. An instance
+//! whose `reservationAffinity` names a reservation (`SPECIFIC_RESERVATION`)
+//! was launched into it: its offering is that reservation's.
+//!
+//! Where it sits in Google's network: `resourceStatus.physicalHostTopology`
+//! (`cluster`, `block`, `subblock`, `host`; Compute API reference,
+//! `ResourceStatusPhysicalHostTopology`), given for running instances of
+//! the machine families that have it. `Instance::network` takes block,
+//! sub-block and host, broadest first: the layers GKE labels its nodes with
+//! (`cloud.google.com/gce-topology-block`, `-subblock`, `-host`; "Schedule
+//! GKE workloads with Topology Aware Scheduling",
+//! <https://cloud.google.com/ai-hypercomputer/docs/workloads/schedule-gke-workloads-tas>).
+//! The cluster is left out: GKE has no label for it.
 
 use std::collections::BTreeMap;
 
@@ -65,9 +77,11 @@ pub fn parse_instance(project: &str, v: &Value) -> Result<Instance, ParseError> 
         .as_str()
         .and_then(parse_rfc3339)
         .ok_or_else(|| err("creationTimestamp"))?;
+    let reservation = crate::reservations::affinity_of_instance(v);
     let capacity = match v["scheduling"]["provisioningModel"].as_str() {
         Some("SPOT") => CapacityType::Spot,
         _ if v["scheduling"]["preemptible"] == Value::Bool(true) => CapacityType::Spot,
+        _ if reservation.is_some() => CapacityType::Reserved,
         _ => CapacityType::OnDemand,
     };
     let attached = v["guestAccelerators"].get(0).and_then(|a| {
@@ -106,14 +120,24 @@ pub fn parse_instance(project: &str, v: &Value) -> Result<Instance, ParseError> 
             zone: zone.to_owned(),
             instance_type: offering_name(machine, attached),
             capacity_type: capacity,
-            reservation: None,
+            reservation: reservation.filter(|_| capacity == CapacityType::Reserved),
         },
         state,
         launched_at: Time(launched),
         pool_node: labels.get(&label_key(tags::POOL_NODE)).cloned(),
         tags: labels,
-        network: Vec::new(),
+        network: network(v),
     })
+}
+
+/// The instance's block, sub-block and host, broadest first, up to the
+/// first one Compute does not give; empty without a physical host topology.
+pub fn network(v: &Value) -> Vec<String> {
+    let t = &v["resourceStatus"]["physicalHostTopology"];
+    ["block", "subblock", "host"]
+        .iter()
+        .map_while(|k| t[*k].as_str().filter(|s| !s.is_empty()).map(String::from))
+        .collect()
 }
 
 /// The preemption of a spot instance, if it was preempted: status
@@ -197,6 +221,27 @@ mod tests {
             assert_eq!(i.state, state, "{status}");
             assert_eq!(i.offering.capacity_type, CapacityType::OnDemand);
         }
+    }
+
+    #[test]
+    fn the_network_is_block_subblock_host_and_a_named_reservation_the_offerings() {
+        let mut v = answer("RUNNING", "STANDARD");
+        assert!(
+            parse_instance("p-1", &v)
+                .expect("instance")
+                .network
+                .is_empty()
+        );
+        v["resourceStatus"] = json!({"physicalHostTopology": {
+            "cluster": "europe-cluster-1", "block": "b-7", "subblock": "sb-2", "host": "h-31"}});
+        v["reservationAffinity"] = json!({"consumeReservationType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name", "values": ["t4-resv"]});
+        let i = parse_instance("p-1", &v).expect("instance");
+        assert_eq!(i.network, ["b-7", "sb-2", "h-31"]);
+        assert_eq!(i.offering.capacity_type, CapacityType::Reserved);
+        assert_eq!(i.offering.reservation.as_deref(), Some("t4-resv"));
+        v["resourceStatus"]["physicalHostTopology"] = json!({"block": "b-7", "host": "h-31"});
+        assert_eq!(network(&v), ["b-7"], "no layer below a missing one");
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //!   [`muster_provider_api::Instance`], and spot preemptions detected from it.
 //! - [`offerings`]: `machineTypes.list` / `acceleratorTypes.list` answers of
 //!   one zone turned into planner offerings, spot and on-demand.
+//! - [`reservations`]: the Compute Engine reservations a NodeClass selects,
+//!   offered as `reserved` capacity, and a launch's reservation affinity.
 //! - [`gke`]: the instance template a GKE node pool runs (node pool →
 //!   instance groups → template); [`template`]: a GKE node's insert body
 //!   from it; [`kube_env`]: muster's labels and taints in GKE's kubelet flags.
@@ -32,6 +34,7 @@ pub mod offerings;
 pub mod preemptions;
 pub mod prices;
 pub mod provider;
+pub mod reservations;
 
 pub use compute::GcpOptions;
 pub use provider::GcpProvider;

@@ -55,6 +55,9 @@ pub struct Shape<'a> {
     /// The zone (one zone per pool: a pool's group per zone, and a stockout
     /// is a zone's).
     pub zone: &'a str,
+    /// The reservation its machines consume (a reserved offering's, as its
+    /// affinity names it); a pool consumes one reservation or none.
+    pub reservation: Option<&'a str>,
 }
 
 /// The node labels every node of the pool registers with: the request's,
@@ -69,8 +72,11 @@ pub fn pool_labels(req: &LaunchRequest) -> BTreeMap<String, String> {
 
 /// The node pool's name: `muster-<machine type>-<8 hex digits>`, the hash
 /// over the shape, the GPUPool and its labels and taints, so a change to
-/// any of them makes a new pool and the old one empties and goes. At most
-/// 40 characters, lowercase letters, digits and `-`.
+/// any of them makes a new pool and the old one empties and goes. A pool
+/// consuming a reservation is named after it instead:
+/// `muster-r-<reservation name>-<8 hex digits>` (the name cut to fit, the
+/// hash over the whole id and the machine shape). At most 40 characters
+/// (GKE's limit), lowercase letters, digits and `-`.
 pub fn pool_name(shape: &Shape<'_>, req: &LaunchRequest) -> String {
     let mut key = format!(
         "{}|{:?}|{}|{}|{}",
@@ -86,14 +92,22 @@ pub fn pool_name(shape: &Shape<'_>, req: &LaunchRequest) -> String {
     for t in &req.taints {
         key.push_str(&format!("|t:{}={}:{:?}", t.key, t.value, t.effect));
     }
+    if let Some(r) = shape.reservation {
+        key.push_str(&format!("|r:{r}"));
+    }
     let hash = format!("{:08x}", fnv1a(key.as_bytes()) as u32);
-    let room = MAX_POOL_NAME - POOL_PREFIX.len() - 1 - hash.len();
-    let machine: String = label_value(shape.machine_type)
+    let (tag, word) = match shape.reservation {
+        // `projects/<owner>/reservations/<name>`: the name tells it apart
+        Some(r) => ("r-", r.rsplit('/').next().unwrap_or(r)),
+        None => ("", shape.machine_type),
+    };
+    let room = MAX_POOL_NAME - POOL_PREFIX.len() - tag.len() - 1 - hash.len();
+    let word: String = label_value(word)
         .replace('_', "-")
         .chars()
         .take(room)
         .collect();
-    format!("{POOL_PREFIX}{}-{hash}", machine.trim_end_matches('-'))
+    format!("{POOL_PREFIX}{tag}{}-{hash}", word.trim_end_matches('-'))
 }
 
 /// GKE's taint effect names.
@@ -186,7 +200,26 @@ pub fn pool_body(
     if compact {
         pool["placementPolicy"] = json!({"type": "COMPACT"});
     }
+    if let Some(affinity) = pool_affinity(shape, class) {
+        pool["config"]["reservationAffinity"] = affinity;
+    }
     pool
+}
+
+/// The node pool's `config.reservationAffinity` (GKE `ReservationAffinity`:
+/// `consumeReservationType`, `key`, `values`): the reservation of a
+/// reserved shape, named; `NO_RESERVATION` for an on-demand pool while the
+/// NodeClass selects reservations, for the reason
+/// [`crate::reservations::affinity`] gives; none otherwise.
+fn pool_affinity(shape: &Shape<'_>, class: &GcpNodeClass) -> Option<Value> {
+    let offering = muster_planner::OfferingKey {
+        provider: muster_planner::Provider::Gcp,
+        zone: shape.zone.to_string(),
+        instance_type: shape.machine_type.to_string(),
+        capacity_type: shape.capacity,
+        reservation: shape.reservation.map(String::from),
+    };
+    crate::reservations::affinity(class, &offering)
 }
 
 #[cfg(test)]
@@ -240,6 +273,7 @@ mod tests {
             accelerator: Some(("nvidia-l4", 1)),
             capacity: CapacityType::Spot,
             zone: "us-central1-a",
+            reservation: None,
         }
     }
 
@@ -280,6 +314,52 @@ mod tests {
         };
         let n = pool_name(&long, &req("pn-0", "l4"));
         assert!(n.len() <= 40 && !n.contains("--"), "{n}");
+    }
+
+    #[test]
+    fn a_reserved_pool_is_named_after_its_reservation_and_consumes_only_it() {
+        let reserved = |r| Shape {
+            capacity: CapacityType::Reserved,
+            reservation: Some(r),
+            ..l4()
+        };
+        let long = "projects/host-project/reservations/l4-reservation-of-the-research-team-2026";
+        let a = pool_name(&reserved("l4-resv"), &req("pn-0", "l4"));
+        let b = pool_name(&reserved(long), &req("pn-0", "l4"));
+        assert!(a.starts_with("muster-r-l4-resv-") && a.len() <= 40, "{a}");
+        assert!(
+            b.starts_with("muster-r-l4-reservation-") && b.len() <= 40,
+            "{b}"
+        );
+        assert!(!b.contains("--"), "{b}");
+        let on_demand = Shape {
+            capacity: CapacityType::OnDemand,
+            ..l4()
+        };
+        let names = [a.clone(), b, pool_name(&on_demand, &req("pn-0", "l4"))];
+        assert_eq!(
+            names
+                .iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len(),
+            3
+        );
+        let mut with = class();
+        with.reservations = serde_json::from_value(json!([{"name": "l4-resv"}])).expect("list");
+        let body = pool_body(&a, &reserved("l4-resv"), &with, &req("pn-0", "l4"), false);
+        assert_eq!(
+            body["config"]["reservationAffinity"],
+            json!({"consumeReservationType": "SPECIFIC_RESERVATION",
+                   "key": "compute.googleapis.com/reservation-name", "values": ["l4-resv"]})
+        );
+        assert!(body["config"].get("spot").is_none());
+        let body = pool_body("muster-x", &on_demand, &with, &req("pn-0", "l4"), false);
+        assert_eq!(
+            body["config"]["reservationAffinity"]["consumeReservationType"],
+            "NO_RESERVATION"
+        );
+        let body = pool_body("muster-x", &on_demand, &class(), &req("pn-0", "l4"), false);
+        assert!(body["config"].get("reservationAffinity").is_none());
     }
 
     #[test]

@@ -7,6 +7,11 @@
 //! `list` and preemption detection use `instances.aggregatedList` filtered
 //! by the cluster label.
 //!
+//! With `spec.gcp.reservations`, the selected reservations are read with
+//! `reservations.aggregatedList` (for pools that take `reserved` capacity)
+//! and offered as `reserved` offerings; a launch into one reads it with
+//! `reservations.get` when the last reading lacks it ([`crate::reservations`]).
+//!
 //! With `spec.gcp.cluster`, machines are GKE nodes that GKE makes: a launch
 //! adds a named instance to the managed instance group of a node pool of
 //! the launch's shape, and a termination deletes it from its group
@@ -16,7 +21,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use muster_crds::nodeclass::GcpNodeClass;
-use muster_planner::{Offering, PoolRequirements, Provider, Time};
+use muster_planner::{CapacityType, Offering, PoolRequirements, Provider, Time};
 use muster_provider_api::{
     CloudProvider, Instance, Interruption, LaunchRequest, ProviderError, Resolution, ResolvedImage,
     label_key, tags,
@@ -34,6 +39,7 @@ use crate::names::{instance_name, parse_provider_id};
 use crate::offerings::{AcceleratorType, MachineType, ZoneContext, zone_offerings};
 use crate::preemptions::Preemptions;
 use crate::prices::PriceTable;
+use crate::reservations::{self, RESERVATION_TTL, Reservation};
 
 /// One GCP NodeClass's provider.
 pub struct GcpProvider {
@@ -42,6 +48,7 @@ pub struct GcpProvider {
     clients: Clients,
     prices: PriceTable,
     preemptions: Mutex<Preemptions>,
+    reservations: Mutex<reservations::Cache>,
     pub(crate) gke: Option<GkeClients>,
     pub(crate) pools: Mutex<PoolMemory>,
     pub(crate) poll_interval: std::time::Duration,
@@ -164,6 +171,7 @@ impl GcpProvider {
             clients,
             prices: PriceTable::default(),
             preemptions: Mutex::new(Preemptions::default()),
+            reservations: Mutex::default(),
             gke: None,
             pools: Mutex::default(),
             poll_interval: GcpOptions::default().poll_interval,
@@ -245,6 +253,144 @@ impl GcpProvider {
             .filter_map(|a| serde_json::from_value::<AcceleratorType>(a.clone()).ok())
             .collect();
         Ok((machines, accelerators))
+    }
+
+    fn reservation_cache(&self) -> std::sync::MutexGuard<'_, reservations::Cache> {
+        self.reservations.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The selected reservations in `zones` that are `READY`: none without
+    /// `spec.gcp.reservations`; else as read within [`RESERVATION_TTL`],
+    /// less the launches made into them since.
+    async fn reservations(&self, zones: &[String]) -> Result<Vec<Reservation>, ProviderError> {
+        if self.class.reservations.is_empty() {
+            return Ok(Vec::new());
+        }
+        if let Some(list) = self.reservation_cache().fresh(RESERVATION_TTL) {
+            return Ok(list);
+        }
+        let mut found = Vec::new();
+        for (owner, names) in reservations::selected(&self.class) {
+            let mut token = String::new();
+            loop {
+                let page = self
+                    .clients
+                    .reservations
+                    .aggregated_list()
+                    .set_project(&owner)
+                    .set_page_token(token.clone())
+                    .send()
+                    .await
+                    .map_err(|e| failure(&e, None))?;
+                let v = to_value(&page);
+                found.extend(reservations::of_aggregated_page(&owner, &v, &names, zones));
+                token = v["nextPageToken"].as_str().unwrap_or_default().to_string();
+                if token.is_empty() {
+                    break;
+                }
+            }
+        }
+        found.sort_by(|a, b| (&a.zone, a.id()).cmp(&(&b.zone, b.id())));
+        self.reservation_cache().store(found.clone());
+        Ok(found)
+    }
+
+    /// The selected reservation `id` in `zone`, read with `reservations.get`
+    /// when the last reading lacks it.
+    async fn reservation(&self, id: &str, zone: &str) -> Result<Reservation, ProviderError> {
+        if let Some(r) = self.reservation_cache().get(id, zone) {
+            return Ok(r);
+        }
+        let not_found = || ProviderError::NotFound {
+            what: format!(
+                "reservation {id} in {zone}: not READY, or not selected by spec.gcp.reservations"
+            ),
+        };
+        let selected = self
+            .class
+            .reservations
+            .iter()
+            .any(|r| r.affinity_value(&self.class.project) == id);
+        if !selected {
+            return Err(not_found());
+        }
+        let (owner, name) = reservations::owner_and_name(&self.class.project, id);
+        let got = self
+            .clients
+            .reservations
+            .get()
+            .set_project(owner)
+            .set_zone(zone)
+            .set_reservation(name)
+            .send()
+            .await
+            .map_err(|e| failure(&e, None))?;
+        let r = reservations::of_compute(owner, &to_value(&got), id.to_string())
+            .filter(|r| r.zone == zone)
+            .ok_or_else(not_found)?;
+        self.reservation_cache().put(r.clone());
+        Ok(r)
+    }
+
+    /// The reservation a reserved launch goes into, checked against the
+    /// offering: the same zone and machine shape.
+    async fn reservation_of(&self, request: &LaunchRequest) -> Result<Reservation, ProviderError> {
+        let offering = &request.offering;
+        let id = offering.reservation.as_deref().ok_or_else(|| {
+            permanent_error("a reserved offering that names no reservation".into())
+        })?;
+        let r = self.reservation(id, &offering.zone).await?;
+        if r.instance_type() != offering.instance_type {
+            return Err(permanent_error(format!(
+                "reservation {id} holds {} in {}, not {}",
+                r.instance_type(),
+                r.zone,
+                offering.instance_type
+            )));
+        }
+        Ok(r)
+    }
+
+    /// One plain VM: `instances.insert`, then the operation waited for; a
+    /// name already taken is the instance an earlier try made, adopted.
+    async fn insert_vm(&self, request: &LaunchRequest) -> Result<Instance, ProviderError> {
+        let zone = request.offering.zone.clone();
+        let name = instance_name(&request.idempotency_key);
+        let permanent = |e: &dyn std::fmt::Display| ProviderError::Permanent {
+            message: e.to_string(),
+        };
+        let body =
+            insert_body(&self.class, request, &kubelet_args(request)).map_err(|e| permanent(&e))?;
+        let instance: google_cloud_compute_v1::model::Instance = serde_json::from_value(body)
+            .map_err(|e| ProviderError::Permanent {
+                message: format!("insert body: {e}"),
+            })?;
+        let sent = self
+            .clients
+            .instances
+            .insert()
+            .set_project(&self.class.project)
+            .set_zone(&zone)
+            .set_request_id(request_id(&request.idempotency_key))
+            .set_body(instance)
+            .send()
+            .await;
+        let op = match sent {
+            Ok(op) => to_value(&op),
+            Err(e) => {
+                let err = failure(&e, Some(&request.offering));
+                // the name is taken: an earlier launch with this key made it; adopt it
+                if e.http_status_code() == Some(409) {
+                    return self.get(&zone, &name).await;
+                }
+                return Err(err);
+            }
+        };
+        let done = self.wait(&zone, op).await?;
+        if let Some(err) = operation_error(&done, Some(&request.offering)) {
+            return Err(err);
+        }
+        self.get(&zone, &name).await
     }
 
     /// The instance resource as Compute answers it.
@@ -364,6 +510,7 @@ impl CloudProvider for GcpProvider {
         requirements: &PoolRequirements,
     ) -> Result<Vec<Offering>, ProviderError> {
         let mut out = Vec::new();
+        let mut listed = Vec::new();
         for zone in self.zones().await? {
             if !requirements.zones.is_empty() && !requirements.zones.contains(&zone) {
                 continue;
@@ -379,52 +526,54 @@ impl CloudProvider for GcpProvider {
                     .into_iter()
                     .filter(|o| requirements.admits(o)),
             );
+            listed.push((zone, machines));
+        }
+        // reserved capacity only for pools that take it, as the AWS provider
+        if requirements
+            .capacity_types
+            .contains(&CapacityType::Reserved)
+        {
+            let zones: Vec<String> = listed.iter().map(|(z, _)| z.clone()).collect();
+            for r in self.reservations(&zones).await? {
+                let Some((zone, machines)) = listed.iter().find(|(z, _)| *z == r.zone) else {
+                    continue;
+                };
+                let ctx = ZoneContext {
+                    node_class: &self.node_class,
+                    region: &self.class.region,
+                    zone,
+                };
+                out.extend(
+                    reservations::reserved_offering(&ctx, machines, &r)
+                        .filter(|o| requirements.admits(o)),
+                );
+            }
         }
         out.sort_by_key(|o| o.key());
         Ok(out)
     }
 
     async fn launch(&self, request: &LaunchRequest) -> Result<Instance, ProviderError> {
-        let zone = request.offering.zone.clone();
-        let name = instance_name(&request.idempotency_key);
-        let permanent = |e: &dyn std::fmt::Display| ProviderError::Permanent {
-            message: e.to_string(),
+        let reserved = match request.offering.capacity_type {
+            CapacityType::Reserved => Some(self.reservation_of(request).await?),
+            _ => None,
         };
-        if self.class.cluster.is_some() {
-            return self.launch_in_pool(request).await;
-        }
-        let body =
-            insert_body(&self.class, request, &kubelet_args(request)).map_err(|e| permanent(&e))?;
-        let instance: google_cloud_compute_v1::model::Instance = serde_json::from_value(body)
-            .map_err(|e| ProviderError::Permanent {
-                message: format!("insert body: {e}"),
-            })?;
-        let sent = self
-            .clients
-            .instances
-            .insert()
-            .set_project(&self.class.project)
-            .set_zone(&zone)
-            .set_request_id(request_id(&request.idempotency_key))
-            .set_body(instance)
-            .send()
-            .await;
-        let op = match sent {
-            Ok(op) => to_value(&op),
-            Err(e) => {
-                let err = failure(&e, Some(&request.offering));
-                // the name is taken: an earlier launch with this key made it; adopt it
-                if e.http_status_code() == Some(409) {
-                    return self.get(&zone, &name).await;
-                }
-                return Err(err);
+        let launched = if self.class.cluster.is_some() {
+            self.launch_in_pool(request).await
+        } else {
+            self.insert_vm(request).await
+        };
+        if let Some(r) = reserved {
+            let mut cache = self.reservation_cache();
+            match &launched {
+                // a launch repeated with the same key takes one again here;
+                // the next reading corrects it
+                Ok(_) => cache.took_one(r.id(), &r.zone),
+                Err(ProviderError::InsufficientCapacity { .. }) => cache.exhausted(r.id(), &r.zone),
+                Err(_) => {}
             }
-        };
-        let done = self.wait(&zone, op).await?;
-        if let Some(err) = operation_error(&done, Some(&request.offering)) {
-            return Err(err);
         }
-        self.get(&zone, &name).await
+        launched
     }
 
     async fn describe(&self, provider_id: &str) -> Result<Instance, ProviderError> {
@@ -555,7 +704,7 @@ impl CloudProvider for GcpProvider {
 mod tests {
     use super::*;
     use google_cloud_compute_v1::client::{
-        AcceleratorTypes, Instances, MachineTypes, ZoneOperations, Zones,
+        AcceleratorTypes, Instances, MachineTypes, Reservations, ZoneOperations, Zones,
     };
     use google_cloud_compute_v1::{model, stub};
     use muster_planner::{CapacityType, OfferingKey, Taint, TaintEffect};
@@ -591,6 +740,7 @@ mod tests {
     impl stub::AcceleratorTypes for Nothing {}
     impl stub::ZoneOperations for Nothing {}
     impl stub::Zones for Nothing {}
+    impl stub::Reservations for Nothing {}
 
     fn class() -> GcpNodeClass {
         serde_json::from_value(serde_json::json!({
@@ -608,6 +758,7 @@ mod tests {
             accelerator_types: AcceleratorTypes::from_stub(Nothing),
             operations: ZoneOperations::from_stub(Nothing),
             zones: Zones::from_stub(Nothing),
+            reservations: Reservations::from_stub(Nothing),
         };
         let p = GcpProvider::with_clients("gcp", class(), clients);
         let i = p

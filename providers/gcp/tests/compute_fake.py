@@ -13,6 +13,9 @@ makes, for its tests. Prints `compute=<port>` on one line, then serves on
 * GET  /compute/v1/projects/P/zones/Z/operations/OP
 * POST /compute/v1/projects/P/zones/Z/operations/OP/wait
 * GET  /compute/v1/projects/P/zones/Z/machineTypes/M
+* GET  /compute/v1/projects/P/zones/Z/reservations[?maxResults=&pageToken=]   (list)
+* GET  /compute/v1/projects/P/zones/Z/reservations/NAME
+* GET  /compute/v1/projects/P/aggregated/reservations[?maxResults=&pageToken=]
 * GET  /compute/v1/projects/P/zones/Z/instanceGroupManagers/NAME
 * GET  /compute/v1/projects/P/regions/R/instanceTemplates/NAME
 * GET  /compute/v1/projects/P/global/instanceTemplates/NAME
@@ -54,6 +57,16 @@ POST /fake/gke/unavailable?zone=Z&acceleratorType=A, POST
 Nodes GKE would register, and the instances it would refuse, with why),
 GET /fake/gke/join?name=N[&zone=Z] (one instance's verdict). A preempted
 managed instance is recreated by its group under the same name.
+
+Reservations (`gke_fake/reservations.py`; the rules in README.md): POST
+/fake/reservation?project=P&zone=Z&name=N&machineType=M&count=K
+[&acceleratorType=A&acceleratorCount=C][&specific=true][&status=S]
+[&deleteAtTime=T][&shareWith=P1,P2] makes one; POST
+/fake/reservations-page?n=K pages their listings at K; an instance made by
+an insert or a group consumes one as its `reservationAffinity` says, and
+gives it back when deleted. POST /fake/topology?name=N&block=B&subblock=S&host=H[&cluster=C]
+gives the instance of that name (now, and whenever it is made again)
+`resourceStatus.physicalHostTopology`.
 """
 
 import itertools
@@ -69,6 +82,7 @@ import os
 sys.dont_write_bytecode = True  # no __pycache__ beside the fake in the source tree
 from gke_fake import World  # noqa: E402
 from gke_fake import routes as gke_routes  # noqa: E402
+from gke_fake.reservations import Reservations  # noqa: E402
 
 LOCK = threading.Lock()
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "gke_fixture.json")) as f:
@@ -130,8 +144,9 @@ def operation(project, zone, kind, target, error=None):
     return op
 
 
+RESERVATIONS = Reservations(IDS, now)
 WORLD = World(STATE, GKE, machines=MACHINES, accelerators=ACCELERATORS, zones=ZONES,
-              ids=IDS, now=now, operation=operation)
+              ids=IDS, now=now, operation=operation, reservations=RESERVATIONS)
 
 
 def labels_match(inst, flt):
@@ -211,6 +226,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.template(project, rest[3], f"/regions/{rest[1]}/")
         if method == "GET" and len(rest) == 3 and rest[:2] == ["global", "instanceTemplates"]:
             return self.template(project, rest[2], "/global/")
+        if rest == ["aggregated", "reservations"] and method == "GET":
+            with LOCK:
+                return self.send(200, RESERVATIONS.aggregated(project, q.get("pageToken"), q.get("maxResults")))
         if rest[:2] == ["aggregated", "instances"] and method == "GET":
             with LOCK:
                 items = {}
@@ -255,6 +273,14 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send(200, {k: v for k, v in op.items() if k != "_left"})
             if coll == "instances":
                 return self.instances(method, project, zone, tail, q)
+            if coll == "reservations" and method == "GET" and not tail:
+                return self.send(200, RESERVATIONS.list_zone(project, zone, q.get("pageToken"), q.get("maxResults")))
+            if coll == "reservations" and method == "GET" and len(tail) == 1:
+                r = RESERVATIONS.get(project, zone, tail[0])
+                if r is None:
+                    return self.error(404, "notFound",
+                                      f"The resource 'projects/{project}/zones/{zone}/reservations/{tail[0]}' was not found")
+                return self.send(200, r)
         return self.error(404, "notFound", f"no route {url.path}")
 
     def template(self, project, name, scope):
@@ -287,8 +313,14 @@ class Handler(BaseHTTPRequestHandler):
                                   f"The resource 'projects/{project}/zones/{zone}/instances/{name}' already exists")
             sched = body.get("scheduling") or {}
             spot = sched.get("provisioningModel") == "SPOT" or bool(sched.get("preemptible"))
-            if (zone, mt) in STATE["stockout"] or ("", mt) in STATE["stockout"] \
-                    or (zone, mt, spot) in STATE["stockout_capacity"] or ("", mt, spot) in STATE["stockout_capacity"]:
+            claim, why = RESERVATIONS.check(project, zone, body)
+            if claim == "invalid":
+                return self.error(400, "invalid", why)
+            # a reservation holds its machines: a zone's stockout is not theirs
+            held = claim == "ok" and why is not None
+            if not held and ((zone, mt) in STATE["stockout"] or ("", mt) in STATE["stockout"]
+                             or (zone, mt, spot) in STATE["stockout_capacity"]
+                             or ("", mt, spot) in STATE["stockout_capacity"]):
                 op = operation(project, zone, "insert", target, {
                     "code": "ZONE_RESOURCE_POOL_EXHAUSTED",
                     "message": f"The zone '{zone}' does not have enough resources available to fulfill the request. Try a different zone, or try again later."})
@@ -296,10 +328,14 @@ class Handler(BaseHTTPRequestHandler):
                 op = operation(project, zone, "insert", target, {
                     "code": "QUOTA_EXCEEDED",
                     "message": "Quota 'NVIDIA_A100_GPUS' exceeded. Limit: 0.0 in region."})
+            elif claim == "condition":
+                op = operation(project, zone, "insert", target, {"code": "CONDITION_NOT_MET", "message": why})
+                op["httpErrorStatusCode"] = 400
             else:
                 inst = dict(body, kind="compute#instance", id=str(next(IDS)), status="RUNNING",
                             zone=base(project, zone), selfLink=target,
                             creationTimestamp=now(), machineType=f"{base(project, zone)}/machineTypes/{mt}")
+                WORLD.made((project, zone, name), inst)
                 STATE["instances"][(project, zone, name)] = inst
                 STATE["created"].append({"name": name, "zone": zone, "labels": body.get("labels", {})})
                 op = operation(project, zone, "insert", target)
@@ -320,6 +356,7 @@ class Handler(BaseHTTPRequestHandler):
             if key not in STATE["instances"]:
                 return self.error(404, "notFound", f"The resource 'projects/{project}/zones/{zone}/instances/{tail[0]}' was not found")
             del STATE["instances"][key]
+            WORLD.gone(key)
             return self.send(200, operation(project, zone, "delete", f"{base(project, zone)}/instances/{tail[0]}"))
         return self.error(405, "methodNotAllowed", "method not allowed")
 
@@ -344,6 +381,22 @@ class Handler(BaseHTTPRequestHandler):
                         inst["status"] = "TERMINATED"
                         inst["lastStopTimestamp"] = now()
                 WORLD.preempted(q.get("name"))
+            elif what == "reservation":
+                RESERVATIONS.create(
+                    q.get("project", "my-project"), q.get("zone", ""), q.get("name", ""),
+                    q.get("machineType", ""), int(q.get("count", "1")),
+                    accelerator=q.get("acceleratorType"), accelerator_count=int(q.get("acceleratorCount", "0")),
+                    specific=gke_routes.truthy(q.get("specific", "false")), status=q.get("status", "READY"),
+                    delete_at=q.get("deleteAtTime"),
+                    share_with=[p for p in q.get("shareWith", "").split(",") if p])
+            elif what == "reservations-page":
+                RESERVATIONS.page_size = int(q.get("n", "500"))
+            elif what == "topology":
+                topo = {k: q[k] for k in ("cluster", "block", "subblock", "host") if q.get(k)}
+                STATE["topology"][q.get("name", "")] = topo
+                for (p, z, n), inst in STATE["instances"].items():
+                    if n == q.get("name"):
+                        inst.setdefault("resourceStatus", {})["physicalHostTopology"] = dict(topo)
             elif what == "restock":
                 STATE["stockout"].clear()
                 STATE["stockout_capacity"].clear()

@@ -85,10 +85,15 @@ fn permissions(method: &str, path: &str) -> Result<Vec<&'static str>, String> {
         ["compute", "v1", "projects", _, "aggregated", "instances"] if method == "GET" => {
             Ok(vec!["compute.instances.list"])
         }
+        ["compute", "v1", "projects", _, "aggregated", "reservations"] if method == "GET" => {
+            Ok(vec!["compute.reservations.list"])
+        }
         ["compute", "v1", "projects", _, "zones", _, rest @ ..] => match (method, rest) {
             ("GET", ["machineTypes"]) => Ok(vec!["compute.machineTypes.list"]),
             ("GET", ["machineTypes", _]) => Ok(vec!["compute.machineTypes.get"]),
             ("GET", ["acceleratorTypes"]) => Ok(vec!["compute.acceleratorTypes.list"]),
+            ("GET", ["reservations"]) => Ok(vec!["compute.reservations.list"]),
+            ("GET", ["reservations", _]) => Ok(vec!["compute.reservations.get"]),
             ("GET", ["operations", _]) | ("POST", ["operations", _, "wait"]) => {
                 Ok(vec!["compute.zoneOperations.get"])
             }
@@ -161,29 +166,53 @@ fn request(name: &str, zone: &str, ty: &str) -> LaunchRequest {
 }
 
 /// Everything the provider does, on GKE nodes and plain VMs: resolve,
-/// offerings, launches (one refused by a stockout), list, interruptions,
-/// describe, terminations and the empty pools' deletion.
+/// offerings, launches (one refused by a stockout, one into a reservation
+/// the provider has not listed yet), reserved offerings, list,
+/// interruptions, describe, terminations and the empty pools' deletion.
 async fn run(fake: &ComputeFake) {
     // operations still running when answered, as GCE's and GKE's are:
     // each is read until DONE
     fake.control("POST", "op-polls?n=1");
     fake.control("POST", "gke/op-polls?n=1");
+    fake.control(
+        "POST",
+        "reservation?project=my-project&zone=us-central1-a&name=l4-resv&machineType=g2-standard-8&count=4",
+    );
     let gke = json!({"gcp": {
         "project": "my-project", "region": "us-central1",
         "cluster": {"project": "my-project", "location": "us-central1", "name": "prod"},
-        "emptyNodePoolTTL": "0s"
+        "emptyNodePoolTTL": "0s",
+        "reservations": [{"name": "l4-resv"}]
     }});
     let plain = json!({"gcp": {
         "project": "my-project", "region": "us-central1", "zones": ["us-central1-a"],
         "image": "projects/cos-cloud/global/images/family/cos-stable",
         "networkTags": ["gpu"],
-        "serviceAccount": {"email": "nodes@my-project.iam.gserviceaccount.com"}
+        "serviceAccount": {"email": "nodes@my-project.iam.gserviceaccount.com"},
+        "reservations": [{"name": "l4-resv"}]
     }});
     for (class, spec) in [("gke", gke), ("plain", plain)] {
         let p = GcpProvider::new(class, &spec, &fake.options())
             .await
             .expect("provider");
         p.resolve().await.expect("resolve");
+        // into the reservation before any listing: reservations.get
+        let mut into = request(
+            &format!("{class}-reserved"),
+            "us-central1-a",
+            "g2-standard-8",
+        );
+        into.offering.capacity_type = CapacityType::Reserved;
+        into.offering.reservation = Some("l4-resv".into());
+        let r = p.launch(&into).await.expect("reserved launch");
+        let reserved = PoolRequirements {
+            capacity_types: vec![CapacityType::Reserved],
+            ..PoolRequirements::default()
+        };
+        assert!(!p.offerings(&reserved).await.expect("reserved").is_empty());
+        p.terminate(&r.provider_id)
+            .await
+            .expect("terminate reserved");
         let offerings = p
             .offerings(&PoolRequirements::default())
             .await

@@ -40,6 +40,16 @@ Rules, each with its source:
    leaves the labels alone. kubernetes/cloud-provider-gcp
    `cmd/gcp-controller-manager/node_annotator.go` (same commit).
 
+4. A node whose VM has a physical host topology (Compute's
+   `resourceStatus.physicalHostTopology`) carries it as
+   `cloud.google.com/gce-topology-block`, `-subblock` and `-host` ("the
+   organization-specific ID of the reserved block in which the VM is
+   located", of its sub-block, "the ID of the host on which the VM is
+   located": "Schedule GKE workloads with Topology Aware Scheduling",
+   https://cloud.google.com/ai-hypercomputer/docs/workloads/schedule-gke-workloads-tas).
+   Which GKE component writes them is not documented; the fake sets them at
+   registration.
+
 The Node's `status.capacity` (cpu, memory, pods 110, nvidia.com/gpu) is
 the machine type's, for a test to start from; readiness, allocatable and
 conditions are the kubelet's, left to whatever registers the Node.
@@ -67,6 +77,9 @@ OWNED_KUBE_LABELS = [
     "addon.gke.io/node-local-dns-ds-ready",
 ]
 INSTANCE_ID_ANNOTATION = "container.googleapis.com/instance_id"
+TOPOLOGY_LABELS = [("block", "cloud.google.com/gce-topology-block"),
+                   ("subblock", "cloud.google.com/gce-topology-subblock"),
+                   ("host", "cloud.google.com/gce-topology-host")]
 LAST_LABELS_ANNOTATION = "node.gke.io/last-applied-node-labels"
 LAST_TAINTS_ANNOTATION = "node.gke.io/last-applied-node-taints"
 
@@ -215,6 +228,10 @@ def node(inst, env_text):
     }
     labels.update(parse_labels(env.get("NODE_LABELS")))
     labels.update(parse_labels(flag(args, "node-labels")))
+    topology = (inst.get("resourceStatus") or {}).get("physicalHostTopology") or {}
+    for field, key in TOPOLOGY_LABELS:
+        if topology.get(field):
+            labels[key] = topology[field]
     taints = parse_taints(env.get("NODE_TAINTS"))
     for t in parse_taints(flag(args, "register-with-taints")):
         if not any(x["key"] == t["key"] and x["effect"] == t["effect"] for x in taints):

@@ -58,7 +58,9 @@ ENUM_NUMBERS = {
     "gpuDriverVersion": ["GPU_DRIVER_VERSION_UNSPECIFIED", "INSTALLATION_DISABLED", "DEFAULT", "LATEST"],
     "mode": ["MODE_UNSPECIFIED", "GCE_METADATA", "GKE_METADATA"],
     "type": ["TYPE_UNSPECIFIED", "COMPACT"],
+    "consumeReservationType": ["UNSPECIFIED", "NO_RESERVATION", "ANY_RESERVATION", "SPECIFIC_RESERVATION"],
 }
+RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
 
 
 def enum_name(field, value):
@@ -89,6 +91,9 @@ def normalize_enums(pool):
     pp = pool.get("placementPolicy")
     if isinstance(pp, dict) and "type" in pp:
         pp["type"] = enum_name("type", pp["type"])
+    ra = cfg.get("reservationAffinity")
+    if isinstance(ra, dict) and "consumeReservationType" in ra:
+        ra["consumeReservationType"] = enum_name("consumeReservationType", ra["consumeReservationType"])
     return pool
 
 
@@ -203,6 +208,7 @@ def validate(pool, *, region_zones, machines, accelerators, unavailable):
     mode = (cfg.get("workloadMetadataConfig") or {}).get("mode")
     if mode is not None and mode not in WORKLOAD_MODES:
         raise Invalid(f"Invalid value for field 'nodePool.config.workloadMetadataConfig.mode': \"{mode}\".")
+    validate_reservation_affinity(cfg.get("reservationAffinity"))
     n = count_of(pool.get("initialNodeCount", 0), "nodePool.initialNodeCount")
     if n < 0:
         raise Invalid(f"Invalid value for field 'nodePool.initialNodeCount': {n}. Must be non-negative.")
@@ -215,6 +221,33 @@ def validate(pool, *, region_zones, machines, accelerators, unavailable):
                       f"needs the node pool in a single zone, not {len(locations)}.")
     out = dict(pool, config=cfg, locations=locations, initialNodeCount=n)
     return out
+
+
+def validate_reservation_affinity(ra):
+    """NodeConfig.reservationAffinity (GKE ReservationAffinity): a known
+    `consumeReservationType`; SPECIFIC_RESERVATION names its reservation with
+    key `compute.googleapis.com/reservation-name` and values (the
+    reservation's name, or projects/P/reservations/NAME of a shared one),
+    as `gcloud container node-pools create --reservation-affinity=specific
+    --reservation=...` sends it ("Consuming reserved zonal resources",
+    https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations;
+    ReservationAffinity in the NodeConfig reference)."""
+    if ra is None:
+        return
+    if not isinstance(ra, dict):
+        raise Invalid("Invalid value for field 'nodePool.config.reservationAffinity': an object is required.")
+    t = ra.get("consumeReservationType", "UNSPECIFIED")
+    if t not in ENUM_NUMBERS["consumeReservationType"]:
+        raise Invalid(f"Invalid value for field 'nodePool.config.reservationAffinity.consumeReservationType': "
+                      f"\"{t}\".")
+    if t == "SPECIFIC_RESERVATION":
+        if ra.get("key") != RESERVATION_NAME_KEY:
+            raise Invalid("Invalid value for field 'nodePool.config.reservationAffinity.key': "
+                          f"\"{ra.get('key', '')}\"; a specific reservation is named with key "
+                          f"\"{RESERVATION_NAME_KEY}\".")
+        if not ra.get("values"):
+            raise Invalid("Invalid value for field 'nodePool.config.reservationAffinity.values': "
+                          "a specific reservation needs its name.")
 
 
 def validate_autoscaling(auto):
@@ -362,4 +395,7 @@ def template_properties(pool, *, project, region, cluster, zone, gpu_taint=True)
     }
     if attached:
         props["guestAccelerators"] = attached
+    if cfg.get("reservationAffinity"):
+        # the pool's instances consume what its config says
+        props["reservationAffinity"] = dict(cfg["reservationAffinity"])
     return props

@@ -27,7 +27,7 @@ class ApiError(Exception):
 
 
 class World:
-    def __init__(self, state, fixture, *, machines, accelerators, zones, ids, now, operation):
+    def __init__(self, state, fixture, *, machines, accelerators, zones, ids, now, operation, reservations=None):
         self.s = state
         self.fx = fixture
         self.machines = machines
@@ -36,6 +36,8 @@ class World:
         self.ids = ids
         self.now = now
         self.operation = operation  # compute_fake.operation(project, zone, kind, target, error=None)
+        self.reservations = reservations  # reservations.Reservations, shared with plain inserts
+        state.setdefault("topology", {})  # instance name -> physicalHostTopology
         state.setdefault("stockout_capacity", set())  # (zone, machineType, spot)
         state.setdefault("unavailable", set())  # (zone, acceleratorType) for node pool validation
         state.setdefault("hold", False)
@@ -102,8 +104,16 @@ class World:
         mt = props["machineType"].rsplit("/", 1)[-1]
         sched = props.get("scheduling") or {}
         spot = sched.get("provisioningModel") == "SPOT" or bool(sched.get("preemptible"))
-        if (zone, mt) in self.s["stockout"] or ("", mt) in self.s["stockout"] \
-                or (zone, mt, spot) in self.s["stockout_capacity"] or ("", mt, spot) in self.s["stockout_capacity"]:
+        held = False
+        if self.reservations:
+            kind, why = self.reservations.check(project, zone, props)
+            if kind != "ok":
+                code = "CONDITION_NOT_MET" if kind == "condition" else "INVALID_FIELD_VALUE"
+                return {"code": code, "message": f"Instance '{name}' creation failed: {why}"}
+            held = why is not None  # a reservation holds its machines: no stockout for them
+        if not held and ((zone, mt) in self.s["stockout"] or ("", mt) in self.s["stockout"]
+                         or (zone, mt, spot) in self.s["stockout_capacity"]
+                         or ("", mt, spot) in self.s["stockout_capacity"]):
             return {"code": "ZONE_RESOURCE_POOL_EXHAUSTED",
                     "message": f"Instance '{name}' creation failed: The zone 'projects/{project}/zones/{zone}' "
                                "does not have enough resources available to fulfill the request.  "
@@ -113,6 +123,20 @@ class World:
                     "message": f"Instance '{name}' creation failed: Quota 'NVIDIA_A100_GPUS' exceeded.  "
                                f"Limit: 0.0 in region {zone.rsplit('-', 1)[0]}."}
         return None
+
+    def made(self, key, inst):
+        """An instance was made: its reservation (if any) takes it, and it
+        gets the physical host topology the test set for its name."""
+        if self.reservations:
+            self.reservations.consume(key[0], key[1], key[2], inst)
+        topo = self.s["topology"].get(key[2])
+        if topo:
+            inst.setdefault("resourceStatus", {})["physicalHostTopology"] = dict(topo)
+
+    def gone(self, key):
+        """An instance was deleted: its reservation has the machine back."""
+        if self.reservations:
+            self.reservations.release(*key)
 
     # --- managed instance groups -----------------------------------------
     def mig(self, project, zone, name):
@@ -246,6 +270,7 @@ class World:
                     continue
                 if m.action == "DELETING":
                     self.s["instances"].pop(key, None)
+                    self.gone(key)
                     del mig.members[m.name]
                     continue
                 if m.action in ("CREATING", "RECREATING"):
@@ -262,6 +287,7 @@ class World:
                         m.errors = [err]
                         continue
                     new = self.make_instance(mig, m)
+                    self.made(key, new)
                     self.s["instances"][key] = new
                     self.s["created"].append({"name": m.name, "zone": mig.zone, "labels": new.get("labels", {})})
                     m.action, m.errors, m.instance_id = "NONE", None, new["id"]
@@ -368,6 +394,7 @@ class World:
             for mig in self.migs_of(pool):
                 for m in mig.members.values():
                     self.s["instances"].pop((mig.project, mig.zone, m.name), None)
+                    self.gone((mig.project, mig.zone, m.name))
                 del self.migs[(mig.project, mig.zone, mig.name)]
                 self.fx["instanceGroupManagers"][:] = [g for g in self.fx["instanceGroupManagers"] if g is not mig.public]
                 self.fx["instanceTemplates"][:] = [t for t in self.fx["instanceTemplates"]
