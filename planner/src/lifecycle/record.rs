@@ -479,6 +479,7 @@ mod tests {
                     },
                     price: Price::default(),
                     placement_group: None,
+                    grant: None,
                 })
                 .collect(),
             reserve: Vec::new(),
