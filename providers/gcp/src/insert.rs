@@ -226,6 +226,7 @@ mod tests {
             taints: Vec::new(),
             tags: BTreeMap::new(),
             placement_group: None,
+            grant: None,
         }
     }
 

@@ -231,6 +231,7 @@ mod tests {
             }],
             tags: Default::default(),
             placement_group: None,
+            grant: None,
         }
     }
 

@@ -646,6 +646,7 @@ mod tests {
             }],
             tags: Default::default(),
             placement_group: None,
+            grant: None,
         };
         assert_eq!(
             kubelet_args(&req),

@@ -157,6 +157,7 @@ fn request(name: &str, zone: &str, ty: &str) -> LaunchRequest {
         }],
         tags: Default::default(),
         placement_group: None,
+        grant: None,
     }
 }
 
