@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use google_cloud_container_v1::model::operation::Status as OpStatus;
 use muster_crds::nodeclass::GkeCluster;
+use muster_planner::CapacityType;
 use muster_provider_api::{Instance, InstanceState, LaunchRequest, ProviderError};
 use serde_json::{Value, json};
 
@@ -250,6 +251,10 @@ impl GcpProvider {
         let body = pool_body(&pool, &shape, &self.class, request, compact);
         let group = self.pool_group(&pool, zone, body, request).await?;
         let name = instance_name(&request.idempotency_key);
+        if request.offering.capacity_type == CapacityType::FlexStart {
+            // granted with the other machines of its launch (resize_requests.rs)
+            return self.launch_granted(request, &group, &name).await;
+        }
         let (g, _) = self.gke_clients()?;
         let create: google_cloud_compute_v1::model::InstanceGroupManagersCreateInstancesRequest =
             serde_json::from_value(json!({"instances": [{
@@ -327,7 +332,7 @@ impl GcpProvider {
     }
 
     /// Where instance `name` stands in its group.
-    async fn member(&self, group: &Group, name: &str) -> Result<Member, ProviderError> {
+    pub(crate) async fn member(&self, group: &Group, name: &str) -> Result<Member, ProviderError> {
         let (g, _) = self.gke_clients()?;
         let mut token = String::new();
         loop {
@@ -393,8 +398,9 @@ impl GcpProvider {
         }
     }
 
-    /// The groups of muster's node pools of the cluster, by pool name.
-    async fn muster_pools(&self) -> Result<Vec<(String, Vec<Group>)>, ProviderError> {
+    /// The groups of muster's node pools of the cluster, by pool name, and
+    /// whether the pool is a flex-start one.
+    async fn muster_pools(&self) -> Result<Vec<(String, Vec<Group>, bool)>, ProviderError> {
         let (g, c) = self.gke_clients()?;
         let list = g
             .cluster_manager
@@ -418,15 +424,18 @@ impl GcpProvider {
                     .iter()
                     .filter_map(|u| Group::of_url(u))
                     .collect();
-                (p.name.clone(), groups)
+                let flex = p.config.as_ref().and_then(|c| c.flex_start) == Some(true);
+                (p.name.clone(), groups, flex)
             })
             .collect())
     }
 
     /// Terminates instance `name` of `zone` through the group that holds it:
     /// the group named by its `created-by` metadata, or, for an instance
-    /// the group has not made yet, every group of muster's pools in the zone.
-    /// `None` when no group of the cluster holds it (a plain VM).
+    /// the group has not made yet, every group of muster's pools in the zone
+    /// (in a flex-start pool's group, a queued resize request naming it is
+    /// cancelled first: its gang is given up whole). False when no group of
+    /// the cluster holds it (a plain VM).
     pub(crate) async fn terminate_in_pool(
         &self,
         zone: &str,
@@ -441,13 +450,18 @@ impl GcpProvider {
                     zone: zone.to_string(),
                     name: r.name,
                 }],
-                None => self
-                    .muster_pools()
-                    .await?
-                    .into_iter()
-                    .flat_map(|(_, gs)| gs)
-                    .filter(|g| g.zone == zone)
-                    .collect(),
+                None => {
+                    let mut groups = Vec::new();
+                    for (_, gs, flex) in self.muster_pools().await? {
+                        for g in gs.into_iter().filter(|g| g.zone == zone) {
+                            if flex {
+                                self.cancel_queued(&g, name).await?;
+                            }
+                            groups.push(g);
+                        }
+                    }
+                    groups
+                }
             };
         for g in &groups {
             self.delete_from(g, name).await?;
@@ -464,7 +478,7 @@ impl GcpProvider {
         let pools = self.muster_pools().await?;
         let (g, c) = self.gke_clients()?;
         let mut deleted = Vec::new();
-        for (pool, groups) in pools {
+        for (pool, groups, _) in pools {
             let mut size = 0;
             for gr in &groups {
                 let igm = g
@@ -515,7 +529,7 @@ impl GcpProvider {
 }
 
 /// An instance of a group, as `listManagedInstances` shows it.
-enum Member {
+pub(crate) enum Member {
     /// The VM exists and the group is not acting on it.
     Made,
     /// The group's last attempt to make it failed: code and message.

@@ -14,6 +14,9 @@
 //!   [`muster_provider_api::Instance`], and spot preemptions detected from it.
 //! - [`offerings`]: `machineTypes.list` / `acceleratorTypes.list` answers of
 //!   one zone turned into planner offerings, spot and on-demand.
+//! - [`flex_start`]: a NodeClass's flex-start terms and the resize request
+//!   that grants a launch's machines together (the calls are in
+//!   `resize_requests`).
 //! - [`gke`]: the instance template a GKE node pool runs (node pool →
 //!   instance groups → template); [`template`]: a GKE node's insert body
 //!   from it; [`kube_env`]: muster's labels and taints in GKE's kubelet flags.
@@ -22,6 +25,7 @@ pub mod compute;
 pub mod errors;
 #[cfg(feature = "test-support")]
 pub mod fake;
+pub mod flex_start;
 pub mod gke;
 mod gke_nodes;
 pub mod insert;
@@ -32,6 +36,7 @@ pub mod offerings;
 pub mod preemptions;
 pub mod prices;
 pub mod provider;
+mod resize_requests;
 
 pub use compute::GcpOptions;
 pub use provider::GcpProvider;

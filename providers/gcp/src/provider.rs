@@ -364,6 +364,8 @@ impl CloudProvider for GcpProvider {
         requirements: &PoolRequirements,
     ) -> Result<Vec<Offering>, ProviderError> {
         let mut out = Vec::new();
+        let flex_start =
+            crate::flex_start::terms(&self.class).map_err(|e| permanent_error(e.to_string()))?;
         for zone in self.zones().await? {
             if !requirements.zones.is_empty() && !requirements.zones.contains(&zone) {
                 continue;
@@ -373,6 +375,7 @@ impl CloudProvider for GcpProvider {
                 node_class: &self.node_class,
                 region: &self.class.region,
                 zone: &zone,
+                flex_start,
             };
             out.extend(
                 zone_offerings(&ctx, &machines, &accelerators, &self.prices)
