@@ -52,6 +52,7 @@ fn request(offerings: &[muster_planner::Offering], key: &str) -> LaunchRequest {
         }],
         tags: BTreeMap::new(),
         placement_group: None,
+        grant: None,
     }
 }
 

@@ -452,6 +452,7 @@ pub enum HttpTokens {
 #[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.zones) || self.zones.all(z, z.startsWith(self.region + '-'))").message("spec.gcp.zones: every zone must be in spec.gcp.region (e.g. us-central1-a in us-central1)"))]
+#[x_kube(validation = Rule::new("!has(self.flexStart) || has(self.cluster)").message("spec.gcp.flexStart needs spec.gcp.cluster: flex-start machines are bought through GKE node pools"))]
 #[x_kube(validation = Rule::new("has(self.image) || has(self.cluster)").message("spec.gcp.image is required unless spec.gcp.cluster names a GKE cluster (whose node pool gives the image)").reason(Reason::FieldValueRequired))]
 #[x_kube(validation = Rule::new("!has(self.cluster) || !(has(self.image) || has(self.network) || has(self.subnetwork) || has(self.networkTags) || has(self.metadata))").message("spec.gcp: image, network, subnetwork, networkTags and metadata do not apply with spec.gcp.cluster (GKE chooses the node image and the cluster's network); remove them"))]
 pub struct GcpNodeClass {
@@ -472,6 +473,13 @@ pub struct GcpNodeClass {
     /// e.g. `30m`.
     #[serde(default = "default_empty_node_pool_ttl", rename = "emptyNodePoolTTL")]
     pub empty_node_pool_ttl: crate::common::Duration,
+    /// Opt-in to flex-start (Dynamic Workload Scheduler) with `cluster`: the provider offers
+    /// every GPU machine type also as capacity type `flex-start`, bought through a
+    /// flex-start node pool of its shape, all machines of a gang in one resize request of
+    /// the pool's instance group (created together or not at all). Without it no flex-start
+    /// offering is listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flex_start: Option<GcpFlexStart>,
     /// Which NVIDIA driver GKE installs on GPU machines of a GKE cluster, through the node
     /// label `cloud.google.com/gke-gpu-driver-version` its driver installer reads: `default`,
     /// `latest`, or `disabled` (no label: a GPU operator installs the driver).
@@ -564,6 +572,28 @@ impl GcpReservation {
             None => self.name.clone(),
         }
     }
+}
+
+/// Flex-start offerings of a GKE NodeClass.
+#[derive(KubeSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("duration(self.maxRunDuration) >= duration('10m') && duration(self.maxRunDuration) <= duration('168h')").message("spec.gcp.flexStart.maxRunDuration must be between 10m and 168h (seven days): Compute's bounds of a resize request's requestedRunDuration"))]
+pub struct GcpFlexStart {
+    /// How long a granted machine runs before Compute deletes it (the resize request's
+    /// `requestedRunDuration`, the node pool's `maxRunDuration`), e.g. `24h`; at most `168h`.
+    /// The planner buys flex-start only for gangs expected to finish within it.
+    pub max_run_duration: crate::common::Duration,
+    /// The wait for a grant muster plans with, e.g. `30m`: a queue buys flex-start only when
+    /// its `flexStartMaxWait` is at least this long. Google publishes no figure; set what
+    /// your grants take.
+    pub expected_wait: crate::common::Duration,
+    /// The discount of flex-start over the on-demand list price, in percent, which the
+    /// offering's price is derived from. Google publishes flex-start prices as SKUs of
+    /// their own, "up to 53%" below on-demand; the default 0 prices flex-start as on-demand
+    /// (an upper bound), so it is chosen over on-demand only when you state your discount.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 53))]
+    pub discount_percent: u8,
 }
 
 fn default_empty_node_pool_ttl() -> crate::common::Duration {

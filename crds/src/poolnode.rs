@@ -77,6 +77,8 @@ use crate::common::{
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.placementGroup) == has(oldSelf.placementGroup)").message("spec.placementGroup can be neither added nor removed: the machine was launched into it or not"))]
+#[x_kube(validation = Rule::new("has(self.grant) == has(oldSelf.grant)").message("spec.grant can be neither added nor removed: the machine was bought in the request or alone"))]
+#[x_kube(validation = Rule::new("!has(self.grant) || self.offering.capacityType == 'flex-start'").message("spec.grant: only flex-start machines are bought in a grant request"))]
 pub struct PoolNodeSpec {
     /// Name of the `GPUPool` the machine belongs to. Immutable.
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
@@ -109,6 +111,41 @@ pub struct PoolNodeSpec {
     #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.placementGroup is immutable: the machine was launched into it"))]
     pub placement_group: Option<String>,
+    /// The grant request the machine is bought in with the other machines of its launch
+    /// (flex-start: a GKE resize request of the node pool's instance group), and every
+    /// member of it. Written with the PoolNode, before any cloud call, so whichever member
+    /// is launched first after a restart asks for the same request; the cloud creates all
+    /// members at once or none. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.grant is immutable: the machines were requested together"))]
+    pub grant: Option<Grant>,
+}
+
+/// A grant request: its name and its members.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Grant {
+    /// Name of the request (one per gang launch attempt).
+    #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
+    pub name: String,
+    /// Every machine of the request, this one included.
+    #[schemars(length(min = 1, max = 64))]
+    pub members: Vec<GrantMember>,
+}
+
+/// A machine of a grant request.
+#[derive(JsonSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantMember {
+    /// Name of its PoolNode.
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
+    pub name: String,
+    /// Idempotency key of its PoolNode.
+    #[schemars(
+        length(min = 1, max = 64),
+        regex(pattern = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+    )]
+    pub idempotency_key: String,
 }
 
 /// The gang a machine is reserved for.

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use crate::decided::{Cycle, Outcome, node_set};
 use crate::hole;
 use crate::index::{ReleasedFrom, World};
-use crate::model::{Assignment, GangId, QuotaResource};
+use crate::model::{Assignment, CapacityType, GangId, QuotaResource};
 use crate::naming;
 use crate::placement::{Group, Scope, groups_for, place};
 use crate::plan::{Admission, Launch, NewNode, WaitReason};
@@ -399,6 +399,12 @@ fn commit_inner(
             let pg = c
                 .placement_group
                 .then(|| naming::placement_group_name(gang.id.as_str(), attempt));
+            // a flex-start launch is granted whole: one request for its nodes
+            let grant = c
+                .new
+                .iter()
+                .any(|nn| w.offerings[nn.offering].capacity_type == CapacityType::FlexStart)
+                .then(|| naming::grant_name(gang.id.as_str(), &gang.uid, attempt));
             let mut nodes = Vec::new();
             let mut idx = 0usize;
             let mut namer: Option<naming::NodeNamer> = None;
@@ -447,6 +453,9 @@ fn commit_inner(
                         offering: off.key(),
                         price: off.price.unwrap_or_default(),
                         placement_group: pg.clone(),
+                        grant: grant
+                            .clone()
+                            .filter(|_| off.capacity_type == CapacityType::FlexStart),
                     });
                 }
                 if let Some(left) = &mut w.reserved_left[nn.offering] {

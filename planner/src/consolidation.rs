@@ -386,6 +386,7 @@ pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
                             offering: off.key(),
                             price,
                             placement_group: n.placement_group.clone(),
+                            grant: None,
                         },
                     },
                     saves_per_hour: saves,

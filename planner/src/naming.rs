@@ -198,6 +198,23 @@ pub fn replacement_name(node: &str) -> String {
     bounded_name(node, "r")
 }
 
+/// Name of the grant request of launch attempt `attempt` of gang `gang`
+/// whose workload has the UID `uid`: the request all its flex-start nodes
+/// are granted in. An RFC 1035 label (`muster-<16 hex>-<attempt>-grant`,
+/// at most 44 characters), stable across re-plans of the attempt and
+/// different for another workload of the same name (the hash covers the UID).
+pub fn grant_name(gang: &str, uid: &str, attempt: u32) -> String {
+    let identity = if uid.is_empty() {
+        gang.to_string()
+    } else {
+        format!("{gang}\u{0}{uid}")
+    };
+    format!(
+        "muster-{:016x}-{attempt}-grant",
+        fnv1a64(identity.as_bytes())
+    )
+}
+
 /// Name of the placement group a launch creates for a gang.
 pub fn placement_group_name(gang: &str, attempt: u32) -> String {
     bounded_name(gang, &format!("pg{attempt}"))
@@ -207,6 +224,21 @@ pub fn placement_group_name(gang: &str, attempt: u32) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_grant_name_is_an_rfc1035_label_of_the_attempt_and_the_workload() {
+        let a = grant_name("team-a/train", "uid-1", 3);
+        assert_eq!(a, grant_name("team-a/train", "uid-1", 3));
+        assert_ne!(a, grant_name("team-a/train", "uid-2", 3));
+        assert_ne!(a, grant_name("team-a/train", "uid-1", 4));
+        assert!(a.len() <= 63 && a.starts_with("muster-") && a.ends_with("-grant"));
+        assert!(
+            a.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        );
+        let long = grant_name(&"x".repeat(300), "", u32::MAX);
+        assert!(long.len() <= 63, "{long}");
+    }
 
     proptest! {
         /// A [`NodeNamer`] gives the names and keys of the functions it

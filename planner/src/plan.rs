@@ -141,6 +141,13 @@ pub struct NewNode {
     /// does not exist); set for `SamePlacementGroup` gangs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement_group: Option<String>,
+    /// The grant request this node is bought in (flex-start): every
+    /// flex-start node of one launch names the same request, so the cloud
+    /// grants them together or not at all. Derived from the launch attempt
+    /// (`naming::grant_name`), so it is the same across re-plans of the
+    /// attempt. `None` for capacity bought one machine at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
 }
 
 /// New capacity for one gang, launched as a set.

@@ -71,6 +71,9 @@ struct ExpLaunch {
     /// Every new node in one placement group (true) or none (false).
     #[serde(default)]
     one_placement_group: Option<bool>,
+    /// Every new node in one grant request (true) or none in any (false).
+    #[serde(default)]
+    one_grant: Option<bool>,
     /// Existing nodes reserved (exact).
     #[serde(default)]
     reserve: Option<Vec<String>>,
@@ -207,6 +210,14 @@ fn check(dir: &Path, p: &Plan, e: &Expect) -> Vec<String> {
                     "{}: placement groups {groups:?}, want one: {want}",
                     el.gang
                 ));
+            }
+        }
+        if let Some(want) = el.one_grant {
+            let grants: std::collections::BTreeSet<Option<&String>> =
+                l.nodes.iter().map(|n| n.grant.as_ref()).collect();
+            let got = grants.len() == 1 && grants.iter().all(Option::is_some);
+            if got != want {
+                errs.push(format!("{}: grants {grants:?}, want one: {want}", el.gang));
             }
         }
         if let Some(r) = &el.reserve

@@ -258,6 +258,7 @@ impl FakeCloud {
             taints: Vec::new(),
             tags: BTreeMap::new(),
             placement_group: None,
+            grant: None,
         };
         // launched then, booted since
         self.sim.set_now(launched_at);

@@ -176,6 +176,7 @@ fn launch(s: &Snapshot, g: &muster_planner::Gang, now: Time) -> Option<Launch> {
                 offering: offering.key(),
                 price: offering.price.unwrap_or_default(),
                 placement_group: None,
+                grant: None,
             });
             assignments.push(Assignment {
                 pod_set: ps.name.clone(),

@@ -488,6 +488,7 @@ mod tests {
                     },
                     price: Price::default(),
                     placement_group: None,
+                    grant: None,
                 })
                 .collect(),
             reserve: Vec::new(),

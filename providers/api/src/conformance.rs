@@ -114,6 +114,7 @@ pub fn request(name: &str, key: &str, cluster: &str, offering: OfferingKey) -> L
         taints: Vec::new(),
         tags: Default::default(),
         placement_group: None,
+        grant: None,
     }
 }
 

@@ -56,6 +56,33 @@ pub struct LaunchRequest {
     /// gets its EFA interfaces. `None` launches outside any group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement_group: Option<String>,
+    /// The grant request the machine is bought in with the other members
+    /// of its launch (flex-start): the cloud creates them all at once or
+    /// none. Written on the PoolNode before any cloud call, so the first
+    /// member launched after a restart asks for the same request. `None`
+    /// buys the machine on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<Grant>,
+}
+
+/// One grant request: its name and every machine in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    /// The request's name (the planner's, one per launch attempt; an RFC
+    /// 1035 label).
+    pub name: String,
+    /// Every machine of the request, this one included, in launch order.
+    pub members: Vec<GrantMember>,
+}
+
+/// A machine of a grant request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantMember {
+    /// Its PoolNode's name.
+    pub name: String,
+    /// Its PoolNode's idempotency key (names the instance where the cloud
+    /// derives names from it).
+    pub idempotency_key: String,
 }
 
 /// The cloud's view of an instance's state.

@@ -22,7 +22,8 @@ mod timestamps;
 
 pub use error::{ErrorCategory, ProviderError};
 pub use instance::{
-    Instance, InstanceState, Interruption, InterruptionKind, LaunchRequest, label_key, tags,
+    Grant, GrantMember, Instance, InstanceState, Interruption, InterruptionKind, LaunchRequest,
+    label_key, tags,
 };
 pub use owned::owned_instances;
 pub use resolution::{

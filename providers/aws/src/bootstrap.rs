@@ -109,6 +109,7 @@ mod tests {
             taints: Vec::new(),
             tags: [("team".to_string(), "a".to_string())].into(),
             placement_group: None,
+            grant: None,
         };
         let class: BTreeMap<String, String> = [
             ("cost-center".to_string(), "42".to_string()),

@@ -36,6 +36,7 @@ fn request(name: &str) -> LaunchRequest {
         }],
         tags: BTreeMap::new(),
         placement_group: None,
+        grant: None,
     }
 }
 

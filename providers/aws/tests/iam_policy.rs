@@ -398,6 +398,7 @@ fn launch_request(name: &str, zone: &str, capacity: CapacityType) -> LaunchReque
         taints: Vec::new(),
         tags: BTreeMap::new(),
         placement_group: None,
+        grant: None,
     }
 }
 

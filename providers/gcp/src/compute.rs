@@ -6,8 +6,8 @@
 //! operation's error.
 
 use google_cloud_compute_v1::client::{
-    AcceleratorTypes, InstanceGroupManagers, Instances, MachineTypes, Reservations, ZoneOperations,
-    Zones,
+    AcceleratorTypes, InstanceGroupManagerResizeRequests, InstanceGroupManagers, Instances,
+    MachineTypes, Reservations, ZoneOperations, Zones,
 };
 use muster_planner::OfferingKey;
 use muster_provider_api::ProviderError;
@@ -99,6 +99,8 @@ pub struct GkeClients {
     pub cluster_manager: google_cloud_container_v1::client::ClusterManager,
     /// `instanceGroupManagers`.
     pub instance_group_managers: InstanceGroupManagers,
+    /// `instanceGroupManagerResizeRequests` (flex-start grants).
+    pub resize_requests: InstanceGroupManagerResizeRequests,
 }
 
 /// Builds the GKE clients (same endpoint override and credentials; the
@@ -107,6 +109,7 @@ pub async fn connect_gke(options: &GcpOptions) -> Result<GkeClients, ProviderErr
     Ok(GkeClients {
         cluster_manager: build!(google_cloud_container_v1::client::ClusterManager, options),
         instance_group_managers: build!(InstanceGroupManagers, options),
+        resize_requests: build!(InstanceGroupManagerResizeRequests, options),
     })
 }
 

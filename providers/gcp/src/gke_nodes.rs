@@ -256,6 +256,10 @@ impl GcpProvider {
         let body = pool_body(&pool, &shape, &self.class, request, compact);
         let group = self.pool_group(&pool, zone, body, request).await?;
         let name = instance_name(&request.idempotency_key);
+        if request.offering.capacity_type == CapacityType::FlexStart {
+            // granted with the other machines of its launch (resize_requests.rs)
+            return self.launch_granted(request, &group, &name).await;
+        }
         let (g, _) = self.gke_clients()?;
         let create: google_cloud_compute_v1::model::InstanceGroupManagersCreateInstancesRequest =
             serde_json::from_value(json!({"instances": [{
@@ -333,7 +337,7 @@ impl GcpProvider {
     }
 
     /// Where instance `name` stands in its group.
-    async fn member(&self, group: &Group, name: &str) -> Result<Member, ProviderError> {
+    pub(crate) async fn member(&self, group: &Group, name: &str) -> Result<Member, ProviderError> {
         let (g, _) = self.gke_clients()?;
         let mut token = String::new();
         loop {
@@ -399,8 +403,9 @@ impl GcpProvider {
         }
     }
 
-    /// The groups of muster's node pools of the cluster, by pool name.
-    async fn muster_pools(&self) -> Result<Vec<(String, Vec<Group>)>, ProviderError> {
+    /// The groups of muster's node pools of the cluster, by pool name, and
+    /// whether the pool is a flex-start one.
+    async fn muster_pools(&self) -> Result<Vec<(String, Vec<Group>, bool)>, ProviderError> {
         let (g, c) = self.gke_clients()?;
         let list = g
             .cluster_manager
@@ -424,15 +429,18 @@ impl GcpProvider {
                     .iter()
                     .filter_map(|u| Group::of_url(u))
                     .collect();
-                (p.name.clone(), groups)
+                let flex = p.config.as_ref().and_then(|c| c.flex_start) == Some(true);
+                (p.name.clone(), groups, flex)
             })
             .collect())
     }
 
     /// Terminates instance `name` of `zone` through the group that holds it:
     /// the group named by its `created-by` metadata, or, for an instance
-    /// the group has not made yet, every group of muster's pools in the zone.
-    /// `None` when no group of the cluster holds it (a plain VM).
+    /// the group has not made yet, every group of muster's pools in the zone
+    /// (in a flex-start pool's group, a queued resize request naming it is
+    /// cancelled first: its gang is given up whole). False when no group of
+    /// the cluster holds it (a plain VM).
     pub(crate) async fn terminate_in_pool(
         &self,
         zone: &str,
@@ -447,13 +455,18 @@ impl GcpProvider {
                     zone: zone.to_string(),
                     name: r.name,
                 }],
-                None => self
-                    .muster_pools()
-                    .await?
-                    .into_iter()
-                    .flat_map(|(_, gs)| gs)
-                    .filter(|g| g.zone == zone)
-                    .collect(),
+                None => {
+                    let mut groups = Vec::new();
+                    for (_, gs, flex) in self.muster_pools().await? {
+                        for g in gs.into_iter().filter(|g| g.zone == zone) {
+                            if flex {
+                                self.cancel_queued(&g, name).await?;
+                            }
+                            groups.push(g);
+                        }
+                    }
+                    groups
+                }
             };
         for g in &groups {
             self.delete_from(g, name).await?;
@@ -470,7 +483,7 @@ impl GcpProvider {
         let pools = self.muster_pools().await?;
         let (g, c) = self.gke_clients()?;
         let mut deleted = Vec::new();
-        for (pool, groups) in pools {
+        for (pool, groups, _) in pools {
             let mut size = 0;
             for gr in &groups {
                 let igm = g
@@ -521,7 +534,7 @@ impl GcpProvider {
 }
 
 /// An instance of a group, as `listManagedInstances` shows it.
-enum Member {
+pub(crate) enum Member {
     /// The VM exists and the group is not acting on it.
     Made,
     /// The group's last attempt to make it failed: code and message.

@@ -229,6 +229,7 @@ mod tests {
             taints: Vec::new(),
             tags: BTreeMap::new(),
             placement_group: None,
+            grant: None,
         }
     }
 

@@ -16,6 +16,9 @@
 //!   one zone turned into planner offerings, spot and on-demand.
 //! - [`reservations`]: the Compute Engine reservations a NodeClass selects,
 //!   offered as `reserved` capacity, and a launch's reservation affinity.
+//! - [`flex_start`]: a NodeClass's flex-start terms and the resize request
+//!   that grants a launch's machines together (the calls are in
+//!   `resize_requests`).
 //! - [`gke`]: the instance template a GKE node pool runs (node pool →
 //!   instance groups → template); [`template`]: a GKE node's insert body
 //!   from it; [`kube_env`]: muster's labels and taints in GKE's kubelet flags.
@@ -24,6 +27,7 @@ pub mod compute;
 pub mod errors;
 #[cfg(feature = "test-support")]
 pub mod fake;
+pub mod flex_start;
 pub mod gke;
 mod gke_nodes;
 pub mod insert;
@@ -35,6 +39,7 @@ pub mod preemptions;
 pub mod prices;
 pub mod provider;
 pub mod reservations;
+mod resize_requests;
 
 pub use compute::GcpOptions;
 pub use provider::GcpProvider;

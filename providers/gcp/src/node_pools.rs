@@ -203,6 +203,9 @@ pub fn pool_body(
     if let Some(affinity) = pool_affinity(shape, class) {
         pool["config"]["reservationAffinity"] = affinity;
     }
+    if shape.capacity == CapacityType::FlexStart {
+        flex_start_settings(&mut pool, crate::flex_start::run_secs(class));
+    }
     pool
 }
 
@@ -220,6 +223,22 @@ fn pool_affinity(shape: &Shape<'_>, class: &GcpNodeClass) -> Option<Value> {
         reservation: shape.reservation.map(String::from),
     };
     crate::reservations::affinity(class, &offering)
+}
+
+/// A flex-start node pool's settings (GKE's flex-start node pools, "About
+/// flex-start provisioning mode",
+/// <https://cloud.google.com/kubernetes-engine/docs/concepts/dws>, and the
+/// `gcloud container node-pools create --flex-start` command of its how-to
+/// pages): `flexStart`, the machines' `maxRunDuration`, no reservation
+/// consumed (`--reservation-affinity=none`) and auto-repair off
+/// (`--no-enable-autorepair`: a repaired VM would be a new, ungranted
+/// one). Autoscaling stays off, as on every pool of muster's: muster asks
+/// for the machines itself, in resize requests of the pool's group.
+fn flex_start_settings(pool: &mut Value, run_secs: u64) {
+    pool["config"]["flexStart"] = json!(true);
+    pool["config"]["maxRunDuration"] = json!(format!("{run_secs}s"));
+    pool["config"]["reservationAffinity"] = json!({"consumeReservationType": "NO_RESERVATION"});
+    pool["management"]["autoRepair"] = json!(false);
 }
 
 #[cfg(test)]
@@ -264,6 +283,7 @@ mod tests {
             }],
             tags: Default::default(),
             placement_group: None,
+            grant: None,
         }
     }
 
@@ -389,6 +409,23 @@ mod tests {
         assert!(body.get("placementPolicy").is_none());
         let compact = pool_body("muster-x", &l4(), &class(), &req("pn-0", "l4"), true);
         assert_eq!(compact["placementPolicy"]["type"], "COMPACT");
+        let flex = Shape {
+            capacity: CapacityType::FlexStart,
+            ..l4()
+        };
+        let fs = pool_body("muster-x", &flex, &class(), &req("pn-0", "l4"), false);
+        assert_eq!(fs["config"]["flexStart"], true);
+        assert_eq!(fs["config"]["maxRunDuration"], "604800s");
+        assert_eq!(
+            fs["config"]["reservationAffinity"]["consumeReservationType"],
+            "NO_RESERVATION"
+        );
+        assert_eq!(fs["management"]["autoRepair"], false);
+        assert!(fs["config"].get("spot").is_none());
+        assert_ne!(
+            pool_name(&flex, &req("pn-0", "l4")),
+            pool_name(&l4(), &req("pn-0", "l4"))
+        );
         let meta = instance_metadata(&req("pn-0", "l4"));
         assert_eq!(meta["muster-poolnode"], "pn-0");
         assert_eq!(meta["muster-gang"], "ns.train");

@@ -9,10 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use muster_planner::{CapacityType, GpuModel, Offering, Price, Provider, Resources};
+use muster_planner::{CapacityType, FlexStart, GpuModel, Offering, Price, Provider, Resources};
 use serde::Deserialize;
 
-use crate::prices::{PriceTable, attachable_counts, offering_name};
+use crate::prices::{PriceTable, attachable_counts, flex_start_price, offering_name};
 
 /// One entry of `machineTypes.list` (the fields muster reads).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -83,9 +83,23 @@ pub struct ZoneContext<'a> {
     pub region: &'a str,
     /// Zone, e.g. `us-central1-a`.
     pub zone: &'a str,
+    /// The NodeClass's flex-start terms: each GPU machine type is also
+    /// offered flex-start with them. `None` lists no flex-start offering.
+    pub flex_start: Option<FlexStartTerms>,
 }
 
-/// Spot and on-demand offerings of one zone.
+/// What a NodeClass's `spec.gcp.flexStart` makes of its flex-start offerings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlexStartTerms {
+    /// The planner's promise: the wait for a grant and the longest run.
+    pub promise: FlexStart,
+    /// Percent below the on-demand price.
+    pub discount_percent: u8,
+}
+
+/// Spot and on-demand offerings of one zone, and flex-start ones when the
+/// context has flex-start terms (priced from the on-demand price, unpriced
+/// where that is unknown).
 pub fn zone_offerings(
     ctx: &ZoneContext<'_>,
     machine_types: &[MachineType],
@@ -115,10 +129,22 @@ pub fn zone_offerings(
             None => Vec::new(),
         };
         for (accel, count, attached) in shapes {
-            for capacity in [CapacityType::Spot, CapacityType::OnDemand] {
-                let price = prices
-                    .price(&mt.name, attached, capacity)
-                    .and_then(Price::from_usd);
+            let flex = ctx.flex_start.map(|_| CapacityType::FlexStart);
+            for capacity in [CapacityType::Spot, CapacityType::OnDemand]
+                .into_iter()
+                .chain(flex)
+            {
+                let price = match (capacity, ctx.flex_start) {
+                    (CapacityType::FlexStart, Some(terms)) => prices
+                        .price(&mt.name, attached, CapacityType::FlexStart)
+                        .or_else(|| {
+                            prices
+                                .price(&mt.name, attached, CapacityType::OnDemand)
+                                .map(|od| flex_start_price(od, terms.discount_percent))
+                        }),
+                    _ => prices.price(&mt.name, attached, capacity),
+                }
+                .and_then(Price::from_usd);
                 out.push(Offering {
                     provider: Provider::Gcp,
                     node_class: ctx.node_class.to_string(),
@@ -142,7 +168,10 @@ pub fn zone_offerings(
                     placement_groups: false,
                     boot_secs: 0,
                     reservation: None,
-                    flex_start: None,
+                    flex_start: ctx
+                        .flex_start
+                        .filter(|_| capacity == CapacityType::FlexStart)
+                        .map(|t| t.promise),
                 });
             }
         }
@@ -182,8 +211,43 @@ mod tests {
             node_class: "gpu",
             region: "us-central1",
             zone: "us-central1-a",
+            flex_start: None,
         };
         zone_offerings(&ctx, &m, &a, &PriceTable::default())
+    }
+
+    #[test]
+    fn flex_start_terms_add_one_discounted_offering_per_gpu_shape_with_its_promise() {
+        let (m, a) = listed();
+        let promise = FlexStart {
+            expected_wait: muster_planner::Dur::mins(30),
+            max_run: muster_planner::Dur::hours(24),
+        };
+        let ctx = ZoneContext {
+            node_class: "gke",
+            region: "us-central1",
+            zone: "us-central1-a",
+            flex_start: Some(FlexStartTerms {
+                promise,
+                discount_percent: 50,
+            }),
+        };
+        let all = zone_offerings(&ctx, &m, &a, &PriceTable::default());
+        assert_eq!(all.len(), 3 * (3 + 7));
+        let find = |c| {
+            all.iter()
+                .find(|o| o.instance_type == "a2-highgpu-8g" && o.capacity_type == c)
+                .expect("offered")
+        };
+        let flex = find(CapacityType::FlexStart);
+        assert_eq!(flex.flex_start, Some(promise));
+        assert_eq!(flex.price, Price::from_usd(29.38708 / 2.0));
+        assert_eq!(find(CapacityType::OnDemand).flex_start, None);
+        assert!(
+            offerings()
+                .iter()
+                .all(|o| o.capacity_type != CapacityType::FlexStart)
+        );
     }
 
     #[test]
@@ -258,6 +322,7 @@ mod tests {
             node_class: "gpu",
             region: "us-central1",
             zone: "us-central1-b",
+            flex_start: None,
         };
         let all = zone_offerings(&ctx, &m, &[], &PriceTable::default());
         assert_eq!(all.len(), 2);

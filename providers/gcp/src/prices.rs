@@ -98,7 +98,8 @@ impl PriceTable {
             return Some(*p);
         }
         // Dynamic Workload Scheduler (flex-start) prices are SKUs of their
-        // own, not in this table: unpriced unless overridden, so never chosen.
+        // own, not in this table: unpriced unless overridden, so never
+        // chosen (a NodeClass's flex-start terms price them, [`flex_start_price`]).
         if capacity == CapacityType::FlexStart {
             return None;
         }
@@ -127,9 +128,30 @@ impl PriceTable {
     }
 }
 
+/// The hourly flex-start price of a machine whose on-demand price is
+/// `on_demand`, `discount_percent` below it (capped at 53, the most Google
+/// says flex-start takes off: "a discount up to 53% for memory, vCPUs, and
+/// any attached GPUs",
+/// <https://cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig>).
+/// Google publishes no per-machine discount muster could carry, so the
+/// operator states it; 0 prices flex-start as on-demand, its upper bound.
+pub fn flex_start_price(on_demand: f64, discount_percent: u8) -> f64 {
+    on_demand * (1.0 - f64::from(discount_percent.min(MAX_FLEX_START_DISCOUNT)) / 100.0)
+}
+
+/// The largest flex-start discount Google states ("up to 53%").
+pub const MAX_FLEX_START_DISCOUNT: u8 = 53;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flex_start_is_priced_from_on_demand_and_the_stated_discount_capped_at_53() {
+        assert!((flex_start_price(100.0, 0) - 100.0).abs() < 1e-9);
+        assert!((flex_start_price(100.0, 40) - 60.0).abs() < 1e-9);
+        assert!((flex_start_price(100.0, 90) - 47.0).abs() < 1e-9);
+    }
 
     #[test]
     fn every_required_machine_type_has_both_prices_and_spot_is_cheaper() {

@@ -511,6 +511,8 @@ impl CloudProvider for GcpProvider {
     ) -> Result<Vec<Offering>, ProviderError> {
         let mut out = Vec::new();
         let mut listed = Vec::new();
+        let flex_start =
+            crate::flex_start::terms(&self.class).map_err(|e| permanent_error(e.to_string()))?;
         for zone in self.zones().await? {
             if !requirements.zones.is_empty() && !requirements.zones.contains(&zone) {
                 continue;
@@ -520,6 +522,7 @@ impl CloudProvider for GcpProvider {
                 node_class: &self.node_class,
                 region: &self.class.region,
                 zone: &zone,
+                flex_start,
             };
             out.extend(
                 zone_offerings(&ctx, &machines, &accelerators, &self.prices)
@@ -542,6 +545,7 @@ impl CloudProvider for GcpProvider {
                     node_class: &self.node_class,
                     region: &self.class.region,
                     zone,
+                    flex_start: None,
                 };
                 out.extend(
                     reservations::reserved_offering(&ctx, machines, &r)
@@ -797,6 +801,7 @@ mod tests {
             }],
             tags: Default::default(),
             placement_group: None,
+            grant: None,
         };
         assert_eq!(
             kubelet_args(&req),

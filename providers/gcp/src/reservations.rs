@@ -454,6 +454,7 @@ mod tests {
             node_class: "gpu",
             region: "us-central1",
             zone: "us-central1-a",
+            flex_start: None,
         };
         let r = of_compute("my-project", &answer(), "a100-resv".into()).expect("ready");
         let o = reserved_offering(&ctx, &machines, &r).expect("offering");

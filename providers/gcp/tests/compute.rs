@@ -51,6 +51,7 @@ fn request(name: &str, key_: &str, offering: OfferingKey) -> LaunchRequest {
         taints: Vec::new(),
         tags: BTreeMap::new(),
         placement_group: None,
+        grant: None,
     }
 }
 

@@ -54,6 +54,7 @@ fn request(name: &str, zone: &str) -> LaunchRequest {
         }],
         tags: BTreeMap::new(),
         placement_group: None,
+        grant: None,
     }
 }
 

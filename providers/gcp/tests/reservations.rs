@@ -39,6 +39,7 @@ fn request(name: &str, offering: OfferingKey) -> LaunchRequest {
         taints: Vec::new(),
         tags: BTreeMap::new(),
         placement_group: None,
+        grant: None,
     }
 }
 

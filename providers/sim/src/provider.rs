@@ -344,6 +344,7 @@ mod tests {
             taints: vec![],
             tags: Default::default(),
             placement_group: None,
+            grant: None,
         }
     }
 

@@ -84,7 +84,8 @@ pub(crate) use muster_crds::common::{Condition, ConditionStatus};
 pub(crate) use muster_crds::gang::{GangSpec, PodSet as PodSetSpec};
 
 pub(crate) use muster_crds::poolnode::{
-    GangRef, Offering as OfferingSpec, PoolNodePhase, PoolNodeSpec, PoolNodeStatus,
+    GangRef, Grant as GrantSpec, GrantMember as GrantMemberSpec, Offering as OfferingSpec,
+    PoolNodePhase, PoolNodeSpec, PoolNodeStatus,
 };
 
 /// True when the Node's Ready condition is True.

@@ -96,6 +96,7 @@ class Mig:
         self.fixture = fixture
         self.pool = pool
         self.members = {}  # name -> Member, in creation order
+        self.requests = {}  # name -> resize.Request, in creation order
         self.errors = []  # listErrors items
         self.target = int(public.get("targetSize", 0)) if not fixture else 0
         self.touched = not fixture

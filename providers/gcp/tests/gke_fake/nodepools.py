@@ -59,8 +59,13 @@ ENUM_NUMBERS = {
     "mode": ["MODE_UNSPECIFIED", "GCE_METADATA", "GKE_METADATA"],
     "type": ["TYPE_UNSPECIFIED", "COMPACT"],
     "consumeReservationType": ["UNSPECIFIED", "NO_RESERVATION", "ANY_RESERVATION", "SPECIFIC_RESERVATION"],
+    "locationPolicy": ["LOCATION_POLICY_UNSPECIFIED", "BALANCED", "ANY"],
 }
 RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
+
+# Compute's longest flex-start run (a resize request's requestedRunDuration,
+# a flex-start VM's maxRunDuration): seven days.
+MAX_RUN_SECS = 7 * 24 * 3600
 
 
 def enum_name(field, value):
@@ -94,7 +99,50 @@ def normalize_enums(pool):
     ra = cfg.get("reservationAffinity")
     if isinstance(ra, dict) and "consumeReservationType" in ra:
         ra["consumeReservationType"] = enum_name("consumeReservationType", ra["consumeReservationType"])
+    auto = pool.get("autoscaling")
+    if isinstance(auto, dict) and "locationPolicy" in auto:
+        auto["locationPolicy"] = enum_name("locationPolicy", auto["locationPolicy"])
     return pool
+
+
+def duration_secs(value, field):
+    """A google.protobuf.Duration in its JSON form ("3600s") as seconds."""
+    if not isinstance(value, str) or not value.endswith("s"):
+        raise Invalid(f"Invalid value for field '{field}': {value!r} is not a duration such as \"3600s\".")
+    try:
+        return float(value[:-1])
+    except ValueError:
+        raise Invalid(f"Invalid value for field '{field}': {value!r} is not a duration such as \"3600s\".")
+
+
+def validate_flex_start(pool, cfg):
+    """A flex-start pool's required settings, as GKE's flex-start node pool
+    command sets them (`--flex-start --reservation-affinity=none
+    --no-enable-autorepair`, with `--location-policy=ANY` when the pool
+    autoscales; https://cloud.google.com/kubernetes-engine/docs/concepts/dws
+    and its how-to pages): no reservation consumed, auto-repair off, not
+    spot or preemptible, a run of at most seven days."""
+    if cfg.get("spot") or cfg.get("preemptible"):
+        raise Invalid("Invalid value for field 'nodePool.config.flexStart': flex-start cannot be combined "
+                      "with spot or preemptible VMs.")
+    affinity = (cfg.get("reservationAffinity") or {}).get("consumeReservationType")
+    if affinity != "NO_RESERVATION":
+        raise Invalid("Invalid value for field 'nodePool.config.reservationAffinity': a flex-start node pool "
+                      f"consumes no reservation (NO_RESERVATION), not {affinity!r}.")
+    # proto3: a field left out is false, but a pool without `management`
+    # gets GKE's default (auto-repair on)
+    if "management" not in pool or (pool.get("management") or {}).get("autoRepair", False):
+        raise Invalid("Invalid value for field 'nodePool.management.autoRepair': auto-repair must be "
+                      "disabled on a flex-start node pool.")
+    auto = pool.get("autoscaling") or {}
+    if auto.get("enabled") and auto.get("locationPolicy", "BALANCED") != "ANY":
+        raise Invalid("Invalid value for field 'nodePool.autoscaling.locationPolicy': an autoscaled "
+                      "flex-start node pool needs location policy ANY.")
+    if "maxRunDuration" in cfg:
+        secs = duration_secs(cfg["maxRunDuration"], "nodePool.config.maxRunDuration")
+        if not 0 < secs <= MAX_RUN_SECS:
+            raise Invalid("Invalid value for field 'nodePool.config.maxRunDuration': "
+                          f"{cfg['maxRunDuration']} is not within 7 days.")
 
 
 class Invalid(Exception):
@@ -219,6 +267,8 @@ def validate(pool, *, region_zones, machines, accelerators, unavailable):
     if placement == "COMPACT" and len(locations) != 1:
         raise Invalid("Invalid value for field 'nodePool.placementPolicy': a COMPACT placement policy "
                       f"needs the node pool in a single zone, not {len(locations)}.")
+    if cfg.get("flexStart"):
+        validate_flex_start(pool, cfg)
     out = dict(pool, config=cfg, locations=locations, initialNodeCount=n)
     return out
 
@@ -343,6 +393,11 @@ def kubelet_config(pool):
 
 
 def scheduling(cfg):
+    if cfg.get("flexStart"):
+        # a flex-start VM: deleted at the end of its run
+        secs = int(float(str(cfg.get("maxRunDuration", f"{MAX_RUN_SECS}s")).rstrip("s")))
+        return {"provisioningModel": "FLEX_START", "automaticRestart": False, "onHostMaintenance": "TERMINATE",
+                "instanceTerminationAction": "DELETE", "maxRunDuration": {"seconds": str(secs)}}
     if cfg.get("spot"):
         return {"provisioningModel": "SPOT", "preemptible": True, "automaticRestart": False,
                 "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "STOP"}

@@ -11,6 +11,11 @@ Compute (`/compute/v1/projects/P/zones/Z/...`), errors in Compute's shape
   POST instanceGroupManagers/NAME/resize?size=N           → Operation
   POST instanceGroupManagers/NAME/listManagedInstances[?maxResults=&pageToken=]
   GET  instanceGroupManagers/NAME/listErrors
+  GET  instanceGroupManagers/NAME/resizeRequests            (list)
+  POST instanceGroupManagers/NAME/resizeRequests[?requestId=R] {"name", "instances" | "resizeBy", "requestedRunDuration"} → Operation
+  GET  instanceGroupManagers/NAME/resizeRequests/RR
+  DELETE instanceGroupManagers/NAME/resizeRequests/RR       → Operation
+  POST instanceGroupManagers/NAME/resizeRequests/RR/cancel  → Operation
   GET  operations[?filter=operationType="..."]            (list)
   (GET instanceGroupManagers/NAME is the fake's own route.)
 
@@ -31,7 +36,7 @@ Test knobs (`/fake/...`) are listed in CONTROLS below and in the README.
 from . import join
 from .world import ApiError
 
-CONTROLS = {"unstock", "hold", "gke", "mig"}
+CONTROLS = {"unstock", "hold", "gke", "mig", "resize-requests"}
 
 
 def truthy(v):
@@ -65,6 +70,8 @@ def compute(h, world, method, project, rest, q):
             items = [m.public for (p, z, _), m in world.migs.items() if p == project and z == zone]
             h.send(200, {"kind": "compute#instanceGroupManagerList", "items": items})
             return True
+        if len(tail) >= 2 and tail[1] == "resizeRequests":
+            return resize_requests(h, world, method, world.mig(project, zone, tail[0]), tail[2:], q)
         if len(tail) != 2:
             return False
         mig = world.mig(project, zone, tail[0])
@@ -114,6 +121,34 @@ def compute(h, world, method, project, rest, q):
     except ApiError as e:
         compute_error(h, e)
         return True
+
+
+def resize_requests(h, world, method, mig, tail, q):
+    """instanceGroupManagers/NAME/resizeRequests[/RR[/cancel]]. True if answered."""
+    if not tail and method == "GET":
+        h.send(200, {"kind": "compute#instanceGroupManagerResizeRequestsListResponse",
+                     "items": [r.resource() for r in mig.requests.values()]})
+        return True
+    if not tail and method == "POST":
+        req = q.get("requestId")
+        if req and ("resize", req) in h.state()["requests"]:
+            h.send(200, h.state()["requests"][("resize", req)])
+            return True
+        op = world.insert_resize_request(mig, h.body())
+        if req:
+            h.state()["requests"][("resize", req)] = op
+        h.send(200, op)
+        return True
+    if len(tail) == 1 and method == "GET":
+        h.send(200, world.resize_request(mig, tail[0]).resource())
+        return True
+    if len(tail) == 1 and method == "DELETE":
+        h.send(200, world.delete_resize_request(mig, tail[0]))
+        return True
+    if len(tail) == 2 and tail[1] == "cancel" and method == "POST":
+        h.send(200, world.cancel_resize_request(mig, tail[0]))
+        return True
+    return False
 
 
 def gke(h, world, method, parts):
@@ -185,6 +220,18 @@ def control(h, world, method, parts, q):
     elif what == "gke" and sub == "join":
         h.send(200, join.verdict(world.snapshot(), q.get("name", ""), q.get("zone")))
         return True
+    elif what == "resize-requests" and sub in ("grant", "fail"):
+        try:
+            mig, r = world.find_resize_request(q.get("name", ""), q.get("group"))
+            if sub == "grant":
+                world.grant_resize_request(mig, r)
+            else:
+                code = q.get("code") or "ZONE_RESOURCE_POOL_EXHAUSTED"
+                world.fail_resize_request(r, code, q.get("message") or f"Resize request {r.name} could not be "
+                                                                        "fulfilled: no capacity was found in time.")
+        except ApiError as e:
+            compute_error(h, e)
+            return True
     elif what == "mig" and sub == "paginated":
         mig = world.migs.get((world.fx["cluster"]["project"], q.get("zone", ""), q.get("name", "")))
         if not mig:

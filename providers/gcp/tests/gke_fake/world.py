@@ -12,7 +12,7 @@ https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locat
 import copy
 import string
 
-from . import join, nodepools
+from . import join, nodepools, resize
 from .mig import Member, Mig, compute_url, parse_instance_url, project_number
 
 ALNUM = string.ascii_lowercase + string.digits
@@ -291,7 +291,90 @@ class World:
                     self.s["instances"][key] = new
                     self.s["created"].append({"name": m.name, "zone": mig.zone, "labels": new.get("labels", {})})
                     m.action, m.errors, m.instance_id = "NONE", None, new["id"]
+            for r in mig.requests.values():
+                if r.state == "CREATING" and not hold:
+                    r.state = "ACCEPTED"  # queued until capacity is found (a knob grants it)
             mig.refresh()
+
+    # --- resize requests (flex-start grants) -------------------------------
+    def flex_start_group(self, mig):
+        t = self.template(mig.template_url)
+        return bool(t) and (t["properties"].get("scheduling") or {}).get("provisioningModel") == "FLEX_START"
+
+    def resize_request(self, mig, name):
+        r = mig.requests.get(name)
+        if not r:
+            raise ApiError(404, "notFound", f"The resource 'projects/{mig.project}/zones/{mig.zone}/"
+                                            f"instanceGroupManagers/{mig.name}/resizeRequests/{name}' was not found")
+        return r
+
+    def insert_resize_request(self, mig, body):
+        try:
+            name, instances, resize_by, secs = resize.validate(body, flex_start_template=self.flex_start_group(mig))
+        except resize.Refused as e:
+            raise ApiError(e.code, e.reason, e.message)
+        if name in mig.requests:
+            raise ApiError(409, "alreadyExists", f"The resource 'projects/{mig.project}/zones/{mig.zone}/"
+                                                 f"instanceGroupManagers/{mig.name}/resizeRequests/{name}' "
+                                                 "already exists")
+        link = f"{mig.url}/resizeRequests/{name}"
+        zone_url = f"https://www.googleapis.com/compute/v1/projects/{mig.project}/zones/{mig.zone}"
+        mig.requests[name] = resize.Request(name, instances, resize_by, secs, str(next(self.ids)), self.now(),
+                                            zone_url, link)
+        return self.operation(mig.project, mig.zone, "compute.instanceGroupManagerResizeRequests.insert", link)
+
+    def cancel_resize_request(self, mig, name):
+        r = self.resize_request(mig, name)
+        try:
+            resize.may_cancel(r.state)
+        except resize.Refused as e:
+            raise ApiError(e.code, e.reason, e.message)
+        r.state = "CANCELLED"
+        return self.operation(mig.project, mig.zone, "compute.instanceGroupManagerResizeRequests.cancel", r.self_link)
+
+    def delete_resize_request(self, mig, name):
+        r = self.resize_request(mig, name)
+        try:
+            resize.may_delete(r.state)
+        except resize.Refused as e:
+            raise ApiError(e.code, e.reason, e.message)
+        del mig.requests[name]
+        return self.operation(mig.project, mig.zone, "compute.instanceGroupManagerResizeRequests.delete", r.self_link)
+
+    def find_resize_request(self, name, group=None):
+        for mig in self.migs.values():
+            if name in mig.requests and group in (None, "", mig.name):
+                return mig, mig.requests[name]
+        raise ApiError(404, "notFound", f"no resize request {name}")
+
+    def grant_resize_request(self, mig, r):
+        """Capacity found: every VM of the request is created at once, as
+        members of the group, and the request SUCCEEDED."""
+        if r.state not in resize.ACTIVE:
+            raise ApiError(400, "conditionNotMet", f"resize request {r.name} is {r.state}")
+        configs = r.instances if r.instances is not None else [{"name": None}] * r.resize_by
+        for cfg in configs:
+            name = cfg.get("name") or self.new_name(mig)
+            if name in mig.members:
+                continue
+            meta = ((cfg.get("preservedState") or {}).get("metadata")) or {}
+            m = Member(name, metadata=meta)
+            mig.members[name] = m
+            mig.target += 1
+            new = self.make_instance(mig, m)
+            self.s["instances"][(mig.project, mig.zone, name)] = new
+            self.s["created"].append({"name": name, "zone": mig.zone, "labels": new.get("labels", {})})
+            m.action, m.instance_id = "NONE", new["id"]
+        r.state = "SUCCEEDED"
+        mig.touched = True
+        mig.refresh()
+
+    def fail_resize_request(self, r, code, message):
+        """No capacity in time: the request FAILED and no VM of it exists."""
+        if r.state not in resize.ACTIVE:
+            raise ApiError(400, "conditionNotMet", f"resize request {r.name} is {r.state}")
+        r.state = "FAILED"
+        r.error = {"code": code, "message": message}
 
     # --- GKE node pools ---------------------------------------------------
     def gke_operation(self, kind, target, on_done):

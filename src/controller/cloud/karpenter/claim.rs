@@ -259,6 +259,7 @@ mod tests {
             }],
             tags: BTreeMap::new(),
             placement_group: None,
+            grant: None,
         }
     }
 

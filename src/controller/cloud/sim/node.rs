@@ -307,6 +307,7 @@ mod tests {
             }],
             tags: BTreeMap::new(),
             placement_group: None,
+            grant: None,
         }
     }
 

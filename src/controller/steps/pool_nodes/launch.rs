@@ -10,7 +10,8 @@ use muster_planner::{CapacityType, Provider, Snapshot};
 
 use crate::controller::base::api::{ActError, api, gang_label_value, is_already_exists};
 use crate::controller::base::objects::{
-    GANG_LABEL, GangRef, Kind, KindExt, OfferingSpec, POOL_LABEL, PoolNodeSpec, TERMINATE_FINALIZER,
+    GANG_LABEL, GangRef, GrantMemberSpec, GrantSpec, Kind, KindExt, OfferingSpec, POOL_LABEL,
+    PoolNodeSpec, TERMINATE_FINALIZER,
 };
 use crate::controller::ctx::Ctx;
 
@@ -19,7 +20,8 @@ pub(crate) async fn write(ctx: &Ctx, launches: &[Launch], snapshot: &Snapshot) -
     let mut created = 0;
     for launch in launches {
         for n in &launch.nodes {
-            match create(ctx, n, Some(launch.gang.as_str()), snapshot).await {
+            let grant = grant_of(launch, n);
+            match create(ctx, n, grant, Some(launch.gang.as_str()), snapshot).await {
                 Ok(true) => created += 1,
                 Ok(false) => {}
                 Err(e) => {
@@ -31,12 +33,32 @@ pub(crate) async fn write(ctx: &Ctx, launches: &[Launch], snapshot: &Snapshot) -
     created
 }
 
-/// Writes the PoolNode of one new node, for a gang (`namespace/name`) or
-/// for none (a consolidation replacement). True when it was created, false
-/// when it already existed.
+/// The grant request `n` is bought in, with every node of the launch that
+/// names the same request: what its PoolNode records, so whichever member
+/// is launched first asks for all of them.
+pub(crate) fn grant_of(launch: &Launch, n: &NewNode) -> Option<GrantSpec> {
+    let name = n.grant.as_ref()?;
+    Some(GrantSpec {
+        name: name.clone(),
+        members: launch
+            .nodes
+            .iter()
+            .filter(|m| m.grant.as_ref() == Some(name))
+            .map(|m| GrantMemberSpec {
+                name: m.name.clone(),
+                idempotency_key: m.idempotency_key.clone(),
+            })
+            .collect(),
+    })
+}
+
+/// Writes the PoolNode of one new node, bought in `grant` when it has one,
+/// for a gang (`namespace/name`) or for none (a consolidation
+/// replacement). True when it was created, false when it already existed.
 pub(crate) async fn create(
     ctx: &Ctx,
     n: &NewNode,
+    grant: Option<GrantSpec>,
     gang: Option<&str>,
     snapshot: &Snapshot,
 ) -> Result<bool, ActError> {
@@ -82,6 +104,7 @@ pub(crate) async fn create(
         gang: gang.and_then(|g| gang_ref(g, snapshot)),
         idempotency_key: n.idempotency_key.clone(),
         placement_group: n.placement_group.clone(),
+        grant,
     };
     let mut obj = DynamicObject::new(&n.name, &Kind::PoolNode.api_resource());
     obj.metadata.finalizers = Some(vec![TERMINATE_FINALIZER.to_string()]);
@@ -130,4 +153,65 @@ pub(crate) fn gang_ref(gang: &str, snapshot: &Snapshot) -> Option<GangRef> {
         name: name.to_string(),
         uid,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_planner::plan::Launch;
+    use muster_planner::{GangId, OfferingKey, Price};
+
+    use super::*;
+    use crate::controller::steps::pool_nodes::registration::launch_request;
+
+    fn node(name: &str, grant: Option<&str>) -> NewNode {
+        NewNode {
+            name: name.to_string(),
+            idempotency_key: format!("key-{name}"),
+            pool: "gpu".to_string(),
+            offering: OfferingKey {
+                provider: Provider::Gcp,
+                zone: "us-central1-a".to_string(),
+                instance_type: "a3-highgpu-8g".to_string(),
+                capacity_type: CapacityType::FlexStart,
+                reservation: None,
+            },
+            price: Price::default(),
+            placement_group: None,
+            grant: grant.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_flex_start_pool_node_records_every_member_of_its_grant_and_the_request_carries_it() {
+        let launch = Launch {
+            gang: GangId::new("a/j"),
+            nodes: vec![node("j-0", Some("g1")), node("j-1", Some("g1"))],
+            reserve: Vec::new(),
+            assignments: Vec::new(),
+            price_per_hour: Price::default(),
+            message: String::new(),
+            deadline: None,
+        };
+        let grant = grant_of(&launch, &launch.nodes[1]).expect("a grant");
+        assert_eq!(grant.name, "g1");
+        let members: Vec<_> = grant.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(members, ["j-0", "j-1"]);
+        assert_eq!(grant.members[0].idempotency_key, "key-j-0");
+        assert!(grant_of(&launch, &node("x", None)).is_none());
+
+        let spec: PoolNodeSpec = serde_json::from_value(serde_json::json!({
+            "pool": "gpu", "nodeClass": "gke",
+            "offering": {"provider": "gcp", "region": "us-central1", "zone": "us-central1-a",
+                         "instanceType": "a3-highgpu-8g", "capacityType": "flex-start",
+                         "pricePerHour": "1", "gpuModel": "H100", "gpuCount": 8},
+            "idempotencyKey": "key-j-1",
+            "grant": serde_json::to_value(&grant).expect("grant"),
+        }))
+        .expect("spec");
+        let req = launch_request("j-1", &spec, "prod", &Default::default(), Vec::new());
+        let g = req.grant.expect("the request's grant");
+        assert_eq!(g.name, "g1");
+        assert_eq!(g.members.len(), 2);
+        assert_eq!(g.members[1].idempotency_key, "key-j-1");
+    }
 }

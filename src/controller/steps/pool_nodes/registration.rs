@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use muster_planner::Taint;
 use muster_planner::labels::registration_labels;
-use muster_provider_api::LaunchRequest;
+use muster_provider_api::{Grant, GrantMember, LaunchRequest};
 
 use crate::controller::base::objects::{POOLNODE_LABEL, PoolNodeSpec};
 use crate::controller::translate::node::{offering_key, poolnode_gang};
@@ -42,5 +42,16 @@ pub(crate) fn launch_request(
         taints,
         tags: BTreeMap::new(),
         placement_group: spec.placement_group.clone(),
+        grant: spec.grant.as_ref().map(|g| Grant {
+            name: g.name.clone(),
+            members: g
+                .members
+                .iter()
+                .map(|m| GrantMember {
+                    name: m.name.clone(),
+                    idempotency_key: m.idempotency_key.clone(),
+                })
+                .collect(),
+        }),
     }
 }

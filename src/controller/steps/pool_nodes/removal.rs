@@ -111,7 +111,8 @@ async fn mark_one(
 ) -> Result<(), ActError> {
     let why = reason(&r.kind);
     if let RemovalKind::Replace { with } = &r.kind {
-        crate::controller::steps::pool_nodes::launch::create(ctx, with, None, &tr.snapshot).await?;
+        crate::controller::steps::pool_nodes::launch::create(ctx, with, None, None, &tr.snapshot)
+            .await?;
         api(&ctx.client, Kind::PoolNode, None)
             .patch(
                 &pn.name_any(),
