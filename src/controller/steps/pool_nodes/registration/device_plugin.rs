@@ -294,6 +294,7 @@ fn registrations(class: &NodeClass, req: &LaunchRequest) -> Vec<(&'static str, R
             accelerator: Some(("nvidia-l4", 1)),
             capacity: req.offering.capacity_type,
             zone: &req.offering.zone,
+            reservation: None,
         };
         let body = pool_body("muster-test", &shape, gcp, req, false);
         let config = &body["config"];
