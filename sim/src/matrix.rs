@@ -1,7 +1,8 @@
 //! `muster simulate --matrix`: one workload under five cloud conditions —
 //! one cloud: AWS; one cloud: GCP; scarcity of the big GPU shapes; spot-heavy
-//! with interruptions; reserved capacity and a network topology — for every policy, in one report with a row per
-//! scenario. The figures of `docs/benchmarks.md` and of the README table are
+//! with interruptions; reserved capacity and a network topology — and, as a
+//! sixth row, a gang-heavy month of an LLM cluster in AWS in place of the
+//! workload, for every policy, in one report with a row per scenario. The figures of `docs/benchmarks.md` and of the README table are
 //! rendered from [`MatrixReport`] ([`crate::report::matrix`]), never typed.
 
 use std::sync::Mutex;
@@ -14,15 +15,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::report::summary::{PolicySummary, Summary};
 use crate::runner::{PolicyKind, PolicyRun, Prepared, RunConfig, RunError, prepare, run_policy};
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, WorkloadSpec};
 
 /// The matrix's conditions, in report order.
-pub const CONDITIONS: [Condition; 5] = [
+pub const CONDITIONS: [Condition; 6] = [
     Condition::Aws,
     Condition::Gcp,
     Condition::Scarcity,
     Condition::SpotHeavy,
     Condition::Reservations,
+    Condition::GangHeavy,
 ];
 
 /// One row of the matrix.
@@ -39,6 +41,9 @@ pub enum Condition {
     /// AWS with an On-Demand Capacity Reservation for the month, two
     /// Capacity Blocks, and machines in racks and blocks.
     Reservations,
+    /// AWS, the workload replaced by a month of an LLM cluster whose
+    /// multi-node gangs carry most GPU-hours ([`crate::workload::llm_month`]).
+    GangHeavy,
 }
 
 /// The reservations of the reservations row: two g6.48xlarge (8 × L4) in
@@ -106,6 +111,7 @@ impl Condition {
             Condition::Scarcity => "scarcity (AWS)",
             Condition::SpotHeavy => "spot-heavy (AWS)",
             Condition::Reservations => "reservations + topology (AWS)",
+            Condition::GangHeavy => "gang-heavy LLM month (AWS)",
         }
     }
 
@@ -117,6 +123,7 @@ impl Condition {
             Condition::Scarcity => "scarcity",
             Condition::SpotHeavy => "spot-heavy",
             Condition::Reservations => "reservations",
+            Condition::GangHeavy => "gang-heavy",
         }
     }
 
@@ -143,10 +150,22 @@ impl Condition {
                  racks per zone; a gang over racks runs 10 % longer, over blocks 25 % \
                  (assumed); pools buy reserved, spot and on-demand"
             }
+            Condition::GangHeavy => {
+                "AWS; in place of the trace, 30 days of ~100 A100 jobs a day drawn after the \
+                 Kalos cluster of the Acme trace (Hu et al., NSDI 2024: GPUs per job median 1, \
+                 mean 26.8; run time median 124 s, mean 1,260 s); 21 % of the jobs are gangs \
+                 of 2–32 pods of 8 GPUs (16–256 GPUs) and carry over 99 % of the GPU-hours"
+            }
         }
     }
 
-    /// The scenario of this row, derived from `base`.
+    /// True for a row that replaces the workload (and ignores `--trace`).
+    pub fn replaces_workload(self) -> bool {
+        self == Condition::GangHeavy
+    }
+
+    /// The scenario of this row, derived from `base`. The gang-heavy row
+    /// draws the month `base.matrix.gangHeavy` sets (default: 30 days).
     pub fn apply(self, base: &Scenario) -> Scenario {
         let mut s = base.clone();
         match self {
@@ -189,6 +208,14 @@ impl Condition {
                 s.cloud.provider = Some(Provider::Aws);
                 s.cloud.reservations.extend(row_reservations());
                 s.cloud.topology = Some(ROW_TOPOLOGY);
+            }
+            Condition::GangHeavy => {
+                s.cloud.provider = Some(Provider::Aws);
+                s.workload = WorkloadSpec {
+                    trace: None,
+                    generator: None,
+                    llm_month: Some(base.matrix.gang_heavy.clone().unwrap_or_default()),
+                };
             }
         }
         s
@@ -360,6 +387,11 @@ pub fn run_matrix(
     for c in CONDITIONS {
         let row_cfg = RunConfig {
             scenario: c.apply(&cfg.scenario),
+            trace: if c.replaces_workload() {
+                None
+            } else {
+                cfg.trace.clone()
+            },
             ..cfg.clone()
         };
         prepared.push((c, prepare(&row_cfg)?));
@@ -477,6 +509,10 @@ mod tests {
         assert_eq!(reserved.cloud.reservations.len(), 3);
         assert!(reserved.cloud.topology.is_some());
         assert!(reserved.cloud.behaviour().validate().is_ok());
+        let gangs = Condition::GangHeavy.apply(&base);
+        assert!(gangs.workload.llm_month.is_some() && gangs.workload.trace.is_none());
+        assert_eq!(gangs.cloud.provider, Some(Provider::Aws));
+        assert!(Condition::GangHeavy.replaces_workload() && !Condition::Aws.replaces_workload());
         let heavy = Condition::SpotHeavy.apply(&base);
         assert!(
             heavy.cloud.spot_interruption_rate_per_hour

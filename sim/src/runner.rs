@@ -19,6 +19,7 @@ use crate::policies::Policy;
 use crate::policies::muster::{MusterConfig, MusterPolicy};
 use crate::scenario::Scenario;
 use crate::workload::generator::{GeneratorConfig, generate};
+use crate::workload::llm_month::{LlmMonthConfig, generate_llm_month};
 use crate::workload::trace::parse_trace;
 use crate::workload::{Job, PodShape};
 use crate::world::World;
@@ -192,6 +193,16 @@ pub fn prepare(cfg: &RunConfig) -> Result<Prepared, RunError> {
                 source,
             })?;
             (jobs, format!("trace {}", p.display()))
+        }
+        None if sc.workload.llm_month.is_some() => {
+            let m = sc.workload.llm_month.clone().unwrap_or_default();
+            let jobs = generate_llm_month(&m, seed);
+            if jobs.is_empty() {
+                return Err(RunError::Invalid(
+                    "the LLM month has no jobs (days or jobsPerDay is 0)".into(),
+                ));
+            }
+            (jobs, describe_llm_month(&m, seed))
         }
         None => {
             let g = sc.workload.generator.clone().unwrap_or_default();
@@ -401,6 +412,13 @@ fn describe_generator(g: &GeneratorConfig, seed: u64) -> String {
     )
 }
 
+fn describe_llm_month(m: &LlmMonthConfig, seed: u64) -> String {
+    format!(
+        "LLM month after Kalos (Acme trace, NSDI 2024; seed {seed}): {} days, ~{} jobs/day, gangs up to {} GPUs, {} teams",
+        m.days, m.jobs_per_day, m.max_gpus, m.teams
+    )
+}
+
 /// What one policy's run produced.
 #[derive(Debug, Clone)]
 pub struct PolicyRun {
@@ -446,16 +464,24 @@ pub fn tuned_ca(default: &CaConfig) -> CaConfig {
 
 /// The constraints of a layout with node groups (NodePools) split by GPU
 /// count: each job's pods also select machines of exactly the smallest GPU
-/// count among `sizes` that holds one pod, so small jobs never fill (and
-/// keep alive) a big machine. A pod larger than every size keeps its
-/// constraint.
-pub fn split_by_gpu_count(p: &Prepared, sizes: &[u32]) -> Vec<Constraint> {
+/// count, among the machines some pool may buy that the job accepts, that
+/// holds one pod, so small jobs never fill (and keep alive) a big machine.
+/// A 1-GPU pod that asks for a model sold only 8 to a machine selects the
+/// 8-GPU size. A pod larger than every such size keeps its constraint.
+pub fn split_by_gpu_count(p: &Prepared) -> Vec<Constraint> {
+    let buyable = buyable_offerings(p);
     p.jobs
         .iter()
         .zip(&p.constraints)
-        .map(|(j, c)| {
+        .zip(&p.requests)
+        .map(|((j, c), req)| {
             let gpus = j.pod_gpu_millis.div_ceil(1000).max(1);
-            let size = sizes.iter().copied().filter(|s| *s >= gpus as u32).min();
+            let size = buyable
+                .iter()
+                .filter(|o| c.accepts_offering(o, req))
+                .map(|o| o.gpu_count)
+                .filter(|s| *s >= gpus as u32)
+                .min();
             Constraint {
                 node_gpus: size,
                 ..c.clone()
@@ -464,10 +490,9 @@ pub fn split_by_gpu_count(p: &Prepared, sizes: &[u32]) -> Vec<Constraint> {
         .collect()
 }
 
-/// The GPU counts of the machines some pool may buy, ascending.
-fn machine_sizes(p: &Prepared) -> Vec<u32> {
-    let mut sizes: Vec<u32> = p
-        .cloud
+/// The priced offerings some pool may buy.
+fn buyable_offerings(p: &Prepared) -> Vec<&Offering> {
+    p.cloud
         .offerings()
         .iter()
         .filter(|o| {
@@ -476,18 +501,14 @@ fn machine_sizes(p: &Prepared) -> Vec<u32> {
                     .iter()
                     .any(|pool| pool.provider == o.provider && pool.requirements.admits(o))
         })
-        .map(|o| o.gpu_count)
-        .collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    sizes
+        .collect()
 }
 
 /// Runs one policy on a fresh world.
 pub fn run_policy(p: &Prepared, kind: PolicyKind, progress: &mut dyn FnMut(f64)) -> PolicyRun {
     let sw = Stopwatch::start();
     let constraints = if kind.tuned() {
-        split_by_gpu_count(p, &machine_sizes(p))
+        split_by_gpu_count(p)
     } else {
         p.constraints.clone()
     };

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::baselines::default_ca::CaConfig;
 use crate::baselines::kueue_karpenter::KkConfig;
 use crate::workload::generator::GeneratorConfig;
+use crate::workload::llm_month::LlmMonthConfig;
 
 /// A scenario.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -56,6 +57,18 @@ pub struct Scenario {
     /// Baseline knobs.
     #[serde(default)]
     pub baselines: BaselinesSpec,
+    /// What `--matrix` rows that bring their own workload use.
+    #[serde(default)]
+    pub matrix: MatrixSpec,
+}
+
+/// Knobs of the matrix rows that bring their own workload.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MatrixSpec {
+    /// The month of the gang-heavy row (default: [`LlmMonthConfig::default`]).
+    #[serde(default)]
+    pub gang_heavy: Option<LlmMonthConfig>,
 }
 
 /// Where jobs come from.
@@ -68,6 +81,10 @@ pub struct WorkloadSpec {
     /// Generator knobs (used when there is no trace).
     #[serde(default)]
     pub generator: Option<GeneratorConfig>,
+    /// A month of an LLM cluster's jobs (used when there is no trace; wins
+    /// over `generator`).
+    #[serde(default)]
+    pub llm_month: Option<LlmMonthConfig>,
 }
 
 /// What a job may run on, and how big its pods are.

@@ -165,6 +165,30 @@ fn tuned_layouts_keep_small_jobs_off_big_machines() {
 }
 
 #[test]
+fn tuned_layouts_select_the_smallest_size_the_job_accepts() {
+    // AWS sells A100s only 8 to a machine: a 1-GPU A100 job selects the
+    // 8-GPU size, not a 1-GPU size no A100 comes in, and runs
+    let trace = temp_file(
+        "a100.csv",
+        "submit_s,duration_s,gpus,workers,team\n0,600,1,1,a\n",
+    );
+    let (_, runs, s) = run(
+        scenario("jobs: {gpuModels: [A100]}\ncloud: {spotInterruptionRatePerHour: 0}\n"),
+        Some(trace),
+        2,
+    );
+    for name in [
+        "default-ca-tuned",
+        "kueue-karpenter-tuned",
+        "kueue-provreq-tuned",
+    ] {
+        assert_eq!(s.policies[name].jobs_completed, 1, "{name}");
+        let l = launched_groups(&runs, name);
+        assert!(l.iter().all(|g| g.starts_with("p4d")), "{name}: {l:?}");
+    }
+}
+
+#[test]
 fn tuned_provisioning_requests_serve_a_burst_in_one_scan_and_skip_single_pods() {
     // five 2-pod gangs and three single pods at the same second
     let mut csv = String::from("submit_s,duration_s,gpus,workers,team\n");

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use muster_sim::matrix::{CONDITIONS, MatrixReport, run_matrix};
+use muster_sim::matrix::{CONDITIONS, Condition, MatrixReport, run_matrix};
 use muster_sim::report::matrix::{read_block, render_benchmarks, render_readme};
 use muster_sim::{PolicyKind, RunConfig, Scenario};
 
@@ -41,7 +41,8 @@ fn committed_pages_match_the_committed_matrix() {
 fn a_matrix_has_a_row_per_condition_and_every_policy() {
     let cfg = RunConfig {
         scenario: Scenario::parse(
-            "workload:\n  generator: {days: 1, jobsPerDay: 120, burstsPerDay: 1}\n",
+            "workload:\n  generator: {days: 1, jobsPerDay: 120, burstsPerDay: 1}\n\
+             matrix:\n  gangHeavy: {days: 1, jobsPerDay: 60, maxGpus: 32}\n",
             "t.yaml",
         )
         .expect("scenario"),
@@ -62,10 +63,12 @@ fn a_matrix_has_a_row_per_condition_and_every_policy() {
         let names: Vec<&str> = row.policies.iter().map(|(n, _)| n.as_str()).collect();
         let want: Vec<&str> = PolicyKind::ALL.iter().map(|k| k.name()).collect();
         assert_eq!(names, want, "{}", row.scenario);
+    }
+    for (row, (_, prepared, _, _)) in run.report.rows.iter().zip(&run.rows) {
         for (n, c) in &row.policies {
             assert_eq!(
                 c.jobs_completed,
-                run.rows[0].1.jobs.len() as u64,
+                prepared.jobs.len() as u64,
                 "{}/{n}",
                 row.scenario
             );
@@ -75,6 +78,19 @@ fn a_matrix_has_a_row_per_condition_and_every_policy() {
     let base: u64 = aws.policies.iter().map(|(_, c)| c.interruptions).sum();
     let more: u64 = heavy.policies.iter().map(|(_, c)| c.interruptions).sum();
     assert!(more > base, "spot-heavy interrupts more: {more} vs {base}");
+    let gangs = run.rows.last().expect("rows");
+    assert_eq!(gangs.0, Condition::GangHeavy);
+    assert!(gangs.1.workload_source.starts_with("LLM month"));
+    assert!(gangs.1.jobs.iter().any(|j| j.workers > 1));
+    let gang_row = run.report.rows.last().expect("rows");
+    assert!(
+        gang_row
+            .policies
+            .iter()
+            .all(|(_, c)| c.multi_node_starts > 0),
+        "every policy runs the month's multi-node gangs"
+    );
     let md = render_benchmarks(&run.report);
     assert!(md.contains("| scarcity (AWS) |") && md.contains("muster ≤ 1.05 × lower bound"));
+    assert!(md.contains("| gang-heavy LLM month (AWS) |"));
 }

@@ -44,8 +44,9 @@ pub struct SimulateArgs {
     )]
     pub policies: Vec<String>,
     /// Run the scenario matrix: one cloud AWS, one cloud GCP, scarcity,
-    /// spot-heavy — every policy on each; writes matrix.json and matrix.md
-    /// and one directory per row into --out.
+    /// spot-heavy, reservations + topology, and a gang-heavy LLM month in
+    /// place of the trace — every policy on each; writes matrix.json and
+    /// matrix.md and one directory per row into --out.
     #[arg(long)]
     pub matrix: bool,
     /// With --matrix: rewrite the generated blocks of docs/benchmarks.md and

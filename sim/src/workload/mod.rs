@@ -1,5 +1,6 @@
 //! The workload: jobs as the simulator replays them, from a trace file
-//! ([`trace`]) or the built-in seeded generator ([`generator`]).
+//! ([`trace`]), the built-in seeded generator ([`generator`]) or a month of
+//! an LLM cluster drawn after published figures ([`llm_month`]).
 //!
 //! A job asks for `gpus` GPUs over `workers` pods (a gang). Each pod gets
 //! `gpus / workers` GPUs, rounded up to whole GPUs when `gpus ≥ 1`; a job of
@@ -7,6 +8,7 @@
 //! memory requests scale with the pod's GPUs (see [`PodShape`]).
 
 pub mod generator;
+pub mod llm_month;
 pub mod trace;
 
 use muster_planner::{Dur, GpuModel, Time};
