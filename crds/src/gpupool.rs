@@ -295,10 +295,10 @@ impl Default for Disruption {
     }
 }
 
-/// The planner's default (`muster_planner::model::pool`): about one and a
-/// half GPU-node boot times.
+/// The planner's default (`muster_planner::model::pool`): about half a
+/// GPU node's boot; warm capacity keeps what arrivals ask for.
 fn default_consolidate_after() -> Duration {
-    Duration::from("6m")
+    Duration::from("2m")
 }
 
 fn default_scale_to_zero_after() -> Duration {

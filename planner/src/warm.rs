@@ -9,7 +9,12 @@
 //! the pool may buy that holds one of its pods, as many as its pods fill at
 //! that size. A burst of small jobs thus keeps, once its jobs end, as many
 //! empty machines of their size as it used, for the window; quiet periods
-//! keep none.
+//! keep none. An arrival that filled more than one machine (a multi-node
+//! gang) asks for none: it waits for the slowest of its machines whatever
+//! is kept, and keeping its machines costs a whole gang's worth for an
+//! arrival that seldom repeats within the window (on the matrix's
+//! gang-heavy row, counting gangs kept $26k of A100 machines idle for a
+//! month, `docs/benchmarks.md`).
 //!
 //! Per class, the youngest empty nodes are kept first (they would be kept
 //! by `consolidateAfter` anyway), then by price and name; the kept nodes of
@@ -73,6 +78,11 @@ fn demand(w: &World<'_>, p: usize, kw: &KeepWarm) -> BTreeMap<u64, u64> {
             continue;
         };
         let machines = (u64::from(a.pods) * per_pod).div_ceil(class);
+        if machines > 1 {
+            // a gang over several machines is no demand for warm ones (see
+            // the module's comment)
+            continue;
+        }
         seen.entry(class).or_default().push((a.at, machines));
     }
     for (class, mut v) in seen {

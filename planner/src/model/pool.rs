@@ -170,15 +170,19 @@ pub struct KeepWarm {
 }
 
 /// How long a node stays empty or underutilized before it is consolidated,
-/// unless the pool says otherwise: about one and a half boot times (GPU
-/// nodes take 3–4 minutes to boot and register their GPUs), the ski-rental
-/// break-even of keeping an empty node against buying, booting and waiting
-/// for the next one. The GPUPool CRD's default is the same. On the Philly
-/// replay (`docs/benchmarks.md`) 6 minutes costs less than 1 minute, since
-/// fewer machines are bought only to boot, and the median job then starts
-/// on a node that is already there.
+/// unless the pool says otherwise: two minutes, about half a GPU node's boot
+/// (3–4 minutes to boot and register its GPUs), a debounce between a gang
+/// ending and the next pod of its workload. Keeping empty nodes for the
+/// next arrivals is warm capacity's decision (`keepWarm`, [`crate::warm`]),
+/// sized from those arrivals; this delay only covers nodes nothing asks
+/// for. Measured with `muster simulate --matrix` (one row at a time) once
+/// warm capacity no longer counted multi-node gangs: on the gang-heavy row
+/// muster costs $216,060 at 1 minute, $217,136 at 2 and $221,367 at 6; on
+/// the AWS Philly row $176,403, $176,448 and $176,636. Two minutes keeps
+/// most of the saving and still absorbs a pod replaced within a minute or
+/// two. The GPUPool CRD's default is the same.
 fn default_consolidate_after() -> Dur {
-    Dur::mins(6)
+    Dur::mins(2)
 }
 /// The longest `keepWarm.window` of `pools`: how far back a driver keeps
 /// arrivals; `None` when no pool keeps nodes warm.
