@@ -37,6 +37,17 @@ use support::{ar, eventually};
 /// finalizer terminates the instance and deletes the Node), no sooner than
 /// `wait` after the Job completed, until the pool has no node left.
 async fn scenario_scale_down(disruption: serde_json::Value, reason: &str, wait: Duration) {
+    scale_down_after(&[("short", 2)], disruption, reason, wait).await;
+}
+
+/// [`scenario_scale_down`] with `jobs` (name, pods of 8 GPUs each): two
+/// machines in all.
+async fn scale_down_after(
+    jobs: &[(&str, i32)],
+    disruption: serde_json::Value,
+    reason: &str,
+    wait: Duration,
+) {
     let (server, client) = start_world(&[]).await;
     patch_pool(&client, "a100", json!({"disruption": disruption})).await;
     let cloud = FakeCloud::new(Some(client.clone()));
@@ -46,27 +57,46 @@ async fn scenario_scale_down(disruption: serde_json::Value, reason: &str, wait: 
         Some(Duration::from_secs(1)),
     );
     let _ctl = start(&server, &cloud, controller::real_planner());
-    job("short")
-        .queue("team-a")
-        .pods(2)
-        .gpus(8)
-        .create(&client)
-        .await;
-    wait_for_running_pods(&client, NS, "job-name=short", 2, 30).await;
-    assert_eq!(poolnodes(&client).await.len(), 2);
-    eventually(30, "the Job completed", || {
+    for (name, pods) in jobs {
+        job(name)
+            .queue("team-a")
+            .pods(*pods)
+            .gpus(8)
+            .create(&client)
+            .await;
+    }
+    eventually(60, "the Jobs completed", || {
         let seen = emu.seen.clone();
         async move {
-            seen.lock()
-                .expect("seen")
-                .completed
-                .contains("short")
+            let seen = seen.lock().expect("seen");
+            jobs.iter()
+                .all(|(name, _)| seen.completed.contains(*name))
                 .then_some(())
         }
     })
     .await;
     let completed = std::time::Instant::now();
-    wait_for_gang_phase(&client, NS, "short", &["Finished"], 10).await;
+    // every pod ran, on the two machines bought for them
+    let ran = {
+        let seen = emu.seen.lock().expect("seen");
+        jobs.iter()
+            .map(|(name, _)| {
+                seen.started
+                    .keys()
+                    .filter(|p| p.starts_with(&format!("{NS}/{name}-")))
+                    .count()
+            })
+            .collect::<Vec<_>>()
+    };
+    let pods: Vec<usize> = jobs
+        .iter()
+        .map(|(_, n)| usize::try_from(*n).unwrap_or(0))
+        .collect();
+    assert_eq!(ran, pods, "pods run per Job");
+    assert_eq!(cloud.instances().len(), 2, "two machines bought");
+    for (name, _) in jobs {
+        wait_for_gang_phase(&client, NS, name, &["Finished"], 10).await;
+    }
     // a removal is written as Draining with its reason before the node goes
     let draining = wait_for_poolnode_phase(&client, "Draining", 30).await;
     assert_eq!(draining.data["status"]["reason"], reason, "{draining:?}");
@@ -114,14 +144,17 @@ async fn s5_empty_nodes_removed_after_consolidate_after() {
     .await;
 }
 
-/// With warm capacity, the two empty 8-GPU nodes the finished gang used are
-/// kept past `consolidateAfter` while its arrival is in the pool's window
-/// (it asked for two machines of that size), and removed as Empty once it
-/// is not: at least 30 s after the Gang was created, so well after the
-/// Job completed.
+/// With warm capacity, the two empty 8-GPU nodes two finished one-machine
+/// Jobs used are kept past `consolidateAfter` while their arrivals are in
+/// the pool's window (each asked for one machine of that size), and removed
+/// as Empty once they are not: at least 30 s after the Gangs were created,
+/// so well after the Jobs completed. (A gang over several machines asks
+/// for no warm machines: planner case
+/// `warm/a-gang-over-several-machines-keeps-none`.)
 #[tokio::test]
 async fn s5_warm_nodes_kept_while_their_arrivals_are_in_the_window() {
-    scenario_scale_down(
+    scale_down_after(
+        &[("warm-a", 1), ("warm-b", 1)],
         json!({"consolidateAfter": "2s", "scaleToZeroAfter": "1h", "keepWarm": {"window": "30s", "burst": "30s"}}),
         "Empty",
         Duration::from_secs(10),

@@ -714,6 +714,13 @@ impl MusterPolicy {
                 _ => self.terminate(world, id, GangEvent::NodeLost),
             }
         }
+        if !removals.is_empty() {
+            // the controller sees each removed node go (its PoolNode and
+            // Node deletions are watch events) and plans again, debounced:
+            // removals a disruption budget held back go then, not at the
+            // next tick
+            self.trigger(world);
+        }
         // 6. Waiting.
         for w in waiting {
             *self.stats.waits.entry(w.reason).or_default() += 1;
