@@ -158,17 +158,30 @@ impl GcpProvider {
         name: &str,
     ) -> Result<bool, ProviderError> {
         let (g, _) = self.gke_clients()?;
-        let list = g
-            .resize_requests
-            .list()
-            .set_project(&group.project)
-            .set_zone(&group.zone)
-            .set_instance_group_manager(&group.name)
-            .send()
-            .await
-            .map_err(|e| failure(&e, None))?;
+        // every page: finished requests stay on the group, so a long-lived
+        // group's list can pass one page (Compute's default 500)
+        let mut requests = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = g
+                .resize_requests
+                .list()
+                .set_project(&group.project)
+                .set_zone(&group.zone)
+                .set_instance_group_manager(&group.name)
+                .set_page_token(token.clone())
+                .send()
+                .await
+                .map_err(|e| failure(&e, None))?;
+            let v = to_value(&page);
+            requests.extend(v["items"].as_array().into_iter().flatten().cloned());
+            token = v["nextPageToken"].as_str().unwrap_or_default().to_string();
+            if token.is_empty() {
+                break;
+            }
+        }
         let mut cancelled = false;
-        for r in to_value(&list)["items"].as_array().into_iter().flatten() {
+        for r in &requests {
             if r["state"].as_str() != Some("ACCEPTED") || !names_instance(r, name) {
                 continue;
             }

@@ -74,7 +74,7 @@ pub fn invalid_writes() -> u64 {
 pub(crate) fn provider_error(what: &str, e: kube::Error) -> muster_provider_api::ProviderError {
     use muster_provider_api::ProviderError;
     match &e {
-        kube::Error::Api(s) if s.code == 429 || s.code >= 500 => ProviderError::Transient {
+        kube::Error::Api(s) if is_transient(&e) => ProviderError::Transient {
             message: format!("{what}: {}", s.message),
             retry_after: None,
         },
@@ -85,6 +85,16 @@ pub(crate) fn provider_error(what: &str, e: kube::Error) -> muster_provider_api:
             message: format!("{what}: {e}"),
             retry_after: None,
         },
+    }
+}
+
+/// Whether an API call may succeed if tried again: the server was busy
+/// (429) or failed (5xx), or the answer never came (any error that is not
+/// the server's answer).
+pub(crate) fn is_transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+        _ => true,
     }
 }
 

@@ -99,12 +99,10 @@ const EVENT_TRIES: u32 = 4;
 /// The wait before the n-th retry is n times this.
 const EVENT_RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Whether a failed Event write is worth another try: the server was busy,
-/// failed, or lost the connection; not when it refused the Event itself.
+/// Whether a failed Event write is worth another try: a transient failure
+/// ([`crate::controller::base::api::is_transient`]) or a conflict with a
+/// write of the same series; not when the server refused the Event itself.
 fn retriable(e: &kube::Error) -> bool {
-    match e {
-        kube::Error::Api(s) => matches!(s.code, 409 | 429) || s.code >= 500,
-        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
-        _ => false,
-    }
+    crate::controller::base::api::is_transient(e)
+        || matches!(e, kube::Error::Api(s) if s.code == 409)
 }
