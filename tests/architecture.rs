@@ -357,6 +357,9 @@ const PLANNER_LAYERS: &[(&str, &[&str])] = &[
     ("tries", &["order", "preemption", "replay"]),
     // Ready nodes handed to the earlier of two provisioning gangs (queue order).
     ("handover", &["handover"]),
+    // A provisioning gang started on room freed on Ready nodes, its nodes in
+    // flight handed over.
+    ("freed room", &["freed_room"]),
     // One planning cycle, every step in order.
     ("cycle", &["cycle"]),
     // What drivers call: re-planning, quota usage, the reference driver.

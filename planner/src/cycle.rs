@@ -1,6 +1,8 @@
 //! One planning cycle, in order:
 //! 1. Provisioning gangs: hand Ready nodes to earlier gangs of the same
-//!    shape still waiting for theirs ([`crate::handover`]); admit those
+//!    shape still waiting for theirs ([`crate::handover`]); start those
+//!    still waiting on Ready nodes that freed room for them, cancelling
+//!    their machines in flight ([`crate::freed_room`]); admit those
 //!    whose nodes are all Ready; re-plan
 //!    those that lost a node; time out those past their deadline.
 //! 2. Pending gangs in fair-share order ([`crate::order`]): quota, existing
@@ -100,6 +102,7 @@ fn drained_gangs(w: &World<'_>, cx: &mut Cycle) {
 
 fn provisioning_gangs(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
     crate::handover::plan(w, cx);
+    crate::freed_room::plan(w, book, cx);
     for gi in 0..w.gangs.len() {
         if cx.outcome.contains_key(&gi) || cx.victims.contains(&gi) {
             continue;

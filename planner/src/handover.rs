@@ -22,7 +22,7 @@ use crate::order::within_queue_cmp;
 use crate::plan::{Admission, Launch, Release, ReleaseReason};
 
 /// Nodes a Provisioning gang holds through its assignments, sorted.
-fn held_nodes(w: &World<'_>, gi: usize) -> Option<Vec<usize>> {
+pub(crate) fn held_nodes(w: &World<'_>, gi: usize) -> Option<Vec<usize>> {
     let mut out: Vec<usize> = Vec::new();
     for &ni in &w.gangs[gi].assigned {
         let ni = ni?;
@@ -34,7 +34,7 @@ fn held_nodes(w: &World<'_>, gi: usize) -> Option<Vec<usize>> {
     Some(out)
 }
 
-fn same_shape(w: &mut World<'_>, a: usize, b: usize) -> bool {
+pub(crate) fn same_shape(w: &mut World<'_>, a: usize, b: usize) -> bool {
     let (ga, gb) = (w.gangs[a].gang, w.gangs[b].gang);
     if ga.topology != gb.topology
         || ga.pod_sets.len() != gb.pod_sets.len()
@@ -50,7 +50,7 @@ fn same_shape(w: &mut World<'_>, a: usize, b: usize) -> bool {
 }
 
 /// True when every pod set of `gi` may run on every node of `nodes`.
-fn eligible_on(w: &mut World<'_>, gi: usize, nodes: &[usize]) -> bool {
+pub(crate) fn eligible_on(w: &mut World<'_>, gi: usize, nodes: &[usize]) -> bool {
     (0..w.gangs[gi].gang.pod_sets.len()).all(|si| {
         let e = w.eligible_nodes(gi, si);
         nodes.iter().all(|ni| e.get(*ni).copied().unwrap_or(false))
@@ -58,7 +58,7 @@ fn eligible_on(w: &mut World<'_>, gi: usize, nodes: &[usize]) -> bool {
 }
 
 /// `from`'s assignments, with pod set names of gang `to` (same positions).
-fn renamed(w: &World<'_>, from: usize, to: usize) -> Vec<Assignment> {
+pub(crate) fn renamed(w: &World<'_>, from: usize, to: usize) -> Vec<Assignment> {
     let (gf, gt) = (w.gangs[from].gang, w.gangs[to].gang);
     let mut out: Vec<Assignment> = gf
         .assignments

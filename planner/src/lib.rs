@@ -18,6 +18,7 @@ pub mod cover;
 mod cycle;
 mod decided;
 pub mod fixtures;
+mod freed_room;
 mod handover;
 mod hole;
 pub mod idle;

@@ -212,6 +212,13 @@ impl QuotaBook {
         book
     }
 
+    /// What holding gang `gi` of queue `q` counts in the book.
+    pub fn held_of(&self, w: &World<'_>, q: usize, gi: usize) -> BTreeMap<QuotaResource, u64> {
+        let mut out = BTreeMap::new();
+        self.held_amounts(w, q, &w.gangs[gi], &mut out);
+        out
+    }
+
     /// Adds to `out` what a holding gang uses, by its assignments (GPU
     /// models from the nodes), or by its full size when it has no
     /// assignments.

@@ -125,9 +125,15 @@ pub struct Policy {
     /// A gang looks first only at nodes no bigger (in GPUs) than the
     /// smallest machine its pools may buy for it, and gets such a machine
     /// when none has room; a hole in a bigger machine is taken only when no
-    /// such launch is possible (see the planner's `hole` module). Off by
+    /// such launch is possible (see the planner's `hole` module). On by
     /// default.
     pub size_matched_placement: bool,
+    /// A Provisioning gang still waiting for machines in flight starts at
+    /// once when Ready nodes have room for all of it, and its machines in
+    /// flight are cancelled (the planner's `freed_room` module), as
+    /// kube-scheduler binds a pending pod to whichever node frees first.
+    /// On by default.
+    pub start_on_freed_room: bool,
     /// How long before the end of the capacity a node runs on
     /// (`Node::capacity_ends_at`, a Capacity Block) the planner drains it,
     /// its gangs evicted whole and requeued. EC2 sends its "Capacity Block
@@ -155,6 +161,7 @@ impl Default for Policy {
             max_new_nodes_per_cycle: None,
             own_machine_below_percent: 0,
             size_matched_placement: true,
+            start_on_freed_room: true,
             reservation_drain_ahead: Dur::mins(40),
         }
     }

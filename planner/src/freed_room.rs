@@ -1,0 +1,308 @@
+//! Freed room: a Provisioning gang still waiting for machines in flight
+//! starts at once when Ready nodes have room for all of it, and its
+//! machines in flight are released (the driver cancels them).
+//!
+//! A job that ends frees its node while later gangs wait for their own
+//! machines to boot. kube-scheduler binds a pending pod to whichever node
+//! has room first, so a Karpenter or Cluster Autoscaler cluster starts that
+//! pod on the freed node and the machine launched for it comes up empty;
+//! muster's gangs hold the machines launched for them, and without this
+//! step they would wait out the boot next to a free node. Taking the freed
+//! room costs nothing more: the machine in flight is cancelled (paid only
+//! for its boot so far), and the free node would otherwise sit empty for
+//! its pool's `consolidateAfter`.
+//!
+//! The room is searched as a pending gang's would be ([`crate::admission`]):
+//! at the size the gang holds, on nodes no bigger than its size class under
+//! size-matched placement, and never on an idle node a launch of its own
+//! would have avoided (`Policy::own_machine_below_percent`), nor on empty
+//! nodes kept warm (`keepWarm`): those wait for arrivals that would
+//! otherwise boot a machine whole. Its own Ready
+//! nodes count. Gangs go in queue order, so the oldest waiting gang gets a
+//! node that frees first. `Policy::start_on_freed_room` turns it off.
+
+use crate::admission::{Attempt, Decision, commit};
+use crate::decided::{Cycle, Outcome, node_set};
+use crate::handover::{eligible_on, held_nodes, renamed, same_shape};
+use crate::hole;
+use crate::index::{ProvState, World};
+use crate::order::within_queue_cmp;
+use crate::placement::{Scope, groups_for, place};
+use crate::plan::{Launch, Release, ReleaseReason};
+use crate::quota::QuotaBook;
+
+/// Admits every Waiting gang that fits on Ready nodes now, releasing the
+/// nodes it held and no longer uses.
+pub(crate) fn plan(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
+    if !w.policy.start_on_freed_room {
+        return;
+    }
+    let mut waiting: Vec<usize> = (0..w.gangs.len())
+        .filter(|gi| {
+            let g = &w.gangs[*gi];
+            g.prov == ProvState::Waiting
+                && !g.gang.assignments.is_empty()
+                && g.assigned.iter().all(Option::is_some)
+                && !cx.outcome.contains_key(gi)
+                && !cx.victims.contains(gi)
+        })
+        .collect();
+    if waiting.is_empty() {
+        return;
+    }
+    // An upper bound on the GPUs a gang could find on Ready nodes nobody
+    // else holds: a gang asking for more is not searched.
+    let free_gpus: u64 = w
+        .nodes
+        .iter()
+        .filter(|n| n.node.schedulable() && n.exclusive.is_none())
+        .map(|n| n.free.gpu_millis)
+        .sum();
+    // Empty nodes kept warm wait for the next arrivals, which would boot a
+    // machine whole without them; a gang already waiting has part of its
+    // boot behind it, so it does not take them.
+    let mut warm: Vec<usize> = (0..w.pools.len())
+        .flat_map(|p| crate::warm::kept(w, p))
+        .map(|k| k.node)
+        .collect();
+    warm.sort_unstable();
+    waiting.sort_by(|a, b| within_queue_cmp(w, *a, *b));
+    for gi in waiting {
+        try_move(w, book, cx, gi, free_gpus, &warm);
+    }
+}
+
+/// GPUs (milli) the gang holds on nodes that are not Ready yet.
+fn held_in_flight_gpus(w: &World<'_>, gi: usize) -> u64 {
+    let g = &w.gangs[gi];
+    g.assigned_sets
+        .iter()
+        .zip(&g.assigned)
+        .filter_map(|(si, at)| Some((si.as_ref()?, at.as_ref()?)))
+        .filter(|(_, ni)| !w.nodes[**ni].node.schedulable())
+        .map(|(&si, _)| g.gang.pod_sets[si].requests.gpu_millis)
+        .sum()
+}
+
+fn try_move(
+    w: &mut World<'_>,
+    book: &mut QuotaBook,
+    cx: &mut Cycle,
+    gi: usize,
+    free_gpus: u64,
+    warm: &[usize],
+) {
+    let need = held_in_flight_gpus(w, gi);
+    if need > free_gpus {
+        return;
+    }
+    let Some(q) = w.gangs[gi].queue else {
+        return;
+    };
+    let gang = w.gangs[gi].gang;
+    let held: Vec<(usize, usize)> = w.gangs[gi]
+        .assigned_sets
+        .iter()
+        .zip(&w.gangs[gi].assigned)
+        .filter_map(|(si, at)| Some(((*si)?, (*at)?)))
+        .collect();
+    // The gang's own pods leave its nodes for the search (its Ready nodes
+    // count as room), and come back when nothing is found.
+    for &(si, ni) in &held {
+        w.give(ni, &gang.pod_sets[si].requests, 1);
+    }
+    let counts = w.gangs[gi].held.clone();
+    let groups = groups_for(w, gi, &counts);
+    let gpu: u64 = groups
+        .iter()
+        .map(|g| g.shape.gpu_millis.saturating_mul(u64::from(g.count)))
+        .sum();
+    // What the gang holds leaves the quota book too, for the search; the
+    // commit adds what it takes.
+    let old = book.held_of(w, q, gi);
+    book.sub(q, &old);
+    let generic = book.amounts(
+        q,
+        groups
+            .iter()
+            .map(|g| (&gang.pod_sets[g.set].requests, g.count, None)),
+    );
+    let excluded = if book.check(q, &generic).is_ok() {
+        Some(book.excluded_models(q, gpu))
+    } else {
+        None
+    };
+    let found = excluded.and_then(|excluded| search(w, gi, &groups, &excluded, &held, warm));
+    let Some(takes) = found else {
+        for &(si, ni) in &held {
+            w.take(ni, &gang.pod_sets[si].requests, 1);
+        }
+        book.add(q, &old);
+        return;
+    };
+    let attempt = Attempt {
+        groups,
+        decision: Decision::Admit(takes),
+        generic,
+    };
+    commit(w, book, cx, gi, &attempt);
+    let used = cx.used_nodes.get(&gi).cloned().unwrap_or_default();
+    let mut left: Vec<usize> = held
+        .iter()
+        .map(|&(_, ni)| ni)
+        .chain(w.gangs[gi].reserved.iter().copied())
+        .filter(|ni| !used.contains(ni))
+        .collect();
+    left.sort_unstable();
+    left.dedup();
+    if left.is_empty() {
+        return;
+    }
+    let names = |w: &World<'_>, nodes: &[usize]| -> Vec<String> {
+        nodes
+            .iter()
+            .map(|&ni| w.nodes[ni].node.name.clone())
+            .collect()
+    };
+    if let Some((late, late_nodes)) = hand_on_to(w, cx, gi, &left) {
+        let (g, gl) = (w.gangs[gi].gang, w.gangs[late].gang);
+        cx.plan.releases.push(Release {
+            gang: g.id.clone(),
+            nodes: names(w, &left),
+            reason: ReleaseReason::Replanned,
+            handed_to: Some(gl.id.clone()),
+            message: format!(
+                "Ready nodes freed room for the whole gang, which starts there now; its nodes in flight go to {}, launched after them",
+                gl.id
+            ),
+        });
+        cx.plan.releases.push(Release {
+            gang: gl.id.clone(),
+            nodes: names(w, &late_nodes),
+            reason: ReleaseReason::Replanned,
+            handed_to: None,
+            message: format!(
+                "the gang takes over the nodes in flight of {}, launched earlier; these are cancelled",
+                g.id
+            ),
+        });
+        cx.plan.launches.push(Launch {
+            gang: gl.id.clone(),
+            nodes: Vec::new(),
+            reserve: names(w, &left),
+            assignments: renamed(w, gi, late),
+            price_per_hour: crate::model::Price::ZERO,
+            message: format!(
+                "takes over the nodes in flight of {}, which started on Ready nodes that freed room",
+                g.id
+            ),
+            deadline: gl.provisioning_deadline,
+        });
+        // the same shape: the later gang's pods take the room the moved
+        // gang's pods had on those nodes
+        for &(si, ni) in &held {
+            w.take(ni, &gl.pod_sets[si].requests, 1);
+        }
+        for &ni in &left {
+            w.nodes[ni].exclusive = Some(late);
+        }
+        cx.record_used(late, node_set(left));
+        cx.outcome.insert(late, Outcome::Launched);
+        return;
+    }
+    cx.plan.releases.push(Release {
+        gang: gang.id.clone(),
+        nodes: names(w, &left),
+        reason: ReleaseReason::Replanned,
+        handed_to: None,
+        message: "Ready nodes freed room for the whole gang, which starts there now; its nodes in flight are cancelled, as no gang waits for machines like them".into(),
+    });
+}
+
+/// The gang that takes over `left`, the nodes in flight moved gang `gi`
+/// no longer needs, with the nodes it gives up: the last in queue order
+/// of the gangs of the same shape still waiting for nodes all in flight
+/// (launched after `gi`'s, as a rule), when every node of each is eligible
+/// for the other's pods. Its own nodes, younger, are cancelled instead, so
+/// the machine closest to Ready keeps booting for a gang that waits.
+fn hand_on_to(
+    w: &mut World<'_>,
+    cx: &Cycle,
+    gi: usize,
+    left: &[usize],
+) -> Option<(usize, Vec<usize>)> {
+    let own = held_nodes(w, gi)?;
+    // only a gang that gave up all it held hands it on whole
+    if own != left
+        || own
+            .iter()
+            .any(|&ni| w.nodes[ni].node.schedulable() || w.nodes[ni].given_up)
+    {
+        return None;
+    }
+    let mut candidates: Vec<usize> = (0..w.gangs.len())
+        .filter(|&o| {
+            o != gi
+                && w.gangs[o].prov == ProvState::Waiting
+                && !cx.outcome.contains_key(&o)
+                && !cx.victims.contains(&o)
+                && within_queue_cmp(w, gi, o).is_lt()
+        })
+        .collect();
+    candidates.sort_by(|a, b| within_queue_cmp(w, *b, *a));
+    for late in candidates {
+        if !same_shape(w, gi, late) {
+            continue;
+        }
+        let Some(late_nodes) = held_nodes(w, late) else {
+            continue;
+        };
+        if late_nodes.iter().any(|&ni| w.nodes[ni].node.schedulable()) {
+            continue;
+        }
+        if eligible_on(w, late, left) {
+            return Some((late, late_nodes));
+        }
+    }
+    None
+}
+
+/// Room for the whole gang on Ready nodes, as a pending gang would look for
+/// it (size class first under size-matched placement; no idle node a launch
+/// of its own would avoid), using at least one node it does not hold.
+fn search(
+    w: &mut World<'_>,
+    gi: usize,
+    groups: &[crate::placement::Group],
+    excluded: &[crate::model::GpuModel],
+    held: &[(usize, usize)],
+    warm: &[usize],
+) -> Option<Vec<crate::takes::Take>> {
+    let scope = Scope {
+        gang: gi,
+        excluded_models: excluded,
+        zone: None,
+        placement_group: None,
+        network: None,
+    };
+    w.flush_index();
+    let class = if w.policy.size_matched_placement {
+        hole::size_class(w, gi, groups).filter(|&c| hole::has_bigger(w, c))
+    } else {
+        None
+    };
+    w.avoid_above_gpus = class;
+    w.avoid = warm.to_vec();
+    let found = place(w, groups, w.gangs[gi].gang.topology, &scope);
+    w.avoid_above_gpus = None;
+    w.avoid.clear();
+    // packing failures found without the warm nodes are not failures with
+    // them
+    w.generation += 1;
+    found.filter(|takes| {
+        takes
+            .iter()
+            .any(|t| !held.iter().any(|&(_, ni)| ni == t.node))
+            && (w.policy.own_machine_below_percent == 0 || hole::idle_hosts(w, takes).is_empty())
+    })
+}
