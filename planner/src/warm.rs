@@ -6,10 +6,12 @@
 //! short jobs are what leaves empty nodes behind): the arrivals in the
 //! queues that may use the pool within the pool's window. Each pod set asks for
 //! machines of its *size class*, the smallest GPU count among the machines
-//! the pool may buy that holds one of its pods, as many as its pods fill at
-//! that size. A burst of small jobs thus keeps, once its jobs end, as many
-//! empty machines of their size as it used, for the window; quiet periods
-//! keep none. An arrival that filled more than one machine (a multi-node
+//! the pool may buy that holds one of its pods, and fills its share of
+//! one: arrivals smaller than a machine of their class share machines, as
+//! size-matched placement packs them (eight 1-GPU jobs whose smallest
+//! machine has 8 GPUs ask for one machine, not eight). A burst of small
+//! jobs thus keeps, once its jobs end, as many empty machines of their
+//! size as it filled, for the window; quiet periods keep none. An arrival that filled more than one machine (a multi-node
 //! gang) asks for none: it waits for the slowest of its machines whatever
 //! is kept, and keeping its machines costs a whole gang's worth for an
 //! arrival that seldom repeats within the window (on the matrix's
@@ -43,7 +45,7 @@ fn class_of(sizes: &[u64], gpus: u64) -> Option<u64> {
 }
 
 /// Machines per size class that the gangs arriving within the pool's window
-/// used.
+/// filled.
 fn demand(w: &World<'_>, p: usize, kw: &KeepWarm) -> BTreeMap<u64, u64> {
     let mut sizes: Vec<u64> = w.pool_offerings[p]
         .iter()
@@ -77,23 +79,30 @@ fn demand(w: &World<'_>, p: usize, kw: &KeepWarm) -> BTreeMap<u64, u64> {
         let Some(class) = class_of(&sizes, per_pod) else {
             continue;
         };
-        let machines = (u64::from(a.pods) * per_pod).div_ceil(class);
-        if machines > 1 {
+        // pods of this size one machine of the class holds
+        let per_machine = (class / per_pod).max(1);
+        if u64::from(a.pods) > per_machine {
             // a gang over several machines is no demand for warm ones (see
             // the module's comment)
             continue;
         }
-        seen.entry(class).or_default().push((a.at, machines));
+        // the share of a machine it fills, in millionths: arrivals smaller
+        // than a machine share one
+        let share = (u64::from(a.pods) * MACHINE).div_ceil(per_machine);
+        seen.entry(class).or_default().push((a.at, share));
     }
     for (class, mut v) in seen {
         v.sort_unstable();
-        out.insert(class, peak(&v, burst));
+        out.insert(class, peak(&v, burst).div_ceil(MACHINE));
     }
     out
 }
 
-/// The most machines arrivals (sorted by time) asked for within any span
-/// of `burst`.
+/// One machine, in the millionths arrivals' shares are counted in.
+const MACHINE: u64 = 1_000_000;
+
+/// The most arrivals (sorted by time, with their shares of a machine)
+/// asked for within any span of `burst`.
 fn peak(v: &[(Time, u64)], burst: Dur) -> u64 {
     let (mut best, mut sum, mut lo) = (0u64, 0u64, 0usize);
     for (hi, &(t, m)) in v.iter().enumerate() {
