@@ -17,9 +17,14 @@
 //! size-matched placement, and never on an idle node a launch of its own
 //! would have avoided (`Policy::own_machine_below_percent`), nor on empty
 //! nodes kept warm (`keepWarm`): those wait for arrivals that would
-//! otherwise boot a machine whole. Its own Ready
-//! nodes count. Gangs go in queue order, so the oldest waiting gang gets a
-//! node that frees first. `Policy::start_on_freed_room` turns it off.
+//! otherwise boot a machine whole. Its own Ready nodes count as room. The
+//! search runs only while an empty Ready node (not kept warm) could take
+//! one of the gang's pods: a gang ending is what frees room, and without
+//! one a waiting gang finds no more than it found when it was launched.
+//! Gangs go in queue order, so the oldest waiting gang gets a node that
+//! frees first. `Policy::start_on_freed_room` turns it off.
+
+use std::ops::Not as _;
 
 use crate::admission::{Attempt, Decision, commit};
 use crate::decided::{Cycle, Outcome, node_set};
@@ -50,14 +55,6 @@ pub(crate) fn plan(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
     if waiting.is_empty() {
         return;
     }
-    // An upper bound on the GPUs a gang could find on Ready nodes nobody
-    // else holds: a gang asking for more is not searched.
-    let free_gpus: u64 = w
-        .nodes
-        .iter()
-        .filter(|n| n.node.schedulable() && n.exclusive.is_none())
-        .map(|n| n.free.gpu_millis)
-        .sum();
     // Empty nodes kept warm wait for the next arrivals, which would boot a
     // machine whole without them; a gang already waiting has part of its
     // boot behind it, so it does not take them.
@@ -66,38 +63,111 @@ pub(crate) fn plan(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
         .map(|k| k.node)
         .collect();
     warm.sort_unstable();
+    // What frees room is a gang ending, which leaves its node empty: with no
+    // empty Ready node outside the warm ones, a waiting gang finds no more
+    // room than it found when it was launched, and nothing is searched.
+    let Some(empty_gpus) = w
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(ni, n)| {
+            n.node.schedulable()
+                && n.exclusive.is_none()
+                && n.gangs.is_empty()
+                && n.node.pods.iter().all(|p| p.daemon)
+                && warm.binary_search(ni).is_err()
+        })
+        .map(|(_, n)| n.free.gpu_millis)
+        .max()
+    else {
+        return;
+    };
+    // An upper bound on the GPUs a gang could find on Ready nodes nobody
+    // else holds: a gang asking for more is not searched.
+    let free_gpus: u64 = w
+        .nodes
+        .iter()
+        .filter(|n| n.node.schedulable() && n.exclusive.is_none())
+        .map(|n| n.free.gpu_millis)
+        .sum();
     waiting.sort_by(|a, b| within_queue_cmp(w, *a, *b));
+    // Every search of the loop leaves the warm nodes out, so a packing
+    // failure one finds holds for the next (capacity only shrinks between
+    // them); failures found without them before or after are not failures
+    // with them, nor the reverse.
+    if !warm.is_empty() {
+        w.generation += 1;
+        w.avoid = warm;
+    }
+    // Gangs alike (queue, pod sets, sizes, topology) whose search failed:
+    // room only shrinks during the loop, so the next one fails too.
+    let mut failed: Vec<Alike> = Vec::new();
     for gi in waiting {
-        try_move(w, book, cx, gi, free_gpus, &warm);
+        let g = w.gangs[gi].gang;
+        let per_pod = g
+            .pod_sets
+            .iter()
+            .map(|ps| ps.requests.gpu_millis)
+            .max()
+            .unwrap_or(0);
+        if per_pod > empty_gpus || held_gpus(w, gi) > free_gpus {
+            continue;
+        }
+        // (a gang with Ready nodes of its own has room no other has)
+        let alike = holds_ready(w, gi).not().then(|| Alike {
+            queue: w.gangs[gi].queue,
+            sigs: w.gang_sigs(gi),
+            counts: w.gangs[gi].held.clone(),
+            topology: g.topology,
+        });
+        if alike.as_ref().is_some_and(|a| failed.contains(a)) {
+            continue;
+        }
+        if !try_move(w, book, cx, gi)
+            && let Some(a) = alike
+        {
+            failed.push(a);
+        }
+    }
+    if !w.avoid.is_empty() {
+        w.avoid.clear();
+        w.generation += 1;
     }
 }
 
-/// GPUs (milli) the gang holds on nodes that are not Ready yet.
-fn held_in_flight_gpus(w: &World<'_>, gi: usize) -> u64 {
+/// GPUs (milli) the gang holds.
+fn held_gpus(w: &World<'_>, gi: usize) -> u64 {
     let g = &w.gangs[gi];
     g.assigned_sets
         .iter()
-        .zip(&g.assigned)
-        .filter_map(|(si, at)| Some((si.as_ref()?, at.as_ref()?)))
-        .filter(|(_, ni)| !w.nodes[**ni].node.schedulable())
-        .map(|(&si, _)| g.gang.pod_sets[si].requests.gpu_millis)
+        .flatten()
+        .map(|&si| g.gang.pod_sets[si].requests.gpu_millis)
         .sum()
 }
 
-fn try_move(
-    w: &mut World<'_>,
-    book: &mut QuotaBook,
-    cx: &mut Cycle,
-    gi: usize,
-    free_gpus: u64,
-    warm: &[usize],
-) {
-    let need = held_in_flight_gpus(w, gi);
-    if need > free_gpus {
-        return;
-    }
+/// Whether gang `gi` holds a Ready node.
+fn holds_ready(w: &World<'_>, gi: usize) -> bool {
+    w.gangs[gi]
+        .assigned
+        .iter()
+        .flatten()
+        .any(|&ni| w.nodes[ni].node.schedulable())
+}
+
+/// What makes two waiting gangs' searches the same search.
+#[derive(PartialEq)]
+struct Alike {
+    queue: Option<usize>,
+    sigs: Vec<u32>,
+    counts: Vec<u32>,
+    topology: crate::model::Topology,
+}
+
+/// Moves gang `gi` when Ready nodes have room for it; false when they have
+/// none (the search failed).
+fn try_move(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, gi: usize) -> bool {
     let Some(q) = w.gangs[gi].queue else {
-        return;
+        return true;
     };
     let gang = w.gangs[gi].gang;
     let held: Vec<(usize, usize)> = w.gangs[gi]
@@ -106,9 +176,12 @@ fn try_move(
         .zip(&w.gangs[gi].assigned)
         .filter_map(|(si, at)| Some(((*si)?, (*at)?)))
         .collect();
-    // The gang's own pods leave its nodes for the search (its Ready nodes
-    // count as room), and come back when nothing is found.
-    for &(si, ni) in &held {
+    // Its pods leave its Ready nodes for the search (they count as room),
+    // and come back when nothing is found.
+    let (ready, in_flight): (Vec<(usize, usize)>, Vec<(usize, usize)>) = held
+        .iter()
+        .partition(|&&(_, ni)| w.nodes[ni].node.schedulable());
+    for &(si, ni) in &ready {
         w.give(ni, &gang.pod_sets[si].requests, 1);
     }
     let counts = w.gangs[gi].held.clone();
@@ -132,14 +205,25 @@ fn try_move(
     } else {
         None
     };
-    let found = excluded.and_then(|excluded| search(w, gi, &groups, &excluded, &held, warm));
+    let found = excluded
+        .and_then(|excluded| search(w, gi, &groups, &excluded))
+        // nothing is gained unless it takes a node it does not hold
+        .filter(|takes| {
+            takes
+                .iter()
+                .any(|t| !ready.iter().any(|&(_, ni)| ni == t.node))
+        });
     let Some(takes) = found else {
-        for &(si, ni) in &held {
+        for &(si, ni) in &ready {
             w.take(ni, &gang.pod_sets[si].requests, 1);
         }
         book.add(q, &old);
-        return;
+        return false;
     };
+    // the gang's pods leave the nodes in flight it held
+    for &(si, ni) in &in_flight {
+        w.give(ni, &gang.pod_sets[si].requests, 1);
+    }
     let attempt = Attempt {
         groups,
         decision: Decision::Admit(takes),
@@ -156,7 +240,7 @@ fn try_move(
     left.sort_unstable();
     left.dedup();
     if left.is_empty() {
-        return;
+        return true;
     }
     let names = |w: &World<'_>, nodes: &[usize]| -> Vec<String> {
         nodes
@@ -208,7 +292,7 @@ fn try_move(
         }
         cx.record_used(late, node_set(left));
         cx.outcome.insert(late, Outcome::Launched);
-        return;
+        return true;
     }
     cx.plan.releases.push(Release {
         gang: gang.id.clone(),
@@ -217,6 +301,7 @@ fn try_move(
         handed_to: None,
         message: "Ready nodes freed room for the whole gang, which starts there now; its nodes in flight are cancelled, as no gang waits for machines like them".into(),
     });
+    true
 }
 
 /// The gang that takes over `left`, the nodes in flight moved gang `gi`
@@ -268,15 +353,13 @@ fn hand_on_to(
 }
 
 /// Room for the whole gang on Ready nodes, as a pending gang would look for
-/// it (size class first under size-matched placement; no idle node a launch
-/// of its own would avoid), using at least one node it does not hold.
+/// it: its size class first under size-matched placement, and no idle node
+/// a launch of its own would avoid. (Warm nodes are in `World::avoid`.)
 fn search(
     w: &mut World<'_>,
     gi: usize,
     groups: &[crate::placement::Group],
     excluded: &[crate::model::GpuModel],
-    held: &[(usize, usize)],
-    warm: &[usize],
 ) -> Option<Vec<crate::takes::Take>> {
     let scope = Scope {
         gang: gi,
@@ -292,17 +375,9 @@ fn search(
         None
     };
     w.avoid_above_gpus = class;
-    w.avoid = warm.to_vec();
     let found = place(w, groups, w.gangs[gi].gang.topology, &scope);
     w.avoid_above_gpus = None;
-    w.avoid.clear();
-    // packing failures found without the warm nodes are not failures with
-    // them
-    w.generation += 1;
     found.filter(|takes| {
-        takes
-            .iter()
-            .any(|t| !held.iter().any(|&(_, ni)| ni == t.node))
-            && (w.policy.own_machine_below_percent == 0 || hole::idle_hosts(w, takes).is_empty())
+        w.policy.own_machine_below_percent == 0 || hole::idle_hosts(w, takes).is_empty()
     })
 }

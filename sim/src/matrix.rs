@@ -250,6 +250,10 @@ pub struct Cell {
     /// for a gang that has not started (muster's reservations).
     #[serde(default)]
     pub held_not_running_gpu_hours: f64,
+    /// What muster's warm machines cost while kept (part of `cost_usd`;
+    /// 0 for the baselines).
+    #[serde(default)]
+    pub warm_cost_usd: f64,
     /// Wait p50, seconds.
     pub wait_p50_s: f64,
     /// Wait p95, seconds.
@@ -310,6 +314,7 @@ impl Cell {
                 * 1e6)
                 .round()
                 / 1e6,
+            warm_cost_usd: p.warm_cost_usd,
             wait_p50_s: p.wait_p50_s,
             wait_p95_s: p.wait_p95_s,
             jobs_completed: p.jobs_completed,
