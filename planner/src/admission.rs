@@ -109,13 +109,7 @@ pub(crate) fn try_size(
         let gpu = generic.get(&QuotaResource::Gpu).copied().unwrap_or(0);
         excluded = book.excluded_models(q, gpu);
     }
-    let scope = Scope {
-        gang: gi,
-        excluded_models: &excluded,
-        zone: None,
-        placement_group: None,
-        network: None,
-    };
+    let scope = Scope::anywhere(gi, &excluded);
     // A failed check of an earlier launch (`replay.rs`) found, on this
     // state, that the whole gang has no room.
     let known = w

@@ -28,12 +28,12 @@ use std::ops::Not as _;
 
 use crate::admission::{Attempt, Decision, commit};
 use crate::decided::{Cycle, Outcome, node_set};
-use crate::handover::{eligible_on, held_nodes, renamed, same_shape};
+use crate::handover::{eligible_on, held_nodes, same_shape, take_over};
 use crate::hole;
 use crate::index::{ProvState, World};
 use crate::order::within_queue_cmp;
 use crate::placement::{Scope, groups_for, place};
-use crate::plan::{Launch, Release, ReleaseReason};
+use crate::plan::{Release, ReleaseReason};
 use crate::quota::QuotaBook;
 
 /// Admits every Waiting gang that fits on Ready nodes now, releasing the
@@ -178,7 +178,7 @@ fn try_move(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, gi: usize) 
         .collect();
     // Its pods leave its Ready nodes for the search (they count as room),
     // and come back when nothing is found.
-    let (ready, in_flight): (Vec<(usize, usize)>, Vec<(usize, usize)>) = held
+    let (ready, in_flight): (Vec<_>, Vec<_>) = held
         .iter()
         .partition(|&&(_, ni)| w.nodes[ni].node.schedulable());
     for &(si, ni) in &ready {
@@ -270,18 +270,13 @@ fn try_move(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, gi: usize) 
                 g.id
             ),
         });
-        cx.plan.launches.push(Launch {
-            gang: gl.id.clone(),
-            nodes: Vec::new(),
-            reserve: names(w, &left),
-            assignments: renamed(w, gi, late),
-            price_per_hour: crate::model::Price::ZERO,
-            message: format!(
-                "takes over the nodes in flight of {}, which started on Ready nodes that freed room",
-                g.id
-            ),
-            deadline: gl.provisioning_deadline,
-        });
+        cx.plan.launches.push(take_over(
+            w,
+            gi,
+            late,
+            &left,
+            "which started on Ready nodes that freed room",
+        ));
         // the same shape: the later gang's pods take the room the moved
         // gang's pods had on those nodes
         for &(si, ni) in &held {
@@ -361,13 +356,7 @@ fn search(
     groups: &[crate::placement::Group],
     excluded: &[crate::model::GpuModel],
 ) -> Option<Vec<crate::takes::Take>> {
-    let scope = Scope {
-        gang: gi,
-        excluded_models: excluded,
-        zone: None,
-        placement_group: None,
-        network: None,
-    };
+    let scope = Scope::anywhere(gi, excluded);
     w.flush_index();
     let class = if w.policy.size_matched_placement {
         hole::size_class(w, gi, groups).filter(|&c| hole::has_bigger(w, c))

@@ -58,7 +58,7 @@ pub(crate) fn eligible_on(w: &mut World<'_>, gi: usize, nodes: &[usize]) -> bool
 }
 
 /// `from`'s assignments, with pod set names of gang `to` (same positions).
-pub(crate) fn renamed(w: &World<'_>, from: usize, to: usize) -> Vec<Assignment> {
+fn renamed(w: &World<'_>, from: usize, to: usize) -> Vec<Assignment> {
     let (gf, gt) = (w.gangs[from].gang, w.gangs[to].gang);
     let mut out: Vec<Assignment> = gf
         .assignments
@@ -75,6 +75,32 @@ pub(crate) fn renamed(w: &World<'_>, from: usize, to: usize) -> Vec<Assignment> 
         .collect();
     out.sort();
     out
+}
+
+/// The plan item by which gang `to` takes over `nodes`, the nodes in
+/// flight gang `from` (of the same shape) held: a launch of no new node
+/// that reserves them, with `from`'s assignments under `to`'s pod sets and
+/// `to`'s own deadline; `why` ends its message.
+pub(crate) fn take_over(
+    w: &World<'_>,
+    from: usize,
+    to: usize,
+    nodes: &[usize],
+    why: &str,
+) -> Launch {
+    let (gf, gt) = (w.gangs[from].gang, w.gangs[to].gang);
+    Launch {
+        gang: gt.id.clone(),
+        nodes: Vec::new(),
+        reserve: nodes
+            .iter()
+            .map(|&ni| w.nodes[ni].node.name.clone())
+            .collect(),
+        assignments: renamed(w, from, to),
+        price_per_hour: crate::model::Price::ZERO,
+        message: format!("takes over the nodes in flight of {}, {why}", gf.id),
+        deadline: gt.provisioning_deadline,
+    }
 }
 
 /// Plans every handover of this cycle; the gangs involved get their
@@ -155,18 +181,13 @@ pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
             gang: ge.id.clone(),
             assignments: renamed(w, late, early),
         });
-        cx.plan.launches.push(Launch {
-            gang: gl.id.clone(),
-            nodes: Vec::new(),
-            reserve: names(&early_nodes),
-            assignments: renamed(w, early, late),
-            price_per_hour: crate::model::Price::ZERO,
-            message: format!(
-                "takes over the nodes in flight of {}, which was admitted on this gang's Ready nodes",
-                ge.id
-            ),
-            deadline: gl.provisioning_deadline,
-        });
+        cx.plan.launches.push(take_over(
+            w,
+            early,
+            late,
+            &early_nodes,
+            "which was admitted on this gang's Ready nodes",
+        ));
         for &ni in &late_nodes {
             w.nodes[ni].exclusive = Some(early);
         }

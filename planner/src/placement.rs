@@ -66,7 +66,19 @@ pub(crate) struct Scope<'s> {
     pub network: Option<&'s [String]>,
 }
 
-impl Scope<'_> {
+impl<'s> Scope<'s> {
+    /// Gang `gang`'s pods anywhere: no zone, placement group or network
+    /// domain, only the GPU models its quota excludes.
+    pub fn anywhere(gang: usize, excluded_models: &'s [GpuModel]) -> Scope<'s> {
+        Scope {
+            gang,
+            excluded_models,
+            zone: None,
+            placement_group: None,
+            network: None,
+        }
+    }
+
     /// The scope's zone and placement group as indices into `w.zones` and
     /// `w.pgs` (`u32::MAX` when no node has it), so the per-node checks
     /// compare numbers, not names.

@@ -614,13 +614,7 @@ fn existing_parts(
     }
     let extras = extras(w, gi, groups);
     if topology == Topology::Any {
-        let scope = Scope {
-            gang: gi,
-            excluded_models: excluded,
-            zone: None,
-            placement_group: None,
-            network: None,
-        };
+        let scope = Scope::anywhere(gi, excluded);
         parts.any = Some(pack(w, groups, &scope, &extras, true));
     } else {
         for z in zone_names(domains) {
@@ -694,13 +688,7 @@ pub(crate) fn reads_same_nodes(
     let topology = w.gangs[gi].gang.topology;
     w.flush_index();
     let groups = groups_for(w, gi, counts);
-    let scope = Scope {
-        gang: gi,
-        excluded_models: excluded,
-        zone: None,
-        placement_group: None,
-        network: None,
-    };
+    let scope = Scope::anywhere(gi, excluded);
     // A size-matched search read the nodes no bigger than its class only.
     w.avoid_above_gpus = earlier.avoid_above;
     let again = place_finds_room_again(w, &groups, topology, &scope, changed);
