@@ -279,7 +279,7 @@ fn default_warm_window() -> Duration {
 }
 
 fn default_warm_burst() -> Duration {
-    Duration::from("10m")
+    Duration::from("12m")
 }
 
 impl Default for Disruption {
@@ -298,7 +298,7 @@ impl Default for Disruption {
 /// The planner's default (`muster_planner::model::pool`): about half a
 /// GPU node's boot; warm capacity keeps what arrivals ask for.
 fn default_consolidate_after() -> Duration {
-    Duration::from("2m")
+    Duration::from("0s")
 }
 
 fn default_scale_to_zero_after() -> Duration {

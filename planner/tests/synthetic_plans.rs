@@ -10,7 +10,7 @@ use muster_planner::{Policy, plan};
 const CASES: &[(&str, u64)] = &[
     (
         "pods=1000,gangs=100,nodes=200,offerings=300,seed=1",
-        0xcae2ddafa0f3c0c5,
+        0x98a15679b0310cc5,
     ),
     (
         "pods=10000,gangs=1000,nodes=2000,offerings=300,seed=1",

@@ -258,6 +258,9 @@ pub struct Cell {
     pub wait_p50_s: f64,
     /// Wait p95, seconds.
     pub wait_p95_s: f64,
+    /// Share of jobs that started within 60 s.
+    #[serde(default)]
+    pub started_within_60s: f64,
     /// Jobs completed.
     pub jobs_completed: u64,
     /// Spot interruptions.
@@ -317,6 +320,7 @@ impl Cell {
             warm_cost_usd: p.warm_cost_usd,
             wait_p50_s: p.wait_p50_s,
             wait_p95_s: p.wait_p95_s,
+            started_within_60s: p.started_within_60s,
             jobs_completed: p.jobs_completed,
             interruptions: p.interruptions,
             capacity_errors: p.capacity_errors,

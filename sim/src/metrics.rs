@@ -151,6 +151,14 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// The share (0–1) of sorted values at most `limit`; 0 when empty.
+pub fn share_at_most(sorted: &[f64], limit: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted.partition_point(|&x| x <= limit) as f64 / sorted.len() as f64
+}
+
 /// Jain's fairness index of `xs`: (Σx)² / (n·Σx²); 1 when all equal, 1/n
 /// when one takes all. 1 for an empty or all-zero input.
 pub fn jain(xs: &[f64]) -> f64 {
@@ -175,6 +183,10 @@ mod tests {
         assert_eq!(quantile(&v, 0.95), 10.0);
         assert_eq!(quantile(&v, 0.0), 1.0);
         assert_eq!(quantile(&[], 0.5), 0.0);
+        assert_eq!(share_at_most(&v, 5.0), 0.5);
+        assert_eq!(share_at_most(&v, 0.5), 0.0);
+        assert_eq!(share_at_most(&v, 10.0), 1.0);
+        assert_eq!(share_at_most(&[], 60.0), 0.0);
         assert!((jain(&[1.0, 1.0, 1.0]) - 1.0).abs() < 1e-12);
         assert!((jain(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
     }

@@ -170,19 +170,17 @@ pub struct KeepWarm {
 }
 
 /// How long a node stays empty or underutilized before it is consolidated,
-/// unless the pool says otherwise: two minutes, about half a GPU node's boot
-/// (3–4 minutes to boot and register its GPUs), a debounce between a gang
-/// ending and the next pod of its workload. Keeping empty nodes for the
-/// next arrivals is warm capacity's decision (`keepWarm`, [`crate::warm`]),
-/// sized from those arrivals; this delay only covers nodes nothing asks
-/// for. Measured with `muster simulate --matrix` (one row at a time) once
-/// warm capacity no longer counted multi-node gangs: on the gang-heavy row
-/// muster costs $216,060 at 1 minute, $217,136 at 2 and $221,367 at 6; on
-/// the AWS Philly row $176,403, $176,448 and $176,636. Two minutes keeps
-/// most of the saving and still absorbs a pod replaced within a minute or
-/// two. The GPUPool CRD's default is the same.
+/// unless the pool says otherwise: not at all, as Karpenter's own default.
+/// Keeping empty nodes for the next arrivals is warm capacity's decision
+/// (`keepWarm`, [`crate::warm`]), sized from those arrivals, and a gang's
+/// nodes are its own while it is admitted, so this delay only keeps nodes
+/// nothing asks for. Measured with `muster simulate --matrix`: two minutes
+/// (the former default) cost $2,541 more on the gang-heavy row (empty A100
+/// machines after each gang) and changed the trace rows by under $210,
+/// once `burst` went from 10 to 12 minutes to keep the median (see
+/// [`default_warm_burst`]). The GPUPool CRD's default is the same.
 fn default_consolidate_after() -> Dur {
-    Dur::mins(2)
+    Dur::secs(0)
 }
 /// The longest `keepWarm.window` of `pools`: how far back a driver keeps
 /// arrivals; `None` when no pool keeps nodes warm.
@@ -204,10 +202,12 @@ pub fn default_keep_warm() -> Option<KeepWarm> {
     })
 }
 /// About three boot times: on the Philly replay, 5 minutes keeps too few
-/// nodes for the bursts of small jobs (the median job waits a boot), 10
-/// minutes enough (`docs/benchmarks.md`, "Warm capacity").
+/// nodes for the bursts of small jobs (the median job waits a boot); with
+/// `consolidateAfter` at zero, 10 minutes keeps 49.9 % of the spot-heavy
+/// row's jobs within a minute (median 2 minutes) and 12 minutes 50.5 % at
+/// $13 more (`docs/benchmarks.md`, "Warm capacity").
 fn default_warm_burst() -> Dur {
-    Dur::mins(10)
+    Dur::mins(12)
 }
 fn default_scale_to_zero_after() -> Dur {
     Dur::mins(10)

@@ -306,14 +306,19 @@ pub fn render_targets(r: &MatrixReport) -> String {
             ),
             None => "–".to_string(),
         };
+        // with the share of jobs started within the minute, which says how
+        // near the median is to crossing it
+        let within = |c: &Cell| format!("{:.1} % within 60 s", c.started_within_60s * 100.0);
         let p50_cell = format!(
-            "{} ({}{})",
+            "{} ({}, {}{})",
             mark(m.wait_p50_s <= 60.0),
             human_secs(m.wait_p50_s),
+            within(m),
             tuned.map_or_else(String::new, |(n, c)| format!(
-                "; {} {}",
+                "; {} {}, {}",
                 title(n),
-                human_secs(c.wait_p50_s)
+                human_secs(c.wait_p50_s),
+                within(c)
             ))
         );
         let p95_cell = match tuned {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::metrics::{jain, quantile};
+use crate::metrics::{jain, quantile, share_at_most};
 use crate::runner::{PolicyRun, Prepared};
 
 /// Per-queue (team) figures.
@@ -71,6 +71,9 @@ pub struct PolicySummary {
     pub wait_p95_s: f64,
     /// p99.
     pub wait_p99_s: f64,
+    /// Share of jobs (0 to 1) that started within 60 s of being submitted:
+    /// how far the median is from crossing a minute.
+    pub started_within_60s: f64,
     /// GPU-hours of pods bound while their gang was incomplete.
     pub partial_gang_gpu_hours: f64,
     /// Jobs completed.
@@ -252,6 +255,7 @@ fn policy_summary(p: &Prepared, run: &PolicyRun) -> PolicySummary {
         wait_p50_s: quantile(&all, 0.5),
         wait_p95_s: quantile(&all, 0.95),
         wait_p99_s: quantile(&all, 0.99),
+        started_within_60s: r6(share_at_most(&all, 60.0)),
         partial_gang_gpu_hours: r6(rec.partial_gpu_secs / 3600.0),
         jobs_completed: rec.completed,
         preemptions: rec.preemptions,

@@ -453,7 +453,7 @@ mod tests {
         assert_eq!(s.nodes.len(), 2, "a Node of a PoolNode is not listed twice");
     }
 
-    /// A pool keeps nodes warm by default (one hour, ten-minute bursts);
+    /// A pool keeps nodes warm by default (one hour, twelve-minute bursts);
     /// the arrivals are every Gang created within the window, Finished ones
     /// included, one per pod set asking for GPUs; `window: 0s` turns it
     /// off and no arrivals are read.
@@ -493,7 +493,7 @@ mod tests {
             .as_ref()
             .expect("kept warm by default");
         assert_eq!(kw.window, muster_planner::Dur::hours(1));
-        assert_eq!(kw.burst, muster_planner::Dur::mins(10));
+        assert_eq!(kw.burst, muster_planner::Dur::mins(12));
         assert_eq!(kw.max_price_per_hour, None);
         let got: Vec<(i64, u32, u32)> = tr
             .snapshot
@@ -572,6 +572,30 @@ mod tests {
             assert_eq!(launching.labels.get(k), Some(v), "label {k}");
         }
         assert!(node("vm-2").taints.is_empty());
+    }
+
+    /// A registered PoolNode whose Node is gone is lost, whatever its
+    /// status still says: the planner sees it Draining (the PoolNode step
+    /// drains it as `NodeLost` this cycle), so it neither places pods on it
+    /// nor removes it as an empty node.
+    #[test]
+    fn a_registered_pool_node_whose_node_is_gone_is_draining() {
+        let mut o = observed();
+        let tr = snapshot(&o, &BTreeMap::new(), Time(1_800_000_000));
+        let ready = tr.snapshot.nodes.iter().find(|n| n.name == "vm-2");
+        assert_eq!(ready.map(|n| n.phase), Some(NodePhase::Ready));
+        o.nodes.clear();
+        let tr = snapshot(&o, &BTreeMap::new(), Time(1_800_000_000));
+        let lost = tr
+            .snapshot
+            .nodes
+            .iter()
+            .find(|n| n.name == "pn-2")
+            .expect("pn-2");
+        assert_eq!(lost.phase, NodePhase::Draining);
+        // a node still in flight has no Node yet, and is not lost
+        let in_flight = tr.snapshot.nodes.iter().find(|n| n.name == "pn-1");
+        assert_eq!(in_flight.map(|n| n.phase), Some(NodePhase::Launched));
     }
 
     #[test]

@@ -390,6 +390,12 @@ pub(crate) fn nodes(
         let mut phase = node_phase(st.phase);
         if pn.metadata.deletion_timestamp.is_some() {
             phase = NodePhase::Terminating;
+        } else if kube_node.is_none() && matches!(phase, NodePhase::Registered | NodePhase::Ready) {
+            // its Node is gone: lost, and the PoolNode step drains it
+            // (`NodeLost`) this cycle, so the planner neither places pods on
+            // it nor removes it as empty (with `consolidateAfter: 0s` that
+            // removal would come first, under the wrong reason)
+            phase = NodePhase::Draining;
         }
         let created = pn
             .metadata
