@@ -84,6 +84,30 @@ pub(crate) fn to_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
+/// Every page of a Compute list call, as JSON, in order: `fetch` is called
+/// with each page token (empty for the first page) until a page names no
+/// `nextPageToken` (Compute API, "Pagination": an absent or empty token is
+/// the last page).
+pub(crate) async fn every_page<F, Fut>(mut fetch: F) -> Result<Vec<Value>, ProviderError>
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = Result<Value, ProviderError>>,
+{
+    let mut pages = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = fetch(token).await?;
+        token = page["nextPageToken"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        pages.push(page);
+        if token.is_empty() {
+            return Ok(pages);
+        }
+    }
+}
+
 /// A [`ProviderError::Permanent`] with this message.
 pub(crate) fn permanent_error(message: String) -> ProviderError {
     ProviderError::Permanent { message }
@@ -213,30 +237,23 @@ impl GcpProvider {
         zone: &str,
     ) -> Result<(Vec<MachineType>, Vec<AcceleratorType>), ProviderError> {
         let project = &self.class.project;
-        let mut machines = Vec::new();
-        let mut token = String::new();
-        loop {
-            let page = self
-                .clients
-                .machine_types
-                .list()
+        let list = &self.clients.machine_types;
+        let pages = every_page(|token| async move {
+            list.list()
                 .set_project(project)
                 .set_zone(zone)
-                .set_page_token(token.clone())
+                .set_page_token(token)
                 .send()
                 .await
-                .map_err(|e| failure(&e, None))?;
-            let v = to_value(&page);
-            for item in v["items"].as_array().into_iter().flatten() {
-                if let Ok(m) = serde_json::from_value::<MachineType>(item.clone()) {
-                    machines.push(m);
-                }
-            }
-            token = v["nextPageToken"].as_str().unwrap_or_default().to_string();
-            if token.is_empty() {
-                break;
-            }
-        }
+                .map(|page| to_value(&page))
+                .map_err(|e| failure(&e, None))
+        })
+        .await?;
+        let machines: Vec<MachineType> = pages
+            .iter()
+            .flat_map(|v| v["items"].as_array().into_iter().flatten())
+            .filter_map(|item| serde_json::from_value::<MachineType>(item.clone()).ok())
+            .collect();
         let accels = self
             .clients
             .accelerator_types
@@ -270,24 +287,21 @@ impl GcpProvider {
             return Ok(list);
         }
         let mut found = Vec::new();
+        let list = &self.clients.reservations;
         for (owner, names) in reservations::selected(&self.class) {
-            let mut token = String::new();
-            loop {
-                let page = self
-                    .clients
-                    .reservations
-                    .aggregated_list()
-                    .set_project(&owner)
-                    .set_page_token(token.clone())
+            let owner_ref = &owner;
+            let pages = every_page(|token| async move {
+                list.aggregated_list()
+                    .set_project(owner_ref)
+                    .set_page_token(token)
                     .send()
                     .await
-                    .map_err(|e| failure(&e, None))?;
-                let v = to_value(&page);
-                found.extend(reservations::of_aggregated_page(&owner, &v, &names, zones));
-                token = v["nextPageToken"].as_str().unwrap_or_default().to_string();
-                if token.is_empty() {
-                    break;
-                }
+                    .map(|page| to_value(&page))
+                    .map_err(|e| failure(&e, None))
+            })
+            .await?;
+            for v in &pages {
+                found.extend(reservations::of_aggregated_page(&owner, v, &names, zones));
             }
         }
         found.sort_by(|a, b| (&a.zone, a.id()).cmp(&(&b.zone, b.id())));

@@ -26,7 +26,7 @@ use crate::flex_start::{
 use crate::gke_nodes::{Group, Member};
 use crate::insert::request_id;
 use crate::names::provider_id;
-use crate::provider::{GcpProvider, permanent_error as permanent, to_value};
+use crate::provider::{GcpProvider, every_page, permanent_error as permanent, to_value};
 
 impl GcpProvider {
     /// The resize request `name` of `group`, or `None` when there is none.
@@ -160,26 +160,23 @@ impl GcpProvider {
         let (g, _) = self.gke_clients()?;
         // every page: finished requests stay on the group, so a long-lived
         // group's list can pass one page (Compute's default 500)
-        let mut requests = Vec::new();
-        let mut token = String::new();
-        loop {
-            let page = g
-                .resize_requests
-                .list()
+        let list = &g.resize_requests;
+        let pages = every_page(|token| async move {
+            list.list()
                 .set_project(&group.project)
                 .set_zone(&group.zone)
                 .set_instance_group_manager(&group.name)
-                .set_page_token(token.clone())
+                .set_page_token(token)
                 .send()
                 .await
-                .map_err(|e| failure(&e, None))?;
-            let v = to_value(&page);
-            requests.extend(v["items"].as_array().into_iter().flatten().cloned());
-            token = v["nextPageToken"].as_str().unwrap_or_default().to_string();
-            if token.is_empty() {
-                break;
-            }
-        }
+                .map(|page| to_value(&page))
+                .map_err(|e| failure(&e, None))
+        })
+        .await?;
+        let requests: Vec<Value> = pages
+            .iter()
+            .flat_map(|v| v["items"].as_array().into_iter().flatten().cloned())
+            .collect();
         let mut cancelled = false;
         for r in &requests {
             if r["state"].as_str() != Some("ACCEPTED") || !names_instance(r, name) {
