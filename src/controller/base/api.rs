@@ -89,12 +89,16 @@ pub(crate) fn provider_error(what: &str, e: kube::Error) -> muster_provider_api:
 }
 
 /// Whether an API call may succeed if tried again: the server was busy
-/// (429) or failed (5xx), or the answer never came (any error that is not
-/// the server's answer).
+/// (429) or failed (5xx), or the connection failed before an answer came
+/// (`HyperError`, `Service`: refused, reset, timed out) or while reading
+/// one (`ReadEvents`). A request that could not be built, an answer that
+/// could not be read as JSON, or a configuration, TLS or auth failure fails
+/// the same way on every try.
 pub(crate) fn is_transient(e: &kube::Error) -> bool {
     match e {
         kube::Error::Api(s) => s.code == 429 || s.code >= 500,
-        _ => true,
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
+        _ => false,
     }
 }
 
@@ -269,6 +273,33 @@ pub(crate) fn merge_patch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_busy_or_failed_server_or_a_lost_connection_is_transient() {
+        let api = |code: u16| {
+            kube::Error::Api(
+                kube::core::Status::failure("m", "Reason")
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        for (code, want) in [
+            (429, true),
+            (500, true),
+            (503, true),
+            (404, false),
+            (409, false),
+            (422, false),
+        ] {
+            assert_eq!(is_transient(&api(code)), want, "{code}");
+        }
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert!(is_transient(&kube::Error::ReadEvents(io)));
+        assert!(is_transient(&kube::Error::Service("timed out".into())));
+        let bad_json = serde_json::from_str::<u32>("{").expect_err("not JSON");
+        assert!(!is_transient(&kube::Error::SerdeError(bad_json)));
+        assert!(!is_transient(&kube::Error::TlsRequired));
+    }
 
     #[test]
     fn refused_invalid_writes_are_counted() {
