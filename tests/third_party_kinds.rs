@@ -585,16 +585,21 @@ impl Drop for PodHook {
 
 const HOOK_SERVICE: (&str, &str) = ("muster", "muster-webhook");
 
-fn hook_addr() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    format!("127.0.0.1:{port}")
+/// A listener on a free port of 127.0.0.1, with its address: bound before
+/// the API test server is told the address and kept until the hook serves
+/// on it, so no other test can take the port in between.
+fn hook_listener() -> (std::net::TcpListener, String) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+    listener.set_nonblocking(true).expect("non-blocking");
+    let addr = listener.local_addr().expect("addr").to_string();
+    (listener, addr)
 }
 
-async fn serve_lws_pod_hook(server: &ApiServer, client: &kube::Client, addr: &str) -> PodHook {
+async fn serve_lws_pod_hook(
+    server: &ApiServer,
+    client: &kube::Client,
+    listener: std::net::TcpListener,
+) -> PodHook {
     use muster::controller::webhook::issue::{dns_names, issue};
     use muster::controller::webhook::rotation::Policy;
     use muster::controller::webhook::tls::FileCert;
@@ -633,7 +638,7 @@ async fn serve_lws_pod_hook(server: &ApiServer, client: &kube::Client, addr: &st
         webhook: Some(Arc::new(hook)),
         metrics_access: controller::http::MetricsAccess::Open,
     };
-    let listener = tokio::net::TcpListener::bind(addr).await.expect("bind");
+    let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
     let serving = tokio::spawn(controller::http::serve_tls(listener, Arc::new(tls), app));
     use base64::Engine;
     let ca = base64::engine::general_purpose::STANDARD.encode(&certs.ca_crt);
@@ -699,13 +704,13 @@ fn record_created_pods(client: &kube::Client, selector: &str) -> CreatedPods {
 /// ungated, muster stopped them, the set recreated them ungated: a loop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaderworkerset_without_gated_templates_has_every_pod_gated() {
-    let addr = hook_addr();
+    let (listener, addr) = hook_listener();
     let (svc_ns, svc) = HOOK_SERVICE;
     let (server, client) =
         start_world(&["--webhook-service", &format!("{svc_ns}/{svc}={addr}")]).await;
     support::workload_crds::install(&client, &["leaderworkerset"]).await;
     cpu_node("cpu-0").create(&client).await;
-    let _hook = serve_lws_pod_hook(&server, &client, &addr).await;
+    let _hook = serve_lws_pod_hook(&server, &client, listener).await;
     let created = record_created_pods(&client, "leaderworkerset.sigs.k8s.io/name");
     let cloud = FakeCloud::new(Some(client.clone()));
     let _emu = emulate(&client, &cloud, None);
