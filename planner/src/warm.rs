@@ -11,16 +11,16 @@
 //! size-matched placement packs them (eight 1-GPU jobs whose smallest
 //! machine has 8 GPUs ask for one machine, not eight). A burst of small
 //! jobs thus keeps, once its jobs end, as many empty machines of their
-//! size as it filled, for the window; quiet periods keep none. An arrival that filled more than one machine (a multi-node
-//! gang) asks for none: it waits for the slowest of its machines whatever
-//! is kept, and keeping its machines costs a whole gang's worth for an
-//! arrival that seldom repeats within the window (on the matrix's
-//! gang-heavy row, counting gangs kept $26k of A100 machines idle for a
-//! month, `docs/benchmarks.md`).
+//! size as it filled, for the window; quiet periods keep none. An arrival
+//! that filled more than one machine (a multi-node gang) asks for none: it
+//! waits for the slowest of its machines whatever is kept, and keeping its
+//! machines costs a whole gang's worth for an arrival that seldom repeats
+//! within the window (on the matrix's gang-heavy row, counting gangs kept
+//! $26k of A100 machines idle for a month, `docs/benchmarks.md`).
 //!
-//! Per class, the youngest empty nodes are kept first (they would be kept
-//! by `consolidateAfter` anyway), then by price and name; the kept nodes of
-//! all classes together cost at most `maxPricePerHour`. Only Ready nodes of
+//! Per class, the youngest empty nodes are kept first, then by price and
+//! name; the kept nodes of all classes together cost at most
+//! `maxPricePerHour`. Only Ready nodes of
 //! the pool with GPUs count; nodes kept count against nothing else.
 
 use std::collections::BTreeMap;
