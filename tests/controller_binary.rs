@@ -41,40 +41,30 @@ impl Drop for Kill {
     }
 }
 
-/// `127.0.0.1:PORT` with a port free now.
-fn free_addr() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    format!("127.0.0.1:{port}")
-}
-
-/// `muster controller` against `server` without leader election, serving
-/// metrics on `addr` and logging JSON to `stdout`, with the flags `extra`;
-/// killed on drop.
-fn controller(server: &ApiServer, addr: &str, extra: &[&str], stdout: Stdio) -> Kill {
-    Kill(
-        Command::new(env!("CARGO_BIN_EXE_muster"))
-            .args([
-                "controller",
-                "--kube-url",
-                &server.url,
-                "--cluster-name",
-                "test-cluster",
-                "--no-leader-election",
-                "--metrics-addr",
-                addr,
-                "--log-format",
-                "json",
-            ])
-            .args(extra)
-            .stdout(stdout)
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("muster controller starts"),
-    )
+/// `muster controller` against `server` without leader election, logging
+/// JSON to `log`, with the flags `extra`, killed on drop; and the address it
+/// serves metrics on (it binds `127.0.0.1:0` and logs the port it got).
+fn controller(server: &ApiServer, extra: &[&str], log: &std::path::Path) -> (Kill, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args([
+            "controller",
+            "--kube-url",
+            &server.url,
+            "--cluster-name",
+            "test-cluster",
+            "--no-leader-election",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ])
+        .args(extra)
+        .stdout(std::fs::File::create(log).expect("log file"))
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("muster controller starts");
+    let addr = support::logged_addr(log, "serving metrics", &mut child);
+    (Kill(child), addr)
 }
 
 #[tokio::test]
@@ -82,8 +72,8 @@ async fn binary_runs_against_the_test_server() {
     let server = ApiServer::start();
     let client = server.client();
     support::install_crds(&client).await;
-    let addr = free_addr();
-    let _child = controller(&server, &addr, &["--debounce", "50ms"], Stdio::null());
+    let log = std::env::temp_dir().join(format!("muster-binary-{}.log", std::process::id()));
+    let (_child, addr) = controller(&server, &["--debounce", "50ms"], &log);
     let ready = eventually(20, "/readyz 200", || {
         let addr = addr.clone();
         async move { get(&addr, "/readyz").filter(|(c, _)| *c == 200) }
@@ -122,6 +112,7 @@ async fn binary_runs_against_the_test_server() {
         metrics.trim_end().ends_with("# EOF"),
         "OpenMetrics ends with # EOF"
     );
+    let _ = std::fs::remove_file(&log);
 }
 
 /// Without a cluster name (absent or blank) the binary exits with code 2
@@ -212,10 +203,8 @@ fn bad_periods_and_lease_timings_are_refused() {
 async fn missing_crds_are_named_once_with_the_install_command() {
     let server = ApiServer::start();
     let client = server.client();
-    let addr = free_addr();
     let log = std::env::temp_dir().join(format!("muster-nocrds-{}.log", std::process::id()));
-    let file = std::fs::File::create(&log).expect("log file");
-    let _child = controller(&server, &addr, &[], Stdio::from(file));
+    let (_child, addr) = controller(&server, &[], &log);
     // several discovery retries fit in this wait
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     let text = std::fs::read_to_string(&log).expect("log");

@@ -34,17 +34,13 @@ struct Controller {
 
 impl Controller {
     fn start(server: &ApiServer, identity: &'static str) -> Controller {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("port")
-            .local_addr()
-            .expect("addr")
-            .port();
-        let metrics = format!("127.0.0.1:{port}");
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let log = std::env::temp_dir().join(format!(
-            "muster-leader-{}-{identity}-{port}.log",
+            "muster-leader-{}-{identity}-{n}.log",
             std::process::id()
         ));
-        let child = Command::new(env!("CARGO_BIN_EXE_muster"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
             .args([
                 "controller",
                 "--kube-url",
@@ -54,7 +50,7 @@ impl Controller {
                 "--identity",
                 identity,
                 "--metrics-addr",
-                &metrics,
+                "127.0.0.1:0",
                 "--debounce",
                 "50ms",
                 "--tick",
@@ -65,6 +61,7 @@ impl Controller {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("muster controller starts");
+        let metrics = support::logged_addr(&log, "serving metrics", &mut child);
         Controller {
             identity,
             child,

@@ -486,6 +486,9 @@ async fn metrics_access(
                 args.metrics_secure_addr
             ))
         })?;
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "serving metrics over HTTPS");
+    }
     let app = controller::http::App {
         metrics: metrics.clone(),
         webhook: None,
@@ -519,6 +522,9 @@ async fn webhook_server(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| CliError::failed(format!("--webhook-addr {addr}: {e}")))?;
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "serving the admission webhook");
+    }
     let hook = Webhook {
         namespaces: (!args.default_queue_label.is_empty()).then(|| kube::Api::all(client.clone())),
         // only where the controller manages LeaderWorkerSets: it alone
@@ -616,6 +622,10 @@ async fn run_async(args: ControllerArgs) -> Result<(), CliError> {
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
         .map_err(|e| CliError::failed(format!("--metrics-addr {}: {e}", args.metrics_addr)))?;
+    // the bound address, so that `--metrics-addr 127.0.0.1:0` says which port it got
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "serving metrics and health probes");
+    }
     let access = metrics_access(&args, &client, &metrics).await?;
     let plain = if args.metrics_secure {
         controller::http::MetricsAccess::Elsewhere(

@@ -1,6 +1,7 @@
 //! The chart's rendered Deployment, run as a process: its container's args
 //! and env are handed to the real `muster controller` binary, with only the
-//! listen addresses (to free ports of 127.0.0.1), the mounted Secret's folder
+//! listen addresses (to 127.0.0.1, the metrics ports to port 0, read back
+//! from the log; the webhook to a given address), the mounted Secret's folder
 //! (to a temporary folder holding the rendered Secret's files) and the API
 //! server URL replaced.
 
@@ -11,6 +12,12 @@ use base64::Engine;
 use serde_norway::Value;
 
 use super::find;
+
+// `chart` and `docs_names` include `helm` without `support`, so the file is
+// included here too; test crates with both get two copies of a few lines
+#[allow(clippy::duplicate_mod)]
+#[path = "../support/listen.rs"]
+mod listen;
 
 /// The running controller; killed on drop.
 pub struct Controller {
@@ -85,7 +92,7 @@ pub fn start(objs: &[Value], kube_url: &str, webhook_addr: &str, tag: &str) -> C
         }
     };
 
-    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    let any_port = "127.0.0.1:0".to_string();
     let port_of = |name: &str| -> String {
         container["ports"]
             .as_sequence()
@@ -100,16 +107,15 @@ pub fn start(objs: &[Value], kube_url: &str, webhook_addr: &str, tag: &str) -> C
             .as_sequence()
             .is_some_and(|ps| ps.iter().any(|p| p["name"] == name))
     };
-    let secure_metrics_addr =
-        has_port("https-metrics").then(|| format!("127.0.0.1:{}", free_port()));
+    let secure = has_port("https-metrics");
     let mut args: Vec<String> = Vec::new();
     for a in container["args"].as_sequence().expect("args") {
         let a = a.as_str().expect("string arg");
         let mut a = a
-            .replace(&format!("0.0.0.0:{}", port_of("metrics")), &metrics_addr)
+            .replace(&format!("0.0.0.0:{}", port_of("metrics")), &any_port)
             .replace(&format!("0.0.0.0:{}", port_of("webhook")), webhook_addr);
-        if let Some(secure) = &secure_metrics_addr {
-            a = a.replace(&format!("0.0.0.0:{}", port_of("https-metrics")), secure);
+        if secure {
+            a = a.replace(&format!("0.0.0.0:{}", port_of("https-metrics")), &any_port);
         }
         let a = if mount.is_empty() {
             a
@@ -142,11 +148,15 @@ pub fn start(objs: &[Value], kube_url: &str, webhook_addr: &str, tag: &str) -> C
     ] {
         cmd.env(k, v);
     }
-    let child = cmd
-        .stdout(Stdio::null())
+    let log = dir.join("controller.log");
+    let mut child = cmd
+        .stdout(std::fs::File::create(&log).expect("log file"))
         .stderr(Stdio::inherit())
         .spawn()
         .expect("muster controller starts");
+    let metrics_addr = listen::logged_addr(&log, "serving metrics and health probes", &mut child);
+    let secure_metrics_addr =
+        secure.then(|| listen::logged_addr(&log, "serving metrics over HTTPS", &mut child));
     Controller {
         child,
         metrics_addr,

@@ -94,11 +94,16 @@ impl Flags {
 impl Controller {
     /// Starts a controller under `identity`.
     pub fn start(flags: &Flags, identity: &str, dir: &std::path::Path) -> Controller {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("port")
-            .local_addr()
-            .expect("addr")
-            .port();
+        // the previous release does not log the port it binds: it is given
+        // one picked free (the current binary binds port 0 and logs it)
+        let picked = (flags.binary.file_name() == Some(std::ffi::OsStr::new("muster-previous")))
+            .then(|| {
+                std::net::TcpListener::bind("127.0.0.1:0")
+                    .and_then(|l| l.local_addr())
+                    .expect("port")
+                    .port()
+            });
+        let metrics_addr = format!("127.0.0.1:{}", picked.unwrap_or(0));
         let log = dir.join(format!("{identity}.log"));
         let out = std::fs::File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file");
@@ -112,7 +117,7 @@ impl Controller {
             "--cluster-name",
             &flags.cluster,
             "--metrics-addr",
-            &format!("127.0.0.1:{port}"),
+            &metrics_addr,
             "--log-format",
             "json",
             "--debounce",
@@ -146,12 +151,18 @@ impl Controller {
         cmd.args(&flags.cloud);
         cmd.args(&flags.extra);
         cmd.envs(flags.env.iter().map(|(k, v)| (k, v)));
-        let child = cmd
+        let mut child = cmd
             .env("RUST_LOG", "info")
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
             .spawn()
             .expect("muster controller starts");
+        let port = picked.unwrap_or_else(|| {
+            crate::support::logged_addr(&log, "serving metrics", &mut child)
+                .rsplit_once(':')
+                .and_then(|(_, p)| p.parse().ok())
+                .expect("a port")
+        });
         Controller {
             identity: identity.to_string(),
             port,

@@ -8,6 +8,7 @@ pub mod fake_cloud;
 pub mod gke;
 pub mod in_process;
 pub mod karpenter;
+pub mod listen;
 pub mod objects;
 pub mod prometheus;
 pub mod rbac;
@@ -16,6 +17,8 @@ pub mod stub_planner;
 pub mod third_party;
 pub mod waits;
 pub mod workload_crds;
+
+pub use listen::logged_addr;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};

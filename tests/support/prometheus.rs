@@ -2,7 +2,7 @@
 //! scrapes one target every second, and a minimal client of its query API.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
@@ -17,30 +17,30 @@ impl Prometheus {
     /// Starts Prometheus scraping `target` (`/metrics`) every second. Panics
     /// with a clear message when the binary is missing.
     pub fn start(target: SocketAddr) -> Prometheus {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir =
-            std::env::temp_dir().join(format!("muster-prometheus-{}-{port}", std::process::id()));
+            std::env::temp_dir().join(format!("muster-prometheus-{}-{n}", std::process::id()));
         std::fs::create_dir_all(dir.join("data")).expect("prometheus dir");
         let config = format!(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
              scrape_configs:\n  - job_name: muster\n    static_configs:\n      - targets: ['{target}']\n"
         );
         std::fs::write(dir.join("prometheus.yml"), config).expect("prometheus config");
-        let child = Command::new("prometheus")
+        let log = dir.join("prometheus.log");
+        let mut child = Command::new("prometheus")
             .arg(format!(
                 "--config.file={}",
                 dir.join("prometheus.yml").display()
             ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            // port 0: the kernel picks a free one, which Prometheus logs
+            .arg("--web.listen-address=127.0.0.1:0")
             .arg(format!(
                 "--storage.tsdb.path={}",
                 dir.join("data").display()
             ))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("prometheus log"))
             .spawn()
             .unwrap_or_else(|e| {
                 panic!(
@@ -48,11 +48,13 @@ impl Prometheus {
                      (.ci/run does) or set MUSTER_SKIP_PROMETHEUS=1"
                 )
             });
-        Prometheus {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-            dir,
-        }
+        // web/web.go logs the configured address first ("Start listening
+        // for connections", 127.0.0.1:0), then exporter-toolkit the bound
+        // one ("Listening on")
+        let addr = super::logged_addr(&log, "Listening on", &mut child)
+            .parse()
+            .expect("a socket address");
+        Prometheus { child, addr, dir }
     }
 
     /// The base URL of its HTTP API, `http://127.0.0.1:PORT`.
