@@ -28,7 +28,7 @@ use std::ops::Not as _;
 
 use crate::admission::{Attempt, Decision, commit};
 use crate::decided::{Cycle, Outcome, node_set};
-use crate::handover::{eligible_on, held_nodes, same_shape, take_over};
+use crate::handover::{eligible_on, held_nodes, last_same_shape_after, node_names, take_over};
 use crate::hole;
 use crate::index::{ProvState, World};
 use crate::order::within_queue_cmp;
@@ -242,17 +242,11 @@ fn try_move(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, gi: usize) 
     if left.is_empty() {
         return true;
     }
-    let names = |w: &World<'_>, nodes: &[usize]| -> Vec<String> {
-        nodes
-            .iter()
-            .map(|&ni| w.nodes[ni].node.name.clone())
-            .collect()
-    };
     if let Some((late, late_nodes)) = hand_on_to(w, cx, gi, &left) {
         let (g, gl) = (w.gangs[gi].gang, w.gangs[late].gang);
         cx.plan.releases.push(Release {
             gang: g.id.clone(),
-            nodes: names(w, &left),
+            nodes: node_names(w, &left),
             reason: ReleaseReason::Replanned,
             handed_to: Some(gl.id.clone()),
             message: format!(
@@ -262,7 +256,7 @@ fn try_move(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, gi: usize) 
         });
         cx.plan.releases.push(Release {
             gang: gl.id.clone(),
-            nodes: names(w, &late_nodes),
+            nodes: node_names(w, &late_nodes),
             reason: ReleaseReason::Replanned,
             handed_to: None,
             message: format!(
@@ -291,7 +285,7 @@ fn try_move(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle, gi: usize) 
     }
     cx.plan.releases.push(Release {
         gang: gang.id.clone(),
-        nodes: names(w, &left),
+        nodes: node_names(w, &left),
         reason: ReleaseReason::Replanned,
         handed_to: None,
         message: "Ready nodes freed room for the whole gang, which starts there now; its nodes in flight are cancelled, as no gang waits for machines like them".into(),
@@ -320,31 +314,16 @@ fn hand_on_to(
     {
         return None;
     }
-    let mut candidates: Vec<usize> = (0..w.gangs.len())
+    let waiting: Vec<usize> = (0..w.gangs.len())
         .filter(|&o| {
-            o != gi
-                && w.gangs[o].prov == ProvState::Waiting
+            w.gangs[o].prov == ProvState::Waiting
                 && !cx.outcome.contains_key(&o)
                 && !cx.victims.contains(&o)
-                && within_queue_cmp(w, gi, o).is_lt()
         })
         .collect();
-    candidates.sort_by(|a, b| within_queue_cmp(w, *b, *a));
-    for late in candidates {
-        if !same_shape(w, gi, late) {
-            continue;
-        }
-        let Some(late_nodes) = held_nodes(w, late) else {
-            continue;
-        };
-        if late_nodes.iter().any(|&ni| w.nodes[ni].node.schedulable()) {
-            continue;
-        }
-        if eligible_on(w, late, left) {
-            return Some((late, late_nodes));
-        }
-    }
-    None
+    last_same_shape_after(w, gi, &waiting, |w, late, late_nodes| {
+        !late_nodes.iter().any(|&ni| w.nodes[ni].node.schedulable()) && eligible_on(w, late, left)
+    })
 }
 
 /// Room for the whole gang on Ready nodes, as a pending gang would look for

@@ -57,6 +57,45 @@ pub(crate) fn eligible_on(w: &mut World<'_>, gi: usize, nodes: &[usize]) -> bool
     })
 }
 
+/// The names of `nodes`, in their order.
+pub(crate) fn node_names(w: &World<'_>, nodes: &[usize]) -> Vec<String> {
+    nodes
+        .iter()
+        .map(|&ni| w.nodes[ni].node.name.clone())
+        .collect()
+}
+
+/// The gang nodes go on to: of `candidates`, the last in queue order that
+/// comes after `gi`, has its shape, holds nodes through all its
+/// assignments and passes `accept` (given those nodes); with the nodes.
+/// Handover and freed room both hand nodes to the gang that would wait
+/// longest for its own.
+pub(crate) fn last_same_shape_after(
+    w: &mut World<'_>,
+    gi: usize,
+    candidates: &[usize],
+    mut accept: impl FnMut(&mut World<'_>, usize, &[usize]) -> bool,
+) -> Option<(usize, Vec<usize>)> {
+    let mut later: Vec<usize> = candidates
+        .iter()
+        .copied()
+        .filter(|&o| o != gi && within_queue_cmp(w, gi, o).is_lt())
+        .collect();
+    later.sort_by(|a, b| within_queue_cmp(w, *b, *a));
+    for late in later {
+        if !same_shape(w, gi, late) {
+            continue;
+        }
+        let Some(nodes) = held_nodes(w, late) else {
+            continue;
+        };
+        if accept(w, late, &nodes) {
+            return Some((late, nodes));
+        }
+    }
+    None
+}
+
 /// `from`'s assignments, with pod set names of gang `to` (same positions).
 fn renamed(w: &World<'_>, from: usize, to: usize) -> Vec<Assignment> {
     let (gf, gt) = (w.gangs[from].gang, w.gangs[to].gang);
@@ -124,42 +163,29 @@ pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
     ready.sort_by(|a, b| within_queue_cmp(w, *a, *b));
     let mut taken: BTreeSet<usize> = BTreeSet::new();
     for early in waiting {
-        // The latest-ordered Ready gang of the same shape, after `early`.
-        let mut found = None;
-        for &late in ready.iter().rev() {
-            if taken.contains(&late) || within_queue_cmp(w, early, late).is_ge() {
-                continue;
-            }
-            if !same_shape(w, early, late) {
-                continue;
-            }
-            let (Some(early_nodes), Some(late_nodes)) = (held_nodes(w, early), held_nodes(w, late))
-            else {
-                continue;
-            };
-            // a machine given up (not Ready in time) is not handed on
-            if early_nodes.iter().any(|&ni| w.nodes[ni].given_up) {
-                continue;
-            }
-            if eligible_on(w, early, &late_nodes) && eligible_on(w, late, &early_nodes) {
-                found = Some((late, early_nodes, late_nodes));
-                break;
-            }
+        let Some(early_nodes) = held_nodes(w, early) else {
+            continue;
+        };
+        // a machine given up (not Ready in time) is not handed on
+        if early_nodes.iter().any(|&ni| w.nodes[ni].given_up) {
+            continue;
         }
-        let Some((late, early_nodes, late_nodes)) = found else {
+        let free: Vec<usize> = ready
+            .iter()
+            .copied()
+            .filter(|gi| !taken.contains(gi))
+            .collect();
+        // the latest-ordered Ready gang of the same shape, after `early`
+        let Some((late, late_nodes)) = last_same_shape_after(w, early, &free, |w, late, nodes| {
+            eligible_on(w, early, nodes) && eligible_on(w, late, &early_nodes)
+        }) else {
             continue;
         };
         taken.insert(late);
-        let names = |nodes: &[usize]| -> Vec<String> {
-            nodes
-                .iter()
-                .map(|ni| w.nodes[*ni].node.name.clone())
-                .collect()
-        };
         let (ge, gl) = (w.gangs[early].gang, w.gangs[late].gang);
         cx.plan.releases.push(Release {
             gang: gl.id.clone(),
-            nodes: names(&late_nodes),
+            nodes: node_names(w, &late_nodes),
             reason: ReleaseReason::Replanned,
             handed_to: Some(ge.id.clone()),
             message: format!(
@@ -169,7 +195,7 @@ pub(crate) fn plan(w: &mut World<'_>, cx: &mut Cycle) {
         });
         cx.plan.releases.push(Release {
             gang: ge.id.clone(),
-            nodes: names(&early_nodes),
+            nodes: node_names(w, &early_nodes),
             reason: ReleaseReason::Replanned,
             handed_to: Some(gl.id.clone()),
             message: format!(

@@ -174,11 +174,10 @@ pub struct KeepWarm {
 /// Keeping empty nodes for the next arrivals is warm capacity's decision
 /// (`keepWarm`, [`crate::warm`]), sized from those arrivals, and a gang's
 /// nodes are its own while it is admitted, so this delay only keeps nodes
-/// nothing asks for. Measured with `muster simulate --matrix`: two minutes
-/// (the former default) cost $2,541 more on the gang-heavy row (empty A100
-/// machines after each gang) and changed the trace rows by under $210,
-/// once `burst` went from 10 to 12 minutes to keep the median (see
-/// [`default_warm_burst`]). The GPUPool CRD's default is the same.
+/// nothing asks for: on the gang-heavy row of `muster simulate --matrix`,
+/// empty A100 machines after each gang, most of that row's gap under the
+/// former two minutes (`docs/benchmarks.md`, "Tuned baselines"). The
+/// GPUPool CRD's default is the same.
 fn default_consolidate_after() -> Dur {
     Dur::secs(0)
 }
@@ -202,10 +201,10 @@ pub fn default_keep_warm() -> Option<KeepWarm> {
     })
 }
 /// About three boot times: on the Philly replay, 5 minutes keeps too few
-/// nodes for the bursts of small jobs (the median job waits a boot); with
-/// `consolidateAfter` at zero, 10 minutes keeps 49.9 % of the spot-heavy
-/// row's jobs within a minute (median 2 minutes) and 12 minutes 50.5 % at
-/// $13 more (`docs/benchmarks.md`, "Warm capacity").
+/// nodes for the bursts of small jobs (the median job waits a boot), and,
+/// with `consolidateAfter` at zero, 10 minutes just too few on the
+/// spot-heavy row; `docs/benchmarks.md`, "Warm capacity", has the commands
+/// that measure each.
 fn default_warm_burst() -> Dur {
     Dur::mins(12)
 }

@@ -254,19 +254,21 @@ impl GcpProvider {
             .flat_map(|v| v["items"].as_array().into_iter().flatten())
             .filter_map(|item| serde_json::from_value::<MachineType>(item.clone()).ok())
             .collect();
-        let accels = self
-            .clients
-            .accelerator_types
-            .list()
-            .set_project(project)
-            .set_zone(zone)
-            .send()
-            .await
-            .map_err(|e| failure(&e, None))?;
-        let accelerators = to_value(&accels)["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        let list = &self.clients.accelerator_types;
+        let pages = every_page(|token| async move {
+            list.list()
+                .set_project(project)
+                .set_zone(zone)
+                .set_page_token(token)
+                .send()
+                .await
+                .map(|page| to_value(&page))
+                .map_err(|e| failure(&e, None))
+        })
+        .await?;
+        let accelerators = pages
+            .iter()
+            .flat_map(|v| v["items"].as_array().into_iter().flatten())
             .filter_map(|a| serde_json::from_value::<AcceleratorType>(a.clone()).ok())
             .collect();
         Ok((machines, accelerators))

@@ -120,6 +120,38 @@ async fn offerings_for_a100_h100_and_l4_machine_types() {
     );
 }
 
+/// Machine and accelerator types listed a page of one item at a time give
+/// the offerings one page gives: the provider reads every page.
+#[tokio::test]
+async fn offerings_read_every_page_of_the_type_listings() {
+    let all = PoolRequirements {
+        capacity_types: vec![CapacityType::OnDemand, CapacityType::Spot],
+        ..PoolRequirements::default()
+    };
+    let whole = {
+        let fake = ComputeFake::start();
+        provider(&fake)
+            .await
+            .offerings(&all)
+            .await
+            .expect("offerings")
+    };
+    let fake = ComputeFake::start();
+    fake.control("POST", "list-page?n=1");
+    let paged = provider(&fake)
+        .await
+        .offerings(&all)
+        .await
+        .expect("offerings");
+    assert!(
+        paged
+            .iter()
+            .any(|o| o.instance_type == "n1-standard-8+4xnvidia-tesla-t4"),
+        "accelerators of later pages: {paged:?}"
+    );
+    assert_eq!(paged, whole);
+}
+
 #[tokio::test]
 async fn a_three_node_spot_gang_is_launched_labelled_and_listed() {
     let fake = ComputeFake::start();

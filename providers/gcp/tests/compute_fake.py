@@ -3,8 +3,8 @@ makes, for its tests. Prints `compute=<port>` on one line, then serves on
 127.0.0.1 until stdin closes. Shapes follow the public API reference:
 
 * GET  /compute/v1/projects/P/zones                          (list)
-* GET  /compute/v1/projects/P/zones/Z/machineTypes          (list)
-* GET  /compute/v1/projects/P/zones/Z/acceleratorTypes      (list)
+* GET  /compute/v1/projects/P/zones/Z/machineTypes[?maxResults=&pageToken=]      (list)
+* GET  /compute/v1/projects/P/zones/Z/acceleratorTypes[?maxResults=&pageToken=]  (list)
 * POST /compute/v1/projects/P/zones/Z/instances?requestId=R (insert → Operation)
 * GET  /compute/v1/projects/P/zones/Z/instances[?filter=]   (list)
 * GET  /compute/v1/projects/P/aggregated/instances[?filter=]
@@ -62,7 +62,9 @@ Reservations (`gke_fake/reservations.py`; the rules in README.md): POST
 /fake/reservation?project=P&zone=Z&name=N&machineType=M&count=K
 [&acceleratorType=A&acceleratorCount=C][&specific=true][&status=S]
 [&deleteAtTime=T][&shareWith=P1,P2] makes one; POST
-/fake/reservations-page?n=K pages their listings at K; an instance made by
+/fake/list-page?n=K pages their listings, and those of machine and
+accelerator types, at K (Compute's default and largest `maxResults` is
+500); an instance made by
 an insert or a group consumes one as its `reservationAffinity` says, and
 gives it back when deleted. POST /fake/topology?name=N&block=B&subblock=S&host=H[&cluster=C]
 gives the instance of that name (now, and whenever it is made again)
@@ -257,10 +259,12 @@ class Handler(BaseHTTPRequestHandler):
                 return self.error(404, "notFound", f"The resource 'projects/{project}/zones/{zone}/instanceGroupManagers/{tail[0]}' was not found")
             if coll == "machineTypes" and method == "GET":
                 items = [dict(m, zone=base(project, zone)) for m in MACHINES]
-                return self.send(200, {"kind": "compute#machineTypeList", "items": items})
+                page = RESERVATIONS.page(items, q.get("pageToken"), q.get("maxResults"))
+                return self.send(200, dict(page, kind="compute#machineTypeList"))
             if coll == "acceleratorTypes" and method == "GET":
                 items = [dict(a, zone=base(project, zone)) for a in ACCELERATORS]
-                return self.send(200, {"kind": "compute#acceleratorTypeList", "items": items})
+                page = RESERVATIONS.page(items, q.get("pageToken"), q.get("maxResults"))
+                return self.send(200, dict(page, kind="compute#acceleratorTypeList"))
             if coll == "operations" and tail:
                 op = STATE["ops"].get((project, zone, tail[0]))
                 if not op:
@@ -389,7 +393,7 @@ class Handler(BaseHTTPRequestHandler):
                     specific=gke_routes.truthy(q.get("specific", "false")), status=q.get("status", "READY"),
                     delete_at=q.get("deleteAtTime"),
                     share_with=[p for p in q.get("shareWith", "").split(",") if p])
-            elif what == "reservations-page":
+            elif what == "list-page":
                 RESERVATIONS.page_size = int(q.get("n", "500"))
             elif what == "topology":
                 topo = {k: q[k] for k in ("cluster", "block", "subblock", "host") if q.get(k)}

@@ -88,7 +88,7 @@ async fn plain_vms_launch_a_gang_into_a_reservation_until_it_is_full() {
         fake.control("POST", &format!("reservation?{q}"));
     }
     // listings of two a page: the provider reads every page
-    fake.control("POST", "reservations-page?n=2");
+    fake.control("POST", "list-page?n=2");
     let selected = json!([{"name": "a100-resv"}, {"name": "t4-resv"},
                           {"name": "shared-l4", "project": "host-project"}]);
     let p = GcpProvider::new("gcp", &plain_spec(selected), &fake.options())

@@ -1,7 +1,9 @@
 """Compute Engine reservations in the Compute fake over HTTP, one fresh fake
 per test: the resources and their listings, Compute's rules when an insert
 or a group's instance consumes one, GKE's check of a node pool's
-reservation affinity, and physical host topology on instances and nodes."""
+reservation affinity, and physical host topology on instances and nodes;
+and the listings of machine and accelerator types, paged as reservations'.
+"""
 
 import unittest
 
@@ -57,7 +59,7 @@ class Resources(ReservationCase):
         self.assertEqual((code, body["error"]["errors"][0]["reason"]), (404, "notFound"))
         names = [x["name"] for x in self.f.ok("GET", zonal(ZA, "/reservations"))["items"]]
         self.assertEqual(names, ["r-a", "r-c"])
-        self.f.control("reservations-page?n=2")
+        self.f.control("list-page?n=2")
         seen, token = [], None
         while True:
             page = self.f.ok("GET", f"/compute/v1/projects/{P}/aggregated/reservations"
@@ -68,6 +70,26 @@ class Resources(ReservationCase):
             if not token:
                 break
         self.assertEqual(sorted(seen), [(f"zones/{ZA}", "r-a"), (f"zones/{ZA}", "r-c"), (f"zones/{ZB}", "r-b")])
+
+
+class TypeListings(ReservationCase):
+    def test_machine_and_accelerator_types_page_and_every_page_adds_up_to_one(self):
+        for coll in ("machineTypes", "acceleratorTypes"):
+            whole = [x["name"] for x in self.f.ok("GET", zonal(ZA, f"/{coll}"))["items"]]
+            self.assertGreater(len(whole), 2, coll)
+            self.f.control("list-page?n=2")
+            seen, token, pages = [], None, 0
+            while True:
+                page = self.f.ok("GET", zonal(ZA, f"/{coll}") + (f"?pageToken={token}" if token else ""))
+                self.assertLessEqual(len(page["items"]), 2, coll)
+                seen += [x["name"] for x in page["items"]]
+                pages += 1
+                token = page.get("nextPageToken")
+                if not token:
+                    break
+            self.assertEqual(seen, whole, coll)
+            self.assertEqual(pages, (len(whole) + 1) // 2, coll)
+            self.f.control("list-page?n=500")
 
 
 class Inserts(ReservationCase):
