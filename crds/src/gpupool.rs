@@ -239,7 +239,8 @@ pub struct Disruption {
     #[serde(default)]
     pub disrupt_running_gangs: bool,
     /// Warm capacity: empty nodes kept past `consolidateAfter`, as many per machine size as the
-    /// pool's recent arrivals asked for within one burst, so the next small gangs start at once.
+    /// pool's recent arrivals asked for within one burst, of GPU models those arrivals accept,
+    /// so the next small gangs start at once.
     #[serde(default)]
     pub keep_warm: KeepWarm,
 }

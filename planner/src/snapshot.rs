@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Gang, GangUtilization, Node, Offering, Pool, Queue};
+use crate::model::{Gang, GangUtilization, GpuModel, Node, Offering, Pool, Queue};
 use crate::time::{Dur, Time};
 
 /// Everything the planner looks at.
@@ -52,6 +52,10 @@ pub struct Arrival {
     pub gpus_per_pod: u32,
     /// Its pods.
     pub pods: u32,
+    /// The GPU models its pods accept; empty accepts any. Warm nodes kept
+    /// for it are of one of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_models: Vec<GpuModel>,
 }
 
 impl Arrival {
@@ -66,6 +70,7 @@ impl Arrival {
                     at: gang.arrival,
                     gpus_per_pod: gpus,
                     pods: s.count,
+                    gpu_models: s.gpu_models.clone(),
                 })
             })
             .collect()

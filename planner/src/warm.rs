@@ -6,7 +6,8 @@
 //! short jobs are what leaves empty nodes behind): the arrivals in the
 //! queues that may use the pool within the pool's window. Each pod set asks for
 //! machines of its *size class*, the smallest GPU count among the machines
-//! the pool may buy that holds one of its pods, and fills its share of
+//! the pool may buy with a GPU model it accepts that holds one of its pods,
+//! and warm nodes of such a model; it fills its share of
 //! one: arrivals smaller than a machine of their class share machines, as
 //! size-matched placement packs them (eight 1-GPU jobs whose smallest
 //! machine has 8 GPUs ask for one machine, not eight). A burst of small
@@ -18,15 +19,17 @@
 //! within the window (on the matrix's gang-heavy row, counting gangs kept
 //! $26k of A100 machines idle for a month, `docs/benchmarks.md`).
 //!
-//! Per class, the youngest empty nodes are kept first, then by price and
-//! name; the kept nodes of all classes together cost at most
+//! Per class, arrivals that name GPU models take their nodes before those
+//! that accept any, which take what is left; the youngest empty nodes are
+//! kept first, then by price and name; the kept nodes of all classes
+//! together cost at most
 //! `maxPricePerHour`. Only Ready nodes of
 //! the pool with GPUs count; nodes kept count against nothing else.
 
 use std::collections::BTreeMap;
 
 use crate::index::{World, node_gpus};
-use crate::model::KeepWarm;
+use crate::model::{GpuModel, KeepWarm};
 use crate::time::{Dur, Time};
 
 /// One node kept warm, with the demand that keeps it.
@@ -44,26 +47,34 @@ fn class_of(sizes: &[u64], gpus: u64) -> Option<u64> {
     sizes.iter().copied().find(|&s| s >= gpus)
 }
 
-/// Machines per size class that the gangs arriving within the pool's window
-/// filled.
-fn demand(w: &World<'_>, p: usize, kw: &KeepWarm) -> BTreeMap<u64, u64> {
-    let mut sizes: Vec<u64> = w.pool_offerings[p]
-        .iter()
-        .map(|&o| u64::from(w.offerings[o].gpu_count))
-        .filter(|&g| g > 0)
-        .collect();
-    sizes.sort_unstable();
-    sizes.dedup();
+/// True when a GPU of `model` is one of `models` (empty: any).
+fn model_ok(models: &[GpuModel], model: Option<&GpuModel>) -> bool {
+    models.is_empty() || model.is_some_and(|m| models.iter().any(|w| m.satisfies(w)))
+}
+
+/// What arrivals ask warm nodes of: a size class and the GPU models
+/// accepted. Sorted so that, per class, arrivals of named models come
+/// before those of any model, which take the nodes left.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Want {
+    class: u64,
+    any_model: bool,
+    models: Vec<GpuModel>,
+}
+
+/// Machines per size class (and GPU models) that the gangs arriving within
+/// the pool's window filled.
+fn demand(w: &World<'_>, p: usize, kw: &KeepWarm) -> BTreeMap<Want, u64> {
     let mut out = BTreeMap::new();
-    if sizes.is_empty() {
-        return out;
-    }
     let (since, burst) = (w.now - kw.window, kw.burst);
     // Which queues may use the pool, once per queue rather than per arrival.
     let uses: Vec<bool> = (0..w.queues.len())
         .map(|q| w.queue_pools(Some(q)).contains(&p))
         .collect();
-    let mut seen: BTreeMap<u64, Vec<(Time, u64)>> = BTreeMap::new();
+    // The machine sizes the pool may buy with GPUs of the models, ascending
+    // (once per set of models).
+    let mut sizes_of: BTreeMap<Vec<GpuModel>, Vec<u64>> = BTreeMap::new();
+    let mut seen: BTreeMap<Want, Vec<(Time, u64)>> = BTreeMap::new();
     for a in w.arrivals {
         if a.at < since || a.at > w.now || a.gpus_per_pod == 0 {
             continue;
@@ -75,8 +86,22 @@ fn demand(w: &World<'_>, p: usize, kw: &KeepWarm) -> BTreeMap<u64, u64> {
         if !q.is_some_and(|q| uses[q]) {
             continue;
         }
+        let mut models = a.gpu_models.clone();
+        models.sort();
+        models.dedup();
+        let sizes = sizes_of.entry(models.clone()).or_insert_with(|| {
+            let mut v: Vec<u64> = w.pool_offerings[p]
+                .iter()
+                .map(|&o| &w.offerings[o])
+                .filter(|o| o.gpu_count > 0 && model_ok(&models, o.gpu_model.as_ref()))
+                .map(|o| u64::from(o.gpu_count))
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        });
         let per_pod = u64::from(a.gpus_per_pod);
-        let Some(class) = class_of(&sizes, per_pod) else {
+        let Some(class) = class_of(sizes, per_pod) else {
             continue;
         };
         // pods of this size one machine of the class holds
@@ -89,11 +114,16 @@ fn demand(w: &World<'_>, p: usize, kw: &KeepWarm) -> BTreeMap<u64, u64> {
         // the share of a machine it fills, in millionths: arrivals smaller
         // than a machine share one
         let share = (u64::from(a.pods) * MACHINE).div_ceil(per_machine);
-        seen.entry(class).or_default().push((a.at, share));
+        let want = Want {
+            class,
+            any_model: models.is_empty(),
+            models,
+        };
+        seen.entry(want).or_default().push((a.at, share));
     }
-    for (class, mut v) in seen {
+    for (want, mut v) in seen {
         v.sort_unstable();
-        out.insert(class, peak(&v, burst).div_ceil(MACHINE));
+        out.insert(want, peak(&v, burst).div_ceil(MACHINE));
     }
     out
 }
@@ -125,7 +155,7 @@ pub(crate) fn kept(w: &World<'_>, p: usize) -> Vec<Kept> {
     if demand.is_empty() {
         return Vec::new();
     }
-    let mut by_class: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    let mut empty: Vec<usize> = Vec::new();
     for (ni, n) in w.nodes.iter().enumerate() {
         if n.pool != Some(p)
             || n.removed
@@ -134,38 +164,47 @@ pub(crate) fn kept(w: &World<'_>, p: usize) -> Vec<Kept> {
             || n.exclusive.is_some()
             || !n.node.pods.iter().all(|pod| pod.daemon)
             || n.node.empty_since.is_none()
+            || node_gpus(n.node) == 0
         {
             continue;
         }
-        let gpus = node_gpus(n.node);
-        if gpus > 0 && demand.contains_key(&gpus) {
-            by_class.entry(gpus).or_default().push(ni);
-        }
+        empty.push(ni);
     }
+    // youngest first, then by price and name
+    empty.sort_by(|&a, &b| {
+        let (na, nb) = (w.nodes[a].node, w.nodes[b].node);
+        nb.empty_since
+            .cmp(&na.empty_since)
+            .then(na.price.cmp(&nb.price))
+            .then(na.name.cmp(&nb.name))
+    });
+    let mut taken = vec![false; empty.len()];
     let mut budget = kw.max_price_per_hour.map_or(u64::MAX, |p| p.0);
     let mut out = Vec::new();
-    for (class, mut nodes) in by_class {
-        let want = demand.get(&class).copied().unwrap_or(0);
-        nodes.sort_by(|&a, &b| {
-            let (na, nb) = (w.nodes[a].node, w.nodes[b].node);
-            nb.empty_since
-                .cmp(&na.empty_since)
-                .then(na.price.cmp(&nb.price))
-                .then(na.name.cmp(&nb.name))
-        });
-        for ni in nodes
-            .into_iter()
-            .take(usize::try_from(want).unwrap_or(usize::MAX))
-        {
-            let price = w.nodes[ni].node.price.map_or(0, |p| p.0);
+    for (want, count) in demand {
+        let mut left = count;
+        for (i, &ni) in empty.iter().enumerate() {
+            if left == 0 {
+                break;
+            }
+            let n = w.nodes[ni].node;
+            if taken[i]
+                || node_gpus(n) != want.class
+                || !model_ok(&want.models, n.gpu_model.as_ref())
+            {
+                continue;
+            }
+            let price = n.price.map_or(0, |p| p.0);
             if price > budget {
                 break;
             }
             budget -= price;
+            taken[i] = true;
+            left -= 1;
             out.push(Kept {
                 node: ni,
-                class,
-                demand: want,
+                class: want.class,
+                demand: count,
             });
         }
     }

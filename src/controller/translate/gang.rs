@@ -64,6 +64,7 @@ pub(crate) fn arrivals(objs: &[Arc<DynamicObject>], since: Time) -> Vec<Arrival>
                     at,
                     gpus_per_pod: gpus,
                     pods,
+                    gpu_models: ps.gpu_model.iter().map(|m| GpuModel::new(m)).collect(),
                 });
             }
         }

@@ -465,7 +465,8 @@ mod tests {
                 json!({
                     "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},
                     "spec": {"queue": "q", "podSets": [
-                        {"name": "main", "count": 2, "requests": {"nvidia.com/gpu": "1"}},
+                        {"name": "main", "count": 2, "requests": {"nvidia.com/gpu": "1"},
+                         "gpuModel": if name == "new" { json!("A100") } else { json!(null) }},
                         {"name": "launcher", "count": 1, "requests": {"cpu": "1"}}
                     ]},
                     "status": {"phase": phase}
@@ -495,16 +496,20 @@ mod tests {
         assert_eq!(kw.window, muster_planner::Dur::hours(1));
         assert_eq!(kw.burst, muster_planner::Dur::mins(12));
         assert_eq!(kw.max_price_per_hour, None);
-        let got: Vec<(i64, u32, u32)> = tr
+        let got: Vec<(i64, u32, u32, Vec<String>)> = tr
             .snapshot
             .arrivals
             .iter()
-            .map(|a| (now.0 - a.at.0, a.gpus_per_pod, a.pods))
+            .map(|a| {
+                let models = a.gpu_models.iter().map(|m| m.as_str().to_string());
+                (now.0 - a.at.0, a.gpus_per_pod, a.pods, models.collect())
+            })
             .collect();
         assert_eq!(
             got,
-            vec![(1800, 1, 2), (60, 1, 2)],
-            "the finished gang in the window counts, the old one and the CPU pod set do not"
+            vec![(1800, 1, 2, vec![]), (60, 1, 2, vec!["A100".to_string()])],
+            "the finished gang in the window counts, the old one and the CPU pod set do not; \
+             a pod set's GPU model comes along"
         );
 
         let mut off = o.clone();
