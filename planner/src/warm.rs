@@ -16,8 +16,7 @@
 //! that filled more than one machine (a multi-node gang) asks for none: it
 //! waits for the slowest of its machines whatever is kept, and keeping its
 //! machines costs a whole gang's worth for an arrival that seldom repeats
-//! within the window (on the matrix's gang-heavy row, counting gangs kept
-//! $26k of A100 machines idle for a month, `docs/benchmarks.md`).
+//! within the window.
 //!
 //! Per class, arrivals that name GPU models take their nodes before those
 //! that accept any, which take what is left; the youngest empty nodes are
