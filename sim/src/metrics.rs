@@ -61,7 +61,8 @@ pub struct Recorder {
     pub idle_gpu_secs_by_node_gpus: std::collections::BTreeMap<u32, f64>,
     /// Node-seconds Ready and empty.
     pub idle_node_secs: f64,
-    /// GPU-seconds of Ready, empty nodes held for a job.
+    /// GPU-seconds of Ready, empty nodes held for a job, from the moment
+    /// each is held ([`crate::world::World::reserve`]).
     pub reserved_idle_gpu_secs: f64,
     /// GPU-seconds of pods bound while their gang was incomplete.
     pub partial_gpu_secs: f64,

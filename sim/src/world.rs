@@ -561,6 +561,24 @@ impl World {
         st.partial_mark = now;
     }
 
+    /// Sets the job `node` is held for (`None`: for none). An empty Ready
+    /// node's idle time so far counts under its former holder, held or not,
+    /// and counting starts again: held time begins when the node is held,
+    /// not when it became empty.
+    pub fn reserve(&mut self, node: NodeId, job: Option<JobId>) {
+        if self.cluster.nodes[node].reserved_for == job {
+            return;
+        }
+        let empty = self.cluster.nodes[node].empty_since.is_some();
+        self.close_idle(node);
+        let now = self.now;
+        let n = &mut self.cluster.nodes[node];
+        n.reserved_for = job;
+        if empty {
+            n.empty_since = Some(now);
+        }
+    }
+
     fn close_idle(&mut self, node: NodeId) {
         let now = self.now;
         let n = &mut self.cluster.nodes[node];

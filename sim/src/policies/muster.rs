@@ -264,7 +264,7 @@ impl MusterPolicy {
             .filter(|id| world.cluster.nodes[*id].reserved_for == Some(job))
             .collect();
         for id in ids {
-            world.cluster.nodes[id].reserved_for = None;
+            world.reserve(id, None);
         }
     }
 
@@ -681,7 +681,7 @@ impl MusterPolicy {
                 let Some(id) = world.cluster.by_name(name) else {
                     continue; // already gone
                 };
-                world.cluster.nodes[id].reserved_for = heir;
+                world.reserve(id, heir);
                 if heir.is_none() && world.cluster.nodes[id].phase.in_flight() {
                     self.terminate(world, id, GangEvent::NodeLost);
                 }
@@ -874,7 +874,7 @@ impl MusterPolicy {
         self.stats.launch_sets += 1;
         for name in &l.reserve {
             match world.cluster.by_name(name) {
-                Some(id) => world.cluster.nodes[id].reserved_for = Some(job),
+                Some(id) => world.reserve(id, Some(job)),
                 None => self.error(format!(
                     "launch for {} reserves unknown node {name}",
                     l.gang
