@@ -108,6 +108,36 @@ where
     }
 }
 
+/// Every page of a zonal `list` of `client` in `project` and `zone`, as
+/// [`every_page`] reads them. A macro: the generated clients share no trait
+/// for `list`.
+macro_rules! zonal_list {
+    ($client:expr, $project:expr, $zone:expr) => {{
+        let (client, project, zone) = (&$client, $project, $zone);
+        every_page(move |token| async move {
+            client
+                .list()
+                .set_project(project)
+                .set_zone(zone)
+                .set_page_token(token)
+                .send()
+                .await
+                .map(|page| to_value(&page))
+                .map_err(|e| failure(&e, None))
+        })
+    }};
+}
+
+/// The `items` of every page that read as `T`; an item that does not (a
+/// shape muster does not know) is left out.
+fn items_of<T: serde::de::DeserializeOwned>(pages: &[Value]) -> Vec<T> {
+    pages
+        .iter()
+        .flat_map(|v| v["items"].as_array().into_iter().flatten())
+        .filter_map(|item| serde_json::from_value::<T>(item.clone()).ok())
+        .collect()
+}
+
 /// A [`ProviderError::Permanent`] with this message.
 pub(crate) fn permanent_error(message: String) -> ProviderError {
     ProviderError::Permanent { message }
@@ -236,41 +266,10 @@ impl GcpProvider {
         &self,
         zone: &str,
     ) -> Result<(Vec<MachineType>, Vec<AcceleratorType>), ProviderError> {
-        let project = &self.class.project;
-        let list = &self.clients.machine_types;
-        let pages = every_page(|token| async move {
-            list.list()
-                .set_project(project)
-                .set_zone(zone)
-                .set_page_token(token)
-                .send()
-                .await
-                .map(|page| to_value(&page))
-                .map_err(|e| failure(&e, None))
-        })
-        .await?;
-        let machines: Vec<MachineType> = pages
-            .iter()
-            .flat_map(|v| v["items"].as_array().into_iter().flatten())
-            .filter_map(|item| serde_json::from_value::<MachineType>(item.clone()).ok())
-            .collect();
-        let list = &self.clients.accelerator_types;
-        let pages = every_page(|token| async move {
-            list.list()
-                .set_project(project)
-                .set_zone(zone)
-                .set_page_token(token)
-                .send()
-                .await
-                .map(|page| to_value(&page))
-                .map_err(|e| failure(&e, None))
-        })
-        .await?;
-        let accelerators = pages
-            .iter()
-            .flat_map(|v| v["items"].as_array().into_iter().flatten())
-            .filter_map(|a| serde_json::from_value::<AcceleratorType>(a.clone()).ok())
-            .collect();
+        let project = self.class.project.as_str();
+        let machines = items_of(&zonal_list!(self.clients.machine_types, project, zone).await?);
+        let accelerators =
+            items_of(&zonal_list!(self.clients.accelerator_types, project, zone).await?);
         Ok((machines, accelerators))
     }
 

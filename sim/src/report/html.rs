@@ -13,7 +13,7 @@ use crate::report::svg::{COLORS, Series, Unit, XAxis, esc, line_chart, stacked_b
 use crate::runner::{PolicyRun, Prepared};
 
 /// The summary keys shown in the table, with their labels.
-pub const TABLE_KEYS: [(&str, &str); 17] = [
+pub const TABLE_KEYS: [(&str, &str); 18] = [
     ("cost_usd", "cost ($)"),
     ("cost_vs_lower_bound", "cost ÷ lower bound"),
     ("gpu_hours_allocated", "GPU-hours allocated"),
@@ -23,6 +23,7 @@ pub const TABLE_KEYS: [(&str, &str); 17] = [
     ("wait_p50_s", "wait p50 (s)"),
     ("wait_p95_s", "wait p95 (s)"),
     ("wait_p99_s", "wait p99 (s)"),
+    ("started_within_60s", "started within 60 s (share)"),
     ("partial_gang_gpu_hours", "partial-gang GPU-hours"),
     ("jobs_completed", "jobs completed"),
     ("preemptions", "preemptions"),

@@ -36,8 +36,14 @@ const ROWS: &[Row] = &[
     ("wait p50", |p| human_secs(p.wait_p50_s)),
     ("wait p95", |p| human_secs(p.wait_p95_s)),
     ("wait p99", |p| human_secs(p.wait_p99_s)),
+    ("started within 60 s", |p| {
+        format!("{:.1}%", 100.0 * p.started_within_60s)
+    }),
     ("partial-gang GPU-hours", |p| {
         format!("{:.1}", p.partial_gang_gpu_hours)
+    }),
+    ("held for gangs not started (GPU-h)", |p| {
+        format!("{:.1}", p.reserved_idle_gpu_hours)
     }),
     ("jobs completed", |p| p.jobs_completed.to_string()),
     ("preemptions", |p| p.preemptions.to_string()),
