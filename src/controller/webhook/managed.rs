@@ -145,6 +145,12 @@ enum Next {
     After(Duration),
     /// Someone else wrote the Secret: read it again now.
     Reread,
+    /// This Secret was written: decide on it from now on, after this long.
+    /// The watch delivers it later, and any event before that (the patch of
+    /// the webhook configuration, for one) would otherwise be decided on the
+    /// Secret it replaced: a second new CA, patched into the bundle in place
+    /// of the one the Secret serves with, until its write fails.
+    Wrote(Box<Secret>, Duration),
 }
 
 /// One decision of the leader on the Secret it last saw.
@@ -230,7 +236,7 @@ async fn write_secret(
         }
     };
     match result {
-        Ok(_) => Ok(Next::After(RETRY)),
+        Ok(written) => Ok(Next::Wrote(Box::new(written), RETRY)),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(Next::Reread),
         Err(e) => Err(ManagedError::Secret(e.to_string())),
     }
@@ -366,6 +372,11 @@ pub(crate) async fn run(
         next = tokio::time::Instant::now()
             + match step {
                 Ok(Next::After(d)) => d,
+                Ok(Next::Wrote(written, d)) => {
+                    // the watch's later events come after this write
+                    current = Some(*written);
+                    d
+                }
                 Ok(Next::Reread) => {
                     match api.get_opt(&settings.secret).await {
                         Ok(s) => current = s,
