@@ -240,7 +240,8 @@ pub struct Disruption {
     pub disrupt_running_gangs: bool,
     /// Warm capacity: empty nodes kept past `consolidateAfter`, as many per machine size as the
     /// pool's recent arrivals asked for within one burst, of GPU models those arrivals accept,
-    /// so the next small gangs start at once.
+    /// so the next small gangs start at once. Unless `allSizes`, only arrivals whose pod fits the
+    /// smallest machine the pool buys with their GPU models ask for any.
     #[serde(default)]
     pub keep_warm: KeepWarm,
 }
@@ -262,6 +263,11 @@ pub struct KeepWarm {
     /// many as the demand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_price_per_hour: Option<Usd>,
+    /// Arrivals bigger than the smallest machine the pool buys with their GPU models (a 4-GPU job
+    /// in a pool that also sells 1-GPU machines) ask for warm nodes too; by default they ask for
+    /// none, as a warm node of the smallest size starts a job for the least money.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all_sizes: bool,
 }
 
 impl Default for KeepWarm {
@@ -270,6 +276,7 @@ impl Default for KeepWarm {
             window: default_warm_window(),
             burst: default_warm_burst(),
             max_price_per_hour: None,
+            all_sizes: false,
         }
     }
 }
@@ -280,7 +287,7 @@ fn default_warm_window() -> Duration {
 }
 
 fn default_warm_burst() -> Duration {
-    Duration::from("12m")
+    Duration::from("20m")
 }
 
 impl Default for Disruption {

@@ -18,6 +18,15 @@
 //! machines costs a whole gang's worth for an arrival that seldom repeats
 //! within the window.
 //!
+//! Nor, unless the pool says `allSizes`, does an arrival whose size class
+//! is not the smallest machine the pool buys with its GPU models (a 4-GPU
+//! job in a pool that sells 1-GPU machines it accepts): every job that
+//! starts on a warm node saves the same one boot of waiting, so a dollar
+//! kept warm starts the most jobs on the smallest machines. On the Philly
+//! replay, warm nodes of the bigger classes cost about a third of all warm
+//! capacity and started few jobs; `docs/benchmarks.md` ("Warm capacity")
+//! has the command that measures it.
+//!
 //! Per class, arrivals that name GPU models take their nodes before those
 //! that accept any, which take what is left; the youngest empty nodes are
 //! kept first, then by price and name; the kept nodes of all classes
@@ -103,6 +112,11 @@ fn demand(w: &World<'_>, p: usize, kw: &KeepWarm) -> BTreeMap<Want, u64> {
         let Some(class) = class_of(sizes, per_pod) else {
             continue;
         };
+        if !kw.all_sizes && sizes.first() != Some(&class) {
+            // bigger than the smallest machine of its models: no demand
+            // (see the module's comment)
+            continue;
+        }
         // pods of this size one machine of the class holds
         let per_machine = (class / per_pod).max(1);
         if u64::from(a.pods) > per_machine {

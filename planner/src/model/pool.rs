@@ -167,6 +167,11 @@ pub struct KeepWarm {
     /// the window's arrivals used.
     #[serde(default)]
     pub max_price_per_hour: Option<Price>,
+    /// Arrivals bigger than the smallest machine the pool buys with their
+    /// GPU models ask for warm nodes too (by default they ask for none; see
+    /// [`crate::warm`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all_sizes: bool,
 }
 
 /// How long a node stays empty or underutilized before it is consolidated,
@@ -198,15 +203,17 @@ pub fn default_keep_warm() -> Option<KeepWarm> {
         window: Dur::hours(1),
         burst: default_warm_burst(),
         max_price_per_hour: None,
+        all_sizes: false,
     })
 }
-/// About three boot times: on the Philly replay, 5 minutes keeps too few
+/// About five boot times: on the Philly replay, 5 minutes keeps too few
 /// nodes for the bursts of small jobs (the median job waits a boot), and,
-/// with `consolidateAfter` at zero, 10 minutes just too few on the
-/// spot-heavy row; `docs/benchmarks.md`, "Warm capacity", has the commands
-/// that measure each.
+/// with warm nodes only of the smallest machines (see [`crate::warm`]),
+/// 12 and 15 minutes just too few on the spot-heavy row;
+/// `docs/benchmarks.md`, "Warm capacity", has the commands that measure
+/// each.
 fn default_warm_burst() -> Dur {
-    Dur::mins(12)
+    Dur::mins(20)
 }
 fn default_scale_to_zero_after() -> Dur {
     Dur::mins(10)

@@ -494,8 +494,12 @@ mod tests {
             .as_ref()
             .expect("kept warm by default");
         assert_eq!(kw.window, muster_planner::Dur::hours(1));
-        assert_eq!(kw.burst, muster_planner::Dur::mins(12));
+        assert_eq!(kw.burst, muster_planner::Dur::mins(20));
         assert_eq!(kw.max_price_per_hour, None);
+        assert!(
+            !kw.all_sizes,
+            "arrivals of the smallest size only, by default"
+        );
         let got: Vec<(i64, u32, u32, Vec<String>)> = tr
             .snapshot
             .arrivals
@@ -529,7 +533,7 @@ mod tests {
             Kind::GpuPool,
             vec![dynamic(
                 Kind::GpuPool,
-                json!({"metadata": {"name": "good"}, "spec": {"nodeClassRef": {"name": "nc"}, "disruption": {"keepWarm": {"window": "30m", "burst": "5m", "maxPricePerHour": "5.00"}}}}),
+                json!({"metadata": {"name": "good"}, "spec": {"nodeClassRef": {"name": "nc"}, "disruption": {"keepWarm": {"window": "30m", "burst": "5m", "maxPricePerHour": "5.00", "allSizes": true}}}}),
             )],
         );
         let tr = snapshot(&capped, &BTreeMap::new(), now);
@@ -539,11 +543,12 @@ mod tests {
             .clone()
             .expect("on");
         assert_eq!(
-            (kw.window, kw.burst, kw.max_price_per_hour),
+            (kw.window, kw.burst, kw.max_price_per_hour, kw.all_sizes),
             (
                 muster_planner::Dur::mins(30),
                 muster_planner::Dur::mins(5),
-                muster_planner::Price::from_usd(5.0)
+                muster_planner::Price::from_usd(5.0),
+                true
             )
         );
         assert_eq!(

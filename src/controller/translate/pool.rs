@@ -329,6 +329,7 @@ fn keep_warm(
             .as_ref()
             .map(|u| usd(k, obj, "disruption.keepWarm.maxPricePerHour", u))
             .transpose()?,
+        all_sizes: w.all_sizes,
     }))
 }
 
