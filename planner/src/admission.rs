@@ -167,7 +167,24 @@ fn size_matched(
         return None;
     }
     let topology = w.gangs[gi].gang.topology;
-    w.avoid_above_gpus = Some(class);
+    // (nodes a caller avoids stay avoided)
+    let before = w.avoid.clone();
+    let by_list = match hole::paid_above(w, class) {
+        // reserved machines bigger than the class are open to the gang:
+        // only the paid ones are avoided, by name
+        Some(mut paid) => {
+            paid.extend_from_slice(&before);
+            paid.sort_unstable();
+            paid.dedup();
+            w.avoid = paid;
+            w.generation += 1;
+            true
+        }
+        None => {
+            w.avoid_above_gpus = Some(class);
+            false
+        }
+    };
     let decision = match place(w, groups, topology, scope) {
         Some(takes) => Some(Decision::Admit(takes)),
         None => plan_launch(w, gi, groups, topology, excluded, duration)
@@ -176,8 +193,13 @@ fn size_matched(
             .map(Decision::Launch),
     };
     // (Packing failures found without the bigger nodes are cached under
-    // their own key, `World::avoid_above_gpus`.)
+    // their own key, `World::avoid_above_gpus`, or, avoided by name, for
+    // this generation only.)
     w.avoid_above_gpus = None;
+    if by_list {
+        w.avoid = before;
+        w.generation += 1;
+    }
     decision
 }
 

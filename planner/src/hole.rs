@@ -19,6 +19,9 @@
 //! ([`size_class`]), as a layout of node groups split by GPU count would
 //! have it: it takes a hole there, or gets a machine of that size, and
 //! takes a hole in a bigger machine only when no such launch is possible.
+//! Reserved machines are the exception ([`paid_above`]): paid for whole,
+//! used or not, a hole in one keeps up nothing that is not paid already,
+//! so a gang of any size may take it first.
 
 use crate::index::{World, node_gpus};
 use crate::placement::Group;
@@ -95,6 +98,31 @@ pub(crate) fn has_bigger(w: &World<'_>, class: u64) -> bool {
     w.nodes
         .iter()
         .any(|n| n.pool.is_some() && node_gpus(n.node) > class)
+}
+
+/// With a reserved node (paid for whole, whether used or not) of more GPUs
+/// than `class` in some pool: the nodes of more GPUs than `class` that are
+/// not reserved, sorted, which size-matched placement avoids by name so
+/// that a gang may take a hole in a reserved machine, as it keeps up
+/// nothing that is not paid for already. `None` when no reserved node is
+/// bigger than `class` (bigger nodes are then avoided by size).
+pub(crate) fn paid_above(w: &World<'_>, class: u64) -> Option<Vec<usize>> {
+    let bigger = |n: &crate::index::NodeInfo<'_>| {
+        n.pool.is_some() && !n.removed && node_gpus(n.node) > class
+    };
+    let reserved = |n: &crate::index::NodeInfo<'_>| {
+        n.node.capacity_type == Some(crate::model::CapacityType::Reserved)
+    };
+    if w.reserved_max_gpus.is_none_or(|m| m <= class)
+        || !w.nodes.iter().any(|n| bigger(n) && reserved(n))
+    {
+        return None;
+    }
+    Some(
+        (0..w.nodes.len())
+            .filter(|&ni| bigger(&w.nodes[ni]) && !reserved(&w.nodes[ni]))
+            .collect(),
+    )
 }
 
 /// Micro-dollars of keeping `hosts` up for `d`.

@@ -285,6 +285,9 @@ pub(crate) struct World<'a> {
     /// than this are not taken. Part of the key of cached packing
     /// failures, so failures found without those nodes stay apart.
     pub(crate) avoid_above_gpus: Option<u64>,
+    /// The most GPUs of a reserved pool node (`hole::paid_above`); `None`
+    /// without reserved nodes.
+    pub(crate) reserved_max_gpus: Option<u64>,
     /// Size classes (`hole::size_class`) computed this cycle, by queue and
     /// the (signature, shape) of each group: they read only what a cycle
     /// does not change.

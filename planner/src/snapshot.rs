@@ -130,8 +130,9 @@ pub struct Policy {
     /// A gang looks first only at nodes no bigger (in GPUs) than the
     /// smallest machine its pools may buy for it, and gets such a machine
     /// when none has room; a hole in a bigger machine is taken only when no
-    /// such launch is possible (see the planner's `hole` module). On by
-    /// default.
+    /// such launch is possible, or when the machine is reserved (paid for
+    /// whole, so a hole in it keeps up nothing not paid already; see the
+    /// planner's `hole` module). On by default.
     pub size_matched_placement: bool,
     /// A Provisioning gang still waiting for machines in flight starts at
     /// once when Ready nodes have room for all of it, and its machines in

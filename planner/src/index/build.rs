@@ -12,7 +12,7 @@ use super::{
     FastMap, FastSet, GangInfo, NodeInfo, PoolUsage, ProvState, ReleasedFrom, World, node_gpus,
     offering_cmp, pod_set_of_each, pool_allows,
 };
-use crate::model::{Gang, GangPhase, Node, NodePhase, Offering, Pool};
+use crate::model::{CapacityType, Gang, GangPhase, Node, NodePhase, Offering, Pool};
 use crate::snapshot::{Policy, Snapshot};
 use crate::time::Time;
 use crate::time_facts::not_ready;
@@ -86,6 +86,11 @@ impl<'a> World<'a> {
         let stale_mark = vec![false; nodes.len()];
         let reserved_left = reserved_left(&offerings, &nodes_sorted);
         let capacity_ends = nodes_sorted.iter().any(|n| n.capacity_ends_at.is_some());
+        let reserved_max_gpus = nodes
+            .iter()
+            .filter(|n| n.pool.is_some() && n.node.capacity_type == Some(CapacityType::Reserved))
+            .map(|n| node_gpus(n.node))
+            .max();
         let gang_sigs = vec![None; gangs.len()];
 
         World {
@@ -116,6 +121,7 @@ impl<'a> World<'a> {
             known_existing: None,
             avoid: Vec::new(),
             avoid_above_gpus: None,
+            reserved_max_gpus,
             size_classes: Default::default(),
             zones,
             node_zone,
