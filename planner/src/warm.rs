@@ -24,8 +24,8 @@
 //! starts on a warm node saves the same one boot of waiting, so a dollar
 //! kept warm starts the most jobs on the smallest machines. On the Philly
 //! replay, warm nodes of the bigger classes cost about a third of all warm
-//! capacity and started few jobs; `docs/benchmarks.md` ("Warm capacity")
-//! has the command that measures it.
+//! capacity and started few jobs; `docs/benchmarks.md` ("Size-matched
+//! placement and warm capacity") has the command that measures it.
 //!
 //! Per class, arrivals that name GPU models take their nodes before those
 //! that accept any, which take what is left; the youngest empty nodes are

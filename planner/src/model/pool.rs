@@ -209,9 +209,9 @@ pub fn default_keep_warm() -> Option<KeepWarm> {
 /// About five boot times: on the Philly replay, 5 minutes keeps too few
 /// nodes for the bursts of small jobs (the median job waits a boot), and,
 /// with warm nodes only of the smallest machines (see [`crate::warm`]),
-/// 12 and 15 minutes just too few on the spot-heavy row;
-/// `docs/benchmarks.md`, "Warm capacity", has the commands that measure
-/// each.
+/// 12 minutes just too few on the spot-heavy row, 15 just enough; 20
+/// leaves a little room. `docs/benchmarks.md`, "Size-matched placement and
+/// warm capacity", has the commands that measure each.
 fn default_warm_burst() -> Dur {
     Dur::mins(20)
 }
