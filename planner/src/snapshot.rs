@@ -131,8 +131,9 @@ pub struct Policy {
     /// smallest machine its pools may buy for it, and gets such a machine
     /// when none has room; a hole in a bigger machine is taken only when no
     /// such launch is possible, or when the machine is reserved (paid for
-    /// whole, so a hole in it keeps up nothing not paid already; see the
-    /// planner's `hole` module). On by default.
+    /// whole, so a hole in it keeps up nothing not paid already) and the
+    /// gang's size is at least half of it (see the planner's `hole`
+    /// module). On by default.
     pub size_matched_placement: bool,
     /// A Provisioning gang still waiting for machines in flight starts at
     /// once when Ready nodes have room for all of it, and its machines in
