@@ -167,40 +167,13 @@ fn size_matched(
         return None;
     }
     let topology = w.gangs[gi].gang.topology;
-    // (nodes a caller avoids stay avoided)
-    let before = w.avoid.clone();
-    let by_list = match hole::paid_above(w, class) {
-        // reserved machines bigger than the class are open to the gang:
-        // only the paid ones are avoided, by name
-        Some(mut paid) => {
-            paid.extend_from_slice(&before);
-            paid.sort_unstable();
-            paid.dedup();
-            w.avoid = paid;
-            w.generation += 1;
-            true
-        }
-        None => {
-            w.avoid_above_gpus = Some(class);
-            false
-        }
-    };
-    let decision = match place(w, groups, topology, scope) {
+    hole::size_matched(w, class, |w| match place(w, groups, topology, scope) {
         Some(takes) => Some(Decision::Admit(takes)),
         None => plan_launch(w, gi, groups, topology, excluded, duration)
             .ok()
             .filter(|c| !c.new.is_empty())
             .map(Decision::Launch),
-    };
-    // (Packing failures found without the bigger nodes are cached under
-    // their own key, `World::avoid_above_gpus`, or, avoided by name, for
-    // this generation only.)
-    w.avoid_above_gpus = None;
-    if by_list {
-        w.avoid = before;
-        w.generation += 1;
-    }
-    decision
+    })
 }
 
 /// A launch for the gang that avoids the idle nodes `takes` would keep up
@@ -223,12 +196,9 @@ fn own_machine(
     }
     let keep = hole::keep_cost(w, &idle, duration);
     let topology = w.gangs[gi].gang.topology;
-    w.avoid = idle;
-    let alt = plan_launch(w, gi, groups, topology, excluded, duration);
-    w.avoid.clear();
-    // packing failures found without the idle nodes are not failures with
-    // them: the next search must not trust them
-    w.generation += 1;
+    let alt = w.with_avoided(&idle, |w| {
+        plan_launch(w, gi, groups, topology, excluded, duration)
+    });
     let mut c = alt.ok()?;
     // (The plan's message does not name the idle nodes: a re-plan that
     // takes this launch over from an earlier cycle checks what the launch

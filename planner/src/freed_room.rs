@@ -93,46 +93,40 @@ pub(crate) fn plan(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
     waiting.sort_by(|a, b| within_queue_cmp(w, *a, *b));
     // Every search of the loop leaves the warm nodes out, so a packing
     // failure one finds holds for the next (capacity only shrinks between
-    // them); failures found without them before or after are not failures
-    // with them, nor the reverse.
-    if !warm.is_empty() {
-        w.generation += 1;
-        w.avoid = warm;
-    }
-    // Gangs alike (queue, pod sets, sizes, topology) whose search failed:
-    // room only shrinks during the loop, so the next one fails too.
-    let mut failed: Vec<Alike> = Vec::new();
-    for gi in waiting {
-        let g = w.gangs[gi].gang;
-        let per_pod = g
-            .pod_sets
-            .iter()
-            .map(|ps| ps.requests.gpu_millis)
-            .max()
-            .unwrap_or(0);
-        if per_pod > empty_gpus || held_gpus(w, gi) > free_gpus {
-            continue;
+    // them); those found with them, before the loop, hold too.
+    w.with_avoided(&warm, |w| {
+        // Gangs alike (queue, pod sets, sizes, topology) whose search
+        // failed: room only shrinks during the loop, so the next one fails
+        // too.
+        let mut failed: Vec<Alike> = Vec::new();
+        for gi in waiting {
+            let g = w.gangs[gi].gang;
+            let per_pod = g
+                .pod_sets
+                .iter()
+                .map(|ps| ps.requests.gpu_millis)
+                .max()
+                .unwrap_or(0);
+            if per_pod > empty_gpus || held_gpus(w, gi) > free_gpus {
+                continue;
+            }
+            // (a gang with Ready nodes of its own has room no other has)
+            let alike = holds_ready(w, gi).not().then(|| Alike {
+                queue: w.gangs[gi].queue,
+                sigs: w.gang_sigs(gi),
+                counts: w.gangs[gi].held.clone(),
+                topology: g.topology,
+            });
+            if alike.as_ref().is_some_and(|a| failed.contains(a)) {
+                continue;
+            }
+            if !try_move(w, book, cx, gi)
+                && let Some(a) = alike
+            {
+                failed.push(a);
+            }
         }
-        // (a gang with Ready nodes of its own has room no other has)
-        let alike = holds_ready(w, gi).not().then(|| Alike {
-            queue: w.gangs[gi].queue,
-            sigs: w.gang_sigs(gi),
-            counts: w.gangs[gi].held.clone(),
-            topology: g.topology,
-        });
-        if alike.as_ref().is_some_and(|a| failed.contains(a)) {
-            continue;
-        }
-        if !try_move(w, book, cx, gi)
-            && let Some(a) = alike
-        {
-            failed.push(a);
-        }
-    }
-    if !w.avoid.is_empty() {
-        w.avoid.clear();
-        w.generation += 1;
-    }
+    });
 }
 
 /// GPUs (milli) the gang holds.
@@ -327,8 +321,10 @@ fn hand_on_to(
 }
 
 /// Room for the whole gang on Ready nodes, as a pending gang would look for
-/// it: its size class first under size-matched placement, and no idle node
-/// a launch of its own would avoid. (Warm nodes are in `World::avoid`.)
+/// it: under size-matched placement no bigger node than its size class
+/// but the reserved machines admission leaves open to it
+/// (`hole::size_matched`), and no idle node a launch of its own would
+/// avoid. (Warm nodes are in `World::avoid`.)
 fn search(
     w: &mut World<'_>,
     gi: usize,
@@ -342,9 +338,11 @@ fn search(
     } else {
         None
     };
-    w.avoid_above_gpus = class;
-    let found = place(w, groups, w.gangs[gi].gang.topology, &scope);
-    w.avoid_above_gpus = None;
+    let topology = w.gangs[gi].gang.topology;
+    let found = match class {
+        Some(c) => hole::size_matched(w, c, |w| place(w, groups, topology, &scope)),
+        None => place(w, groups, topology, &scope),
+    };
     found.filter(|takes| {
         w.policy.own_machine_below_percent == 0 || hole::idle_hosts(w, takes).is_empty()
     })

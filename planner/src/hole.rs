@@ -135,6 +135,28 @@ pub(crate) fn paid_above(w: &World<'_>, class: u64) -> Option<Vec<usize>> {
     )
 }
 
+/// Runs `f` as size-matched placement searches for a gang of size class
+/// `class`: pool nodes with more GPUs are not taken, except the reserved
+/// machines [`paid_above`] leaves open. Admission and freed room both
+/// search through this, so a gang finds the same room either way.
+pub(crate) fn size_matched<R>(
+    w: &mut World<'_>,
+    class: u64,
+    f: impl FnOnce(&mut World<'_>) -> R,
+) -> R {
+    match paid_above(w, class) {
+        Some(paid) => w.with_avoided(&paid, f),
+        None => {
+            w.avoid_above_gpus = Some(class);
+            let out = f(w);
+            // (packing failures found without the bigger nodes are cached
+            // under their own key, `World::avoid_above_gpus`)
+            w.avoid_above_gpus = None;
+            out
+        }
+    }
+}
+
 /// Micro-dollars of keeping `hosts` up for `d`.
 pub(crate) fn keep_cost(w: &World<'_>, hosts: &[usize], d: Dur) -> u64 {
     hosts

@@ -393,6 +393,26 @@ pub(crate) fn node_gpus(n: &Node) -> u64 {
 }
 
 impl<'a> World<'a> {
+    /// Runs `f` with `nodes` avoided as well as what is avoided already
+    /// ([`World::avoid`]), then avoids again only what was avoided before.
+    /// Capacity grows back then, so packing failures found meanwhile
+    /// expire (a new generation); those found before hold throughout.
+    pub(crate) fn with_avoided<R>(&mut self, nodes: &[usize], f: impl FnOnce(&mut Self) -> R) -> R {
+        if nodes.is_empty() {
+            return f(self);
+        }
+        let before = self.avoid.clone();
+        let mut all = before.clone();
+        all.extend_from_slice(nodes);
+        all.sort_unstable();
+        all.dedup();
+        self.avoid = all;
+        let out = f(self);
+        self.avoid = before;
+        self.generation += 1;
+        out
+    }
+
     /// Pools a queue may use, in its order (all pools by weight then name
     /// when the queue lists none).
     pub fn queue_pools(&self, q: Option<usize>) -> Vec<usize> {

@@ -34,6 +34,7 @@
 //! `maxPricePerHour`. Only Ready nodes of
 //! the pool with GPUs count; nodes kept count against nothing else.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::index::{World, node_gpus};
@@ -82,32 +83,52 @@ fn demand(w: &World<'_>, p: usize, kw: &KeepWarm) -> BTreeMap<Want, u64> {
     // The machine sizes the pool may buy with GPUs of the models, ascending
     // (once per set of models).
     let mut sizes_of: BTreeMap<Vec<GpuModel>, Vec<u64>> = BTreeMap::new();
-    let mut seen: BTreeMap<Want, Vec<(Time, u64)>> = BTreeMap::new();
+    // Keyed by class and the arrival's models, borrowed when they are
+    // already sorted without repeats (as one model or none always is).
+    let mut seen: BTreeMap<(u64, Cow<'_, [GpuModel]>), Arrived> = BTreeMap::new();
+    // The queue of the arrival before, and whether it may use the pool:
+    // arrivals of one queue often come in a row.
+    let mut last_queue: Option<(&str, bool)> = None;
     for a in w.arrivals {
         if a.at < since || a.at > w.now || a.gpus_per_pod == 0 {
             continue;
         }
-        let q = w
-            .queues
-            .binary_search_by(|q| q.name.as_str().cmp(a.queue.as_str()))
-            .ok();
-        if !q.is_some_and(|q| uses[q]) {
+        let may_use = match last_queue {
+            Some((q, ok)) if q == a.queue => ok,
+            _ => {
+                let ok = w
+                    .queues
+                    .binary_search_by(|q| q.name.as_str().cmp(a.queue.as_str()))
+                    .is_ok_and(|q| uses[q]);
+                last_queue = Some((&a.queue, ok));
+                ok
+            }
+        };
+        if !may_use {
             continue;
         }
-        let mut models = a.gpu_models.clone();
-        models.sort();
-        models.dedup();
-        let sizes = sizes_of.entry(models.clone()).or_insert_with(|| {
-            let mut v: Vec<u64> = w.pool_offerings[p]
-                .iter()
-                .map(|&o| &w.offerings[o])
-                .filter(|o| o.gpu_count > 0 && model_ok(&models, o.gpu_model.as_ref()))
-                .map(|o| u64::from(o.gpu_count))
-                .collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        });
+        let models: Cow<'_, [GpuModel]> = if a.gpu_models.windows(2).all(|p| p[0] < p[1]) {
+            Cow::Borrowed(&a.gpu_models)
+        } else {
+            let mut m = a.gpu_models.clone();
+            m.sort();
+            m.dedup();
+            Cow::Owned(m)
+        };
+        let sizes = match sizes_of.get(models.as_ref()) {
+            Some(s) => s,
+            None => {
+                let mut v: Vec<u64> = w.pool_offerings[p]
+                    .iter()
+                    .map(|&o| &w.offerings[o])
+                    .filter(|o| o.gpu_count > 0 && model_ok(&models, o.gpu_model.as_ref()))
+                    .map(|o| u64::from(o.gpu_count))
+                    .collect();
+                v.sort_unstable();
+                v.dedup();
+                sizes_of.entry(models.to_vec()).or_insert(v)
+            }
+        };
         let per_pod = u64::from(a.gpus_per_pod);
         let Some(class) = class_of(sizes, per_pod) else {
             continue;
@@ -127,19 +148,22 @@ fn demand(w: &World<'_>, p: usize, kw: &KeepWarm) -> BTreeMap<Want, u64> {
         // the share of a machine it fills, in millionths: arrivals smaller
         // than a machine share one
         let share = (u64::from(a.pods) * MACHINE).div_ceil(per_machine);
+        seen.entry((class, models)).or_default().push((a.at, share));
+    }
+    for ((class, models), mut v) in seen {
         let want = Want {
             class,
             any_model: models.is_empty(),
-            models,
+            models: models.into_owned(),
         };
-        seen.entry(want).or_default().push((a.at, share));
-    }
-    for (want, mut v) in seen {
         v.sort_unstable();
         out.insert(want, peak(&v, burst).div_ceil(MACHINE));
     }
     out
 }
+
+/// When arrivals of one size class came, with their shares of a machine.
+type Arrived = Vec<(Time, u64)>;
 
 /// One machine, in the millionths arrivals' shares are counted in.
 const MACHINE: u64 = 1_000_000;

@@ -39,7 +39,7 @@
 //! spot interruptions, lost nodes and completions go through
 //! `lifecycle::gang`. A completed gang releases every node at once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use muster_planner::lifecycle::gang::{self as gang_lc, Event as GangEvent, Step as GangStep};
 use muster_planner::lifecycle::pool_node::{self, Step as NodeStep, Unavailable};
@@ -104,6 +104,9 @@ pub struct MusterPolicy {
     cfg: MusterConfig,
     snap: Snapshot,
     node_pos: HashMap<String, usize>,
+    /// The world's id of each mirrored node, by its position in the
+    /// snapshot (ids are never reused, and a name is never launched twice).
+    node_ids: Vec<NodeId>,
     gang_pos: HashMap<JobId, usize>,
     gang_job: HashMap<GangId, JobId>,
     gang_ids: Vec<GangId>,
@@ -163,6 +166,7 @@ impl MusterPolicy {
             cfg,
             snap,
             node_pos: HashMap::new(),
+            node_ids: Vec::new(),
             gang_pos: HashMap::new(),
             gang_job,
             gang_ids,
@@ -316,12 +320,14 @@ impl MusterPolicy {
         self.node_pos
             .insert(node.name.clone(), self.snap.nodes.len());
         self.snap.nodes.push(node);
+        self.node_ids.push(id);
     }
 
     fn remove_node_at(&mut self, i: usize) {
         let name = self.snap.nodes[i].name.clone();
         self.node_pos.remove(&name);
         self.snap.nodes.swap_remove(i);
+        self.node_ids.swap_remove(i);
         if let Some(moved) = self.snap.nodes.get(i) {
             self.node_pos.insert(moved.name.clone(), i);
         }
@@ -334,10 +340,11 @@ impl MusterPolicy {
         let now = world.now;
         let mut i = 0;
         while i < self.snap.nodes.len() {
-            let Some(id) = world.cluster.by_name(&self.snap.nodes[i].name) else {
+            let id = self.node_ids[i];
+            if !world.cluster.nodes[id].alive() {
                 self.remove_node_at(i);
                 continue;
-            };
+            }
             let m = &self.snap.nodes[i];
             if m.phase.in_flight() {
                 let key = world.cluster.nodes[id].key.clone();
@@ -594,19 +601,39 @@ impl MusterPolicy {
     /// Gangs whose record the mapping keeps as it is are skipped.
     fn record(&mut self, world: &World, plan: &Plan) -> Vec<JobId> {
         let draining = BTreeMap::new();
+        let cx = record::Context::new(plan, &self.snap, &draining, &self.cfg.policy, world.now);
+        let mapped: Vec<bool> = self
+            .snap
+            .gangs
+            .iter()
+            .map(|g| !cx.keeps(&g.id, Some(g.phase)))
+            .collect();
+        // The nodes reserved for each gang to map (most gangs are kept, and
+        // every running gang's nodes are reserved for it).
+        let to_map: HashSet<&GangId> = self
+            .snap
+            .gangs
+            .iter()
+            .zip(&mapped)
+            .filter(|(_, m)| **m)
+            .map(|(g, _)| &g.id)
+            .collect();
+        if to_map.is_empty() {
+            return Vec::new();
+        }
         let mut reserved: HashMap<&GangId, Vec<String>> = HashMap::new();
         for n in &self.snap.nodes {
-            if let Some(g) = &n.reserved_for {
+            if let Some(g) = n.reserved_for.as_ref().filter(|g| to_map.contains(g)) {
                 reserved.entry(g).or_default().push(n.name.clone());
             }
         }
-        let cx = record::Context::new(plan, &self.snap, &draining, &self.cfg.policy, world.now);
         let outcomes: Vec<Option<Outcome>> = self
             .snap
             .gangs
             .iter()
-            .map(|g| {
-                if cx.keeps(&g.id, Some(g.phase)) {
+            .zip(&mapped)
+            .map(|(g, &m)| {
+                if !m {
                     return None;
                 }
                 let held = reserved.get(&g.id).map_or(&[][..], Vec::as_slice);
