@@ -40,6 +40,9 @@ use crate::controller::webhook::issue::{self, Issued};
 use crate::controller::webhook::rotation::{self, Material, Policy, Verdict};
 use crate::controller::webhook::tls::CertSlot;
 
+mod secret_view;
+use secret_view::SecretView;
+
 /// The type of the Secret (kubernetes.io/tls: `tls.crt` and `tls.key`
 /// required), plus `ca.crt` and `ca.key`.
 pub(crate) const SECRET_TYPE: &str = "kubernetes.io/tls";
@@ -194,6 +197,19 @@ async fn reconcile(
     }
 }
 
+/// The Secret's data for `issued`.
+fn secret_data(issued: &Issued) -> BTreeMap<String, ByteString> {
+    [
+        ("ca.crt", &issued.ca_crt),
+        ("ca.key", &issued.ca_key),
+        ("tls.crt", &issued.tls_crt),
+        ("tls.key", &issued.tls_key),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+    .collect()
+}
+
 /// Creates the Secret, or replaces it at the resourceVersion read.
 async fn write_secret(
     client: &kube::Client,
@@ -202,15 +218,7 @@ async fn write_secret(
     issued: &Issued,
 ) -> Result<Next, ManagedError> {
     let api: Api<Secret> = Api::namespaced(client.clone(), &settings.namespace);
-    let data: BTreeMap<String, ByteString> = [
-        ("ca.crt", &issued.ca_crt),
-        ("ca.key", &issued.ca_key),
-        ("tls.crt", &issued.tls_crt),
-        ("tls.key", &issued.tls_key),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-    .collect();
+    let data = secret_data(issued);
     let result = match current {
         Some(old) => {
             let mut s = old.clone();
@@ -321,22 +329,12 @@ pub(crate) async fn run(
     )
     .default_backoff()
     .boxed();
-    let mut current: Option<Secret> = None;
-    // the Secret as a relist finds it, until the relist is done
-    let mut relist: Option<Option<Secret>> = None;
-    let mut synced = false;
+    let mut view = SecretView::default();
     let mut next = tokio::time::Instant::now() + RECHECK;
     loop {
         tokio::select! {
             ev = stream.next() => match ev {
-                Some(Ok(watcher::Event::Init)) => relist = Some(None),
-                Some(Ok(watcher::Event::InitApply(s))) => relist = Some(Some(s)),
-                Some(Ok(watcher::Event::InitDone)) => {
-                    current = relist.take().flatten();
-                    synced = true;
-                }
-                Some(Ok(watcher::Event::Apply(s))) => current = Some(s),
-                Some(Ok(watcher::Event::Delete(_))) => current = None,
+                Some(Ok(ev)) => view.on_watch(ev),
                 Some(Err(e)) => {
                     tracing::warn!(error = %e, "webhook certificate Secret watch");
                     tokio::time::sleep(RETRY).await;
@@ -360,26 +358,25 @@ pub(crate) async fn run(
             }
             () = tokio::time::sleep_until(next) => {}
         }
-        if !synced {
+        if !view.synced() {
             continue;
         }
-        serve(&settings, current.as_ref(), &metrics);
+        serve(&settings, view.current(), &metrics);
         if !*leading.borrow() {
             next = tokio::time::Instant::now() + RECHECK;
             continue;
         }
-        let step = reconcile(&client, &settings, current.as_ref()).await;
+        let step = reconcile(&client, &settings, view.current()).await;
         next = tokio::time::Instant::now()
             + match step {
                 Ok(Next::After(d)) => d,
                 Ok(Next::Wrote(written, d)) => {
-                    // the watch's later events come after this write
-                    current = Some(*written);
+                    view.wrote(*written);
                     d
                 }
                 Ok(Next::Reread) => {
                     match api.get_opt(&settings.secret).await {
-                        Ok(s) => current = s,
+                        Ok(s) => view.reread(s),
                         Err(e) => tracing::warn!(error = %e, "webhook certificate Secret not read"),
                     }
                     Duration::ZERO
