@@ -159,13 +159,7 @@ fn size_matched(
     excluded: &[crate::model::GpuModel],
     duration: crate::time::Dur,
 ) -> Option<Decision> {
-    if !w.policy.size_matched_placement {
-        return None;
-    }
-    let class = hole::size_class(w, gi, groups)?;
-    if !hole::has_bigger(w, class) {
-        return None;
-    }
+    let class = hole::matched_class(w, gi, groups)?;
     let topology = w.gangs[gi].gang.topology;
     hole::size_matched(w, class, |w| match place(w, groups, topology, scope) {
         Some(takes) => Some(Decision::Admit(takes)),

@@ -333,13 +333,8 @@ fn search(
 ) -> Option<Vec<crate::takes::Take>> {
     let scope = Scope::anywhere(gi, excluded);
     w.flush_index();
-    let class = if w.policy.size_matched_placement {
-        hole::size_class(w, gi, groups).filter(|&c| hole::has_bigger(w, c))
-    } else {
-        None
-    };
     let topology = w.gangs[gi].gang.topology;
-    let found = match class {
+    let found = match hole::matched_class(w, gi, groups) {
         Some(c) => hole::size_matched(w, c, |w| place(w, groups, topology, &scope)),
         None => place(w, groups, topology, &scope),
     };

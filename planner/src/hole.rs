@@ -135,6 +135,16 @@ pub(crate) fn paid_above(w: &World<'_>, class: u64) -> Option<Vec<usize>> {
     )
 }
 
+/// The size class size-matched placement holds the gang to: `None` when
+/// the policy is off, no offering holds a group, or no pool node is bigger
+/// (there is nothing to keep it off).
+pub(crate) fn matched_class(w: &mut World<'_>, gi: usize, groups: &[Group]) -> Option<u64> {
+    if !w.policy.size_matched_placement {
+        return None;
+    }
+    size_class(w, gi, groups).filter(|&c| has_bigger(w, c))
+}
+
 /// Runs `f` as size-matched placement searches for a gang of size class
 /// `class`: pool nodes with more GPUs are not taken, except the reserved
 /// machines [`paid_above`] leaves open. Admission and freed room both

@@ -401,12 +401,11 @@ impl<'a> World<'a> {
         if nodes.is_empty() {
             return f(self);
         }
-        let before = self.avoid.clone();
-        let mut all = before.clone();
+        let mut all = self.avoid.clone();
         all.extend_from_slice(nodes);
         all.sort_unstable();
         all.dedup();
-        self.avoid = all;
+        let before = std::mem::replace(&mut self.avoid, all);
         let out = f(self);
         self.avoid = before;
         self.generation += 1;
