@@ -218,3 +218,40 @@ fn tuned_provisioning_requests_serve_a_burst_in_one_scan_and_skip_single_pods() 
     assert_eq!(untuned.counters["provisioning_requests_provisioned"], 8);
     assert_eq!(tuned.counters["provisioning_requests_provisioned"], 5);
 }
+
+#[test]
+fn karpenter_packs_new_pods_onto_a_machine_in_flight_whose_pod_started_elsewhere() {
+    // every machine boots in exactly 200 s. X (60 s) gets the first
+    // machine; P arrives while it boots and gets a second, but starts on
+    // X's machine when X ends (t ≈ 262 s), before its own is Ready (≈ 352 s);
+    // Q arrives at 300 s and is packed onto P's machine, still in flight,
+    // which counts only the pods bound to it: no third launch
+    let trace = temp_file(
+        "inflight.csv",
+        "submit_s,duration_s,gpus,workers,team\n0,60,1,1,a\n150,3600,1,1,a\n300,3600,1,1,a\n",
+    );
+    let (_, _, s) = run(
+        scenario(
+            r#"
+jobs: {gpuModels: [A10G]}
+pools:
+- name: gpu
+  provider: aws
+  requirements: {instanceTypes: [g5.xlarge], capacityTypes: [on-demand]}
+cloud:
+  provider: aws
+  spotInterruptionRatePerHour: 0
+  rules:
+  - match: "g5.xlarge"
+    boot: {min: 200s, max: 200s}
+"#,
+        ),
+        Some(trace),
+        1,
+    );
+    for name in ["kueue-karpenter", "kueue-karpenter-tuned"] {
+        let p = &s.policies[name];
+        assert_eq!(p.jobs_completed, 3, "{name}");
+        assert_eq!(p.launches, 2, "{name}: Q got a machine of its own");
+    }
+}

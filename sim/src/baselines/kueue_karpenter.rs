@@ -12,8 +12,9 @@
 //!   `maxGpusPerNode` GPUs (`karpenter.k8s.aws/instance-gpu-count`), spot
 //!   and on-demand. Pending pods are batched (window closes 1 s after the
 //!   last pod, at most 10 s after the first); pods are sorted by CPU then
-//!   memory (GPU is not in the sort) and packed onto in-flight nodes, then
-//!   onto new NodeClaims, each NodeClaim keeping every offering that fits
+//!   memory (GPU is not in the sort) and packed onto in-flight nodes (a
+//!   pod that started elsewhere no longer takes room on the node launched
+//!   for it), then onto new NodeClaims, each NodeClaim keeping every offering that fits
 //!   all its pods; a NodeClaim launches the cheapest such offering (spot
 //!   before on-demand where cheaper, price-capacity-optimized modelled as
 //!   the lowest price among pools with capacity) in one fleet call that
@@ -26,7 +27,7 @@
 //!   nodes empty for `consolidateAfter` are removed.
 
 use std::cmp::Reverse;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use muster_planner::{Dur, NodePhase, Pool, Queue, Resources, Time};
 use serde::{Deserialize, Serialize};
@@ -229,7 +230,9 @@ impl KueueKarpenter {
             }
             world.unbind_pending(job);
             self.pending.retain(|(j, _)| *j != job);
-            self.nominated.retain(|(j, _), _| *j != job);
+            for pod in 0..world.jobs[job].workers {
+                self.forget_nomination(world, (job, pod));
+            }
             let n = self.requeues.entry(job).or_insert(0);
             *n += 1;
             let backoff = (60u64 << (*n - 1).min(6)).min(3600);
@@ -243,11 +246,37 @@ impl KueueKarpenter {
         }
     }
 
+    /// Drops the nomination of `pod`, which no longer waits for the node
+    /// launched for it: Karpenter counts on an in-flight node only the pods
+    /// bound to it, and simulates every pending pod afresh in each batch
+    /// (kubernetes-sigs/karpenter `provisioning/provisioner.go`
+    /// `GetPendingPods`: pods with no `spec.nodeName`;
+    /// `provisioning/scheduling/existingnode.go`: a node's `Available()`),
+    /// so the room it held goes to the next pods.
+    fn forget_nomination(&mut self, world: &World, pod: (JobId, u32)) {
+        let Some(node) = self.nominated.remove(&pod) else {
+            return;
+        };
+        if let Some(used) = self.nominated_use.get_mut(&node) {
+            used.saturating_sub(&world.requests[pod.0]);
+        }
+    }
+
     /// kube-scheduler pass; pods left pending go to Karpenter's batch.
     fn place_pending(&mut self, world: &mut World) {
         let pods = std::mem::take(&mut self.pending);
         place_in_one_domain(world, &pods);
+        let tried = pods.clone();
         let left = schedule_first_fit(world, pods);
+        // pods bound now, where they were nominated or elsewhere
+        if left.len() < tried.len() {
+            let still: HashSet<(JobId, u32)> = left.iter().copied().collect();
+            for p in tried {
+                if !still.contains(&p) {
+                    self.forget_nomination(world, p);
+                }
+            }
+        }
         let mut fresh = false;
         for p in &left {
             if !self.nominated.contains_key(p) {
