@@ -189,7 +189,7 @@ fn tuned_layouts_select_the_smallest_size_the_job_accepts() {
 }
 
 #[test]
-fn tuned_provisioning_requests_serve_a_burst_in_one_scan_and_skip_single_pods() {
+fn frequent_loops_serve_a_burst_in_one_scan_and_tuned_checks_skip_single_pods() {
     // five 2-pod gangs and three single pods at the same second
     let mut csv = String::from("submit_s,duration_s,gpus,workers,team\n");
     for _ in 0..5 {
@@ -199,23 +199,31 @@ fn tuned_provisioning_requests_serve_a_burst_in_one_scan_and_skip_single_pods() 
         csv.push_str("0,3600,1,1,a\n");
     }
     let trace = temp_file("burst.csv", &csv);
-    let (_, _, s) = run(
-        scenario("jobs: {gpuModels: [A10G]}\ncloud: {spotInterruptionRatePerHour: 0}\n"),
-        Some(trace),
-        1,
-    );
-    let untuned = &s.policies["kueue-provreq"];
+    let base = "jobs: {gpuModels: [A10G]}\ncloud: {spotInterruptionRatePerHour: 0}\n";
+    let (_, _, s) = run(scenario(base), Some(trace.clone()), 1);
+    // a release before frequent loops became the default
+    let older = format!("{base}baselines: {{defaultCa: {{frequentLoops: false}}}}\n");
+    let (_, _, old) = run(scenario(&older), Some(trace), 1);
+    let default = &s.policies["kueue-provreq"];
+    let one_per_scan = &old.policies["kueue-provreq"];
     let tuned = &s.policies["kueue-provreq-tuned"];
-    // one request per 10 s scan: the fifth gang waits four scans longer
-    // than the first; with frequent loops all five go in the first scan
+    // one request per 10 s scan: the last of eight requests waits seven
+    // scans longer than the first; with frequent loops (the default) all go
+    // in the first scan
     assert!(
-        untuned.wait_p99_s >= tuned.wait_p99_s + 30.0,
-        "untuned {} tuned {}",
-        untuned.wait_p99_s,
+        one_per_scan.wait_p99_s >= default.wait_p99_s + 30.0,
+        "one per scan {} frequent loops {}",
+        one_per_scan.wait_p99_s,
+        default.wait_p99_s
+    );
+    assert!(
+        one_per_scan.wait_p99_s >= tuned.wait_p99_s + 30.0,
+        "one per scan {} tuned {}",
+        one_per_scan.wait_p99_s,
         tuned.wait_p99_s
     );
     // only the gangs get ProvisioningRequests when the check is scoped
-    assert_eq!(untuned.counters["provisioning_requests_provisioned"], 8);
+    assert_eq!(default.counters["provisioning_requests_provisioned"], 8);
     assert_eq!(tuned.counters["provisioning_requests_provisioned"], 5);
 }
 

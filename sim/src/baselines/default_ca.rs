@@ -23,9 +23,11 @@
 //!   false`, standard for batch GPU work), so only empty nodes go; no
 //!   scale-down for 10 min after a scale-up (`scale-down-delay-after-add`);
 //! - **kueue-provreq**: Kueue reserves quota ([`super::kueue`]) and creates a
-//!   ProvisioningRequest of class `best-effort-atomic-scale-up`; each scan
+//!   ProvisioningRequest of class `best-effort-atomic-scale-up`; each loop
 //!   Cluster Autoscaler takes one request (the oldest whose retry time has
-//!   come), drops the pods that already fit free capacity, and scales one
+//!   come; with `--frequent-loops-enabled`, the default, a loop that
+//!   provisioned one starts the next at once, so every due request is
+//!   served in one scan), drops the pods that already fit free capacity, and scales one
 //!   node group up by the nodes all the others need, all or nothing: on GCP
 //!   (managed instance groups resize atomically) a capacity error on any node
 //!   creates none; on AWS (no atomic increase: Cluster Autoscaler falls back
@@ -100,7 +102,9 @@ pub struct CaConfig {
     pub max_gpus_per_node: u32,
     /// `--frequent-loops-enabled`: after a productive loop (a
     /// ProvisioningRequest provisioned) the next starts at once instead of
-    /// at the next scan, so every due request is served in one scan.
+    /// at the next scan, so every due request is served in one scan. On by
+    /// default, as in Cluster Autoscaler since kubernetes/autoscaler#8019
+    /// (2025; off in earlier releases, where one request is served per scan).
     pub frequent_loops: bool,
     /// The ProvisioningRequest admission check only for workloads of more
     /// than one pod (a ClusterQueue per kind of workload); single pods are
@@ -124,7 +128,7 @@ impl Default for CaConfig {
             scale_up_backoff: Dur::mins(5),
             expander: Expander::PrioritySpotFirst,
             max_gpus_per_node: 8,
-            frequent_loops: false,
+            frequent_loops: true,
             provreq_gangs_only: false,
             booking_expiry: Dur::mins(10),
         }
@@ -603,7 +607,7 @@ impl Policy for DefaultCa {
     fn assumptions(&self) -> String {
         let front = if self.provreq.is_some() {
             "Kueue reserves quota (back-to-back admission cycles) and creates a ProvisioningRequest \
-             (best-effort-atomic-scale-up) per workload; each scan Cluster Autoscaler takes one \
+             (best-effort-atomic-scale-up) per workload; each loop Cluster Autoscaler takes one \
              request, drops the pods that fit free capacity and scales one node group up by every \
              node the rest need, all or nothing on GCP, falling back to a plain increase on AWS \
              (no atomic increase there); requests not served retry after 1 min doubling to 10 min; \
