@@ -18,9 +18,13 @@
 //! would have avoided (`Policy::own_machine_below_percent`), nor on empty
 //! nodes kept warm (`keepWarm`): those wait for arrivals that would
 //! otherwise boot a machine whole. Its own Ready nodes count as room. The
-//! search runs only while an empty Ready node (not kept warm) could take
-//! one of the gang's pods: a gang ending is what frees room, and without
-//! one a waiting gang finds no more than it found when it was launched.
+//! search runs only while a Ready node (not kept warm) has room for one of
+//! the gang's pods that the gang did not see when it was launched: an
+//! empty node (a gang ending frees room), or a node that turned Ready
+//! since, with room beyond what the gang it was launched for takes (two
+//! 2-GPU jobs where machines have 4 GPUs: the second starts beside the
+//! first, as kube-scheduler would bind it). Without either, a waiting gang
+//! finds no more than it found when it was launched.
 //! Gangs go in queue order, so the oldest waiting gang gets a node that
 //! frees first. `Policy::start_on_freed_room` turns it off.
 
@@ -35,6 +39,7 @@ use crate::order::within_queue_cmp;
 use crate::placement::{Scope, groups_for, place};
 use crate::plan::{Release, ReleaseReason};
 use crate::quota::QuotaBook;
+use crate::time::Time;
 
 /// Admits every Waiting gang that fits on Ready nodes now, releasing the
 /// nodes it held and no longer uses.
@@ -63,25 +68,33 @@ pub(crate) fn plan(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
         .map(|k| k.node)
         .collect();
     warm.sort_unstable();
-    // What frees room is a gang ending, which leaves its node empty: with no
-    // empty Ready node outside the warm ones, a waiting gang finds no more
-    // room than it found when it was launched, and nothing is searched.
-    let Some(empty_gpus) = w
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(ni, n)| {
-            n.node.schedulable()
-                && n.exclusive.is_none()
-                && n.gangs.is_empty()
-                && n.node.pods.iter().all(|p| p.daemon)
-                && warm.binary_search(ni).is_err()
-        })
-        .map(|(_, n)| n.free.gpu_millis)
-        .max()
-    else {
+    // Room a waiting gang did not have when it was launched: a gang ending
+    // leaves its node empty, and a machine launched for another gang comes
+    // up Ready with more room than that gang takes (two 2-GPU jobs where
+    // machines have 4 GPUs). Without either (outside the warm nodes), a
+    // waiting gang finds no more room than it found when it was launched,
+    // and nothing is searched.
+    let mut empty_gpus: Option<u64> = None;
+    let mut fresh: Vec<(Time, u64)> = Vec::new();
+    for (ni, n) in w.nodes.iter().enumerate() {
+        if !n.node.schedulable()
+            || n.exclusive.is_some()
+            || n.free.gpu_millis == 0
+            || warm.binary_search(&ni).is_ok()
+        {
+            continue;
+        }
+        if n.gangs.is_empty() && n.node.pods.iter().all(|p| p.daemon) {
+            empty_gpus = empty_gpus.max(Some(n.free.gpu_millis));
+        } else {
+            fresh.push((n.node.phase_since, n.free.gpu_millis));
+        }
+    }
+    let room = RoomSince::new(fresh);
+    if empty_gpus.is_none() && room.is_empty() {
         return;
-    };
+    }
+    let empty_gpus = empty_gpus.unwrap_or(0);
     // An upper bound on the GPUs a gang could find on Ready nodes nobody
     // else holds: a gang asking for more is not searched.
     let free_gpus: u64 = w
@@ -107,7 +120,8 @@ pub(crate) fn plan(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
                 .map(|ps| ps.requests.gpu_millis)
                 .max()
                 .unwrap_or(0);
-            if per_pod > empty_gpus || held_gpus(w, gi) > free_gpus {
+            let room_gpus = empty_gpus.max(room.most_since(launched_at(w, gi)));
+            if per_pod > room_gpus || held_gpus(w, gi) > free_gpus {
                 continue;
             }
             // (a gang with Ready nodes of its own has room no other has)
@@ -127,6 +141,53 @@ pub(crate) fn plan(w: &mut World<'_>, book: &mut QuotaBook, cx: &mut Cycle) {
             }
         }
     });
+}
+
+/// Free GPUs on Ready nodes that are not empty, by when each turned Ready.
+struct RoomSince {
+    /// Ready time, latest first, with the most free GPUs (milli) on any
+    /// node Ready at that time or later.
+    latest_first: Vec<(Time, u64)>,
+}
+
+impl RoomSince {
+    fn new(mut nodes: Vec<(Time, u64)>) -> RoomSince {
+        nodes.sort_unstable_by_key(|n| std::cmp::Reverse(n.0));
+        let mut most = 0;
+        for (_, free) in &mut nodes {
+            most = most.max(*free);
+            *free = most;
+        }
+        RoomSince {
+            latest_first: nodes,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.latest_first.is_empty()
+    }
+
+    /// The most free GPUs on one node that turned Ready after `t`.
+    fn most_since(&self, t: Time) -> u64 {
+        let n = self.latest_first.partition_point(|&(at, _)| at > t);
+        n.checked_sub(1)
+            .and_then(|i| self.latest_first.get(i))
+            .map_or(0, |&(_, most)| most)
+    }
+}
+
+/// When the gang's machines still in flight were launched (the earliest):
+/// room on nodes Ready since then is room it did not see.
+fn launched_at(w: &World<'_>, gi: usize) -> Time {
+    w.gangs[gi]
+        .assigned
+        .iter()
+        .flatten()
+        .map(|&ni| &w.nodes[ni].node)
+        .filter(|n| !n.schedulable())
+        .map(|n| n.created_at)
+        .min()
+        .unwrap_or(w.now)
 }
 
 /// GPUs (milli) the gang holds.
