@@ -1,7 +1,8 @@
 //! The published matrix: the generated blocks of `docs/benchmarks.md` and
 //! `README.md` are exactly what the committed `docs/benchmarks/matrix.json`
-//! renders to (drift check, without running the trace), and a matrix run
-//! gives one row per condition with every policy.
+//! renders to (drift check, without running the trace), a matrix run
+//! gives one row per condition with every policy, and every scenario the
+//! commands of `docs/benchmarks.md` write is one `muster simulate` takes.
 
 use std::path::PathBuf;
 
@@ -93,4 +94,61 @@ fn a_matrix_has_a_row_per_condition_and_every_policy() {
     let md = render_benchmarks(&run.report);
     assert!(md.contains("| scarcity (AWS) |") && md.contains("muster ≤ 1.05 × lower bound"));
     assert!(md.contains("| gang-heavy LLM month (AWS) |"));
+}
+
+/// The scenario files the commands of `docs/benchmarks.md` write, by name:
+/// heredocs (`cat > F.yaml <<'EOF'`) as written, and `printf 'FORMAT'
+/// ARGS > F.yaml` lines with `$pool` (the block's `pool='…'`) and loop
+/// variables (any number does) put in for the format's `%s`, in order.
+fn benchmark_scenarios(doc: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut pool: Option<String> = None;
+    let mut lines = doc.lines();
+    while let Some(line) = lines.next() {
+        let t = line.trim();
+        if let Some(rest) = t.strip_prefix("pool='") {
+            pool = Some(rest.trim_end_matches('\'').to_string());
+        } else if let Some(rest) = t.strip_prefix("cat > ") {
+            let name = rest.split_whitespace().next().unwrap_or_default();
+            let text: Vec<&str> = lines.by_ref().take_while(|l| *l != "EOF").collect();
+            out.push((name.to_string(), text.join("\n") + "\n"));
+        } else if let Some(rest) = t.strip_prefix("printf '") {
+            let (format, rest) = rest.split_once('\'').expect("printf format closes");
+            let (args, name) = rest.split_once('>').expect("printf writes a file");
+            let mut text = format.replace("\\n", "\n");
+            for arg in args.split_whitespace() {
+                let value = if arg == "\"$pool\"" {
+                    pool.clone().expect("pool= set before printf uses it")
+                } else {
+                    "1".to_string()
+                };
+                text = text.replacen("%s", &value, 1);
+            }
+            assert!(!text.contains("%s"), "{line}: a %s without an argument");
+            out.push((name.trim().to_string(), text));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_scenario_the_benchmark_commands_write_is_valid() {
+    let scenarios = benchmark_scenarios(&read("docs/benchmarks.md"));
+    for (name, text) in &scenarios {
+        if let Err(e) = Scenario::parse(text, name) {
+            panic!("docs/benchmarks.md writes {name}, which does not parse: {e}\n{text}");
+        }
+    }
+    let names: Vec<&str> = scenarios.iter().map(|(n, _)| n.as_str()).collect();
+    for expected in [
+        "holes.yaml",
+        "warm-off.yaml",
+        "warm-cap-$c.yaml",
+        "no-warm.yaml",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} not found in {names:?}"
+        );
+    }
 }
