@@ -1,10 +1,12 @@
 //! Well-known node labels, and the labels a node (existing or not yet
 //! launched) carries, so node selectors can be matched before launch.
 //!
-//! A node of a pool carries the pool's labels, then these well-known labels
-//! (which win over pool labels of the same key): instance type, zone,
-//! capacity type, GPU model, pool, operating system, and on a machine with
-//! GPUs [`GPU_PRESENT`]. An existing node's own labels win over everything
+//! A node of a pool carries the pool's labels, then the labels its offering
+//! lists (what the cloud and kubelet set that only the provider knows: CPU
+//! architecture, a managed node pool's labels), then these well-known
+//! labels (which win over both): instance type, zone, region, capacity
+//! type, GPU model, pool, operating system, and on a machine with GPUs
+//! [`GPU_PRESENT`]. An existing node's own labels win over everything
 //! derived. [`registration_labels`] is the part the kubelet itself sets at
 //! registration (`--node-labels`); the cloud and the kubelet add the rest.
 
@@ -16,6 +18,10 @@ use crate::model::{Node, Offering, Pool};
 pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
 /// Zone label.
 pub const ZONE: &str = "topology.kubernetes.io/zone";
+/// Region label, set with the zone by the cloud's node controller
+/// (kubernetes/cloud-provider `controllers/node/node_controller.go`,
+/// `getNodeModifiersFromCloudProvider`).
+pub const REGION: &str = "topology.kubernetes.io/region";
 /// Capacity type label (`spot`, `on-demand`).
 pub const CAPACITY_TYPE: &str = "muster.dev/capacity-type";
 /// Capacity reservation label: the reservation a `reserved` node was
@@ -31,11 +37,19 @@ pub const POOL: &str = "muster.dev/pool";
 /// `v1.LabelOSStable: goruntime.GOOS`); every image muster boots a node
 /// from (EKS AL2023 and Bottlerocket, GKE's node images, the simulated
 /// cloud) is Linux, so a node of a pool carries `linux` before it exists.
-/// (`kubernetes.io/arch`, set the same way, is not derived: an offering
-/// does not say its CPU architecture.)
 pub const OS: &str = "kubernetes.io/os";
 /// The value of [`OS`] on every node muster launches.
 pub const LINUX: &str = "linux";
+/// CPU architecture label, set by the kubelet beside [`OS`]
+/// (`v1.LabelArchStable: goruntime.GOARCH`), so in Go's names: [`AMD64`],
+/// [`ARM64`]. The image a machine boots is of its processor's
+/// architecture, which only the provider knows: it lists the label with
+/// each offering ([`Offering::labels`]).
+pub const ARCH: &str = "kubernetes.io/arch";
+/// [`ARCH`] of x86-64 machines.
+pub const AMD64: &str = "amd64";
+/// [`ARCH`] of 64-bit Arm machines (Graviton, Axion, Grace).
+pub const ARM64: &str = "arm64";
 
 /// `true` on every node muster launches with GPUs, set by its kubelet at
 /// registration. The NVIDIA device plugin's Helm chart runs its DaemonSet
@@ -101,11 +115,18 @@ pub fn registration_labels(
 }
 
 /// Labels a new node of `pool` bought as `offering` will carry: those it
-/// registers with and the well-known ones the cloud and kubelet add.
+/// registers with, those its offering lists, and the well-known ones the
+/// cloud and kubelet add.
 pub fn new_node_labels(pool: &Pool, offering: &Offering) -> BTreeMap<String, String> {
     let mut l = registration_labels(&pool.name, &pool.labels, offering.gpu_count);
+    for (k, v) in &offering.labels {
+        l.insert(k.clone(), v.clone());
+    }
     l.insert(INSTANCE_TYPE.into(), offering.instance_type.clone());
     l.insert(ZONE.into(), offering.zone.clone());
+    if !offering.region.is_empty() {
+        l.insert(REGION.into(), offering.region.clone());
+    }
     l.insert(OS.into(), LINUX.into());
     l.insert(
         CAPACITY_TYPE.into(),
@@ -190,6 +211,38 @@ mod tests {
         let cpu = registration_labels("cpu", &BTreeMap::new(), 0);
         assert_eq!(cpu.get(GPU_PRESENT), None);
         assert_eq!(cpu.get(POOL).map(String::as_str), Some("cpu"));
+    }
+
+    /// A new node carries its pool's labels, then its offering's (the
+    /// cloud's and kubelet's: architecture, a managed pool's labels), then
+    /// the well-known ones, region included, each winning over the ones
+    /// before.
+    #[test]
+    fn a_new_node_carries_its_offerings_labels_and_region() {
+        let p = pool("gpu")
+            .label("team", "a")
+            .label("cloud.google.com/gke-accelerator", "from-pool")
+            .build();
+        let o = crate::fixtures::offering("g2-standard-8", "us-central1-a")
+            .region("us-central1")
+            .gpu_count(1)
+            .label(ARCH, AMD64)
+            .label("cloud.google.com/gke-accelerator", "nvidia-l4")
+            .label(ZONE, "elsewhere")
+            .build();
+        let l = new_node_labels(&p, &o);
+        let get = |k: &str| l.get(k).map(String::as_str);
+        assert_eq!(get(ARCH), Some(AMD64));
+        assert_eq!(get("cloud.google.com/gke-accelerator"), Some("nvidia-l4"));
+        assert_eq!(get(REGION), Some("us-central1"));
+        assert_eq!(get(ZONE), Some("us-central1-a"));
+        assert_eq!(get("team"), Some("a"));
+        assert_eq!(get(POOL), Some("gpu"));
+        // an offering listed without a region or labels derives neither
+        let bare = crate::fixtures::offering("g2-standard-8", "us-central1-a").build();
+        let l = new_node_labels(&p, &bare);
+        assert_eq!(l.get(REGION), None);
+        assert_eq!(l.get(ARCH), None);
     }
 
     /// Keys a selector may name: every derived key, and two others.

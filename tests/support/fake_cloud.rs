@@ -105,6 +105,7 @@ pub fn catalog() -> Vec<Offering> {
         boot_secs: 60,
         reservation: None,
         flex_start: None,
+        labels: Default::default(),
     };
     vec![
         offering("fake-8gpu", 8, "A100", 10.0),

@@ -1,6 +1,7 @@
 //! Offerings: a machine shape a cloud sells in one zone at one capacity type
 //! and price. The planner chooses among them; providers list them.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -298,6 +299,15 @@ pub struct Offering {
     /// Its grant and run limits; set exactly for `flex-start` offerings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flex_start: Option<FlexStart>,
+    /// Labels every node of this offering gets from its cloud and its
+    /// kubelet beyond those the planner derives
+    /// ([`crate::labels::new_node_labels`]), as the provider lists them:
+    /// its CPU architecture ([`crate::labels::ARCH`]) and what a managed
+    /// node pool adds (GKE's `cloud.google.com/gke-accelerator`). A node
+    /// selector or required node affinity naming one of them matches a
+    /// machine before it is launched.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 fn yes() -> bool {
@@ -378,6 +388,7 @@ impl std::hash::Hash for Offering {
             boot_secs,
             reservation,
             flex_start,
+            labels,
         } = self;
         provider.hash(state);
         node_class.hash(state);
@@ -397,6 +408,7 @@ impl std::hash::Hash for Offering {
         boot_secs.hash(state);
         reservation.hash(state);
         flex_start.hash(state);
+        labels.hash(state);
     }
 }
 

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use muster_planner::labels;
 use muster_planner::{
     CapacityType, GpuModel, Offering, PoolRequirements, Price, Provider, Resources,
 };
@@ -52,6 +53,16 @@ impl TypeInfo {
             "arm64"
         } else {
             "x86_64"
+        }
+    }
+
+    /// Its nodes' `kubernetes.io/arch`: the architecture of the image it
+    /// boots ([`TypeInfo::image_architecture`]), in the Go names the kubelet
+    /// labels its node with (`x86_64` → `amd64`).
+    pub fn node_architecture(&self) -> &'static str {
+        match self.image_architecture() {
+            "arm64" => labels::ARM64,
+            _ => labels::AMD64,
         }
     }
 }
@@ -163,6 +174,7 @@ fn offering(
         boot_secs: BOOT_SECS,
         reservation: None,
         flex_start: None,
+        labels: BTreeMap::from([(labels::ARCH.to_string(), t.node_architecture().to_string())]),
     }
 }
 
@@ -289,6 +301,25 @@ mod tests {
                 .all(|o| o.capacity_type == CapacityType::OnDemand)
         );
         assert_eq!(list.len(), 2);
+    }
+
+    /// An offering lists its nodes' architecture in the kubelet's names:
+    /// a Graviton type's `arm64`, an x86-64 type's `amd64`.
+    #[test]
+    fn offerings_list_their_nodes_architecture() {
+        let graviton = TypeInfo {
+            name: "g5g.2xlarge".into(),
+            gpu_count: 1,
+            architectures: vec!["arm64".into()],
+            ..TypeInfo::default()
+        };
+        let arch = |t: &TypeInfo| {
+            offering("us-east-1", t, "us-east-1a", CapacityType::Spot, None).labels[labels::ARCH]
+                .clone()
+        };
+        assert_eq!(arch(&graviton), labels::ARM64);
+        assert_eq!(arch(&p4d()), labels::AMD64);
+        assert_eq!(graviton.image_architecture(), "arm64");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use muster_planner::labels;
 use muster_planner::{CapacityType, FlexStart, GpuModel, Offering, Price, Provider, Resources};
 use serde::Deserialize;
 
@@ -26,6 +27,10 @@ pub struct MachineType {
     /// Memory in MiB.
     #[serde(default)]
     pub memory_mb: u64,
+    /// Its processor's architecture (Compute's `MachineType.architecture`:
+    /// `X86_64`, `ARM64`); absent from older listings.
+    #[serde(default)]
+    pub architecture: Option<String>,
     /// Built-in accelerators.
     #[serde(default)]
     pub accelerators: Vec<BuiltInAccelerator>,
@@ -86,6 +91,51 @@ pub struct ZoneContext<'a> {
     /// The NodeClass's flex-start terms: each GPU machine type is also
     /// offered flex-start with them. `None` lists no flex-start offering.
     pub flex_start: Option<FlexStartTerms>,
+    /// True when the NodeClass's machines join as GKE nodes
+    /// (`spec.gcp.cluster`): each offering then also lists the labels GKE's
+    /// node pool gives its nodes.
+    pub gke: bool,
+}
+
+/// GKE's label of a GPU node pool's nodes: the accelerator type
+/// (`nvidia-l4`), the selector GKE's GPU guide has pods use
+/// (<https://cloud.google.com/kubernetes-engine/docs/how-to/gpus>).
+pub const GKE_ACCELERATOR: &str = "cloud.google.com/gke-accelerator";
+/// GKE's label of a Spot VM node pool's nodes (`"true"`;
+/// <https://cloud.google.com/kubernetes-engine/docs/how-to/spot-vms>).
+pub const GKE_SPOT: &str = "cloud.google.com/gke-spot";
+/// GKE's label of a node pool's machine series (`g2`, `a3`).
+pub const MACHINE_FAMILY: &str = "cloud.google.com/machine-family";
+
+/// The labels every node of an offering gets beyond those the planner
+/// derives: its kubelet's architecture (from the machine type's), and on
+/// GKE the labels GKE writes into the node pool's `kube-labels` and
+/// re-applies to each node (kubernetes/cloud-provider-gcp
+/// `node_annotator.go`; `tests/gke_fake/nodepools.py` `kube_labels`).
+fn offering_labels(
+    mt: &MachineType,
+    accelerator: &str,
+    capacity: CapacityType,
+    gke: bool,
+) -> BTreeMap<String, String> {
+    let mut l = BTreeMap::new();
+    let arch = match mt.architecture.as_deref() {
+        Some("ARM64") => Some(labels::ARM64),
+        Some("X86_64") => Some(labels::AMD64),
+        _ => None,
+    };
+    if let Some(a) = arch {
+        l.insert(labels::ARCH.to_string(), a.to_string());
+    }
+    if gke {
+        l.insert(GKE_ACCELERATOR.to_string(), accelerator.to_string());
+        let family = mt.name.split('-').next().unwrap_or_default();
+        l.insert(MACHINE_FAMILY.to_string(), family.to_string());
+        if capacity == CapacityType::Spot {
+            l.insert(GKE_SPOT.to_string(), "true".to_string());
+        }
+    }
+    l
 }
 
 /// What a NodeClass's `spec.gcp.flexStart` makes of its flex-start offerings.
@@ -172,6 +222,7 @@ pub fn zone_offerings(
                         .flex_start
                         .filter(|_| capacity == CapacityType::FlexStart)
                         .map(|t| t.promise),
+                    labels: offering_labels(mt, &accel, capacity, ctx.gke),
                 });
             }
         }
@@ -212,6 +263,7 @@ mod tests {
             region: "us-central1",
             zone: "us-central1-a",
             flex_start: None,
+            gke: false,
         };
         zone_offerings(&ctx, &m, &a, &PriceTable::default())
     }
@@ -231,6 +283,7 @@ mod tests {
                 promise,
                 discount_percent: 50,
             }),
+            gke: false,
         };
         let all = zone_offerings(&ctx, &m, &a, &PriceTable::default());
         assert_eq!(all.len(), 3 * (3 + 7));
@@ -323,9 +376,70 @@ mod tests {
             region: "us-central1",
             zone: "us-central1-b",
             flex_start: None,
+            gke: false,
         };
         let all = zone_offerings(&ctx, &m, &[], &PriceTable::default());
         assert_eq!(all.len(), 2);
         assert!(all.iter().all(|o| o.price.is_none()));
+    }
+
+    /// An offering lists its machine type's architecture as the kubelet
+    /// names it, and on GKE the labels GKE's node pool gives its nodes:
+    /// the accelerator type, the machine series, and Spot.
+    #[test]
+    fn offerings_list_the_architecture_and_on_gke_the_node_pools_labels() {
+        let machines: Vec<MachineType> = serde_json::from_value(serde_json::json!([
+            {"name": "a4x-highgpu-4g", "guestCpus": 140, "memoryMb": 905216, "architecture": "ARM64",
+             "accelerators": [{"guestAcceleratorType": "nvidia-gb200", "guestAcceleratorCount": 4}]},
+            {"name": "g2-standard-4", "guestCpus": 4, "memoryMb": 16384, "architecture": "X86_64",
+             "accelerators": [{"guestAcceleratorType": "nvidia-l4", "guestAcceleratorCount": 1}]},
+            {"name": "a2-highgpu-1g", "guestCpus": 12, "memoryMb": 87040,
+             "accelerators": [{"guestAcceleratorType": "nvidia-tesla-a100", "guestAcceleratorCount": 1}]}
+        ]))
+        .expect("machine types");
+        let list = |gke| {
+            let ctx = ZoneContext {
+                node_class: "gpu",
+                region: "us-central1",
+                zone: "us-central1-a",
+                flex_start: None,
+                gke,
+            };
+            zone_offerings(&ctx, &machines, &[], &PriceTable::default())
+        };
+        let find = |all: &[Offering], t: &str, c: CapacityType| {
+            let o = all
+                .iter()
+                .find(|o| o.instance_type == t && o.capacity_type == c)
+                .expect("offered");
+            o.labels.clone()
+        };
+        let gce = list(false);
+        let arm = find(&gce, "a4x-highgpu-4g", CapacityType::Spot);
+        assert_eq!(
+            arm,
+            BTreeMap::from([(labels::ARCH.into(), labels::ARM64.into())])
+        );
+        let l4 = find(&gce, "g2-standard-4", CapacityType::OnDemand);
+        assert_eq!(
+            l4.get(labels::ARCH).map(String::as_str),
+            Some(labels::AMD64)
+        );
+        // no architecture listed: none derived
+        assert!(find(&gce, "a2-highgpu-1g", CapacityType::OnDemand).is_empty());
+        let gke = list(true);
+        let spot = find(&gke, "g2-standard-4", CapacityType::Spot);
+        assert_eq!(
+            spot.get(GKE_ACCELERATOR).map(String::as_str),
+            Some("nvidia-l4")
+        );
+        assert_eq!(spot.get(GKE_SPOT).map(String::as_str), Some("true"));
+        assert_eq!(spot.get(MACHINE_FAMILY).map(String::as_str), Some("g2"));
+        assert_eq!(
+            spot.get(labels::ARCH).map(String::as_str),
+            Some(labels::AMD64)
+        );
+        let od = find(&gke, "g2-standard-4", CapacityType::OnDemand);
+        assert_eq!(od.get(GKE_SPOT), None);
     }
 }

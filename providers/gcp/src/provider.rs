@@ -538,6 +538,7 @@ impl CloudProvider for GcpProvider {
                 region: &self.class.region,
                 zone: &zone,
                 flex_start,
+                gke: self.class.cluster.is_some(),
             };
             out.extend(
                 zone_offerings(&ctx, &machines, &accelerators, &self.prices)
@@ -561,6 +562,7 @@ impl CloudProvider for GcpProvider {
                     region: &self.class.region,
                     zone,
                     flex_start: None,
+                    gke: self.class.cluster.is_some(),
                 };
                 out.extend(
                     reservations::reserved_offering(&ctx, machines, &r)

@@ -455,6 +455,7 @@ mod tests {
             region: "us-central1",
             zone: "us-central1-a",
             flex_start: None,
+            gke: false,
         };
         let r = of_compute("my-project", &answer(), "a100-resv".into()).expect("ready");
         let o = reserved_offering(&ctx, &machines, &r).expect("offering");

@@ -95,9 +95,9 @@ STATE = {"instances": {}, "ops": {}, "requests": {}, "stockout": set(), "quota":
 
 GIB = 1024
 
-def machine(name, cpus, mem_gib, accel=None, count=0):
+def machine(name, cpus, mem_gib, accel=None, count=0, arch="X86_64"):
     m = {"kind": "compute#machineType", "name": name, "guestCpus": cpus,
-         "memoryMb": mem_gib * GIB, "isSharedCpu": False}
+         "memoryMb": mem_gib * GIB, "isSharedCpu": False, "architecture": arch}
     if accel:
         m["accelerators"] = [{"guestAcceleratorType": accel, "guestAcceleratorCount": count}]
     return m

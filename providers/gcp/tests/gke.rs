@@ -6,7 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use muster_planner::{CapacityType, OfferingKey, Provider, Taint, TaintEffect};
+use muster_planner::labels;
+use muster_planner::{CapacityType, OfferingKey, PoolRequirements, Provider, Taint, TaintEffect};
 use muster_provider_api::{CloudProvider, InstanceState, LaunchRequest, ProviderError};
 use muster_provider_gcp::GcpProvider;
 use muster_provider_gcp::fake::ComputeFake;
@@ -180,7 +181,34 @@ async fn a_gang_of_two_l4_nodes_joins_through_one_spot_node_pool_and_leaves_by_n
         n
     });
 
-    // both become GKE nodes, with GKE's accelerator label and the pool's
+    // the labels the offering lists, as the planner matched selectors
+    // against before the launch
+    let listed = p
+        .offerings(&PoolRequirements {
+            capacity_types: vec![CapacityType::Spot],
+            ..PoolRequirements::default()
+        })
+        .await
+        .expect("offerings");
+    let offering = request("pn-0", "us-central1-a").offering;
+    let promised = listed
+        .iter()
+        .find(|o| o.key() == offering)
+        .map(|o| o.labels.clone())
+        .expect("the launched offering is listed");
+    assert_eq!(
+        promised.get(labels::ARCH).map(String::as_str),
+        Some(labels::AMD64)
+    );
+    assert_eq!(
+        promised
+            .get("cloud.google.com/gke-accelerator")
+            .map(String::as_str),
+        Some("nvidia-l4")
+    );
+
+    // both become GKE nodes, with GKE's accelerator label and the pool's,
+    // and every label their offering listed
     for name in &names {
         let v = join(&fake, name);
         assert_eq!(v["joins"], true, "{v}");
@@ -194,6 +222,9 @@ async fn a_gang_of_two_l4_nodes_joins_through_one_spot_node_pool_and_leaves_by_n
         assert_eq!(labels["cloud.google.com/gke-spot"], "true", "{v}");
         assert_eq!(labels["muster.dev/pool"], "l4", "{v}");
         assert_eq!(labels["nvidia.com/gpu.present"], "true", "{v}");
+        for (k, want) in &promised {
+            assert_eq!(labels[k.as_str()], want.as_str(), "{k} of {v}");
+        }
         assert!(
             v["node"]["spec"]["taints"]
                 .as_array()

@@ -65,6 +65,15 @@ class Rules(unittest.TestCase):
         v = join.verdict(snap([inst], {GROUP_A: [{"name": "n-0", "id": "11"}]}), "n-0")
         self.assertEqual(v["node"]["metadata"]["labels"]["cloud.google.com/gke-accelerator"], "nvidia-l4")
 
+    def test_the_kubelets_arch_is_its_machine_types_architecture(self):
+        inst = instance("n-0", "11", kube_env=ENV)
+        state = snap([inst], {GROUP_A: [{"name": "n-0", "id": "11"}]})
+        for arch, label in [("ARM64", "arm64"), ("X86_64", "amd64"), (None, "amd64")]:
+            state["machineTypes"] = {"g2-standard-4": {"guestCpus": 4, "memoryMb": 16384, "architecture": arch}}
+            labels = join.verdict(state, "n-0")["node"]["metadata"]["labels"]
+            self.assertEqual(labels["kubernetes.io/arch"], label, arch)
+            self.assertEqual(labels["beta.kubernetes.io/arch"], label, arch)
+
     def test_an_instance_outside_every_group_is_denied_even_with_a_forged_hint(self):
         inst = instance("vm", "12", kube_env=ENV, kube_labels="", created_by=GROUP_A.split("/compute/v1/")[1])
         v = join.verdict(snap([inst], {GROUP_A: [{"name": "n-0", "id": "11"}]}), "vm")

@@ -11,6 +11,9 @@
 //! where no figure was at hand (such shapes are sold on-demand only here). Allocatable CPU and memory are a
 //! little below the raw machine (kubelet and system reservations).
 
+use std::collections::BTreeMap;
+
+use muster_planner::labels;
 use muster_planner::{CapacityType, GpuModel, Offering, Price, Provider, Resources};
 
 /// One machine shape of the built-in catalog.
@@ -296,6 +299,35 @@ pub fn typical_boot_secs(instance_type: &str) -> u64 {
     (lo.as_secs() + hi.as_secs()) / 2
 }
 
+/// The CPU architecture of an instance type, as the kubelet labels its
+/// node (`kubernetes.io/arch`, Go's names), from the type's name: the real
+/// providers read it from the cloud (EC2 `ProcessorInfo.SupportedArchitectures`,
+/// Compute `machineTypes` `architecture`); the simulated cloud's catalog
+/// has names only. EC2 names a Graviton family with `g` right after its
+/// generation (`g5g`, `c7gn`, `r8g`: "g – AWS Graviton processors",
+/// <https://docs.aws.amazon.com/ec2/latest/instancetypes/instance-type-names.html>),
+/// and a Grace Blackwell family with `-gb` (`p6e-gb200`); Compute's Arm
+/// series are C4A, N4A and T2A (Axion, Ampere) and A4X (Grace).
+pub fn arch_of(instance_type: &str) -> &'static str {
+    let family = muster_planner::model::offering::family_of(instance_type);
+    let after_generation = family
+        .trim_start_matches(|c: char| c.is_ascii_alphabetic())
+        .trim_start_matches(|c: char| c.is_ascii_digit());
+    let arm = match family.split_once('-') {
+        // Compute: `c4a-standard`, `a4x-highgpu`; EC2: `p6e-gb200`
+        Some((series, rest)) => {
+            ["c4a", "n4a", "t2a", "a4x"].contains(&series) || rest.starts_with("gb")
+        }
+        None => after_generation.starts_with('g'),
+    };
+    if arm { labels::ARM64 } else { labels::AMD64 }
+}
+
+/// The labels an offering of `instance_type` lists (its architecture).
+pub fn offering_labels(instance_type: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(labels::ARCH.to_string(), arch_of(instance_type).to_string())])
+}
+
 /// The offerings of one shape: every zone × on-demand, plus spot when a spot
 /// price is known.
 pub fn offerings_of(shape: &Shape) -> Vec<Offering> {
@@ -325,6 +357,7 @@ pub fn offerings_of(shape: &Shape) -> Vec<Offering> {
                 boot_secs: typical_boot_secs(shape.instance_type),
                 reservation: None,
                 flex_start: None,
+                labels: offering_labels(shape.instance_type),
             });
         }
     }
@@ -377,5 +410,36 @@ mod tests {
                 assert!(spot < s.on_demand_usd_h, "{}", s.instance_type);
             }
         }
+    }
+
+    #[test]
+    fn graviton_axion_and_grace_types_are_arm64_the_rest_amd64() {
+        for t in [
+            "g5g.16xlarge",
+            "c7gn.large",
+            "r8g.xlarge",
+            "is4gen.large",
+            "p6e-gb200.36xlarge",
+            "a4x-highgpu-4g",
+            "c4a-standard-8",
+            "t2a-standard-1",
+        ] {
+            assert_eq!(arch_of(t), labels::ARM64, "{t}");
+        }
+        for t in [
+            "g5.xlarge",
+            "g4dn.12xlarge",
+            "p4de.24xlarge",
+            "p5en.48xlarge",
+            "g6e.xlarge",
+            "a2-highgpu-8g",
+            "a3-megagpu-8g",
+            "g2-standard-4",
+            "n1-standard-8",
+        ] {
+            assert_eq!(arch_of(t), labels::AMD64, "{t}");
+        }
+        let every = builtin_offerings();
+        assert!(every.iter().all(|o| o.labels.contains_key(labels::ARCH)));
     }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use muster_planner::{CapacityType, GpuModel, Offering, Price, Provider};
 
-use crate::catalog::{allocatable, typical_boot_secs, zones_of};
+use crate::catalog::{allocatable, offering_labels, typical_boot_secs, zones_of};
 
 /// A catalog that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -229,6 +229,7 @@ pub fn parse_offerings(
                     boot_secs: typical_boot_secs(&r.instance_type),
                     reservation: None,
                     flex_start: None,
+                    labels: offering_labels(&r.instance_type),
                 });
             }
         }

@@ -162,9 +162,12 @@ pub(crate) fn snapshot_with(
         .collect();
     let mut nodes = node::nodes(observed, &all_offerings, &gang_jobs, now, &mut issues);
     // a PoolNode whose Node has not registered yet is planned with the
-    // labels and taints its pool gives the Node at launch: planned
-    // untainted, a pod set that does not tolerate the pool's taints (a CPU
-    // driver beside GPU workers) would be placed on it
+    // labels and taints its pool gives the Node at launch, and the labels
+    // its offering lists (architecture, a GKE node pool's), as it was
+    // when the planner chose it: planned untainted, a pod set that does not
+    // tolerate the pool's taints (a CPU driver beside GPU workers) would be
+    // placed on it; planned without its offering's labels, a pod selecting
+    // `kubernetes.io/arch` would not wait for it
     let unregistered: BTreeSet<String> = observed
         .of(Kind::PoolNode)
         .iter()
@@ -185,8 +188,16 @@ pub(crate) fn snapshot_with(
                     n.taints.push(t.clone());
                 }
             }
-            for (k, v) in &p.labels {
-                n.labels.entry(k.clone()).or_insert_with(|| v.clone());
+            let offering = n
+                .offering
+                .as_ref()
+                .and_then(|k| all_offerings.iter().find(|o| &o.key() == k));
+            let given = match offering {
+                Some(o) => muster_planner::labels::new_node_labels(p, o),
+                None => p.labels.clone(),
+            };
+            for (k, v) in given {
+                n.labels.entry(k).or_insert(v);
             }
         }
     }
@@ -582,6 +593,43 @@ mod tests {
             assert_eq!(launching.labels.get(k), Some(v), "label {k}");
         }
         assert!(node("vm-2").taints.is_empty());
+
+        // with its offering listed, it also carries the offering's labels
+        // and region, as the planner saw them when it chose the machine
+        let listed = muster_planner::fixtures::offering("a2", "z")
+            .provider(muster_planner::Provider::Gcp)
+            .capacity_type(muster_planner::CapacityType::Spot)
+            .node_class("nc")
+            .region("r")
+            .label(muster_planner::labels::ARCH, muster_planner::labels::ARM64)
+            .label("cloud.google.com/gke-accelerator", "nvidia-tesla-a100")
+            .build();
+        let offerings = BTreeMap::from([("good".to_string(), vec![listed])]);
+        let tr = snapshot(&o, &offerings, Time(1_800_000_000));
+        let launching = tr
+            .snapshot
+            .nodes
+            .iter()
+            .find(|n| n.name == "pn-1")
+            .expect("pn-1");
+        let label = |k: &str| launching.labels.get(k).map(String::as_str);
+        assert_eq!(label(muster_planner::labels::ARCH), Some("arm64"));
+        assert_eq!(
+            label("cloud.google.com/gke-accelerator"),
+            Some("nvidia-tesla-a100")
+        );
+        assert_eq!(label(muster_planner::labels::REGION), Some("r"));
+        let ready = tr
+            .snapshot
+            .nodes
+            .iter()
+            .find(|n| n.name == "vm-2")
+            .expect("vm-2");
+        assert_eq!(
+            ready.labels.get(muster_planner::labels::ARCH),
+            None,
+            "its Node's own labels"
+        );
     }
 
     /// A registered PoolNode whose Node is gone is lost, whatever its

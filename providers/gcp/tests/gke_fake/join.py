@@ -4,7 +4,7 @@ taints and annotations?
 
 Input is a plain snapshot (`World.snapshot()`):
     {"cluster": {"project", "location", "name"},
-     "machineTypes": {name: {"guestCpus", "memoryMb", "accelerators"}} (optional),
+     "machineTypes": {name: {"guestCpus", "memoryMb", "accelerators", "architecture"}} (optional),
      "nodePools": [{"name", "instanceGroupUrls": [...]}],
      "groups": {group URL: [{"name", "id", "currentAction"}]},
      "instances": [Compute instance resources]}
@@ -58,7 +58,10 @@ The fake's own rules (not from upstream): an instance that is not RUNNING
 has no kubelet to ask; an instance without `kube-env` metadata is not a GKE
 node image and never asks. The kubelet's own labels (hostname, os, arch,
 instance type, zone, region) are those every kubelet with an external
-cloud provider ends up with.
+cloud provider ends up with; its `kubernetes.io/arch` is Go's name of the
+machine type's `architecture` (ARM64 → arm64, else amd64), as the kubelet
+sets it from the binary the node image runs (kubernetes/kubernetes
+`pkg/kubelet/kubelet_node_status.go`, `initialNode`).
 """
 
 OWNED_KUBE_LABELS = [
@@ -190,7 +193,7 @@ def verdict(snap, name, zone=None):
         return dict(out, csr="Denied",
                     reason=f"deny CSR: VM {name!r} doesn't belong to cluster {cluster!r} (its id {inst['id']} is "
                            "no managed instance of the instance groups of the cluster's node pools)")
-    n = node(inst, env_text)
+    n = node(inst, env_text, snap.get("machineTypes") or {})
     cap = capacity(inst, snap.get("machineTypes") or {})
     if cap:
         n["status"] = {"capacity": cap}
@@ -211,15 +214,24 @@ def capacity(inst, machines):
     return cap
 
 
-def node(inst, env_text):
+def kubelet_arch(inst, machines):
+    """The kubelet's `kubernetes.io/arch` (Go's GOARCH, pkg/kubelet
+    kubelet_node_status.go `initialNode`): the node image is built for the
+    machine type's processor, `architecture` ARM64 → arm64, else amd64."""
+    m = machines.get(inst.get("machineType", "").rsplit("/", 1)[-1]) or {}
+    return "arm64" if m.get("architecture") == "ARM64" else "amd64"
+
+
+def node(inst, env_text, machines=None):
     env = parse_kube_env(env_text)
     name = inst["name"]
+    arch = kubelet_arch(inst, machines or {})
     zone = inst["zone"].rstrip("/").rsplit("/", 1)[-1]
     project = inst["selfLink"].split("/projects/", 1)[1].split("/", 1)[0]
     args = env.get("KUBELET_ARGS", "")
     labels = {
-        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-        "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
+        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": arch,
+        "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": arch,
         "node.kubernetes.io/instance-type": inst.get("machineType", "").rsplit("/", 1)[-1],
         "beta.kubernetes.io/instance-type": inst.get("machineType", "").rsplit("/", 1)[-1],
         "topology.kubernetes.io/zone": zone, "topology.kubernetes.io/region": zone.rsplit("-", 1)[0],

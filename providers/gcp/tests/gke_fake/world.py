@@ -513,7 +513,8 @@ class World:
                                for m in self.managed_instances(mig)]
         return {"cluster": dict(self.fx["cluster"]),
                 "machineTypes": {m["name"]: {"guestCpus": m["guestCpus"], "memoryMb": m["memoryMb"],
-                                             "accelerators": m.get("accelerators", [])} for m in self.machines},
+                                             "accelerators": m.get("accelerators", []),
+                                             "architecture": m.get("architecture")} for m in self.machines},
                 "nodePools": [{"name": p["name"], "instanceGroupUrls": list(p.get("instanceGroupUrls") or [])}
                               for p in self.pools()],
                 "groups": groups,

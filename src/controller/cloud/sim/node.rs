@@ -75,17 +75,26 @@ pub(crate) fn new_node(
 ) -> Node {
     let name = node_name(&request.idempotency_key);
     let mut node_labels = request.labels.clone();
+    // what the offering says its nodes get from the cloud and kubelet
+    for (k, v) in &offering.labels {
+        node_labels.insert(k.clone(), v.clone());
+    }
+    let arch = offering
+        .labels
+        .get(labels::ARCH)
+        .cloned()
+        .unwrap_or_else(|| labels::AMD64.to_string());
     let well_known = [
         (labels::INSTANCE_TYPE, offering.instance_type.clone()),
         (labels::ZONE, offering.zone.clone()),
-        ("topology.kubernetes.io/region", offering.region.clone()),
+        (labels::REGION, offering.region.clone()),
         (
             labels::CAPACITY_TYPE,
             offering.capacity_type.as_str().to_string(),
         ),
         ("kubernetes.io/hostname", name.clone()),
-        ("kubernetes.io/os", "linux".to_string()),
-        ("kubernetes.io/arch", "amd64".to_string()),
+        (labels::OS, labels::LINUX.to_string()),
+        (labels::ARCH, arch),
         (tags::CLUSTER, request.cluster.clone()),
         (tags::POOL, request.pool.clone()),
         (NODE_CLASS_LABEL, node_class.to_string()),
@@ -288,6 +297,7 @@ mod tests {
             boot_secs: 5,
             reservation: None,
             flex_start: None,
+            labels: BTreeMap::from([(labels::ARCH.into(), labels::AMD64.into())]),
         }
     }
 
@@ -326,6 +336,8 @@ mod tests {
         assert_eq!(l[labels::INSTANCE_TYPE], "g5.12xlarge");
         assert_eq!(l[labels::CAPACITY_TYPE], "spot");
         assert_eq!(l[labels::GPU_MODEL], "A10G");
+        assert_eq!(l[labels::ARCH], labels::AMD64);
+        assert_eq!(l[labels::REGION], "us-east-1");
         assert_eq!(l[POOLNODE_LABEL], "gpu-abc-0");
         assert_eq!(key_of(&n), Some("muster-00ff-1-0"));
         let alloc = n
@@ -351,6 +363,26 @@ mod tests {
         assert_eq!(i.state, InstanceState::Pending);
         assert_eq!(i.pool_node.as_deref(), Some("gpu-abc-0"));
         assert_eq!(i.tags[tags::CLUSTER], "c1");
+    }
+
+    /// A node gets the labels its offering lists, as the kubelet of a
+    /// Graviton machine labels its node `arm64`.
+    #[test]
+    fn a_node_carries_its_offerings_labels() {
+        let mut o = offering();
+        o.instance_type = "g5g.16xlarge".into();
+        o.labels = BTreeMap::from([
+            (labels::ARCH.into(), labels::ARM64.into()),
+            ("example.com/listed".into(), "yes".into()),
+        ]);
+        let n = new_node(&request(), &o, "sim", Time(0), Time(5));
+        let l = n.labels();
+        assert_eq!(l[labels::ARCH], labels::ARM64);
+        assert_eq!(l["example.com/listed"], "yes");
+        // an offering listing no architecture: the simulated kubelet's amd64
+        o.labels.clear();
+        let n = new_node(&request(), &o, "sim", Time(0), Time(5));
+        assert_eq!(n.labels()[labels::ARCH], labels::AMD64);
     }
 
     #[test]
