@@ -89,8 +89,10 @@ pub async fn run_gang(client: &kube::Client) -> Vec<DynamicObject> {
 }
 
 /// A two-pod Job `name` in `team-a`, queued there and created suspended,
-/// whose pods each ask for `gpus` GPUs, `cpu` and `memory` and tolerate the
-/// GPU taint; `annotations` on the Job.
+/// whose pods each ask for `gpus` GPUs, `cpu` and `memory`, tolerate the
+/// GPU taint and select `kubernetes.io/arch: amd64` (as a Job of an x86-64
+/// image does: its machines' architecture must be known before they
+/// exist); `annotations` on the Job.
 pub fn gang_job(
     name: &str,
     gpus: &str,
@@ -105,7 +107,8 @@ pub fn gang_job(
             "template": {"spec": {"restartPolicy": "Never", "containers": [{
                 "name": "train", "image": "trainer",
                 "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"cpu": cpu, "memory": memory}}
-            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}
+            }], "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "nodeSelector": {"kubernetes.io/arch": "amd64"}}}}
     }))
     .expect("job")
 }
@@ -188,6 +191,9 @@ pub fn machine(
         .into(),
         name,
         provider_id: i.provider_id,
+        // the types these tests launch (p4d, g5, g2) are x86-64, and their
+        // providers boot x86-64 images on them
+        arch: muster_planner::labels::AMD64.to_string(),
         instance_type: i.offering.instance_type.clone(),
         zone: i.offering.zone,
         gpus,

@@ -41,7 +41,10 @@ pub struct Machine {
     pub zone: String,
     /// GPUs the device plugin reports once Ready.
     pub gpus: u32,
-    /// Labels the kubelet registers with.
+    /// The kubelet's CPU architecture (`kubernetes.io/arch`, Go's name of
+    /// the binary the machine's image runs: `amd64`, `arm64`).
+    pub arch: String,
+    /// Labels the kubelet registers with (`--node-labels`).
     pub labels: BTreeMap<String, String>,
     /// Taints the kubelet registers with.
     pub taints: Vec<Taint>,
@@ -90,6 +93,10 @@ impl Machines for FakeCloud {
                     .offering(&fi.instance.offering.instance_type)
                     .map(|o| o.gpu_count)
                     .unwrap_or(0),
+                arch: self
+                    .offering(&fi.instance.offering.instance_type)
+                    .and_then(|o| o.labels.get(muster_planner::labels::ARCH).cloned())
+                    .unwrap_or_else(|| muster_planner::labels::AMD64.to_string()),
                 labels: fi.request.labels.clone(),
                 taints: fi.request.taints.clone(),
                 terminated: fi.instance.state == muster_provider_api::InstanceState::Terminated,
@@ -294,7 +301,14 @@ async fn tick(
                 (None, true) => {}
                 (None, false) => {
                     let name = node_name(&m);
-                    let mut labels = m.labels.clone();
+                    // the kubelet's own os and arch, then `--node-labels`
+                    // over them (kubernetes/kubernetes
+                    // pkg/kubelet/kubelet_node_status.go, `initialNode`)
+                    let mut labels = BTreeMap::from([
+                        ("kubernetes.io/os".to_string(), "linux".to_string()),
+                        ("kubernetes.io/arch".to_string(), m.arch.clone()),
+                    ]);
+                    labels.extend(m.labels.clone());
                     labels.insert("topology.kubernetes.io/zone".into(), m.zone.clone());
                     labels.insert(
                         "node.kubernetes.io/instance-type".into(),

@@ -105,7 +105,11 @@ pub fn catalog() -> Vec<Offering> {
         boot_secs: 60,
         reservation: None,
         flex_start: None,
-        labels: Default::default(),
+        labels: [(
+            muster_planner::labels::ARCH.to_string(),
+            muster_planner::labels::AMD64.to_string(),
+        )]
+        .into(),
     };
     vec![
         offering("fake-8gpu", 8, "A100", 10.0),

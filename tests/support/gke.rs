@@ -48,6 +48,10 @@ pub fn machine(node: &Value) -> Machine {
             .as_str()
             .and_then(|g| g.parse().ok())
             .unwrap_or(0),
+        arch: labels
+            .get(muster_planner::labels::ARCH)
+            .cloned()
+            .unwrap_or_else(|| muster_planner::labels::AMD64.to_string()),
         labels,
         taints,
         terminated: false,
