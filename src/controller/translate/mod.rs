@@ -606,12 +606,14 @@ mod tests {
             .build();
         let offerings = BTreeMap::from([("good".to_string(), vec![listed])]);
         let tr = snapshot(&o, &offerings, Time(1_800_000_000));
-        let launching = tr
-            .snapshot
-            .nodes
-            .iter()
-            .find(|n| n.name == "pn-1")
-            .expect("pn-1");
+        let node = |name: &str| {
+            tr.snapshot
+                .nodes
+                .iter()
+                .find(|n| n.name == name)
+                .expect(name)
+        };
+        let launching = node("pn-1");
         let label = |k: &str| launching.labels.get(k).map(String::as_str);
         assert_eq!(label(muster_planner::labels::ARCH), Some("arm64"));
         assert_eq!(
@@ -619,14 +621,8 @@ mod tests {
             Some("nvidia-tesla-a100")
         );
         assert_eq!(label(muster_planner::labels::REGION), Some("r"));
-        let ready = tr
-            .snapshot
-            .nodes
-            .iter()
-            .find(|n| n.name == "vm-2")
-            .expect("vm-2");
         assert_eq!(
-            ready.labels.get(muster_planner::labels::ARCH),
+            node("vm-2").labels.get(muster_planner::labels::ARCH),
             None,
             "its Node's own labels"
         );
